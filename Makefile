@@ -1,0 +1,118 @@
+# Sluice build. Wireguard-tools' shape: pkg-config for every library, quiet
+# lines unless V=1, dependency files, PREFIX/DESTDIR for install.
+#
+#   make            build/sluiced and build/sluice (optimised, -Werror)
+#   make test       deps, ASan+UBSan build, unit suites and end-to-end scenarios
+#   make demo       the guided demo (examples/demo/)
+#   make bench      benchmarks against the anchors (tests/bench/)
+#
+# Module objects are grouped so that a unit suite links only the module it
+# tests (check_policy* -> policy/, check_audit* -> audit/, check_ns*/check_fw*
+# -> netns/); anything else links every library object.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
+           sqlite3 libcurl ldns
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+ifeq ($(SAN),1)
+B       ?= build/asan
+CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+else
+B       ?= build
+endif
+
+ifeq ($(V),1)
+Q :=
+qcc = 
+qld =
+else
+Q := @
+qcc = @printf '  CC      %s\n' $<;
+qld = @printf '  LD      %s\n' $@;
+endif
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+GW_MAINS   := gateway/sluiced.c gateway/sluice.c
+POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
+AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
+NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
+GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS),$(wildcard gateway/*.c gateway/bridge/*.c)))
+LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
+
+UNIT_SRC   := $(wildcard tests/unit/check_*.c)
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+
+unit_deps = $(strip \
+  $(if $(filter check_policy%,$(1)),$(POLICY_OBJ), \
+  $(if $(filter check_audit%,$(1)),$(AUDIT_OBJ), \
+  $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
+  $(LIB_OBJ)))))
+
+.PHONY: all deps test unit e2e demo bench clean install fuzz
+all: $(B)/sluiced $(B)/sluice
+
+$(B)/sluiced: $(B)/obj/gateway/sluiced.o $(LIB_OBJ)
+	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/sluice: $(B)/obj/gateway/sluice.o $(LIB_OBJ)
+	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(qcc)$(CC) $(CFLAGS) -c -o $@ $<
+
+.SECONDEXPANSION:
+$(B)/tests/check_%: $(B)/obj/tests/unit/check_%.o $$(call unit_deps,check_$$*)
+	@mkdir -p $(dir $@)
+	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+
+unit-bins: $(UNIT_BIN)
+
+deps:
+	$(Q)tests/deps.sh
+
+# The test build is separate (build/asan) so `make` and `make test` never
+# mix objects built with different flags.
+test: deps
+	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins
+	$(Q)tests/run.sh all build/asan
+
+unit:
+	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins
+	$(Q)tests/run.sh unit build/asan
+
+e2e:
+	$(Q)$(MAKE) --no-print-directory SAN=1 all
+	$(Q)tests/run.sh e2e build/asan
+
+demo: deps all
+	$(Q)if [ -x examples/demo/run.sh ]; then examples/demo/run.sh $(DEMO_ARGS); \
+	else echo "make demo: not yet (issue 7)"; fi
+
+bench: deps all
+	$(Q)if [ -x tests/bench/run.sh ]; then tests/bench/run.sh; \
+	else echo "make bench: not yet (issue 8)"; fi
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(B)/sluiced $(DESTDIR)$(PREFIX)/sbin/sluiced
+	install -m 0755 $(B)/sluice $(DESTDIR)$(PREFIX)/bin/sluice
+	install -d $(DESTDIR)$(PREFIX)/share/sluice/policies
+	install -m 0644 examples/sluice.yaml $(DESTDIR)$(PREFIX)/share/sluice/sluice.yaml
+	install -m 0644 examples/policies/*.yaml $(DESTDIR)$(PREFIX)/share/sluice/policies/
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,375 @@
+/*
+ * policy: what Sluice allows, decided purely.
+ *
+ * This module turns YAML files (the daemon config and the policy files) into
+ * validated in-memory objects, classifies addresses, and answers questions:
+ * may this sandbox reach that host:port, resolve that name, call that tool
+ * with these arguments? Apart from the loaders reading their files it does no
+ * I/O, reads no clock and keeps no globals: the same input gives the same
+ * decision, which is what makes every decision unit-testable with tables.
+ * Callers that need time (budget windows, TTLs) pass it in.
+ *
+ * Conventions: every type has x_new/x_free (or a loader and x_free), and
+ * x_free(NULL) is a no-op. Loaders return NULL on failure and put every error
+ * (up to a cap) into a struct pol_errors as "FILE:LINE:COL: message".
+ *
+ * The header is organised in sections; each is owned by one file:
+ *   errors      policy/errors.c
+ *   addresses   policy/classify.c   (the address classifier)
+ *   config      policy/config.c     (the daemon config, examples/sluice.yaml)
+ *   policies    policy/load.c       (policy files, examples/policies/)
+ *   decisions   policy/decide.c     (egress, DNS, tool calls)
+ *   pins        policy/pin.c        (tool definition hashes)
+ */
+#ifndef SLUICE_POLICY_POLICY_H
+#define SLUICE_POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- errors */
+
+struct pol_errors;
+
+/* pol_errors_new: an empty list that keeps at most cap messages (further
+ * ones are counted, not stored). NULL on allocation failure. */
+struct pol_errors	*pol_errors_new(size_t cap);
+void			 pol_errors_free(struct pol_errors *e);
+/* pol_errors_add: appends "FILE:LINE:COL: message" (line/col 1-based; 0
+ * means unknown and is printed as such). Never fails visibly: on allocation
+ * failure the error is counted but its text is lost. */
+void			 pol_errors_add(struct pol_errors *e, const char *file,
+			    unsigned line, unsigned col, const char *fmt, ...)
+			    __attribute__((format(printf, 5, 6)));
+/* pol_errors_count: total errors seen, including those over the cap. */
+size_t			 pol_errors_count(const struct pol_errors *e);
+/* pol_errors_get: the i-th stored message (owned by e), NULL past the end. */
+const char		*pol_errors_get(const struct pol_errors *e, size_t i);
+/* pol_errors_clear: forget all messages. */
+void			 pol_errors_clear(struct pol_errors *e);
+
+/* ------------------------------------------------------------- addresses */
+
+/* An IPv4 or IPv6 address in network byte order. For AF_INET only the first
+ * four bytes of a[] are used and the rest are zero. */
+struct pol_addr {
+	uint8_t		family;		/* AF_INET or AF_INET6 */
+	uint8_t		a[16];
+};
+
+/* A CIDR block; addr has its host bits cleared. */
+struct pol_cidr {
+	struct pol_addr	addr;
+	uint8_t		prefix;		/* 0..32 or 0..128 */
+};
+
+enum pol_addr_class {
+	POL_ADDR_PUBLIC = 0,
+	POL_ADDR_METADATA,	/* cloud metadata endpoints (egress.md §8) */
+	POL_ADDR_LOOPBACK,
+	POL_ADDR_UNSPECIFIED,	/* 0.0.0.0/8, :: */
+	POL_ADDR_LINK_LOCAL,	/* 169.254/16, fe80::/10 */
+	POL_ADDR_PRIVATE,	/* 10/8, 172.16/12, 192.168/16 */
+	POL_ADDR_CGNAT,		/* 100.64/10 */
+	POL_ADDR_DOCUMENTATION,	/* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32 */
+	POL_ADDR_BENCHMARKING,	/* 198.18/15 */
+	POL_ADDR_MULTICAST,	/* 224/4, ff00::/8 */
+	POL_ADDR_RESERVED,	/* 240/4, broadcast, 192.0.0/24, 192.88.99/24, 100::/64, fec0::/10 */
+	POL_ADDR_ULA,		/* fc00::/7 (not metadata) */
+	POL_ADDR__COUNT
+};
+
+/* How an address was reached: directly, or unwrapped from an IPv6 form that
+ * embeds an IPv4 address. */
+enum pol_addr_embed {
+	POL_EMBED_NONE = 0,
+	POL_EMBED_MAPPED,	/* ::ffff:0:0/96 */
+	POL_EMBED_COMPAT,	/* ::/96 */
+	POL_EMBED_NAT64,	/* 64:ff9b::/96 */
+	POL_EMBED_NAT64_LOCAL,	/* 64:ff9b:1::/48 */
+	POL_EMBED_6TO4,		/* 2002::/16 */
+	POL_EMBED_TEREDO,	/* 2001::/32 (client address, xor 0xffffffff) */
+};
+
+struct pol_addr_info {
+	enum pol_addr_class	cls;	/* the verdict (worst of outer/inner) */
+	enum pol_addr_embed	embed;
+	struct pol_addr		inner;	/* the embedded IPv4 when embed != NONE */
+	bool			treated_public; /* a treat_as_public range applied */
+};
+
+/* pol_addr_parse: strict text form. IPv4 only as four decimal octets with no
+ * leading zeros (so "0251.0376.0251.0376", "0xA9FEA9FE", "2852039166" and
+ * "425.510.425.510" are refused, egress.md §9 item 10); IPv6 as inet_pton
+ * accepts, including "::ffff:169.254.169.254". Brackets are not accepted.
+ * Returns 0, or -1 for anything else. */
+int	pol_addr_parse(const char *s, struct pol_addr *out);
+/* pol_addr_format: text form into buf (INET6_ADDRSTRLEN is enough). */
+const char *pol_addr_format(const struct pol_addr *a, char *buf, size_t len);
+/* pol_cidr_parse: "ADDR/PREFIX" or a bare address (full-length prefix).
+ * Host bits set ("10.0.0.1/8") are an error. 0 or -1. */
+int	pol_cidr_parse(const char *s, struct pol_cidr *out);
+bool	pol_cidr_contains(const struct pol_cidr *c, const struct pol_addr *a);
+
+/* pol_addr_classify: the class of a, unwrapping IPv4-in-IPv6 forms and
+ * classifying the embedded address too (the worse class wins). Ranges in
+ * treat_as_public (may be NULL/0) make an address PUBLIC, except that they
+ * never override METADATA, LOOPBACK, LINK_LOCAL or UNSPECIFIED. */
+void	pol_addr_classify(const struct pol_addr *a,
+	    const struct pol_cidr *treat_as_public, size_t ntreat,
+	    struct pol_addr_info *out);
+/* pol_addr_class_name: "public", "metadata", "loopback", ... (static). */
+const char *pol_addr_class_name(enum pol_addr_class c);
+/* pol_addr_class_always_denied: classes no policy can allow (metadata,
+ * loopback, unspecified, link-local, multicast, reserved). */
+bool	pol_addr_class_always_denied(enum pol_addr_class c);
+/* pol_addr_class_private: classes denied unless an explicit CIDR rule of the
+ * policy allows them (private, CGNAT, ULA, documentation, benchmarking). */
+bool	pol_addr_class_private(enum pol_addr_class c);
+
+/* pol_deny_ranges / pol_private_ranges: the ranges behind the classes above,
+ * for the kernel's interval sets (netns/fw). Static tables; *n gets the
+ * count. family is AF_INET or AF_INET6. */
+const struct pol_cidr *pol_deny_ranges(int family, size_t *n);
+const struct pol_cidr *pol_private_ranges(int family, size_t *n);
+
+/* ---------------------------------------------------------------- config */
+
+enum pol_mcp_transport { POL_MCP_HTTP = 1, POL_MCP_STDIO = 2 };
+
+/* An upstream MCP server. The credential is a reference (a file or an
+ * environment variable of the daemon), never the secret itself. */
+struct pol_mcp_server {
+	char			*name;		/* [a-z0-9][a-z0-9_-]{0,31} */
+	enum pol_mcp_transport	 transport;
+	char			*url;		/* HTTP: http(s)://... */
+	char			**argv;		/* stdio: command and arguments */
+	size_t			 argc;
+	char			**env;		/* stdio: "K=V" the child gets */
+	size_t			 nenv;
+	/* Credential injection, upstream side only. */
+	char			*cred_file;	/* read the secret from this file */
+	char			*cred_env;	/* or from this daemon variable */
+	char			*cred_header;	/* HTTP: header name, e.g. Authorization */
+	char			*cred_prefix;	/* HTTP: e.g. "Bearer " */
+	char			*cred_child_env; /* stdio: variable set in the child */
+};
+
+enum pol_sink_type { POL_SINK_FILE = 1, POL_SINK_SYSLOG, POL_SINK_WEBHOOK };
+enum pol_sink_format { POL_FMT_JSON = 1, POL_FMT_OCSF };
+
+struct pol_sink {
+	char			*name;
+	enum pol_sink_type	 type;
+	enum pol_sink_format	 format;
+	char			*target;	/* path, syslog address, or URL */
+	bool			 splunk_hec;	/* webhook in Splunk HEC mode */
+	char			*token_file;	/* webhook auth token (file) */
+	uint64_t		 lag_alert;	/* records behind before a finding */
+};
+
+struct pol_config {
+	char			*path;		/* the file it came from */
+	char			*state_dir;	/* default /var/lib/sluice */
+	char			*run_dir;	/* default /run/sluice */
+	char			*socket_path;	/* default <run_dir>/sluice.sock */
+	char			*policy_dir;	/* default /etc/sluice/policies */
+	struct pol_cidr		 pool;		/* default 10.231.0.0/16 */
+	struct pol_addr		 service_addr;	/* default 10.231.255.254 */
+	uint16_t		 bridge_port;	/* default 8080 */
+	char			*uplink;	/* interface name, NULL = any */
+	bool			 ipv6;		/* per-sandbox ULA; default false */
+	struct pol_addr		*dns_upstreams;	/* at least one */
+	uint16_t		*dns_upstream_ports; /* parallel, default 53 */
+	size_t			 ndns_upstreams;
+	uint32_t		 dns_timeout_ms; /* default 2000 */
+	struct pol_cidr		*treat_as_public;
+	size_t			 ntreat_as_public;
+	uint32_t		 max_sandboxes;	/* default 4096 */
+	uint32_t		 default_ttl_s;	/* sandbox TTL, 0 = none */
+	uint32_t		 nflog_group;	/* default 7 */
+	char			*audit_db;	/* default <state_dir>/audit.db */
+	char			*audit_key;	/* PKCS#8 Ed25519, optional */
+	char			*audit_origin;
+	struct pol_sink		*sinks;
+	size_t			 nsinks;
+	struct pol_mcp_server	*servers;
+	size_t			 nservers;
+};
+
+/* pol_config_load: read and strictly validate a daemon config. NULL on any
+ * error, with every error in errs. The result is owned by the caller. */
+struct pol_config	*pol_config_load(const char *path, struct pol_errors *errs);
+void			 pol_config_free(struct pol_config *c);
+/* pol_config_server: the upstream called name, or NULL. */
+const struct pol_mcp_server *pol_config_server(const struct pol_config *c,
+			    const char *name);
+
+/* -------------------------------------------------------------- policies */
+
+struct pol_policy;	/* one validated policy file (opaque) */
+struct pol_set;		/* the policies of a directory, by name (opaque) */
+
+/* pol_policy_load: read and strictly validate one policy file. cfg (may be
+ * NULL) lets the validator check MCP server names against the config. NULL on
+ * any error, with all errors in errs; nothing is half-loaded. */
+struct pol_policy	*pol_policy_load(const char *path,
+			    const struct pol_config *cfg, struct pol_errors *errs);
+void			 pol_policy_free(struct pol_policy *p);
+/* pol_policy_name: the policy's name (its `name:` or the file's basename). */
+const char		*pol_policy_name(const struct pol_policy *p);
+/* pol_policy_digest: hex SHA-256 of the file's bytes (for audit records). */
+const char		*pol_policy_digest(const struct pol_policy *p);
+
+/* pol_set_load_dir: every *.yaml / *.yml file of dir. All or nothing: NULL if
+ * any file fails (errors in errs) or two files share a name. */
+struct pol_set		*pol_set_load_dir(const char *dir,
+			    const struct pol_config *cfg, struct pol_errors *errs);
+void			 pol_set_free(struct pol_set *s);
+const struct pol_policy	*pol_set_get(const struct pol_set *s, const char *name);
+size_t			 pol_set_count(const struct pol_set *s);
+const struct pol_policy	*pol_set_at(const struct pol_set *s, size_t i);
+
+/* Static egress rules of a policy, flattened for the kernel (netns/fw): one
+ * entry per (CIDR, protocol, port range). Host-name rules are not here: they
+ * become kernel elements only when the DNS proxy answers them. */
+struct pol_net_rule {
+	struct pol_cidr	cidr;
+	uint8_t		proto;		/* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP(V6) */
+	uint16_t	port_lo, port_hi; /* 0,0 for ICMP */
+	uint32_t	rule_index;	/* position in the policy, for records */
+};
+
+/* pol_egress_static: the policy's CIDR allows (allow=true) or denies
+ * (allow=false). The array is owned by p; *n gets the count. */
+const struct pol_net_rule *pol_egress_static(const struct pol_policy *p,
+			    bool allow, size_t *n);
+/* pol_egress_quota: the egress byte budget, 0 = none. */
+uint64_t		 pol_egress_quota(const struct pol_policy *p);
+/* pol_taint_keep: the CIDR rules that stay allowed once the sandbox is
+ * tainted (may be empty); host rules that stay allowed are matched by
+ * pol_egress_decide with tainted=true. */
+const struct pol_net_rule *pol_taint_keep(const struct pol_policy *p, size_t *n);
+
+/* ------------------------------------------------------------- decisions */
+
+enum pol_verdict { POL_DENY = 0, POL_ALLOW = 1, POL_ASK = 2, POL_SYNTHETIC = 3 };
+
+/* Every decision names the rule that decided ("egress.allow[2]",
+ * "class:metadata", "default") and a stable reason code
+ * ("allowed", "always_denied_class", "explicit_deny", "private_range",
+ * "no_matching_rule", ...). Strings are static or owned by the policy. */
+struct pol_decision {
+	enum pol_verdict verdict;
+	const char	*rule;
+	const char	*reason;
+	char		 rule_buf[48];	/* backing store for generated rule names */
+};
+
+/* Egress: host is a DNS name or an address literal (pol_addr_parse form);
+ * proto is IPPROTO_TCP/UDP/ICMP. Precedence (DESIGN §4): always-deny classes
+ * -> explicit denies -> private ranges unless an explicit CIDR allows ->
+ * allows -> default deny. tainted=true applies the taint keep-list only. */
+struct pol_egress_q {
+	const char	*host;
+	uint8_t		 proto;
+	uint16_t	 port;
+	bool		 tainted;
+	const struct pol_cidr *treat_as_public;
+	size_t		 ntreat_as_public;
+};
+void	pol_egress_decide(const struct pol_policy *p,
+	    const struct pol_egress_q *q, struct pol_decision *out);
+
+/* For an allowed DNS name, the protocol/port pairs its answers may be used
+ * with (from the host rules that match it). Returns how many were written
+ * (at most max). */
+size_t	pol_egress_ports_for_name(const struct pol_policy *p, const char *name,
+	    bool tainted, struct pol_net_rule *out, size_t max);
+
+/* DNS: name in presentation form without the trailing dot, any case; qtype
+ * is the numeric RR type. Synthetic names (sluice.internal,
+ * bridge.sluice.internal) give POL_SYNTHETIC. HTTPS/SVCB give POL_ALLOW with
+ * reason "nodata" unless allowed (the proxy answers NODATA). */
+struct pol_dns_q {
+	const char	*name;
+	uint16_t	 qtype;
+	bool		 tainted;
+};
+struct pol_dns_limits {
+	uint32_t	min_ttl_s, max_ttl_s;
+	uint32_t	qps, burst;
+	uint32_t	max_name_len, max_label_len;
+	uint32_t	entropy_min_len;	/* labels shorter are never scored */
+	uint32_t	entropy_millibits;	/* Shannon bits/char x1000 over which a label is suspect */
+	bool		deny_refused;		/* true: REFUSED, false: NXDOMAIN */
+};
+void	pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
+	    struct pol_decision *out);
+void	pol_dns_limits(const struct pol_policy *p, struct pol_dns_limits *out);
+/* pol_dns_label_suspect: the entropy/length heuristic for tunnelling, pure.
+ * Returns true and a reason code ("label_too_long", "name_too_long",
+ * "high_entropy") when the name should be refused as a suspected tunnel. */
+bool	pol_dns_name_suspect(const struct pol_dns_limits *l, const char *name,
+	    const char **reason);
+
+/* Tool calls. Budget state is supplied by the caller (it lives in the state
+ * database); the decision says which reservations to make. */
+enum pol_budget_scope { POL_SCOPE_SANDBOX = 1, POL_SCOPE_SUBJECT, POL_SCOPE_POLICY };
+
+struct pol_budget_use {		/* current use of one named budget */
+	const char	*name;
+	uint64_t	 calls, cost, result_bytes;
+};
+struct pol_reservation {	/* what to add before forwarding */
+	const char	*budget;	/* budget name (owned by the policy) */
+	enum pol_budget_scope scope;
+	uint64_t	 window_s;	/* 0 = lifetime */
+	uint64_t	 calls, cost;
+	uint64_t	 limit_calls, limit_cost, limit_result_bytes; /* 0 = none */
+};
+struct pol_tool_q {
+	const char	*subject;
+	const char	*const *label_keys;	/* sandbox labels, parallel arrays */
+	const char	*const *label_values;
+	size_t		 nlabels;
+	const char	*server;
+	const char	*tool;
+	const char	*args_json;		/* the call's arguments object */
+	const struct pol_budget_use *budgets;
+	size_t		 nbudgets;
+};
+#define POL_MAX_RESERVATIONS 8
+struct pol_tool_decision {
+	struct pol_decision	d;
+	char			message[256];	/* neutral text for the agent */
+	const char		*classification; /* "public", "internal", ... */
+	bool			taints;		/* result at or above taint level */
+	struct pol_reservation	res[POL_MAX_RESERVATIONS];
+	size_t			nres;
+	uint64_t		max_result_bytes;
+	bool			args_digest_only; /* audit: digest, not full args */
+};
+/* Fails closed: malformed args_json, an unknown server or tool, an internal
+ * error all deny with a reason. */
+void	pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
+	    struct pol_tool_decision *out);
+/* pol_tool_visible: may the tool appear in tools/list for this subject and
+ * labels, and does its definition match the pin? pin_hex is the current
+ * definition's pin (pol_tool_pin). */
+bool	pol_tool_visible(const struct pol_policy *p, const char *server,
+	    const char *tool, const char *pin_hex, const char **reason);
+/* pol_tool_approval_timeout_ms: how long an `ask` is held. */
+uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
+
+/* ------------------------------------------------------------------ pins */
+
+/* pol_tool_pin: "sha256:<64 hex>" over the canonical JSON (sorted keys, no
+ * whitespace) of a tool definition's name, title, description, inputSchema,
+ * outputSchema and annotations; other members are ignored and absent ones
+ * are left out. Stable across key order and whitespace. 0, or -1 if
+ * tool_json is not a JSON object with a string "name". out needs 72 bytes. */
+int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
+
+#endif /* SLUICE_POLICY_POLICY_H */

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Installs what the build, the tests and the demo need on a Debian 12 machine.
+# Quiet and fast when everything is present: dpkg is asked first, apt-get only
+# runs (with one `apt-get update`) when something is missing.
+set -eu
+
+PKGS="build-essential pkg-config
+libnftnl-dev libmnl-dev libldns-dev libmicrohttpd-dev libjansson-dev libyaml-dev
+libpcre2-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev check
+nftables iproute2 dnsmasq-base dnsutils ldnsutils curl iperf3 sqlite3 jq
+procps psmisc nodejs npm"
+
+missing=""
+for p in $PKGS; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$st" in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+
+# Node.js may come from somewhere other than Debian's package; accept any node
+# and npm on PATH rather than installing a second one next to it.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+	missing=$(echo "$missing" | tr ' ' '\n' | grep -vx -e nodejs -e npm | tr '\n' ' ')
+fi
+
+if [ -n "$(echo "$missing" | tr -d ' ')" ]; then
+	[ "$(id -u)" -eq 0 ] || { echo "deps: need root to install:$missing" >&2; exit 1; }
+	echo "deps: installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# npm packages of the end-to-end tests, pinned by tests/e2e/package-lock.json.
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$here/e2e/package.json" ]; then
+	if [ ! -d "$here/e2e/node_modules" ] ||
+	   [ "$here/e2e/package-lock.json" -nt "$here/e2e/node_modules/.package-lock.json" ]; then
+		echo "deps: npm ci in tests/e2e"
+		(cd "$here/e2e" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	fi
+fi
+exit 0

@@ -1,0 +1,83 @@
+# tests/e2e/lib.sh: assertions and cleanup for the end-to-end scenarios.
+#
+# A scenario is tests/e2e/t_*.sh, run as root by tests/run.sh with bash. It
+# sources this file, registers everything it makes with `cleanup_push` (or
+# uses world.sh, which does), and reports each assertion as one TAP-style line:
+# "ok - text" or "not ok - text". tests/run.sh counts those lines.
+#
+# Rules (DEVELOPERS.md, network safety): traffic only inside namespaces the
+# scenario made, documentation addresses for fake hosts, every loop bounded,
+# and everything removed on exit, also on failure (the EXIT trap below).
+
+set -u
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$E2E_DIR/../.." && pwd)
+# The binaries under test: tests/run.sh exports SLUICE_BUILD (ASan build).
+SLUICE_BUILD=${SLUICE_BUILD:-$TOP/build/asan}
+SLUICED=$SLUICE_BUILD/sluiced
+SLUICE=$SLUICE_BUILD/sluice
+E2E_FAILS=0
+E2E_TMP=$(mktemp -d /tmp/sluice-e2e.XXXXXX)
+_CLEANUP=()
+
+# cleanup_push CMD...: run CMD (as one eval'd string) at exit, last in first out.
+cleanup_push() { _CLEANUP+=("$*"); }
+
+_run_cleanup() {
+	local i
+	for ((i = ${#_CLEANUP[@]} - 1; i >= 0; i--)); do
+		eval "${_CLEANUP[$i]}" >/dev/null 2>&1 || true
+	done
+	_CLEANUP=()
+	rm -rf "$E2E_TMP"
+}
+trap '_run_cleanup' EXIT
+trap 'exit 130' INT TERM
+
+ok()     { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
+
+# check TEXT CMD...: ok if CMD exits 0.
+check() {
+	local text=$1; shift
+	if "$@" >"$E2E_TMP/last.out" 2>&1; then ok "$text"; else
+		not_ok "$text"; sed 's/^/#   /' "$E2E_TMP/last.out" | head -n 20
+	fi
+}
+
+# check_fails TEXT CMD...: ok if CMD exits non-zero.
+check_fails() {
+	local text=$1; shift
+	if "$@" >"$E2E_TMP/last.out" 2>&1; then
+		not_ok "$text (unexpectedly succeeded)"; sed 's/^/#   /' "$E2E_TMP/last.out" | head -n 20
+	else ok "$text"; fi
+}
+
+# check_eq TEXT EXPECTED ACTUAL
+check_eq() {
+	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (expected '$2', got '$3')"; fi
+}
+
+# check_match TEXT REGEX STRING
+check_match() {
+	if printf '%s' "$3" | grep -qE -- "$2"; then ok "$1"; else
+		not_ok "$1 (no match for /$2/ in: $(printf '%s' "$3" | head -c 300))"; fi
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; bounded.
+wait_for() {
+	local limit=$(( $1 * 10 )) i=0; shift
+	while ! "$@" >/dev/null 2>&1; do
+		i=$((i + 1)); [ $i -ge $limit ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# skip_unless_root: scenarios need root for namespaces and nftables.
+require_root() {
+	if [ "$(id -u)" -ne 0 ]; then echo "not ok - needs root"; exit 1; fi
+}
+
+# finish: exit status of the scenario.
+finish() { [ "$E2E_FAILS" -eq 0 ]; exit $?; }
