@@ -18,7 +18,7 @@ PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(SAN),1)

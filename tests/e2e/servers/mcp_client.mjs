@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+// tests/e2e/servers/mcp_client.mjs: a real MCP client for the scenarios.
+//
+// The bridge must work with the official TypeScript SDK, not with a client
+// we wrote to agree with it; this wraps the SDK's Client in a command line
+// so a shell scenario can connect (Streamable HTTP or stdio), list tools,
+// call one, and assert on JSON. Needs `npm ci` in tests/e2e.
+//
+//   node mcp_client.mjs (--url URL [--header 'K: V']... | --stdio CMD ARG...)
+//        [--timeout MS] (--list | --call TOOL [ARGS_JSON])...
+//
+// Operations run in order over one session (so several cost one Node start
+// and one initialize). Each prints one JSON line on stdout: --list gives
+// {"tools":[...]} (the full definitions), --call gives the tool result as
+// the SDK returns it (content, structuredContent, isError). --stdio takes
+// the rest of the command line, so it comes last. Exit status: 0 when every
+// operation completed (a result with isError:true still exits 0: the
+// scenario judges it), 1 on a protocol, transport or timeout error (message
+// on stderr; the lines of earlier operations are already printed), 2 on
+// usage errors.
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from
+    '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+function usage(msg) {
+	process.stderr.write(`mcp_client.mjs: ${msg}\n`);
+	process.exit(2);
+}
+
+const opt = { headers: {}, timeout: 20000, ops: [] };
+{
+	const a = process.argv.slice(2);
+	for (let i = 0; i < a.length; i++) {
+		switch (a[i]) {
+		case '--url': opt.url = a[++i]; break;
+		case '--header': {
+			const h = a[++i] || '';
+			const c = h.indexOf(':');
+			if (c <= 0)
+				usage(`bad header ${h}`);
+			opt.headers[h.slice(0, c).trim()] = h.slice(c + 1).trim();
+			break;
+		}
+		case '--timeout': opt.timeout = Number(a[++i]); break;
+		case '--list': opt.ops.push({ op: 'list' }); break;
+		case '--call': {
+			const op = { op: 'call', tool: a[++i], args: {} };
+			if (!op.tool)
+				usage('--call needs a tool name');
+			// An optional JSON argument object follows.
+			if (a[i + 1] !== undefined && !a[i + 1].startsWith('--')) {
+				try {
+					op.args = JSON.parse(a[++i]);
+				} catch (e) {
+					usage(`ARGS_JSON: ${e.message}`);
+				}
+			}
+			opt.ops.push(op);
+			break;
+		}
+		case '--stdio':
+			opt.stdio = a.slice(i + 1);
+			i = a.length;
+			break;
+		default: usage(`unknown option ${a[i]}`);
+		}
+	}
+	if (opt.ops.length === 0)
+		usage('--list or --call TOOL is required');
+	if (!!opt.url === !!opt.stdio)
+		usage('exactly one of --url and --stdio');
+	if (opt.stdio && opt.stdio.length === 0)
+		usage('--stdio needs a command');
+	if (!(opt.timeout > 0))
+		usage('bad --timeout');
+}
+
+// A hard bound on the whole run: a scenario must never hang on a bridge
+// that does not answer.
+const timer = setTimeout(() => {
+	process.stderr.write(`mcp_client.mjs: timed out after ${opt.timeout} ms\n`);
+	process.exit(1);
+}, opt.timeout);
+
+const transport = opt.url ?
+    new StreamableHTTPClientTransport(new URL(opt.url),
+	{ requestInit: { headers: opt.headers } }) :
+    new StdioClientTransport({ command: opt.stdio[0],
+	args: opt.stdio.slice(1), stderr: 'ignore' });
+const client = new Client({ name: 'sluice-e2e', version: '1.0.0' });
+
+try {
+	await client.connect(transport);
+	for (const op of opt.ops) {
+		let out;
+		if (op.op === 'list') {
+			const tools = [];
+			let cursor;
+			// Bounded: a server that pages forever is an error.
+			for (let page = 0; page < 100; page++) {
+				const r = await client.listTools(cursor ? { cursor } : {});
+				tools.push(...r.tools);
+				cursor = r.nextCursor;
+				if (!cursor)
+					break;
+			}
+			out = { tools };
+		} else {
+			out = await client.callTool({ name: op.tool,
+			    arguments: op.args });
+		}
+		process.stdout.write(JSON.stringify(out) + '\n');
+	}
+	clearTimeout(timer);
+	await client.close();
+	process.exit(0);
+} catch (e) {
+	process.stderr.write(`mcp_client.mjs: ${e && e.message ? e.message : e}\n`);
+	process.exit(1);
+}
