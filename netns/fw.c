@@ -1,0 +1,1287 @@
+/*
+ * fw.c: the nftables table that enforces sandbox egress in the kernel.
+ *
+ * Why this file exists: a sandbox is root in its own network namespace and can
+ * ignore any proxy, open raw sockets or re-enable IPv6, so the only boundary
+ * that holds is on the host side of its veth. This file writes that boundary
+ * once (fw_init) as static rules whose variable parts are set lookups; the
+ * per-sandbox state lives in set elements (fw_elem.c). Packet cost is a fixed
+ * number of hash/pipapo lookups whatever the number of sandboxes.
+ *
+ * The ruleset, in `nft list` syntax (G = nflog group, SVC = service address,
+ * POOL = sandbox pool; sets are keyed as shown, "ipv4 key" means
+ * `ifname . ipv4_addr . inet_proto . inet_service`, flags interval):
+ *
+ *   table inet sluice {
+ *     set sbx4 { type ifname . ipv4_addr; }            # anti-spoofing
+ *     set sbx6 { type ifname . ipv6_addr; }
+ *     set deny4 { type ipv4_addr; flags interval; }    # always-deny + pool
+ *     set deny6 { type ipv6_addr; flags interval; }
+ *     set private4 { type ipv4_addr; flags interval; }
+ *     set private6 { type ipv6_addr; flags interval; }
+ *     set sbx_deny4 { type ifname . ipv4_addr; flags interval; }
+ *     set sbx_deny6 { type ifname . ipv6_addr; flags interval; }
+ *     set restricted { type ifname; }
+ *     set keep4/allow4/pallow4 { ipv4 key }   (keep6/allow6/pallow6 alike)
+ *     set learned4 { ipv4 key; flags interval,timeout; }  (learned6 alike)
+ *     set icmp4 { type ifname . ipv4_addr; flags interval; }
+ *     map quota { type ifname : quota; }               # objects "q_<ifname>"
+ *
+ *     chain forward { type filter hook forward priority filter; policy accept;
+ *       iifname != "sl-*" oifname != "sl-*" return     # not ours
+ *       oifname "sl-*" ct state established,related accept
+ *       oifname "sl-*" drop                             # new flows inbound
+ *       quota name iifname map @quota log prefix "deny:quota" group G drop
+ *       meta nfproto ipv4 iifname . ip saddr != @sbx4 log prefix "deny:spoof" group G drop
+ *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
+ *       ip daddr @deny4 log prefix "deny:always" group G reject with icmpx admin-prohibited
+ *       ip6 daddr @deny6 log prefix "deny:always" group G reject with icmpx admin-prohibited
+ *       iifname @restricted iifname . ip daddr . meta l4proto . th dport @keep4 accept
+ *       iifname @restricted iifname . ip6 daddr . meta l4proto . th dport @keep6 accept
+ *       iifname @restricted log prefix "deny:tainted" group G reject ...
+ *       ct state established,related accept
+ *       tcp dport 853 log prefix "deny:dot" group G drop
+ *       udp dport 853 log prefix "deny:dot" group G drop
+ *       iifname . ip daddr @sbx_deny4 log prefix "deny:rule" group G reject ...
+ *       iifname . ip6 daddr @sbx_deny6 log prefix "deny:rule" group G reject ...
+ *       ip daddr @private4 iifname . ip daddr . meta l4proto . th dport @pallow4 accept
+ *       ip daddr @private4 log prefix "deny:private" group G reject ...
+ *       ip6 daddr @private6 ... (same two rules with @pallow6)
+ *       iifname . ip daddr . meta l4proto . th dport @allow4 accept
+ *       iifname . ip daddr . meta l4proto . th dport @learned4 accept
+ *       iifname . ip6 daddr . meta l4proto . th dport @allow6 accept
+ *       iifname . ip6 daddr . meta l4proto . th dport @learned6 accept
+ *       icmp type echo-request iifname . ip daddr @icmp4 accept
+ *       log prefix "deny:default" group G
+ *       meta l4proto tcp reject with tcp reset
+ *       reject with icmpx admin-prohibited
+ *     }
+ *     chain input { type filter hook input priority filter; policy accept;
+ *       iifname != "sl-*" return
+ *       ct state established,related accept
+ *       icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept
+ *       meta nfproto ipv4 iifname . ip saddr != @sbx4 log prefix "deny:spoof" group G drop
+ *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
+ *       ip daddr SVC udp dport 53 accept
+ *       ip daddr SVC tcp dport 53 accept
+ *       ip daddr SVC tcp dport BRIDGE accept
+ *       (the same three for ip6 daddr SVC6 when configured)
+ *       log prefix "deny:input" group G drop
+ *     }
+ *     chain prerouting { type nat hook prerouting priority dstnat; policy accept;
+ *       iifname "sl-*" ip daddr != SVC udp dport 53 dnat ip to SVC:53
+ *       iifname "sl-*" ip daddr != SVC tcp dport 53 dnat ip to SVC:53
+ *     }
+ *     chain postrouting { type nat hook postrouting priority srcnat; policy accept;
+ *       ip saddr POOL oifname != "sl-*" masquerade     # or oifname UPLINK
+ *     }
+ *   }
+ *
+ * Notes on choices. Private ranges open only through @pallow4/6, which
+ * holds the static rules whose CIDR lies wholly inside a private range: a
+ * broad rule such as 0.0.0.0/0 tcp 443 never opens 10/8. Reject, not drop, for policy denials: the agent gets an
+ * immediate, parseable refusal (TCP RST / admin-prohibited) instead of a
+ * timeout it may retry; spoofed and inbound packets are silently dropped.
+ * The pool is in @deny4 so sandboxes never reach each other. Postrouting
+ * matches the pool by source address because iifname is not known there.
+ * Quota uses "over" quota objects looked up by iifname: constant cost, bytes
+ * counted on every forwarded packet from the sandbox.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+
+#include "netns/fw.h"
+#include "netns/fw_int.h"
+
+/* nft's datatype ids, only so that `nft list` prints our sets readably. */
+#define DT_IPADDR	7
+#define DT_IP6ADDR	8
+#define DT_PROTO	12
+#define DT_SERVICE	13
+#define DT_IFNAME	41
+
+/* Registers: ifname fills NFT_REG32_00..03, the address starts at 04. */
+#define R_IF		NFT_REG32_00
+#define R_ADDR		NFT_REG32_04
+#define R_PROTO4	(NFT_REG32_04 + 1)
+#define R_PORT4		(NFT_REG32_04 + 2)
+#define R_PROTO6	(NFT_REG32_04 + 4)
+#define R_PORT6		(NFT_REG32_04 + 5)
+#define R_TMP		NFT_REG32_00
+
+void
+fw_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+	int	saved = errno;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	errno = saved;
+}
+
+/* ---------------------------------------------------------------- socket */
+
+struct fw *
+fw_new(char *err, size_t errlen)
+{
+	struct fw	*fw;
+	int		 one = 1, rcv = 4 << 20;
+
+	if ((fw = calloc(1, sizeof(*fw))) == NULL) {
+		fw_seterr(err, errlen, "fw_new: %s", strerror(errno));
+		return NULL;
+	}
+	/* Zeroed: libmnl sends attribute padding as it finds it. */
+	if ((fw->buf = calloc(1, FW_BUFSZ)) == NULL)
+		goto fail;
+	if ((fw->nl = mnl_socket_open(NETLINK_NETFILTER)) == NULL)
+		goto fail;
+	if (mnl_socket_bind(fw->nl, 0, MNL_SOCKET_AUTOPID) == -1)
+		goto fail;
+	fw->portid = mnl_socket_get_portid(fw->nl);
+	/* Short error messages (no echo of our batch), and room for them. */
+	(void)mnl_socket_setsockopt(fw->nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	(void)mnl_socket_setsockopt(fw->nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	if (setsockopt(mnl_socket_get_fd(fw->nl), SOL_SOCKET, SO_RCVBUFFORCE,
+	    &rcv, sizeof(rcv)) == -1)
+		(void)setsockopt(mnl_socket_get_fd(fw->nl), SOL_SOCKET,
+		    SO_RCVBUF, &rcv, sizeof(rcv));
+	fw->seq = 1;
+	snprintf(fw->table, sizeof(fw->table), "%s", "sluice");
+	return fw;
+fail:
+	fw_seterr(err, errlen, "fw_new: netfilter socket: %s", strerror(errno));
+	fw_free(fw);
+	return NULL;
+}
+
+void
+fw_free(struct fw *fw)
+{
+	int	saved = errno;
+
+	if (fw == NULL)
+		return;
+	if (fw->nl != NULL)
+		mnl_socket_close(fw->nl);
+	free(fw->buf);
+	free(fw->priv);
+	free(fw);
+	errno = saved;
+}
+
+/* ----------------------------------------------------------------- batch */
+
+int
+fw_batch_begin(struct fw *fw, struct fw_batch *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->fw = fw;
+	b->b = mnl_nlmsg_batch_start(fw->buf, FW_BATCH_LIMIT);
+	if (b->b == NULL)
+		return -1;
+	nftnl_batch_begin(mnl_nlmsg_batch_current(b->b), fw->seq++);
+	mnl_nlmsg_batch_next(b->b);
+	return 0;
+}
+
+struct nlmsghdr *
+fw_batch_hdr(struct fw_batch *b, uint16_t type, uint16_t flags)
+{
+	b->last = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), type,
+	    NFPROTO_INET, flags, b->fw->seq++);
+	return b->last;
+}
+
+void
+fw_batch_next(struct fw_batch *b)
+{
+	/* The buffer is twice the limit, so one message past it is safe; we
+	 * refuse the batch rather than split it, which would lose atomicity. */
+	if (!mnl_nlmsg_batch_next(b->b))
+		b->overflow = 1;
+	b->nmsg++;
+}
+
+void
+fw_batch_abort(struct fw_batch *b)
+{
+	if (b->b != NULL)
+		mnl_nlmsg_batch_stop(b->b);
+	b->b = NULL;
+}
+
+/* Drains every reply queued on the socket. nfnetlink processes a batch
+ * synchronously inside sendmsg, so all errors and the final ACK are already
+ * queued when sendto returns. */
+static int
+fw_drain(struct fw *fw, int *acks, int *kerr, uint32_t *kseq)
+{
+	char			 rbuf[8192];
+	ssize_t			 n;
+	struct nlmsghdr		*nlh;
+	struct nlmsgerr		*e;
+
+	for (;;) {
+		n = recv(mnl_socket_get_fd(fw->nl), rbuf, sizeof(rbuf),
+		    MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		for (nlh = (struct nlmsghdr *)rbuf; mnl_nlmsg_ok(nlh, (int)n);
+		    nlh = mnl_nlmsg_next(nlh, (int *)&n)) {
+			if (nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e)))
+				continue;
+			e = mnl_nlmsg_get_payload(nlh);
+			if (e->error == 0)
+				(*acks)++;
+			else if (*kerr == 0) {
+				*kerr = -e->error;
+				*kseq = e->msg.nlmsg_seq;
+			}
+		}
+	}
+}
+
+int
+fw_batch_commit(struct fw_batch *b, const char *what, char *err,
+    size_t errlen)
+{
+	struct fw	*fw = b->fw;
+	int		 acks = 0, kerr = 0;
+	uint32_t	 kseq = 0, seq0;
+	ssize_t		 n;
+
+	if (b->overflow) {
+		fw_batch_abort(b);
+		errno = E2BIG;
+		fw_seterr(err, errlen, "%s: batch too large", what);
+		return -1;
+	}
+	if (b->nmsg == 0) {
+		fw_batch_abort(b);
+		return 0;
+	}
+	/* Only the last message asks for an ACK: errors are always reported,
+	 * so "no error and the ACK" means the whole batch committed. */
+	b->last->nlmsg_flags |= NLM_F_ACK;
+	nftnl_batch_end(mnl_nlmsg_batch_current(b->b), fw->seq++);
+	mnl_nlmsg_batch_next(b->b);
+	/* Replies left over from an earlier failed call must not be counted. */
+	(void)fw_drain(fw, &acks, &kerr, &kseq);
+	acks = kerr = 0;
+	seq0 = ((struct nlmsghdr *)mnl_nlmsg_batch_head(b->b))->nlmsg_seq;
+	n = mnl_socket_sendto(fw->nl, mnl_nlmsg_batch_head(b->b),
+	    mnl_nlmsg_batch_size(b->b));
+	fw_batch_abort(b);
+	if (n == -1) {
+		fw_seterr(err, errlen, "%s: send: %s", what, strerror(errno));
+		return -1;
+	}
+	if (fw_drain(fw, &acks, &kerr, &kseq) == -1) {
+		fw_seterr(err, errlen, "%s: receive: %s", what,
+		    strerror(errno));
+		return -1;
+	}
+	if (kerr != 0) {
+		errno = kerr;
+		fw_seterr(err, errlen, "%s: kernel: message %u of %u: %s",
+		    what, kseq - seq0, b->nmsg, strerror(kerr));
+		return -1;
+	}
+	if (acks < 1) {
+		errno = EPROTO;
+		fw_seterr(err, errlen, "%s: no acknowledgement", what);
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends one request and runs cb over the replies until the ACK or the end of
+ * a dump. Returns 0, or -1 with errno (the kernel's error for ENOENT etc.). */
+int
+fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb, void *arg)
+{
+	char		*rbuf = fw->buf + FW_BATCH_LIMIT * 2;
+	uint32_t	 seq = nlh->nlmsg_seq;
+	ssize_t		 n;
+	int		 ret, acks = 0, kerr = 0;
+	uint32_t	 kseq;
+
+	(void)fw_drain(fw, &acks, &kerr, &kseq);
+	if (mnl_socket_sendto(fw->nl, nlh, nlh->nlmsg_len) == -1)
+		return -1;
+	for (;;) {
+		n = mnl_socket_recvfrom(fw->nl, rbuf, FW_RBUFSZ);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		ret = mnl_cb_run(rbuf, n, seq, fw->portid, cb, arg);
+		if (ret == MNL_CB_ERROR)
+			return -1;
+		if (ret == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+/* ---------------------------------------------------------- expressions */
+
+struct rb {
+	struct nftnl_rule	*r;
+	int			 oom;
+};
+
+static struct nftnl_expr *
+ex(struct rb *rb, const char *name)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = nftnl_expr_alloc(name)) == NULL)
+		rb->oom = 1;
+	return e;
+}
+
+static void
+ex_add(struct rb *rb, struct nftnl_expr *e)
+{
+	if (e != NULL)
+		nftnl_rule_add_expr(rb->r, e);
+}
+
+static void
+e_meta(struct rb *rb, uint32_t key, uint32_t dreg)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "meta")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+	ex_add(rb, e);
+}
+
+static void
+e_cmp(struct rb *rb, uint32_t sreg, uint32_t op, const void *data,
+    uint32_t len)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "cmp")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, sreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+	nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+	ex_add(rb, e);
+}
+
+static void
+e_payload(struct rb *rb, uint32_t base, uint32_t off, uint32_t len,
+    uint32_t dreg)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "payload")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+	ex_add(rb, e);
+}
+
+static void
+e_lookup(struct rb *rb, uint32_t sreg, const char *set, int inv)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "lookup")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	if (inv)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS,
+		    NFT_LOOKUP_F_INV);
+	ex_add(rb, e);
+}
+
+static void
+e_verdict(struct rb *rb, int verdict)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "immediate")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+	ex_add(rb, e);
+}
+
+static void
+e_imm(struct rb *rb, uint32_t dreg, const void *data, uint32_t len)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "immediate")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, dreg);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, data, len);
+	ex_add(rb, e);
+}
+
+static void
+e_log(struct rb *rb, uint16_t group, const char *prefix)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "log")) == NULL)
+		return;
+	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+	/* Enough for IPv6 + TCP headers; the payload is never needed. */
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, 128);
+	ex_add(rb, e);
+}
+
+static void
+e_reject(struct rb *rb, uint32_t type, uint8_t code)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "reject")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, type);
+	nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, code);
+	ex_add(rb, e);
+}
+
+static void
+e_reject_admin(struct rb *rb)
+{
+	e_reject(rb, NFT_REJECT_ICMPX_UNREACH,
+	    NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+}
+
+static void
+e_ct_established(struct rb *rb)
+{
+	struct nftnl_expr	*e;
+	uint32_t		 mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+	    NF_CT_STATE_BIT(IP_CT_RELATED), zero = 0;
+
+	if ((e = ex(rb, "ct")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, R_TMP);
+	ex_add(rb, e);
+	if ((e = ex(rb, "bitwise")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, R_TMP);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, R_TMP);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+	ex_add(rb, e);
+	e_cmp(rb, R_TMP, NFT_CMP_NEQ, &zero, 4);
+}
+
+/* iifname/oifname "sl-*": compare only the prefix, as nft does for '*'. */
+static void
+e_sbx_if(struct rb *rb, uint32_t key, int eq)
+{
+	e_meta(rb, key, R_TMP);
+	e_cmp(rb, R_TMP, eq ? NFT_CMP_EQ : NFT_CMP_NEQ, FW_IFPREFIX,
+	    sizeof(FW_IFPREFIX) - 1);
+}
+
+static void
+e_nfproto(struct rb *rb, uint8_t proto)
+{
+	e_meta(rb, NFT_META_NFPROTO, R_TMP);
+	e_cmp(rb, R_TMP, NFT_CMP_EQ, &proto, 1);
+}
+
+static void
+e_l4proto(struct rb *rb, uint8_t proto)
+{
+	e_meta(rb, NFT_META_L4PROTO, R_TMP);
+	e_cmp(rb, R_TMP, NFT_CMP_EQ, &proto, 1);
+}
+
+static void
+e_dport(struct rb *rb, uint16_t port)
+{
+	uint16_t	be = htons(port);
+
+	e_payload(rb, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, R_TMP);
+	e_cmp(rb, R_TMP, NFT_CMP_EQ, &be, 2);
+}
+
+/* Loads (iifname, daddr|saddr) into R_IF.. for a lookup; v6 when six. */
+static void
+e_if_addr(struct rb *rb, int six, int dst)
+{
+	e_nfproto(rb, six ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	e_meta(rb, NFT_META_IIFNAME, R_IF);
+	if (six)
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, dst ? 24 : 8, 16,
+		    R_ADDR);
+	else
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, dst ? 16 : 12, 4,
+		    R_ADDR);
+}
+
+/* Loads iifname . daddr . l4proto . dport. Only TCP and UDP can match the
+ * sets, since every element carries one of them. */
+static void
+e_tuple(struct rb *rb, int six)
+{
+	e_if_addr(rb, six, 1);
+	e_meta(rb, NFT_META_L4PROTO, six ? R_PROTO6 : R_PROTO4);
+	e_payload(rb, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2,
+	    six ? R_PORT6 : R_PORT4);
+}
+
+static void
+e_daddr_in(struct rb *rb, int six, const char *set)
+{
+	e_nfproto(rb, six ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	if (six)
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, R_ADDR);
+	else
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, R_ADDR);
+	e_lookup(rb, R_ADDR, set, 0);
+}
+
+/* ------------------------------------------------------------- the table */
+
+/* Field lengths (unpadded) of each set's key. */
+static const uint8_t	K_IF[] = { 16 };
+static const uint8_t	K_V4[] = { 4 };
+static const uint8_t	K_V6[] = { 16 };
+static const uint8_t	K_IF_V4[] = { 16, 4 };
+static const uint8_t	K_IF_V6[] = { 16, 16 };
+static const uint8_t	K_T4[] = { 16, 4, 1, 2 };
+static const uint8_t	K_T6[] = { 16, 16, 1, 2 };
+static const uint8_t	DT_IF[] = { DT_IFNAME };
+static const uint8_t	DT_V4[] = { DT_IPADDR };
+static const uint8_t	DT_V6[] = { DT_IP6ADDR };
+static const uint8_t	DT_IF_V4[] = { DT_IFNAME, DT_IPADDR };
+static const uint8_t	DT_IF_V6[] = { DT_IFNAME, DT_IP6ADDR };
+static const uint8_t	DT_T4[] = { DT_IFNAME, DT_IPADDR, DT_PROTO, DT_SERVICE };
+static const uint8_t	DT_T6[] = { DT_IFNAME, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
+
+#define SD(n, k, dt, fl, pers) { n, k, dt, sizeof(k), fl, pers }
+#define CI	NFT_SET_INTERVAL
+
+/* pers: per-sandbox state, kept across FW_ADOPT; the others are rewritten. */
+const struct fw_setdef fw_sets[] = {
+	SD("sbx4", K_IF_V4, DT_IF_V4, 0, 1),
+	SD("sbx6", K_IF_V6, DT_IF_V6, 0, 1),
+	SD("deny4", K_V4, DT_V4, NFT_SET_INTERVAL, 0),
+	SD("deny6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
+	SD("private4", K_V4, DT_V4, NFT_SET_INTERVAL, 0),
+	SD("private6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
+	SD("sbx_deny4", K_IF_V4, DT_IF_V4, CI, 1),
+	SD("sbx_deny6", K_IF_V6, DT_IF_V6, CI, 1),
+	SD("restricted", K_IF, DT_IF, 0, 1),
+	SD("keep4", K_T4, DT_T4, CI, 1),
+	SD("keep6", K_T6, DT_T6, CI, 1),
+	SD("allow4", K_T4, DT_T4, CI, 1),
+	SD("allow6", K_T6, DT_T6, CI, 1),
+	SD("pallow4", K_T4, DT_T4, CI, 1),
+	SD("pallow6", K_T6, DT_T6, CI, 1),
+	SD("learned4", K_T4, DT_T4, CI | NFT_SET_TIMEOUT, 1),
+	SD("learned6", K_T6, DT_T6, CI | NFT_SET_TIMEOUT, 1),
+	SD("icmp4", K_IF_V4, DT_IF_V4, CI, 1),
+	SD("quota", K_IF, DT_IF, NFT_SET_OBJECT, 1),
+	{ NULL, NULL, NULL, 0, 0, 0 }
+};
+
+const struct fw_setdef *
+fw_setdef(const char *name)
+{
+	const struct fw_setdef	*d;
+
+	for (d = fw_sets; d->name != NULL; d++)
+		if (strcmp(d->name, name) == 0)
+			return d;
+	return NULL;
+}
+
+size_t
+fw_keylen(const struct fw_setdef *d)
+{
+	size_t	i, len = 0;
+
+	for (i = 0; i < d->nfields; i++)
+		len += (d->fields[i] + 3u) & ~3u;
+	return len;
+}
+
+static int
+add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d)
+{
+	struct nftnl_set	*s;
+	uint32_t		 type = 0;
+	size_t			 i;
+	int			 concat;
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return -1;
+	for (i = 0; i < d->nfields; i++)
+		type = type << 6 | d->types[i];
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, d->name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)fw_keylen(d));
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, type);
+	/* As nft does: a concatenation is described (and flagged CONCAT)
+	 * only for interval sets, where the kernel needs the field lengths
+	 * to pick pipapo; the kernel refuses CONCAT on a hash. */
+	concat = d->nfields > 1 && (d->flags & NFT_SET_INTERVAL);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, d->flags |
+	    (concat ? NFT_SET_CONCAT : 0));
+	nftnl_set_set_u32(s, NFTNL_SET_ID, b->nmsg + 1);	/* unique here */
+	if (concat)
+		nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, d->fields,
+		    (uint32_t)d->nfields);
+	if (d->flags & NFT_SET_OBJECT)
+		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	if (d->nfields == 1 && d->types[0] == DT_IFNAME) {
+		/* nft's user data "key byte order: host", without which
+		 * `nft list` prints the interface names as "". Display
+		 * only; the kernel ignores it. */
+		static const uint8_t ud[] = { 0, 4, 1, 0, 0, 0 };
+
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, ud, sizeof(ud));
+	}
+	nftnl_set_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWSET,
+	    NLM_F_CREATE), s);
+	nftnl_set_free(s);
+	fw_batch_next(b);
+	return 0;
+}
+
+static int
+add_chain(struct fw_batch *b, const char *table, const char *name,
+    const char *type, uint32_t hook, int prio)
+{
+	struct nftnl_chain	*c;
+
+	if ((c = nftnl_chain_alloc()) == NULL)
+		return -1;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
+	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	nftnl_chain_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWCHAIN,
+	    NLM_F_CREATE), c);
+	nftnl_chain_free(c);
+	fw_batch_next(b);
+	return 0;
+}
+
+/* Starts a rule in chain; finish it with rule_end. */
+static int
+rule_start(struct rb *rb, const char *table, const char *chain)
+{
+	memset(rb, 0, sizeof(*rb));
+	if ((rb->r = nftnl_rule_alloc()) == NULL)
+		return -1;
+	nftnl_rule_set_str(rb->r, NFTNL_RULE_TABLE, table);
+	nftnl_rule_set_str(rb->r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(rb->r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	return 0;
+}
+
+static int
+rule_end(struct fw_batch *b, struct rb *rb)
+{
+	if (rb->oom) {
+		nftnl_rule_free(rb->r);
+		errno = ENOMEM;
+		return -1;
+	}
+	nftnl_rule_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWRULE,
+	    NLM_F_CREATE | NLM_F_APPEND), rb->r);
+	nftnl_rule_free(rb->r);
+	fw_batch_next(b);
+	return 0;
+}
+
+/* RULE wraps the start and end of a rule so that the list below reads like
+ * the ruleset comment; allocation failures are collected in rb.oom. */
+#define RULE(chain, ...) do {						\
+	if (rule_start(&rb, t, chain) == -1)				\
+		goto oom;						\
+	__VA_ARGS__;							\
+	if (rule_end(b, &rb) == -1)					\
+		goto oom;						\
+} while (0)
+
+static int
+add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
+{
+	struct rb	 rb;
+	uint16_t	 g = cfg->nflog_group;
+	uint16_t	 dns = cfg->dns_port ? cfg->dns_port : 53;
+	uint16_t	 dnsbe = htons(53);
+	int		 six;
+	uint8_t		 mask[4], net[4];
+	uint32_t	 m;
+
+	/* forward: replies into a sandbox first, then everything from one */
+	RULE("forward", {
+		e_sbx_if(&rb, NFT_META_IIFNAME, 0);
+		e_sbx_if(&rb, NFT_META_OIFNAME, 0);
+		e_verdict(&rb, NFT_RETURN);
+	});
+	RULE("forward", {
+		e_sbx_if(&rb, NFT_META_OIFNAME, 1);
+		e_ct_established(&rb);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	RULE("forward", {
+		e_sbx_if(&rb, NFT_META_OIFNAME, 1);
+		e_verdict(&rb, NF_DROP);
+	});
+	RULE("forward", {
+		struct nftnl_expr *e;
+		e_meta(&rb, NFT_META_IIFNAME, R_IF);
+		if ((e = ex(&rb, "objref")) != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_SET_SREG, R_IF);
+			nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_SET_NAME,
+			    "quota");
+			ex_add(&rb, e);
+		}
+		e_log(&rb, g, "deny:quota");
+		e_verdict(&rb, NF_DROP);
+	});
+	for (six = 0; six <= 1; six++)
+		RULE("forward", {
+			e_if_addr(&rb, six, 0);
+			e_lookup(&rb, R_IF, six ? "sbx6" : "sbx4", 1);
+			e_log(&rb, g, "deny:spoof");
+			e_verdict(&rb, NF_DROP);
+		});
+	/* Always-deny and taint apply to established flows too: a range
+	 * added at adoption or a taint cuts what is already open. */
+	for (six = 0; six <= 1; six++)
+		RULE("forward", {
+			e_daddr_in(&rb, six, six ? "deny6" : "deny4");
+			e_log(&rb, g, "deny:always");
+			e_reject_admin(&rb);
+		});
+	for (six = 0; six <= 1; six++)
+		RULE("forward", {
+			e_meta(&rb, NFT_META_IIFNAME, R_IF);
+			e_lookup(&rb, R_IF, "restricted", 0);
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "keep6" : "keep4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	RULE("forward", {
+		e_meta(&rb, NFT_META_IIFNAME, R_IF);
+		e_lookup(&rb, R_IF, "restricted", 0);
+		e_log(&rb, g, "deny:tainted");
+		e_reject_admin(&rb);
+	});
+	RULE("forward", {
+		e_ct_established(&rb);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	RULE("forward", {
+		e_l4proto(&rb, IPPROTO_TCP);
+		e_dport(&rb, 853);
+		e_log(&rb, g, "deny:dot");
+		e_verdict(&rb, NF_DROP);
+	});
+	RULE("forward", {
+		e_l4proto(&rb, IPPROTO_UDP);
+		e_dport(&rb, 853);
+		e_log(&rb, g, "deny:dot");
+		e_verdict(&rb, NF_DROP);
+	});
+	for (six = 0; six <= 1; six++)
+		RULE("forward", {
+			e_if_addr(&rb, six, 1);
+			e_lookup(&rb, R_IF, six ? "sbx_deny6" : "sbx_deny4", 0);
+			e_log(&rb, g, "deny:rule");
+			e_reject_admin(&rb);
+		});
+	for (six = 0; six <= 1; six++) {
+		RULE("forward", {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "pallow6" : "pallow4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		RULE("forward", {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_log(&rb, g, "deny:private");
+			e_reject_admin(&rb);
+		});
+	}
+	for (six = 0; six <= 1; six++) {
+		RULE("forward", {
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "allow6" : "allow4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		RULE("forward", {
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "learned6" : "learned4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	}
+	RULE("forward", {
+		uint8_t echo = 8;
+		e_l4proto(&rb, IPPROTO_ICMP);
+		e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, R_TMP);
+		e_cmp(&rb, R_TMP, NFT_CMP_EQ, &echo, 1);
+		e_if_addr(&rb, 0, 1);
+		e_lookup(&rb, R_IF, "icmp4", 0);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	RULE("forward", e_log(&rb, g, "deny:default"));
+	RULE("forward", {
+		e_l4proto(&rb, IPPROTO_TCP);
+		e_reject(&rb, NFT_REJECT_TCP_RST, 0);
+	});
+	RULE("forward", e_reject_admin(&rb));
+
+	/* input */
+	RULE("input", {
+		e_sbx_if(&rb, NFT_META_IIFNAME, 0);
+		e_verdict(&rb, NFT_RETURN);
+	});
+	RULE("input", {
+		e_ct_established(&rb);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	/* IPv6 neighbour discovery with the gateway (from link-local
+	 * addresses, so before anti-spoofing); hop limit 255 proves it was
+	 * not routed. Without it no IPv6 sandbox could reach its router. */
+	for (six = 135; six <= 136; six++)
+		RULE("input", {
+			uint8_t type = (uint8_t)six, hl = 255;
+
+			e_nfproto(&rb, NFPROTO_IPV6);
+			e_l4proto(&rb, IPPROTO_ICMPV6);
+			e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1,
+			    R_TMP);
+			e_cmp(&rb, R_TMP, NFT_CMP_EQ, &type, 1);
+			e_payload(&rb, NFT_PAYLOAD_NETWORK_HEADER, 7, 1,
+			    R_TMP);
+			e_cmp(&rb, R_TMP, NFT_CMP_EQ, &hl, 1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	for (six = 0; six <= 1; six++)
+		RULE("input", {
+			e_if_addr(&rb, six, 0);
+			e_lookup(&rb, R_IF, six ? "sbx6" : "sbx4", 1);
+			e_log(&rb, g, "deny:spoof");
+			e_verdict(&rb, NF_DROP);
+		});
+	for (six = 0; six <= (cfg->has_svc6 ? 1 : 0); six++) {
+		static const struct { uint8_t proto; int bridge; } svc[] = {
+			{ IPPROTO_UDP, 0 }, { IPPROTO_TCP, 0 },
+			{ IPPROTO_TCP, 1 },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(svc) / sizeof(svc[0]); i++)
+			RULE("input", {
+				e_nfproto(&rb, six ? NFPROTO_IPV6 :
+				    NFPROTO_IPV4);
+				if (six) {
+					e_payload(&rb,
+					    NFT_PAYLOAD_NETWORK_HEADER, 24, 16,
+					    R_ADDR);
+					e_cmp(&rb, R_ADDR, NFT_CMP_EQ,
+					    cfg->svc6, 16);
+				} else {
+					e_payload(&rb,
+					    NFT_PAYLOAD_NETWORK_HEADER, 16, 4,
+					    R_ADDR);
+					e_cmp(&rb, R_ADDR, NFT_CMP_EQ,
+					    cfg->svc4, 4);
+				}
+				e_l4proto(&rb, svc[i].proto);
+				e_dport(&rb, svc[i].bridge ?
+				    cfg->bridge_port : dns);
+				e_verdict(&rb, NF_ACCEPT);
+			});
+	}
+	RULE("input", {
+		e_log(&rb, g, "deny:input");
+		e_verdict(&rb, NF_DROP);
+	});
+
+	/* prerouting: stray DNS lands at the proxy, whatever the address */
+	for (six = 0; six < 2; six++)
+		RULE("prerouting", {
+			uint16_t portbe = htons(dns);
+			struct nftnl_expr *e;
+
+			e_sbx_if(&rb, NFT_META_IIFNAME, 1);
+			e_nfproto(&rb, NFPROTO_IPV4);
+			e_payload(&rb, NFT_PAYLOAD_NETWORK_HEADER, 16, 4,
+			    R_ADDR);
+			e_cmp(&rb, R_ADDR, NFT_CMP_NEQ, cfg->svc4, 4);
+			e_l4proto(&rb, six ? IPPROTO_TCP : IPPROTO_UDP);
+			e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2,
+			    R_TMP);
+			e_cmp(&rb, R_TMP, NFT_CMP_EQ, &dnsbe, 2);
+			e_imm(&rb, NFT_REG32_00, cfg->svc4, 4);
+			e_imm(&rb, NFT_REG32_00 + 1, &portbe, 2);
+			if ((e = ex(&rb, "nat")) != NULL) {
+				nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_TYPE,
+				    NFT_NAT_DNAT);
+				nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FAMILY,
+				    NFPROTO_IPV4);
+				nftnl_expr_set_u32(e,
+				    NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG32_00);
+				nftnl_expr_set_u32(e,
+				    NFTNL_EXPR_NAT_REG_PROTO_MIN,
+				    NFT_REG32_00 + 1);
+				nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FLAGS,
+				    NF_NAT_RANGE_MAP_IPS |
+				    NF_NAT_RANGE_PROTO_SPECIFIED);
+				ex_add(&rb, e);
+			}
+		});
+
+	/* postrouting */
+	m = cfg->pool.prefix == 0 ? 0 :
+	    htonl(0xffffffffu << (32 - cfg->pool.prefix));
+	memcpy(mask, &m, 4);
+	for (int i = 0; i < 4; i++)
+		net[i] = cfg->pool.addr[i] & mask[i];
+	RULE("postrouting", {
+		struct nftnl_expr *e;
+		uint32_t zero = 0;
+
+		e_nfproto(&rb, NFPROTO_IPV4);
+		e_payload(&rb, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, R_ADDR);
+		if ((e = ex(&rb, "bitwise")) != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, R_ADDR);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, R_ADDR);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, 4);
+			nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+			ex_add(&rb, e);
+		}
+		e_cmp(&rb, R_ADDR, NFT_CMP_EQ, net, 4);
+		if (cfg->uplink[0] != '\0') {
+			char ifn[FW_IFNAMSIZ] = { 0 };
+
+			memcpy(ifn, cfg->uplink, strnlen(cfg->uplink, sizeof(ifn) - 1));
+			e_meta(&rb, NFT_META_OIFNAME, R_TMP);
+			e_cmp(&rb, R_TMP, NFT_CMP_EQ, ifn, sizeof(ifn));
+		} else
+			e_sbx_if(&rb, NFT_META_OIFNAME, 0);
+		if ((e = ex(&rb, "masq")) != NULL)
+			ex_add(&rb, e);
+	});
+	return 0;
+oom:
+	return -1;
+}
+
+#undef RULE
+
+/* Adds the deny/private ranges of one family, merged (the kernel's rbtree
+ * refuses overlapping intervals, and callers' lists overlap: the pool lies
+ * inside 10/8). */
+static int
+add_ranges(struct fw_batch *b, const char *t, const char *set, int fam,
+    const struct fw_cidr *c, size_t n, const struct fw_cidr *extra)
+{
+	struct fw_range	*r;
+	size_t		 nr = 0, i;
+	int		 ret = -1;
+
+	if ((r = calloc(n + 1, sizeof(*r))) == NULL)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (c[i].family != fam)
+			continue;
+		if (fw_cidr_range(c[i].family, c[i].addr, c[i].prefix,
+		    r[nr].lo, r[nr].hi) == -1)
+			goto out;
+		nr++;
+	}
+	if (extra != NULL && extra->family == fam) {
+		if (fw_cidr_range(extra->family, extra->addr, extra->prefix,
+		    r[nr].lo, r[nr].hi) == -1)
+			goto out;
+		nr++;
+	}
+	ret = fw_add_intervals(b, t, set, fam == AF_INET ? 4 : 16, r, nr);
+out:
+	free(r);
+	return ret;
+}
+
+static int
+table_exists(struct fw *fw, const char *t)
+{
+	struct nftnl_table	*tb;
+	struct nlmsghdr		*nlh;
+
+	if ((tb = nftnl_table_alloc()) == NULL)
+		return -1;
+	nftnl_table_set_str(tb, NFTNL_TABLE_NAME, t);
+	nlh = nftnl_nlmsg_build_hdr(fw->buf, NFT_MSG_GETTABLE, NFPROTO_INET,
+	    NLM_F_ACK, fw->seq++);
+	nftnl_table_nlmsg_build_payload(nlh, tb);
+	nftnl_table_free(tb);
+	if (fw_request(fw, nlh, NULL, NULL) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
+}
+
+static void
+table_msg(struct fw_batch *b, const char *t, uint16_t type, uint16_t flags)
+{
+	struct nftnl_table	*tb;
+
+	if ((tb = nftnl_table_alloc()) == NULL) {
+		b->overflow = 1;	/* reported as a failure at commit */
+		return;
+	}
+	nftnl_table_set_str(tb, NFTNL_TABLE_NAME, t);
+	nftnl_table_set_u32(tb, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	nftnl_table_nlmsg_build_payload(fw_batch_hdr(b, type, flags), tb);
+	nftnl_table_free(tb);
+	fw_batch_next(b);
+}
+
+static int
+check_config(const struct fw_config *cfg, char *err, size_t errlen)
+{
+	size_t	i;
+	uint8_t	lo[16], hi[16];
+
+	if (cfg->table[0] != '\0' &&
+	    strnlen(cfg->table, sizeof(cfg->table)) >= sizeof(cfg->table)) {
+		fw_seterr(err, errlen, "fw_init: table name too long");
+		return -1;
+	}
+	if (cfg->pool.family != AF_INET || cfg->pool.prefix > 32) {
+		fw_seterr(err, errlen, "fw_init: bad sandbox pool");
+		return -1;
+	}
+	if (cfg->bridge_port == 0) {
+		fw_seterr(err, errlen, "fw_init: bridge port missing");
+		return -1;
+	}
+	if (cfg->uplink[0] != '\0' &&
+	    strnlen(cfg->uplink, FW_IFNAMSIZ) >= FW_IFNAMSIZ) {
+		fw_seterr(err, errlen, "fw_init: uplink name too long");
+		return -1;
+	}
+	if ((cfg->ndeny > 0 && cfg->deny == NULL) ||
+	    (cfg->nprivate > 0 && cfg->private == NULL) ||
+	    cfg->ndeny > FW_MAX_RANGES || cfg->nprivate > FW_MAX_RANGES) {
+		fw_seterr(err, errlen, "fw_init: bad range list");
+		return -1;
+	}
+	for (i = 0; i < cfg->ndeny; i++)
+		if (fw_cidr_range(cfg->deny[i].family, cfg->deny[i].addr,
+		    cfg->deny[i].prefix, lo, hi) == -1) {
+			fw_seterr(err, errlen, "fw_init: bad deny range %zu", i);
+			return -1;
+		}
+	for (i = 0; i < cfg->nprivate; i++)
+		if (fw_cidr_range(cfg->private[i].family, cfg->private[i].addr,
+		    cfg->private[i].prefix, lo, hi) == -1) {
+			fw_seterr(err, errlen, "fw_init: bad private range %zu",
+			    i);
+			return -1;
+		}
+	return 0;
+}
+
+int
+fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
+    size_t errlen)
+{
+	struct fw_batch		 b;
+	const struct fw_setdef	*d;
+	const char		*t;
+	int			 exists = 0, adopt;
+
+	if (fw == NULL || cfg == NULL || (flags & ~FW_ADOPT) != 0) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_init: invalid arguments");
+		return -1;
+	}
+	if (check_config(cfg, err, errlen) == -1) {
+		errno = EINVAL;
+		return -1;
+	}
+	t = cfg->table[0] != '\0' ? cfg->table : "sluice";
+	if (flags & FW_ADOPT) {
+		if ((exists = table_exists(fw, t)) == -1) {
+			fw_seterr(err, errlen, "fw_init: table lookup: %s",
+			    strerror(errno));
+			return -1;
+		}
+	}
+	adopt = exists == 1;
+	if (fw_batch_begin(fw, &b) == -1) {
+		fw_seterr(err, errlen, "fw_init: %s", strerror(errno));
+		return -1;
+	}
+	if (!adopt) {
+		/* add + delete + add: replaces the table whether or not it
+		 * existed, atomically, with no ENOENT to tolerate. */
+		table_msg(&b, t, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+		table_msg(&b, t, NFT_MSG_DELTABLE, 0);
+	}
+	table_msg(&b, t, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+	for (d = fw_sets; d->name != NULL; d++)
+		if (add_set(&b, t, d) == -1)
+			goto oom;
+	if (add_chain(&b, t, "forward", "filter", NF_INET_FORWARD,
+	    NF_IP_PRI_FILTER) == -1 ||
+	    add_chain(&b, t, "input", "filter", NF_INET_LOCAL_IN,
+	    NF_IP_PRI_FILTER) == -1 ||
+	    add_chain(&b, t, "prerouting", "nat", NF_INET_PRE_ROUTING,
+	    NF_IP_PRI_NAT_DST) == -1 ||
+	    add_chain(&b, t, "postrouting", "nat", NF_INET_POST_ROUTING,
+	    NF_IP_PRI_NAT_SRC) == -1)
+		goto oom;
+	if (adopt) {
+		/* Rewrite what comes from cfg; keep per-sandbox sets. A
+		 * DELRULE naming only the chain flushes it, a DELSETELEM
+		 * without elements flushes the set. */
+		static const char *chains[] = { "forward", "input",
+		    "prerouting", "postrouting" };
+		struct nftnl_rule	*r;
+		struct nftnl_set	*s;
+		size_t			 i;
+
+		for (i = 0; i < 4; i++) {
+			if ((r = nftnl_rule_alloc()) == NULL)
+				goto oom;
+			nftnl_rule_set_str(r, NFTNL_RULE_TABLE, t);
+			nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chains[i]);
+			nftnl_rule_nlmsg_build_payload(fw_batch_hdr(&b,
+			    NFT_MSG_DELRULE, 0), r);
+			nftnl_rule_free(r);
+			fw_batch_next(&b);
+		}
+		for (d = fw_sets; d->name != NULL; d++) {
+			if (d->persistent)
+				continue;
+			if ((s = nftnl_set_alloc()) == NULL)
+				goto oom;
+			nftnl_set_set_str(s, NFTNL_SET_TABLE, t);
+			nftnl_set_set_str(s, NFTNL_SET_NAME, d->name);
+			nftnl_set_elems_nlmsg_build_payload(fw_batch_hdr(&b,
+			    NFT_MSG_DELSETELEM, 0), s);
+			nftnl_set_free(s);
+			fw_batch_next(&b);
+		}
+	}
+	if (add_rules(&b, t, cfg) == -1)
+		goto oom;
+	/* The pool is always denied as a destination: no sandbox-to-sandbox. */
+	if (add_ranges(&b, t, "deny4", AF_INET, cfg->deny, cfg->ndeny,
+	    &cfg->pool) == -1 ||
+	    add_ranges(&b, t, "deny6", AF_INET6, cfg->deny, cfg->ndeny,
+	    NULL) == -1 ||
+	    add_ranges(&b, t, "private4", AF_INET, cfg->private,
+	    cfg->nprivate, NULL) == -1 ||
+	    add_ranges(&b, t, "private6", AF_INET6, cfg->private,
+	    cfg->nprivate, NULL) == -1)
+		goto oom;
+	if (fw_batch_commit(&b, "fw_init", err, errlen) == -1)
+		return -1;
+	snprintf(fw->table, sizeof(fw->table), "%s", t);
+	free(fw->priv);
+	fw->priv = NULL;
+	fw->npriv = 0;
+	if (cfg->nprivate > 0 &&
+	    (fw->priv = calloc(cfg->nprivate, sizeof(*fw->priv))) != NULL) {
+		memcpy(fw->priv, cfg->private,
+		    cfg->nprivate * sizeof(*fw->priv));
+		fw->npriv = cfg->nprivate;
+	} else if (cfg->nprivate > 0) {
+		/* The table is in place; without the list every rule would
+		 * count as public, which only ever denies more. */
+		errno = ENOMEM;
+		fw_seterr(err, errlen, "fw_init: out of memory");
+		return -1;
+	}
+	return adopt;
+oom:
+	fw_batch_abort(&b);
+	errno = ENOMEM;
+	fw_seterr(err, errlen, "fw_init: out of memory");
+	return -1;
+}
+
+int
+fw_destroy(struct fw *fw, const char *table, char *err, size_t errlen)
+{
+	struct fw_batch	 b;
+	const char	*t;
+
+	if (fw == NULL) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_destroy: invalid arguments");
+		return -1;
+	}
+	t = table != NULL && table[0] != '\0' ? table : fw->table;
+	if (strnlen(t, FW_TABLE_MAX) >= FW_TABLE_MAX) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_destroy: table name too long");
+		return -1;
+	}
+	if (fw_batch_begin(fw, &b) == -1) {
+		fw_seterr(err, errlen, "fw_destroy: %s", strerror(errno));
+		return -1;
+	}
+	table_msg(&b, t, NFT_MSG_DELTABLE, 0);
+	return fw_batch_commit(&b, "fw_destroy", err, errlen);
+}

@@ -1,0 +1,201 @@
+/*
+ * fw: kernel enforcement of sandbox egress with nftables.
+ *
+ * Sluice decides in user space but enforces in the kernel, so that a sandbox
+ * that ignores proxies, opens raw sockets or outlives a crashed daemon still
+ * meets the same rules. This module owns one table (`inet sluice` by
+ * default): the rules are static and written once by fw_init; everything that
+ * varies per sandbox or per DNS answer is a set element, added and removed in
+ * single netlink batches, so packet cost does not grow with sandboxes or
+ * destinations. Denied packets come back through nflog (fw_nflog_*).
+ *
+ * The module is a leaf: it never logs or exits and never calls policy/ or
+ * gateway/. Everything comes in as flat structs; functions return 0 (or a
+ * pointer) on success and -1 (or NULL) with errno and a message in the
+ * caller's err buffer on failure. Every operation works in the network
+ * namespace the fw handle was created in. A handle is not thread-safe: use
+ * it from one thread (the privileged process), or serialise calls.
+ */
+#ifndef SLUICE_NETNS_FW_H
+#define SLUICE_NETNS_FW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FW_IFNAMSIZ	16	/* IFNAMSIZ, including the NUL */
+#define FW_TABLE_MAX	32	/* table name, including the NUL */
+#define FW_PREFIX_MAX	32	/* nflog prefix, including the NUL */
+
+/* A CIDR list entry for fw_config. addr is in network byte order; for
+ * AF_INET only addr[0..3] are used. Host bits beyond prefix are ignored. */
+struct fw_cidr {
+	uint8_t		family;		/* AF_INET or AF_INET6 */
+	uint8_t		addr[16];
+	uint8_t		prefix;		/* 0..32 or 0..128 */
+};
+
+/* Static configuration of the table; copied by fw_init. */
+struct fw_config {
+	char		table[FW_TABLE_MAX];	/* "" means "sluice" */
+	uint8_t		svc4[4];		/* service address (required) */
+	int		has_svc6;
+	uint8_t		svc6[16];		/* optional IPv6 service address */
+	uint16_t	dns_port;		/* 0 means 53 */
+	uint16_t	bridge_port;		/* capability bridge (tcp) */
+	char		uplink[FW_IFNAMSIZ];	/* "" = masquerade out of any
+						 * non-sandbox link */
+	uint16_t	nflog_group;
+	struct fw_cidr	pool;			/* sandbox pool (AF_INET) */
+	const struct fw_cidr *deny;		/* always-deny ranges, v4 and v6 */
+	size_t		ndeny;
+	const struct fw_cidr *private;		/* private ranges, v4 and v6 */
+	size_t		nprivate;
+};
+
+/* fw_init flags. */
+#define FW_ADOPT	0x1	/* keep an existing table's per-sandbox state */
+
+/* One sandbox. ifname must start with "sl-" (the rules match that prefix). */
+struct fw_sandbox {
+	char		ifname[FW_IFNAMSIZ];	/* host side link, e.g. "sl-12" */
+	uint8_t		addr4[4];		/* the sandbox's own address */
+	int		has_addr6;
+	uint8_t		addr6[16];
+	int		icmp;			/* echo-request to @icmp4 rules */
+	uint64_t	quota_bytes;		/* egress byte budget, 0 = none */
+};
+
+/* A static rule: destination CIDR, protocol and port range. For ICMP rules
+ * (proto IPPROTO_ICMP) ports are ignored and the CIDR goes to @icmp4. */
+struct fw_rule {
+	uint8_t		family;		/* AF_INET or AF_INET6 */
+	uint8_t		addr[16];	/* network byte order */
+	uint8_t		prefix;
+	uint8_t		proto;		/* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP */
+	uint16_t	port_lo, port_hi;	/* host byte order, inclusive */
+};
+
+/* A DNS-learned destination (exact address, port range). */
+struct fw_elem {
+	char		ifname[FW_IFNAMSIZ];	/* sandbox host-side link */
+	uint8_t		family;			/* AF_INET or AF_INET6 */
+	uint8_t		addr[16];		/* network byte order */
+	uint8_t		proto;			/* IPPROTO_TCP or IPPROTO_UDP */
+	uint16_t	port_lo, port_hi;	/* host byte order */
+	uint32_t	timeout_ms;		/* lifetime; refreshed if present */
+};
+
+/* A denied packet as reported by nflog. Addresses in network byte order,
+ * ports in host byte order (0 when the protocol has none). */
+struct fw_denied {
+	char		ifname[FW_IFNAMSIZ];	/* input link ("" if unknown) */
+	char		prefix[FW_PREFIX_MAX];	/* e.g. "deny:default" */
+	uint8_t		family, proto;
+	uint8_t		src[16], dst[16];
+	uint16_t	sport, dport;
+};
+
+struct fw;
+struct fw_nflog;
+
+/* ------------------------------------------------------------ fw.c */
+
+/* fw_new: opens one NETLINK_NETFILTER socket in the caller's current network
+ * namespace. NULL with errno and err set on failure. Free with fw_free. */
+struct fw	*fw_new(char *err, size_t errlen);
+/* fw_free: closes the socket; the table stays in the kernel. NULL is a no-op. */
+void		 fw_free(struct fw *fw);
+
+/* fw_init: installs the whole table (sets, chains, rules, always-deny and
+ * private ranges) in one batch and remembers cfg->table for later calls.
+ * Without FW_ADOPT, an existing table of that name is replaced atomically
+ * (delete + create in the same batch; on failure the old table is intact).
+ * With FW_ADOPT and an existing table, its per-sandbox sets, elements and
+ * quota objects are kept, while rules and the static range sets are rewritten
+ * from cfg, still in one batch. Returns 1 if a table was adopted, 0 if it was
+ * created, -1 on error (EINVAL for bad cfg). cfg is not retained. */
+int		 fw_init(struct fw *fw, const struct fw_config *cfg, int flags,
+		    char *err, size_t errlen);
+
+/* fw_destroy: deletes table `table` ("" or NULL = the one given to fw_init,
+ * else "sluice"). ENOENT if it does not exist. */
+int		 fw_destroy(struct fw *fw, const char *table, char *err,
+		    size_t errlen);
+
+/* ------------------------------------------------------------ fw_elem.c */
+
+/* fw_sandbox_add: registers a sandbox in one batch: anti-spoofing entry,
+ * static allows (CIDR + proto + port range; ICMP rules go to @icmp4 when
+ * sb->icmp), explicit denies (CIDR; proto/ports ignored: a deny covers the
+ * whole range) and its quota object. All or nothing. EINVAL on a bad ifname
+ * or rule, EEXIST if the sandbox is already registered. */
+int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
+		    const struct fw_rule *allow, size_t nallow,
+		    const struct fw_rule *deny, size_t ndeny,
+		    char *err, size_t errlen);
+
+/* fw_sandbox_del: removes every element keyed on sb->ifname from every set
+ * (static, learned, keep, restricted, anti-spoofing) and its quota object, in
+ * one batch. Only sb->ifname is used. A sandbox with nothing left is not an
+ * error. */
+int		 fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb,
+		    char *err, size_t errlen);
+
+/* fw_learn: adds or refreshes all n elements in one batch and returns only
+ * after the kernel acknowledged the whole batch: 0, or -1 with errno and err
+ * set (nothing added). An element that already exists gets its timeout
+ * reset. EINVAL for a bad element (family, proto, ports, zero timeout). */
+int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
+		    char *err, size_t errlen);
+/* fw_unlearn: removes the n elements in one batch; elements already gone
+ * (expired) are not an error. */
+int		 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n,
+		    char *err, size_t errlen);
+
+/* fw_restrict: narrows a sandbox at once (tainted data): adds ifname to
+ * @restricted and the keep rules to @keep4/@keep6 in one batch. From then on
+ * only keep destinations (still subject to the always-deny ranges) pass.
+ * Undone only by fw_sandbox_del. */
+int		 fw_restrict(struct fw *fw, const char *ifname,
+		    const struct fw_rule *keep, size_t n, char *err,
+		    size_t errlen);
+
+/* fw_list_sandboxes: calls cb once per sandbox registered in @sbx4 (for
+ * reconciliation after a restart); addr4 is the sandbox's address. Returns
+ * the number of sandboxes, or -1. */
+int		 fw_list_sandboxes(struct fw *fw,
+		    void (*cb)(const char *ifname, const uint8_t addr4[4],
+		    void *arg), void *arg, char *err, size_t errlen);
+
+/* fw_count_elems: number of elements in set `set` whose key starts with
+ * ifname (NULL: all elements). Interval sets count each range once. For
+ * reconciliation and tests; -1 on error. */
+int		 fw_count_elems(struct fw *fw, const char *set,
+		    const char *ifname, char *err, size_t errlen);
+
+/* fw_elem_expiration: remaining lifetime in ms of learned element e (as the
+ * kernel reports it), or -1 with ENOENT if it is not present. */
+int64_t		 fw_elem_expiration(struct fw *fw, const struct fw_elem *e,
+		    char *err, size_t errlen);
+
+/* ------------------------------------------------------------ fw_nflog.c */
+
+/* fw_nflog_open: a non-blocking NETLINK_NETFILTER socket bound to nflog
+ * group `group` in the current namespace, copying the first bytes of each
+ * packet (enough for the 5-tuple). NULL with errno and err on failure. */
+struct fw_nflog	*fw_nflog_open(uint16_t group, char *err, size_t errlen);
+void		 fw_nflog_close(struct fw_nflog *nl);
+/* fw_nflog_free: same as fw_nflog_close (x_free naming); NULL is a no-op. */
+void		 fw_nflog_free(struct fw_nflog *nl);
+/* fw_nflog_fd: the descriptor to poll for reading. */
+int		 fw_nflog_fd(const struct fw_nflog *nl);
+/* fw_nflog_read: drains what is queued without blocking (at most 1024
+ * packets per call, so a flood cannot starve the caller's loop) and calls
+ * cb once per logged packet. Returns the number of packets reported, or -1
+ * with errno. When the socket's queue overflows the kernel drops log
+ * messages silently (NETLINK_NO_ENOBUFS): denials are still enforced, only
+ * their records are lost. Malformed messages are skipped. */
+int		 fw_nflog_read(struct fw_nflog *nl,
+		    void (*cb)(const struct fw_denied *d, void *arg), void *arg);
+
+#endif /* SLUICE_NETNS_FW_H */

@@ -1,0 +1,88 @@
+/*
+ * fw_int.h: what the files of the fw part of netns/ share and nobody else
+ * sees: the handle's layout, the batch helpers and the set table. The public
+ * interface is netns/fw.h.
+ */
+#ifndef SLUICE_NETNS_FW_INT_H
+#define SLUICE_NETNS_FW_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libmnl/libmnl.h>
+
+#include "netns/fw.h"
+
+#define FW_BATCH_LIMIT		(128 * 1024)
+#define FW_RBUFSZ		(64 * 1024)
+#define FW_BUFSZ		(FW_BATCH_LIMIT * 2 + FW_RBUFSZ)
+#define FW_IFPREFIX		"sl-"
+#define FW_MAX_RANGES		4096	/* per fw_config list */
+#define FW_MAX_RULES		4096	/* per fw_sandbox_add/fw_restrict */
+#define FW_MAX_LEARN		1024	/* per fw_learn */
+#define FW_ELEMS_PER_MSG	64	/* keeps each message far below the limit */
+#define FW_KEYMAX		64
+
+struct fw {
+	struct mnl_socket	*nl;
+	uint32_t		 portid;
+	uint32_t		 seq;
+	char			 table[FW_TABLE_MAX];
+	/* One buffer: the batch (2 * limit) then the reply area. Requests
+	 * (fw_request: table lookups, dumps) also build at its start, so
+	 * they must never run while a batch is being built. */
+	char			*buf;
+	int			 refresh;	/* FW_REFRESH_* */
+	struct fw_cidr		*priv;		/* private ranges from fw_init */
+	size_t			 npriv;
+};
+
+#define FW_REFRESH_UNKNOWN	0
+#define FW_REFRESH_READD	1	/* re-adding updates the timeout */
+#define FW_REFRESH_DELADD	2	/* needs add + delete + add */
+
+struct fw_batch {
+	struct fw		*fw;
+	struct mnl_nlmsg_batch	*b;
+	struct nlmsghdr		*last;
+	unsigned		 nmsg;
+	int			 overflow;	/* or an allocation failure */
+};
+
+struct fw_setdef {
+	const char	*name;
+	const uint8_t	*fields;	/* unpadded field lengths */
+	const uint8_t	*types;		/* nft datatype ids (display only) */
+	size_t		 nfields;
+	uint32_t	 flags;		/* NFT_SET_* */
+	int		 persistent;	/* per-sandbox state */
+};
+
+struct fw_range {
+	uint8_t	lo[16], hi[16];
+};
+
+extern const struct fw_setdef fw_sets[];
+
+void		 fw_seterr(char *err, size_t errlen, const char *fmt, ...)
+		    __attribute__((format(printf, 3, 4)));
+const struct fw_setdef *fw_setdef(const char *name);
+size_t		 fw_keylen(const struct fw_setdef *d);
+
+int		 fw_batch_begin(struct fw *fw, struct fw_batch *b);
+struct nlmsghdr	*fw_batch_hdr(struct fw_batch *b, uint16_t type, uint16_t flags);
+void		 fw_batch_next(struct fw_batch *b);
+void		 fw_batch_abort(struct fw_batch *b);
+int		 fw_batch_commit(struct fw_batch *b, const char *what,
+		    char *err, size_t errlen);
+int		 fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb,
+		    void *arg);
+
+/* fw_elem.c */
+int		 fw_cidr_range(uint8_t family, const uint8_t *addr,
+		    uint8_t prefix, uint8_t lo[16], uint8_t hi[16]);
+int		 fw_add_intervals(struct fw_batch *b, const char *table,
+		    const char *set, size_t alen, struct fw_range *r, size_t n);
+void		 fw_probe_refresh(struct fw *fw);
+
+#endif /* SLUICE_NETNS_FW_INT_H */
