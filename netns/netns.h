@@ -1,0 +1,199 @@
+/*
+ * netns: the lifecycle of a sandbox's network namespace.
+ *
+ * A sandbox lives in a network namespace `sluice-<id>` pinned, as iproute2
+ * does, by a bind mount at <netns_dir>/sluice-<id>, so that `ip netns exec`,
+ * runc and Firecracker jailers can use it. Its only link to the world is a
+ * veth pair: `sl-<n>` on the host, where the nftables rules of netns/fw.c
+ * apply, and `eth0` inside, whose default route points at the host side.
+ * IPv6 is disabled inside so that no IPv6 path bypasses those rules, and
+ * <etc_dir>/sluice-<id>/resolv.conf names the service address.
+ *
+ * Everything here runs in the privileged parent (CAP_NET_ADMIN and
+ * CAP_SYS_ADMIN). The functions that switch namespaces (ns_create,
+ * ns_enter) change only the calling thread's network namespace and restore
+ * it before they return (ns_enter excepted: its point is to stay).
+ *
+ * Conventions: 0 on success, -1 on failure with errno set and, where the
+ * function takes one, a message in the caller's buffer `err` (errlen bytes,
+ * always NUL-terminated when errlen > 0; err may be NULL). Nothing here
+ * logs or exits.
+ */
+#ifndef SLUICE_NETNS_NETNS_H
+#define SLUICE_NETNS_NETNS_H
+
+#include <sys/types.h>
+#include <netinet/in.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_NETNS_DIR_DEFAULT	"/run/netns"
+#define NS_ETC_DIR_DEFAULT	"/etc/netns"
+#define NS_NETNS_PREFIX		"sluice-"
+#define NS_LINK_PREFIX		"sl-"
+#define NS_RETIRED_PREFIX	"sg-"	/* host links on their way out */
+#define NS_ID_MAX		32	/* characters in a sandbox id */
+#define NS_SANDBOX_IF		"eth0"
+
+/*
+ * What ns_create needs to build one sandbox's namespace. It is flat (no
+ * pointers) because it will cross a privilege boundary: ns_create and
+ * ns_delete re-validate every field (ns_spec_valid) and refuse a spec that
+ * is not exactly what ns_spec_init would make, apart from host_if, which
+ * may be any "sl-[a-z0-9-]{1,12}" so that tests can pick unique names.
+ * Addresses are in network byte order.
+ */
+struct ns_spec {
+	char		id[NS_ID_MAX + 1];	/* [a-z0-9][a-z0-9-]{0,31} */
+	char		netns[48];		/* "sluice-<id>" */
+	char		host_if[16];		/* "sl-<index>" (IFNAMSIZ) */
+	uint32_t	index;			/* slot in the address pool */
+	struct in_addr	host_addr;		/* host side of the veth */
+	struct in_addr	sandbox_addr;		/* eth0 inside */
+	struct in_addr	service_addr;		/* DNS proxy and bridge */
+	uint8_t		prefixlen;		/* 30 or 31 */
+	char		netns_dir[64];		/* absolute; /run/netns */
+	char		etc_dir[64];		/* absolute; /etc/netns */
+};
+
+/* --------------------------------------------------------- ns.c: specs */
+
+/* ns_id_valid: 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0 (NULL,
+ * empty, too long, uppercase, '/', '.', anything else). */
+int	ns_id_valid(const char *id);
+
+/*
+ * ns_pool_addrs: the addresses of pool slot `index`. The pool
+ * pool_net/pool_prefix is cut into /30s; slot i is pool + 4*i with the host
+ * side at .1 and the sandbox at .2 of that /30. The pool's last /30 is
+ * reserved for the service address and never handed out. Sets *host,
+ * *sandbox and *prefixlen (30) only on success. -1/EINVAL when the pool is
+ * malformed (prefix outside 1..29, host bits set) or index is outside it.
+ */
+int	ns_pool_addrs(const struct in_addr *pool_net, uint8_t pool_prefix,
+	    uint32_t index, struct in_addr *host, struct in_addr *sandbox,
+	    uint8_t *prefixlen);
+
+/*
+ * ns_spec_init: fills *s for sandbox `id` at pool slot `index`: netns
+ * "sluice-<id>", host_if "sl-<index>", addresses from ns_pool_addrs,
+ * service_addr, and the directories (NULL means the defaults above).
+ * -1/EINVAL (message in err) on a bad id, slot, service address (inside
+ * the slot's /30) or a directory that is not absolute or too long; *s is
+ * zeroed in that case.
+ */
+int	ns_spec_init(struct ns_spec *s, const char *id, uint32_t index,
+	    const struct in_addr *pool_net, uint8_t pool_prefix,
+	    const struct in_addr *service_addr, const char *netns_dir,
+	    const char *etc_dir, char *err, size_t errlen);
+
+/*
+ * ns_spec_valid: 0 if every field of *s is well formed and consistent
+ * (NUL-terminated strings, valid id, netns == "sluice-<id>", host_if
+ * "sl-[a-z0-9-]{1,12}", addresses in one /30 or /31 and distinct from the
+ * service address, absolute directories without "." or ".." components),
+ * else -1/EINVAL with the first problem in err.
+ */
+int	ns_spec_valid(const struct ns_spec *s, char *err, size_t errlen);
+
+/* --------------------------------------------------- ns.c: host setup */
+
+/*
+ * ns_dirs_setup: makes netns_dir exist and be a shared mount point
+ * (bind-mounting it onto itself first if it is not a mount point), as
+ * `ip netns add` does, so that unmounting a pin in one mount namespace
+ * unmounts it everywhere; creates etc_dir if missing. Idempotent. Call it
+ * once per directory pair before ns_create (ns_host_setup does it for the
+ * defaults): ns_create does no mount-propagation work itself.
+ */
+int	ns_dirs_setup(const char *netns_dir, const char *etc_dir, char *err,
+	    size_t errlen);
+
+/*
+ * ns_host_setup: once at daemon start, in the daemon's (host) network
+ * namespace: puts service_addr/32 on `lo` and brings lo up, enables IPv4
+ * forwarding, and calls ns_dirs_setup(NS_NETNS_DIR_DEFAULT,
+ * NS_ETC_DIR_DEFAULT). Idempotent.
+ */
+int	ns_host_setup(const struct in_addr *service_addr, char *err,
+	    size_t errlen);
+
+/* ---------------------------------------------------- ns.c: lifecycle */
+
+/*
+ * ns_create: builds the sandbox described by *s (validated first), all or
+ * nothing: the pinned namespace <netns_dir>/<netns>, the veth pair (host_if
+ * on the host with host_addr/prefixlen, up, IPv6 off, proxy_arp off,
+ * rp_filter strict; eth0 inside with sandbox_addr/prefixlen, up, default
+ * route via host_addr), lo up inside, IPv6 and forwarding off inside, and
+ * <etc_dir>/<netns>/resolv.conf. On any failure everything made so far is
+ * removed and the calling thread is back in its own namespace. errno:
+ * EEXIST if the pin or host_if already exists (the existing one is left
+ * untouched), EINVAL for a bad spec, ENOENT if netns_dir is missing
+ * (see ns_dirs_setup), else the failing call's errno.
+ */
+int	ns_create(const struct ns_spec *s, char *err, size_t errlen);
+
+/*
+ * ns_delete: removes what ns_create made: the host link, the pin (detached
+ * unmount and unlink) and <etc_dir>/<netns>/ with its files. Idempotent:
+ * parts already gone are not errors. Tries every part and reports the
+ * first real error. EINVAL for a bad spec (nothing touched).
+ *
+ * The host link is removed from service at once: when its peer is in the
+ * pinned namespace (checked through the kernel's namespace ids) it is set
+ * down, stripped of its address and renamed "sg-<ifindex>", and the kernel
+ * destroys the pair together with the namespace, when the last reference
+ * to it (a process inside, an open fd or socket) goes. Unregistering a
+ * veth synchronously waits for an RCU grace period (tens of ms here); this
+ * way ns_delete does not, and host_if is free for reuse on return. Any
+ * other host link named host_if is deleted synchronously.
+ */
+int	ns_delete(const struct ns_spec *s, char *err, size_t errlen);
+
+/*
+ * ns_exists: 1 if the sandbox is whole (the pin is a mounted namespace and
+ * host_if exists), 0 if it is absent or only partly there (reconciliation
+ * should ns_delete it), -1 on error (EINVAL for a bad spec).
+ */
+int	ns_exists(const struct ns_spec *s);
+
+/*
+ * ns_netns_fd: opens the pinned namespace (O_RDONLY | O_CLOEXEC) for
+ * setns(2). The caller owns and closes the fd. -1 with errno ENOENT if
+ * there is no pin, EINVAL if the spec is bad or the file is not a
+ * namespace (a reservation left by a crash).
+ */
+int	ns_netns_fd(const struct ns_spec *s);
+
+/*
+ * ns_list: what is there now, for reconciliation after a restart. *netns
+ * gets the names in netns_dir of the form "sluice-<valid id>" (NULL means
+ * NS_NETNS_DIR_DEFAULT) and *links the host links (in the calling thread's
+ * namespace) whose names start with "sl-". Both are NULL-terminated arrays,
+ * sorted, owned by the caller and freed with ns_names_free; the counts go
+ * to *nnetns and *nlinks when those are not NULL. Out-parameters are set
+ * only on success. A missing netns_dir is an empty list.
+ */
+int	ns_list(const char *netns_dir, char ***netns, size_t *nnetns,
+	    char ***links, size_t *nlinks, char *err, size_t errlen);
+/* ns_names_free: frees an array from ns_list; NULL is a no-op. */
+void	ns_names_free(char **names);
+
+/* ------------------------------------------------ ns_enter.c: entering */
+
+/*
+ * ns_enter: for `sluice exec`, in the process about to exec the sandboxed
+ * command (single-threaded): joins <netns_dir>/<netns>, unshares the mount
+ * namespace, makes / a recursive slave (nothing propagates back), remounts
+ * /sys for the new namespace and bind-mounts each regular file of
+ * <etc_dir>/<netns>/ over /etc/<file>, as `ip netns exec` does. NULL
+ * directories mean the defaults. Unlike iproute2, a failed /etc bind is an
+ * error (fail closed): the caller must not exec. On failure the process
+ * may be half-switched and should exit.
+ */
+int	ns_enter(const char *netns_dir, const char *etc_dir, const char *netns,
+	    char *err, size_t errlen);
+
+#endif /* SLUICE_NETNS_NETNS_H */

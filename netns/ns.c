@@ -1,0 +1,923 @@
+/*
+ * ns: sandbox network namespaces, from address pool to teardown.
+ *
+ * ns_create follows iproute2's `ip netns add` (reserve the name with
+ * O_EXCL, unshare(CLONE_NEWNET) in the calling thread, bind-mount
+ * /proc/thread-self/ns/net onto the reservation, setns back) and does all
+ * the in-namespace work during that single excursion: sysctls are opened
+ * while inside (they belong to the opener's namespace) and the sandbox's
+ * rtnetlink socket is made there, while the host socket was made before.
+ * No fork, no exec, no per-call mount-propagation work: that is what keeps
+ * a create and a delete in the low milliseconds. Every step records what it
+ * made so a failure can undo exactly that.
+ */
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/types.h>
+
+#include <arpa/inet.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "netns/netns.h"
+#include "netns/ns_int.h"
+
+/* The calling thread's own namespace: /proc/self would name the thread
+ * group leader's, which differs once a thread has unshared. */
+#define THREAD_NETNS	"/proc/thread-self/ns/net"
+
+void
+ns_seterr(char *err, size_t errlen, int errnum, const char *fmt, ...)
+{
+	va_list	 ap;
+	size_t	 len;
+	int	 saved = errno;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+		len = strlen(err);
+		if (errnum != 0 && len < errlen)
+			snprintf(err + len, errlen - len, ": %s",
+			    strerror(errnum));
+	}
+	errno = errnum != 0 ? errnum : saved;
+}
+
+int
+ns_id_valid(const char *id)
+{
+	size_t	i;
+
+	if (id == NULL || id[0] == '\0' || id[0] == '-')
+		return 0;
+	for (i = 0; id[i] != '\0'; i++) {
+		if (i >= NS_ID_MAX)
+			return 0;
+		if (!((id[i] >= 'a' && id[i] <= 'z') ||
+		    (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int
+ns_pool_addrs(const struct in_addr *pool_net, uint8_t pool_prefix,
+    uint32_t index, struct in_addr *host, struct in_addr *sandbox,
+    uint8_t *prefixlen)
+{
+	uint32_t	net, mask;
+	uint64_t	slots;
+
+	if (pool_net == NULL || host == NULL || sandbox == NULL ||
+	    prefixlen == NULL || pool_prefix < 1 || pool_prefix > 29)
+		goto inval;
+	net = ntohl(pool_net->s_addr);
+	mask = 0xffffffffu << (32 - pool_prefix);
+	if ((net & ~mask) != 0)
+		goto inval;
+	/* The last /30 holds the service address: never a sandbox's. */
+	slots = ((uint64_t)1 << (32 - pool_prefix)) / 4 - 1;
+	if ((uint64_t)index >= slots)
+		goto inval;
+	host->s_addr = htonl(net + 4 * index + 1);
+	sandbox->s_addr = htonl(net + 4 * index + 2);
+	*prefixlen = 30;
+	return 0;
+inval:
+	errno = EINVAL;
+	return -1;
+}
+
+/* A directory we are given must be absolute and free of "." and ".."
+ * components, so that names built on it stay where they seem to be. */
+static int
+dir_valid(const char *d, size_t cap)
+{
+	const char	*p;
+	size_t		 len;
+
+	if (d == NULL || (len = strnlen(d, cap)) == 0 || len >= cap ||
+	    d[0] != '/')
+		return 0;
+	for (p = d; *p != '\0'; p++) {
+		if (p[0] != '/')
+			continue;
+		if (p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
+			return 0;
+		if (p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0'))
+			return 0;
+	}
+	return 1;
+}
+
+int
+ns_spec_init(struct ns_spec *s, const char *id, uint32_t index,
+    const struct in_addr *pool_net, uint8_t pool_prefix,
+    const struct in_addr *service_addr, const char *netns_dir,
+    const char *etc_dir, char *err, size_t errlen)
+{
+	if (s == NULL) {
+		ns_seterr(err, errlen, EINVAL, "no spec");
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	if (netns_dir == NULL)
+		netns_dir = NS_NETNS_DIR_DEFAULT;
+	if (etc_dir == NULL)
+		etc_dir = NS_ETC_DIR_DEFAULT;
+	if (!ns_id_valid(id)) {
+		ns_seterr(err, errlen, EINVAL, "invalid sandbox id");
+		return -1;
+	}
+	if (service_addr == NULL) {
+		ns_seterr(err, errlen, EINVAL, "no service address");
+		return -1;
+	}
+	if (ns_pool_addrs(pool_net, pool_prefix, index, &s->host_addr,
+	    &s->sandbox_addr, &s->prefixlen) == -1) {
+		memset(s, 0, sizeof(*s));
+		ns_seterr(err, errlen, EINVAL,
+		    "slot %u is outside the address pool", index);
+		return -1;
+	}
+	s->index = index;
+	s->service_addr = *service_addr;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->netns, sizeof(s->netns), NS_NETNS_PREFIX "%s", id);
+	snprintf(s->host_if, sizeof(s->host_if), NS_LINK_PREFIX "%u", index);
+	if (!dir_valid(netns_dir, sizeof(s->netns_dir)) ||
+	    !dir_valid(etc_dir, sizeof(s->etc_dir))) {
+		memset(s, 0, sizeof(*s));
+		ns_seterr(err, errlen, EINVAL,
+		    "directories must be absolute, without . or .., and "
+		    "shorter than %zu bytes", sizeof(s->netns_dir));
+		return -1;
+	}
+	snprintf(s->netns_dir, sizeof(s->netns_dir), "%s", netns_dir);
+	snprintf(s->etc_dir, sizeof(s->etc_dir), "%s", etc_dir);
+	if (ns_spec_valid(s, err, errlen) == -1) {
+		memset(s, 0, sizeof(*s));
+		return -1;
+	}
+	return 0;
+}
+
+int
+ns_spec_valid(const struct ns_spec *s, char *err, size_t errlen)
+{
+	char		 want[sizeof(s->netns)];
+	const char	*p;
+	uint32_t	 h, b, v, mask;
+	size_t		 len;
+
+	if (s == NULL) {
+		ns_seterr(err, errlen, EINVAL, "no spec");
+		return -1;
+	}
+	/* Every string must end inside its array before anything reads it
+	 * as a string: the spec may come from a less trusted process. */
+	if (strnlen(s->id, sizeof(s->id)) == sizeof(s->id) ||
+	    !ns_id_valid(s->id)) {
+		ns_seterr(err, errlen, EINVAL, "spec: invalid sandbox id");
+		return -1;
+	}
+	snprintf(want, sizeof(want), NS_NETNS_PREFIX "%s", s->id);
+	if (strnlen(s->netns, sizeof(s->netns)) == sizeof(s->netns) ||
+	    strcmp(s->netns, want) != 0) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: netns must be \"%s\"", want);
+		return -1;
+	}
+	len = strnlen(s->host_if, sizeof(s->host_if));
+	if (len == sizeof(s->host_if) || len <= strlen(NS_LINK_PREFIX) ||
+	    strncmp(s->host_if, NS_LINK_PREFIX, strlen(NS_LINK_PREFIX)) != 0) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: host_if must be \"" NS_LINK_PREFIX "<name>\"");
+		return -1;
+	}
+	for (p = s->host_if + strlen(NS_LINK_PREFIX); *p != '\0'; p++) {
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-')) {
+			ns_seterr(err, errlen, EINVAL,
+			    "spec: bad character in host_if");
+			return -1;
+		}
+	}
+	if (!dir_valid(s->netns_dir, sizeof(s->netns_dir)) ||
+	    !dir_valid(s->etc_dir, sizeof(s->etc_dir))) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: directories must be absolute, without . or ..");
+		return -1;
+	}
+	if (s->prefixlen != 30 && s->prefixlen != 31) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: prefixlen must be 30 or 31");
+		return -1;
+	}
+	h = ntohl(s->host_addr.s_addr);
+	b = ntohl(s->sandbox_addr.s_addr);
+	v = ntohl(s->service_addr.s_addr);
+	mask = 0xffffffffu << (32 - s->prefixlen);
+	if (h == b || (h & mask) != (b & mask) ||
+	    (s->prefixlen == 30 && ((h & ~mask) == 0 || (h & ~mask) == 3 ||
+	    (b & ~mask) == 0 || (b & ~mask) == 3))) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: host and sandbox addresses must be the two hosts "
+		    "of one /%u", s->prefixlen);
+		return -1;
+	}
+	/* The sandbox reaches the service address through its default
+	 * route; inside its own subnet it would be on-link and unreachable. */
+	if (v == 0 || (v & mask) == (h & mask)) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: service address inside the sandbox's subnet");
+		return -1;
+	}
+	if (h == 0 || b == 0 || (h >> 24) == 127 || (h >> 28) >= 14 ||
+	    (b >> 24) == 127 || (b >> 28) >= 14) {
+		ns_seterr(err, errlen, EINVAL,
+		    "spec: addresses must be unicast, not loopback");
+		return -1;
+	}
+	return 0;
+}
+
+/* Writes a short value to a sysctl file of the calling thread's current
+ * network namespace (the namespace is fixed when the file is opened). */
+static int
+sysctl_write(const char *path, const char *val)
+{
+	ssize_t	 n;
+	size_t	 len = strlen(val);
+	int	 fd, saved;
+
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = write(fd, val, len);
+	saved = errno;
+	close(fd);
+	if (n != (ssize_t)len) {
+		errno = n == -1 ? saved : EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* IPv6 sysctls: when the kernel has no IPv6 at all (ipv6.disable=1) the
+ * whole tree is missing, which is as off as it gets. */
+static int
+ipv6_disable(const char *dev)
+{
+	char	path[128];
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6",
+	    dev);
+	if (sysctl_write(path, "1") == 0)
+		return 0;
+	if (errno == ENOENT && access("/proc/sys/net/ipv6", F_OK) == -1)
+		return 0;
+	return -1;
+}
+
+static int
+sysctl_dev(const char *fam, const char *dev, const char *key, const char *val)
+{
+	char	path[128];
+
+	snprintf(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s", fam, dev,
+	    key);
+	return sysctl_write(path, val);
+}
+
+static int
+path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+	int	n;
+
+	n = snprintf(buf, len, "%s/%s", dir, name);
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes the regular files of dir and then dir itself. Absent is fine. */
+static int
+etc_remove(const char *dir)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 dfd, ret = 0, first = 0;
+
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		return errno == ENOENT ? 0 : -1;
+	if ((d = fdopendir(dfd)) == NULL) {
+		first = errno;
+		close(dfd);
+		errno = first;
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == -1 &&
+		    errno != ENOENT && first == 0)
+			first = errno;
+	}
+	closedir(d);
+	if (rmdir(dir) == -1 && errno != ENOENT) {
+		ret = -1;
+		if (first == 0)
+			first = errno;
+	}
+	if (first != 0) {
+		errno = first;
+		return -1;
+	}
+	return ret;
+}
+
+static int
+resolv_write(const char *dir, const struct in_addr *service)
+{
+	char	path[PATH_MAX], line[128], a[INET_ADDRSTRLEN];
+	ssize_t	n;
+	int	fd, len, saved;
+
+	if (path_join(path, sizeof(path), dir, "resolv.conf") == -1)
+		return -1;
+	if (inet_ntop(AF_INET, service, a, sizeof(a)) == NULL)
+		return -1;
+	len = snprintf(line, sizeof(line), "nameserver %s\noptions edns0\n", a);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) == -1)
+		return -1;
+	n = write(fd, line, (size_t)len);
+	saved = errno;
+	if (close(fd) == -1 && n == len) {
+		n = -1;
+		saved = errno;
+	}
+	if (n != len) {
+		errno = n == -1 ? saved : EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Is path a mounted namespace file (as opposed to a bare reservation)? */
+static int
+is_nsfs(const char *path)
+{
+	struct statfs	st;
+
+	if (statfs(path, &st) == -1)
+		return -1;
+	return st.f_type == NSFS_MAGIC;
+}
+
+int
+ns_dirs_setup(const char *netns_dir, const char *etc_dir, char *err,
+    size_t errlen)
+{
+	if (!dir_valid(netns_dir, 64) || !dir_valid(etc_dir, 64)) {
+		ns_seterr(err, errlen, EINVAL,
+		    "directories must be absolute, without . or ..");
+		return -1;
+	}
+	if (mkdir(netns_dir, 0755) == -1 && errno != EEXIST) {
+		ns_seterr(err, errlen, errno, "mkdir %s", netns_dir);
+		return -1;
+	}
+	/* iproute2's dance: make it shared, or first make it a mount point
+	 * (bind onto itself) so that it can be made shared. */
+	if (mount("", netns_dir, "none", MS_SHARED | MS_REC, NULL) == -1) {
+		if (errno != EINVAL) {
+			ns_seterr(err, errlen, errno, "make %s shared",
+			    netns_dir);
+			return -1;
+		}
+		if (mount(netns_dir, netns_dir, "none", MS_BIND | MS_REC,
+		    NULL) == -1) {
+			ns_seterr(err, errlen, errno, "bind %s", netns_dir);
+			return -1;
+		}
+		if (mount("", netns_dir, "none", MS_SHARED | MS_REC,
+		    NULL) == -1) {
+			ns_seterr(err, errlen, errno, "make %s shared",
+			    netns_dir);
+			return -1;
+		}
+	}
+	if (mkdir(etc_dir, 0755) == -1 && errno != EEXIST) {
+		ns_seterr(err, errlen, errno, "mkdir %s", etc_dir);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ns_host_setup(const struct in_addr *service_addr, char *err, size_t errlen)
+{
+	struct ns_rtnl	*r;
+	int		 lo;
+
+	if (service_addr == NULL || service_addr->s_addr == 0) {
+		ns_seterr(err, errlen, EINVAL, "no service address");
+		return -1;
+	}
+	if ((r = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket");
+		return -1;
+	}
+	if ((lo = ns_rtnl_link_index(r, "lo")) == -1) {
+		ns_seterr(err, errlen, errno, "find lo");
+		goto fail;
+	}
+	/* REPLACE makes a second start (or a restart) a no-op. */
+	if (ns_rtnl_addr_add(r, lo, service_addr, 32, 1) == -1) {
+		ns_seterr(err, errlen, errno, "service address on lo");
+		goto fail;
+	}
+	if (ns_rtnl_link_up(r, lo) == -1) {
+		ns_seterr(err, errlen, errno, "lo up");
+		goto fail;
+	}
+	ns_rtnl_free(r);
+	r = NULL;
+	if (sysctl_write("/proc/sys/net/ipv4/ip_forward", "1") == -1) {
+		ns_seterr(err, errlen, errno, "enable ip_forward");
+		return -1;
+	}
+	return ns_dirs_setup(NS_NETNS_DIR_DEFAULT, NS_ETC_DIR_DEFAULT, err,
+	    errlen);
+fail:
+	ns_rtnl_free(r);
+	return -1;
+}
+
+/* What ns_create has made so far, for the rollback. */
+struct made {
+	int	reserved, mounted, linked, etcdir;
+};
+
+/* The part of ns_create done inside the new namespace; the thread is in
+ * it on entry and the caller brings it back. */
+static int
+create_inside(const struct ns_spec *s, struct ns_rtnl *host, int nsfd,
+    struct made *m, char *err, size_t errlen)
+{
+	struct ns_rtnl	*in;
+	int		 eth0, ret = -1;
+
+	/* Before the peer exists, so it inherits "default" as it is made
+	 * and never has an IPv6 address, not even a link-local one. */
+	if (ipv6_disable("all") == -1 || ipv6_disable("default") == -1 ||
+	    ipv6_disable("lo") == -1) {
+		ns_seterr(err, errlen, errno, "disable IPv6 inside");
+		return -1;
+	}
+	/* A new namespace copies the host's ip_forward; a sandbox routes
+	 * nothing. */
+	if (sysctl_write("/proc/sys/net/ipv4/ip_forward", "0") == -1) {
+		ns_seterr(err, errlen, errno, "disable forwarding inside");
+		return -1;
+	}
+	if ((in = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket inside");
+		return -1;
+	}
+	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
+		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+		goto out;
+	}
+	m->linked = 1;
+	if (ipv6_disable(NS_SANDBOX_IF) == -1) {
+		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
+		goto out;
+	}
+	/* The loopback device is ifindex 1 in every namespace. */
+	if (ns_rtnl_link_up(in, 1) == -1) {
+		ns_seterr(err, errlen, errno, "lo up inside");
+		goto out;
+	}
+	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1) {
+		ns_seterr(err, errlen, errno, "find eth0");
+		goto out;
+	}
+	if (ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
+	    0) == -1) {
+		ns_seterr(err, errlen, errno, "address on eth0");
+		goto out;
+	}
+	if (ns_rtnl_link_up(in, eth0) == -1) {
+		ns_seterr(err, errlen, errno, "eth0 up");
+		goto out;
+	}
+	if (ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
+		ns_seterr(err, errlen, errno, "default route inside");
+		goto out;
+	}
+	ret = 0;
+out:
+	ns_rtnl_free(in);
+	return ret;
+}
+
+/* Host side of the veth: IPv6 off before it is up, no proxy ARP, strict
+ * reverse-path filtering (a sandbox cannot send with another's source). */
+static int
+create_host_side(const struct ns_spec *s, struct ns_rtnl *host, char *err,
+    size_t errlen)
+{
+	int	idx;
+
+	if (ipv6_disable(s->host_if) == -1) {
+		ns_seterr(err, errlen, errno, "disable IPv6 on %s", s->host_if);
+		return -1;
+	}
+	if (sysctl_dev("ipv4", s->host_if, "proxy_arp", "0") == -1 ||
+	    sysctl_dev("ipv4", s->host_if, "rp_filter", "1") == -1) {
+		ns_seterr(err, errlen, errno, "sysctls of %s", s->host_if);
+		return -1;
+	}
+	if ((idx = ns_rtnl_link_index(host, s->host_if)) == -1) {
+		ns_seterr(err, errlen, errno, "find %s", s->host_if);
+		return -1;
+	}
+	if (ns_rtnl_addr_add(host, idx, &s->host_addr, s->prefixlen,
+	    0) == -1) {
+		ns_seterr(err, errlen, errno, "address on %s", s->host_if);
+		return -1;
+	}
+	if (ns_rtnl_link_up(host, idx) == -1) {
+		ns_seterr(err, errlen, errno, "%s up", s->host_if);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ns_create(const struct ns_spec *s, char *err, size_t errlen)
+{
+	char		 pin[PATH_MAX], etc[PATH_MAX];
+	struct made	 m = { 0 };
+	struct stat	 st;
+	struct ns_rtnl	*host = NULL;
+	int		 fd, saved = -1, nsfd = -1, inside = 0, e;
+
+	if (ns_spec_valid(s, err, errlen) == -1)
+		return -1;
+	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
+	    path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
+		ns_seterr(err, errlen, errno, "paths");
+		return -1;
+	}
+	if ((host = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket");
+		return -1;
+	}
+	/* The reservation is what makes two creates of one name exclusive. */
+	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0)) == -1) {
+		ns_seterr(err, errlen, errno, "reserve %s", pin);
+		goto fail;
+	}
+	close(fd);
+	m.reserved = 1;
+	if ((saved = open(THREAD_NETNS, O_RDONLY | O_CLOEXEC)) == -1) {
+		ns_seterr(err, errlen, errno, "open own netns");
+		goto fail;
+	}
+	if (unshare(CLONE_NEWNET) == -1) {
+		ns_seterr(err, errlen, errno, "unshare(CLONE_NEWNET)");
+		goto fail;
+	}
+	inside = 1;
+	if (mount(THREAD_NETNS, pin, "none", MS_BIND, NULL) == -1) {
+		ns_seterr(err, errlen, errno, "pin %s", pin);
+		goto fail;
+	}
+	m.mounted = 1;
+	if ((nsfd = open(THREAD_NETNS, O_RDONLY | O_CLOEXEC)) == -1) {
+		ns_seterr(err, errlen, errno, "open new netns");
+		goto fail;
+	}
+	if (create_inside(s, host, nsfd, &m, err, errlen) == -1)
+		goto fail;
+	if (setns(saved, CLONE_NEWNET) == -1) {
+		ns_seterr(err, errlen, errno, "return to own netns");
+		goto fail;
+	}
+	inside = 0;
+	if (create_host_side(s, host, err, errlen) == -1)
+		goto fail;
+	if (mkdir(etc, 0755) == -1) {
+		/* The etc dir may be missing (ns_dirs_setup not run for
+		 * it) or be a leftover of a crash: the reservation above
+		 * says the name is ours now, so reuse it. */
+		if (errno == ENOENT && mkdir(s->etc_dir, 0755) == -1 &&
+		    errno != EEXIST) {
+			ns_seterr(err, errlen, errno, "mkdir %s", s->etc_dir);
+			goto fail;
+		}
+		if (mkdir(etc, 0755) == -1 && errno != EEXIST) {
+			ns_seterr(err, errlen, errno, "mkdir %s", etc);
+			goto fail;
+		}
+		/* Reused only if it is a real directory: a symlink there
+		 * would send resolv.conf somewhere else. */
+		if (lstat(etc, &st) == -1) {
+			ns_seterr(err, errlen, errno, "stat %s", etc);
+			goto fail;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			ns_seterr(err, errlen, ENOTDIR, "%s", etc);
+			goto fail;
+		}
+	}
+	m.etcdir = 1;
+	if (resolv_write(etc, &s->service_addr) == -1) {
+		ns_seterr(err, errlen, errno, "write %s/resolv.conf", etc);
+		goto fail;
+	}
+	close(nsfd);
+	close(saved);
+	ns_rtnl_free(host);
+	return 0;
+
+fail:
+	e = errno;
+	/* Back home first: the cleanup below must act on the host. */
+	if (inside && setns(saved, CLONE_NEWNET) == -1) {
+		/* Cannot happen with a valid fd of our own namespace. The
+		 * thread is stranded; say so rather than clean up from the
+		 * wrong place. */
+		ns_seterr(err, errlen, errno,
+		    "cannot return to own netns after failure");
+		e = errno;
+	}
+	/* Only a link we made: a name that was taken stays as it was. If
+	 * this fails, dropping the namespace below takes the peer and with
+	 * it the host side, so the rollback still completes. */
+	if (m.linked)
+		(void)ns_rtnl_link_del(host, s->host_if);
+	if (m.etcdir)
+		(void)etc_remove(etc);
+	if (m.mounted)
+		(void)umount2(pin, MNT_DETACH);
+	if (m.reserved)
+		(void)unlink(pin);
+	if (nsfd != -1)
+		close(nsfd);
+	if (saved != -1)
+		close(saved);
+	ns_rtnl_free(host);
+	errno = e;
+	return -1;
+}
+
+/*
+ * Takes host_if out of the host. The fast way (retire) is only for a link
+ * whose peer is in the namespace pinned at pin, which is about to lose its
+ * pin: the kernel then removes the pair with the namespace. Anything else
+ * (no pin, a peer elsewhere, a retire that fails) is deleted and waited
+ * for. -1/ENODEV when there is no such link.
+ */
+static int
+host_link_remove(const struct ns_spec *s, struct ns_rtnl *host,
+    const char *pin)
+{
+	struct statfs	st;
+	char		gone[16];
+	int		idx, link_nsid = -1, nsid = -1, fd;
+
+	if ((idx = ns_rtnl_link_peer(host, s->host_if, &link_nsid)) == -1)
+		return -1;
+	if (link_nsid >= 0 &&
+	    (fd = open(pin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		if (fstatfs(fd, &st) == 0 && st.f_type == NSFS_MAGIC)
+			nsid = ns_rtnl_nsid(host, fd);
+		close(fd);
+	}
+	if (nsid >= 0 && nsid == link_nsid) {
+		snprintf(gone, sizeof(gone), NS_RETIRED_PREFIX "%d", idx);
+		if (ns_rtnl_link_retire(host, idx, &s->host_addr,
+		    s->prefixlen, gone) == 0)
+			return 0;
+	}
+	return ns_rtnl_link_del(host, s->host_if);
+}
+
+int
+ns_delete(const struct ns_spec *s, char *err, size_t errlen)
+{
+	char		 pin[PATH_MAX], etc[PATH_MAX];
+	struct ns_rtnl	*host;
+	int		 first = 0;
+
+	if (ns_spec_valid(s, err, errlen) == -1)
+		return -1;
+	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
+	    path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
+		ns_seterr(err, errlen, errno, "paths");
+		return -1;
+	}
+	if ((host = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket");
+		first = errno;
+	} else {
+		if (host_link_remove(s, host, pin) == -1 && errno != ENODEV) {
+			ns_seterr(err, errlen, errno, "delete %s", s->host_if);
+			first = errno;
+		}
+		ns_rtnl_free(host);
+	}
+	/* EINVAL: not a mount point (a reservation, or already gone). */
+	if (umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW) == -1 &&
+	    errno != EINVAL && errno != ENOENT && first == 0) {
+		ns_seterr(err, errlen, errno, "unmount %s", pin);
+		first = errno;
+	}
+	if (unlink(pin) == -1 && errno != ENOENT && first == 0) {
+		ns_seterr(err, errlen, errno, "unlink %s", pin);
+		first = errno;
+	}
+	if (etc_remove(etc) == -1 && first == 0) {
+		ns_seterr(err, errlen, errno, "remove %s", etc);
+		first = errno;
+	}
+	if (first != 0) {
+		errno = first;
+		return -1;
+	}
+	return 0;
+}
+
+int
+ns_exists(const struct ns_spec *s)
+{
+	char		 pin[PATH_MAX];
+	struct ns_rtnl	*host;
+	int		 r;
+
+	if (ns_spec_valid(s, NULL, 0) == -1)
+		return -1;
+	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
+		return -1;
+	if ((r = is_nsfs(pin)) == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (r == 0)
+		return 0;
+	if ((host = ns_rtnl_new()) == NULL)
+		return -1;
+	r = ns_rtnl_link_index(host, s->host_if);
+	if (r == -1 && errno == ENODEV)
+		r = 0;
+	else if (r > 0)
+		r = 1;
+	ns_rtnl_free(host);
+	return r;
+}
+
+int
+ns_netns_fd(const struct ns_spec *s)
+{
+	char		pin[PATH_MAX];
+	struct statfs	st;
+	int		fd;
+
+	if (ns_spec_valid(s, NULL, 0) == -1)
+		return -1;
+	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
+		return -1;
+	if ((fd = open(pin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return -1;
+	if (fstatfs(fd, &st) == -1 || st.f_type != NSFS_MAGIC) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+names_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void
+ns_names_sort(char **names, size_t n)
+{
+	qsort(names, n, sizeof(*names), names_cmp);
+	names[n] = NULL;
+}
+
+void
+ns_names_free(char **names)
+{
+	size_t	i;
+
+	if (names == NULL)
+		return;
+	for (i = 0; names[i] != NULL; i++)
+		free(names[i]);
+	free(names);
+}
+
+static int
+list_pins(const char *dir, char ***out, size_t *nout)
+{
+	struct dirent	*de;
+	DIR		*d;
+	char		**v = NULL, **nv;
+	size_t		 n = 0, cap = 0, plen = strlen(NS_NETNS_PREFIX);
+
+	if ((d = opendir(dir)) == NULL) {
+		if (errno != ENOENT)
+			return -1;
+	} else {
+		while ((de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, NS_NETNS_PREFIX, plen) != 0 ||
+			    !ns_id_valid(de->d_name + plen))
+				continue;
+			if (n + 1 >= cap) {
+				nv = reallocarray(v, cap * 2 + 8, sizeof(*v));
+				if (nv == NULL)
+					goto nomem;
+				v = nv;
+				cap = cap * 2 + 8;
+			}
+			if ((v[n] = strdup(de->d_name)) == NULL)
+				goto nomem;
+			n++;
+		}
+		closedir(d);
+	}
+	if (v == NULL && (v = calloc(1, sizeof(*v))) == NULL)
+		return -1;
+	ns_names_sort(v, n);
+	*out = v;
+	*nout = n;
+	return 0;
+nomem:
+	closedir(d);
+	while (n > 0)
+		free(v[--n]);
+	free(v);
+	errno = ENOMEM;
+	return -1;
+}
+
+int
+ns_list(const char *netns_dir, char ***netns, size_t *nnetns, char ***links,
+    size_t *nlinks, char *err, size_t errlen)
+{
+	struct ns_rtnl	*r;
+	char		**pins, **ls;
+	size_t		 np, nl;
+
+	if (netns_dir == NULL)
+		netns_dir = NS_NETNS_DIR_DEFAULT;
+	if (netns == NULL || links == NULL || !dir_valid(netns_dir, 64)) {
+		ns_seterr(err, errlen, EINVAL, "bad arguments");
+		return -1;
+	}
+	if (list_pins(netns_dir, &pins, &np) == -1) {
+		ns_seterr(err, errlen, errno, "list %s", netns_dir);
+		return -1;
+	}
+	if ((r = ns_rtnl_new()) == NULL ||
+	    ns_rtnl_link_names(r, NS_LINK_PREFIX, &ls, &nl) == -1) {
+		ns_seterr(err, errlen, errno, "list links");
+		ns_rtnl_free(r);
+		ns_names_free(pins);
+		return -1;
+	}
+	ns_rtnl_free(r);
+	*netns = pins;
+	*links = ls;
+	if (nnetns != NULL)
+		*nnetns = np;
+	if (nlinks != NULL)
+		*nlinks = nl;
+	return 0;
+}
