@@ -52,6 +52,24 @@ LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 UNIT_SRC   := $(wildcard tests/unit/check_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN   := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+
+# Fuzz targets link like unit suites: fuzz_addr*/fuzz_policy* -> policy/,
+# fuzz_audit* -> audit/, anything else every library object. The gcc build
+# adds tests/fuzz/driver.c as main(); FUZZ_ENGINE=libfuzzer (clang) uses
+# libFuzzer's main instead.
+fuzz_deps = $(strip \
+  $(if $(filter fuzz_addr% fuzz_policy%,$(1)),$(POLICY_OBJ), \
+  $(if $(filter fuzz_audit%,$(1)),$(AUDIT_OBJ), \
+  $(LIB_OBJ))))
+ifeq ($(FUZZ_ENGINE),libfuzzer)
+CFLAGS  += -fsanitize=fuzzer-no-link
+FUZZ_MAIN :=
+FUZZ_LDFLAGS := -fsanitize=fuzzer
+else
+FUZZ_MAIN := $(B)/obj/tests/fuzz/driver.o
+FUZZ_LDFLAGS :=
+endif
 
 unit_deps = $(strip \
   $(if $(filter check_policy%,$(1)),$(POLICY_OBJ), \
@@ -59,7 +77,7 @@ unit_deps = $(strip \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
   $(LIB_OBJ)))))
 
-.PHONY: all deps test unit e2e demo bench clean install fuzz
+.PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins
 all: $(B)/sluiced $(B)/sluice
 
 $(B)/sluiced: $(B)/obj/gateway/sluiced.o $(LIB_OBJ)
@@ -72,6 +90,7 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(qcc)$(CC) $(CFLAGS) -c -o $@ $<
 
+.SECONDARY:
 .SECONDEXPANSION:
 $(B)/tests/check_%: $(B)/obj/tests/unit/check_%.o $$(call unit_deps,check_$$*)
 	@mkdir -p $(dir $@)
@@ -79,17 +98,28 @@ $(B)/tests/check_%: $(B)/obj/tests/unit/check_%.o $$(call unit_deps,check_$$*)
 
 unit-bins: $(UNIT_BIN)
 
+$(B)/fuzz/fuzz_%: $(B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $$(call fuzz_deps,fuzz_$$*)
+	@mkdir -p $(dir $@)
+	$(qld)$(CC) $(LDFLAGS) $(FUZZ_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+fuzz-bins: $(FUZZ_BIN)
+
+# libFuzzer builds of the same targets (needs clang); see tests/fuzz/README.md.
+fuzz:
+	$(Q)$(MAKE) --no-print-directory CC=clang SAN=1 B=build/libfuzzer \
+	    FUZZ_ENGINE=libfuzzer fuzz-bins
+
 deps:
 	$(Q)tests/deps.sh
 
 # The test build is separate (build/asan) so `make` and `make test` never
 # mix objects built with different flags.
 test: deps
-	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins
+	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins
 	$(Q)tests/run.sh all build/asan
 
 unit:
-	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins
+	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins
 	$(Q)tests/run.sh unit build/asan
 
 e2e:

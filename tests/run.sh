@@ -24,7 +24,7 @@ export SLUICE_BUILD="$top/$B"
 
 run_unit() {
 	local t out rc line c f e
-	for t in "$B"/tests/check_*; do
+	for t in "$B"/tests/check_* "$B"/fuzz/fuzz_*; do
 		[ -x "$t" ] || continue
 		echo "== unit: $(basename "$t")"
 		out=$(CK_FORK=yes timeout 600 "$t" 2>&1); rc=$?
