@@ -8,9 +8,36 @@
 #ifndef SLUICE_GATEWAY_CLI_H
 #define SLUICE_GATEWAY_CLI_H
 
+#include <stddef.h>
+
+#include <jansson.h>
+
 /* gateway/cli_policy.c: policy check FILE... | policy explain ... */
 int	cli_policy(int argc, char **argv);
 /* gateway/cli_audit.c: audit verify|tail|keygen|proof ... */
 int	cli_audit(int argc, char **argv);
+
+/* gateway/cli_daemon.c: status [--json] | reload (talk to sluiced). */
+int	cli_status(int argc, char **argv);
+int	cli_reload(int argc, char **argv);
+
+/* gateway/cli_http.c: HTTP + JSON to sluiced's control socket, shared by
+ * every command that talks to the daemon. */
+#define CLI_DEFAULT_SOCKET	"/run/sluice/sluice.sock"
+
+/* cli_set_socket: the control socket for following requests (sluice.c sets
+ * it from -s, SLUICE_SOCKET or CLI_DEFAULT_SOCKET). The string is
+ * borrowed and must outlive the requests. */
+void		 cli_set_socket(const char *path);
+const char	*cli_socket(void);
+/* cli_request: method path on the daemon, with body (borrowed, NULL for
+ * none) sent as application/json. On 0, *status is the HTTP status and
+ * *reply the parsed JSON reply (a new reference; NULL if the reply was not
+ * JSON, e.g. /metrics — then *text, if not NULL, gets the raw reply, which
+ * the caller frees). -1 when the daemon cannot be reached or answers
+ * garbage, with a message in err. */
+int		 cli_request(const char *method, const char *path,
+		    json_t *body, long *status, json_t **reply, char **text,
+		    char *err, size_t errlen);
 
 #endif /* SLUICE_GATEWAY_CLI_H */

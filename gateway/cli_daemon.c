@@ -1,0 +1,173 @@
+/*
+ * cli_daemon.c: `sluice status` and `sluice reload`, the commands about the
+ * daemon itself. They print for humans by default; `status --json` prints
+ * the daemon's own JSON so scripts need no second format.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/cli.h"
+
+static int
+usage_status(void)
+{
+	fprintf(stderr, "usage: sluice [-s SOCKET] status [--json]\n");
+	return 2;
+}
+
+static int
+usage_reload(void)
+{
+	fprintf(stderr, "usage: sluice [-s SOCKET] reload\n");
+	return 2;
+}
+
+/* The daemon's error reply: {"error": CODE, "message": TEXT}. */
+static void
+print_error_reply(const char *what, long status, json_t *reply)
+{
+	const char *code = json_string_value(json_object_get(reply, "error"));
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	fprintf(stderr, "sluice: %s: %s (%ld): %s\n", what,
+	    code != NULL ? code : "error", status, msg != NULL ? msg : "");
+}
+
+static void
+print_duration(long long s)
+{
+	if (s >= 86400)
+		printf("%lldd%lldh", s / 86400, s % 86400 / 3600);
+	else if (s >= 3600)
+		printf("%lldh%lldm", s / 3600, s % 3600 / 60);
+	else if (s >= 60)
+		printf("%lldm%llds", s / 60, s % 60);
+	else
+		printf("%llds", s);
+}
+
+static void
+print_policies(json_t *pols)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(pols, i, p) {
+		printf("  %-24s %s\n",
+		    json_string_value(json_object_get(p, "name")),
+		    json_string_value(json_object_get(p, "digest")));
+	}
+}
+
+static void
+print_errors(json_t *errs)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(errs, i, e)
+		fprintf(stderr, "%s\n", json_string_value(e));
+}
+
+int
+cli_status(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json",	no_argument,	NULL, 'j' },
+		{ "help",	no_argument,	NULL, 'h' },
+		{ NULL,		0,		NULL, 0 }
+	};
+	int ch, as_json = 0;
+	long status = 0;
+	json_t *r, *le;
+	char err[512];
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			as_json = 1;
+			break;
+		default:
+			return usage_status();
+		}
+	}
+	if (optind != argc)
+		return usage_status();
+	if (cli_request("GET", "/v1/status", NULL, &status, &r, NULL, err,
+	    sizeof(err)) == -1) {
+		fprintf(stderr, "sluice: %s\n", err);
+		return 1;
+	}
+	if (status != 200) {
+		print_error_reply("status", status, r);
+		json_decref(r);
+		return 1;
+	}
+	if (as_json) {
+		json_dumpf(r, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(r);
+		return 0;
+	}
+	printf("sluiced %s, pid %lld, up ",
+	    json_string_value(json_object_get(r, "version")),
+	    json_integer_value(json_object_get(r, "pid")));
+	print_duration(json_integer_value(json_object_get(r, "uptime_s")));
+	printf("\nsocket: %s\n", cli_socket());
+	printf("policies: %zu from %s\n",
+	    json_array_size(json_object_get(r, "policies")),
+	    json_string_value(json_object_get(r, "policy_dir")));
+	print_policies(json_object_get(r, "policies"));
+	printf("reloads: %lld ok, %lld failed\n",
+	    json_integer_value(json_object_get(r, "reloads_ok")),
+	    json_integer_value(json_object_get(r, "reload_failures")));
+	le = json_object_get(r, "last_reload_error");
+	if (json_is_array(le)) {
+		size_t i;
+		json_t *e;
+
+		printf("last reload failed; the policies above stay in "
+		    "force:\n");
+		json_array_foreach(le, i, e)
+			printf("  %s\n", json_string_value(e));
+	}
+	printf("sandboxes: %lld\n",
+	    json_integer_value(json_object_get(r, "sandboxes")));
+	json_decref(r);
+	return 0;
+}
+
+int
+cli_reload(int argc, char **argv)
+{
+	long status = 0;
+	json_t *r;
+	char err[512];
+
+	(void)argv;
+	if (argc != 1)
+		return usage_reload();
+	if (cli_request("POST", "/v1/reload", NULL, &status, &r, NULL, err,
+	    sizeof(err)) == -1) {
+		fprintf(stderr, "sluice: %s\n", err);
+		return 1;
+	}
+	if (status == 200) {
+		printf("reloaded: %zu policies\n",
+		    json_array_size(json_object_get(r, "policies")));
+		print_policies(json_object_get(r, "policies"));
+		json_decref(r);
+		return 0;
+	}
+	if (status == 422) {
+		print_errors(json_object_get(r, "errors"));
+		fprintf(stderr, "sluice: reload failed; the previous %zu "
+		    "policies stay in force\n",
+		    json_array_size(json_object_get(r, "policies")));
+	} else
+		print_error_reply("reload", status, r);
+	json_decref(r);
+	return 1;
+}

@@ -1,0 +1,283 @@
+/*
+ * sluiced.c: main() of the daemon. It reads the config and the policies
+ * (refusing to start on any error, printed as FILE:LINE:COL: message), opens
+ * the control socket, daemonises unless told not to, and runs the one event
+ * loop until SIGTERM or SIGINT. Signals arrive through a signalfd in that
+ * loop, so no work ever happens in a signal handler: SIGHUP is an ordinary
+ * event that reloads the policies.
+ */
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/ctl.h"
+#include "gateway/ev.h"
+#include "gateway/gw.h"
+#include "gateway/log.h"
+#include "policy/policy.h"
+
+#define MAX_ERRORS	64
+
+struct daemon_ctx {
+	struct gw	*gw;
+	int		 sigfd;
+};
+
+static _Noreturn void
+usage(void)
+{
+	fprintf(stderr, "usage: sluiced --config FILE [--foreground] [-v]\n");
+	exit(2);
+}
+
+static void
+print_errors(const struct pol_errors *errs)
+{
+	size_t i, n = pol_errors_count(errs);
+	const char *m;
+
+	for (i = 0; (m = pol_errors_get(errs, i)) != NULL; i++)
+		fprintf(stderr, "%s\n", m);
+	if (n > i)
+		fprintf(stderr, "sluiced: ... and %zu more errors\n", n - i);
+}
+
+static void
+on_signal(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct daemon_ctx *dc = arg;
+	struct signalfd_siginfo si;
+	ssize_t n;
+
+	(void)events;
+	/* Drain every pending signal: several may be queued at once. */
+	while ((n = read(fd, &si, sizeof(si))) == (ssize_t)sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			log_info("signal %u: shutting down", si.ssi_signo);
+			ev_stop(loop);
+			break;
+		case SIGHUP:
+			log_info("SIGHUP: reloading policies");
+			(void)gw_reload(dc->gw, NULL);
+			break;
+		default:
+			break;
+		}
+	}
+	if (n == -1 && errno != EAGAIN && errno != EINTR)
+		fatal("signalfd read");
+}
+
+/* The pid file helps init scripts and operators; it is written after the
+ * fork so it names the process that stays. Not being able to write it is
+ * worth a warning, not a refusal to serve. Returns its path, or NULL. */
+static char *
+write_pidfile(const char *run_dir)
+{
+	char *path;
+	FILE *fp;
+
+	if (asprintf(&path, "%s/sluiced.pid", run_dir) == -1) {
+		log_warn("pid file");
+		return NULL;
+	}
+	if ((fp = fopen(path, "we")) == NULL) {
+		log_warn("%s", path);
+		free(path);
+		return NULL;
+	}
+	fprintf(fp, "%ld\n", (long)getpid());
+	if (fclose(fp) != 0) {
+		log_warn("%s", path);
+		(void)unlink(path);
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+/* mkdir -p; new directories get mode. 0 or -1 with errno. */
+static int
+mkdir_p(const char *dir, mode_t mode)
+{
+	char *buf, *p;
+	int rc = 0;
+
+	if ((buf = strdup(dir)) == NULL)
+		return -1;
+	for (p = buf + 1; rc == 0; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+
+			*p = '\0';
+			if (mkdir(buf, mode) == -1 && errno != EEXIST)
+				rc = -1;
+			if ((*p = c) == '\0')
+				break;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+/* Relative paths would change meaning once the daemon leaves its working
+ * directory; keep the directory then (and say so) rather than break reload. */
+static int
+all_absolute(const struct pol_config *cfg)
+{
+	return cfg->policy_dir[0] == '/' && cfg->run_dir[0] == '/' &&
+	    cfg->socket_path[0] == '/';
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config",	required_argument,	NULL, 'c' },
+		{ "foreground",	no_argument,		NULL, 'f' },
+		{ "help",	no_argument,		NULL, 'h' },
+		{ "verbose",	no_argument,		NULL, 'v' },
+		{ NULL,		0,			NULL, 0 }
+	};
+	const char *config = NULL;
+	int ch, foreground = 0, verbose = 0;
+	struct pol_errors *errs;
+	struct pol_config *cfg;
+	struct pol_set *set;
+	struct daemon_ctx dc;
+	struct ev_loop *loop;
+	struct ctl *ctl;
+	char err[512], *pidfile;
+	sigset_t mask;
+
+	while ((ch = getopt_long(argc, argv, "c:fhv", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'f':
+			foreground = 1;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || config == NULL)
+		usage();
+
+	log_init(1, "sluiced");
+	log_setverbose(verbose);
+
+	if ((errs = pol_errors_new(MAX_ERRORS)) == NULL) {
+		perror("sluiced");
+		return 1;
+	}
+	if ((cfg = pol_config_load(config, errs)) == NULL) {
+		if (pol_errors_count(errs) == 0)
+			fprintf(stderr, "%s:0:0: %s\n", config,
+			    strerror(errno));
+		print_errors(errs);
+		pol_errors_free(errs);
+		return 2;
+	}
+	if ((set = pol_set_load_dir(cfg->policy_dir, cfg, errs)) == NULL) {
+		if (pol_errors_count(errs) == 0)
+			fprintf(stderr, "%s:0:0: %s\n", cfg->policy_dir,
+			    strerror(errno));
+		print_errors(errs);
+		pol_errors_free(errs);
+		pol_config_free(cfg);
+		return 2;
+	}
+	pol_errors_free(errs);
+
+	if (mkdir_p(cfg->run_dir, 0750) == -1) {
+		fprintf(stderr, "sluiced: %s: %s\n", cfg->run_dir,
+		    strerror(errno));
+		pol_set_free(set);
+		pol_config_free(cfg);
+		return 1;
+	}
+
+	/* Blocked before anything else exists, so none is lost and none
+	 * kills us half-initialised; the signalfd picks them up. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1)
+		fatal("sigprocmask");
+	/* A client that hangs up mid-answer must not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&dc, 0, sizeof(dc));
+	if ((dc.gw = gw_new(cfg, set)) == NULL)
+		fatal("gw_new");
+	if ((loop = ev_new()) == NULL)
+		fatal("ev_new");
+	if ((ctl = ctl_new(loop)) == NULL || gw_routes(dc.gw, ctl) == -1)
+		fatal("control API");
+	/* Bind before daemonising so that "already running" and permission
+	 * errors reach the terminal. */
+	if (ctl_listen(ctl, gw_config(dc.gw)->socket_path, err,
+	    sizeof(err)) == -1) {
+		/* An expected refusal (another daemon running): leave as
+		 * cleanly as at shutdown. */
+		log_warnx("control socket: %s", err);
+		ctl_free(ctl);
+		gw_free(dc.gw);
+		ev_free(loop);
+		return 1;
+	}
+
+	if (!foreground) {
+		int nochdir = !all_absolute(gw_config(dc.gw));
+
+		if (nochdir)
+			log_warnx("relative paths in %s: staying in the "
+			    "current directory", config);
+		if (daemon(nochdir, 0) == -1)
+			fatal("daemon");
+		log_init(0, "sluiced");
+	}
+	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
+
+	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
+	    -1)
+		fatal("signalfd");
+	if (ev_add(loop, dc.sigfd, EV_READ, on_signal, &dc) == -1)
+		fatal("ev_add signalfd");
+
+	log_info("sluiced %s started: %zu policies, control socket %s",
+	    SLUICE_VERSION, pol_set_count(set), ctl_socket_path(ctl));
+	set = NULL;	/* owned by gw, and replaced on reload */
+	if (ev_run(loop) == -1)
+		fatal("event loop");
+
+	/* Clean shutdown: the socket file goes with ctl, the rest is freed
+	 * so that LeakSanitizer sees a clean exit. */
+	ctl_free(ctl);
+	ev_del(loop, dc.sigfd);
+	close(dc.sigfd);
+	if (pidfile != NULL)
+		(void)unlink(pidfile);
+	free(pidfile);
+	gw_free(dc.gw);
+	ev_free(loop);
+	log_info("stopped");
+	return 0;
+}
