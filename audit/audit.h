@@ -1,0 +1,296 @@
+/*
+ * audit: the tamper-evident audit log (reference/audit.md §3, DESIGN §7).
+ *
+ * Every decision the gateway takes becomes one record: a JSON object in a
+ * restricted canonical form (RFC 8785 subset), chained by `prev`, numbered by
+ * a contiguous `seq`, and hashed into an RFC 6962 Merkle tree whose roots are
+ * signed as C2SP tlog checkpoints with Ed25519. Records live in SQLite (WAL,
+ * synchronous=FULL) written by one writer thread with group commit; a
+ * checkpoint is signed only after the FULL commit of the rows it covers.
+ *
+ * This is a leaf module: functions return 0/-1 with errno (or NULL) and fill a
+ * caller buffer `err, errlen` with a message; nothing here logs or exits.
+ *
+ * The header is organised in sections; each is owned by one file:
+ *   canonical JSON   audit/canon.c
+ *   merkle           audit/merkle.c
+ *   keys, notes      audit/ckpt.c
+ *   the writer       audit/writer.c (+ audit/store.c, private)
+ *   verification     audit/verify.c (+ proofs)
+ *   shipping         audit/ship.c
+ *   OCSF             audit/ocsf.c
+ */
+#ifndef SLUICE_AUDIT_AUDIT_H
+#define SLUICE_AUDIT_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define AUD_HASH_LEN	32
+#define AUD_FORMAT	"sluice-audit/1"
+/* Integers in records stay within what every JSON consumer reads exactly. */
+#define AUD_INT_MAX	9007199254740991LL
+/* Nesting deeper than this is refused by the writer and the parser. */
+#define AUD_MAX_DEPTH	32
+/* A canonical record larger than this is refused (and flagged by verify). */
+#define AUD_MAX_RECORD	(1024 * 1024)
+
+/* ---- canonical JSON (audit/canon.c) ---- */
+
+/*
+ * aud_canon_dump: serialise v in the canonical subset. Returns a malloc'd
+ * NUL-terminated buffer (caller frees) and its length in *lenp, or NULL with
+ * errno EINVAL and a message when v holds a real, a key outside [a-z0-9_],
+ * a string with NUL or invalid UTF-8, an integer beyond ±(2^53-1), or nesting
+ * deeper than AUD_MAX_DEPTH.
+ */
+char	*aud_canon_dump(const json_t *v, size_t *lenp, char *err, size_t errlen);
+/*
+ * aud_canon_parse: strict parser. Accepts buf only if it is exactly the
+ * canonical serialisation of the value it denotes (it re-serialises and
+ * compares byte for byte). Returns a new reference or NULL, errno EINVAL.
+ */
+json_t	*aud_canon_parse(const char *buf, size_t len, char *err, size_t errlen);
+
+/* ---- merkle (audit/merkle.c): RFC 6962 / RFC 9162 hashing ---- */
+
+/* SHA-256(data) */
+void	aud_sha256(const void *data, size_t len, uint8_t out[AUD_HASH_LEN]);
+/* SHA-256(0x00 || data) */
+void	aud_leaf_hash(const void *data, size_t len, uint8_t out[AUD_HASH_LEN]);
+/* SHA-256(0x01 || l || r) */
+void	aud_node_hash(const uint8_t l[AUD_HASH_LEN], const uint8_t r[AUD_HASH_LEN],
+	    uint8_t out[AUD_HASH_LEN]);
+
+/* The frontier of an append-only tree: at most 64 perfect-subtree roots. */
+struct aud_tree;
+/* aud_tree_new: an empty tree (caller frees), NULL if out of memory. */
+struct aud_tree	*aud_tree_new(void);
+/* aud_tree_free: NULL is a no-op. */
+void		 aud_tree_free(struct aud_tree *t);
+/* aud_tree_dup: an independent copy (caller frees), NULL if out of memory. */
+struct aud_tree	*aud_tree_dup(const struct aud_tree *t);
+/* aud_tree_size: the number of leaves. */
+uint64_t	 aud_tree_size(const struct aud_tree *t);
+/* Root of the tree (SHA-256("") when empty). */
+void		 aud_tree_root(const struct aud_tree *t, uint8_t out[AUD_HASH_LEN]);
+/*
+ * aud_tree_append: add one leaf hash. cb (may be NULL) is called for every
+ * perfect subtree root of level >= 1 that becomes complete, with the level
+ * and the index of that subtree within its level.
+ */
+typedef void (*aud_node_cb)(void *arg, unsigned level, uint64_t idx,
+    const uint8_t hash[AUD_HASH_LEN]);
+int	aud_tree_append(struct aud_tree *t, const uint8_t leaf[AUD_HASH_LEN],
+	    aud_node_cb cb, void *arg);
+/*
+ * The hash source used to rebuild state and make proofs: returns in out the
+ * root of the perfect subtree (level, idx) (level 0 = leaf hash), 0 or -1.
+ */
+typedef int (*aud_subtree_fn)(void *arg, unsigned level, uint64_t idx,
+    uint8_t out[AUD_HASH_LEN]);
+/* aud_tree_load: set t to the tree of `size` leaves using fn. 0 or -1. */
+int	aud_tree_load(struct aud_tree *t, uint64_t size, aud_subtree_fn fn,
+	    void *arg);
+/* aud_root_at: root of the first `size` leaves. 0 or -1. */
+int	aud_root_at(uint64_t size, aud_subtree_fn fn, void *arg,
+	    uint8_t out[AUD_HASH_LEN]);
+/* Proofs hold at most 64 hashes; *n receives the count. 0 or -1 (EINVAL). */
+int	aud_inclusion_proof(uint64_t idx, uint64_t size, aud_subtree_fn fn,
+	    void *arg, uint8_t proof[][AUD_HASH_LEN], size_t *n);
+int	aud_inclusion_verify(uint64_t idx, uint64_t size,
+	    const uint8_t leaf[AUD_HASH_LEN], const uint8_t proof[][AUD_HASH_LEN],
+	    size_t n, const uint8_t root[AUD_HASH_LEN]);
+int	aud_consistency_proof(uint64_t m, uint64_t size, aud_subtree_fn fn,
+	    void *arg, uint8_t proof[][AUD_HASH_LEN], size_t *n);
+int	aud_consistency_verify(uint64_t m, uint64_t size,
+	    const uint8_t root_m[AUD_HASH_LEN], const uint8_t root_n[AUD_HASH_LEN],
+	    const uint8_t proof[][AUD_HASH_LEN], size_t n);
+
+/* ---- keys and signed notes (audit/ckpt.c) ---- */
+
+/* An Ed25519 key with its name (the log origin); private part optional. */
+struct aud_key;
+/* aud_key_new: a fresh private key named name. NULL on failure. */
+struct aud_key	*aud_key_new(const char *name, char *err, size_t errlen);
+/* aud_key_from_seed: a private key from a 32-byte RFC 8032 seed. */
+struct aud_key	*aud_key_from_seed(const char *name, const uint8_t seed[32],
+		    char *err, size_t errlen);
+/* aud_key_load: PKCS#8 PEM private key from path, named name. */
+struct aud_key	*aud_key_load(const char *path, const char *name, char *err,
+		    size_t errlen);
+/* aud_key_from_vkey: public key from "name+hexid+base64(0x01||pub)"; the
+ * key ID must match the name and key. */
+struct aud_key	*aud_key_from_vkey(const char *vkey, char *err, size_t errlen);
+void		 aud_key_free(struct aud_key *k);
+/* aud_key_save: write the private key as PKCS#8 PEM, mode 0600, O_EXCL. */
+int		 aud_key_save(const struct aud_key *k, const char *path, char *err,
+		    size_t errlen);
+/* aud_key_vkey: the verifier key string into buf. 0, or -1 (ERANGE). */
+int		 aud_key_vkey(const struct aud_key *k, char *buf, size_t len);
+/* aud_key_name: the key name (borrowed, lives as long as k). */
+const char	*aud_key_name(const struct aud_key *k);
+/* aud_key_id: the signed-note key ID. */
+uint32_t	 aud_key_id(const struct aud_key *k);
+/* SHA-256(name || 0x0A || 0x01 || pub)[:4], big-endian. */
+uint32_t	 aud_keyid(const char *name, const uint8_t pub[32]);
+
+/*
+ * aud_note_sign: sign text (which must end in "\n") with k (private). Returns
+ * a malloc'd signed note: text, "\n", "— name base64(id||sig)\n".
+ */
+char	*aud_note_sign(const struct aud_key *k, const char *text, char *err,
+	    size_t errlen);
+/* aud_ckpt_body: "origin\nsize\nbase64(root)\n" into a malloc'd string. */
+char	*aud_ckpt_body(const char *origin, uint64_t size,
+	    const uint8_t root[AUD_HASH_LEN]);
+
+struct aud_ckpt {
+	char		origin[256];
+	uint64_t	size;
+	uint8_t		root[AUD_HASH_LEN];
+	int		nverified;	/* signatures verified by the given keys */
+	uint32_t	signer_ids[16];	/* key IDs that verified */
+};
+/*
+ * aud_ckpt_parse: parse a signed checkpoint byte-exact (no extension lines)
+ * and check its signatures against keys[0..nkeys). Signatures by unknown keys
+ * are ignored; a signature by a known key that fails makes the whole note
+ * fail. Returns 0 with out filled; -1 with errno EINVAL (malformed) or
+ * EBADMSG (a known key's signature is bad). With nkeys > 0 and no valid
+ * signature, returns -1 with errno EPERM.
+ */
+int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
+	    size_t nkeys, struct aud_ckpt *out, char *err, size_t errlen);
+
+/* ---- the writer (audit/writer.c) ----
+ *
+ * Every record carries v (1), origin, seq (= Merkle leaf index), prev (hex
+ * rec_hash of seq-1, 64 zeros for seq 0), ts and mono (nanoseconds as
+ * decimal strings: they exceed the ±(2^53-1) integers of the canonical
+ * subset) and kind, plus the producer's fields. Kinds: sandbox.create,
+ * sandbox.delete, sandbox.expire, sandbox.adopt, policy.reload,
+ * egress.decision, net.deny, dns.decision, mcp.call, finding, log.open,
+ * log.gap, log.key, log.heartbeat, log.close. Conventional fields, which the
+ * index columns and OCSF read: sandbox {id, run}, policy {id, version,
+ * sha256, rule}, decision ("allow"|"deny"|"ask"|"log"), reason, dst {host,
+ * ip, port}, server, tool (reference/audit.md §3.3).
+ */
+
+struct aud_opts {
+	const char	*db_path;
+	const char	*origin;	/* NULL: take it from an existing DB */
+	const char	*key_path;	/* NULL: no checkpoints are signed */
+	unsigned	 batch_max;	/* records per commit; 0 = 256 */
+	unsigned	 batch_usec;	/* batch window; 0 = 2000 */
+	unsigned	 queue_max;	/* pending records; 0 = 65536 */
+	unsigned	 ckpt_ms;	/* min interval between checkpoints; 0 = 1000 */
+	unsigned	 ckpt_every;	/* records that force one; 0 = 4096 */
+};
+
+struct aud_log;
+/*
+ * aud_open: open or create the log, recover after a crash (rebuild the
+ * frontier, check the newest checkpoint against it) and append log.open.
+ * Starts the writer thread. NULL with errno and a message on failure,
+ * including a log whose stored tree or checkpoint disagrees with its records.
+ */
+struct aud_log	*aud_open(const struct aud_opts *o, char *err, size_t errlen);
+/* aud_close: writes log.close and a final checkpoint, stops the writer and
+ * runs every pending callback. NULL is a no-op. */
+void		 aud_close(struct aud_log *l);
+/*
+ * aud_submit_async: queue one record; never blocks on I/O. fields (a JSON
+ * object, always stolen) holds kind-specific fields; the writer adds v,
+ * origin, seq, prev, ts, mono and kind. -1 with EINVAL for an unknown kind or
+ * fields outside the canonical subset, EAGAIN when the queue is full (the
+ * drop is counted and later written as one log.gap), EPIPE after close.
+ */
+int	aud_submit_async(struct aud_log *l, const char *kind, json_t *fields);
+/*
+ * aud_submit_durable: as aud_submit_async, but done(arg, ok, seq) runs in the
+ * thread that calls aud_dispatch() after the FULL commit holding the record
+ * (ok = 1) or once it is known that it could not be written (ok = 0). On -1
+ * done is never called. A full queue is refused (EAGAIN), not counted as gap:
+ * the caller must then not act.
+ */
+typedef void (*aud_done_fn)(void *arg, int ok, uint64_t seq);
+int	aud_submit_durable(struct aud_log *l, const char *kind, json_t *fields,
+	    aud_done_fn done, void *arg);
+/* aud_notify_fd: an eventfd readable while completions are pending. */
+int	aud_notify_fd(const struct aud_log *l);
+/* aud_dispatch: run the pending done callbacks in the calling thread. */
+void	aud_dispatch(struct aud_log *l);
+/* aud_heartbeat: append log.heartbeat and force a checkpoint after it. */
+int	aud_heartbeat(struct aud_log *l);
+/* aud_sync: block until everything queued so far is committed (tests, CLI). */
+int	aud_sync(struct aud_log *l);
+/* Counters: records dropped for a full queue so far, and the next seq. */
+uint64_t aud_dropped(const struct aud_log *l);
+uint64_t aud_next_seq(const struct aud_log *l);
+/* aud_kind_valid: 1 if kind is a record kind this log accepts. */
+int	aud_kind_valid(const char *kind);
+
+/* ---- verification and proofs (audit/verify.c) ---- */
+
+enum {
+	AUD_VERIFIED = 0,
+	AUD_TAMPERED = 1,
+	AUD_ERROR = 2,
+	AUD_WARNINGS = 3,
+};
+
+struct aud_verify_opts {
+	const char	 *db_path;
+	const char	**vkeys;	/* pinned verifier keys */
+	size_t		  nvkeys;
+	const char	**ext_ckpts;	/* external checkpoint notes (text) */
+	size_t		  next_ckpts;
+};
+/*
+ * aud_verify: every check of reference §3.8, in order, on the DB opened
+ * read-only. Returns AUD_VERIFIED, AUD_TAMPERED, AUD_ERROR or AUD_WARNINGS
+ * and sets *report (caller owns) to {result, assurance, size, root, checks[],
+ * first_failure{seq,check,detail}, unsealed_tail, gaps, claims, warnings[]}.
+ */
+int	aud_verify(const struct aud_verify_opts *o, json_t **report);
+
+/* aud_latest_checkpoint: the newest stored note (malloc'd) or NULL. */
+char	*aud_latest_checkpoint(const char *db_path, char *err, size_t errlen);
+/*
+ * aud_proof: a c2sp.org/tlog-proof@v1 for record seq against the newest
+ * stored checkpoint, with extra = base64(canon). malloc'd text or NULL.
+ */
+char	*aud_proof(const char *db_path, uint64_t seq, char *err, size_t errlen);
+/*
+ * aud_check_proof: check a tlog-proof with key: checkpoint signature, the
+ * canonical form of extra, its seq == index, inclusion in the root. On
+ * success returns 0 and, if canon is not NULL, a new reference to the record.
+ */
+int	aud_check_proof(const char *proof, size_t len, struct aud_key *key,
+	    json_t **canon, char *err, size_t errlen);
+
+/* ---- shipping (audit/ship.c) ---- */
+
+/*
+ * aud_ship_file: append up to max records from sink's cursor in ship_cursor
+ * to path (created 0600) as NDJSON -- the canon bytes, or OCSF events if
+ * ocsf -- each checkpoint as {"checkpoint":note,"size":N} right after record
+ * N-1; fsync, then advance the cursor. At-least-once: a crash before the
+ * cursor moves re-sends (dedupe on origin#seq). sink is [a-z0-9_-]{1,32}.
+ * Returns the number of records shipped, or -1 with errno and a message.
+ */
+int64_t	aud_ship_file(const char *db_path, const char *sink, const char *path,
+	    int ocsf, size_t max, char *err, size_t errlen);
+
+/* ---- OCSF (audit/ocsf.c) ---- */
+
+/*
+ * aud_ocsf: the OCSF 1.8.0 event for one canonical record (new reference)
+ * or NULL (EINVAL) if canon is not a valid record.
+ */
+json_t	*aud_ocsf(const char *canon, size_t len, char *err, size_t errlen);
+
+#endif /* SLUICE_AUDIT_AUDIT_H */
