@@ -1,0 +1,1537 @@
+/*
+ * dns.c: the DNS proxy of sluiced (DESIGN §5). One pass per query:
+ * parse strictly, identify the sandbox by source address, rate-limit and
+ * screen the name for tunnelling, ask the policy, and then either answer
+ * locally (uniform deny, NODATA, synthetic) or forward upstream with a fresh
+ * random id and source port. The upstream answer is checked against the
+ * question, cut down to the CNAME chain of the queried name, every address
+ * is classified, the kept ones are handed to the learn hook in one call,
+ * and only after the kernel has them is the answer released with TTLs no
+ * longer than the kernel elements. Every query ends in exactly one record.
+ *
+ * Answers are written by hand (header, the client's question bytes, RRs
+ * serialised uncompressed by ldns) so that every denied name gets the same
+ * bytes apart from id and question: there is no existence oracle.
+ */
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ldns/ldns.h>
+
+#include "gateway/dns.h"
+#include "gateway/log.h"
+
+#define DNS_HDR			12
+#define DNS_MAX_QUERY		4096	/* larger "queries" are hostile */
+#define DNS_MAX_MSG		65535
+#define DNS_UDP_BURST		64	/* datagrams per wakeup, for fairness */
+#define DNS_TCP_MAX_INFLIGHT	16	/* per connection */
+#define DNS_TCP_MAX_OUT		(256 * 1024)
+#define DNS_MAX_CHAIN		16	/* CNAMEs followed */
+#define DNS_MAX_ELEMS		512	/* elements per answer */
+#define DNS_MAX_PORTS		16
+#define DNS_SYNTH_TTL		60
+#define DNS_RL_SLOTS		4096
+
+#define RCODE_NOERROR	0
+#define RCODE_FORMERR	1
+#define RCODE_SERVFAIL	2
+#define RCODE_NXDOMAIN	3
+#define RCODE_NOTIMP	4
+#define RCODE_REFUSED	5
+#define RCODE_NONE	255
+
+struct dns_proxy;
+struct dns_conn;
+
+/* A query in flight upstream. */
+struct dns_pq {
+	struct dns_proxy	*p;
+	struct dns_pq		*next, *prev;		/* proxy's list */
+	struct dns_pq		*cnext;			/* conn's list */
+	struct dns_conn		*conn;			/* TCP client, or NULL */
+	bool			 orphan;		/* its TCP client left */
+	struct sockaddr_storage	 src;			/* the client */
+	socklen_t		 srclen;
+	struct dns_query	 q;
+	struct dns_client	 c;
+	struct pol_dns_limits	 lim;
+	struct dns_event	 ev;
+	uint64_t		 t0_us;
+	size_t			 up;			/* upstream index */
+	size_t			 tries;
+	int			 fd;
+	bool			 tcp;			/* upstream over TCP */
+	bool			 sent;
+	uint16_t		 upid;
+	uint8_t			 upq[DNS_HDR + 256 + 4 + 11];
+	size_t			 upqlen;
+	uint8_t			*rbuf;			/* TCP upstream reply */
+	size_t			 rlen;
+	struct ev_timer		*timer;
+};
+
+struct dns_conn {
+	struct dns_proxy	*p;
+	struct dns_conn		*next, *prev;
+	int			 fd;
+	struct sockaddr_storage	 src;
+	socklen_t		 srclen;
+	uint8_t			 in[2 + DNS_MAX_MSG];
+	size_t			 inlen;
+	uint8_t			*out;
+	size_t			 outlen, outcap;
+	struct dns_pq		*pqs;
+	size_t			 inflight;
+	bool			 eof;		/* client half-closed */
+	struct ev_timer		*idle;
+};
+
+struct dns_bucket {
+	char		id[33];
+	uint64_t	milli;		/* tokens x 1000 */
+	uint64_t	last_ms;
+};
+
+struct dns_proxy {
+	struct ev_loop		*loop;
+	struct dns_config	 cfg;
+	struct dns_hooks	 h;
+	int			 ufd, tfd;
+	uint16_t		 port;
+	struct dns_pq		*pqs;
+	size_t			 npending;
+	struct dns_conn		*conns;
+	size_t			 nconns;
+	struct dns_bucket	*rl;
+	uint8_t			 buf[DNS_MAX_MSG + 1];
+};
+
+static void	pq_start(struct dns_pq *);
+static void	pq_free(struct dns_pq *);
+static void	conn_close(struct dns_conn *);
+
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void
+sa_format(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &s->sin_addr, a, sizeof(a));
+		port = ntohs(s->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof(a));
+		port = ntohs(s->sin6_port);
+	}
+	snprintf(buf, len, "%s#%u", a, port);
+}
+
+static void
+copystr(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src != NULL ? src : "");
+}
+
+/* ---------------------------------------------------------------- parser */
+
+/* Presentation form of a wire name: lower case, no trailing dot. Bytes that
+ * cannot appear in a host name become '?' and flag the name, so the policy
+ * never sees an escape sequence it could mis-match. */
+static void
+wire_to_name(const uint8_t *w, size_t wl, char *out, size_t outlen, bool *bad)
+{
+	size_t i = 0, o = 0;
+
+	*bad = false;
+	while (i < wl && w[i] != 0) {
+		size_t ll = w[i++], k;
+
+		if (o != 0 && o + 1 < outlen)
+			out[o++] = '.';
+		for (k = 0; k < ll && i < wl; k++, i++) {
+			uint8_t ch = w[i];
+
+			if (ch >= 'A' && ch <= 'Z')
+				ch = ch - 'A' + 'a';
+			if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' &&
+			    ch <= '9') || ch == '-' || ch == '_')) {
+				ch = '?';
+				*bad = true;
+			}
+			if (o + 1 < outlen)
+				out[o++] = (char)ch;
+		}
+	}
+	out[o] = '\0';
+}
+
+enum dns_parse_result
+dns_parse_query(const uint8_t *buf, size_t len, struct dns_query *q)
+{
+	ldns_pkt *pkt = NULL;
+	ldns_rr_list *ql;
+	ldns_rr *rr;
+	ldns_rdf *owner;
+	uint16_t flags;
+	enum dns_parse_result res = DNS_PARSE_FORMERR;
+
+	memset(q, 0, sizeof(*q));
+	if (buf == NULL || len < DNS_HDR)
+		return DNS_PARSE_DROP;
+	q->id = (uint16_t)(buf[0] << 8 | buf[1]);
+	flags = (uint16_t)(buf[2] << 8 | buf[3]);
+	q->rd = (flags & 0x0100) != 0;
+	/* A response sent to us is never answered: answering would let two
+	 * resolvers bounce packets between each other forever. */
+	if (flags & 0x8000)
+		return DNS_PARSE_DROP;
+	if (((flags >> 11) & 0xf) != 0)
+		return DNS_PARSE_NOTIMP;
+	if (len > DNS_MAX_QUERY)
+		return DNS_PARSE_FORMERR;
+	if ((buf[4] << 8 | buf[5]) != 1 || (buf[6] | buf[7]) != 0 ||
+	    (buf[8] | buf[9]) != 0 || (buf[10] << 8 | buf[11]) > 1)
+		return DNS_PARSE_FORMERR;
+	if (ldns_wire2pkt(&pkt, buf, len) != LDNS_STATUS_OK || pkt == NULL)
+		return DNS_PARSE_FORMERR;
+	/* The only additional record a query may carry is OPT, which ldns
+	 * moves into the packet's EDNS fields. */
+	if (ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) != 0 ||
+	    ldns_pkt_tsig(pkt) != NULL)
+		goto out;
+	ql = ldns_pkt_question(pkt);
+	if (ql == NULL || ldns_rr_list_rr_count(ql) != 1)
+		goto out;
+	rr = ldns_rr_list_rr(ql, 0);
+	owner = ldns_rr_owner(rr);
+	if (owner == NULL || ldns_rdf_size(owner) == 0 ||
+	    ldns_rdf_size(owner) > sizeof(q->qwire))
+		goto out;
+	q->qwire_len = ldns_rdf_size(owner);
+	memcpy(q->qwire, ldns_rdf_data(owner), q->qwire_len);
+	wire_to_name(q->qwire, q->qwire_len, q->qname, sizeof(q->qname),
+	    &q->bad_name);
+	q->qtype = (uint16_t)ldns_rr_get_type(rr);
+	q->qclass = (uint16_t)ldns_rr_get_class(rr);
+	q->edns = ldns_pkt_edns(pkt);
+	q->edns_size = ldns_pkt_edns_udp_size(pkt);
+	res = DNS_PARSE_OK;
+out:
+	ldns_pkt_free(pkt);
+	return res;
+}
+
+/* --------------------------------------------------------------- answers */
+
+/* Header + the client's question (+ OPT when the client used EDNS). Every
+ * locally generated answer starts here. */
+static void
+put_head(ldns_buffer *b, const struct dns_query *q, bool has_q, uint8_t rcode,
+    bool tc, uint16_t ancount)
+{
+	uint16_t flags = 0x8000 | 0x0080 | (q->rd ? 0x0100 : 0) |
+	    (tc ? 0x0200 : 0) | (rcode & 0xf);
+
+	ldns_buffer_write_u16(b, q->id);
+	ldns_buffer_write_u16(b, flags);
+	ldns_buffer_write_u16(b, has_q ? 1 : 0);
+	ldns_buffer_write_u16(b, ancount);
+	ldns_buffer_write_u16(b, 0);
+	ldns_buffer_write_u16(b, has_q && q->edns ? 1 : 0);
+	if (has_q) {
+		ldns_buffer_write(b, q->qwire, q->qwire_len);
+		ldns_buffer_write_u16(b, q->qtype);
+		ldns_buffer_write_u16(b, q->qclass);
+	}
+}
+
+static void
+put_opt(ldns_buffer *b, uint16_t size)
+{
+	ldns_buffer_write_u8(b, 0);		/* root owner */
+	ldns_buffer_write_u16(b, LDNS_RR_TYPE_OPT);
+	ldns_buffer_write_u16(b, size);
+	ldns_buffer_write_u32(b, 0);
+	ldns_buffer_write_u16(b, 0);
+}
+
+static uint16_t
+udp_limit(const struct dns_proxy *p, const struct dns_query *q)
+{
+	uint16_t lim = q->edns ? q->edns_size : 512;
+
+	if (lim < 512)
+		lim = 512;
+	if (lim > p->cfg.max_udp_size)
+		lim = p->cfg.max_udp_size;
+	return lim;
+}
+
+/* --------------------------------------------------------------- sending */
+
+/* conn_done: a half-closed connection with nothing left to answer or to
+ * write is closed; until then its answers still go out (RFC 7766 6.2.4). */
+static bool
+conn_done(struct dns_conn *cn)
+{
+	return cn->eof && cn->inflight == 0 && cn->outlen == 0;
+}
+
+static int
+conn_flush(struct dns_conn *cn)
+{
+	ssize_t n;
+
+	while (cn->outlen > 0) {
+		n = send(cn->fd, cn->out, cn->outlen, MSG_NOSIGNAL);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		memmove(cn->out, cn->out + n, cn->outlen - (size_t)n);
+		cn->outlen -= (size_t)n;
+	}
+	if (conn_done(cn))
+		return -1;
+	ev_mod(cn->p->loop, cn->fd, (cn->eof ? 0 : EV_READ) |
+	    (cn->outlen ? EV_WRITE : 0));
+	return 0;
+}
+
+static void
+conn_send(struct dns_conn *cn, const uint8_t *m, size_t len)
+{
+	size_t need = cn->outlen + 2 + len;
+
+	if (len > DNS_MAX_MSG || need > DNS_TCP_MAX_OUT) {
+		/* A client that does not read its answers loses them. */
+		conn_close(cn);
+		return;
+	}
+	if (need > cn->outcap) {
+		size_t cap = cn->outcap ? cn->outcap : 1024;
+		uint8_t *o;
+
+		while (cap < need)
+			cap *= 2;
+		if ((o = realloc(cn->out, cap)) == NULL) {
+			conn_close(cn);
+			return;
+		}
+		cn->out = o;
+		cn->outcap = cap;
+	}
+	cn->out[cn->outlen] = (uint8_t)(len >> 8);
+	cn->out[cn->outlen + 1] = (uint8_t)len;
+	memcpy(cn->out + cn->outlen + 2, m, len);
+	cn->outlen = need;
+	if (conn_flush(cn) == -1)
+		conn_close(cn);
+}
+
+/* Send msg to the client of (conn | src). UDP answers over the client's size
+ * are replaced by header + question with TC set. */
+static void
+reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
+    socklen_t srclen, const struct dns_query *q, bool has_q, ldns_buffer *b)
+{
+	const uint8_t *m = ldns_buffer_begin(b);
+	size_t len = ldns_buffer_position(b);
+	ldns_buffer *tb = NULL;
+
+	if (cn != NULL) {
+		conn_send(cn, m, len);
+		return;
+	}
+	if (has_q && len > udp_limit(p, q)) {
+		uint8_t rcode = m[3] & 0xf;
+
+		if ((tb = ldns_buffer_new(DNS_HDR + 300)) == NULL)
+			return;
+		put_head(tb, q, true, rcode, true, 0);
+		if (q->edns)
+			put_opt(tb, p->cfg.max_udp_size);
+		m = ldns_buffer_begin(tb);
+		len = ldns_buffer_position(tb);
+	}
+	if (sendto(p->ufd, m, len, 0, src, srclen) == -1)
+		log_debug("%s: sendto: %s", __func__, strerror(errno));
+	ldns_buffer_free(tb);
+}
+
+/* A local answer with no records: deny, NODATA, errors. */
+static void
+reply_simple(struct dns_proxy *p, struct dns_conn *cn,
+    const struct sockaddr *src, socklen_t srclen, const struct dns_query *q,
+    bool has_q, uint8_t rcode)
+{
+	ldns_buffer *b = ldns_buffer_new(DNS_HDR + 300);
+
+	if (b == NULL)
+		return;
+	put_head(b, q, has_q, rcode, false, 0);
+	if (has_q && q->edns)
+		put_opt(b, p->cfg.max_udp_size);
+	if (ldns_buffer_status_ok(b))
+		reply(p, cn, src, srclen, q, has_q, b);
+	ldns_buffer_free(b);
+}
+
+static void
+record(struct dns_proxy *p, struct dns_event *ev, uint64_t t0)
+{
+	ev->latency_us = now_us() - t0;
+	if (p->h.record != NULL)
+		p->h.record(p->h.ctx, ev);
+}
+
+/* ------------------------------------------------------------ rate limit */
+
+/* Token bucket per sandbox id. The table is fixed-size; a collision with a
+ * full table evicts the slot's owner, which only ever resets a bucket to a
+ * full burst for one sandbox, never skips the check. */
+static bool
+rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l)
+{
+	uint64_t h = 1469598103934665603ull, now = ev_now_ms(), cap, add;
+	struct dns_bucket *b = NULL;
+	size_t i, k;
+	const char *s;
+
+	if (l->qps == 0)
+		return true;
+	for (s = id; *s != '\0'; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	cap = (uint64_t)(l->burst ? l->burst : l->qps) * 1000;
+	for (k = 0; k < 8; k++) {
+		i = (size_t)((h + k) % DNS_RL_SLOTS);
+		if (strcmp(p->rl[i].id, id) == 0 || p->rl[i].id[0] == '\0') {
+			b = &p->rl[i];
+			break;
+		}
+	}
+	if (b == NULL)
+		b = &p->rl[h % DNS_RL_SLOTS];
+	if (strcmp(b->id, id) != 0) {
+		copystr(b->id, sizeof(b->id), id);
+		b->milli = cap;
+		b->last_ms = now;
+	}
+	add = (now - b->last_ms) * l->qps;
+	b->last_ms = now;
+	b->milli = b->milli + add > cap ? cap : b->milli + add;
+	if (b->milli < 1000)
+		return false;
+	b->milli -= 1000;
+	return true;
+}
+
+/* -------------------------------------------------------- query handling */
+
+static uint8_t
+deny_rcode(const struct pol_dns_limits *l)
+{
+	return l->deny_refused ? RCODE_REFUSED : RCODE_NXDOMAIN;
+}
+
+static void
+synth_answer(struct dns_proxy *p, struct dns_conn *cn,
+    const struct sockaddr *src, socklen_t srclen, const struct dns_query *q,
+    struct dns_event *ev, uint64_t t0)
+{
+	const struct pol_addr *a = &p->cfg.service_addr;
+	ldns_buffer *b;
+	bool match = (q->qtype == LDNS_RR_TYPE_A && a->family == AF_INET) ||
+	    (q->qtype == LDNS_RR_TYPE_AAAA && a->family == AF_INET6);
+	size_t alen = a->family == AF_INET ? 4 : 16;
+
+	if ((b = ldns_buffer_new(DNS_HDR + 300)) == NULL)
+		return;
+	put_head(b, q, true, RCODE_NOERROR, false, match ? 1 : 0);
+	if (match) {
+		ldns_buffer_write_u16(b, 0xc00c);	/* the question's name */
+		ldns_buffer_write_u16(b, q->qtype);
+		ldns_buffer_write_u16(b, LDNS_RR_CLASS_IN);
+		ldns_buffer_write_u32(b, DNS_SYNTH_TTL);
+		ldns_buffer_write_u16(b, (uint16_t)alen);
+		ldns_buffer_write(b, a->a, alen);
+		ev->addrs[0].family = a->family;
+		memcpy(ev->addrs[0].addr, a->a, alen);
+		ev->addrs[0].ttl = DNS_SYNTH_TTL;
+		ev->addrs[0].kept = true;
+		copystr(ev->addrs[0].cls, sizeof(ev->addrs[0].cls), "service");
+		ev->naddrs = ev->nkept = 1;
+	}
+	if (q->edns)
+		put_opt(b, p->cfg.max_udp_size);
+	ev->rcode = RCODE_NOERROR;
+	record(p, ev, t0);
+	if (ldns_buffer_status_ok(b))
+		reply(p, cn, src, srclen, q, true, b);
+	ldns_buffer_free(b);
+}
+
+/* Everything that happens before a query goes upstream. The caller's buffer
+ * holds one message from (cn | src). */
+static void
+handle_query(struct dns_proxy *p, struct dns_conn *cn,
+    const struct sockaddr *src, socklen_t srclen, const uint8_t *m, size_t len)
+{
+	struct dns_event ev;
+	struct dns_query q;
+	struct dns_client c;
+	struct pol_dns_limits lim;
+	struct pol_dns_q dq;
+	struct pol_decision d;
+	enum dns_parse_result pr;
+	const char *why = NULL;
+	struct dns_pq *pq;
+	uint64_t t0 = now_us();
+	bool known;
+
+	memset(&ev, 0, sizeof(ev));
+	memset(&c, 0, sizeof(c));
+	ev.tcp = cn != NULL;
+	ev.rcode = RCODE_NONE;
+	sa_format(src, ev.client, sizeof(ev.client));
+	pr = dns_parse_query(m, len, &q);
+	known = p->h.lookup != NULL &&
+	    p->h.lookup(p->h.ctx, src, srclen, &c) == 0 && c.policy != NULL;
+	if (known) {
+		copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
+		pol_dns_limits(c.policy, &lim);
+	}
+	if (pr != DNS_PARSE_OK) {
+		ev.decision = DNS_DEC_MALFORMED;
+		copystr(ev.reason, sizeof(ev.reason), "dropped");
+		/* Garbage costs a token too; over the rate it is not even
+		 * answered, so it cannot be used to make us send packets. */
+		if (known && !rl_take(p, c.id, &lim)) {
+			pr = DNS_PARSE_DROP;
+			copystr(ev.reason, sizeof(ev.reason), "rate_limited");
+			ev.finding = true;
+		}
+		if (pr != DNS_PARSE_DROP) {
+			ev.rcode = !known ? RCODE_REFUSED :
+			    pr == DNS_PARSE_NOTIMP ? RCODE_NOTIMP : RCODE_FORMERR;
+			copystr(ev.reason, sizeof(ev.reason),
+			    pr == DNS_PARSE_NOTIMP ? "notimp" : "formerr");
+		}
+		/* Recorded before the answer leaves, as every path here: the
+		 * record exists by the time anyone can observe the answer. */
+		record(p, &ev, t0);
+		if (pr != DNS_PARSE_DROP)
+			reply_simple(p, cn, src, srclen, &q, false, ev.rcode);
+		return;
+	}
+	copystr(ev.qname, sizeof(ev.qname), q.qname);
+	ev.qtype = q.qtype;
+	if (!known) {
+		ev.decision = DNS_DEC_REFUSED;
+		ev.rcode = RCODE_REFUSED;
+		copystr(ev.reason, sizeof(ev.reason), "unknown_source");
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, RCODE_REFUSED);
+		return;
+	}
+	if (lim.max_ttl_s < lim.min_ttl_s)
+		lim.max_ttl_s = lim.min_ttl_s;
+
+	/* Rate first: every query costs a token, denied ones too, so a
+	 * tunnel cannot probe for free. */
+	if (!rl_take(p, c.id, &lim))
+		why = "rate_limited";
+	else if (q.bad_name || q.qclass != LDNS_RR_CLASS_IN ||
+	    q.qname[0] == '\0')
+		why = "bad_name";
+	else if (pol_dns_name_suspect(&lim, q.qname, &why)) {
+		if (why == NULL)
+			why = "suspect_name";
+	}
+	if (why != NULL) {
+		ev.decision = DNS_DEC_DENY;
+		ev.finding = true;
+		ev.rcode = deny_rcode(&lim);
+		copystr(ev.reason, sizeof(ev.reason), why);
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
+		return;
+	}
+
+	memset(&dq, 0, sizeof(dq));
+	dq.name = q.qname;
+	dq.qtype = q.qtype;
+	dq.tainted = c.tainted;
+	memset(&d, 0, sizeof(d));
+	d.verdict = POL_DENY;
+	pol_dns_decide(c.policy, &dq, &d);
+	copystr(ev.reason, sizeof(ev.reason), d.reason);
+	copystr(ev.rule, sizeof(ev.rule), d.rule);
+	if (d.verdict == POL_SYNTHETIC) {
+		ev.decision = DNS_DEC_SYNTHETIC;
+		synth_answer(p, cn, src, srclen, &q, &ev, t0);
+		return;
+	}
+	if (d.verdict == POL_ALLOW && d.reason != NULL &&
+	    strcmp(d.reason, "nodata") == 0) {
+		ev.decision = DNS_DEC_NODATA;
+		ev.rcode = RCODE_NOERROR;
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, RCODE_NOERROR);
+		return;
+	}
+	if (d.verdict != POL_ALLOW) {
+		/* POL_ASK has no meaning for DNS: anything not a plain allow
+		 * is the uniform deny, and nothing goes upstream. */
+		ev.decision = DNS_DEC_DENY;
+		ev.rcode = deny_rcode(&lim);
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
+		return;
+	}
+	if (p->npending >= p->cfg.max_pending || (cn != NULL &&
+	    cn->inflight >= DNS_TCP_MAX_INFLIGHT)) {
+		ev.decision = DNS_DEC_ERROR;
+		ev.rcode = RCODE_SERVFAIL;
+		copystr(ev.reason, sizeof(ev.reason), "overload");
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
+		return;
+	}
+	if ((pq = calloc(1, sizeof(*pq))) == NULL) {
+		ev.decision = DNS_DEC_ERROR;
+		ev.rcode = RCODE_SERVFAIL;
+		copystr(ev.reason, sizeof(ev.reason), "no_memory");
+		record(p, &ev, t0);
+		reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
+		return;
+	}
+	pq->p = p;
+	pq->fd = -1;
+	pq->q = q;
+	pq->c = c;
+	pq->lim = lim;
+	pq->ev = ev;
+	pq->ev.decision = DNS_DEC_ALLOW;
+	pq->t0_us = t0;
+	memcpy(&pq->src, src, srclen);
+	pq->srclen = srclen;
+	if (cn != NULL) {
+		pq->conn = cn;
+		pq->cnext = cn->pqs;
+		cn->pqs = pq;
+		cn->inflight++;
+	}
+	pq->next = p->pqs;
+	if (p->pqs != NULL)
+		p->pqs->prev = pq;
+	p->pqs = pq;
+	p->npending++;
+	pq_start(pq);
+}
+
+/* -------------------------------------------------------------- upstream */
+
+static void
+pq_close_fd(struct dns_pq *pq)
+{
+	if (pq->fd != -1) {
+		ev_del(pq->p->loop, pq->fd);
+		close(pq->fd);
+		pq->fd = -1;
+	}
+	ev_timer_cancel(pq->p->loop, pq->timer);
+	pq->timer = NULL;
+	free(pq->rbuf);
+	pq->rbuf = NULL;
+	pq->rlen = 0;
+}
+
+static void
+pq_free(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+	struct dns_pq **pp;
+
+	pq_close_fd(pq);
+	if (pq->conn != NULL) {
+		for (pp = &pq->conn->pqs; *pp != NULL; pp = &(*pp)->cnext)
+			if (*pp == pq) {
+				*pp = pq->cnext;
+				break;
+			}
+		pq->conn->inflight--;
+		if (conn_done(pq->conn))
+			conn_close(pq->conn);
+	}
+	if (pq->prev != NULL)
+		pq->prev->next = pq->next;
+	else
+		p->pqs = pq->next;
+	if (pq->next != NULL)
+		pq->next->prev = pq->prev;
+	p->npending--;
+	free(pq);
+}
+
+/* Answer the client (if it is still there), record, and free. */
+static void
+pq_finish(struct dns_pq *pq, ldns_buffer *b, uint8_t rcode)
+{
+	struct dns_proxy *p = pq->p;
+
+	pq->ev.rcode = rcode;
+	if (pq->orphan)
+		pq->ev.rcode = RCODE_NONE;	/* its TCP client left */
+	record(p, &pq->ev, pq->t0_us);
+	if (pq->ev.rcode != RCODE_NONE && b != NULL)
+		reply(p, pq->conn, (struct sockaddr *)&pq->src, pq->srclen,
+		    &pq->q, true, b);
+	else if (pq->ev.rcode != RCODE_NONE)
+		reply_simple(p, pq->conn, (struct sockaddr *)&pq->src,
+		    pq->srclen, &pq->q, true, rcode);
+	pq_free(pq);
+}
+
+static void
+pq_fail(struct dns_pq *pq, const char *why)
+{
+	pq->ev.decision = DNS_DEC_ERROR;
+	copystr(pq->ev.reason, sizeof(pq->ev.reason), why);
+	pq_finish(pq, NULL, RCODE_SERVFAIL);
+}
+
+static void
+pq_next_upstream(struct dns_pq *pq)
+{
+	pq_close_fd(pq);
+	pq->up = (pq->up + 1) % pq->p->cfg.nupstreams;
+	pq->tries++;
+	if (pq->tries >= pq->p->cfg.nupstreams) {
+		pq_fail(pq, "upstream_failed");
+		return;
+	}
+	pq_start(pq);
+}
+
+static void
+pq_timeout(struct ev_loop *loop, void *arg)
+{
+	struct dns_pq *pq = arg;
+
+	(void)loop;
+	pq->timer = NULL;
+	pq_next_upstream(pq);
+}
+
+static bool
+chain_has(ldns_rdf **chain, size_t n, const ldns_rdf *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ldns_dname_compare(chain[i], name) == 0)
+			return true;
+	return false;
+}
+
+static uint32_t
+clamp_ttl(const struct pol_dns_limits *l, uint32_t ttl)
+{
+	if (ttl < l->min_ttl_s)
+		return l->min_ttl_s;
+	if (l->max_ttl_s != 0 && ttl > l->max_ttl_s)
+		return l->max_ttl_s;
+	return ttl;
+}
+
+/* Decide whether an answered address may be used by this sandbox. The
+ * precedence is the policy's: pol_egress_decide over the address literal
+ * (with the first protocol/port the name is allowed on). Host rules are
+ * names, so a public address of an allowed name comes back "no matching
+ * rule" and is kept; an explicit deny (e.g. a CIDR deny covering it), a
+ * private class without an explicit CIDR allow and the always-denied
+ * classes are removed. */
+static bool
+addr_keep(struct dns_pq *pq, const struct pol_addr *a,
+    const struct pol_net_rule *ports, size_t nports, struct dns_ev_addr *ea)
+{
+	struct pol_addr_info info;
+	struct pol_egress_q eq;
+	struct pol_decision d;
+	char lit[INET6_ADDRSTRLEN];
+
+	pol_addr_classify(a, pq->p->cfg.treat_as_public,
+	    pq->p->cfg.ntreat_as_public, &info);
+	if (ea != NULL)
+		copystr(ea->cls, sizeof(ea->cls),
+		    pol_addr_class_name(info.cls));
+	if (pol_addr_class_always_denied(info.cls))
+		return false;
+	if (pol_addr_format(a, lit, sizeof(lit)) == NULL)
+		return false;
+	memset(&eq, 0, sizeof(eq));
+	eq.host = lit;
+	eq.proto = nports > 0 ? ports[0].proto : IPPROTO_TCP;
+	eq.port = nports > 0 ? ports[0].port_lo : 443;
+	eq.tainted = pq->c.tainted;
+	eq.treat_as_public = pq->p->cfg.treat_as_public;
+	eq.ntreat_as_public = pq->p->cfg.ntreat_as_public;
+	memset(&d, 0, sizeof(d));
+	d.verdict = POL_DENY;
+	pol_egress_decide(pq->c.policy, &eq, &d);
+	if (d.verdict == POL_ALLOW)
+		return true;
+	if (info.cls != POL_ADDR_PUBLIC || d.reason == NULL)
+		return false;
+	/* Only "nothing about this address" keeps it (the name already
+	 * decided, including a tainted sandbox's keep-list); any other
+	 * reason, known or not, removes it. */
+	return strcmp(d.reason, "no_matching_rule") == 0 ||
+	    strcmp(d.reason, "tainted") == 0;
+}
+
+/* The upstream answer passed the checks: filter, learn, release. */
+static void
+pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
+{
+	struct dns_event *ev = &pq->ev;
+	ldns_rr_list *an = ldns_pkt_answer(pkt);
+	size_t nan = ldns_rr_list_rr_count(an), i, k, nports, nel = 0, nout = 0;
+	ldns_rdf *chain[DNS_MAX_CHAIN + 1];
+	size_t nchain = 0;
+	struct pol_net_rule ports[DNS_MAX_PORTS];
+	struct fw_elem *el = NULL;
+	uint32_t *ttls = NULL;
+	bool *keep = NULL, grew;
+	ldns_rdf *qn = NULL;
+	ldns_buffer *b = NULL;
+	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
+	char err[128];
+
+	/* Ask again who the client is: the policy pointer of the first
+	 * lookup is not held across loop turns (a reload may have replaced
+	 * it), and a sandbox removed meanwhile learns nothing. */
+	{
+		struct dns_client c;
+
+		memset(&c, 0, sizeof(c));
+		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
+		    pq->srclen, &c) != 0 || c.policy == NULL ||
+		    strcmp(c.id, pq->c.id) != 0) {
+			pq_fail(pq, "sandbox_gone");
+			goto out;
+		}
+		pq->c = c;
+		pol_dns_limits(c.policy, &pq->lim);
+		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
+			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
+	}
+	if ((qn = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, pq->q.qwire_len,
+	    pq->q.qwire)) == NULL)
+		goto servfail;
+	chain[nchain++] = qn;
+	/* Follow the CNAME chain from the queried name; records whose owner
+	 * is not on it are dropped, so an upstream cannot slip in
+	 * addresses for other names. */
+	do {
+		grew = false;
+		for (i = 0; i < nan && nchain <= DNS_MAX_CHAIN; i++) {
+			ldns_rr *rr = ldns_rr_list_rr(an, i);
+			ldns_rdf *t;
+
+			if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME ||
+			    ldns_rr_rd_count(rr) != 1 ||
+			    !chain_has(chain, nchain, ldns_rr_owner(rr)))
+				continue;
+			t = ldns_rr_rdf(rr, 0);
+			if (ldns_rdf_get_type(t) != LDNS_RDF_TYPE_DNAME ||
+			    chain_has(chain, nchain, t))
+				continue;
+			if (nchain <= DNS_MAX_CHAIN) {
+				chain[nchain++] = t;
+				grew = true;
+			}
+		}
+	} while (grew && nchain <= DNS_MAX_CHAIN);
+
+	nports = pol_egress_ports_for_name(pq->c.policy, pq->q.qname,
+	    pq->c.tainted, ports, DNS_MAX_PORTS);
+	if (nports > DNS_MAX_PORTS)
+		nports = DNS_MAX_PORTS;
+	keep = calloc(nan + 1, sizeof(*keep));
+	ttls = calloc(nan + 1, sizeof(*ttls));
+	el = calloc(DNS_MAX_ELEMS, sizeof(*el));
+	if (keep == NULL || ttls == NULL || el == NULL)
+		goto servfail;
+	for (i = 0; i < nan; i++) {
+		ldns_rr *rr = ldns_rr_list_rr(an, i);
+		ldns_rr_type t = ldns_rr_get_type(rr);
+		uint32_t ttl = ldns_rr_ttl(rr);
+		struct pol_addr a;
+		ldns_rdf *rd;
+		struct dns_ev_addr *ea;
+
+		if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN ||
+		    !chain_has(chain, nchain, ldns_rr_owner(rr)))
+			continue;
+		if (t == LDNS_RR_TYPE_CNAME) {
+			keep[i] = true;
+			ttls[i] = pq->lim.max_ttl_s && ttl > pq->lim.max_ttl_s ?
+			    pq->lim.max_ttl_s : ttl;
+			continue;
+		}
+		if (t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA) {
+			/* Other types only when they were asked for. */
+			if ((uint16_t)t == pq->q.qtype) {
+				keep[i] = true;
+				ttls[i] = pq->lim.max_ttl_s &&
+				    ttl > pq->lim.max_ttl_s ?
+				    pq->lim.max_ttl_s : ttl;
+			}
+			continue;
+		}
+		/* Addresses only for an A/AAAA question: an address that the
+		 * kernel will not learn must not reach the sandbox either. */
+		if ((uint16_t)t != pq->q.qtype)
+			continue;
+		rd = ldns_rr_rdf(rr, 0);
+		memset(&a, 0, sizeof(a));
+		a.family = t == LDNS_RR_TYPE_A ? AF_INET : AF_INET6;
+		if (ldns_rr_rd_count(rr) != 1 || rd == NULL ||
+		    ldns_rdf_size(rd) != (a.family == AF_INET ? 4u : 16u))
+			continue;
+		memcpy(a.a, ldns_rdf_data(rd), ldns_rdf_size(rd));
+		/* Past the element cap an address could not be learned, so
+		 * the sandbox does not get it either. */
+		if (nel + nports > DNS_MAX_ELEMS)
+			continue;
+		ea = ev->naddrs < DNS_EV_MAX_ADDRS ? &ev->addrs[ev->naddrs] :
+		    NULL;
+		ev->naddrs++;
+		if (ea != NULL) {
+			ea->family = a.family;
+			memcpy(ea->addr, a.a, sizeof(ea->addr));
+			ea->ttl = ttl;
+		}
+		if (!addr_keep(pq, &a, ports, nports, ea)) {
+			ev->nremoved++;
+			continue;
+		}
+		if (ea != NULL)
+			ea->kept = true;
+		ev->nkept++;
+		keep[i] = true;
+		ttls[i] = clamp_ttl(&pq->lim, ttl);
+		for (k = 0; k < nports; k++) {
+			struct fw_elem *e = &el[nel++];
+
+			copystr(e->ifname, sizeof(e->ifname), pq->c.ifname);
+			e->family = a.family;
+			memcpy(e->addr, a.a, sizeof(e->addr));
+			e->proto = ports[k].proto;
+			e->port_lo = ports[k].port_lo;
+			e->port_hi = ports[k].port_hi;
+			e->timeout_ms = ttls[i] * 1000u;
+		}
+		/* The sandbox's cache must not outlive the kernel element. */
+		if (ttl < ttls[i])
+			ttls[i] = ttl;
+	}
+	if (ev->nremoved > 0)
+		ev->finding = true;
+	if (ev->naddrs > 0 && ev->nkept == 0) {
+		ev->decision = DNS_DEC_DENY;
+		copystr(ev->reason, sizeof(ev->reason), "rebinding");
+		pq_finish(pq, NULL, deny_rcode(&pq->lim));
+		goto out;
+	}
+	ev->nelems = nel;
+	memcpy(ev->elems, el, (nel < DNS_EV_MAX_ELEMS ? nel :
+	    DNS_EV_MAX_ELEMS) * sizeof(*el));
+	if (nel > 0) {
+		err[0] = '\0';
+		if (pq->p->h.learn == NULL ||
+		    pq->p->h.learn(pq->p->h.ctx, el, nel, err, sizeof(err)) != 0) {
+			log_warnx("%s: learn for %s (%s) failed: %s", __func__,
+			    pq->c.id, pq->q.qname, err);
+			pq_fail(pq, "learn_failed");
+			goto out;
+		}
+	}
+
+	if ((b = ldns_buffer_new(1024)) == NULL)
+		goto servfail;
+	for (i = 0; i < nan; i++)
+		nout += keep[i];
+	if (rcode != RCODE_NOERROR && rcode != RCODE_NXDOMAIN)
+		rcode = RCODE_SERVFAIL;
+	put_head(b, &pq->q, true, rcode, false, (uint16_t)nout);
+	for (i = 0; i < nan; i++) {
+		ldns_rr *rr = ldns_rr_list_rr(an, i);
+
+		if (!keep[i])
+			continue;
+		ldns_rr_set_ttl(rr, ttls[i]);
+		if (ldns_rr2buffer_wire(b, rr, LDNS_SECTION_ANSWER) !=
+		    LDNS_STATUS_OK)
+			goto servfail;
+	}
+	if (pq->q.edns)
+		put_opt(b, pq->p->cfg.max_udp_size);
+	if (!ldns_buffer_status_ok(b) || ldns_buffer_position(b) > DNS_MAX_MSG)
+		goto servfail;
+	pq_finish(pq, b, rcode);
+	goto out;
+servfail:
+	pq_fail(pq, "internal");
+out:
+	ldns_buffer_free(b);
+	ldns_rdf_deep_free(qn);
+	free(keep);
+	free(ttls);
+	free(el);
+}
+
+/* Check an upstream message against what we asked; 1 use it, 0 ignore it
+ * (and keep waiting), -1 this upstream failed. */
+static int
+pq_check(struct dns_pq *pq, const uint8_t *m, size_t len, ldns_pkt **out)
+{
+	ldns_pkt *pkt = NULL;
+	ldns_rr_list *ql;
+	ldns_rr *rr;
+	ldns_rdf *qn;
+	int ok;
+
+	*out = NULL;
+	if (len < DNS_HDR || (m[0] << 8 | m[1]) != pq->upid ||
+	    (m[2] & 0x80) == 0 || ((m[2] >> 3) & 0xf) != 0)
+		return 0;
+	if (ldns_wire2pkt(&pkt, m, len) != LDNS_STATUS_OK || pkt == NULL)
+		return 0;
+	ql = ldns_pkt_question(pkt);
+	if (ql == NULL || ldns_rr_list_rr_count(ql) != 1) {
+		ldns_pkt_free(pkt);
+		return 0;
+	}
+	rr = ldns_rr_list_rr(ql, 0);
+	qn = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, pq->q.qwire_len,
+	    pq->q.qwire);
+	ok = qn != NULL && ldns_dname_compare(qn, ldns_rr_owner(rr)) == 0 &&
+	    (uint16_t)ldns_rr_get_type(rr) == pq->q.qtype &&
+	    (uint16_t)ldns_rr_get_class(rr) == pq->q.qclass;
+	ldns_rdf_deep_free(qn);
+	if (!ok) {
+		ldns_pkt_free(pkt);
+		return 0;
+	}
+	*out = pkt;
+	return 1;
+}
+
+/* A checked reply: retry over TCP if truncated, fail over on SERVFAIL or
+ * REFUSED, otherwise process. */
+static void
+pq_reply(struct dns_pq *pq, ldns_pkt *pkt)
+{
+	ldns_pkt_rcode rc = ldns_pkt_get_rcode(pkt);
+
+	if (ldns_pkt_tc(pkt) && !pq->tcp) {
+		ldns_pkt_free(pkt);
+		pq_close_fd(pq);
+		pq->tcp = true;
+		pq_start(pq);
+		return;
+	}
+	if (rc != LDNS_RCODE_NOERROR && rc != LDNS_RCODE_NXDOMAIN) {
+		ldns_pkt_free(pkt);
+		pq_next_upstream(pq);
+		return;
+	}
+	pq_close_fd(pq);
+	pq_answer(pq, pkt);
+	ldns_pkt_free(pkt);
+}
+
+static void
+pq_udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_pq *pq = arg;
+	struct dns_proxy *p = pq->p;
+	struct sockaddr_storage from;
+	socklen_t fl;
+	ldns_pkt *pkt;
+	ssize_t n;
+	int i;
+
+	(void)loop;
+	(void)events;
+	for (i = 0; i < 16; i++) {
+		fl = sizeof(from);
+		n = recvfrom(fd, p->buf, sizeof(p->buf), 0,
+		    (struct sockaddr *)&from, &fl);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR)
+				return;
+			/* ICMP port unreachable and friends. */
+			pq_next_upstream(pq);
+			return;
+		}
+		/* The socket is connected, so the kernel already filters by
+		 * source; this is a second look at the same fact. */
+		if (fl != p->cfg.upstream_lens[pq->up] || memcmp(&from,
+		    &p->cfg.upstreams[pq->up], fl) != 0)
+			continue;
+		if (pq_check(pq, p->buf, (size_t)n, &pkt) == 1) {
+			pq_reply(pq, pkt);
+			return;
+		}
+	}
+}
+
+static void
+pq_tcp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_pq *pq = arg;
+	ldns_pkt *pkt;
+	ssize_t n;
+	size_t want;
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	(void)events;
+	if (!pq->sent) {
+		uint8_t m[2 + sizeof(pq->upq)];
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == -1 ||
+		    soerr != 0) {
+			pq_next_upstream(pq);
+			return;
+		}
+		m[0] = (uint8_t)(pq->upqlen >> 8);
+		m[1] = (uint8_t)pq->upqlen;
+		memcpy(m + 2, pq->upq, pq->upqlen);
+		/* A fresh connection's send buffer takes a few hundred bytes;
+		 * a short write here means something is wrong. */
+		if (send(fd, m, pq->upqlen + 2, MSG_NOSIGNAL) !=
+		    (ssize_t)(pq->upqlen + 2)) {
+			pq_next_upstream(pq);
+			return;
+		}
+		pq->sent = true;
+		ev_mod(loop, fd, EV_READ);
+		return;
+	}
+	if (pq->rbuf == NULL && (pq->rbuf = malloc(2 + DNS_MAX_MSG)) == NULL) {
+		pq_fail(pq, "no_memory");
+		return;
+	}
+	want = pq->rlen < 2 ? 2 : 2 + (size_t)(pq->rbuf[0] << 8 | pq->rbuf[1]);
+	n = recv(fd, pq->rbuf + pq->rlen, want - pq->rlen, 0);
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		pq_next_upstream(pq);
+		return;
+	}
+	pq->rlen += (size_t)n;
+	if (pq->rlen < 2 || pq->rlen < 2 + (size_t)(pq->rbuf[0] << 8 |
+	    pq->rbuf[1]))
+		return;
+	if (pq_check(pq, pq->rbuf + 2, pq->rlen - 2, &pkt) != 1) {
+		/* One question per connection: a wrong answer ends it. */
+		pq_next_upstream(pq);
+		return;
+	}
+	pq_reply(pq, pkt);
+}
+
+static void
+pq_build(struct dns_pq *pq)
+{
+	uint8_t *m = pq->upq;
+	size_t o = 0;
+
+	if (getrandom(&pq->upid, sizeof(pq->upid), 0) != sizeof(pq->upid))
+		pq->upid = (uint16_t)(now_us() ^ (uintptr_t)pq);
+	m[o++] = (uint8_t)(pq->upid >> 8);
+	m[o++] = (uint8_t)pq->upid;
+	m[o++] = 0x01;			/* RD */
+	m[o++] = 0x00;
+	m[o++] = 0; m[o++] = 1;		/* QD */
+	m[o++] = 0; m[o++] = 0;
+	m[o++] = 0; m[o++] = 0;
+	m[o++] = 0; m[o++] = 1;		/* AR: our own OPT, never the client's */
+	memcpy(m + o, pq->q.qwire, pq->q.qwire_len);
+	o += pq->q.qwire_len;
+	m[o++] = (uint8_t)(pq->q.qtype >> 8);
+	m[o++] = (uint8_t)pq->q.qtype;
+	m[o++] = (uint8_t)(pq->q.qclass >> 8);
+	m[o++] = (uint8_t)pq->q.qclass;
+	m[o++] = 0;
+	m[o++] = 0; m[o++] = LDNS_RR_TYPE_OPT;
+	m[o++] = (uint8_t)(pq->p->cfg.max_udp_size >> 8);
+	m[o++] = (uint8_t)pq->p->cfg.max_udp_size;
+	m[o++] = 0; m[o++] = 0; m[o++] = 0; m[o++] = 0;
+	m[o++] = 0; m[o++] = 0;
+	pq->upqlen = o;
+}
+
+/* (Re)send the question to upstream pq->up over UDP or TCP with a fresh
+ * socket: a new random source port and a new random id every attempt. */
+static void
+pq_start(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+	const struct sockaddr *ua = (struct sockaddr *)&p->cfg.upstreams[pq->up];
+	socklen_t ul = p->cfg.upstream_lens[pq->up];
+	int fd;
+
+	pq_build(pq);
+	pq->sent = false;
+	sa_format(ua, pq->ev.upstream, sizeof(pq->ev.upstream));
+	fd = socket(ua->sa_family, (pq->tcp ? SOCK_STREAM : SOCK_DGRAM) |
+	    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		goto fail;
+	if (connect(fd, ua, ul) == -1 && errno != EINPROGRESS) {
+		close(fd);
+		goto fail;
+	}
+	pq->fd = fd;
+	if (!pq->tcp) {
+		if (send(fd, pq->upq, pq->upqlen, 0) != (ssize_t)pq->upqlen)
+			goto fail;
+		pq->sent = true;
+	}
+	if (ev_add(p->loop, fd, pq->tcp ? EV_WRITE : EV_READ,
+	    pq->tcp ? pq_tcp_cb : pq_udp_cb, pq) == -1)
+		goto fail;
+	if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms, pq_timeout,
+	    pq)) == NULL)
+		goto fail;
+	return;
+fail:
+	/* pq_close_fd (via the failover) closes pq->fd; ev_del of an fd
+	 * that was never registered is a no-op. */
+	pq_next_upstream(pq);
+}
+
+/* ------------------------------------------------------------- listeners */
+
+static void
+udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_proxy *p = arg;
+	struct sockaddr_storage src;
+	socklen_t sl;
+	ssize_t n;
+	int i;
+
+	(void)loop;
+	(void)events;
+	for (i = 0; i < DNS_UDP_BURST; i++) {
+		sl = sizeof(src);
+		n = recvfrom(fd, p->buf, sizeof(p->buf), MSG_TRUNC,
+		    (struct sockaddr *)&src, &sl);
+		if (n == -1)
+			return;
+		/* MSG_TRUNC reports the real size: an oversized datagram is
+		 * seen as such, not as its first 64 KiB. */
+		if ((size_t)n > sizeof(p->buf))
+			n = DNS_MAX_QUERY + 1;
+		handle_query(p, NULL, (struct sockaddr *)&src, sl, p->buf,
+		    (size_t)n);
+	}
+}
+
+static void	conn_touch(struct dns_conn *);
+
+static void
+conn_idle(struct ev_loop *loop, void *arg)
+{
+	struct dns_conn *cn = arg;
+
+	(void)loop;
+	cn->idle = NULL;
+	/* Idle means the client is silent and we owe it nothing. */
+	if (cn->inflight > 0 || cn->outlen > 0) {
+		conn_touch(cn);
+		return;
+	}
+	conn_close(cn);
+}
+
+static void
+conn_touch(struct dns_conn *cn)
+{
+	ev_timer_cancel(cn->p->loop, cn->idle);
+	cn->idle = ev_timer_add(cn->p->loop, cn->p->cfg.tcp_idle_ms,
+	    conn_idle, cn);
+}
+
+static void
+conn_close(struct dns_conn *cn)
+{
+	struct dns_proxy *p = cn->p;
+	struct dns_pq *pq;
+
+	/* Queries still upstream finish and are recorded; only their answer
+	 * has nowhere to go. */
+	for (pq = cn->pqs; pq != NULL; pq = pq->cnext) {
+		pq->conn = NULL;
+		pq->orphan = true;
+	}
+	ev_del(p->loop, cn->fd);
+	close(cn->fd);
+	ev_timer_cancel(p->loop, cn->idle);
+	if (cn->prev != NULL)
+		cn->prev->next = cn->next;
+	else
+		p->conns = cn->next;
+	if (cn->next != NULL)
+		cn->next->prev = cn->prev;
+	p->nconns--;
+	free(cn->out);
+	free(cn);
+}
+
+static void
+conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_conn *cn = arg;
+	ssize_t n;
+	size_t need;
+
+	if (events & EV_WRITE) {
+		if (conn_flush(cn) == -1) {
+			conn_close(cn);
+			return;
+		}
+	}
+	if (cn->eof && (events & EV_ERROR)) {
+		/* Reset while answers were pending: nobody to answer. */
+		conn_close(cn);
+		return;
+	}
+	if (!(events & (EV_READ | EV_ERROR)) || cn->eof)
+		return;
+	n = recv(fd, cn->in + cn->inlen, sizeof(cn->in) - cn->inlen, 0);
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n == 0 && (cn->inflight > 0 || cn->outlen > 0)) {
+		/* Half-close after the last query: answer, then close. */
+		cn->eof = true;
+		ev_mod(loop, fd, cn->outlen ? EV_WRITE : 0);
+		return;
+	}
+	if (n <= 0) {
+		conn_close(cn);
+		return;
+	}
+	cn->inlen += (size_t)n;
+	conn_touch(cn);
+	for (;;) {
+		if (cn->inlen < 2)
+			return;
+		need = 2 + (size_t)(cn->in[0] << 8 | cn->in[1]);
+		if (cn->inlen < need)
+			return;
+		/* handle_query may close cn (a client that does not read);
+		 * count the connection's identity before that. */
+		{
+			struct dns_proxy *p = cn->p;
+			struct dns_conn *c2;
+			uint8_t *msg = malloc(need - 2 + 1);
+
+			if (msg == NULL) {
+				conn_close(cn);
+				return;
+			}
+			memcpy(msg, cn->in + 2, need - 2);
+			memmove(cn->in, cn->in + need, cn->inlen - need);
+			cn->inlen -= need;
+			handle_query(p, cn, (struct sockaddr *)&cn->src,
+			    cn->srclen, msg, need - 2);
+			free(msg);
+			for (c2 = p->conns; c2 != NULL && c2 != cn;
+			    c2 = c2->next)
+				;
+			if (c2 == NULL)
+				return;
+		}
+	}
+}
+
+static void
+tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_proxy *p = arg;
+	struct dns_conn *cn;
+	struct sockaddr_storage src;
+	socklen_t sl = sizeof(src);
+	int cfd;
+
+	(void)events;
+	cfd = accept4(fd, (struct sockaddr *)&src, &sl,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (cfd == -1)
+		return;
+	if (p->nconns >= p->cfg.max_tcp_conns ||
+	    (cn = calloc(1, sizeof(*cn))) == NULL) {
+		close(cfd);
+		return;
+	}
+	cn->p = p;
+	cn->fd = cfd;
+	memcpy(&cn->src, &src, sl);
+	cn->srclen = sl;
+	if (ev_add(loop, cfd, EV_READ, conn_cb, cn) == -1) {
+		close(cfd);
+		free(cn);
+		return;
+	}
+	cn->next = p->conns;
+	if (p->conns != NULL)
+		p->conns->prev = cn;
+	p->conns = cn;
+	p->nconns++;
+	conn_touch(cn);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+struct dns_proxy *
+dns_new(struct ev_loop *loop, const struct dns_config *cfg,
+    const struct dns_hooks *hooks, char *err, size_t errlen)
+{
+	struct dns_proxy *p;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int one = 1, serr;
+	const char *what = "";
+
+	if (loop == NULL || cfg == NULL || hooks == NULL ||
+	    cfg->nupstreams == 0 || cfg->nupstreams > DNS_MAX_UPSTREAMS ||
+	    hooks->lookup == NULL || hooks->learn == NULL) {
+		snprintf(err, errlen, "dns: bad arguments");
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->rl = calloc(DNS_RL_SLOTS, sizeof(*p->rl))) == NULL) {
+		if (p != NULL)
+			free(p);
+		snprintf(err, errlen, "dns: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	p->loop = loop;
+	p->cfg = *cfg;
+	p->h = *hooks;
+	p->ufd = p->tfd = -1;
+	if (p->cfg.timeout_ms == 0)
+		p->cfg.timeout_ms = 2000;
+	if (p->cfg.tcp_idle_ms == 0)
+		p->cfg.tcp_idle_ms = 10000;
+	if (p->cfg.max_tcp_conns == 0)
+		p->cfg.max_tcp_conns = 256;
+	if (p->cfg.max_pending == 0)
+		p->cfg.max_pending = 4096;
+	if (p->cfg.max_udp_size < 512)
+		p->cfg.max_udp_size = 1232;
+
+	what = "udp socket";
+	p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (p->ufd == -1 || bind(p->ufd, (struct sockaddr *)&cfg->listen,
+	    cfg->listen_len) == -1)
+		goto fail;
+	what = "getsockname";
+	if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
+		goto fail;
+	p->port = ntohs(ss.ss_family == AF_INET ?
+	    ((struct sockaddr_in *)&ss)->sin_port :
+	    ((struct sockaddr_in6 *)&ss)->sin6_port);
+	/* TCP on the same port as UDP, also when UDP's was ephemeral. */
+	what = "tcp socket";
+	p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (p->tfd == -1 ||
+	    setsockopt(p->tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ==
+	    -1 || bind(p->tfd, (struct sockaddr *)&ss, sl) == -1 ||
+	    listen(p->tfd, 64) == -1)
+		goto fail;
+	what = "ev_add";
+	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
+		goto fail;
+	if (ev_add(loop, p->tfd, EV_READ, tcp_accept_cb, p) == -1) {
+		ev_del(loop, p->ufd);
+		goto fail;
+	}
+	return p;
+fail:
+	serr = errno;
+	snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
+	if (p->ufd != -1)
+		close(p->ufd);
+	if (p->tfd != -1)
+		close(p->tfd);
+	free(p->rl);
+	free(p);
+	errno = serr;
+	return NULL;
+}
+
+void
+dns_free(struct dns_proxy *p)
+{
+	if (p == NULL)
+		return;
+	while (p->conns != NULL)
+		conn_close(p->conns);
+	while (p->pqs != NULL)
+		pq_free(p->pqs);
+	ev_del(p->loop, p->ufd);
+	ev_del(p->loop, p->tfd);
+	close(p->ufd);
+	close(p->tfd);
+	free(p->rl);
+	free(p);
+}
+
+uint16_t
+dns_local_port(const struct dns_proxy *p)
+{
+	return p != NULL ? p->port : 0;
+}

@@ -1,0 +1,172 @@
+/*
+ * dns: the sandbox-facing DNS proxy (DESIGN §5, egress.md §9 items 8-19).
+ *
+ * A sandbox can only reach what its DNS answers taught the kernel, so this
+ * proxy is where names become addresses: it identifies the sandbox by the
+ * query's source address, asks policy/ whether the name and type may be
+ * resolved, forwards only allowed names upstream, classifies every answered
+ * address (no rebinding to metadata, loopback or private ranges), has the
+ * daemon insert the kept addresses into the kernel sets and only then
+ * releases the answer. Everything else gets one uniform answer, so a denied
+ * name leaks nothing and no packet about it leaves the host.
+ *
+ * It runs inside the daemon's single epoll loop (gateway/ev.h) and reaches
+ * the rest of the daemon only through struct dns_hooks, whose arguments are
+ * flat structs: this seam is the future privilege-separation boundary.
+ */
+#ifndef SLUICE_GATEWAY_DNS_H
+#define SLUICE_GATEWAY_DNS_H
+
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/ev.h"
+#include "netns/fw.h"
+#include "policy/policy.h"
+
+#define DNS_MAX_UPSTREAMS	8
+#define DNS_EV_MAX_ADDRS	32	/* answered addresses kept in an event */
+#define DNS_EV_MAX_ELEMS	32	/* learned elements kept in an event */
+
+/* What the daemon tells the proxy about the sandbox a query came from. */
+struct dns_client {
+	char			 id[33];	/* sandbox id */
+	char			 ifname[16];	/* its host-side link, for fw elements */
+	const struct pol_policy	*policy;
+	bool			 tainted;
+};
+
+enum dns_decision {
+	DNS_DEC_ALLOW = 0,	/* forwarded, answer released */
+	DNS_DEC_DENY,		/* policy, limits, rebinding: uniform deny answer */
+	DNS_DEC_NODATA,		/* allowed name, type answered empty (HTTPS/SVCB) */
+	DNS_DEC_SYNTHETIC,	/* sluice.internal names, answered locally */
+	DNS_DEC_REFUSED,	/* unknown source */
+	DNS_DEC_ERROR,		/* upstream or learn failure: SERVFAIL */
+	DNS_DEC_MALFORMED,	/* FORMERR or dropped */
+};
+
+/* One answered address and what happened to it. */
+struct dns_ev_addr {
+	uint8_t		family;		/* AF_INET or AF_INET6 */
+	uint8_t		addr[16];
+	uint32_t	ttl;		/* as the upstream sent it */
+	char		cls[16];	/* pol_addr_class_name() */
+	bool		kept;
+};
+
+/* One dns.decision record. Flat (fixed arrays, no pointers) so it can cross
+ * a process boundary unchanged. Counts may exceed the stored arrays; the
+ * arrays hold the first DNS_EV_MAX_* entries. */
+struct dns_event {
+	char			sandbox[33];	/* "" when the source is unknown */
+	char			client[INET6_ADDRSTRLEN + 8];	/* addr#port */
+	bool			tcp;
+	char			qname[256];	/* presentation form, no trailing dot */
+	uint16_t		qtype;
+	enum dns_decision	decision;
+	char			reason[32];	/* stable code: "allowed", "rate_limited", ... */
+	char			rule[48];	/* the policy rule that decided, or "" */
+	uint8_t			rcode;		/* the rcode the sandbox got; 255 = no answer */
+	struct dns_ev_addr	addrs[DNS_EV_MAX_ADDRS];
+	size_t			naddrs;		/* answered A/AAAA records */
+	size_t			nkept, nremoved;
+	struct fw_elem		elems[DNS_EV_MAX_ELEMS];
+	size_t			nelems;		/* elements handed to learn */
+	char			upstream[INET6_ADDRSTRLEN + 8]; /* "" if none used */
+	uint64_t		latency_us;	/* query in -> answer out */
+	bool			finding;	/* suspected tunnel/rebinding: alert */
+};
+
+/* Called on the loop's thread, synchronously. learn blocks the loop until
+ * the kernel answers (that is the point: no answer before the element).
+ * record is called before the answer is sent, so a record exists for every
+ * answer anyone can observe; the event is only valid during the call. */
+struct dns_hooks {
+	/* Identify the sandbox by the query's source address (v4 or v6): 0
+	 * and fill *c, or -1: not a live sandbox -> REFUSED, recorded.
+	 * c->policy is used only until the hook's caller returns to the
+	 * loop: a query that went upstream is looked up again when its
+	 * answer arrives (a sandbox gone by then gets SERVFAIL and learns
+	 * nothing), so a reload may free old policies between loop turns. */
+	int	(*lookup)(void *ctx, const struct sockaddr *src, socklen_t len,
+		    struct dns_client *c);
+	/* Insert/refresh kernel elements; synchronous, returns after the
+	 * kernel ACK; -1 -> the query is answered SERVFAIL. */
+	int	(*learn)(void *ctx, const struct fw_elem *e, size_t n,
+		    char *err, size_t errlen);
+	/* One dns.decision event per query (and findings). */
+	void	(*record)(void *ctx, const struct dns_event *ev);
+	void	*ctx;
+};
+
+struct dns_config {
+	/* Where to listen (UDP and TCP on the same address and port). Port 0
+	 * picks an ephemeral port; dns_local_port tells which. */
+	struct sockaddr_storage	listen;
+	socklen_t		listen_len;
+	/* The address synthetic names answer with (sluice.internal). */
+	struct pol_addr		service_addr;
+	struct sockaddr_storage	upstreams[DNS_MAX_UPSTREAMS];
+	socklen_t		upstream_lens[DNS_MAX_UPSTREAMS];
+	size_t			nupstreams;
+	uint32_t		timeout_ms;	/* per upstream attempt; 0 = 2000 */
+	const struct pol_cidr	*treat_as_public; /* borrowed, may be NULL */
+	size_t			ntreat_as_public;
+	uint32_t		tcp_idle_ms;	/* 0 = 10000 */
+	uint32_t		max_tcp_conns;	/* 0 = 256 */
+	uint32_t		max_pending;	/* queries in flight; 0 = 4096 */
+	uint16_t		max_udp_size;	/* EDNS clamp; 0 = 1232 */
+};
+
+struct dns_proxy;
+
+/* dns_new: bind the UDP and TCP listeners of cfg and register them with
+ * loop. hooks is copied (lookup and learn are required; record may be
+ * NULL); cfg is copied except treat_as_public, which is borrowed and must
+ * outlive the proxy. NULL on failure with errno set (EINVAL for bad
+ * arguments, else the socket call's) and a message in err. Call only from
+ * the loop's thread (or before the loop runs). */
+struct dns_proxy	*dns_new(struct ev_loop *loop, const struct dns_config *cfg,
+			    const struct dns_hooks *hooks, char *err, size_t errlen);
+/* dns_free: close every socket, cancel every timer, drop pending queries
+ * without answering them. dns_free(NULL) is a no-op. Loop thread only. */
+void			 dns_free(struct dns_proxy *p);
+/* dns_local_port: the bound port (host order), useful after port 0. */
+uint16_t		 dns_local_port(const struct dns_proxy *p);
+
+/*
+ * The query parser, exposed for the fuzz target and unit tests. Pure: no
+ * I/O, no allocation that outlives the call.
+ */
+struct dns_query {
+	uint16_t	id;
+	bool		rd;
+	bool		edns;		/* an OPT record was present */
+	uint16_t	edns_size;	/* the client's advertised size (raw) */
+	uint16_t	qtype, qclass;
+	char		qname[256];	/* lower case, no trailing dot */
+	bool		bad_name;	/* a byte outside [a-z0-9_-] (shown as '?') */
+	uint8_t		qwire[256];	/* the question name as sent (wire, case kept) */
+	size_t		qwire_len;
+};
+
+enum dns_parse_result {
+	DNS_PARSE_OK = 0,
+	DNS_PARSE_DROP,		/* not answerable: short, a response, ... */
+	DNS_PARSE_FORMERR,	/* answer FORMERR (id is valid) */
+	DNS_PARSE_NOTIMP,	/* opcode other than QUERY */
+};
+
+/* dns_parse_query: validate one query message (buf, len). On OK fills *q.
+ * On FORMERR/NOTIMP q->id and q->rd are set so an error can be sent. Never
+ * reads past len; any doubt is FORMERR or DROP. */
+enum dns_parse_result dns_parse_query(const uint8_t *buf, size_t len,
+			    struct dns_query *q);
+
+#endif /* SLUICE_GATEWAY_DNS_H */
