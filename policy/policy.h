@@ -72,10 +72,14 @@ enum pol_addr_class {
 	POL_ADDR_LINK_LOCAL,	/* 169.254/16, fe80::/10 */
 	POL_ADDR_PRIVATE,	/* 10/8, 172.16/12, 192.168/16 */
 	POL_ADDR_CGNAT,		/* 100.64/10 */
-	POL_ADDR_DOCUMENTATION,	/* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32 */
-	POL_ADDR_BENCHMARKING,	/* 198.18/15 */
+	POL_ADDR_DOCUMENTATION,	/* 192.0.2/24, 198.51.100/24, 203.0.113/24,
+				   2001:db8::/32, 3fff::/20 */
+	POL_ADDR_BENCHMARKING,	/* 198.18/15, 2001:2::/48 */
 	POL_ADDR_MULTICAST,	/* 224/4, ff00::/8 */
-	POL_ADDR_RESERVED,	/* 240/4, broadcast, 192.0.0/24, 192.88.99/24, 100::/64, fec0::/10 */
+	POL_ADDR_RESERVED,	/* 240/4, broadcast, 192.0.0/24, 192.88.99/24,
+				   100::/64, fec0::/10, IPv6 outside 2000::/3
+				   (unallocated), and every IPv4-in-IPv6 form
+				   below: the kernel cannot unwrap them */
 	POL_ADDR_ULA,		/* fc00::/7 (not metadata) */
 	POL_ADDR__COUNT
 };
@@ -95,42 +99,73 @@ enum pol_addr_embed {
 struct pol_addr_info {
 	enum pol_addr_class	cls;	/* the verdict (worst of outer/inner) */
 	enum pol_addr_embed	embed;
-	struct pol_addr		inner;	/* the embedded IPv4 when embed != NONE */
-	bool			treated_public; /* a treat_as_public range applied */
+	struct pol_addr		inner;	/* the embedded IPv4 when embed != NONE,
+					   all zero otherwise */
+	bool			treated_public; /* treat_as_public made it PUBLIC */
 };
 
-/* pol_addr_parse: strict text form. IPv4 only as four decimal octets with no
- * leading zeros (so "0251.0376.0251.0376", "0xA9FEA9FE", "2852039166" and
+/* pol_addr_parse: strict text form, at most 45 characters. IPv4 only as
+ * four decimal octets with no leading zeros (so "0251.0376.0251.0376",
+ * "0xA9FEA9FE", "2852039166", "127.1" and
  * "425.510.425.510" are refused, egress.md §9 item 10); IPv6 as inet_pton
  * accepts, including "::ffff:169.254.169.254". Brackets are not accepted.
- * Returns 0, or -1 for anything else. */
+ * Returns 0, or -1 with errno EINVAL for anything else (out untouched).
+ * Pure (inet_pton only). */
 int	pol_addr_parse(const char *s, struct pol_addr *out);
-/* pol_addr_format: text form into buf (INET6_ADDRSTRLEN is enough). */
+/* pol_addr_format: text form into buf (INET6_ADDRSTRLEN is enough); the
+ * result parses back to the same address. Returns buf, or NULL with errno
+ * ENOSPC (buf too small) or EAFNOSUPPORT (bad family, NULL pointers). */
 const char *pol_addr_format(const struct pol_addr *a, char *buf, size_t len);
 /* pol_cidr_parse: "ADDR/PREFIX" or a bare address (full-length prefix).
- * Host bits set ("10.0.0.1/8") are an error. 0 or -1. */
+ * ADDR as pol_addr_parse; PREFIX plain decimal 0..32 or 0..128 with no sign,
+ * space or leading zero ("/08", "/+8", "/-1", "/33" are refused). Host bits
+ * set ("10.0.0.1/8") are an error. 0, or -1 with errno EINVAL (out
+ * untouched). */
 int	pol_cidr_parse(const char *s, struct pol_cidr *out);
+/* pol_cidr_parse_err: the same, and on failure a one-line reason (without
+ * the input) in err (may be NULL/0), for file:line:col messages. */
+int	pol_cidr_parse_err(const char *s, struct pol_cidr *out, char *err,
+	    size_t errlen);
+/* pol_cidr_contains: a is inside c. Families must match: an IPv4 block never
+ * contains ::ffff:a.b.c.d (classify unwraps that form instead). */
 bool	pol_cidr_contains(const struct pol_cidr *c, const struct pol_addr *a);
 
 /* pol_addr_classify: the class of a, unwrapping IPv4-in-IPv6 forms and
- * classifying the embedded address too (the worse class wins). Ranges in
- * treat_as_public (may be NULL/0) make an address PUBLIC, except that they
- * never override METADATA, LOOPBACK, LINK_LOCAL or UNSPECIFIED. */
+ * classifying the embedded address too (the worse class wins: every
+ * always-denied class is worse than every private class, which is worse than
+ * PUBLIC). Ranges in treat_as_public (may be NULL/0) make an address PUBLIC,
+ * except that they never override METADATA, LOOPBACK, LINK_LOCAL or
+ * UNSPECIFIED; for an embedded form the outer address and the inner IPv4 are
+ * lifted separately, each by the ranges that contain it. treated_public is
+ * true when such a range turned a non-public verdict into PUBLIC. A NULL a or
+ * an unknown family gives RESERVED (denied). Never fails; pure. */
 void	pol_addr_classify(const struct pol_addr *a,
 	    const struct pol_cidr *treat_as_public, size_t ntreat,
 	    struct pol_addr_info *out);
-/* pol_addr_class_name: "public", "metadata", "loopback", ... (static). */
+/* pol_addr_class_name: "public", "metadata", "loopback", "unspecified",
+ * "link-local", "private", "cgnat", "documentation", "benchmarking",
+ * "multicast", "reserved", "ula"; "invalid" outside the enum (static). */
 const char *pol_addr_class_name(enum pol_addr_class c);
 /* pol_addr_class_always_denied: classes no policy can allow (metadata,
- * loopback, unspecified, link-local, multicast, reserved). */
+ * loopback, unspecified, link-local, multicast, reserved); also true for a
+ * value outside the enum (fail closed). */
 bool	pol_addr_class_always_denied(enum pol_addr_class c);
 /* pol_addr_class_private: classes denied unless an explicit CIDR rule of the
- * policy allows them (private, CGNAT, ULA, documentation, benchmarking). */
+ * policy allows them (private, CGNAT, ULA, documentation, benchmarking).
+ * Documentation is here so that the test internet (192.0.2/24, ...) needs
+ * treat_as_public or a CIDR allow. Exactly one of always_denied, private and
+ * (c == PUBLIC) holds for every class. */
 bool	pol_addr_class_private(enum pol_addr_class c);
 
 /* pol_deny_ranges / pol_private_ranges: the ranges behind the classes above,
- * for the kernel's interval sets (netns/fw). Static tables; *n gets the
- * count. family is AF_INET or AF_INET6. */
+ * for the kernel's interval sets (netns/fw). An address is in a deny range
+ * iff it classifies always-denied, and in a private range but no deny range
+ * iff it classifies private (without treat_as_public). Each table is sorted
+ * and free of overlaps (interval sets refuse overlapping elements); the two
+ * tables overlap on metadata hosts inside private ranges (100.100.100.200,
+ * fd00:ec2::254, ...), so the deny set must be evaluated first. Static
+ * tables, never freed; *n (may be NULL) gets the count. NULL and *n = 0 with
+ * errno EAFNOSUPPORT if family is not AF_INET or AF_INET6. */
 const struct pol_cidr *pol_deny_ranges(int family, size_t *n);
 const struct pol_cidr *pol_private_ranges(int family, size_t *n);
 
@@ -236,8 +271,9 @@ const struct pol_policy	*pol_set_at(const struct pol_set *s, size_t i);
  * become kernel elements only when the DNS proxy answers them. */
 struct pol_net_rule {
 	struct pol_cidr	cidr;
-	uint8_t		proto;		/* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP(V6) */
-	uint16_t	port_lo, port_hi; /* 0,0 for ICMP */
+	uint8_t		proto;		/* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP(V6);
+					 * 0 = every protocol (deny rules only) */
+	uint16_t	port_lo, port_hi; /* 0,0 = every port (and for ICMP) */
 	uint32_t	rule_index;	/* position in the policy, for records */
 };
 
@@ -267,10 +303,17 @@ struct pol_decision {
 	char		 rule_buf[48];	/* backing store for generated rule names */
 };
 
-/* Egress: host is a DNS name or an address literal (pol_addr_parse form);
- * proto is IPPROTO_TCP/UDP/ICMP. Precedence (DESIGN §4): always-deny classes
- * -> explicit denies -> private ranges unless an explicit CIDR allows ->
- * allows -> default deny. tainted=true applies the taint keep-list only. */
+/* Egress: host is a DNS name (one trailing dot allowed, any case) or an
+ * address literal (pol_addr_parse form); proto is IPPROTO_TCP/UDP/ICMP(V6);
+ * port 0 is refused for TCP/UDP. Precedence (DESIGN §4): always-deny classes
+ * ("class:<name>", "always_denied_class") -> explicit denies
+ * ("egress.deny[i]", "explicit_deny") -> private ranges unless a CIDR allow
+ * whose own network is of the same class covers the address
+ * ("class:<name>", "private_range") -> allows ("egress.allow[i]",
+ * "allowed") -> "default", "no_matching_rule". tainted=true applies the
+ * taint keep-list instead of the allows ("mcp.taint.keep[i]"; no match:
+ * "mcp.taint", "tainted"). Bad input: rule "input", reason "bad_host",
+ * "bad_port", "bad_protocol" or "bad_request". Never allocates. */
 struct pol_egress_q {
 	const char	*host;
 	uint8_t		 proto;
@@ -288,10 +331,15 @@ void	pol_egress_decide(const struct pol_policy *p,
 size_t	pol_egress_ports_for_name(const struct pol_policy *p, const char *name,
 	    bool tainted, struct pol_net_rule *out, size_t max);
 
-/* DNS: name in presentation form without the trailing dot, any case; qtype
- * is the numeric RR type. Synthetic names (sluice.internal,
- * bridge.sluice.internal) give POL_SYNTHETIC. HTTPS/SVCB give POL_ALLOW with
- * reason "nodata" unless allowed (the proxy answers NODATA). */
+/* DNS: name in presentation form (a trailing dot is accepted), any case;
+ * qtype is the numeric RR type. Synthetic names (sluice.internal,
+ * bridge.sluice.internal) give POL_SYNTHETIC. Then: invalid name ("input",
+ * "bad_name"), pol_dns_name_suspect ("dns.limits", its reason), explicit
+ * host denies, the host allow rules (or taint keep rules) as the allowlist
+ * ("default"/"no_matching_rule" or "mcp.taint"/"tainted"), and the type:
+ * listed -> POL_ALLOW "allowed"; HTTPS/SVCB not listed -> POL_ALLOW with
+ * reason "nodata" (the proxy answers NODATA); others -> "dns.types",
+ * "type_not_allowed". Never allocates. */
 struct pol_dns_q {
 	const char	*name;
 	uint16_t	 qtype;
@@ -339,6 +387,9 @@ struct pol_tool_q {
 	const char	*args_json;		/* the call's arguments object */
 	const struct pol_budget_use *budgets;
 	size_t		 nbudgets;
+	const char	*pin_hex;		/* current definition's pol_tool_pin;
+						 * a rule with a pin denies
+						 * ("pin_mismatch") unless equal */
 };
 #define POL_MAX_RESERVATIONS 8
 struct pol_tool_decision {
@@ -352,7 +403,16 @@ struct pol_tool_decision {
 	bool			args_digest_only; /* audit: digest, not full args */
 };
 /* Fails closed: malformed args_json, an unknown server or tool, an internal
- * error all deny with a reason. */
+ * error all deny with a reason. The first rule matching server, tool,
+ * subject (glob) and labels decides ("mcp.tools[i]"; none: "default",
+ * "no_matching_rule"). Deny reasons: "rule_deny", "pin_mismatch",
+ * "bad_arguments" (not a JSON object; args_json NULL means {}),
+ * "unknown_argument", "argument_constraint", "missing_argument",
+ * "budget_exhausted", "bad_request"; otherwise POL_ASK
+ * "approval_required" or POL_ALLOW "allowed", with res[] filled (one per
+ * budget of the rule: calls 1, cost = the rule's cost). A budget is
+ * exhausted when use.calls + 1 > calls, use.cost + cost > cost, or
+ * use.result_bytes >= result_bytes (a use missing from q->budgets is 0). */
 void	pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 	    struct pol_tool_decision *out);
 /* pol_tool_visible: may the tool appear in tools/list for this subject and
@@ -360,6 +420,13 @@ void	pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
  * definition's pin (pol_tool_pin). */
 bool	pol_tool_visible(const struct pol_policy *p, const char *server,
 	    const char *tool, const char *pin_hex, const char **reason);
+/* pol_tool_visible above ignores subject and labels (a rule that has them
+ * and denies is skipped, as it may not apply). pol_tool_visible_q is the
+ * exact form: first rule matching server, tool, subject and labels of q,
+ * pin compared with q->pin_hex. reason: "visible", "no_matching_rule",
+ * "rule_deny", "pin_mismatch" (static strings). */
+bool	pol_tool_visible_q(const struct pol_policy *p,
+	    const struct pol_tool_q *q, const char **reason);
 /* pol_tool_approval_timeout_ms: how long an `ask` is held. */
 uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
 

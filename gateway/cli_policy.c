@@ -1,0 +1,322 @@
+/*
+ * cli_policy: `sluice policy check` and `sluice policy explain`, the
+ * offline side of policies.
+ *
+ * Both work on files without a daemon: `check` is what a user (or CI) runs
+ * before installing a policy, printing every error as FILE:LINE:COL so
+ * editors can jump to it; `explain` answers "what would Sluice decide, and
+ * which rule decides?" with the same pure functions the daemon uses, so the
+ * answer cannot drift from enforcement.
+ */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/cli.h"
+#include "policy/policy.h"
+
+#define MAX_LABELS	32
+
+static const char usage_text[] =
+"usage: sluice policy check [--config CFG] FILE...\n"
+"       sluice policy explain FILE (--egress HOST:PORT[/PROTO] |\n"
+"                 --tool SERVER/TOOL --args JSON) [--subject S]\n"
+"                 [--label K=V]... [--pin sha256:HEX] [--tainted]\n"
+"                 [--config CFG]\n";
+
+static int
+usage(void)
+{
+	fputs(usage_text, stderr);
+	return 2;
+}
+
+static void
+print_errors(const struct pol_errors *e, const char *file)
+{
+	size_t	i, stored = 0;
+
+	for (i = 0; pol_errors_get(e, i) != NULL; i++, stored++)
+		fprintf(stderr, "%s\n", pol_errors_get(e, i));
+	if (pol_errors_count(e) > stored)
+		fprintf(stderr, "%s: %zu more errors not shown\n", file,
+		    pol_errors_count(e) - stored);
+}
+
+/* load_config: --config, or NULL when not given. -1 if given and bad. */
+static int
+load_config(const char *path, struct pol_config **out)
+{
+	struct pol_errors *e;
+
+	*out = NULL;
+	if (path == NULL)
+		return 0;
+	if ((e = pol_errors_new(50)) == NULL)
+		return -1;
+	if ((*out = pol_config_load(path, e)) == NULL)
+		print_errors(e, path);
+	pol_errors_free(e);
+	return *out == NULL ? -1 : 0;
+}
+
+static int
+cmd_check(int argc, char **argv)
+{
+	struct pol_errors	*e;
+	struct pol_config	*cfg;
+	struct pol_policy	*p;
+	const char		*cfgpath = NULL;
+	int			 i = 1, rc = 0;
+
+	if (i < argc && strcmp(argv[i], "--config") == 0) {
+		if (i + 1 >= argc)
+			return usage();
+		cfgpath = argv[i + 1];
+		i += 2;
+	}
+	if (i < argc && strcmp(argv[i], "--") == 0)
+		i++;
+	if (i >= argc)
+		return usage();
+	if (load_config(cfgpath, &cfg) == -1)
+		return 1;
+	if ((e = pol_errors_new(50)) == NULL) {
+		pol_config_free(cfg);
+		return 1;
+	}
+	for (; i < argc; i++) {
+		pol_errors_clear(e);
+		if ((p = pol_policy_load(argv[i], cfg, e)) == NULL) {
+			print_errors(e, argv[i]);
+			rc = 1;
+			continue;
+		}
+		printf("%s: ok\n", argv[i]);
+		pol_policy_free(p);
+	}
+	pol_errors_free(e);
+	pol_config_free(cfg);
+	return rc;
+}
+
+static const char *
+verdict_name(enum pol_verdict v)
+{
+	switch (v) {
+	case POL_ALLOW:
+		return "allow";
+	case POL_ASK:
+		return "ask";
+	case POL_SYNTHETIC:
+		return "synthetic";
+	case POL_DENY:
+		break;
+	}
+	return "deny";
+}
+
+/* parse_egress: HOST:PORT[/PROTO], [V6]:PORT[/PROTO] or HOST/icmp into q;
+ * host points into buf. -1 on a malformed spec. */
+static int
+parse_egress(const char *spec, char *buf, size_t buflen,
+    struct pol_egress_q *q)
+{
+	char		*slash, *colon, *host, *end;
+	unsigned long	 port;
+
+	if (strlen(spec) >= buflen)
+		return -1;
+	strcpy(buf, spec);
+	q->proto = IPPROTO_TCP;
+	if ((slash = strrchr(buf, '/')) != NULL) {
+		*slash++ = '\0';
+		if (strcmp(slash, "tcp") == 0)
+			q->proto = IPPROTO_TCP;
+		else if (strcmp(slash, "udp") == 0)
+			q->proto = IPPROTO_UDP;
+		else if (strcmp(slash, "icmp") == 0)
+			q->proto = IPPROTO_ICMP;
+		else
+			return -1;
+	}
+	host = buf;
+	if (*host == '[') {
+		if ((end = strchr(host, ']')) == NULL)
+			return -1;
+		*end = '\0';
+		host++;
+		colon = end[1] == ':' ? end + 1 : NULL;
+		if (colon == NULL && end[1] != '\0')
+			return -1;
+	} else {
+		colon = strrchr(host, ':');
+		/* A bare IPv6 literal has several colons and no port. */
+		if (colon != NULL && strchr(host, ':') != colon)
+			return -1;
+	}
+	if (colon != NULL) {
+		*colon++ = '\0';
+		port = strtoul(colon, &end, 10);
+		if (*colon == '\0' || *end != '\0' || port > 65535)
+			return -1;
+		q->port = (uint16_t)port;
+	} else if (q->proto != IPPROTO_ICMP)
+		return -1;
+	if (*host == '\0')
+		return -1;
+	if (q->proto == IPPROTO_ICMP && strchr(host, ':') != NULL)
+		q->proto = IPPROTO_ICMPV6;
+	q->host = host;
+	return 0;
+}
+
+static void
+print_decision(const struct pol_decision *d)
+{
+	printf("decision: %s\nrule: %s\nreason: %s\n", verdict_name(d->verdict),
+	    d->rule, d->reason);
+}
+
+static int
+cmd_explain(int argc, char **argv)
+{
+	struct pol_errors	*e = NULL;
+	struct pol_config	*cfg = NULL;
+	struct pol_policy	*p = NULL;
+	struct pol_egress_q	 eq;
+	struct pol_decision	 d;
+	struct pol_tool_q	 tq;
+	struct pol_tool_decision td;
+	const char		*file = NULL, *egress = NULL, *tool = NULL;
+	const char		*args = NULL, *subject = NULL, *cfgpath = NULL;
+	const char		*pin = NULL, *lk[MAX_LABELS], *lv[MAX_LABELS];
+	char			*labels[MAX_LABELS], hostbuf[300], server[64];
+	char			*eq_sign;
+	const char		*slash;
+	size_t			 nlabels = 0, i;
+	bool			 tainted = false;
+	int			 a, rc = 2;
+
+	for (a = 1; a < argc; a++) {
+		const char *o = argv[a];
+		bool has = a + 1 < argc;
+
+		if (strcmp(o, "--egress") == 0 && has && egress == NULL)
+			egress = argv[++a];
+		else if (strcmp(o, "--tool") == 0 && has && tool == NULL)
+			tool = argv[++a];
+		else if (strcmp(o, "--args") == 0 && has && args == NULL)
+			args = argv[++a];
+		else if (strcmp(o, "--subject") == 0 && has && subject == NULL)
+			subject = argv[++a];
+		else if (strcmp(o, "--config") == 0 && has && cfgpath == NULL)
+			cfgpath = argv[++a];
+		else if (strcmp(o, "--pin") == 0 && has && pin == NULL)
+			pin = argv[++a];
+		else if (strcmp(o, "--label") == 0 && has &&
+		    nlabels < MAX_LABELS)
+			labels[nlabels++] = argv[++a];
+		else if (strcmp(o, "--tainted") == 0)
+			tainted = true;
+		else if (o[0] != '-' && file == NULL)
+			file = o;
+		else
+			return usage();
+	}
+	if (file == NULL || (egress == NULL) == (tool == NULL) ||
+	    (tool != NULL && args == NULL) || (egress != NULL &&
+	    (args != NULL || subject != NULL || pin != NULL || nlabels > 0)))
+		return usage();
+	for (i = 0; i < nlabels; i++) {
+		if ((eq_sign = strchr(labels[i], '=')) == NULL ||
+		    eq_sign == labels[i])
+			return usage();
+	}
+	memset(&eq, 0, sizeof(eq));
+	memset(&tq, 0, sizeof(tq));
+	if (egress != NULL && parse_egress(egress, hostbuf, sizeof(hostbuf),
+	    &eq) == -1) {
+		fprintf(stderr, "sluice policy explain: bad --egress \"%s\" "
+		    "(HOST:PORT[/tcp|udp] or HOST/icmp)\n", egress);
+		return 2;
+	}
+	if (tool != NULL) {
+		slash = strchr(tool, '/');
+		if (slash == NULL || slash == tool || slash[1] == '\0' ||
+		    (size_t)(slash - tool) >= sizeof(server)) {
+			fprintf(stderr, "sluice policy explain: bad --tool "
+			    "\"%s\" (SERVER/TOOL)\n", tool);
+			return 2;
+		}
+		memcpy(server, tool, (size_t)(slash - tool));
+		server[slash - tool] = '\0';
+		tq.server = server;
+		tq.tool = slash + 1;
+	}
+	rc = 1;
+	if (load_config(cfgpath, &cfg) == -1)
+		goto out;
+	if ((e = pol_errors_new(50)) == NULL)
+		goto out;
+	if ((p = pol_policy_load(file, cfg, e)) == NULL) {
+		print_errors(e, file);
+		goto out;
+	}
+	if (egress != NULL) {
+		eq.tainted = tainted;
+		if (cfg != NULL) {
+			eq.treat_as_public = cfg->treat_as_public;
+			eq.ntreat_as_public = cfg->ntreat_as_public;
+		}
+		pol_egress_decide(p, &eq, &d);
+		print_decision(&d);
+		rc = d.verdict == POL_DENY ? 1 : 0;
+		goto out;
+	}
+	/* Labels are split in place: argv strings are ours to edit. */
+	for (i = 0; i < nlabels; i++) {
+		eq_sign = strchr(labels[i], '=');
+		*eq_sign = '\0';
+		lk[i] = labels[i];
+		lv[i] = eq_sign + 1;
+	}
+	tq.subject = subject;
+	tq.label_keys = lk;
+	tq.label_values = lv;
+	tq.nlabels = nlabels;
+	tq.args_json = args;
+	tq.pin_hex = pin;
+	pol_tool_decide(p, &tq, &td);
+	print_decision(&td.d);
+	if (td.message[0] != '\0')
+		printf("message: %s\n", td.message);
+	printf("classification: %s\n", td.classification);
+	for (i = 0; i < td.nres; i++)
+		printf("budget: %s\n", td.res[i].budget);
+	rc = td.d.verdict == POL_DENY ? 1 : 0;
+out:
+	pol_policy_free(p);
+	pol_errors_free(e);
+	pol_config_free(cfg);
+	return rc;
+}
+
+int
+cli_policy(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage();
+	if (strcmp(argv[1], "check") == 0)
+		return cmd_check(argc - 1, argv + 1);
+	if (strcmp(argv[1], "explain") == 0)
+		return cmd_explain(argc - 1, argv + 1);
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	return usage();
+}

@@ -1,0 +1,588 @@
+/*
+ * config: the daemon config (examples/sluice.yaml) into struct pol_config.
+ *
+ * It shares the YAML reader and the error style of the policy loader, so a
+ * typo in the daemon config is reported the same way as one in a policy,
+ * and every field gets its documented default here, in one place, rather
+ * than in each daemon part that reads it.
+ */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/internal.h"
+
+static void
+strv_free(char **v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+pol_config_free(struct pol_config *c)
+{
+	size_t			 i;
+	struct pol_mcp_server	*s;
+
+	if (c == NULL)
+		return;
+	free(c->path);
+	free(c->state_dir);
+	free(c->run_dir);
+	free(c->socket_path);
+	free(c->policy_dir);
+	free(c->uplink);
+	free(c->dns_upstreams);
+	free(c->dns_upstream_ports);
+	free(c->treat_as_public);
+	free(c->audit_db);
+	free(c->audit_key);
+	free(c->audit_origin);
+	for (i = 0; i < c->nsinks; i++) {
+		free(c->sinks[i].name);
+		free(c->sinks[i].target);
+		free(c->sinks[i].token_file);
+	}
+	free(c->sinks);
+	for (i = 0; i < c->nservers; i++) {
+		s = &c->servers[i];
+		free(s->name);
+		free(s->url);
+		strv_free(s->argv, s->argc);
+		strv_free(s->env, s->nenv);
+		free(s->cred_file);
+		free(s->cred_env);
+		free(s->cred_header);
+		free(s->cred_prefix);
+		free(s->cred_child_env);
+	}
+	free(c->servers);
+	free(c);
+}
+
+const struct pol_mcp_server *
+pol_config_server(const struct pol_config *c, const char *name)
+{
+	size_t	i;
+
+	for (i = 0; c != NULL && name != NULL && i < c->nservers; i++)
+		if (strcmp(c->servers[i].name, name) == 0)
+			return &c->servers[i];
+	return NULL;
+}
+
+static bool
+name_ok(const char *s, size_t maxlen)
+{
+	size_t	i;
+
+	if (!(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return false;
+	for (i = 1; s[i]; i++)
+		if (!(islower((unsigned char)s[i]) ||
+		    isdigit((unsigned char)s[i]) || s[i] == '_' || s[i] == '-'))
+			return false;
+	return i <= maxlen;
+}
+
+/* ypath: an absolute path (relative ones would depend on the daemon's
+ * working directory). */
+static void
+ypath(struct ywalk *w, const struct ynode *n, char **out)
+{
+	char	*s;
+
+	if (ystr(w, n, &s) == -1)
+		return;
+	if (s[0] != '/') {
+		yerr(w, n, "\"%s\" is not an absolute path", s);
+		free(s);
+		return;
+	}
+	free(*out);
+	*out = s;
+}
+
+static bool
+is_url(const char *s)
+{
+	return (strncmp(s, "http://", 7) == 0 && s[7] != '\0') ||
+	    (strncmp(s, "https://", 8) == 0 && s[8] != '\0');
+}
+
+/* upstream: "ADDR", "V4ADDR:PORT" or "[V6ADDR]:PORT". */
+static int
+parse_upstream(const char *s, struct pol_addr *a, uint16_t *port)
+{
+	char		 buf[64];
+	const char	*p = NULL;
+	char		*rb;
+	uint64_t	 v;
+
+	*port = 53;
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	if (buf[0] == '[') {
+		if ((rb = strchr(buf, ']')) == NULL || rb[1] != ':')
+			return -1;
+		*rb = '\0';
+		p = rb + 2;
+		if (pol_addr_parse(buf + 1, a) == -1 || a->family != AF_INET6)
+			return -1;
+	} else if (pol_addr_parse(buf, a) == 0) {
+		return 0;
+	} else {
+		if ((rb = strrchr(buf, ':')) == NULL)
+			return -1;
+		*rb = '\0';
+		p = rb + 1;
+		if (pol_addr_parse(buf, a) == -1 || a->family != AF_INET)
+			return -1;
+	}
+	if (pol_parse_uint(p, 65535, &v) == -1 || v == 0)
+		return -1;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+static void
+ynetwork(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "pool", "service_address",
+	    "bridge_port", "uplink", "ipv6", "treat_as_public", "nflog_group",
+	    NULL };
+	const struct ynode *v, *it;
+	char		 why[128];
+	uint64_t	 u;
+	size_t		 i;
+
+	if (!ycheck_map(w, n, "network", keys))
+		return;
+	if ((v = yget(n, "pool")) != NULL && yis(w, v, Y_SCALAR, "pool")) {
+		if (pol_cidr_parse(v->str, &c->pool) == -1 ||
+		    c->pool.addr.family != AF_INET || c->pool.prefix < 8 ||
+		    c->pool.prefix > 28)
+			yerr(w, v, "invalid pool \"%s\" (an IPv4 CIDR from /8 "
+			    "to /28, host bits clear)", v->str);
+	}
+	if ((v = yget(n, "service_address")) != NULL &&
+	    yis(w, v, Y_SCALAR, "service_address")) {
+		if (pol_addr_parse(v->str, &c->service_addr) == -1 ||
+		    c->service_addr.family != AF_INET)
+			yerr(w, v, "invalid service_address \"%s\"", v->str);
+		else if (!pol_cidr_contains(&c->pool, &c->service_addr))
+			yerr(w, v, "service_address %s is not inside the pool",
+			    v->str);
+	} else if (yget(n, "pool") != NULL) {
+		/* A moved pool moves the default service address with it:
+		 * the last usable address but one. */
+		u = c->pool.prefix == 32 ? 0 : (1ULL << (32 - c->pool.prefix)) - 2;
+		c->service_addr = c->pool.addr;
+		c->service_addr.a[0] |= (uint8_t)(u >> 24);
+		c->service_addr.a[1] |= (uint8_t)(u >> 16);
+		c->service_addr.a[2] |= (uint8_t)(u >> 8);
+		c->service_addr.a[3] |= (uint8_t)u;
+	}
+	if ((v = yget(n, "bridge_port")) != NULL) {
+		if (yuint(w, v, 65535, &u) == 0 && u == 0)
+			yerr(w, v, "bridge_port must be 1-65535");
+		else
+			c->bridge_port = (uint16_t)u;
+	}
+	if ((v = yget(n, "uplink")) != NULL && ystr(w, v, &c->uplink) == 0 &&
+	    (strlen(c->uplink) >= 16 || strchr(c->uplink, '/') ||
+	    strchr(c->uplink, ' ')))
+		yerr(w, v, "invalid interface name \"%s\"", c->uplink);
+	if ((v = yget(n, "ipv6")) != NULL)
+		ybool(w, v, &c->ipv6);
+	if ((v = yget(n, "nflog_group")) != NULL && yuint(w, v, 65535, &u) == 0)
+		c->nflog_group = (uint32_t)u;
+	if ((v = yget(n, "treat_as_public")) != NULL &&
+	    yis(w, v, Y_SEQ, "treat_as_public") && v->n > 0 &&
+	    (c->treat_as_public = calloc(v->n, sizeof(struct pol_cidr)))) {
+		for (i = 0; i < v->n; i++) {
+			it = v->vals[i];
+			if (!yis(w, it, Y_SCALAR, "a CIDR"))
+				continue;
+			if (pol_cidr_parse_err(it->str,
+			    &c->treat_as_public[c->ntreat_as_public], why,
+			    sizeof(why)) == -1)
+				yerr(w, it, "invalid CIDR \"%s\": %s", it->str,
+				    why);
+			else
+				c->ntreat_as_public++;
+		}
+	}
+}
+
+static void
+ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "upstreams", "timeout_ms", NULL };
+	const struct ynode *v, *it;
+	uint64_t	 u;
+	size_t		 i;
+
+	if (!ycheck_map(w, n, "dns", keys))
+		return;
+	if ((v = yget(n, "upstreams")) != NULL &&
+	    yis(w, v, Y_SEQ, "upstreams") && v->n > 0) {
+		if (v->n > 16) {
+			yerr(w, v, "at most 16 DNS upstreams");
+			return;
+		}
+		c->dns_upstreams = calloc(v->n, sizeof(struct pol_addr));
+		c->dns_upstream_ports = calloc(v->n, sizeof(uint16_t));
+		for (i = 0; c->dns_upstreams && c->dns_upstream_ports &&
+		    i < v->n; i++) {
+			it = v->vals[i];
+			if (!yis(w, it, Y_SCALAR, "an upstream"))
+				continue;
+			if (parse_upstream(it->str,
+			    &c->dns_upstreams[c->ndns_upstreams],
+			    &c->dns_upstream_ports[c->ndns_upstreams]) == -1)
+				yerr(w, it, "invalid DNS upstream \"%s\" (ADDR, "
+				    "ADDR:PORT or [V6ADDR]:PORT)", it->str);
+			else
+				c->ndns_upstreams++;
+		}
+	}
+	if ((v = yget(n, "timeout_ms")) != NULL &&
+	    yuint(w, v, 60000, &u) == 0) {
+		if (u == 0)
+			yerr(w, v, "timeout_ms must be at least 1");
+		c->dns_timeout_ms = (uint32_t)u;
+	}
+}
+
+static void
+yaudit(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "db", "key", "origin", NULL };
+	const struct ynode *v;
+
+	if (!ycheck_map(w, n, "audit", keys))
+		return;
+	if ((v = yget(n, "db")) != NULL)
+		ypath(w, v, &c->audit_db);
+	if ((v = yget(n, "key")) != NULL)
+		ypath(w, v, &c->audit_key);
+	if ((v = yget(n, "origin")) != NULL) {
+		free(c->audit_origin);
+		c->audit_origin = NULL;
+		if (ystr(w, v, &c->audit_origin) == 0 &&
+		    (c->audit_origin[0] == '\0' ||
+		    strpbrk(c->audit_origin, " \t\n") != NULL))
+			yerr(w, v, "origin must be non-empty without spaces");
+	}
+}
+
+static void
+ysinks(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "name", "type", "format", "target",
+	    "splunk_hec", "token_file", "lag_alert", NULL };
+	const struct ynode *it, *v;
+	struct pol_sink	*s;
+	char		 where[40];
+	size_t		 i, j;
+
+	if (!yis(w, n, Y_SEQ, "audit_sinks") || n->n == 0)
+		return;
+	if ((c->sinks = calloc(n->n, sizeof(*c->sinks))) == NULL)
+		return;
+	for (i = 0; i < n->n; i++) {
+		it = n->vals[i];
+		snprintf(where, sizeof(where), "audit_sinks[%zu]", i);
+		if (!ycheck_map(w, it, where, keys))
+			continue;
+		s = &c->sinks[c->nsinks++];
+		s->format = POL_FMT_JSON;
+		s->lag_alert = 10000;
+		if ((v = yget(it, "name")) == NULL)
+			yerr(w, it, "missing required key \"name\" in %s",
+			    where);
+		else if (ystr(w, v, &s->name) == 0) {
+			if (!name_ok(s->name, 32))
+				yerr(w, v, "invalid sink name \"%s\"", s->name);
+			for (j = 0; j + 1 < c->nsinks; j++)
+				if (c->sinks[j].name != NULL &&
+				    strcmp(c->sinks[j].name, s->name) == 0)
+					yerr(w, v, "duplicate sink name \"%s\"",
+					    s->name);
+		}
+		if ((v = yget(it, "type")) == NULL)
+			yerr(w, it, "missing required key \"type\" in %s",
+			    where);
+		else if (yis(w, v, Y_SCALAR, "type")) {
+			if (strcmp(v->str, "file") == 0)
+				s->type = POL_SINK_FILE;
+			else if (strcmp(v->str, "syslog") == 0)
+				s->type = POL_SINK_SYSLOG;
+			else if (strcmp(v->str, "webhook") == 0)
+				s->type = POL_SINK_WEBHOOK;
+			else
+				yerr(w, v, "invalid sink type \"%s\" (file, "
+				    "syslog or webhook)", v->str);
+		}
+		if ((v = yget(it, "format")) != NULL &&
+		    yis(w, v, Y_SCALAR, "format")) {
+			if (strcmp(v->str, "json") == 0)
+				s->format = POL_FMT_JSON;
+			else if (strcmp(v->str, "ocsf") == 0)
+				s->format = POL_FMT_OCSF;
+			else
+				yerr(w, v, "invalid format \"%s\" (json or "
+				    "ocsf)", v->str);
+		}
+		if ((v = yget(it, "target")) == NULL)
+			yerr(w, it, "missing required key \"target\" in %s",
+			    where);
+		else if (ystr(w, v, &s->target) == 0) {
+			if (s->type == POL_SINK_FILE && s->target[0] != '/')
+				yerr(w, v, "a file sink needs an absolute "
+				    "path");
+			if (s->type == POL_SINK_WEBHOOK && !is_url(s->target))
+				yerr(w, v, "a webhook sink needs an http(s) "
+				    "URL");
+		}
+		if ((v = yget(it, "splunk_hec")) != NULL &&
+		    ybool(w, v, &s->splunk_hec) == 0 && s->splunk_hec &&
+		    s->type != POL_SINK_WEBHOOK)
+			yerr(w, v, "splunk_hec needs type webhook");
+		if ((v = yget(it, "token_file")) != NULL)
+			ypath(w, v, &s->token_file);
+		if ((v = yget(it, "lag_alert")) != NULL)
+			yuint(w, v, UINT32_MAX, &s->lag_alert);
+	}
+}
+
+static void
+ycred(struct ywalk *w, const struct ynode *n, struct pol_mcp_server *s)
+{
+	static const char *const keys[] = { "file", "env", "header", "prefix",
+	    "child_env", NULL };
+	const struct ynode *v;
+
+	if (!ycheck_map(w, n, "credential", keys))
+		return;
+	if ((v = yget(n, "file")) != NULL)
+		ypath(w, v, &s->cred_file);
+	if ((v = yget(n, "env")) != NULL)
+		ystr(w, v, &s->cred_env);
+	if ((v = yget(n, "header")) != NULL)
+		ystr(w, v, &s->cred_header);
+	if ((v = yget(n, "prefix")) != NULL)
+		ystr(w, v, &s->cred_prefix);
+	if ((v = yget(n, "child_env")) != NULL)
+		ystr(w, v, &s->cred_child_env);
+	if ((yget(n, "file") != NULL) == (yget(n, "env") != NULL))
+		yerr(w, n, "a credential needs exactly one of file or env");
+	if (s->transport == POL_MCP_HTTP && (yget(n, "child_env") ||
+	    yget(n, "header") == NULL))
+		yerr(w, n, "an http credential needs header (and no "
+		    "child_env)");
+	if (s->transport == POL_MCP_STDIO && (yget(n, "header") ||
+	    yget(n, "prefix") || yget(n, "child_env") == NULL))
+		yerr(w, n, "a stdio credential needs child_env (and no "
+		    "header or prefix)");
+}
+
+static void
+yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "name", "transport", "url",
+	    "command", "env", "credential", NULL };
+	const struct ynode *it, *v, *x;
+	struct pol_mcp_server *s;
+	char		 where[40];
+	size_t		 i, j;
+
+	if (!yis(w, n, Y_SEQ, "servers") || n->n == 0)
+		return;
+	if ((c->servers = calloc(n->n, sizeof(*c->servers))) == NULL)
+		return;
+	for (i = 0; i < n->n; i++) {
+		it = n->vals[i];
+		snprintf(where, sizeof(where), "servers[%zu]", i);
+		if (!ycheck_map(w, it, where, keys))
+			continue;
+		s = &c->servers[c->nservers++];
+		if ((v = yget(it, "name")) == NULL)
+			yerr(w, it, "missing required key \"name\" in %s",
+			    where);
+		else if (ystr(w, v, &s->name) == 0) {
+			if (!name_ok(s->name, 32))
+				yerr(w, v, "invalid server name \"%s\" (use "
+				    "[a-z0-9][a-z0-9_-]{0,31})", s->name);
+			for (j = 0; j + 1 < c->nservers; j++)
+				if (c->servers[j].name != NULL &&
+				    strcmp(c->servers[j].name, s->name) == 0)
+					yerr(w, v, "duplicate server name "
+					    "\"%s\"", s->name);
+		}
+		if ((v = yget(it, "transport")) == NULL)
+			yerr(w, it, "missing required key \"transport\" in %s",
+			    where);
+		else if (yis(w, v, Y_SCALAR, "transport")) {
+			if (strcmp(v->str, "http") == 0)
+				s->transport = POL_MCP_HTTP;
+			else if (strcmp(v->str, "stdio") == 0)
+				s->transport = POL_MCP_STDIO;
+			else
+				yerr(w, v, "invalid transport \"%s\" (http or "
+				    "stdio)", v->str);
+		}
+		if ((v = yget(it, "url")) != NULL && ystr(w, v, &s->url) == 0 &&
+		    !is_url(s->url))
+			yerr(w, v, "invalid url \"%s\" (http:// or https://)",
+			    s->url);
+		if ((v = yget(it, "command")) != NULL &&
+		    yis(w, v, Y_SEQ, "command") && v->n > 0 &&
+		    (s->argv = calloc(v->n + 1, sizeof(char *)))) {
+			for (j = 0; j < v->n; j++)
+				if (ystr(w, v->vals[j], &s->argv[s->argc]) == 0)
+					s->argc++;
+		}
+		if ((v = yget(it, "env")) != NULL && yis(w, v, Y_MAP, "env") &&
+		    v->n > 0 && (s->env = calloc(v->n + 1, sizeof(char *)))) {
+			for (j = 0; j < v->n; j++) {
+				x = v->vals[j];
+				if (!yis(w, x, Y_SCALAR, "an env value"))
+					continue;
+				if (strchr(v->keys[j]->str, '=') ||
+				    v->keys[j]->str[0] == '\0')
+					yerr(w, v->keys[j], "invalid variable "
+					    "name \"%s\"", v->keys[j]->str);
+				else if (asprintf(&s->env[s->nenv], "%s=%s",
+				    v->keys[j]->str, x->str) != -1)
+					s->nenv++;
+			}
+		}
+		if (s->transport == POL_MCP_HTTP && (s->url == NULL ||
+		    yget(it, "command") || yget(it, "env")))
+			yerr(w, it, "an http server needs url (and no command "
+			    "or env)");
+		if (s->transport == POL_MCP_STDIO && (s->argc == 0 ||
+		    yget(it, "url")))
+			yerr(w, it, "a stdio server needs a non-empty command "
+			    "(and no url)");
+		if ((v = yget(it, "credential")) != NULL)
+			ycred(w, v, s);
+		if (s->name == NULL)
+			s->name = strdup("");
+	}
+}
+
+static int
+dupdef(char **dst, const char *a, const char *b)
+{
+	if (*dst != NULL)
+		return 0;
+	return asprintf(dst, "%s%s", a, b) == -1 ? -1 : 0;
+}
+
+struct pol_config *
+pol_config_load(const char *path, struct pol_errors *errs)
+{
+	static const char *const keys[] = { "version", "state_dir", "run_dir",
+	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
+	    "audit_sinks", "servers", NULL };
+	static const char *const skeys[] = { "max", "default_ttl", NULL };
+	struct ywalk	 w;
+	struct ynode	*root;
+	const struct ynode *v, *x;
+	struct pol_config *c;
+	uint64_t	 u;
+
+	if ((root = yaml_load_file(path, errs, NULL)) == NULL)
+		return NULL;
+	memset(&w, 0, sizeof(w));
+	w.file = path;
+	w.errs = errs;
+	if ((c = calloc(1, sizeof(*c))) == NULL || (c->path =
+	    strdup(path)) == NULL) {
+		free(c);
+		ynode_free(root);
+		pol_errors_add(errs, path, 0, 0, "out of memory");
+		return NULL;
+	}
+	pol_cidr_parse("10.231.0.0/16", &c->pool);
+	pol_addr_parse("10.231.255.254", &c->service_addr);
+	c->bridge_port = 8080;
+	c->dns_timeout_ms = 2000;
+	c->max_sandboxes = 4096;
+	c->nflog_group = 7;
+	if (ycheck_map(&w, root, "the config", keys)) {
+		if ((v = yget(root, "version")) == NULL)
+			yerr(&w, root, "missing required key \"version\"");
+		else if (v->kind != Y_SCALAR || !v->plain)
+			yerr(&w, v, "version must be the number 1");
+		else if (strcmp(v->str, "1") != 0)
+			yerr(&w, v, "unsupported version %s (expected 1)",
+			    v->str);
+		if ((v = yget(root, "state_dir")) != NULL)
+			ypath(&w, v, &c->state_dir);
+		if ((v = yget(root, "run_dir")) != NULL)
+			ypath(&w, v, &c->run_dir);
+		if ((v = yget(root, "socket")) != NULL)
+			ypath(&w, v, &c->socket_path);
+		if ((v = yget(root, "policy_dir")) != NULL)
+			ypath(&w, v, &c->policy_dir);
+		if ((v = yget(root, "network")) != NULL)
+			ynetwork(&w, v, c);
+		if ((v = yget(root, "dns")) != NULL)
+			ydnscfg(&w, v, c);
+		/* Only when none was written: a bad one is reported as such. */
+		x = v != NULL ? yget(v, "upstreams") : NULL;
+		if (x == NULL || (x->kind == Y_SEQ && x->n == 0))
+			yerr(&w, x ? x : v ? v : root, "at least one DNS "
+			    "upstream is required (dns.upstreams)");
+		if ((v = yget(root, "sandboxes")) != NULL &&
+		    ycheck_map(&w, v, "sandboxes", skeys)) {
+			if ((x = yget(v, "max")) != NULL &&
+			    yuint(&w, x, 65536, &u) == 0) {
+				if (u == 0)
+					yerr(&w, x, "max must be at least 1");
+				c->max_sandboxes = (uint32_t)u;
+			}
+			if ((x = yget(v, "default_ttl")) != NULL &&
+			    yduration(&w, x, &u) == 0) {
+				if (u > UINT32_MAX)
+					yerr(&w, x, "default_ttl is too long");
+				c->default_ttl_s = (uint32_t)u;
+			}
+		}
+		if ((v = yget(root, "audit")) != NULL)
+			yaudit(&w, v, c);
+		if ((v = yget(root, "audit_sinks")) != NULL)
+			ysinks(&w, v, c);
+		if ((v = yget(root, "servers")) != NULL)
+			yservers(&w, v, c);
+	}
+	ynode_free(root);
+	if (w.nerr == 0) {
+		if (dupdef(&c->state_dir, "/var/lib/sluice", "") == -1 ||
+		    dupdef(&c->run_dir, "/run/sluice", "") == -1 ||
+		    dupdef(&c->socket_path, c->run_dir, "/sluice.sock") == -1 ||
+		    dupdef(&c->policy_dir, "/etc/sluice/policies", "") == -1 ||
+		    dupdef(&c->audit_db, c->state_dir, "/audit.db") == -1 ||
+		    dupdef(&c->audit_origin, "sluice", "") == -1)
+			yerr(&w, NULL, "out of memory");
+	}
+	if (w.nerr != 0) {
+		pol_config_free(c);
+		return NULL;
+	}
+	return c;
+}

@@ -1,0 +1,100 @@
+#!/bin/bash
+# t_policy_cli: `sluice policy check` and `sluice policy explain` as a user
+# runs them — the example policies pass, every hostile file fails with
+# exactly its expected message, explain prints the decision and the rule.
+# No daemon, no network: this scenario only reads files.
+. "$(dirname "$0")/lib.sh"
+cd "$TOP" || exit 1
+
+if [ ! -x "$SLUICE" ]; then
+	not_ok "sluice binary missing: $SLUICE"
+	exit 1
+fi
+
+# run_cli OUT ERR ARGS...: run sluice, stdout to OUT, stderr to ERR; echo rc.
+run_cli() {
+	local out=$1 err=$2; shift 2
+	"$SLUICE" "$@" >"$out" 2>"$err"
+	echo $?
+}
+
+o=$E2E_TMP/out e=$E2E_TMP/err
+
+rc=$(run_cli "$o" "$e" policy check examples/policies/*.yaml)
+check_eq "policy check examples exits 0" 0 "$rc"
+want=$(for f in examples/policies/*.yaml; do echo "$f: ok"; done)
+check_eq "policy check examples prints FILE: ok for each" "$want" "$(cat "$o")"
+check_eq "policy check examples prints no errors" "" "$(cat "$e")"
+
+n=0
+for f in tests/policy/hostile/*.yaml; do
+	n=$((n + 1))
+	rc=$(run_cli "$o" "$e" policy check --config tests/policy/config.yaml "$f")
+	check_eq "hostile $(basename "$f") exits 1" 1 "$rc"
+	check_eq "hostile $(basename "$f") message" \
+	    "$(cat "${f%.yaml}.expect")" "$(cat "$e")"
+done
+if [ "$n" -ge 20 ]; then ok "hostile corpus has $n files"; else
+	not_ok "hostile corpus has only $n files"; fi
+
+# A good and a bad file together: exit 1, the good one still reported ok.
+rc=$(run_cli "$o" "$e" policy check examples/policies/locked-down.yaml \
+    tests/policy/hostile/dupkey.yaml)
+check_eq "mixed check exits 1" 1 "$rc"
+check_eq "mixed check reports the good file" \
+    "examples/policies/locked-down.yaml: ok" "$(cat "$o")"
+
+# Too big to commit: generated here.
+big=$E2E_TMP/big.yaml
+{ echo "version: 1"; head -c 1100000 /dev/zero | tr '\0' '#'; echo; } >"$big"
+rc=$(run_cli "$o" "$e" policy check "$big")
+check_eq "1 MiB+ file exits 1" 1 "$rc"
+check_eq "1 MiB+ file message" "$big:0:0: file is larger than 1 MiB" "$(cat "$e")"
+
+# explain: FILE ARGS -> expected "decision rule reason" and exit status.
+P=examples/policies/coding-agent.yaml
+explain() {
+	local want=$1 wantrc=$2; shift 2
+	local rc got
+	rc=$(run_cli "$o" "$e" policy explain "$@")
+	got=$(sed -n 's/^decision: //p; s/^rule: //p; s/^reason: //p' "$o" | paste -sd' ')
+	check_eq "explain $* -> $want" "$want" "$got"
+	check_eq "explain $* exit status" "$wantrc" "$rc"
+}
+explain "allow egress.allow[0] allowed" 0 $P --egress pypi.org:443
+explain "allow egress.allow[1] allowed" 0 $P --egress files.pythonhosted.org:443/tcp
+explain "deny default no_matching_rule" 1 $P --egress pythonhosted.org:443
+explain "deny default no_matching_rule" 1 $P --egress pypi.org:80
+explain "deny egress.deny[0] explicit_deny" 1 $P --egress x.evil.example:443
+explain "deny class:metadata always_denied_class" 1 $P --egress 169.254.169.254:80
+explain "deny class:metadata always_denied_class" 1 $P --egress '[::ffff:169.254.169.254]:80'
+explain "deny class:private private_range" 1 $P --egress 10.0.0.1:443
+explain "allow egress.allow[5] allowed" 0 $P --egress 198.51.100.9:8080
+explain "deny egress.deny[1] explicit_deny" 1 $P --egress 203.0.113.66:443
+explain "allow mcp.taint.keep[0] allowed" 0 $P --egress pypi.org:443 --tainted
+explain "deny mcp.taint tainted" 1 $P --egress github.com:443 --tainted
+explain "allow mcp.tools[0] allowed" 0 $P --tool everything/echo --args '{"message":"hello"}'
+explain "deny mcp.tools[0] argument_constraint" 1 $P --tool everything/echo --args '{"message":"\u0007"}'
+explain "deny mcp.tools[0] missing_argument" 1 $P --tool everything/echo --args '{}'
+explain "deny mcp.tools[1] argument_constraint" 1 $P --tool files/read_file --args '{"path":"/workspace/../etc/passwd"}'
+explain "allow mcp.tools[1] allowed" 0 $P --tool files/read_file --args '{"path":"/workspace/src/main.c"}'
+explain "ask mcp.tools[2] approval_required" 0 $P --tool files/write_file --args '{"path":"/workspace/a","content":"x"}' --subject team-red
+explain "deny default no_matching_rule" 1 $P --tool files/write_file --args '{"path":"/workspace/a","content":"x"}' --subject mallory
+explain "deny mcp.tools[3] rule_deny" 1 $P --tool everything/printEnv --args '{}'
+explain "deny mcp.tools[0] bad_arguments" 1 $P --tool everything/echo --args 'not json'
+
+rc=$(run_cli "$o" "$e" policy explain $P --tool everything/echo --args '{"message":"tab\there"}')
+check_match "explain prints the agent's message on denial" \
+    '^message: Argument "message" does not match the allowed pattern\.$' "$(cat "$o")"
+
+# Usage errors exit 2.
+for args in "policy" "policy frob" "policy check" "policy explain $P" \
+    "policy explain $P --egress pypi.org" "policy explain $P --egress pypi.org:99999" \
+    "policy explain $P --tool everything/echo" "policy explain $P --tool everything --args {}" \
+    "policy explain $P --egress pypi.org:443 --tool everything/echo --args {}"; do
+	# shellcheck disable=SC2086
+	rc=$(run_cli "$o" "$e" $args)
+	check_eq "usage error: sluice $args" 2 "$rc"
+done
+
+exit $((E2E_FAILS > 0))

@@ -1,0 +1,341 @@
+/*
+ * check_policy_config: the daemon config loader — the documented example,
+ * the defaults a minimal file gets, and its errors with exact messages.
+ *
+ * examples/sluice.yaml is what operators copy, so it must load and mean
+ * what its comments say. Tests run with the repository top as the current
+ * directory.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/policy.h"
+
+static char	tmpdir[64];
+
+static void
+setup(void)
+{
+	strcpy(tmpdir, "/tmp/check_policy_config.XXXXXX");
+	/* Unchecked fixture: runs in the parent, so cleanup survives a
+	 * failing test. */
+	if (mkdtemp(tmpdir) == NULL)
+		abort();
+}
+
+static void
+teardown(void)
+{
+	char	cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup failed: %s\n", tmpdir);
+}
+
+static struct pol_config *
+load_text(const char *text, struct pol_errors *e, char *path, size_t plen)
+{
+	FILE	*f;
+
+	snprintf(path, plen, "%s/sluice.yaml", tmpdir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return pol_config_load(path, e);
+}
+
+static void
+assert_addr(const struct pol_addr *a, const char *want)
+{
+	char	buf[64];
+
+	ck_assert_str_eq(pol_addr_format(a, buf, sizeof(buf)), want);
+}
+
+START_TEST(example_config)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c = pol_config_load("examples/sluice.yaml", e);
+	const struct pol_mcp_server *s;
+
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_str_eq(c->path, "examples/sluice.yaml");
+	ck_assert_str_eq(c->state_dir, "/var/lib/sluice");
+	ck_assert_str_eq(c->run_dir, "/run/sluice");
+	ck_assert_str_eq(c->socket_path, "/run/sluice/sluice.sock");
+	ck_assert_str_eq(c->policy_dir, "/etc/sluice/policies");
+	assert_addr(&c->pool.addr, "10.231.0.0");
+	ck_assert_uint_eq(c->pool.prefix, 16);
+	assert_addr(&c->service_addr, "10.231.255.254");
+	ck_assert_uint_eq(c->bridge_port, 8080);
+	ck_assert_str_eq(c->uplink, "eth0");
+	ck_assert(!c->ipv6);
+	ck_assert_uint_eq(c->nflog_group, 7);
+	ck_assert_uint_eq(c->ntreat_as_public, 1);
+	ck_assert_uint_eq(c->ndns_upstreams, 2);
+	assert_addr(&c->dns_upstreams[0], "192.0.2.53");
+	ck_assert_uint_eq(c->dns_upstream_ports[0], 53);
+	assert_addr(&c->dns_upstreams[1], "2001:db8::53");
+	ck_assert_uint_eq(c->dns_upstream_ports[1], 5353);
+	ck_assert_uint_eq(c->dns_timeout_ms, 2000);
+	ck_assert_uint_eq(c->max_sandboxes, 4096);
+	ck_assert_uint_eq(c->default_ttl_s, 0);
+	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
+	ck_assert_str_eq(c->audit_key, "/etc/sluice/audit.key");
+	ck_assert_str_eq(c->audit_origin, "sluice.example.com/prod");
+	ck_assert_uint_eq(c->nsinks, 2);
+	ck_assert_int_eq(c->sinks[0].type, POL_SINK_FILE);
+	ck_assert_int_eq(c->sinks[0].format, POL_FMT_JSON);
+	ck_assert_uint_eq(c->sinks[0].lag_alert, 10000);
+	ck_assert_int_eq(c->sinks[1].type, POL_SINK_WEBHOOK);
+	ck_assert_int_eq(c->sinks[1].format, POL_FMT_OCSF);
+	ck_assert(c->sinks[1].splunk_hec);
+	ck_assert_str_eq(c->sinks[1].token_file, "/etc/sluice/splunk.token");
+	ck_assert_uint_eq(c->nservers, 2);
+	s = pol_config_server(c, "everything");
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(s->transport, POL_MCP_HTTP);
+	ck_assert_str_eq(s->url, "https://mcp.example.com/mcp");
+	ck_assert_str_eq(s->cred_env, "EVERYTHING_TOKEN");
+	ck_assert_str_eq(s->cred_header, "Authorization");
+	ck_assert_str_eq(s->cred_prefix, "Bearer ");
+	ck_assert_ptr_null(s->cred_file);
+	s = pol_config_server(c, "files");
+	ck_assert_int_eq(s->transport, POL_MCP_STDIO);
+	ck_assert_uint_eq(s->argc, 3);
+	ck_assert_str_eq(s->argv[0], "/usr/local/bin/mcp-files");
+	ck_assert_ptr_null(s->argv[3]);		/* execv-ready */
+	ck_assert_uint_eq(s->nenv, 1);
+	ck_assert_str_eq(s->env[0], "LOG_LEVEL=warn");
+	ck_assert_str_eq(s->cred_child_env, "FILES_TOKEN");
+	ck_assert_ptr_null(pol_config_server(c, "nope"));
+	ck_assert_ptr_null(pol_config_server(NULL, "files"));
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+START_TEST(defaults)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256];
+
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n", e,
+	    path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_str_eq(c->state_dir, "/var/lib/sluice");
+	ck_assert_str_eq(c->run_dir, "/run/sluice");
+	ck_assert_str_eq(c->socket_path, "/run/sluice/sluice.sock");
+	ck_assert_str_eq(c->policy_dir, "/etc/sluice/policies");
+	assert_addr(&c->pool.addr, "10.231.0.0");
+	ck_assert_uint_eq(c->pool.prefix, 16);
+	assert_addr(&c->service_addr, "10.231.255.254");
+	ck_assert_uint_eq(c->bridge_port, 8080);
+	ck_assert_ptr_null(c->uplink);
+	ck_assert(!c->ipv6);
+	ck_assert_uint_eq(c->dns_timeout_ms, 2000);
+	ck_assert_uint_eq(c->ntreat_as_public, 0);
+	ck_assert_uint_eq(c->max_sandboxes, 4096);
+	ck_assert_uint_eq(c->default_ttl_s, 0);
+	ck_assert_uint_eq(c->nflog_group, 7);
+	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
+	ck_assert_ptr_null(c->audit_key);
+	ck_assert_str_eq(c->audit_origin, "sluice");
+	ck_assert_uint_eq(c->nsinks, 0);
+	ck_assert_uint_eq(c->nservers, 0);
+	pol_config_free(c);
+
+	/* Derived defaults follow the directories and the pool. */
+	c = load_text("version: 1\nstate_dir: /srv/s\nrun_dir: /srv/r\n"
+	    "network: {pool: 10.9.8.0/24}\nsandboxes: {default_ttl: 2h}\n"
+	    "dns: {upstreams: [\"192.0.2.1:5353\"]}\n", e, path,
+	    sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_str_eq(c->socket_path, "/srv/r/sluice.sock");
+	ck_assert_str_eq(c->audit_db, "/srv/s/audit.db");
+	assert_addr(&c->service_addr, "10.9.8.254");
+	ck_assert_uint_eq(c->default_ttl_s, 7200);
+	ck_assert_uint_eq(c->dns_upstream_ports[0], 5353);
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+START_TEST(world_config)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256];
+
+	/* The shape tests/e2e/world.sh writes. */
+	c = load_text("version: 1\nstate_dir: /tmp/w/state\nrun_dir: /tmp/w/run"
+	    "\nsocket: /tmp/w/run/s.sock\npolicy_dir: /tmp/w/p\nnetwork:\n"
+	    "  pool: 10.77.0.0/16\n  service_address: 10.77.255.254\n"
+	    "  bridge_port: 18080\n  uplink: veth-up1\n  ipv6: false\n"
+	    "  treat_as_public:\n    - 192.0.2.0/24\n    - 2001:db8::/32\n"
+	    "dns:\n  upstreams:\n    - 192.0.2.53\n  timeout_ms: 2000\n"
+	    "audit:\n  db: /tmp/w/state/audit.db\n  origin: sluice.test/x\n",
+	    e, path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->bridge_port, 18080);
+	ck_assert_uint_eq(c->ntreat_as_public, 2);
+	ck_assert_str_eq(c->audit_origin, "sluice.test/x");
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+static const struct {
+	const char *text;
+	const char *want;
+} bad[] = {
+	{ "dns: {upstreams: [192.0.2.1]}\n",
+	  "1:1: missing required key \"version\"\n" },
+	{ "version: 2\ndns: {upstreams: [192.0.2.1]}\n",
+	  "1:10: unsupported version 2 (expected 1)\n" },
+	{ "version: 1\n", "1:1: at least one DNS upstream is required "
+	  "(dns.upstreams)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], timeout: 2s}\n",
+	  "2:31: unknown key \"timeout\" in dns\n" },
+	{ "version: 1\ndns: {upstreams: [dns.example]}\n",
+	  "2:19: invalid DNS upstream \"dns.example\" (ADDR, ADDR:PORT or "
+	  "[V6ADDR]:PORT)\n" },
+	{ "version: 1\ndns: {upstreams: [\"192.0.2.1:0\"]}\n",
+	  "2:19: invalid DNS upstream \"192.0.2.1:0\" (ADDR, ADDR:PORT or "
+	  "[V6ADDR]:PORT)\n" },
+	{ "version: 1\ndns: {upstreams: [\"2001:db8::1:53\", \"[2001:db8::1]\"]}"
+	  "\n", "2:37: invalid DNS upstream \"[2001:db8::1]\" (ADDR, ADDR:PORT "
+	  "or [V6ADDR]:PORT)\n" },
+	{ "version: 1\nstate_dir: var/lib\ndns: {upstreams: [192.0.2.1]}\n",
+	  "2:12: \"var/lib\" is not an absolute path\n" },
+	{ "version: 1\nnetwork: {pool: 10.0.0.0/30}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n", "2:17: invalid pool "
+	  "\"10.0.0.0/30\" (an IPv4 CIDR from /8 to /28, host bits clear)\n" },
+	{ "version: 1\nnetwork: {service_address: 10.9.0.1}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n", "2:28: service_address 10.9.0.1 "
+	  "is not inside the pool\n" },
+	{ "version: 1\nnetwork: {bridge_port: 0}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:24: bridge_port must be 1-65535\n" },
+	{ "version: 1\nnetwork: {treat_as_public: [10.0.0.1/8]}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n", "2:29: invalid CIDR \"10.0.0.1/8\": "
+	  "host bits set after /8\n" },
+	{ "version: 1\nnetwork: {ipv6: yes}\ndns: {upstreams: [192.0.2.1]}\n",
+	  "2:17: expected true or false\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - {name: a, transport: http}\n",
+	  "4:5: an http server needs url (and no command or env)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - {name: a, transport: stdio, command: []}\n",
+	  "4:5: a stdio server needs a non-empty command (and no url)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - {name: a, transport: http, url: \"ftp://x\"}\n",
+	  "4:37: invalid url \"ftp://x\" (http:// or https://)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - {name: a, transport: http, url: \"http://x\"}\n"
+	  "  - {name: a, transport: http, url: \"http://y\"}\n",
+	  "5:12: duplicate server name \"a\"\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - {name: A, transport: grpc}\n", "4:12: invalid server name "
+	  "\"A\" (use [a-z0-9][a-z0-9_-]{0,31})\n4:26: invalid transport "
+	  "\"grpc\" (http or stdio)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - name: a\n    transport: http\n    url: http://x\n"
+	  "    credential: {file: /k, env: K, header: H}\n",
+	  "7:17: a credential needs exactly one of file or env\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nservers:\n"
+	  "  - name: a\n    transport: stdio\n    command: [x]\n"
+	  "    credential: {env: K, header: H}\n", "7:17: a stdio credential "
+	  "needs child_env (and no header or prefix)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit_sinks:\n"
+	  "  - {name: s, type: kafka, target: x}\n", "4:21: invalid sink type "
+	  "\"kafka\" (file, syslog or webhook)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit_sinks:\n"
+	  "  - {name: s, type: file, target: rel.log, splunk_hec: true}\n",
+	  "4:35: a file sink needs an absolute path\n4:56: splunk_hec needs "
+	  "type webhook\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nsandboxes: {max: 0}\n",
+	  "3:18: max must be at least 1\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit: {origin: \"a b\"}\n",
+	  "3:17: origin must be non-empty without spaces\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\npolicies: /x\n",
+	  "3:1: unknown key \"policies\" in the config\n" },
+	{ "version: 1\ndns: &d {upstreams: [192.0.2.1]}\n",
+	  "2:6: anchors are not allowed\n" },
+};
+
+START_TEST(error_messages)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	char			 path[256], *got = NULL;
+	size_t			 len = 0, i, plen;
+	FILE			*f;
+
+	ck_assert_ptr_null(load_text(bad[_i].text, e, path, sizeof(path)));
+	plen = strlen(path) + 1;
+	f = open_memstream(&got, &len);
+	for (i = 0; pol_errors_get(e, i) != NULL; i++) {
+		ck_assert(strncmp(pol_errors_get(e, i), path, plen - 1) == 0);
+		fprintf(f, "%s\n", pol_errors_get(e, i) + plen);
+	}
+	fclose(f);
+	ck_assert_str_eq(got, bad[_i].want);
+	free(got);
+	pol_errors_free(e);
+}
+END_TEST
+
+START_TEST(policy_checks_servers)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c = pol_config_load("tests/policy/config.yaml",
+				    e);
+	struct pol_policy	*p;
+
+	ck_assert_ptr_nonnull(c);
+	/* The same policy loads without a config, not with one that lacks
+	 * its server. */
+	p = pol_policy_load("tests/policy/hostile/unknown-server.yaml", NULL,
+	    e);
+	ck_assert_ptr_nonnull(p);
+	pol_policy_free(p);
+	p = pol_policy_load("tests/policy/hostile/unknown-server.yaml", c, e);
+	ck_assert_ptr_null(p);
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("policy_config");
+	TCase	*core = tcase_create("Core"), *lim = tcase_create("Limits");
+	SRunner	*sr;
+	int	 nf;
+
+	tcase_add_unchecked_fixture(core, setup, teardown);
+	tcase_add_test(core, example_config);
+	tcase_add_test(core, defaults);
+	tcase_add_test(core, world_config);
+	tcase_add_test(core, policy_checks_servers);
+	tcase_add_unchecked_fixture(lim, setup, teardown);
+	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
+	suite_add_tcase(s, core);
+	suite_add_tcase(s, lim);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf == 0 ? 0 : 1;
+}
