@@ -1431,10 +1431,21 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 /* ------------------------------------------------------------- lifecycle */
 
+
+/* The listen address asks for an ephemeral port. */
+static int
+listen_port_is_zero(const struct dns_config *cfg)
+{
+	if (cfg->listen.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&cfg->listen)->sin_port == 0;
+	return ((const struct sockaddr_in6 *)&cfg->listen)->sin6_port == 0;
+}
+
 struct dns_proxy *
 dns_new(struct ev_loop *loop, const struct dns_config *cfg,
     const struct dns_hooks *hooks, char *err, size_t errlen)
 {
+	int attempt;
 	struct dns_proxy *p;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -1471,26 +1482,41 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 	if (p->cfg.max_udp_size < 512)
 		p->cfg.max_udp_size = 1232;
 
-	what = "udp socket";
-	p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
-	if (p->ufd == -1 || bind(p->ufd, (struct sockaddr *)&cfg->listen,
-	    cfg->listen_len) == -1)
-		goto fail;
-	what = "getsockname";
-	if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
-		goto fail;
-	p->port = ntohs(ss.ss_family == AF_INET ?
-	    ((struct sockaddr_in *)&ss)->sin_port :
-	    ((struct sockaddr_in6 *)&ss)->sin6_port);
-	/* TCP on the same port as UDP, also when UDP's was ephemeral. */
-	what = "tcp socket";
-	p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
-	if (p->tfd == -1 ||
-	    setsockopt(p->tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ==
-	    -1 || bind(p->tfd, (struct sockaddr *)&ss, sl) == -1 ||
-	    listen(p->tfd, 64) == -1)
+	/*
+	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
+	 * ephemeral UDP port may already be taken for TCP by someone else:
+	 * then try another one (only when the caller asked for port 0).
+	 */
+	for (attempt = 0;; attempt++) {
+		what = "udp socket";
+		p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM |
+		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (p->ufd == -1 || bind(p->ufd,
+		    (struct sockaddr *)&cfg->listen, cfg->listen_len) == -1)
+			goto fail;
+		what = "getsockname";
+		sl = sizeof(ss);
+		if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
+			goto fail;
+		p->port = ntohs(ss.ss_family == AF_INET ?
+		    ((struct sockaddr_in *)&ss)->sin_port :
+		    ((struct sockaddr_in6 *)&ss)->sin6_port);
+		what = "tcp socket";
+		p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		if (p->tfd == -1 || setsockopt(p->tfd, SOL_SOCKET,
+		    SO_REUSEADDR, &one, sizeof(one)) == -1)
+			goto fail;
+		if (bind(p->tfd, (struct sockaddr *)&ss, sl) == 0)
+			break;
+		if (errno != EADDRINUSE || !listen_port_is_zero(cfg) ||
+		    attempt >= 16)
+			goto fail;
+		close(p->tfd);
+		close(p->ufd);
+		p->tfd = p->ufd = -1;
+	}
+	if (listen(p->tfd, 64) == -1)
 		goto fail;
 	what = "ev_add";
 	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
