@@ -22,6 +22,9 @@
 #include <microhttpd.h>
 
 #include "gateway/ctl.h"
+
+/* Refused bodies up to this size are read and discarded (see on_request). */
+#define CTL_DRAIN_MAX	(4 * 1024 * 1024)
 #include "gateway/log.h"
 
 #define CTL_MAX_SEGS	16	/* deeper paths match no route */
@@ -627,6 +630,17 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 
 			errno = 0;
 			v = strtoull(cl, &end, 10);
+			/*
+			 * A body we refuse is still drained up to
+			 * CTL_DRAIN_MAX: closing on unread data makes the
+			 * kernel reset the connection, and the client may
+			 * lose the 413 it was sent. Past that, answer now.
+			 */
+			if (errno == 0 && end != cl && v > CTL_BODY_MAX &&
+			    v <= CTL_DRAIN_MAX) {
+				r->too_big = 1;
+				return MHD_YES;
+			}
 			if (errno != 0 || end == cl || v > CTL_BODY_MAX) {
 				r->too_big = 1;
 				ctl_reply_error(r, 413, "body_too_large",
