@@ -17,6 +17,12 @@ int	cli_policy(int argc, char **argv);
 /* gateway/cli_audit.c: audit verify|tail|keygen|proof ... */
 int	cli_audit(int argc, char **argv);
 
+/* gateway/cli_sandbox.c: sandbox create|ls|show|rm, exec ID -- CMD,
+ * run --policy P ... -- CMD (exit status of CMD). */
+int	cli_sandbox(int argc, char **argv);
+int	cli_exec(int argc, char **argv);
+int	cli_run(int argc, char **argv);
+
 /* gateway/cli_daemon.c: status [--json] | reload (talk to sluiced). */
 int	cli_status(int argc, char **argv);
 int	cli_reload(int argc, char **argv);

@@ -14,6 +14,9 @@
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/netdeny.h"
+#include "gateway/record.h"
+#include "gateway/sandbox.h"
 
 #define GW_MAX_ERRORS	64	/* errors kept per failed load */
 
@@ -32,6 +35,8 @@ struct gw {
 	json_t			*last_error;	/* array of strings, or NULL */
 	time_t			 last_reload_at;
 	struct ctl		*ctl;		/* for /metrics; borrowed */
+	struct sbx		*sbx;		/* borrowed, may be NULL */
+	struct nd		*nd;		/* borrowed, may be NULL */
 };
 
 static struct gw_pset *
@@ -157,6 +162,9 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 		gw->last_error = errors_json(errs);
 		log_warnx("reload failed, the previous %zu policies stay in "
 		    "force", pol_set_count(gw->cur->set));
+		if (rec_async("policy.reload", rec_reload_fields(false,
+		    gw->cfg->policy_dir, gw_policies_json(gw), errs)) == -1)
+			log_warn("policy.reload record");
 		for (i = 0; (m = pol_errors_get(errs, i)) != NULL; i++)
 			log_warnx("reload: %s", m);
 		if (pol_errors_count(errs) > i)
@@ -172,6 +180,9 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	gw->last_error = NULL;
 	log_info("reload: %zu policies loaded from %s", pol_set_count(set),
 	    gw->cfg->policy_dir);
+	if (rec_async("policy.reload", rec_reload_fields(true,
+	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
+		log_warn("policy.reload record");
 	pol_errors_free(own);
 	return 0;
 }
@@ -234,7 +245,8 @@ gw_status_json(struct gw *gw)
 	    json_null(),
 	    "last_reload_at", gw->last_reload_at == 0 ? json_null() :
 	    json_integer((json_int_t)gw->last_reload_at),
-	    "sandboxes", (json_int_t)0);
+	    "sandboxes", (json_int_t)(gw->sbx != NULL ? sbx_count(gw->sbx) :
+	    0));
 }
 
 void
@@ -256,15 +268,20 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 	    "# HELP sluice_reloads_total Policy reloads by result.\n"
 	    "# TYPE sluice_reloads_total counter\n"
 	    "sluice_reloads_total{result=\"ok\"} %llu\n"
-	    "sluice_reloads_total{result=\"error\"} %llu\n"
-	    "# HELP sluice_sandboxes Sandboxes that exist.\n"
-	    "# TYPE sluice_sandboxes gauge\n"
-	    "sluice_sandboxes 0\n",
+	    "sluice_reloads_total{result=\"error\"} %llu\n",
 	    SLUICE_VERSION,
 	    (unsigned long long)((ev_now_ms() - gw->started_ms) / 1000),
 	    pol_set_count(gw->cur->set),
 	    (unsigned long long)gw->reloads_ok,
 	    (unsigned long long)gw->reload_failures);
+	if (gw->sbx != NULL)
+		sbx_metrics_print(gw->sbx, fp);
+	else
+		fprintf(fp, "# HELP sluice_sandboxes Sandboxes that exist.\n"
+		    "# TYPE sluice_sandboxes gauge\nsluice_sandboxes 0\n");
+	if (gw->nd != NULL)
+		nd_metrics_print(gw->nd, fp);
+	rec_metrics_print(fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
 }
@@ -327,6 +344,13 @@ h_metrics(struct ctl_req *req, void *arg)
 	rc = ctl_reply_text(req, 200, "text/plain; version=0.0.4", buf);
 	free(buf);
 	return rc;
+}
+
+void
+gw_set_sandboxes(struct gw *gw, struct sbx *sbx, struct nd *nd)
+{
+	gw->sbx = sbx;
+	gw->nd = nd;
 }
 
 int

@@ -59,6 +59,14 @@ json_t			*gw_status_json(struct gw *gw);
 void			 gw_metrics_print(struct gw *gw, const struct ctl *ctl,
 			    FILE *fp);
 
+/* gw_set_sandboxes: the sandbox manager and the net.deny reader whose
+ * counts GET /v1/status and GET /metrics report (borrowed; either may be
+ * NULL; unset them before freeing them). */
+struct sbx;
+struct nd;
+void			 gw_set_sandboxes(struct gw *gw, struct sbx *sbx,
+			    struct nd *nd);
+
 /* gw_routes: register GET /v1/status, POST /v1/reload and GET /metrics on
  * ctl. Both are borrowed by the handlers: free ctl before gw. -1 with
  * errno. */

@@ -22,6 +22,9 @@
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/netdeny.h"
+#include "gateway/record.h"
+#include "gateway/sandbox.h"
 #include "policy/policy.h"
 
 #define MAX_ERRORS	64
@@ -157,6 +160,10 @@ main(int argc, char **argv)
 	struct daemon_ctx dc;
 	struct ev_loop *loop;
 	struct ctl *ctl;
+	struct sbx *sbx;
+	struct nd *nd;
+	struct rec *rec;
+	struct rec_dns *dns;
 	char err[512], *pidfile;
 	sigset_t mask;
 
@@ -243,6 +250,33 @@ main(int argc, char **argv)
 		ev_free(loop);
 		return 1;
 	}
+	/* No action without a record: the log is open before the first
+	 * sandbox is adopted or removed, and without it we do not serve. */
+	if ((rec = rec_open(gw_config(dc.gw), loop, err, sizeof(err))) ==
+	    NULL)
+		fatalx("%s", err);
+	/* Only once the socket is ours: a second daemon stops above, before
+	 * it reconciles (and removes) the first one's sandboxes. */
+	if ((sbx = sbx_new(dc.gw, loop, err, sizeof(err))) == NULL) {
+		log_warnx("sandboxes: %s", err);
+		rec_close(rec);
+		ctl_free(ctl);
+		gw_free(dc.gw);
+		ev_free(loop);
+		return 1;
+	}
+	if (sbx_routes(sbx, ctl) == -1)
+		fatal("control API: sandboxes");
+	/* Packets are denied by the kernel either way; only their records
+	 * are at stake, so a busy nflog group is a warning. */
+	if ((nd = nd_new(loop, sbx, gw_config(dc.gw), err, sizeof(err))) ==
+	    NULL)
+		log_warnx("net.deny: %s: denied packets are not reported", err);
+	gw_set_sandboxes(dc.gw, sbx, nd);
+	/* sbx_new put the service address on lo: the proxy can bind it. */
+	if ((dns = rec_dns_start(loop, dc.gw, sbx, 0, err, sizeof(err))) ==
+	    NULL)
+		fatalx("dns proxy: %s", err);
 
 	if (!foreground) {
 		int nochdir = !all_absolute(gw_config(dc.gw));
@@ -250,9 +284,18 @@ main(int argc, char **argv)
 		if (nochdir)
 			log_warnx("relative paths in %s: staying in the "
 			    "current directory", config);
+		/* The audit writer is a thread, and threads do not survive
+		 * fork: close the log (everything so far is committed) and
+		 * open it again in the process that stays. */
+		rec_close(rec);
 		if (daemon(nochdir, 0) == -1)
 			fatal("daemon");
 		log_init(0, "sluiced");
+		if ((rec = rec_open(gw_config(dc.gw), loop, err,
+		    sizeof(err))) == NULL)
+			fatalx("%s", err);
+		if (sbx_reopen(sbx, err, sizeof(err)) == -1)
+			fatalx("sandboxes: %s", err);
 	}
 	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 
@@ -271,6 +314,11 @@ main(int argc, char **argv)
 	/* Clean shutdown: the socket file goes with ctl, the rest is freed
 	 * so that LeakSanitizer sees a clean exit. */
 	ctl_free(ctl);
+	rec_dns_stop(dns);
+	gw_set_sandboxes(dc.gw, NULL, NULL);
+	nd_free(nd);
+	sbx_free(sbx);
+	rec_close(rec);
 	ev_del(loop, dc.sigfd);
 	close(dc.sigfd);
 	if (pidfile != NULL)

@@ -7,6 +7,16 @@
 # while the old set stays in force, the control API's JSON errors for hostile
 # requests, /metrics, a second daemon refused, clean SIGTERM shutdown, and
 # daemon mode with its pid file.
+# sluiced sets up the host side of sandboxes at start (service address on lo,
+# forwarding, the inet sluice table, :53): run the whole scenario in a
+# private network and mount namespace so the machine's own are never touched.
+if [ -z "${SLUICE_E2E_ISOLATED:-}" ]; then
+	export SLUICE_E2E_ISOLATED=1
+	mkdir -p /run/netns /etc/netns
+	exec unshare --net --mount --propagation private bash -c '
+		mount -t tmpfs tmpfs /run/netns && mount -t tmpfs tmpfs /etc/netns &&
+		ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
+fi
 . "$(dirname "$0")/lib.sh"
 
 T=$E2E_TMP
@@ -71,9 +81,9 @@ check_match "unknown command is named" "unknown command 'frobnicate'" "$out"
 "$SLUICE" status --bogus 2>/dev/null; check_eq "status with unknown option exits 2" 2 "$?"
 "$SLUICE" reload now 2>/dev/null; check_eq "reload with an argument exits 2" 2 "$?"
 "$SLUICE" help >/dev/null; check_eq "sluice help exits 0" 0 "$?"
-out=$("$SLUICE" sandbox ls 2>&1); rc=$?
-check_eq "a command not in this build yet exits 1" 1 "$rc"
-check_match "and says so" "sandbox: not available" "$out"
+out=$(SLUICE_SOCKET=$T/nothing.sock "$SLUICE" sandbox ls 2>&1); rc=$?
+check_eq "sandbox ls without a daemon exits 1" 1 "$rc"
+check_match "and says why" "cannot connect to sluiced" "$out"
 out=$("$SLUICE" policy 2>&1); rc=$?
 check_eq "policy group is dispatched (its usage, exit 2)" 2 "$rc"
 check_match "policy usage comes from the policy group" "usage: sluice policy" "$out"
@@ -254,8 +264,9 @@ else
 	sed 's/^/#   /' "$T/daemon.err" | head -n 20
 fi
 
-# ------------------------------------------------------------ no root needed
-# The skeleton needs no privilege: run it as nobody with its own dirs.
+# ------------------------------------------------------ privilege refused
+# sluiced owns namespaces and the nftables table: without the privilege for
+# that it must refuse to start, say why, and leave nothing listening.
 if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
 	U=$T/unpriv
 	mkdir -p "$U/pol"
@@ -266,20 +277,11 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev
 	chown -R nobody "$U"
 	chmod 755 "$T"
 	setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	    "$SLUICED" --config "$U/sluice.yaml" --foreground 2>"$U/log" &
-	UPID=$!
-	cleanup_push "kill -KILL $UPID"
-	if wait_for 30 "$SLUICE" -s "$U/run/sluice.sock" status; then
-		ok "sluiced runs as nobody"
-		check_eq "its socket belongs to nobody" nobody "$(stat -c %U "$U/run/sluice.sock")"
-		check "reload works unprivileged" "$SLUICE" -s "$U/run/sluice.sock" reload
-		kill -TERM "$UPID"
-		wait "$UPID"
-		check_eq "unprivileged daemon exits 0 on SIGTERM" 0 "$?"
-	else
-		not_ok "sluiced runs as nobody"
-		sed 's/^/#   /' "$U/log" | head -n 20
-	fi
+	    timeout 60 "$SLUICED" --config "$U/sluice.yaml" --foreground 2>"$U/log"
+	rc=$?
+	check_eq "sluiced without privilege exits 1" 1 "$rc"
+	check_match "and says which step was refused" "not permitted" "$(cat "$U/log")"
+	check_fails "and nothing answers on its socket" "$SLUICE" -s "$U/run/sluice.sock" status
 fi
 
 finish

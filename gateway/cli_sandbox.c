@@ -1,0 +1,521 @@
+/*
+ * cli_sandbox.c: `sluice sandbox create|ls|show|rm`, `sluice exec` and
+ * `sluice run`, the commands that make, enter and remove sandboxes. The
+ * daemon does the privileged work of making a sandbox; entering one is done
+ * here, in the CLI's own process, so the command runs as a child of the
+ * user's shell (its exit status, signals and terminal are the user's)
+ * rather than of the daemon.
+ */
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/cli.h"
+#include "gateway/sandbox.h"
+#include "netns/netns.h"
+
+static int
+usage_sandbox(void)
+{
+	fprintf(stderr,
+	    "usage: sluice [-s SOCKET] sandbox create --policy NAME "
+	    "[--subject S] [--id ID]\n"
+	    "                                  [--label K=V]... [--ttl DUR]\n"
+	    "       sluice [-s SOCKET] sandbox ls [--json]\n"
+	    "       sluice [-s SOCKET] sandbox show ID\n"
+	    "       sluice [-s SOCKET] sandbox rm ID\n");
+	return 2;
+}
+
+static int
+usage_exec(void)
+{
+	fprintf(stderr, "usage: sluice [-s SOCKET] exec ID -- CMD [ARG...]\n");
+	return 2;
+}
+
+static int
+usage_run(void)
+{
+	fprintf(stderr, "usage: sluice [-s SOCKET] run --policy NAME "
+	    "[--subject S] [--label K=V]... [--ttl DUR]\n"
+	    "                                  -- CMD [ARG...]\n");
+	return 2;
+}
+
+/* {"error": CODE, "message": TEXT} from the daemon, for humans. */
+static void
+print_error_reply(const char *what, long status, json_t *reply)
+{
+	const char *code = json_string_value(json_object_get(reply, "error"));
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	fprintf(stderr, "sluice: %s: %s (%ld): %s\n", what,
+	    code != NULL ? code : "error", status, msg != NULL ? msg : "");
+}
+
+/* One request; 0 with *reply when the daemon answered `want`, else 1
+ * after printing why. */
+static int
+request(const char *what, const char *method, const char *path,
+    json_t *body, long want, json_t **reply)
+{
+	char err[512];
+	long status = 0;
+
+	if (cli_request(method, path, body, &status, reply, NULL, err,
+	    sizeof(err)) == -1) {
+		fprintf(stderr, "sluice: %s: %s\n", what, err);
+		return 1;
+	}
+	if (status != want) {
+		print_error_reply(what, status, *reply);
+		json_decref(*reply);
+		*reply = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+static void
+print_json(json_t *o)
+{
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	if (s != NULL) {
+		printf("%s\n", s);
+		free(s);
+	}
+}
+
+/* The subject when none is given: who asked, as the login name (through
+ * sudo, the user behind it). */
+static const char *
+default_subject(void)
+{
+	const char *u = getenv("SUDO_USER");
+	struct passwd *pw;
+
+	if (u != NULL && sbx_subject_valid(u))
+		return u;
+	if ((pw = getpwuid(getuid())) != NULL && sbx_subject_valid(pw->pw_name))
+		return pw->pw_name;
+	return "unknown";
+}
+
+/* Options shared by `sandbox create` and `run`: fills *body. -1 on a usage
+ * error (message printed). */
+static int
+create_opts(int argc, char **argv, int allow_id, json_t *body)
+{
+	static const struct option longopts[] = {
+		{ "policy",	required_argument,	NULL, 'p' },
+		{ "subject",	required_argument,	NULL, 'S' },
+		{ "id",		required_argument,	NULL, 'i' },
+		{ "label",	required_argument,	NULL, 'l' },
+		{ "ttl",	required_argument,	NULL, 't' },
+		{ NULL,		0,			NULL, 0 }
+	};
+	json_t *labels = json_object();
+	const char *subject = NULL;
+	char *eq, key[SBX_LABEL_KEY_MAX + 2];
+	int ch;
+
+	if (labels == NULL)
+		return -1;
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			json_object_set_new(body, "policy", json_string(optarg));
+			break;
+		case 'S':
+			subject = optarg;
+			break;
+		case 'i':
+			if (!allow_id)
+				goto bad;
+			json_object_set_new(body, "id", json_string(optarg));
+			break;
+		case 'l':
+			if ((eq = strchr(optarg, '=')) == NULL ||
+			    (size_t)(eq - optarg) >= sizeof(key)) {
+				fprintf(stderr, "sluice: --label: want "
+				    "KEY=VALUE\n");
+				goto bad;
+			}
+			memcpy(key, optarg, (size_t)(eq - optarg));
+			key[eq - optarg] = '\0';
+			if (json_object_get(labels, key) != NULL) {
+				fprintf(stderr, "sluice: --label %s given "
+				    "twice\n", key);
+				goto bad;
+			}
+			json_object_set_new(labels, key, json_string(eq + 1));
+			break;
+		case 't':
+			json_object_set_new(body, "ttl", json_string(optarg));
+			break;
+		default:
+			goto bad;
+		}
+	}
+	if (json_object_get(body, "policy") == NULL) {
+		fprintf(stderr, "sluice: --policy is required\n");
+		goto bad;
+	}
+	json_object_set_new(body, "subject", json_string(subject != NULL ?
+	    subject : default_subject()));
+	if (json_object_size(labels) > 0)
+		json_object_set(body, "labels", labels);
+	json_decref(labels);
+	return 0;
+bad:
+	json_decref(labels);
+	return -1;
+}
+
+static int
+sandbox_create(int argc, char **argv)
+{
+	json_t *body = json_object(), *reply = NULL;
+	int rc;
+
+	if (body == NULL)
+		return 1;
+	if (create_opts(argc, argv, 1, body) == -1 || optind != argc) {
+		json_decref(body);
+		return usage_sandbox();
+	}
+	rc = request("sandbox create", "POST", "/v1/sandboxes", body, 201,
+	    &reply);
+	json_decref(body);
+	if (rc == 0)
+		print_json(reply);
+	json_decref(reply);
+	return rc;
+}
+
+static const char *
+jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s != NULL ? s : "-";
+}
+
+static int
+sandbox_ls(int argc, char **argv)
+{
+	static const char *const cols[] = {
+		"ID", "POLICY", "SUBJECT", "ADDRESS", "IFACE", "EXPIRES",
+		"TAINTED",
+	};
+	enum { NCOL = sizeof(cols) / sizeof(cols[0]) };
+	json_t *reply = NULL, *list, *s;
+	size_t i, c, w[NCOL];
+	int json = 0;
+
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		json = 1;
+	else if (argc != 1)
+		return usage_sandbox();
+	if (request("sandbox ls", "GET", "/v1/sandboxes", NULL, 200,
+	    &reply) != 0)
+		return 1;
+	if (json) {
+		print_json(reply);
+		json_decref(reply);
+		return 0;
+	}
+	list = json_object_get(reply, "sandboxes");
+	for (c = 0; c < NCOL; c++)
+		w[c] = strlen(cols[c]);
+	/* Two passes: widths first, so the columns line up whatever the
+	 * ids and subjects are. */
+	json_array_foreach(list, i, s) {
+		const char *v[NCOL] = {
+			jstr(s, "id"), jstr(s, "policy"), jstr(s, "subject"),
+			jstr(s, "address"), jstr(s, "interface"),
+			jstr(s, "expires_at"),
+			json_is_true(json_object_get(s, "tainted")) ? "yes" :
+			"no",
+		};
+		for (c = 0; c < NCOL; c++)
+			if (strlen(v[c]) > w[c])
+				w[c] = strlen(v[c]);
+	}
+	for (c = 0; c < NCOL; c++)
+		printf("%-*s%s", c + 1 < NCOL ? (int)w[c] : 0, cols[c],
+		    c + 1 < NCOL ? "  " : "\n");
+	json_array_foreach(list, i, s) {
+		const char *v[NCOL] = {
+			jstr(s, "id"), jstr(s, "policy"), jstr(s, "subject"),
+			jstr(s, "address"), jstr(s, "interface"),
+			jstr(s, "expires_at"),
+			json_is_true(json_object_get(s, "tainted")) ? "yes" :
+			"no",
+		};
+		for (c = 0; c < NCOL; c++)
+			printf("%-*s%s", c + 1 < NCOL ? (int)w[c] : 0, v[c],
+			    c + 1 < NCOL ? "  " : "\n");
+	}
+	json_decref(reply);
+	return 0;
+}
+
+/* The id as a path segment: only the id syntax, so it cannot escape. */
+static int
+check_id(const char *id)
+{
+	if (!sbx_id_valid(id)) {
+		fprintf(stderr, "sluice: bad sandbox id '%s' (want "
+		    "[a-z0-9][a-z0-9-]{0,31})\n", id);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+sandbox_show_rm(int argc, char **argv, int rm)
+{
+	json_t *reply = NULL;
+	char path[128];
+	int rc;
+
+	if (argc != 2)
+		return usage_sandbox();
+	if (check_id(argv[1]) == -1)
+		return 2;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
+	rc = request(rm ? "sandbox rm" : "sandbox show", rm ? "DELETE" : "GET",
+	    path, NULL, 200, &reply);
+	if (rc == 0) {
+		if (rm)
+			printf("removed %s\n", argv[1]);
+		else
+			print_json(reply);
+	}
+	json_decref(reply);
+	return rc;
+}
+
+int
+cli_sandbox(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_sandbox();
+	optind = 0;
+	if (strcmp(argv[1], "create") == 0)
+		return sandbox_create(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0)
+		return sandbox_ls(argc - 1, argv + 1);
+	if (strcmp(argv[1], "show") == 0)
+		return sandbox_show_rm(argc - 1, argv + 1, 0);
+	if (strcmp(argv[1], "rm") == 0)
+		return sandbox_show_rm(argc - 1, argv + 1, 1);
+	return usage_sandbox();
+}
+
+/* ------------------------------------------------------------ exec */
+
+struct target {
+	char	netns[64];
+	char	id[SBX_ID_MAX + 1];
+	char	url[128];
+	char	token[SBX_TOKEN_HEX + 1];
+};
+
+/* Asks the daemon how to enter sandbox id. 0, or 1 (printed). */
+static int
+exec_info(const char *id, struct target *t)
+{
+	json_t *reply = NULL, *env;
+	const char *ns, *url, *tok, *rid;
+	char path[128], want[64];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
+	if (request("exec", "POST", path, NULL, 200, &reply) != 0)
+		return 1;
+	env = json_object_get(reply, "env");
+	ns = json_string_value(json_object_get(reply, "netns"));
+	rid = json_string_value(json_object_get(env, "SLUICE_SANDBOX_ID"));
+	url = json_string_value(json_object_get(env, "SLUICE_BRIDGE_URL"));
+	tok = json_string_value(json_object_get(env, "SLUICE_TOKEN"));
+	snprintf(want, sizeof(want), "%s%s", NS_NETNS_PREFIX, id);
+	/* The namespace name becomes a path: accept only the one this id
+	 * must have, whatever the daemon says. */
+	if (ns == NULL || strcmp(ns, want) != 0 || rid == NULL ||
+	    strcmp(rid, id) != 0 || url == NULL || strlen(url) >=
+	    sizeof(t->url) || tok == NULL || strlen(tok) != SBX_TOKEN_HEX) {
+		fprintf(stderr, "sluice: exec: unexpected reply from the "
+		    "daemon\n");
+		json_decref(reply);
+		return 1;
+	}
+	snprintf(t->netns, sizeof(t->netns), "%s", ns);
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	snprintf(t->url, sizeof(t->url), "%s", url);
+	snprintf(t->token, sizeof(t->token), "%s", tok);
+	json_decref(reply);
+	return 0;
+}
+
+/* In the process that becomes the command: enter, set SLUICE_*, exec.
+ * Returns only on failure, with the exit status to use (127 when the
+ * command is not found, 126 when it cannot run, 1 when the sandbox cannot
+ * be entered). */
+static int
+enter_and_exec(const struct target *t, char **cmd)
+{
+	char err[512];
+
+	if (ns_enter(NULL, NULL, t->netns, err, sizeof(err)) == -1) {
+		fprintf(stderr, "sluice: exec: cannot enter %s: %s\n",
+		    t->netns, err);
+		return 1;
+	}
+	if (setenv("SLUICE_SANDBOX_ID", t->id, 1) == -1 ||
+	    setenv("SLUICE_BRIDGE_URL", t->url, 1) == -1 ||
+	    setenv("SLUICE_TOKEN", t->token, 1) == -1) {
+		fprintf(stderr, "sluice: exec: setenv: %s\n", strerror(errno));
+		return 1;
+	}
+	execvp(cmd[0], cmd);
+	fprintf(stderr, "sluice: exec: %s: %s\n", cmd[0], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+int
+cli_exec(int argc, char **argv)
+{
+	struct target t;
+	int rc;
+
+	/* exec ID -- CMD...: the "--" is required so that options of CMD
+	 * can never be taken for ours. */
+	if (argc < 4 || strcmp(argv[2], "--") != 0)
+		return usage_exec();
+	if (check_id(argv[1]) == -1)
+		return 2;
+	if ((rc = exec_info(argv[1], &t)) != 0)
+		return rc;
+	return enter_and_exec(&t, argv + 3);
+}
+
+/* ------------------------------------------------------------ run */
+
+static volatile sig_atomic_t child_pid;
+
+static void
+forward_signal(int sig)
+{
+	if (child_pid > 0)
+		(void)kill((pid_t)child_pid, sig);
+}
+
+int
+cli_run(int argc, char **argv)
+{
+	json_t *body = json_object(), *reply = NULL;
+	struct sigaction sa, old_int, old_term;
+	sigset_t block, oldmask;
+	struct target t;
+	const char *id;
+	char path[128];
+	pid_t pid;
+	int i, dash = -1, rc, st = 0;
+
+	if (body == NULL)
+		return 1;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			dash = i;
+			break;
+		}
+	if (dash == -1 || dash + 1 >= argc) {
+		json_decref(body);
+		return usage_run();
+	}
+	optind = 0;
+	if (create_opts(dash, argv, 0, body) == -1 || optind != dash) {
+		json_decref(body);
+		return usage_run();
+	}
+	/* From before the sandbox exists until the child runs, SIGINT and
+	 * SIGTERM wait: whichever comes, the sandbox is removed. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &oldmask);
+	rc = request("run", "POST", "/v1/sandboxes", body, 201, &reply);
+	json_decref(body);
+	if (rc != 0) {
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		return 1;
+	}
+	id = json_string_value(json_object_get(reply, "id"));
+	if (id == NULL || !sbx_id_valid(id)) {
+		fprintf(stderr, "sluice: run: unexpected reply from the "
+		    "daemon\n");
+		json_decref(reply);
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		return 1;
+	}
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	json_decref(reply);
+	reply = NULL;
+	if ((rc = exec_info(path + strlen("/v1/sandboxes/"), &t)) != 0)
+		goto remove;
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		fprintf(stderr, "sluice: run: fork: %s\n", strerror(errno));
+		rc = 1;
+		goto remove;
+	}
+	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		_exit(enter_and_exec(&t, argv + dash + 1));
+	}
+	child_pid = pid;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	while (waitpid(pid, &st, 0) == -1) {
+		if (errno != EINTR) {
+			st = 1 << 8;
+			break;
+		}
+	}
+	child_pid = 0;
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	if (WIFEXITED(st))
+		rc = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		rc = 128 + WTERMSIG(st);
+	else
+		rc = 1;
+remove:
+	if (request("run: remove sandbox", "DELETE", path, NULL, 200,
+	    &reply) != 0) {
+		fprintf(stderr, "sluice: run: sandbox %s was not removed\n",
+		    path + strlen("/v1/sandboxes/"));
+		if (rc == 0)
+			rc = 1;
+	}
+	json_decref(reply);
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	return rc;
+}

@@ -1,0 +1,227 @@
+/*
+ * dnswire.c: the DNS proxy inside sluiced. gateway/dns.c is written against
+ * three hooks so that it can be tested alone and later moved behind a
+ * privilege boundary; this file is the daemon's side of that seam: who sent
+ * a query (the sandbox manager's index by address, and the policy of that
+ * sandbox in the set in force now), how an answer becomes kernel state
+ * (fw_learn on the manager's nftables handle) and where the decision goes
+ * (the audit log, through gateway/record.c).
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+#include "gateway/record.h"
+#include "gateway/sandbox.h"
+
+struct rec_dns {
+	struct dns_proxy	*proxy;
+	struct gw		*gw;
+	struct sbx		*sbx;
+	uint64_t		 record_failures;
+};
+
+/* The policy named name in the set in force, or NULL. The pointer is valid
+ * until the loop runs again (gw keeps its own reference to the set until a
+ * reload swaps it), which is all dns.h asks of lookup. */
+static const struct pol_policy *
+current_policy(struct gw *gw, const char *name)
+{
+	struct gw_pset *ps = gw_pset_ref(gw);
+	const struct pol_policy *p;
+
+	p = pol_set_get(gw_pset_set(ps), name);
+	gw_pset_unref(ps);
+	return p;
+}
+
+static int
+h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
+    struct dns_client *c)
+{
+	struct rec_dns *d = ctx;
+	const struct sockaddr_in *sin;
+	struct sbx_view v;
+
+	/* Sandboxes have IPv4 addresses from the pool only; anything else
+	 * is not a sandbox and is refused. */
+	if (src == NULL || src->sa_family != AF_INET ||
+	    len < (socklen_t)sizeof(*sin))
+		return -1;
+	sin = (const struct sockaddr_in *)(const void *)src;
+	if (sbx_lookup_addr4(d->sbx, (const uint8_t *)&sin->sin_addr,
+	    &v) == -1)
+		return -1;
+	memset(c, 0, sizeof(*c));
+	snprintf(c->id, sizeof(c->id), "%s", v.id);
+	snprintf(c->ifname, sizeof(c->ifname), "%s", v.ifname);
+	/* A sandbox whose policy vanished in a reload resolves nothing:
+	 * refusing is the closed way to fail. */
+	if ((c->policy = current_policy(d->gw, v.policy)) == NULL)
+		return -1;
+	c->tainted = v.tainted;
+	return 0;
+}
+
+static int
+h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
+    size_t errlen)
+{
+	struct rec_dns *d = ctx;
+	struct fw *fw = sbx_fw(d->sbx);
+
+	if (fw == NULL) {
+		snprintf(err, errlen, "no nftables handle");
+		errno = ENOTCONN;
+		return -1;
+	}
+	return fw_learn(fw, e, n, err, errlen);
+}
+
+static void
+h_record(void *ctx, const struct dns_event *ev)
+{
+	struct rec_dns *d = ctx;
+	const struct pol_policy *p = NULL;
+	struct sbx_view v;
+
+	if (ev->sandbox[0] != '\0' &&
+	    sbx_lookup_id(d->sbx, ev->sandbox, &v) == 0)
+		p = current_policy(d->gw, v.policy);
+	/* Async: a DNS decision must never wait for the disk. A full queue
+	 * is counted by audit/ and written as log.gap, so nothing is lost
+	 * silently; the log line is for the operator. */
+	if (rec_async("dns.decision", rec_dns_fields(ev, p)) == -1 &&
+	    d->record_failures++ % 1000 == 0)
+		log_warn("dns.decision record (%llu failed so far)",
+		    (unsigned long long)d->record_failures);
+	if (ev->finding && rec_async("finding", rec_dns_finding(ev)) == -1)
+		log_warn("finding record for %s", ev->qname);
+}
+
+static int
+sa_from(struct sockaddr_storage *ss, socklen_t *len, const struct pol_addr *a,
+    uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a->a, 4);
+		*len = sizeof(*s4);
+		return 0;
+	}
+	if (a->family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a->a, 16);
+		*len = sizeof(*s6);
+		return 0;
+	}
+	errno = EAFNOSUPPORT;
+	return -1;
+}
+
+int
+rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
+    struct dns_config *dc, char *err, size_t errlen)
+{
+	size_t i;
+
+	memset(dc, 0, sizeof(*dc));
+	if (sa_from(&dc->listen, &dc->listen_len, &cfg->service_addr,
+	    listen_port != 0 ? listen_port : 53) == -1) {
+		snprintf(err, errlen, "service address: bad family");
+		return -1;
+	}
+	dc->service_addr = cfg->service_addr;
+	if (cfg->ndns_upstreams == 0) {
+		snprintf(err, errlen, "dns: no upstreams");
+		errno = EINVAL;
+		return -1;
+	}
+	/* The config allows more upstreams than the proxy fails over to;
+	 * the first ones are the preferred ones. */
+	for (i = 0; i < cfg->ndns_upstreams && i < DNS_MAX_UPSTREAMS; i++) {
+		uint16_t port = cfg->dns_upstream_ports != NULL &&
+		    cfg->dns_upstream_ports[i] != 0 ?
+		    cfg->dns_upstream_ports[i] : 53;
+
+		if (sa_from(&dc->upstreams[i], &dc->upstream_lens[i],
+		    &cfg->dns_upstreams[i], port) == -1) {
+			snprintf(err, errlen, "dns upstream %zu: bad family",
+			    i + 1);
+			return -1;
+		}
+	}
+	dc->nupstreams = i;
+	dc->timeout_ms = cfg->dns_timeout_ms;
+	dc->treat_as_public = cfg->treat_as_public;
+	dc->ntreat_as_public = cfg->ntreat_as_public;
+	return 0;
+}
+
+struct rec_dns *
+rec_dns_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
+    uint16_t listen_port, char *err, size_t errlen)
+{
+	const struct pol_config *cfg = gw_config(gw);
+	struct dns_config dc;
+	struct dns_hooks h;
+	struct rec_dns *d;
+
+	if (sbx == NULL) {
+		snprintf(err, errlen, "dns: no sandbox manager");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (rec_dns_config(cfg, listen_port, &dc, err, errlen) == -1)
+		return NULL;
+	if (cfg->ndns_upstreams > DNS_MAX_UPSTREAMS)
+		log_warnx("dns: %zu upstreams configured, the first %d are "
+		    "used", cfg->ndns_upstreams, DNS_MAX_UPSTREAMS);
+	if ((d = calloc(1, sizeof(*d))) == NULL) {
+		snprintf(err, errlen, "dns: %s", strerror(errno));
+		return NULL;
+	}
+	d->gw = gw;
+	d->sbx = sbx;
+	memset(&h, 0, sizeof(h));
+	h.lookup = h_lookup;
+	h.learn = h_learn;
+	h.record = h_record;
+	h.ctx = d;
+	if ((d->proxy = dns_new(loop, &dc, &h, err, errlen)) == NULL) {
+		int e = errno;
+
+		free(d);
+		errno = e;
+		return NULL;
+	}
+	return d;
+}
+
+void
+rec_dns_stop(struct rec_dns *d)
+{
+	if (d == NULL)
+		return;
+	dns_free(d->proxy);
+	free(d);
+}
+
+uint16_t
+rec_dns_port(const struct rec_dns *d)
+{
+	return dns_local_port(d->proxy);
+}

@@ -1,0 +1,87 @@
+/*
+ * netdeny: denied packets as `net.deny` events. The kernel logs every packet
+ * the `inet sluice` table refuses to an nflog group; a sandbox that hammers
+ * a blocked address would turn that into a flood of identical events, so
+ * they are aggregated per (sandbox link, 5-tuple, reason) for one second and
+ * reported once per key with a count. The aggregation table is bounded: when
+ * it is full, further new keys are counted as dropped, never stored, so a
+ * flood costs neither memory nor log volume (the packets are still denied;
+ * only their records are summarised).
+ *
+ * The table (nd_table_*) is pure and unit-tested; the daemon part (nd_new)
+ * reads nflog in the event loop and flushes once a second.
+ */
+#ifndef SLUICE_GATEWAY_NETDENY_H
+#define SLUICE_GATEWAY_NETDENY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gateway/ev.h"
+#include "netns/fw.h"
+#include "policy/policy.h"
+
+#define ND_TABLE_DEFAULT	4096	/* keys per second */
+#define ND_TABLE_MAX		(1u << 20)
+
+/* One aggregated key: the packet as nflog reported it (addresses and
+ * ports, input link, log prefix), how many, first and last time seen (ms,
+ * as given to nd_table_add). */
+struct nd_entry {
+	struct fw_denied	d;
+	uint64_t		count;
+	int64_t			first_ms, last_ms;
+};
+
+struct nd_table;
+
+/* nd_table_new: room for cap keys (1..ND_TABLE_MAX). NULL with errno. */
+struct nd_table	*nd_table_new(size_t cap);
+/* nd_table_free: NULL is a no-op. */
+void		 nd_table_free(struct nd_table *t);
+/* nd_table_add: counts packet d seen at ts_ms. 1 when it started a new
+ * key, 0 when it was counted into an existing one, -1 when the table is
+ * full and the packet was only counted as dropped. Fields of d beyond the
+ * NUL of its strings and beyond the address length of its family are
+ * ignored, so equal packets always meet in one key. */
+int		 nd_table_add(struct nd_table *t, const struct fw_denied *d,
+		    int64_t ts_ms);
+/* nd_table_size: keys held now. */
+size_t		 nd_table_size(const struct nd_table *t);
+/* nd_table_dropped: packets dropped since the last flush. */
+uint64_t	 nd_table_dropped(const struct nd_table *t);
+/* nd_table_flush: calls cb once per key (in no particular order), then
+ * empties the table and resets the dropped count. Returns the packets
+ * dropped in the period. */
+uint64_t	 nd_table_flush(struct nd_table *t,
+		    void (*cb)(const struct nd_entry *e, void *arg), void *arg);
+
+/* nd_reason: the net.deny reason of an nflog prefix ("deny:always",
+ * "deny:default", ...), refined with the class of the destination for
+ * always-denied and private ones ("always_denied:metadata",
+ * "private_range:private"). treat_as_public applies to the always-denied
+ * refinement only: the kernel's private sets do not know it, so a private
+ * denial names the range's own class ("private_range:documentation").
+ * Writes at most len bytes to buf; returns buf.
+ * Unknown prefixes give "denied". Pure. */
+const char	*nd_reason(const struct fw_denied *d,
+		    const struct pol_cidr *treat_as_public, size_t ntreat,
+		    char *buf, size_t len);
+
+struct nd;
+struct sbx;
+
+/* nd_new: opens nflog group cfg->nflog_group in the caller's network
+ * namespace, reads it from loop and flushes net.deny events once a second.
+ * sbx (names the sandbox of a link; may be NULL) and cfg are borrowed and
+ * must outlive nd. NULL with err on failure. */
+struct nd	*nd_new(struct ev_loop *loop, const struct sbx *sbx,
+		    const struct pol_config *cfg, char *err, size_t errlen);
+/* nd_free: flushes what is pending, closes the socket. NULL is a no-op. */
+void		 nd_free(struct nd *nd);
+/* nd_metrics_print: sluice_net_deny_packets_total,
+ * sluice_net_deny_events_total and sluice_net_deny_dropped_total. */
+void		 nd_metrics_print(const struct nd *nd, FILE *fp);
+
+#endif /* SLUICE_GATEWAY_NETDENY_H */

@@ -1,0 +1,701 @@
+/*
+ * record.c: the process-wide recorder of sluiced and the field layout of
+ * each record kind the daemon writes. audit/ knows how to store, chain and
+ * sign records but not what a DNS decision or a denied packet looks like;
+ * the producers know their events but should not each invent a layout. The
+ * converters here are that one layout, kept next to the single place that
+ * submits, so `sluice audit tail`, the OCSF mapping (audit/ocsf.c reads
+ * sandbox, decision, q, answers, src, dst, count) and the SOC see the same
+ * shape from every producer.
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldns/ldns.h>
+
+#include "gateway/log.h"
+#include "gateway/record.h"
+
+struct rec {
+	struct aud_log		*log;
+	struct ev_loop		*loop;
+	struct ev_timer		*hb;
+	char			*db_path;
+	uint64_t		 async_ok, durable_ok, failures;
+};
+
+/* The one recorder; see record.h for why it is process-wide. */
+static struct rec *cur;
+
+static void	arm_heartbeat(struct rec *r);
+
+static void
+on_notify(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct rec *r = arg;
+
+	(void)loop;
+	(void)fd;
+	(void)events;
+	aud_dispatch(r->log);
+}
+
+static void
+on_heartbeat(struct ev_loop *loop, void *arg)
+{
+	struct rec *r = arg;
+
+	(void)loop;
+	r->hb = NULL;
+	/* A heartbeat also forces a signed checkpoint, so an idle log still
+	 * proves every minute that nothing was cut from its tail. */
+	if (aud_heartbeat(r->log) == -1)
+		log_warn("audit: heartbeat");
+	arm_heartbeat(r);
+}
+
+static void
+arm_heartbeat(struct rec *r)
+{
+	if ((r->hb = ev_timer_add(r->loop, REC_HEARTBEAT_MS, on_heartbeat,
+	    r)) == NULL)
+		log_warn("audit: heartbeat timer");
+}
+
+/* mkdir -p of the directory holding path, new directories mode 0750: a
+ * fresh install has no state directory yet, and the log is the first thing
+ * the daemon writes there. 0 or -1 with errno. */
+static int
+mkdir_parent(const char *path)
+{
+	char *buf, *p, *slash;
+	int rc = 0;
+
+	if ((buf = strdup(path)) == NULL)
+		return -1;
+	if ((slash = strrchr(buf, '/')) == NULL || slash == buf) {
+		free(buf);
+		return 0;
+	}
+	*slash = '\0';
+	for (p = buf + 1; rc == 0; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+
+			*p = '\0';
+			if (mkdir(buf, 0750) == -1 && errno != EEXIST)
+				rc = -1;
+			if ((*p = c) == '\0')
+				break;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+struct rec *
+rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
+    size_t errlen)
+{
+	struct aud_opts o;
+	struct rec *r;
+	char aerr[512];
+
+	if (cur != NULL) {
+		snprintf(err, errlen, "audit log already open");
+		errno = EBUSY;
+		return NULL;
+	}
+	if (cfg == NULL || loop == NULL) {
+		snprintf(err, errlen, "audit: no config");
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		snprintf(err, errlen, "audit: %s", strerror(errno));
+		return NULL;
+	}
+	r->loop = loop;
+	if (cfg->audit_db != NULL && cfg->audit_db[0] != '\0')
+		r->db_path = strdup(cfg->audit_db);
+	else if (asprintf(&r->db_path, "%s/audit.db", cfg->state_dir) == -1)
+		r->db_path = NULL;
+	if (r->db_path == NULL) {
+		snprintf(err, errlen, "audit: %s", strerror(errno));
+		free(r);
+		return NULL;
+	}
+	if (mkdir_parent(r->db_path) == -1) {
+		int e = errno;
+
+		snprintf(err, errlen, "audit log %s: %s", r->db_path,
+		    strerror(e));
+		free(r->db_path);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	memset(&o, 0, sizeof(o));
+	o.db_path = r->db_path;
+	o.origin = cfg->audit_origin;
+	o.key_path = cfg->audit_key;
+	if ((r->log = aud_open(&o, aerr, sizeof(aerr))) == NULL) {
+		int e = errno;
+
+		snprintf(err, errlen, "audit log %s: %s", r->db_path, aerr);
+		free(r->db_path);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	if (ev_add(loop, aud_notify_fd(r->log), EV_READ, on_notify, r) == -1) {
+		int e = errno;
+
+		snprintf(err, errlen, "audit: event loop: %s", strerror(e));
+		aud_close(r->log);
+		free(r->db_path);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	arm_heartbeat(r);
+	cur = r;
+	return r;
+}
+
+void
+rec_close(struct rec *r)
+{
+	if (r == NULL)
+		return;
+	if (cur == r)
+		cur = NULL;
+	ev_timer_cancel(r->loop, r->hb);
+	ev_del(r->loop, aud_notify_fd(r->log));
+	/* aud_close runs the pending done callbacks itself. */
+	aud_close(r->log);
+	free(r->db_path);
+	free(r);
+}
+
+const char *
+rec_db_path(const struct rec *r)
+{
+	return r->db_path;
+}
+
+static int
+refuse(json_t *fields, int e)
+{
+	json_decref(fields);
+	if (cur != NULL)
+		cur->failures++;
+	errno = e;
+	return -1;
+}
+
+int
+rec_async(const char *kind, json_t *fields)
+{
+	if (cur == NULL)
+		return refuse(fields, EPIPE);
+	if (fields == NULL)
+		return refuse(NULL, ENOMEM);
+	if (aud_submit_async(cur->log, kind, fields) == -1) {
+		cur->failures++;
+		return -1;
+	}
+	cur->async_ok++;
+	return 0;
+}
+
+int
+rec_durable(const char *kind, json_t *fields, aud_done_fn done, void *arg)
+{
+	if (cur == NULL)
+		return refuse(fields, EPIPE);
+	if (fields == NULL)
+		return refuse(NULL, ENOMEM);
+	if (aud_submit_durable(cur->log, kind, fields, done, arg) == -1) {
+		cur->failures++;
+		return -1;
+	}
+	cur->durable_ok++;
+	return 0;
+}
+
+struct commit_wait {
+	int		fired, ok, abandoned;
+	uint64_t	seq;
+};
+
+static void
+commit_done(void *arg, int ok, uint64_t seq)
+{
+	struct commit_wait *w = arg;
+
+	if (w->abandoned) {
+		free(w);
+		return;
+	}
+	w->fired = 1;
+	w->ok = ok;
+	w->seq = seq;
+}
+
+int
+rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
+    size_t errlen)
+{
+	struct commit_wait *w;
+	int ok;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		json_decref(fields);
+		snprintf(err, errlen, "audit record %s: %s", kind,
+		    strerror(errno));
+		return -1;
+	}
+	if (rec_durable(kind, fields, commit_done, w) == -1) {
+		snprintf(err, errlen, "audit record %s: %s", kind,
+		    strerror(errno));
+		free(w);
+		return -1;
+	}
+	/* aud_sync returns once the writer has finished everything queued so
+	 * far, ours included; its completion is then on the list that
+	 * aud_dispatch runs (with any others, all on this thread). */
+	(void)aud_sync(cur->log);
+	aud_dispatch(cur->log);
+	if (!w->fired) {
+		/* Only if the writer stopped: the completion comes later
+		 * (aud_close runs it) and frees w then. */
+		w->abandoned = 1;
+		cur->failures++;
+		snprintf(err, errlen, "audit record %s: not committed", kind);
+		errno = EIO;
+		return -1;
+	}
+	ok = w->ok;
+	if (seq != NULL)
+		*seq = w->seq;
+	free(w);
+	if (!ok) {
+		cur->failures++;
+		snprintf(err, errlen, "audit record %s: not committed", kind);
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+void
+rec_metrics_print(FILE *fp)
+{
+	if (cur == NULL)
+		return;
+	fprintf(fp,
+	    "# HELP sluice_audit_records_total Records handed to the audit "
+	    "log.\n"
+	    "# TYPE sluice_audit_records_total counter\n"
+	    "sluice_audit_records_total{mode=\"async\"} %" PRIu64 "\n"
+	    "sluice_audit_records_total{mode=\"durable\"} %" PRIu64 "\n"
+	    "# HELP sluice_audit_submit_failures_total Records the log "
+	    "refused.\n"
+	    "# TYPE sluice_audit_submit_failures_total counter\n"
+	    "sluice_audit_submit_failures_total %" PRIu64 "\n"
+	    "# HELP sluice_audit_dropped_total Records lost to a full queue "
+	    "(written as log.gap).\n"
+	    "# TYPE sluice_audit_dropped_total counter\n"
+	    "sluice_audit_dropped_total %" PRIu64 "\n"
+	    "# HELP sluice_audit_next_seq The next record's seq.\n"
+	    "# TYPE sluice_audit_next_seq gauge\n"
+	    "sluice_audit_next_seq %" PRIu64 "\n",
+	    cur->async_ok, cur->durable_ok, cur->failures,
+	    aud_dropped(cur->log), aud_next_seq(cur->log));
+}
+
+/* ------------------------------------------------------------ converters */
+
+static const char *
+rcode_name(uint8_t rc)
+{
+	switch (rc) {
+	case 0:
+		return "NOERROR";
+	case 1:
+		return "FORMERR";
+	case 2:
+		return "SERVFAIL";
+	case 3:
+		return "NXDOMAIN";
+	case 4:
+		return "NOTIMP";
+	case 5:
+		return "REFUSED";
+	case 255:
+		return "none";
+	default:
+		return "other";
+	}
+}
+
+static const char *
+outcome_name(enum dns_decision d)
+{
+	switch (d) {
+	case DNS_DEC_ALLOW:
+		return "allow";
+	case DNS_DEC_DENY:
+		return "deny";
+	case DNS_DEC_NODATA:
+		return "nodata";
+	case DNS_DEC_SYNTHETIC:
+		return "synthetic";
+	case DNS_DEC_REFUSED:
+		return "refused";
+	case DNS_DEC_ERROR:
+		return "error";
+	case DNS_DEC_MALFORMED:
+		return "malformed";
+	}
+	return "unknown";
+}
+
+/* The query type as DNS people write it ("A", "HTTPS"), else "TYPEn". */
+static json_t *
+qtype_json(uint16_t t)
+{
+	const ldns_rr_descriptor *d = ldns_rr_descript(t);
+
+	if (d != NULL && d->_name != NULL && d->_name[0] != '\0')
+		return json_string(d->_name);
+	return json_sprintf("TYPE%u", (unsigned)t);
+}
+
+static json_t *
+addr_json(uint8_t family, const uint8_t *a)
+{
+	char buf[INET6_ADDRSTRLEN];
+	int af = family == AF_INET6 ? AF_INET6 : AF_INET;
+
+	if (inet_ntop(af, a, buf, sizeof(buf)) == NULL)
+		return json_string("?");
+	return json_string(buf);
+}
+
+static const char *
+proto_name(uint8_t p, char *buf, size_t len)
+{
+	switch (p) {
+	case IPPROTO_TCP:
+		return "tcp";
+	case IPPROTO_UDP:
+		return "udp";
+	case IPPROTO_ICMP:
+		return "icmp";
+	case IPPROTO_ICMPV6:
+		return "icmpv6";
+	default:
+		snprintf(buf, len, "%u", (unsigned)p);
+		return buf;
+	}
+}
+
+/* A string value that is always accepted: the canonical form refuses
+ * invalid UTF-8, and some of our inputs (kernel link names, quoted policy
+ * text) are only bytes. Such a string is kept with every byte outside
+ * printable ASCII shown as '?', rather than losing the whole record. */
+static json_t *
+str(const char *s)
+{
+	json_t *v;
+	char *c;
+	size_t i;
+
+	if (s == NULL)
+		s = "";
+	if ((v = json_string(s)) != NULL)
+		return v;
+	if ((c = strdup(s)) == NULL)
+		return NULL;
+	for (i = 0; c[i] != '\0'; i++)
+		if ((unsigned char)c[i] < 0x20 || (unsigned char)c[i] >= 0x7f)
+			c[i] = '?';
+	v = json_string(c);
+	free(c);
+	return v;
+}
+
+/* Sets key to a new value, dropping the whole object on failure so that a
+ * half-built record never reaches the log. */
+static int
+put(json_t *o, const char *key, json_t *v)
+{
+	if (v == NULL || json_object_set_new(o, key, v) == -1)
+		return -1;
+	return 0;
+}
+
+static json_t *
+sandbox_json(const char *id)
+{
+	return json_pack("{s:o}", "id", str(id));
+}
+
+json_t *
+rec_dns_fields(const struct dns_event *ev, const struct pol_policy *policy)
+{
+	json_t *o, *kept, *removed, *elems;
+	char pb[8];
+	size_t i;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	kept = json_array();
+	removed = json_array();
+	elems = json_array();
+	if (kept == NULL || removed == NULL || elems == NULL) {
+		json_decref(kept);
+		json_decref(removed);
+		json_decref(elems);
+		json_decref(o);
+		return NULL;
+	}
+	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
+		const struct dns_ev_addr *a = &ev->addrs[i];
+		char cls[sizeof(a->cls) + 1];
+
+		memcpy(cls, a->cls, sizeof(a->cls));
+		cls[sizeof(a->cls)] = '\0';
+		if (json_array_append_new(a->kept ? kept : removed,
+		    json_pack("{s:o, s:I, s:s}", "ip", addr_json(a->family,
+		    a->addr), "ttl", (json_int_t)a->ttl, "class", cls)) == -1)
+			bad = 1;
+	}
+	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
+		const struct fw_elem *e = &ev->elems[i];
+
+		if (json_array_append_new(elems, json_pack("{s:o, s:s, s:I, "
+		    "s:I, s:I}", "ip", addr_json(e->family, e->addr), "proto",
+		    proto_name(e->proto, pb, sizeof(pb)), "port_lo",
+		    (json_int_t)e->port_lo, "port_hi", (json_int_t)e->port_hi,
+		    "timeout_ms", (json_int_t)e->timeout_ms)) == -1)
+			bad = 1;
+	}
+	if (ev->sandbox[0] != '\0')
+		bad |= put(o, "sandbox", sandbox_json(ev->sandbox));
+	bad |= put(o, "client", str(ev->client));
+	bad |= put(o, "transport", json_string(ev->tcp ? "tcp" : "udp"));
+	bad |= put(o, "q", json_pack("{s:o, s:o, s:s}", "name", str(ev->qname),
+	    "type", qtype_json(ev->qtype), "class", "IN"));
+	/* decision keeps to the common vocabulary (allow/deny) that OCSF and
+	 * the SOC read; outcome says which kind of answer it was. */
+	bad |= put(o, "decision", json_string(ev->decision == DNS_DEC_ALLOW ||
+	    ev->decision == DNS_DEC_SYNTHETIC ? "allow" : "deny"));
+	bad |= put(o, "outcome", json_string(outcome_name(ev->decision)));
+	bad |= put(o, "reason", str(ev->reason));
+	bad |= put(o, "rcode", json_string(rcode_name(ev->rcode)));
+	bad |= put(o, "answers", kept);
+	bad |= put(o, "removed", removed);
+	bad |= put(o, "elements", elems);
+	bad |= put(o, "naddrs", json_integer((json_int_t)ev->naddrs));
+	bad |= put(o, "nkept", json_integer((json_int_t)ev->nkept));
+	bad |= put(o, "nremoved", json_integer((json_int_t)ev->nremoved));
+	bad |= put(o, "nelems", json_integer((json_int_t)ev->nelems));
+	if (ev->upstream[0] != '\0')
+		bad |= put(o, "resolver", str(ev->upstream));
+	bad |= put(o, "latency_us", json_integer((json_int_t)(ev->latency_us >
+	    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX : ev->latency_us)));
+	if (ev->finding)
+		bad |= put(o, "finding", json_true());
+	if (policy != NULL)
+		bad |= put(o, "policy", json_pack("{s:o, s:s, s:o}", "id",
+		    str(pol_policy_name(policy)), "sha256",
+		    pol_policy_digest(policy), "rule", str(ev->rule)));
+	else if (ev->rule[0] != '\0')
+		bad |= put(o, "rule", str(ev->rule));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *
+rec_dns_finding(const struct dns_event *ev)
+{
+	char detail[512];
+	const char *type;
+
+	/* The proxy raises findings for answers that pointed somewhere no
+	 * public name may (rebinding; some addresses removed), for floods
+	 * over the rate limit, and for names that look like a tunnel. */
+	if (ev->nremoved > 0 || strstr(ev->reason, "rebind") != NULL)
+		type = "dns_rebinding";
+	else if (strcmp(ev->reason, "rate_limited") == 0)
+		type = "dns_flood";
+	else
+		type = "dns_tunnel";
+	snprintf(detail, sizeof(detail), "%s: %s (client %s)", ev->reason,
+	    ev->qname, ev->client);
+	return rec_finding_fields(ev->sandbox[0] != '\0' ? ev->sandbox : NULL,
+	    type, "high", detail);
+}
+
+json_t *
+rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
+    const char *reason)
+{
+	char ifname[FW_IFNAMSIZ + 1], pb[8];
+	json_t *o;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	memcpy(ifname, e->d.ifname, FW_IFNAMSIZ);
+	ifname[FW_IFNAMSIZ] = '\0';
+	if (sandbox != NULL && sandbox[0] != '\0' && strcmp(sandbox, "-") != 0)
+		bad |= put(o, "sandbox", sandbox_json(sandbox));
+	bad |= put(o, "iface", str(ifname));
+	bad |= put(o, "proto", json_string(proto_name(e->d.proto, pb,
+	    sizeof(pb))));
+	bad |= put(o, "src", json_pack("{s:o, s:I}", "ip",
+	    addr_json(e->d.family, e->d.src), "port", (json_int_t)e->d.sport));
+	bad |= put(o, "dst", json_pack("{s:o, s:I}", "ip",
+	    addr_json(e->d.family, e->d.dst), "port", (json_int_t)e->d.dport));
+	bad |= put(o, "decision", json_string("deny"));
+	bad |= put(o, "reason", str(reason != NULL ? reason :
+	    "denied"));
+	bad |= put(o, "count", json_integer((json_int_t)(e->count >
+	    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX : e->count)));
+	bad |= put(o, "first_ts", json_integer((json_int_t)e->first_ms));
+	bad |= put(o, "last_ts", json_integer((json_int_t)e->last_ms));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *
+rec_reload_fields(bool ok, const char *policy_dir, json_t *policies,
+    const struct pol_errors *errs)
+{
+	json_t *o, *a;
+	const char *m;
+	size_t i, n;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL) {
+		json_decref(policies);
+		return NULL;
+	}
+	bad |= put(o, "decision", json_string(ok ? "allow" : "deny"));
+	bad |= put(o, "result", json_string(ok ? "ok" : "failed"));
+	bad |= put(o, "policy_dir", str(policy_dir));
+	if (policies != NULL)
+		bad |= put(o, "policies", policies);
+	if (errs != NULL) {
+		if ((a = json_array()) == NULL)
+			bad = 1;
+		for (i = 0; a != NULL && (m = pol_errors_get(errs, i)) != NULL;
+		    i++) {
+			/* Messages quote file content (see str()). */
+			if (json_array_append_new(a, str(m)) == -1)
+				bad = 1;
+		}
+		n = pol_errors_count(errs);
+		if (a != NULL)
+			bad |= put(o, "errors", a);
+		bad |= put(o, "nerrors", json_integer((json_int_t)n));
+	}
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *
+rec_finding_fields(const char *sandbox, const char *type, const char *severity,
+    const char *detail)
+{
+	json_t *o;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	if (sandbox != NULL && sandbox[0] != '\0')
+		bad |= put(o, "sandbox", sandbox_json(sandbox));
+	bad |= put(o, "type", str(type));
+	bad |= put(o, "severity", str(severity));
+	bad |= put(o, "decision", json_string("log"));
+	bad |= put(o, "detail", str(detail));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+int
+rec_sandbox_event(const char *kind, const char *id, const char *policy,
+    const char *subject, const char *iface, const char *addr,
+    const char *detail)
+{
+	const char *rkind = kind;
+	char err[256];
+	json_t *o;
+	int bad = 0;
+
+	if (kind == NULL || id == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((o = json_object()) == NULL)
+		return -1;
+	/* Taint and orphan removal are worth a record but are not kinds the
+	 * log defines: they are findings, typed by the event name. */
+	if (strcmp(kind, "sandbox.create") != 0 &&
+	    strcmp(kind, "sandbox.delete") != 0 &&
+	    strcmp(kind, "sandbox.expire") != 0 &&
+	    strcmp(kind, "sandbox.adopt") != 0) {
+		rkind = "finding";
+		bad |= put(o, "type", str(kind));
+		bad |= put(o, "severity", json_string("medium"));
+	}
+	/* An orphan has no valid id ("-"); the canonical form and the index
+	 * want either a real one or none. */
+	if (strcmp(id, "-") != 0)
+		bad |= put(o, "sandbox", sandbox_json(id));
+	if (policy != NULL)
+		bad |= put(o, "policy", json_pack("{s:o}", "id", str(policy)));
+	if (subject != NULL)
+		bad |= put(o, "subject", str(subject));
+	if (iface != NULL)
+		bad |= put(o, "iface", str(iface));
+	if (addr != NULL)
+		bad |= put(o, "address", str(addr));
+	if (detail != NULL && detail[0] != '\0')
+		bad |= put(o, "detail", str(detail));
+	bad |= put(o, "decision", json_string("log"));
+	if (bad) {
+		json_decref(o);
+		errno = ENOMEM;
+		return -1;
+	}
+	if (rec_commit(rkind, o, NULL, err, sizeof(err)) == -1)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,159 @@
+/*
+ * record: the daemon's one path to the audit log (DESIGN §7, audit.md §3).
+ *
+ * Every part of sluiced that takes a decision (sandbox lifecycle, policy
+ * reload, denied packets, the DNS proxy, the bridge) hands its record here
+ * rather than to audit/ directly, so that the log is opened once from the
+ * config, its completion eventfd and heartbeat live in the one event loop,
+ * and the field layout of each kind is written in one place (the converters
+ * below), where the OCSF mapping and `sluice audit tail` expect it.
+ *
+ * The recorder is process-wide: rec_open installs it and rec_async /
+ * rec_durable / rec_commit reach it without a handle, so that a call site
+ * deep in another module needs one line, not a pointer threaded through
+ * every constructor. Loop thread only, like the rest of gateway/.
+ *
+ * The DNS proxy's wiring (gateway/dnswire.c) is declared here too: it is the
+ * glue between the proxy, the sandbox manager and this recorder.
+ */
+#ifndef SLUICE_GATEWAY_RECORD_H
+#define SLUICE_GATEWAY_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "audit/audit.h"
+#include "gateway/dns.h"
+#include "gateway/ev.h"
+#include "gateway/gw.h"
+#include "gateway/netdeny.h"
+#include "policy/policy.h"
+
+#define REC_HEARTBEAT_MS	60000	/* idle heartbeat + checkpoint */
+
+struct rec;
+
+/*
+ * rec_open: opens (or creates, recovering after a crash) the audit log named
+ * by cfg (audit_db, default <state_dir>/audit.db; audit_key optional: without
+ * it records are chained and treed but no checkpoint is signed;
+ * audit_origin), registers its completion fd on loop, arms the heartbeat,
+ * and installs it as the process-wide recorder. cfg and loop are borrowed
+ * and must outlive the recorder. NULL with errno and a message in err on
+ * failure (the daemon must not serve then: no action without a record), or
+ * EBUSY if a recorder is already installed.
+ */
+struct rec	*rec_open(const struct pol_config *cfg, struct ev_loop *loop,
+		    char *err, size_t errlen);
+/* rec_close: writes log.close and the final checkpoint, runs every pending
+ * done callback, unregisters from the loop and uninstalls. NULL is a no-op. */
+void		 rec_close(struct rec *r);
+/* rec_db_path: the database path in use (borrowed, lives as long as r). */
+const char	*rec_db_path(const struct rec *r);
+
+/*
+ * rec_async: queue one record of kind with fields (a JSON object; always
+ * stolen, NULL is refused with ENOMEM so that a converter's allocation
+ * failure passes straight through). Never blocks. 0, or -1 with errno:
+ * EPIPE when no recorder is open, else aud_submit_async's (EAGAIN: the
+ * queue was full, the loss is counted and later written as log.gap). A
+ * failure is also counted for rec_metrics_print.
+ */
+int	rec_async(const char *kind, json_t *fields);
+/*
+ * rec_durable: as rec_async, but done(arg, ok, seq) runs on the loop thread
+ * after the FULL commit (ok = 1) or once the record is known lost (ok = 0).
+ * On -1 (EPIPE, EAGAIN for a full queue, EINVAL) done is never called and
+ * the caller must not act.
+ */
+int	rec_durable(const char *kind, json_t *fields, aud_done_fn done,
+	    void *arg);
+/*
+ * rec_commit: the synchronous form of rec_durable for rare events whose
+ * caller cannot be suspended (sandbox lifecycle in a control handler):
+ * submits, waits for the FULL commit (a group-commit window plus an fsync)
+ * and returns 0 with *seq (may be NULL) set, or -1 with errno and err: the
+ * record is not known durable and the caller must not act (or must undo).
+ * Blocks the loop; do not use on a per-packet path.
+ */
+int	rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
+	    size_t errlen);
+/* rec_metrics_print: sluice_audit_records_total{mode}, failures, dropped
+ * and next seq, Prometheus text. Prints nothing when no recorder is open. */
+void	rec_metrics_print(FILE *fp);
+
+/* ---- converters: the fields of each kind (new references, NULL on
+ * allocation failure; pass the result straight to rec_*). ---- */
+
+/* rec_dns_fields: a dns.decision record: sandbox {id}, client, transport,
+ * q {name, type, class}, decision, reason, rule, rcode, answers (kept
+ * addresses), removed, elements {ip, proto, ports, timeout_ms}, upstream,
+ * latency_us; policy {id, sha256, rule} when policy is not NULL. */
+json_t	*rec_dns_fields(const struct dns_event *ev,
+	    const struct pol_policy *policy);
+/* rec_dns_finding: the finding record that accompanies a dns.decision with
+ * ev->finding (suspected tunnel or rebinding). */
+json_t	*rec_dns_finding(const struct dns_event *ev);
+/* rec_netdeny_fields: a net.deny record for one aggregated key: sandbox
+ * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst,
+ * decision "deny", reason, count, first_ts, last_ts (ms since the epoch). */
+json_t	*rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
+	    const char *reason);
+/* rec_reload_fields: a policy.reload record: decision "allow" (ok) or
+ * "deny" (failed), result, policy_dir, policies [{name, digest}] (stolen,
+ * may be NULL), errors (the messages of errs, may be NULL). */
+json_t	*rec_reload_fields(bool ok, const char *policy_dir, json_t *policies,
+	    const struct pol_errors *errs);
+/* rec_finding_fields: a generic finding: sandbox {id} (may be NULL), type,
+ * severity ("low"|"medium"|"high"), detail. */
+json_t	*rec_finding_fields(const char *sandbox, const char *type,
+	    const char *severity, const char *detail);
+
+/*
+ * rec_sandbox_event: the record of one sandbox lifecycle event, committed
+ * synchronously (rec_commit). kind is sandbox.create, sandbox.delete,
+ * sandbox.expire or sandbox.adopt; sandbox.taint and sandbox.orphan, which
+ * are not record kinds of their own, become a finding of that type. policy,
+ * subject, iface, addr and detail may be NULL. Fields: sandbox {id},
+ * policy {id}, subject, iface, address, detail, decision "log". 0 once the
+ * record is durable, or -1 with errno: the event is not known recorded.
+ */
+int	rec_sandbox_event(const char *kind, const char *id, const char *policy,
+	    const char *subject, const char *iface, const char *addr,
+	    const char *detail);
+
+/* ---- the DNS proxy's wiring (gateway/dnswire.c) ---- */
+
+struct sbx;
+
+/*
+ * rec_dns_config: fills *dc from cfg: listen on the service address port 53
+ * (listen_port overrides 53 when non-zero, for tests), the upstreams,
+ * timeout and treat_as_public (borrowed from cfg). 0, or -1 with err.
+ */
+int	rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
+	    struct dns_config *dc, char *err, size_t errlen);
+struct rec_dns;
+/*
+ * rec_dns_start: the DNS proxy of the daemon, listening (UDP and TCP) on
+ * the service address (port 53, or listen_port when non-zero). Call after
+ * the sandbox manager set up the host (the service address must exist on
+ * lo). Its hooks: lookup -> sbx_lookup_addr4 and the policy of that name in
+ * gw's current set; learn -> fw_learn on sbx_fw(sbx); record ->
+ * rec_async(dns.decision), plus a finding when the event asks for one. gw,
+ * sbx and loop are borrowed and must outlive it. NULL with err on failure.
+ */
+struct rec_dns	*rec_dns_start(struct ev_loop *loop, struct gw *gw,
+		    struct sbx *sbx, uint16_t listen_port, char *err,
+		    size_t errlen);
+/* rec_dns_stop: closes the proxy (pending queries are dropped unanswered)
+ * and frees the wiring. NULL is a no-op. */
+void		 rec_dns_stop(struct rec_dns *d);
+/* rec_dns_port: the port the proxy is bound to (host order). */
+uint16_t	 rec_dns_port(const struct rec_dns *d);
+
+#endif /* SLUICE_GATEWAY_RECORD_H */

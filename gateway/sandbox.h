@@ -1,0 +1,200 @@
+/*
+ * sandbox: the sandboxes of sluiced, from POST /v1/sandboxes to their
+ * removal. It exists to keep three things in step that live in different
+ * places: the kernel (a pinned network namespace and veth pair from
+ * netns/netns.h, set elements from netns/fw.h), the state database
+ * (<state_dir>/state.db, so a restart finds what it made) and the daemon's
+ * memory (an index by id and by pool slot, so the DNS proxy and the bridge
+ * find the sandbox of a packet in O(1)). Every change to a sandbox goes
+ * through here and is all or nothing across the three.
+ *
+ * The pure parts (validation of ids, labels, subjects and TTLs; the slot
+ * allocator) are exposed for the unit tests; they never log. The manager
+ * (struct sbx) runs in the daemon's one event loop and logs each lifecycle
+ * event (sandbox.create/delete/expire/adopt, and orphans).
+ */
+#ifndef SLUICE_GATEWAY_SANDBOX_H
+#define SLUICE_GATEWAY_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "gateway/ctl.h"
+#include "gateway/ev.h"
+#include "gateway/gw.h"
+#include "policy/policy.h"
+
+#define SBX_ID_MAX		32	/* characters in an id */
+#define SBX_SUBJECT_MAX		128	/* characters in a subject */
+#define SBX_LABELS_MAX		16	/* labels per sandbox */
+#define SBX_LABEL_KEY_MAX	63	/* characters in a label key */
+#define SBX_LABEL_VALUE_MAX	128	/* characters in a label value */
+#define SBX_POLICY_MAX		64	/* characters in a policy name */
+#define SBX_TTL_MAX_S		(30u * 86400u)	/* 30 days */
+#define SBX_TOKEN_HEX		64	/* 32 random bytes, hex */
+#define SBX_SLOTS_MAX		(1u << 20)	/* pool slots we index */
+
+/* ------------------------------------------------- pure: validation */
+
+/* sbx_id_valid: 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
+int	sbx_id_valid(const char *id);
+/* sbx_subject_valid: 1 if s matches [A-Za-z0-9][A-Za-z0-9._@+:/-]{0,127}
+ * (no spaces, no control or non-ASCII bytes, no glob characters), else 0. */
+int	sbx_subject_valid(const char *s);
+/* sbx_label_key_valid: 1 if k matches [a-z0-9][a-z0-9._/-]{0,62}. */
+int	sbx_label_key_valid(const char *k);
+/* sbx_label_value_valid: 1 if v is at most 128 characters of
+ * [A-Za-z0-9._:/@+=-] (empty is allowed). */
+int	sbx_label_value_valid(const char *v);
+
+/* sbx_labels_check: 0 if labels (borrowed; NULL or JSON null means none)
+ * is an object of at most SBX_LABELS_MAX string members whose keys and
+ * values are valid; else -1 with the first problem in err. */
+int	sbx_labels_check(const json_t *labels, char *err, size_t errlen);
+
+/* sbx_ttl_parse: a TTL as a JSON integer of seconds or a string "<n>s",
+ * "<n>m", "<n>h", "<n>d" or plain "<n>" (decimal, no sign or leading
+ * zero). 1 .. SBX_TTL_MAX_S seconds. 0 and *secs set, or -1 with err. */
+int	sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err,
+	    size_t errlen);
+/* sbx_ttl_parse_str: the string form of sbx_ttl_parse. */
+int	sbx_ttl_parse_str(const char *s, uint32_t *secs, char *err,
+	    size_t errlen);
+
+/* ------------------------------------------------- pure: slot allocator */
+
+/* A bitmap of pool slots. x_new/x_free; sbx_slots_free(NULL) is a no-op. */
+struct sbx_slots;
+
+/* sbx_slots_new: n slots (1..SBX_SLOTS_MAX), all free. NULL with errno. */
+struct sbx_slots *sbx_slots_new(uint32_t n);
+void		 sbx_slots_free(struct sbx_slots *s);
+/* sbx_slots_alloc: takes the lowest free slot; -1 with ENOSPC when full. */
+int64_t		 sbx_slots_alloc(struct sbx_slots *s);
+/* sbx_slots_take: takes slot i (reserved, or adopted after a restart). 0, or
+ * -1 with EINVAL (out of range) or EEXIST (already taken). */
+int		 sbx_slots_take(struct sbx_slots *s, uint32_t i);
+/* sbx_slots_put: frees slot i; freeing a free or out-of-range slot is a
+ * no-op. */
+void		 sbx_slots_put(struct sbx_slots *s, uint32_t i);
+/* sbx_slots_used: 1 if slot i is taken, 0 otherwise (also out of range). */
+int		 sbx_slots_used(const struct sbx_slots *s, uint32_t i);
+uint32_t	 sbx_slots_count(const struct sbx_slots *s);
+
+/* sbx_pool_slot: the slot whose sandbox address (.2 of the /30, see
+ * ns_pool_addrs) is addr4 in the pool pool4/prefix, or -1 if addr4 is not a
+ * sandbox address of that pool. Pure arithmetic; addresses in network byte
+ * order. */
+int64_t		 sbx_pool_slot(const uint8_t pool4[4], uint8_t prefix,
+		    const uint8_t addr4[4]);
+/* sbx_pool_nslots: slots the pool has for sandboxes (its last /30 is kept
+ * for the service address), capped at SBX_SLOTS_MAX; 0 for a bad pool. */
+uint32_t	 sbx_pool_nslots(uint8_t prefix);
+
+/* sbx_cidr_subtract: appends to the growable array *out (*n used, *cap
+ * allocated; start with NULL, 0, 0; the caller frees) the parts of c that
+ * no range of t (nt entries; other families are ignored) covers, as CIDR
+ * blocks, in address order. This is how treat_as_public reaches the
+ * kernel's private sets. 0, or -1 with errno ENOMEM. */
+int		 sbx_cidr_subtract(const struct pol_cidr *c,
+		    const struct pol_cidr *t, size_t nt, struct pol_cidr **out,
+		    size_t *n, size_t *cap);
+
+/* ------------------------------------------------- the manager */
+
+struct sbx;
+struct fw;
+
+/* A flat copy of what the DNS proxy and the bridge need to know about a
+ * sandbox; no pointers into the manager, so it stays valid after the
+ * sandbox is gone. */
+struct sbx_view {
+	char		id[SBX_ID_MAX + 1];
+	char		ifname[16];		/* host side, "sl-<n>" */
+	char		subject[SBX_SUBJECT_MAX + 1];
+	char		policy[SBX_POLICY_MAX + 1];
+	uint8_t		addr4[4];		/* network byte order */
+	uint32_t	index;			/* pool slot */
+	size_t		nlabels;
+	char		label_keys[SBX_LABELS_MAX][SBX_LABEL_KEY_MAX + 1];
+	char		label_values[SBX_LABELS_MAX][SBX_LABEL_VALUE_MAX + 1];
+	bool		tainted;
+	int64_t		expires;		/* unix time, 0 = never */
+};
+
+/*
+ * sbx_new: the sandbox manager, run at daemon start after the config and
+ * the policies are loaded. In the caller's (host) network namespace it
+ * prepares the host (ns_host_setup), installs or adopts the nftables table
+ * (replacing it, with a warning, when the old one cannot be adopted), opens
+ * <state_dir>/state.db (mode 0600) and reconciles: recorded sandboxes that
+ * are whole are adopted, recorded ones that lost a piece are removed,
+ * sandbox namespaces, links and table entries nobody recorded are removed
+ * as orphans, expired ones are removed, and TTL timers are armed on loop.
+ * gw and loop are borrowed and must outlive the manager. NULL with a
+ * message in err on failure (the daemon should not serve then).
+ */
+struct sbx	*sbx_new(struct gw *gw, struct ev_loop *loop, char *err,
+		    size_t errlen);
+/* sbx_free: cancels timers, closes the database and the netlink socket.
+ * The sandboxes stay (a restart adopts them). NULL is a no-op. */
+void		 sbx_free(struct sbx *m);
+
+/* sbx_reopen: opens the state database again, for the process that stays
+ * after daemon(3) (SQLite connections must not cross a fork). -1 with err;
+ * the manager must not be used then. */
+int		 sbx_reopen(struct sbx *m, char *err, size_t errlen);
+
+/* sbx_routes: registers POST/GET /v1/sandboxes, GET/DELETE
+ * /v1/sandboxes/{id} and POST /v1/sandboxes/{id}/exec on ctl. m is
+ * borrowed by the handlers. -1 with errno. */
+int		 sbx_routes(struct sbx *m, struct ctl *ctl);
+
+/* sbx_create: what POST /v1/sandboxes does, for callers other than the
+ * control API: body (borrowed) is {id?, policy, subject, labels?, ttl?}.
+ * Returns the HTTP status (201 when the sandbox exists) and in *reply a
+ * new reference: the sandbox with its token, or {error, message}. All or
+ * nothing: on any error nothing of the sandbox is left. */
+unsigned	 sbx_create(struct sbx *m, json_t *body, json_t **reply);
+/* sbx_delete: removes sandbox id everywhere (elements, namespace, row).
+ * -1 with errno ENOENT for an unknown id, or with err when the kernel
+ * refuses (the sandbox is then kept, to be retried). */
+int		 sbx_delete(struct sbx *m, const char *id, char *err,
+		    size_t errlen);
+
+/* sbx_count: sandboxes that exist now. */
+size_t		 sbx_count(const struct sbx *m);
+/* sbx_metrics_print: the sluice_sandboxes gauge and the
+ * sluice_sandbox_{creates,deletes,failures}_total counters, Prometheus
+ * text with HELP and TYPE lines. */
+void		 sbx_metrics_print(const struct sbx *m, FILE *fp);
+
+/* sbx_lookup_addr4: the sandbox whose own address is addr4 (network byte
+ * order), O(1). 0 and *out filled, or -1 with ENOENT. */
+int		 sbx_lookup_addr4(const struct sbx *m, const uint8_t addr4[4],
+		    struct sbx_view *out);
+/* sbx_lookup_id: the same by id. */
+int		 sbx_lookup_id(const struct sbx *m, const char *id,
+		    struct sbx_view *out);
+/* sbx_lookup_ifname: the same by host link name ("sl-<n>"). */
+int		 sbx_lookup_ifname(const struct sbx *m, const char *ifname,
+		    struct sbx_view *out);
+/* sbx_token_ok: 1 if token is the bearer token of sandbox id (compared in
+ * constant time), else 0 (also for an unknown id or a NULL token). */
+int		 sbx_token_ok(const struct sbx *m, const char *id,
+		    const char *token);
+
+/* sbx_taint: narrows sandbox id to its policy's taint keep-list at once
+ * (fw_restrict) and records the taint in the state database, so a restart
+ * keeps it. Idempotent. -1 with errno (ENOENT unknown id) and err. */
+int		 sbx_taint(struct sbx *m, const char *id, char *err,
+		    size_t errlen);
+
+/* sbx_fw: the nftables handle (borrowed), for the DNS proxy's fw_learn. */
+struct fw	*sbx_fw(struct sbx *m);
+
+#endif /* SLUICE_GATEWAY_SANDBOX_H */

@@ -1,0 +1,224 @@
+/*
+ * sandbox_db.c: the state database of the sandbox manager,
+ * <state_dir>/state.db. The kernel keeps a sandbox's namespace and set
+ * elements across a crash of sluiced, but not who asked for it, under
+ * which policy, or its bearer token: this table is that memory, so a
+ * restart can adopt what is alive and remove what is not. Writes are
+ * synchronous (synchronous=FULL) because a sandbox exists for the daemon
+ * only once its row is durable.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "gateway/sandbox_int.h"
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS sandboxes ("
+    " id TEXT PRIMARY KEY NOT NULL,"
+    " policy TEXT NOT NULL,"
+    " subject TEXT NOT NULL,"
+    " labels TEXT NOT NULL,"
+    " idx INTEGER NOT NULL UNIQUE,"
+    " address TEXT NOT NULL,"
+    " host_address TEXT NOT NULL,"
+    " token TEXT NOT NULL,"
+    " created INTEGER NOT NULL,"
+    " expires INTEGER NOT NULL,"
+    " tainted INTEGER NOT NULL DEFAULT 0);";
+
+static void
+db_err(sqlite3 *db, char *err, size_t errlen, const char *what)
+{
+	snprintf(err, errlen, "state database: %s: %s", what,
+	    db != NULL ? sqlite3_errmsg(db) : "out of memory");
+}
+
+struct sqlite3 *
+sbx_db_open(const char *path, char *err, size_t errlen)
+{
+	sqlite3 *db = NULL;
+	char *msg = NULL;
+	int fd;
+
+	/* Create the file ourselves so it is never readable by others,
+	 * not even for an instant: it holds the bearer tokens. O_NOFOLLOW:
+	 * a symlink planted there must not redirect them. */
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	    0600)) == -1) {
+		snprintf(err, errlen, "state database %s: %s", path,
+		    strerror(errno));
+		return NULL;
+	}
+	if (fchmod(fd, 0600) == -1) {
+		snprintf(err, errlen, "state database %s: chmod: %s", path,
+		    strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, path);
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	if (sqlite3_exec(db, "PRAGMA synchronous=FULL;", NULL, NULL,
+	    &msg) != SQLITE_OK || sqlite3_exec(db, schema, NULL, NULL,
+	    &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "state database %s: %s", path,
+		    msg != NULL ? msg : "schema");
+		sqlite3_free(msg);
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+void
+sbx_db_close(struct sqlite3 *db)
+{
+	if (db != NULL)
+		sqlite3_close(db);
+}
+
+int
+sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, "INSERT INTO sandboxes (id, policy, "
+	    "subject, labels, idx, address, host_address, token, created, "
+	    "expires, tainted) VALUES (?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
+	    NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, "insert");
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->policy, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->subject, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->labels, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, r->index);
+	sqlite3_bind_text(st, 6, r->addr, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, r->host_addr, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, r->token, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 9, r->created);
+	sqlite3_bind_int64(st, 10, r->expires);
+	sqlite3_bind_int(st, 11, r->tainted);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		db_err(db, err, errlen, "insert");
+		errno = (rc == SQLITE_CONSTRAINT) ? EEXIST : EIO;
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static int
+exec_id(struct sqlite3 *db, const char *sql, const char *id, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, "prepare");
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		db_err(db, err, errlen, "update");
+		sqlite3_finalize(st);
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+int
+sbx_db_delete(struct sqlite3 *db, const char *id, char *err, size_t errlen)
+{
+	return exec_id(db, "DELETE FROM sandboxes WHERE id = ?", id, err,
+	    errlen);
+}
+
+int
+sbx_db_set_tainted(struct sqlite3 *db, const char *id, char *err,
+    size_t errlen)
+{
+	return exec_id(db, "UPDATE sandboxes SET tainted = 1 WHERE id = ?",
+	    id, err, errlen);
+}
+
+/* Copies column i as text into dst; 0 if it fits (and is text), else -1. */
+static int
+col_text(sqlite3_stmt *st, int i, char *dst, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	int n = sqlite3_column_bytes(st, i);
+
+	dst[0] = '\0';
+	if (t == NULL || sqlite3_column_type(st, i) != SQLITE_TEXT ||
+	    n < 0 || (size_t)n >= len || strlen((const char *)t) != (size_t)n)
+		return -1;
+	memcpy(dst, t, (size_t)n + 1);
+	return 0;
+}
+
+int
+sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
+    void *), void *arg, char *err, size_t errlen)
+{
+	struct sbx_rec r;
+	sqlite3_stmt *st = NULL;
+	sqlite3_int64 idx;
+	int rc, n = 0, bad;
+
+	if (sqlite3_prepare_v2(db, "SELECT id, policy, subject, labels, idx, "
+	    "address, host_address, token, created, expires, tainted FROM "
+	    "sandboxes ORDER BY idx", -1, &st, NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, "load");
+		return -1;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		/* The id first: a bad row can only be removed by its id. */
+		bad = col_text(st, 0, r.id, sizeof(r.id));
+		bad |= col_text(st, 1, r.policy, sizeof(r.policy));
+		bad |= col_text(st, 2, r.subject, sizeof(r.subject));
+		bad |= col_text(st, 3, r.labels, sizeof(r.labels));
+		idx = sqlite3_column_int64(st, 4);
+		if (sqlite3_column_type(st, 4) != SQLITE_INTEGER || idx < 0 ||
+		    idx >= SBX_SLOTS_MAX)
+			bad = -1;
+		else
+			r.index = (uint32_t)idx;
+		bad |= col_text(st, 5, r.addr, sizeof(r.addr));
+		bad |= col_text(st, 6, r.host_addr, sizeof(r.host_addr));
+		bad |= col_text(st, 7, r.token, sizeof(r.token));
+		r.created = sqlite3_column_int64(st, 8);
+		r.expires = sqlite3_column_int64(st, 9);
+		r.tainted = sqlite3_column_int(st, 10) != 0;
+		cb(&r, bad != 0, arg);
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		db_err(db, err, errlen, "load");
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return n;
+}

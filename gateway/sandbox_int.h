@@ -1,0 +1,59 @@
+/*
+ * sandbox_int.h: what the files of the sandbox manager share and nobody else
+ * sees: the record kept per sandbox in the state database, the database
+ * calls (gateway/sandbox_db.c) and the netlink queries reconciliation needs
+ * (gateway/sandbox_nl.c). Public API: gateway/sandbox.h.
+ */
+#ifndef SLUICE_GATEWAY_SANDBOX_INT_H
+#define SLUICE_GATEWAY_SANDBOX_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/sandbox.h"
+
+/* One row of the sandboxes table. */
+struct sbx_rec {
+	char		id[SBX_ID_MAX + 1];
+	char		policy[SBX_POLICY_MAX + 1];
+	char		subject[SBX_SUBJECT_MAX + 1];
+	char		labels[2048];		/* compact JSON object */
+	uint32_t	index;
+	char		addr[16];		/* dotted quad of the sandbox */
+	char		host_addr[16];		/* dotted quad of the host side */
+	char		token[SBX_TOKEN_HEX + 1];
+	int64_t		created, expires;	/* unix time; expires 0 = never */
+	int		tainted;
+};
+
+struct sqlite3;
+
+/* sbx_db_open: opens (creating it mode 0600) the state database at path
+ * and its table. NULL with err on failure. */
+struct sqlite3	*sbx_db_open(const char *path, char *err, size_t errlen);
+/* sbx_db_close: NULL is a no-op. */
+void		 sbx_db_close(struct sqlite3 *db);
+/* sbx_db_insert: one row, durable on return. -1 with err (EEXIST for a
+ * duplicate id or index). */
+int		 sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r,
+		    char *err, size_t errlen);
+/* sbx_db_delete: the row of id; a missing row is not an error. */
+int		 sbx_db_delete(struct sqlite3 *db, const char *id, char *err,
+		    size_t errlen);
+/* sbx_db_set_tainted: marks id tainted. */
+int		 sbx_db_set_tainted(struct sqlite3 *db, const char *id,
+		    char *err, size_t errlen);
+/* sbx_db_load: calls cb for each row (in index order). A row whose columns
+ * do not fit a struct sbx_rec is still reported, with bad = 1, so the
+ * caller can remove what it names. Returns rows seen, or -1 with err. */
+int		 sbx_db_load(struct sqlite3 *db,
+		    void (*cb)(const struct sbx_rec *r, int bad, void *arg),
+		    void *arg, char *err, size_t errlen);
+
+/* sbx_nl_nsid: the id the calling thread's network namespace gives the
+ * namespace pinned at path (>= 0), -1 when it has none (the namespace was
+ * never linked to ours), -2 on error (errno; EINVAL if path is not a
+ * namespace). */
+int		 sbx_nl_nsid(const char *path);
+
+#endif /* SLUICE_GATEWAY_SANDBOX_INT_H */

@@ -1,0 +1,377 @@
+/*
+ * sandbox_valid.c: the pure half of the sandbox manager: what a create
+ * request may contain (ids, subjects, labels, TTLs) and which pool slot a
+ * sandbox gets. It is apart from sandbox.c so that the unit tests exercise
+ * exactly the code the daemon runs, without a kernel or a database, and so
+ * that every rule about hostile input is in one short file.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <netinet/in.h>
+
+#include "gateway/sandbox.h"
+
+static int
+is_lower_alnum(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static int
+is_alnum(int c)
+{
+	return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+int
+sbx_id_valid(const char *id)
+{
+	size_t i;
+
+	if (id == NULL || !is_lower_alnum((unsigned char)id[0]))
+		return 0;
+	for (i = 1; id[i] != '\0'; i++) {
+		if (i >= SBX_ID_MAX)
+			return 0;
+		if (!is_lower_alnum((unsigned char)id[i]) && id[i] != '-')
+			return 0;
+	}
+	return 1;
+}
+
+int
+sbx_subject_valid(const char *s)
+{
+	size_t i;
+
+	if (s == NULL || !is_alnum((unsigned char)s[0]))
+		return 0;
+	for (i = 1; s[i] != '\0'; i++) {
+		if (i >= SBX_SUBJECT_MAX)
+			return 0;
+		/* No glob characters: policies match subjects with globs,
+		 * and a subject must never be a pattern itself. */
+		if (!is_alnum((unsigned char)s[i]) &&
+		    strchr("._@+:/-", s[i]) == NULL)
+			return 0;
+	}
+	return 1;
+}
+
+int
+sbx_label_key_valid(const char *k)
+{
+	size_t i;
+
+	if (k == NULL || !is_lower_alnum((unsigned char)k[0]))
+		return 0;
+	for (i = 1; k[i] != '\0'; i++) {
+		if (i >= SBX_LABEL_KEY_MAX)
+			return 0;
+		if (!is_lower_alnum((unsigned char)k[i]) &&
+		    strchr("._/-", k[i]) == NULL)
+			return 0;
+	}
+	return 1;
+}
+
+int
+sbx_label_value_valid(const char *v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return 0;
+	for (i = 0; v[i] != '\0'; i++) {
+		if (i >= SBX_LABEL_VALUE_MAX)
+			return 0;
+		if (!is_alnum((unsigned char)v[i]) &&
+		    strchr("._:/@+=-", v[i]) == NULL)
+			return 0;
+	}
+	return 1;
+}
+
+int
+sbx_labels_check(const json_t *labels, char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+
+	if (labels == NULL || json_is_null(labels))
+		return 0;
+	if (!json_is_object(labels)) {
+		snprintf(err, errlen, "labels: must be an object");
+		return -1;
+	}
+	if (json_object_size(labels) > SBX_LABELS_MAX) {
+		snprintf(err, errlen, "labels: more than %d", SBX_LABELS_MAX);
+		return -1;
+	}
+	/* jansson's iteration macro takes a non-const object. */
+	json_object_foreach((json_t *)labels, k, v) {
+		if (!sbx_label_key_valid(k)) {
+			snprintf(err, errlen, "labels: bad key (want "
+			    "[a-z0-9][a-z0-9._/-]{0,62})");
+			return -1;
+		}
+		/* An embedded NUL would make the value another string
+		 * than the one the client sent: refuse it. */
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    !sbx_label_value_valid(json_string_value(v))) {
+			snprintf(err, errlen, "labels.%s: bad value (want a "
+			    "string of at most %d of [A-Za-z0-9._:/@+=-])", k,
+			    SBX_LABEL_VALUE_MAX);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+sbx_ttl_parse_str(const char *s, uint32_t *secs, char *err, size_t errlen)
+{
+	unsigned long long n = 0, mul = 1;
+	size_t i, len;
+
+	if (s == NULL || (len = strlen(s)) == 0 || len > 16) {
+		snprintf(err, errlen, "ttl: empty or too long");
+		return -1;
+	}
+	switch (s[len - 1]) {
+	case 's': mul = 1; len--; break;
+	case 'm': mul = 60; len--; break;
+	case 'h': mul = 3600; len--; break;
+	case 'd': mul = 86400; len--; break;
+	default: break;
+	}
+	if (len == 0 || (s[0] == '0' && len > 1)) {
+		snprintf(err, errlen, "ttl: want <n>[s|m|h|d]");
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9') {
+			snprintf(err, errlen, "ttl: want <n>[s|m|h|d]");
+			return -1;
+		}
+		n = n * 10 + (unsigned)(s[i] - '0');
+		/* 15 digits cannot overflow; stop as soon as it is too big. */
+		if (n > SBX_TTL_MAX_S)
+			break;
+	}
+	if (n == 0 || n > SBX_TTL_MAX_S / mul) {
+		snprintf(err, errlen, "ttl: must be between 1s and %ud",
+		    SBX_TTL_MAX_S / 86400);
+		return -1;
+	}
+	*secs = (uint32_t)(n * mul);
+	return 0;
+}
+
+int
+sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err, size_t errlen)
+{
+	json_int_t n;
+
+	if (json_is_string(v)) {
+		if (strlen(json_string_value(v)) != json_string_length(v)) {
+			snprintf(err, errlen, "ttl: want <n>[s|m|h|d]");
+			return -1;
+		}
+		return sbx_ttl_parse_str(json_string_value(v), secs, err,
+		    errlen);
+	}
+	if (!json_is_integer(v)) {
+		snprintf(err, errlen, "ttl: want seconds or a duration string");
+		return -1;
+	}
+	n = json_integer_value(v);
+	if (n < 1 || n > (json_int_t)SBX_TTL_MAX_S) {
+		snprintf(err, errlen, "ttl: must be between 1s and %ud",
+		    SBX_TTL_MAX_S / 86400);
+		return -1;
+	}
+	*secs = (uint32_t)n;
+	return 0;
+}
+
+/* ------------------------------------------------------------ slots */
+
+struct sbx_slots {
+	uint32_t	 n;
+	uint32_t	 used;
+	uint32_t	 hint;		/* no free slot below this one */
+	uint64_t	*bits;
+};
+
+struct sbx_slots *
+sbx_slots_new(uint32_t n)
+{
+	struct sbx_slots *s;
+
+	if (n == 0 || n > SBX_SLOTS_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	if ((s->bits = calloc((n + 63) / 64, sizeof(*s->bits))) == NULL) {
+		free(s);
+		return NULL;
+	}
+	s->n = n;
+	return s;
+}
+
+void
+sbx_slots_free(struct sbx_slots *s)
+{
+	if (s == NULL)
+		return;
+	free(s->bits);
+	free(s);
+}
+
+int
+sbx_slots_used(const struct sbx_slots *s, uint32_t i)
+{
+	if (i >= s->n)
+		return 0;
+	return (s->bits[i / 64] >> (i % 64)) & 1;
+}
+
+int64_t
+sbx_slots_alloc(struct sbx_slots *s)
+{
+	uint32_t w, i;
+
+	/* Word at a time from the hint: lowest free slot without a scan
+	 * of the whole map each time. */
+	for (w = s->hint / 64; w < (s->n + 63) / 64; w++) {
+		if (s->bits[w] == UINT64_MAX)
+			continue;
+		i = w * 64 + (uint32_t)__builtin_ctzll(~s->bits[w]);
+		if (i >= s->n)
+			break;
+		s->bits[w] |= 1ULL << (i % 64);
+		s->used++;
+		s->hint = i + 1;
+		return i;
+	}
+	errno = ENOSPC;
+	return -1;
+}
+
+int
+sbx_slots_take(struct sbx_slots *s, uint32_t i)
+{
+	if (i >= s->n) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (sbx_slots_used(s, i)) {
+		errno = EEXIST;
+		return -1;
+	}
+	s->bits[i / 64] |= 1ULL << (i % 64);
+	s->used++;
+	return 0;
+}
+
+void
+sbx_slots_put(struct sbx_slots *s, uint32_t i)
+{
+	if (i >= s->n || !sbx_slots_used(s, i))
+		return;
+	s->bits[i / 64] &= ~(1ULL << (i % 64));
+	s->used--;
+	if (i < s->hint)
+		s->hint = i;
+}
+
+uint32_t
+sbx_slots_count(const struct sbx_slots *s)
+{
+	return s->used;
+}
+
+uint32_t
+sbx_pool_nslots(uint8_t prefix)
+{
+	uint64_t n;
+
+	/* ns_pool_addrs accepts 1..29; the last /30 is the service's. */
+	if (prefix < 1 || prefix > 29)
+		return 0;
+	n = (1ULL << (32 - prefix)) / 4 - 1;
+	return n > SBX_SLOTS_MAX ? SBX_SLOTS_MAX : (uint32_t)n;
+}
+
+static uint32_t
+be32(const uint8_t a[4])
+{
+	return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 |
+	    (uint32_t)a[2] << 8 | a[3];
+}
+
+int64_t
+sbx_pool_slot(const uint8_t pool4[4], uint8_t prefix, const uint8_t addr4[4])
+{
+	uint32_t net = be32(pool4), a = be32(addr4), mask, off;
+
+	if (prefix < 1 || prefix > 29)
+		return -1;
+	mask = UINT32_MAX << (32 - prefix);
+	if ((a & mask) != (net & mask))
+		return -1;
+	off = a - (net & mask);
+	/* The sandbox is .2 of its /30 (ns_pool_addrs). */
+	if (off % 4 != 2 || off / 4 >= sbx_pool_nslots(prefix))
+		return -1;
+	return off / 4;
+}
+
+int
+sbx_cidr_subtract(const struct pol_cidr *c, const struct pol_cidr *t,
+    size_t nt, struct pol_cidr **out, size_t *n, size_t *cap)
+{
+	struct pol_cidr half, *nv;
+	size_t i, alen = c->addr.family == AF_INET ? 4 : 16;
+	int partial = 0;
+
+	for (i = 0; i < nt; i++) {
+		if (t[i].addr.family != c->addr.family)
+			continue;
+		if (t[i].prefix <= c->prefix &&
+		    pol_cidr_contains(&t[i], &c->addr))
+			return 0;
+		if (t[i].prefix > c->prefix &&
+		    pol_cidr_contains(c, &t[i].addr))
+			partial = 1;
+	}
+	if (!partial) {
+		if (*n == *cap) {
+			if ((nv = reallocarray(*out, *cap * 2 + 16,
+			    sizeof(*nv))) == NULL)
+				return -1;
+			*out = nv;
+			*cap = *cap * 2 + 16;
+		}
+		(*out)[(*n)++] = *c;
+		return 0;
+	}
+	/* Partly covered: split in halves until each half is in or out. */
+	if (c->prefix >= alen * 8)
+		return 0;
+	half = *c;
+	half.prefix = c->prefix + 1;
+	if (sbx_cidr_subtract(&half, t, nt, out, n, cap) == -1)
+		return -1;
+	half.addr.a[c->prefix / 8] |= (uint8_t)(0x80 >> (c->prefix % 8));
+	return sbx_cidr_subtract(&half, t, nt, out, n, cap);
+}

@@ -1,0 +1,562 @@
+/*
+ * check_sbx: the pure parts of the sandbox manager (gateway/sandbox_valid.c)
+ * and its state database (gateway/sandbox_db.c, real SQLite in a temporary
+ * directory). What users rely on: a create request with a bad id, subject,
+ * label or TTL is refused before anything is made (hostile forms included:
+ * path tricks, globs, NULs, overlong values, numbers that overflow); a new
+ * sandbox gets the lowest free pool slot and a full pool says so; the slot
+ * of a source address is found by arithmetic and only for real sandbox
+ * addresses; the state database keeps tokens in a file only root can read,
+ * and survives a reopen.
+ */
+#include <sys/stat.h>
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "gateway/sandbox.h"
+#include "gateway/sandbox_int.h"
+
+/* ------------------------------------------------------------ ids */
+
+static const struct {
+	const char	*s;
+	int		 ok;
+} ids[] = {
+	{ "a", 1 }, { "0", 1 }, { "agent-1", 1 }, { "a-b-c-9", 1 },
+	{ "abcdefghijklmnopqrstuvwxyz012345", 1 },	/* 32 */
+	{ "abcdefghijklmnopqrstuvwxyz0123456", 0 },	/* 33 */
+	{ "", 0 }, { "-a", 0 }, { "A", 0 }, { "aB", 0 }, { "a_b", 0 },
+	{ "a.b", 0 }, { "../x", 0 }, { "a/b", 0 }, { "a b", 0 }, { "é", 0 },
+	{ "a\n", 0 }, { "a\t", 0 }, { "*", 0 }, { "a%2f", 0 },
+};
+
+START_TEST(test_id)
+{
+	ck_assert_msg(sbx_id_valid(ids[_i].s) == ids[_i].ok, "id '%s'",
+	    ids[_i].s);
+}
+END_TEST
+
+START_TEST(test_id_null)
+{
+	ck_assert_int_eq(sbx_id_valid(NULL), 0);
+	ck_assert_int_eq(sbx_subject_valid(NULL), 0);
+	ck_assert_int_eq(sbx_label_key_valid(NULL), 0);
+	ck_assert_int_eq(sbx_label_value_valid(NULL), 0);
+}
+END_TEST
+
+static const struct {
+	const char	*s;
+	int		 ok;
+} subjects[] = {
+	{ "alice", 1 }, { "Alice", 1 }, { "team-a/bob", 1 },
+	{ "bob@example.com", 1 }, { "svc:ci+1", 1 }, { "a.b_c", 1 },
+	{ "", 0 }, { "-alice", 0 }, { ".alice", 0 }, { "team-*", 0 },
+	{ "a?", 0 }, { "a[b]", 0 }, { "a b", 0 }, { "a\"b", 0 },
+	{ "a\\b", 0 }, { "ali\xc3\xa9", 0 }, { "a\x01", 0 }, { "a;rm", 0 },
+};
+
+START_TEST(test_subject)
+{
+	ck_assert_msg(sbx_subject_valid(subjects[_i].s) == subjects[_i].ok,
+	    "subject '%s'", subjects[_i].s);
+}
+END_TEST
+
+START_TEST(test_subject_long)
+{
+	char s[SBX_SUBJECT_MAX + 2];
+
+	memset(s, 'a', sizeof(s));
+	s[SBX_SUBJECT_MAX] = '\0';
+	ck_assert_int_eq(sbx_subject_valid(s), 1);
+	s[SBX_SUBJECT_MAX] = 'a';
+	s[SBX_SUBJECT_MAX + 1] = '\0';
+	ck_assert_int_eq(sbx_subject_valid(s), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ labels */
+
+static const struct {
+	const char	*json;
+	int		 ok;
+} labels[] = {
+	{ "null", 1 },
+	{ "{}", 1 },
+	{ "{\"env\": \"dev\"}", 1 },
+	{ "{\"team\": \"\"}", 1 },
+	{ "{\"app.kubernetes.io/name\": \"x-1\", \"k\": \"a=b:c/d@e+f\"}", 1 },
+	{ "[]", 0 },
+	{ "\"env=dev\"", 0 },
+	{ "{\"Env\": \"dev\"}", 0 },
+	{ "{\"-env\": \"dev\"}", 0 },
+	{ "{\"\": \"dev\"}", 0 },
+	{ "{\"env\": 1}", 0 },
+	{ "{\"env\": null}", 0 },
+	{ "{\"env\": [\"dev\"]}", 0 },
+	{ "{\"env\": {\"a\": \"b\"}}", 0 },
+	{ "{\"env\": \"a b\"}", 0 },
+	{ "{\"env\": \"a\\nb\"}", 0 },
+	{ "{\"env\": \"x\\u0000y\"}", 0 },
+	{ "{\"env\": \"caf\\u00e9\"}", 0 },
+	{ "{\"e nv\": \"dev\"}", 0 },
+};
+
+START_TEST(test_labels)
+{
+	json_error_t je;
+	json_t *v = json_loads(labels[_i].json, JSON_DECODE_ANY |
+	    JSON_ALLOW_NUL, &je);
+	char err[256] = "";
+	int rc;
+
+	ck_assert_msg(v != NULL, "%s: %s", labels[_i].json, je.text);
+	rc = sbx_labels_check(v, err, sizeof(err));
+	ck_assert_msg((rc == 0) == labels[_i].ok, "labels %s: rc %d (%s)",
+	    labels[_i].json, rc, err);
+	if (!labels[_i].ok)
+		ck_assert_msg(strstr(err, "labels") != NULL,
+		    "message names labels: %s", err);
+	json_decref(v);
+}
+END_TEST
+
+START_TEST(test_labels_count)
+{
+	json_t *o = json_object();
+	char k[16], err[256];
+	int i;
+
+	for (i = 0; i < SBX_LABELS_MAX; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		json_object_set_new(o, k, json_string("v"));
+	}
+	ck_assert_int_eq(sbx_labels_check(o, err, sizeof(err)), 0);
+	json_object_set_new(o, "one-more", json_string("v"));
+	ck_assert_int_eq(sbx_labels_check(o, err, sizeof(err)), -1);
+	json_decref(o);
+}
+END_TEST
+
+START_TEST(test_labels_long)
+{
+	char key[SBX_LABEL_KEY_MAX + 2], val[SBX_LABEL_VALUE_MAX + 2];
+
+	memset(key, 'k', sizeof(key));
+	key[SBX_LABEL_KEY_MAX] = '\0';
+	ck_assert_int_eq(sbx_label_key_valid(key), 1);
+	key[SBX_LABEL_KEY_MAX] = 'k';
+	key[SBX_LABEL_KEY_MAX + 1] = '\0';
+	ck_assert_int_eq(sbx_label_key_valid(key), 0);
+	memset(val, 'v', sizeof(val));
+	val[SBX_LABEL_VALUE_MAX] = '\0';
+	ck_assert_int_eq(sbx_label_value_valid(val), 1);
+	val[SBX_LABEL_VALUE_MAX] = 'v';
+	val[SBX_LABEL_VALUE_MAX + 1] = '\0';
+	ck_assert_int_eq(sbx_label_value_valid(val), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ ttl */
+
+static const struct {
+	const char	*json;
+	long		 secs;		/* -1: refused */
+} ttls[] = {
+	{ "1", 1 }, { "3600", 3600 }, { "\"30s\"", 30 }, { "\"5m\"", 300 },
+	{ "\"2h\"", 7200 }, { "\"1d\"", 86400 }, { "\"30d\"", 2592000 },
+	{ "\"90\"", 90 }, { "2592000", 2592000 },
+	{ "0", -1 }, { "-1", -1 }, { "2592001", -1 }, { "\"31d\"", -1 },
+	{ "\"0s\"", -1 }, { "\"05m\"", -1 }, { "\"-5m\"", -1 },
+	{ "\"+5m\"", -1 }, { "\"5 m\"", -1 }, { "\"5w\"", -1 },
+	{ "\"m\"", -1 }, { "\"\"", -1 }, { "\"1h30m\"", -1 },
+	{ "\"99999999999999999d\"", -1 }, { "\"18446744073709551617\"", -1 },
+	{ "1.5", -1 }, { "true", -1 }, { "null", -1 }, { "[60]", -1 },
+	{ "9223372036854775807", -1 }, { "\"1\\u0000d\"", -1 },
+};
+
+START_TEST(test_ttl)
+{
+	json_error_t je;
+	json_t *v = json_loads(ttls[_i].json, JSON_DECODE_ANY |
+	    JSON_ALLOW_NUL, &je);
+	uint32_t secs = 12345;
+	char err[256] = "";
+	int rc;
+
+	ck_assert_msg(v != NULL, "%s: %s", ttls[_i].json, je.text);
+	rc = sbx_ttl_parse(v, &secs, err, sizeof(err));
+	if (ttls[_i].secs < 0) {
+		ck_assert_msg(rc == -1, "ttl %s accepted as %u", ttls[_i].json,
+		    secs);
+		ck_assert_msg(secs == 12345, "ttl %s: out touched",
+		    ttls[_i].json);
+		ck_assert_msg(strstr(err, "ttl") != NULL, "message: %s", err);
+	} else {
+		ck_assert_msg(rc == 0, "ttl %s refused: %s", ttls[_i].json,
+		    err);
+		ck_assert_uint_eq(secs, (uint32_t)ttls[_i].secs);
+	}
+	json_decref(v);
+}
+END_TEST
+
+/* ------------------------------------------------------------ slots */
+
+START_TEST(test_slots_lowest)
+{
+	struct sbx_slots *s = sbx_slots_new(200);
+	int i;
+
+	ck_assert_ptr_nonnull(s);
+	for (i = 0; i < 130; i++)
+		ck_assert_int_eq(sbx_slots_alloc(s), i);
+	ck_assert_uint_eq(sbx_slots_count(s), 130);
+	/* Freed slots are reused lowest first. */
+	sbx_slots_put(s, 70);
+	sbx_slots_put(s, 3);
+	sbx_slots_put(s, 64);
+	ck_assert_int_eq(sbx_slots_alloc(s), 3);
+	ck_assert_int_eq(sbx_slots_alloc(s), 64);
+	ck_assert_int_eq(sbx_slots_alloc(s), 70);
+	ck_assert_int_eq(sbx_slots_alloc(s), 130);
+	ck_assert_int_eq(sbx_slots_used(s, 130), 1);
+	ck_assert_int_eq(sbx_slots_used(s, 131), 0);
+	sbx_slots_free(s);
+}
+END_TEST
+
+START_TEST(test_slots_take)
+{
+	struct sbx_slots *s = sbx_slots_new(10);
+
+	ck_assert_ptr_nonnull(s);
+	/* An adopted or reserved slot is skipped by alloc. */
+	ck_assert_int_eq(sbx_slots_take(s, 0), 0);
+	ck_assert_int_eq(sbx_slots_take(s, 2), 0);
+	ck_assert_int_eq(sbx_slots_take(s, 2), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(sbx_slots_take(s, 10), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(sbx_slots_alloc(s), 1);
+	ck_assert_int_eq(sbx_slots_alloc(s), 3);
+	sbx_slots_free(s);
+	sbx_slots_free(NULL);
+}
+END_TEST
+
+START_TEST(test_slots_full)
+{
+	struct sbx_slots *s = sbx_slots_new(65);
+	int i;
+
+	ck_assert_ptr_nonnull(s);
+	for (i = 0; i < 65; i++)
+		ck_assert_int_eq(sbx_slots_alloc(s), i);
+	ck_assert_int_eq(sbx_slots_alloc(s), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	/* Freeing out of range or twice changes nothing. */
+	sbx_slots_put(s, 1000);
+	sbx_slots_put(s, 64);
+	sbx_slots_put(s, 64);
+	ck_assert_uint_eq(sbx_slots_count(s), 64);
+	ck_assert_int_eq(sbx_slots_alloc(s), 64);
+	ck_assert_int_eq(sbx_slots_alloc(s), -1);
+	sbx_slots_free(s);
+}
+END_TEST
+
+START_TEST(test_slots_bad_size)
+{
+	ck_assert_ptr_null(sbx_slots_new(0));
+	ck_assert_ptr_null(sbx_slots_new(SBX_SLOTS_MAX + 1));
+}
+END_TEST
+
+/* ------------------------------------------------------------ pool */
+
+static const struct {
+	uint8_t		pool[4], prefix, addr[4];
+	long		slot;		/* -1: not a sandbox address */
+} pool_slots[] = {
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 0, 2 }, 0 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 0, 6 }, 1 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 1, 2 }, 64 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 255, 246 }, 16381 },
+	/* The last /30 is the service address's. */
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 255, 250 }, 16382 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 255, 254 }, -1 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 0, 1 }, -1 },	/* host side */
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 0, 0 }, -1 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 231, 0, 3 }, -1 },
+	{ { 10, 231, 0, 0 }, 16, { 10, 232, 0, 2 }, -1 },
+	{ { 10, 231, 0, 0 }, 16, { 192, 0, 2, 2 }, -1 },
+	{ { 10, 231, 0, 0 }, 28, { 10, 231, 0, 10 }, 2 },
+	{ { 10, 231, 0, 0 }, 28, { 10, 231, 0, 14 }, -1 },
+	{ { 10, 231, 0, 0 }, 30, { 10, 231, 0, 2 }, -1 },	/* bad pool */
+	{ { 10, 231, 0, 0 }, 0, { 10, 231, 0, 2 }, -1 },
+};
+
+START_TEST(test_pool_slot)
+{
+	ck_assert_int_eq(sbx_pool_slot(pool_slots[_i].pool,
+	    pool_slots[_i].prefix, pool_slots[_i].addr), pool_slots[_i].slot);
+}
+END_TEST
+
+START_TEST(test_pool_nslots)
+{
+	ck_assert_uint_eq(sbx_pool_nslots(16), 16383);
+	ck_assert_uint_eq(sbx_pool_nslots(28), 3);
+	ck_assert_uint_eq(sbx_pool_nslots(29), 1);
+	ck_assert_uint_eq(sbx_pool_nslots(30), 0);
+	ck_assert_uint_eq(sbx_pool_nslots(0), 0);
+	ck_assert_uint_eq(sbx_pool_nslots(1), SBX_SLOTS_MAX);
+}
+END_TEST
+
+/* ------------------------------------------------------------ subtract */
+
+static const struct {
+	const char	*c;
+	const char	*t[3];
+	const char	*want;		/* blocks, space separated */
+} subtracts[] = {
+	{ "192.0.2.0/24", { "192.0.2.0/24" }, "" },
+	{ "192.0.2.0/24", { "192.0.0.0/16" }, "" },
+	{ "192.0.2.0/24", { "198.51.100.0/24" }, "192.0.2.0/24" },
+	{ "192.0.2.0/24", { NULL }, "192.0.2.0/24" },
+	{ "10.0.0.0/8", { "10.1.0.0/16" },
+	    "10.0.0.0/16 10.2.0.0/15 10.4.0.0/14 10.8.0.0/13 10.16.0.0/12 "
+	    "10.32.0.0/11 10.64.0.0/10 10.128.0.0/9" },
+	{ "192.0.2.0/24", { "192.0.2.0/25", "192.0.2.192/26" },
+	    "192.0.2.128/26" },
+	{ "192.0.2.0/30", { "192.0.2.1/32" }, "192.0.2.0/32 192.0.2.2/31" },
+	/* Another family never subtracts. */
+	{ "2001:db8::/32", { "192.0.2.0/24" }, "2001:db8::/32" },
+	{ "fc00::/7", { "fd00::/8" }, "fc00::/8" },
+	{ "2001:db8::/32", { "2001:db8::/32", "0.0.0.0/0" }, "" },
+};
+
+START_TEST(test_subtract)
+{
+	struct pol_cidr c, t[3], *out = NULL;
+	size_t nt = 0, n = 0, cap = 0, i;
+	char buf[1024] = "", a[64];
+
+	ck_assert_int_eq(pol_cidr_parse(subtracts[_i].c, &c), 0);
+	for (nt = 0; nt < 3 && subtracts[_i].t[nt] != NULL; nt++)
+		ck_assert_int_eq(pol_cidr_parse(subtracts[_i].t[nt], &t[nt]),
+		    0);
+	ck_assert_int_eq(sbx_cidr_subtract(&c, t, nt, &out, &n, &cap), 0);
+	for (i = 0; i < n; i++) {
+		ck_assert_ptr_nonnull(pol_addr_format(&out[i].addr, a,
+		    sizeof(a)));
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s/%u",
+		    i > 0 ? " " : "", a, out[i].prefix);
+	}
+	ck_assert_str_eq(buf, subtracts[_i].want);
+	free(out);
+}
+END_TEST
+
+/* ------------------------------------------------------------ state db */
+
+static char tdir[64];
+
+static void
+db_setup(void)
+{
+	snprintf(tdir, sizeof(tdir), "/tmp/check_sbx.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+}
+
+static void
+db_teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tdir);
+	(void)system(cmd);
+}
+
+static void
+rec_fill(struct sbx_rec *r, const char *id, uint32_t idx)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	snprintf(r->policy, sizeof(r->policy), "coding-agent");
+	snprintf(r->subject, sizeof(r->subject), "alice");
+	snprintf(r->labels, sizeof(r->labels), "{\"env\":\"dev\"}");
+	r->index = idx;
+	snprintf(r->addr, sizeof(r->addr), "10.231.0.%u", idx * 4 + 2);
+	snprintf(r->host_addr, sizeof(r->host_addr), "10.231.0.%u",
+	    idx * 4 + 1);
+	memset(r->token, 'a' + (int)idx, SBX_TOKEN_HEX);
+	r->created = 1700000000;
+	r->expires = idx == 1 ? 1700003600 : 0;
+}
+
+struct got {
+	struct sbx_rec	r[8];
+	int		bad[8];
+	int		n;
+};
+
+static void
+got_cb(const struct sbx_rec *r, int bad, void *arg)
+{
+	struct got *g = arg;
+
+	ck_assert_int_lt(g->n, 8);
+	g->r[g->n] = *r;
+	g->bad[g->n] = bad;
+	g->n++;
+}
+
+START_TEST(test_db_roundtrip)
+{
+	struct sbx_rec a, b;
+	struct got g = { .n = 0 };
+	struct sqlite3 *db;
+	struct stat st;
+	char path[128], err[256];
+
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	rec_fill(&a, "one", 0);
+	rec_fill(&b, "two", 1);
+	ck_assert_int_eq(sbx_db_insert(db, &b, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), 0);
+	/* Same id, or same slot: refused, the first row stays. */
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	rec_fill(&a, "three", 1);
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), -1);
+	ck_assert_int_eq(sbx_db_set_tainted(db, "two", err, sizeof(err)), 0);
+	sbx_db_close(db);
+
+	/* A restart reads back what was written, in slot order. */
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 2);
+	ck_assert_str_eq(g.r[0].id, "one");
+	ck_assert_int_eq(g.bad[0], 0);
+	ck_assert_int_eq(g.r[0].tainted, 0);
+	ck_assert_str_eq(g.r[1].id, "two");
+	ck_assert_int_eq(g.r[1].tainted, 1);
+	ck_assert_int_eq(g.r[1].expires, 1700003600);
+	ck_assert_str_eq(g.r[1].addr, "10.231.0.6");
+	ck_assert_str_eq(g.r[1].labels, "{\"env\":\"dev\"}");
+	rec_fill(&b, "two", 1);
+	ck_assert_str_eq(g.r[1].token, b.token);
+	ck_assert_int_eq(sbx_db_delete(db, "one", err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_delete(db, "none", err, sizeof(err)), 0);
+	g.n = 0;
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 1);
+	ck_assert_str_eq(g.r[0].id, "two");
+	sbx_db_close(db);
+	sbx_db_close(NULL);
+}
+END_TEST
+
+START_TEST(test_db_bad_rows)
+{
+	struct got g = { .n = 0 };
+	struct sqlite3 *db;
+	char path[128], err[256];
+
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	/* Rows the daemon did not write: overlong fields, wrong types, a
+	 * negative slot. Each is reported as bad, never trusted. */
+	ck_assert_int_eq(sqlite3_exec(db,
+	    "INSERT INTO sandboxes VALUES ('x', 'p', 's', '{}', -1, 'a', 'h', "
+	    "'t', 0, 0, 0);"
+	    "INSERT INTO sandboxes VALUES ('y', 'p', 's', '{}', 5, 'a', 'h', "
+	    "x'00', 0, 0, 0);"
+	    "INSERT INTO sandboxes VALUES ('zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+	    "zzzzzzzzzz', 'p', 's', '{}', 6, 'a', 'h', 't', 0, 0, 0);"
+	    "INSERT INTO sandboxes VALUES ('w', 'p', 's', '{}', '7', 'a', 'h', "
+	    "'t', 0, 0, 0);", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 4);
+	ck_assert_int_eq(g.bad[0] + g.bad[1] + g.bad[2], 3);
+	sbx_db_close(db);
+}
+END_TEST
+
+START_TEST(test_db_symlink)
+{
+	struct sqlite3 *db;
+	char path[128], target[128], err[256];
+
+	/* A symlink planted at the database's path must not receive the
+	 * tokens. */
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	snprintf(target, sizeof(target), "%s/elsewhere", tdir);
+	ck_assert_int_eq(symlink(target, path), 0);
+	ck_assert_ptr_null(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(access(target, F_OK), -1);
+}
+END_TEST
+
+static Suite *
+sbx_suite(void)
+{
+	Suite *s = suite_create("sbx");
+	TCase *tc = tcase_create("Core"), *tl = tcase_create("Limits"),
+	    *td = tcase_create("StateDB");
+
+	tcase_add_loop_test(tc, test_id, 0, sizeof(ids) / sizeof(ids[0]));
+	tcase_add_loop_test(tc, test_subject, 0,
+	    sizeof(subjects) / sizeof(subjects[0]));
+	tcase_add_loop_test(tc, test_labels, 0,
+	    sizeof(labels) / sizeof(labels[0]));
+	tcase_add_loop_test(tc, test_ttl, 0, sizeof(ttls) / sizeof(ttls[0]));
+	tcase_add_test(tc, test_slots_lowest);
+	tcase_add_test(tc, test_slots_take);
+	tcase_add_loop_test(tc, test_pool_slot, 0,
+	    sizeof(pool_slots) / sizeof(pool_slots[0]));
+	tcase_add_test(tc, test_pool_nslots);
+	tcase_add_loop_test(tc, test_subtract, 0,
+	    sizeof(subtracts) / sizeof(subtracts[0]));
+	suite_add_tcase(s, tc);
+
+	tcase_add_test(tl, test_id_null);
+	tcase_add_test(tl, test_subject_long);
+	tcase_add_test(tl, test_labels_count);
+	tcase_add_test(tl, test_labels_long);
+	tcase_add_test(tl, test_slots_full);
+	tcase_add_test(tl, test_slots_bad_size);
+	suite_add_tcase(s, tl);
+
+	tcase_add_checked_fixture(td, db_setup, db_teardown);
+	tcase_add_test(td, test_db_roundtrip);
+	tcase_add_test(td, test_db_bad_rows);
+	tcase_add_test(td, test_db_symlink);
+	suite_add_tcase(s, td);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(sbx_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
