@@ -1,0 +1,318 @@
+/*
+ * br_int: the bridge's private types, shared by its files and nobody else.
+ * bridge.h is the module's public face; this header exists so that the
+ * server, the upstream transports, the tool cache, the call pipeline and the
+ * budget store can be separate files without exposing their structs.
+ */
+#ifndef SLUICE_GATEWAY_BRIDGE_BR_INT_H
+#define SLUICE_GATEWAY_BRIDGE_BR_INT_H
+
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <sqlite3.h>
+
+#include "gateway/bridge/bridge.h"
+
+/* glibc's sys/queue.h lacks the _SAFE forms. */
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+#define BR_PROTO_LATEST		"2025-11-25"
+#define BR_LINE_MAX		(16u * 1024 * 1024)	/* upstream message cap */
+#define BR_MAX_PAGES		50	/* upstream tools/list pages */
+#define BR_SESSIONS_MAX		4096
+#define BR_SESSIONS_PER_SB	64
+#define BR_APPROVALS_MAX	1024
+#define BR_APPROVALS_PER_SB	64
+#define BR_TOOLS_MAX		2000	/* definitions per upstream */
+#define BR_LIST_TTL_MS		30000	/* a listing older than this is
+					   refreshed before a call */
+
+struct br;
+struct br_up;
+struct br_call;
+struct hx;
+
+/* ------------------------------------------------------------ upstreams */
+
+/* A reply to one upstream request: msg is the JSON-RPC response object
+ * (borrowed) or NULL with err set (timeout, transport failure). */
+typedef void br_up_cb(void *arg, json_t *msg, const char *err);
+
+struct br_up_req {
+	TAILQ_ENTRY(br_up_req)	 entry;
+	struct br_up		*up;
+	json_int_t		 id;
+	json_t			*msg;		/* queued until the upstream
+						   is ready */
+	br_up_cb		*cb;
+	void			*arg;
+	struct ev_timer		*timer;
+	bool			 sent;
+	bool			 internal;	/* initialize: not queued */
+};
+TAILQ_HEAD(br_up_reqs, br_up_req);
+
+enum br_up_state { UP_DOWN = 0, UP_STARTING, UP_READY };
+
+struct br_tool_waiter {
+	void	(*fn)(void *arg, int ok);
+	void	*arg;
+};
+
+struct br_up {
+	struct br			*br;
+	const struct pol_mcp_server	*srv;
+	char				*secret;	/* credential or NULL */
+	enum br_up_state		 state;
+	struct br_up_reqs		 reqs;		/* pending + queued */
+	json_int_t			 next_id;
+	char				 version[16];	/* negotiated */
+	unsigned			 failures;	/* for backoff */
+	struct ev_timer			*restart;
+
+	/* stdio */
+	pid_t				 pid;
+	int				 in_fd, out_fd;
+	char				*rbuf;
+	size_t				 rlen, rcap;
+	char				*wbuf;
+	size_t				 wlen, wcap;
+
+	/* HTTP */
+	char				*session;	/* upstream Mcp-Session-Id */
+	struct curl_slist		*cred_hdr;	/* kept apart: never logged */
+
+	/* tools (tools.c) */
+	json_t				*tools;		/* current definitions */
+	json_t				*pins;		/* name -> current pin */
+	json_t				*baseline;	/* name -> first pin */
+	json_t				*drifted;	/* name -> detail */
+	json_t				*acc;		/* listing in progress */
+	unsigned			 pages;
+	bool				 listing;
+	uint64_t			 listed_ms;
+	bool				 stale;
+	bool				 listed;
+	struct br_tool_waiter		*waiters;
+	size_t				 nwaiters;
+};
+
+int	br_up_start(struct br_up *u);
+void	br_up_stop(struct br_up *u);
+/* br_up_request: send method(params) (params stolen, may be NULL); cb runs
+ * exactly once, from the loop, unless br_up_cancel is called first. */
+struct br_up_req *br_up_request(struct br_up *u, const char *method,
+	    json_t *params, br_up_cb *cb, void *arg);
+void	br_up_cancel(struct br_up_req *r);
+/* Called by the transports with one message from the upstream. */
+void	br_up_deliver(struct br_up *u, json_t *msg);
+/* The transport failed: fail every request, schedule a restart. */
+void	br_up_failed(struct br_up *u, const char *why);
+
+/* stdio transport (upstream_stdio.c) */
+int	br_stdio_spawn(struct br_up *u);
+int	br_stdio_send(struct br_up *u, json_t *msg);
+void	br_stdio_close(struct br_up *u);
+
+/* HTTP transport (upstream_http.c) */
+int	br_http_init(struct br *br);
+void	br_http_fini(struct br *br);
+int	br_http_send(struct br_up *u, json_t *msg, bool is_init);
+void	br_http_close(struct br_up *u);
+
+/* ------------------------------------------------------------ tools */
+
+/* br_tools_refresh: list the upstream's tools again (all pages), update pins
+ * and drift, then fn(arg, ok). */
+void	br_tools_refresh(struct br_up *u, void (*fn)(void *, int), void *arg);
+/* br_tools_get: the current definition of tool (borrowed) or NULL;
+ * *pin gets its pin, *drift a reason when it drifted (else NULL). */
+json_t	*br_tools_get(struct br_up *u, const char *tool, const char **pin,
+	    const char **drift);
+void	br_tools_free(struct br_up *u);
+int	br_tools_load_baseline(struct br_up *u);
+
+/* ------------------------------------------------------------ sessions */
+
+struct br_session {
+	TAILQ_ENTRY(br_session)	 entry;
+	char			 id[65];
+	char			 sandbox[64];
+	char			 server[40];
+	char			 version[16];
+	bool			 initialized;
+	uint64_t		 used_ms;
+};
+TAILQ_HEAD(br_sessions, br_session);
+
+/* ------------------------------------------------------------ requests */
+
+enum br_req_state { RQ_RECEIVING = 0, RQ_PARKED, RQ_RESUMING, RQ_QUEUED };
+
+struct br_req {
+	TAILQ_ENTRY(br_req)	 entry;		/* parked list */
+	struct br		*br;
+	struct MHD_Connection	*conn;
+	enum br_req_state	 state;
+	char			*method;
+	char			*path;
+	char			*body;
+	size_t			 len, cap;
+	bool			 too_big;
+	bool			 identified;
+	struct br_client	 client;
+	char			 src[64];
+	char			 server[40];
+	char			 session[65];
+	struct br_call		*call;		/* in flight */
+	struct br_up		*up;
+	json_t			*rpc_id;	/* tools/list in flight */
+	char			*cursor;
+	struct MHD_Response	*resp;
+	unsigned		 status;
+};
+TAILQ_HEAD(br_reqs, br_req);
+
+/* ------------------------------------------------------------ calls */
+
+enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_FORWARDED,
+	CALL_RECORDING, CALL_DONE };
+
+struct br_call {
+	TAILQ_ENTRY(br_call)	 entry;		/* approvals */
+	TAILQ_ENTRY(br_call)	 all;		/* every call */
+	struct br		*br;		/* NULL once orphaned */
+	void			(*release)(void *, void *);
+	void			*hctx;
+	struct br_req		*req;		/* NULL once the client left */
+	struct br_up		*up;
+	enum br_call_state	 state;
+	json_t			*rpc_id;
+	char			*tool;
+	json_t			*args;
+	char			*args_json;
+	char			 args_digest[72];
+	struct br_client	 client;	/* copy; policy ref held */
+	char			 session[65];
+	char			 src[64];
+	struct pol_tool_decision dec;
+	char			 rule[64];	/* dec.d.rule may point into the
+						   policy; copied for records */
+	char			 budget_json[512];
+	/* approval */
+	char			 approval_id[33];
+	struct ev_timer		*atimer;
+	uint64_t		 created_ms, expires_ms;
+	char			*approver;
+	const char		*approval;
+	/* upstream */
+	struct br_up_req	*ureq;
+	uint64_t		 sent_us;
+	int64_t			 latency_us;
+	json_t			*result;	/* what the sandbox will get */
+	char			*result_text;	/* serialized JSON-RPC answer */
+	unsigned		 redactions;
+	char			 result_digest[72];
+	uint64_t		 result_bytes;
+	const char		*decision;	/* "allow" | "deny" */
+	const char		*reason;
+	char			 message[256];
+};
+TAILQ_HEAD(br_calls, br_call);
+
+void	br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
+	    struct br_up *up);
+/* The client went away: the call goes on (and is recorded), the answer is
+ * dropped. */
+void	br_call_detach(struct br_call *c);
+void	br_call_abort_all(struct br *br);
+
+/* ------------------------------------------------------------ results */
+
+/* br_result_process: redact every string of result in place (the held
+ * credentials always, the rest as policy p says) and keep structuredContent
+ * valid against the tool's outputSchema (tool may be NULL) or drop it. The
+ * count of redactions, or -1 when redaction failed (withhold the result). */
+int	br_result_process(struct br *br, const struct pol_policy *p,
+	    json_t *result, const json_t *tool);
+/* br_redact_string: *out a new redacted copy and the count (> 0), 0 and
+ * *out NULL when nothing matched, -1 on failure. */
+int	br_redact_string(struct br *br, const struct pol_policy *p,
+	    const char *in, char **out);
+
+/* ------------------------------------------------------------ budgets */
+
+int	br_db_open(struct br *br, const char *dir, char *err, size_t errlen);
+void	br_db_close(struct br *br);
+int	br_db_begin(struct br *br);
+int	br_db_commit(struct br *br);
+void	br_db_rollback(struct br *br);
+int	br_budget_get(struct br *br, int scope, const char *owner,
+	    const char *name, uint64_t window_s, uint64_t now_s,
+	    struct pol_budget_use *use);
+int	br_budget_add(struct br *br, int scope, const char *owner,
+	    const char *name, uint64_t window_s, uint64_t now_s,
+	    uint64_t calls, uint64_t cost, uint64_t bytes);
+int	br_pin_store(struct br *br, const char *server, const char *tool,
+	    const char *pin);
+int	br_pin_delete(struct br *br, const char *server, const char *tool);
+/* br_pin_load: name -> pin for server, a new object (maybe empty), or
+ * NULL on error. */
+json_t	*br_pin_load(struct br *br, const char *server);
+
+/* ------------------------------------------------------------ the bridge */
+
+struct br {
+	struct ev_loop		*loop;
+	struct br_config	 c;
+	struct br_hooks		 h;
+	char			 origin_self[96];
+	uint16_t		 port;
+	struct MHD_Daemon	*mhd;
+	int			 mhd_fd;
+	struct ev_timer		*mhd_timer;
+	struct br_reqs		 parked;
+	struct br_sessions	 sessions;
+	size_t			 nsessions;
+	struct br_calls		 approvals;
+	size_t			 napprovals;
+	struct br_calls		 calls;
+	struct br_up		**ups;
+	size_t			 nups;
+	sqlite3			*db;
+	CURLM			*multi;
+	struct hx		*hx_list;	/* transfers in flight */
+	struct ev_timer		*curl_timer;
+	/* redaction */
+	char			**secrets;
+	size_t			 nsecrets;
+	bool			 closing;
+};
+
+/* server.c */
+void	br_req_reply(struct br_req *rq, unsigned status, const char *body,
+	    const char *session_hdr);
+void	br_reply_rpc_result(struct br_req *rq, json_t *id, json_t *result);
+void	br_reply_rpc_error(struct br_req *rq, unsigned status, json_t *id,
+	    int code, const char *msg);
+void	br_finding(struct br *br, enum br_event_kind kind, const char *sandbox,
+	    const char *server, const char *tool, const char *detail);
+void	br_client_release(struct br *br, struct br_client *c);
+struct br_up *br_up_find(struct br *br, const char *name);
+
+/* util */
+void	br_sha256_hex(const void *data, size_t len, char out[72]);
+int	br_random_hex(char *out, size_t nbytes);
+uint64_t br_wall_ms(void);
+const char *br_kind_name(enum br_event_kind k);
+
+#endif /* SLUICE_GATEWAY_BRIDGE_BR_INT_H */

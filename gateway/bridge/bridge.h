@@ -1,0 +1,224 @@
+/*
+ * bridge: the capability bridge (DESIGN §6). Code inside a sandbox calls MCP
+ * tools only through this module: it serves MCP Streamable HTTP (revisions
+ * 2025-06-18 and 2025-11-25) at http://<service address>:<port>/mcp/<server>,
+ * terminates the protocol, and acts as the MCP client of the upstream servers
+ * the daemon config declares (Streamable HTTP through libcurl's multi
+ * interface, or stdio child processes). Between the two sides every call is
+ * decided by policy/ (listing is not authorization), budgets are reserved in
+ * SQLite before forwarding, `ask` calls wait for a person, results are capped
+ * and redacted, tainting results narrow the sandbox's egress before they are
+ * released, and nothing is released before its record is durable.
+ *
+ * The bridge runs in the daemon's single ev loop (gateway/ev.h): its HTTP
+ * server (libmicrohttpd's epoll fd), libcurl's sockets and timers, and the
+ * children's pipes are all fds of that loop; nothing here starts a thread.
+ * Call every br_* function from the thread that runs the loop.
+ *
+ * The bridge never decides who a sandbox is, never writes audit records and
+ * never touches the firewall itself: the daemon hands it hooks (struct
+ * br_hooks) made of flat structs, so that the bridge can later run as an
+ * unprivileged process with the hooks turned into messages.
+ *
+ * SIGPIPE: the daemon must ignore SIGPIPE (a stdio upstream that dies while
+ * we write to it would otherwise kill the process).
+ */
+#ifndef SLUICE_GATEWAY_BRIDGE_BRIDGE_H
+#define SLUICE_GATEWAY_BRIDGE_BRIDGE_H
+
+#include <sys/socket.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "gateway/ev.h"
+#include "policy/policy.h"
+
+#define BR_MAX_LABELS	16
+
+/* Who a request is, as the daemon's identify hook fills it. Flat on purpose
+ * (it crosses the future privilege-separation seam). */
+struct br_client {
+	char			 id[64];	/* sandbox id */
+	char			 subject[128];
+	char			 label_keys[BR_MAX_LABELS][64];
+	char			 label_values[BR_MAX_LABELS][128];
+	size_t			 nlabels;
+	/* The sandbox's policy. Borrowed: it must stay valid until the
+	 * bridge calls hooks->release(ctx, policy_ref) (once per successful
+	 * identify), which it does when the request and every call it
+	 * started are finished. */
+	const struct pol_policy	*policy;
+	void			*policy_ref;
+	bool			 tainted;	/* egress already narrowed */
+};
+
+enum br_event_kind {
+	BR_EV_CALL = 1,		/* "mcp.call": one per tools/call */
+	BR_EV_TOOL_DRIFT,	/* "mcp.tool_drift": a definition changed,
+				   appeared or disappeared after the first
+				   listing (finding) */
+	BR_EV_AUTH_FAILED,	/* "mcp.auth_failed": a 401 (finding) */
+	BR_EV_TAINT,		/* "mcp.taint": egress narrowed (finding) */
+	BR_EV_UPSTREAM,		/* "mcp.upstream": an upstream died or failed
+				   to start (finding) */
+};
+
+/* One event. Every pointer is borrowed for the duration of the hook call
+ * only (copy what you keep); any may be NULL when it does not apply. No
+ * field ever holds an upstream credential or a sandbox token. */
+struct br_event {
+	enum br_event_kind	 kind;
+	const char		*kind_name;	/* "mcp.call", ... as above */
+	const char		*sandbox, *subject, *policy;
+	const char		*src;		/* client address, text */
+	const char		*session;	/* Mcp-Session-Id */
+	const char		*server, *tool;
+	const char		*args;		/* compact JSON, or NULL when the
+						   policy wants the digest only */
+	const char		*args_digest;	/* "sha256:<hex>" */
+	const char		*decision;	/* "allow" | "deny" */
+	const char		*rule, *reason;	/* policy rule and reason code */
+	const char		*message;	/* the neutral text the agent got */
+	const char		*budget;	/* JSON object: state of each budget
+						   after the reservation */
+	const char		*approver;	/* ask: who decided, or NULL */
+	const char		*approval;	/* ask: "approved" | "denied" |
+						   "timeout", NULL otherwise */
+	const char		*classification;
+	bool			 taints;	/* the result taints the sandbox */
+	int64_t			 upstream_latency_us; /* -1: not forwarded */
+	uint64_t		 result_bytes;	/* bytes sent to the sandbox */
+	const char		*result_digest;	/* "sha256:<hex>" of them */
+	unsigned		 redactions;	/* secrets replaced */
+	const char		*detail;	/* findings: what happened */
+};
+
+/* Completion of a durable record: ok != 0 once it is committed, 0 if it
+ * could not be. May run inside record() itself or later from the loop. */
+typedef void br_record_done(void *arg, int ok);
+
+struct br_hooks {
+	/* src/len (the TCP peer) plus the bearer token (NULL when the
+	 * request had none) -> the sandbox; both must agree. 0 and *out
+	 * filled, or -1 (the bridge answers 401 and reports a finding).
+	 * Required. */
+	int	(*identify)(void *ctx, const struct sockaddr *src,
+		    socklen_t len, const char *token, struct br_client *out);
+	/* Drops the reference identify put in out->policy_ref. Optional. */
+	void	(*release)(void *ctx, void *policy_ref);
+	/* A durable record of one call (kind BR_EV_CALL). done(arg, ok) must
+	 * be called exactly once if this returns 0; -1 means it will not be
+	 * (recording failed). The bridge releases the result only after
+	 * done(arg, 1): otherwise the sandbox gets an error. Required. */
+	int	(*record)(void *ctx, const struct br_event *ev,
+		    br_record_done *done, void *arg);
+	/* A finding (drift, 401, taint, upstream trouble); fire and forget.
+	 * Optional. */
+	void	(*finding)(void *ctx, const struct br_event *ev);
+	/* Narrow the sandbox's egress to its policy's taint keep-list now.
+	 * 0 once it is in force; -1 and the tainting result is withheld
+	 * (fail closed). Required when a policy can taint. */
+	int	(*restrict_egress)(void *ctx, const char *sandbox_id);
+	void	*ctx;
+};
+
+struct br_config {
+	/* Upstream servers and their credential references. Borrowed: it
+	 * must outlive the bridge. */
+	const struct pol_config	*cfg;
+	/* Where bridge.db (budgets, pins) lives; created 0700 if missing.
+	 * NULL: cfg->state_dir. */
+	const char		*state_dir;
+	/* Listening address (numeric IPv4 or IPv6) and port; port 0 picks
+	 * an ephemeral one (br_port tells which). NULL address: the
+	 * config's service address. */
+	const char		*listen_addr;
+	uint16_t		 port;
+	/* Origin values accepted besides "http://<listen addr>:<port>".
+	 * A request with any other Origin gets 403. */
+	const char *const	*origins;
+	size_t			 norigins;
+	size_t			 body_max;	/* request body cap; 0 = 1 MiB */
+	size_t			 page_size;	/* tools/list page; 0 = 100 */
+	uint32_t		 upstream_timeout_ms; /* 0 = 30000 */
+	/* Lookup of credential variables (cred_env); NULL = getenv. */
+	const char		*(*getenv)(const char *name);
+};
+
+struct br;
+
+/* br_new: open <state_dir>/bridge.db, read every upstream credential, start
+ * the upstreams (stdio children are spawned, HTTP ones initialized) and
+ * listen. loop, c->cfg and the hooks' ctx are borrowed. NULL with errno and
+ * a message in err on failure (a credential that cannot be read, a port in
+ * use, a database that does not open); the message never holds a secret. */
+struct br	*br_new(struct ev_loop *loop, const struct br_config *c,
+		    const struct br_hooks *h, char *err, size_t errlen);
+/* br_free: answers parked requests with 503, denies pending approvals
+ * (recorded), stops the children (SIGTERM, then SIGKILL) and closes
+ * everything. br_free(NULL) is a no-op. */
+void		 br_free(struct br *br);
+/* br_port: the TCP port listened on. */
+uint16_t	 br_port(const struct br *br);
+
+/* br_approvals_list: a new JSON array of the pending `ask` calls:
+ * [{"id", "sandbox", "subject", "server", "tool", "arguments", "rule",
+ *   "created_ms", "expires_ms"}] (arguments as the sandbox sent them). NULL
+ * on allocation failure. */
+json_t		*br_approvals_list(struct br *br);
+/* br_approval_decide: approve or deny pending call id. approver and reason
+ * (may be NULL) go into the record. An approval re-checks budgets (they may
+ * have run out while it waited). 0, or -1 with errno ENOENT (no such
+ * pending call: unknown, already decided or timed out) or EINVAL. */
+int		 br_approval_decide(struct br *br, const char *id,
+		    bool approve, const char *approver, const char *reason);
+
+/* br_sandbox_gone: forget the sandbox's sessions and deny its pending
+ * approvals (a deleted sandbox). */
+void		 br_sandbox_gone(struct br *br, const char *sandbox_id);
+
+/* br_pins_snippet: the current definitions of server's tools as a policy
+ * `mcp.tools` snippet with their pins (for `sluice mcp pins SERVER`), from
+ * the last listing. 0, or -1 with errno ENOENT (unknown server, or not
+ * listed yet). */
+int		 br_pins_snippet(struct br *br, const char *server, FILE *out);
+
+/* br_pins_accept: make the current definition of server/tool its approved
+ * baseline (or forget a tool that disappeared), ending its drift. 0, or -1
+ * with errno ENOENT (unknown server or tool) or EIO (database). */
+int		 br_pins_accept(struct br *br, const char *server,
+		    const char *tool);
+
+/* ------------------------------------------------------------ parsing */
+
+/* The JSON-RPC framing check every POST body goes through, exposed for the
+ * fuzz target and the unit tests. Pure. */
+enum br_rpc_kind {
+	BR_RPC_REQUEST = 1,	/* method + id */
+	BR_RPC_NOTIFICATION,	/* method, no id */
+	BR_RPC_RESPONSE,	/* id + result or error (ignored: 202) */
+	BR_RPC_INVALID,		/* answer http_status with JSON-RPC code */
+};
+struct br_rpc {
+	enum br_rpc_kind kind;
+	json_t		*msg;		/* owned; NULL unless the body parsed
+					   as a JSON object */
+	const char	*method;	/* inside msg */
+	json_t		*id;		/* inside msg, NULL for notifications */
+	int		 code;		/* BR_RPC_INVALID: -32700 / -32600 */
+	unsigned	 http_status;	/* BR_RPC_INVALID: 400 */
+	const char	*error;		/* BR_RPC_INVALID: static message */
+};
+/* br_rpc_parse: classify one POST body (len bytes, need not be
+ * NUL-terminated). Malformed JSON -> -32700; an array (batch), a non-object,
+ * a wrong "jsonrpc", a bad id (null, boolean, fractional, object) or method
+ * -> -32600. Duplicate keys are malformed. Free with br_rpc_clear. */
+void		 br_rpc_parse(const char *buf, size_t len, struct br_rpc *out);
+void		 br_rpc_clear(struct br_rpc *r);
+
+#endif /* SLUICE_GATEWAY_BRIDGE_BRIDGE_H */

@@ -1,0 +1,732 @@
+/*
+ * call: one tools/call from decision to answer. It exists so that every
+ * call takes the same path, whatever happens: the tool's current definition
+ * (re-listed if unknown or stale; drifted tools are refused), the pure
+ * decision of policy/ with the budget use read inside the reservation's
+ * transaction, an approval wait for `ask`, forwarding, result processing
+ * (redaction, size cap), the taint step (egress narrowed before release),
+ * and one durable record before anything reaches the sandbox. Any failure
+ * along the way denies, with a neutral message the agent can act on, as a
+ * tool result with isError set (tools.mdx): the call itself was fine, the
+ * tool is what refused.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/bridge/br_int.h"
+#include "gateway/log.h"
+
+static void	decide(struct br_call *c);
+static void	finish(struct br_call *c);
+
+/* Upstream latency goes into records in microseconds: ev_now_ms is too
+ * coarse for it. */
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static const char *
+scope_name(enum pol_budget_scope s)
+{
+	switch (s) {
+	case POL_SCOPE_SANDBOX:
+		return "sandbox";
+	case POL_SCOPE_SUBJECT:
+		return "subject";
+	case POL_SCOPE_POLICY:
+		return "policy";
+	}
+	return "unknown";
+}
+
+static const char *
+scope_owner(struct br_call *c, enum pol_budget_scope s)
+{
+	switch (s) {
+	case POL_SCOPE_SANDBOX:
+		return c->client.id;
+	case POL_SCOPE_SUBJECT:
+		return c->client.subject;
+	case POL_SCOPE_POLICY:
+		return pol_policy_name(c->client.policy);
+	}
+	return NULL;
+}
+
+static void
+call_free(struct br_call *c)
+{
+	if (c->req != NULL)
+		c->req->call = NULL;
+	if (c->br != NULL) {
+		TAILQ_REMOVE(&c->br->calls, c, all);
+		if (c->state == CALL_ASKING) {
+			TAILQ_REMOVE(&c->br->approvals, c, entry);
+			c->br->napprovals--;
+			ev_timer_cancel(c->br->loop, c->atimer);
+		}
+	}
+	if (c->ureq != NULL)
+		br_up_cancel(c->ureq);
+	if (c->client.policy_ref != NULL && c->release != NULL)
+		c->release(c->hctx, c->client.policy_ref);
+	json_decref(c->rpc_id);
+	json_decref(c->args);
+	json_decref(c->result);
+	free(c->tool);
+	free(c->args_json);
+	free(c->approver);
+	free(c->result_text);
+	free(c);
+}
+
+static json_t *
+error_result(const char *text)
+{
+	return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+	    "text", text, "isError", 1);
+}
+
+/* ------------------------------------------------------------ records */
+
+static void
+on_recorded(void *arg, int ok)
+{
+	struct br_call *c = arg;
+	static const char withheld[] = "The call could not be recorded, so "
+	    "its result is withheld.";
+	json_t *o;
+	char *s;
+
+	if (c->br == NULL || c->req == NULL) {
+		/* Orphaned (bridge gone) or the client left. */
+		call_free(c);
+		return;
+	}
+	if (ok) {
+		br_req_reply(c->req, 200, c->result_text, NULL);
+	} else {
+		log_warnx("bridge: %s/%s for %s: record failed, result "
+		    "withheld", c->up->srv->name, c->tool, c->client.id);
+		o = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
+		    c->rpc_id, "result", error_result(withheld));
+		s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (s != NULL)
+			br_req_reply(c->req, 200, s, NULL);
+		else
+			br_reply_rpc_error(c->req, 500, c->rpc_id, -32603,
+			    "Internal error");
+		free(s);
+	}
+	c->state = CALL_DONE;
+	call_free(c);
+}
+
+/* Serializes the answer, records it, and replies once it is durable. */
+static void
+finish(struct br_call *c)
+{
+	struct br *br = c->br;
+	struct br_event ev;
+	json_t *o;
+	char *rtext;
+
+	if (c->result == NULL)
+		c->result = error_result("The call failed inside Sluice.");
+	rtext = c->result != NULL ? json_dumps(c->result, JSON_COMPACT) : NULL;
+	o = json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id", c->rpc_id,
+	    "result", c->result);
+	c->result_text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (rtext != NULL) {
+		c->result_bytes = strlen(rtext);
+		br_sha256_hex(rtext, c->result_bytes, c->result_digest);
+	}
+	free(rtext);
+	if (c->result_text == NULL) {
+		on_recorded(c, 0);
+		return;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = BR_EV_CALL;
+	ev.kind_name = br_kind_name(BR_EV_CALL);
+	ev.sandbox = c->client.id;
+	ev.subject = c->client.subject;
+	ev.policy = pol_policy_name(c->client.policy);
+	ev.src = c->src;
+	ev.session = c->session;
+	ev.server = c->up->srv->name;
+	ev.tool = c->tool;
+	ev.args = c->dec.args_digest_only ? NULL : c->args_json;
+	ev.args_digest = c->args_digest;
+	ev.decision = c->decision;
+	ev.rule = c->rule;
+	ev.reason = c->reason;
+	ev.message = c->message[0] != '\0' ? c->message : NULL;
+	ev.budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
+	ev.approver = c->approver;
+	ev.approval = c->approval;
+	ev.classification = c->dec.classification;
+	ev.taints = c->dec.taints && strcmp(c->decision, "allow") == 0;
+	ev.upstream_latency_us = c->latency_us;
+	ev.result_bytes = c->result_bytes;
+	ev.result_digest = c->result_digest[0] != '\0' ? c->result_digest :
+	    NULL;
+	ev.redactions = c->redactions;
+	c->state = CALL_RECORDING;
+	/* c may be gone when record returns (done can run inside it). */
+	if (br->h.record(br->h.ctx, &ev, on_recorded, c) == -1)
+		on_recorded(c, 0);
+}
+
+static void
+deny(struct br_call *c, const char *rule, const char *reason,
+    const char *message)
+{
+	c->decision = "deny";
+	if (rule != NULL)
+		snprintf(c->rule, sizeof(c->rule), "%s", rule);
+	c->reason = reason;
+	snprintf(c->message, sizeof(c->message), "%s", message);
+	json_decref(c->result);
+	c->result = error_result(c->message);
+	finish(c);
+}
+
+/* ------------------------------------------------------------ results */
+
+static void
+on_result(void *arg, json_t *msg, const char *err)
+{
+	struct br_call *c = arg;
+	struct br *br = c->br;
+	json_t *res, *tool;
+	const char *pin, *drift, *emsg;
+	char buf[320], *red, *s;
+	size_t i, len;
+	int red_n;
+	uint64_t now_s = (uint64_t)time(NULL);
+
+	c->ureq = NULL;
+	c->latency_us = (int64_t)(now_us() - c->sent_us);
+	c->decision = "allow";
+	c->reason = c->dec.d.reason;
+	res = json_object_get(msg, "result");
+	if (msg == NULL || !json_is_object(res)) {
+		if (msg != NULL && json_is_object(json_object_get(msg,
+		    "error"))) {
+			emsg = json_string_value(json_object_get(
+			    json_object_get(msg, "error"), "message"));
+			/* The upstream's message can hold anything: redact
+			 * it too. */
+			red = NULL;
+			if (br_redact_string(br, c->client.policy, emsg !=
+			    NULL ? emsg : "", &red) == -1)
+				snprintf(buf, sizeof(buf), "The tool failed.");
+			else
+				snprintf(buf, sizeof(buf), "The tool failed: "
+				    "%.200s", red != NULL ? red : emsg != NULL ?
+				    emsg : "");
+			free(red);
+		} else
+			snprintf(buf, sizeof(buf), "The tool could not be "
+			    "reached: %s", err != NULL ? err :
+			    "malformed answer");
+		c->reason = "upstream_error";
+		snprintf(c->message, sizeof(c->message), "%.250s", buf);
+		c->result = error_result(buf);
+		finish(c);
+		return;
+	}
+	if ((c->result = json_deep_copy(res)) == NULL) {
+		finish(c);
+		return;
+	}
+	json_object_del(c->result, "_meta");
+	tool = br_tools_get(c->up, c->tool, &pin, &drift);
+	if ((red_n = br_result_process(br, c->client.policy, c->result,
+	    tool)) == -1) {
+		json_decref(c->result);
+		c->result = NULL;
+		deny(c, NULL, "redaction_failed", "The result is withheld "
+		    "because it could not be checked for secrets.");
+		return;
+	}
+	c->redactions += (unsigned)red_n;
+	s = json_dumps(c->result, JSON_COMPACT);
+	len = s != NULL ? strlen(s) : 0;
+	free(s);
+	if (c->dec.max_result_bytes != 0 && len > c->dec.max_result_bytes) {
+		json_decref(c->result);
+		snprintf(c->message, sizeof(c->message), "The result (%zu "
+		    "bytes) is larger than the policy allows (%llu bytes).",
+		    len, (unsigned long long)c->dec.max_result_bytes);
+		c->result = error_result(c->message);
+		c->reason = "result_too_large";
+		len = 0;
+	}
+	/* Result bytes count against the budgets that were reserved. */
+	if (c->dec.nres > 0 && len > 0) {
+		int bad = br_db_begin(br) == -1;
+
+		for (i = 0; !bad && i < c->dec.nres; i++)
+			bad = br_budget_add(br, c->dec.res[i].scope,
+			    scope_owner(c, c->dec.res[i].scope),
+			    c->dec.res[i].budget, c->dec.res[i].window_s,
+			    now_s, 0, 0, len) == -1;
+		if (bad || br_db_commit(br) == -1) {
+			if (!bad)
+				bad = 1;
+			br_db_rollback(br);
+			json_decref(c->result);
+			c->result = NULL;
+			deny(c, NULL, "internal_error", "The call could not "
+			    "be accounted, so its result is withheld.");
+			return;
+		}
+	}
+	/* Taint before release: once the sandbox holds the data, its other
+	 * egress must already be gone. */
+	if (c->dec.taints && !c->client.tainted &&
+	    strcmp(c->reason, "result_too_large") != 0) {
+		if (br->h.restrict_egress == NULL ||
+		    br->h.restrict_egress(br->h.ctx, c->client.id) == -1) {
+			json_decref(c->result);
+			c->result = NULL;
+			deny(c, NULL, "taint_failed", "The result is withheld "
+			    "because the sandbox's network could not be "
+			    "narrowed.");
+			return;
+		}
+		c->client.tainted = true;
+		snprintf(buf, sizeof(buf), "sandbox %s received %s data from "
+		    "%s/%s; egress narrowed to the taint keep-list",
+		    c->client.id, c->dec.classification != NULL ?
+		    c->dec.classification : "classified", c->up->srv->name,
+		    c->tool);
+		br_finding(br, BR_EV_TAINT, c->client.id, c->up->srv->name,
+		    c->tool, buf);
+	}
+	finish(c);
+}
+
+static void
+forward(struct br_call *c)
+{
+	json_t *params;
+
+	params = json_pack("{s:s, s:O}", "name", c->tool, "arguments",
+	    c->args);
+	c->state = CALL_FORWARDED;
+	c->sent_us = now_us();
+	if (params == NULL || (c->ureq = br_up_request(c->up, "tools/call",
+	    params, on_result, c)) == NULL) {
+		deny(c, NULL, "upstream_error", "The tool could not be "
+		    "reached.");
+		return;
+	}
+}
+
+/* ------------------------------------------------------------ approvals */
+
+static void
+on_approval_timeout(struct ev_loop *loop, void *arg)
+{
+	struct br_call *c = arg;
+
+	(void)loop;
+	c->atimer = NULL;
+	TAILQ_REMOVE(&c->br->approvals, c, entry);
+	c->br->napprovals--;
+	c->state = CALL_NEW;
+	c->approval = "timeout";
+	deny(c, NULL, "approval_timeout", "Nobody approved this call in "
+	    "time.");
+}
+
+static void
+ask(struct br_call *c)
+{
+	struct br *br = c->br;
+	uint64_t ms = pol_tool_approval_timeout_ms(c->client.policy);
+	struct br_call *o;
+	size_t mine = 0;
+
+	/* One sandbox cannot crowd out everyone else's approvals. */
+	TAILQ_FOREACH(o, &br->approvals, entry)
+		if (strcmp(o->client.id, c->client.id) == 0)
+			mine++;
+	if (br->napprovals >= BR_APPROVALS_MAX ||
+	    mine >= BR_APPROVALS_PER_SB ||
+	    br_random_hex(c->approval_id, 16) == -1 ||
+	    (c->atimer = ev_timer_add(br->loop, ms, on_approval_timeout, c)) ==
+	    NULL) {
+		deny(c, NULL, "approval_unavailable", "Too many calls are "
+		    "waiting for approval; try again later.");
+		return;
+	}
+	c->created_ms = br_wall_ms();
+	c->expires_ms = c->created_ms + ms;
+	c->state = CALL_ASKING;
+	TAILQ_INSERT_TAIL(&br->approvals, c, entry);
+	br->napprovals++;
+	log_info("bridge: call %s/%s from %s waits for approval (id %s)",
+	    c->up->srv->name, c->tool, c->client.id, c->approval_id);
+}
+
+json_t *
+br_approvals_list(struct br *br)
+{
+	struct br_call *c;
+	json_t *a, *o;
+
+	if ((a = json_array()) == NULL)
+		return NULL;
+	TAILQ_FOREACH(c, &br->approvals, entry) {
+		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:I, s:I}",
+		    "id", c->approval_id, "sandbox", c->client.id,
+		    "subject", c->client.subject, "server", c->up->srv->name,
+		    "tool", c->tool, "arguments", c->args, "rule", c->rule,
+		    "created_ms", (json_int_t)c->created_ms,
+		    "expires_ms", (json_int_t)c->expires_ms);
+		if (o == NULL || json_array_append_new(a, o) == -1) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static void	reserve(struct br_call *c, bool approved);
+
+int
+br_approval_decide(struct br *br, const char *id, bool approve,
+    const char *approver, const char *reason)
+{
+	struct br_call *c;
+	char msg[256];
+
+	if (br == NULL || id == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	TAILQ_FOREACH(c, &br->approvals, entry)
+		if (strcmp(c->approval_id, id) == 0)
+			break;
+	if (c == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	TAILQ_REMOVE(&br->approvals, c, entry);
+	br->napprovals--;
+	ev_timer_cancel(br->loop, c->atimer);
+	c->atimer = NULL;
+	c->state = CALL_NEW;
+	c->approver = strdup(approver != NULL ? approver : "unknown");
+	if (approve) {
+		c->approval = "approved";
+		reserve(c, true);
+		return 0;
+	}
+	c->approval = "denied";
+	if (reason != NULL && *reason != '\0')
+		snprintf(msg, sizeof(msg), "A person declined this call: "
+		    "%.180s", reason);
+	else
+		snprintf(msg, sizeof(msg), "A person declined this call.");
+	deny(c, NULL, "approval_denied", msg);
+	return 0;
+}
+
+/* ------------------------------------------------------------ decision */
+
+static void
+budget_state(struct br_call *c, const struct pol_budget_use *use)
+{
+	json_t *o = json_object(), *b;
+	const struct pol_reservation *r;
+	char *s;
+	size_t i;
+
+	for (i = 0; o != NULL && i < c->dec.nres; i++) {
+		r = &c->dec.res[i];
+		b = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "scope",
+		    scope_name(r->scope), "calls",
+		    (json_int_t)(use[i].calls + r->calls), "limit_calls",
+		    (json_int_t)r->limit_calls, "cost",
+		    (json_int_t)(use[i].cost + r->cost), "limit_cost",
+		    (json_int_t)r->limit_cost, "window_s",
+		    (json_int_t)r->window_s);
+		if (b != NULL)
+			json_object_set_new(o, r->budget, b);
+	}
+	s = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (s != NULL && strlen(s) < sizeof(c->budget_json))
+		snprintf(c->budget_json, sizeof(c->budget_json), "%s", s);
+	else
+		snprintf(c->budget_json, sizeof(c->budget_json),
+		    "{\"truncated\":true}");
+	free(s);
+}
+
+/* Decide with the budget use read inside the transaction that reserves:
+ * nothing can change the counters between the check and the add. */
+static void
+reserve(struct br_call *c, bool approved)
+{
+	struct br *br = c->br;
+	const char *keys[BR_MAX_LABELS], *vals[BR_MAX_LABELS];
+	struct pol_budget_use use[POL_MAX_RESERVATIONS];
+	struct pol_tool_decision first;
+	struct pol_tool_q q;
+	const char *pin, *drift, *why;
+	uint64_t now_s = (uint64_t)time(NULL);
+	size_t i;
+
+	if (br_tools_get(c->up, c->tool, &pin, &drift) == NULL) {
+		deny(c, "default", "unknown_tool", "This tool does not exist "
+		    "on this server.");
+		return;
+	}
+	if (drift != NULL) {
+		deny(c, "pin", "tool_drift", "The tool's definition changed "
+		    "since it was approved.");
+		return;
+	}
+	memset(&q, 0, sizeof(q));
+	for (i = 0; i < c->client.nlabels; i++) {
+		keys[i] = c->client.label_keys[i];
+		vals[i] = c->client.label_values[i];
+	}
+	q.subject = c->client.subject;
+	q.label_keys = keys;
+	q.label_values = vals;
+	q.nlabels = c->client.nlabels;
+	q.server = c->up->srv->name;
+	q.tool = c->tool;
+	q.args_json = c->args_json;
+	q.pin_hex = pin;
+	if (!pol_tool_visible_q(c->client.policy, &q, &why)) {
+		snprintf(c->rule, sizeof(c->rule), "visibility");
+		deny(c, NULL, why, strcmp(why, "pin_mismatch") == 0 ?
+		    "The tool's definition changed since it was approved." :
+		    "The policy does not allow this tool.");
+		return;
+	}
+	/* First pass: which budgets apply. Second, inside the transaction
+	 * that reserves: with their use. A call under no budget needs no
+	 * transaction at all. */
+	pol_tool_decide(c->client.policy, &q, &first);
+	if (first.d.verdict == POL_DENY) {
+		c->dec = first;
+		snprintf(c->rule, sizeof(c->rule), "%s", first.d.rule ?
+		    first.d.rule : "default");
+		deny(c, NULL, first.d.reason, first.message);
+		return;
+	}
+	if (first.nres == 0) {
+		c->dec = first;
+		snprintf(c->rule, sizeof(c->rule), "%s", c->dec.d.rule ?
+		    c->dec.d.rule : "default");
+		if (c->dec.d.verdict == POL_ASK && !approved) {
+			ask(c);
+			return;
+		}
+		if (c->dec.d.verdict != POL_ALLOW &&
+		    c->dec.d.verdict != POL_ASK) {
+			deny(c, NULL, "internal_error", "The call could not be "
+			    "evaluated.");
+			return;
+		}
+		forward(c);
+		return;
+	}
+	if (br_db_begin(br) == -1) {
+		deny(c, "budget", "internal_error", "The call could not be "
+		    "evaluated.");
+		return;
+	}
+	for (i = 0; i < first.nres; i++) {
+		if (br_budget_get(br, first.res[i].scope, scope_owner(c,
+		    first.res[i].scope), first.res[i].budget,
+		    first.res[i].window_s, now_s, &use[i]) == -1) {
+			br_db_rollback(br);
+			deny(c, "budget", "internal_error", "The call could "
+			    "not be evaluated.");
+			return;
+		}
+	}
+	q.budgets = use;
+	q.nbudgets = first.nres;
+	pol_tool_decide(c->client.policy, &q, &c->dec);
+	snprintf(c->rule, sizeof(c->rule), "%s", c->dec.d.rule ?
+	    c->dec.d.rule : "default");
+	if (c->dec.d.verdict == POL_DENY || c->dec.d.verdict ==
+	    POL_SYNTHETIC) {
+		br_db_rollback(br);
+		deny(c, NULL, c->dec.d.reason != NULL ? c->dec.d.reason :
+		    "denied", c->dec.message[0] != '\0' ? c->dec.message :
+		    "The policy does not allow this call.");
+		return;
+	}
+	if (c->dec.d.verdict == POL_ASK && !approved) {
+		br_db_rollback(br);
+		ask(c);
+		return;
+	}
+	/* The second pass must name the same budgets, in order. */
+	for (i = 0; i < c->dec.nres; i++) {
+		if (i >= first.nres || strcmp(c->dec.res[i].budget,
+		    first.res[i].budget) != 0 ||
+		    br_budget_add(br, c->dec.res[i].scope, scope_owner(c,
+		    c->dec.res[i].scope), c->dec.res[i].budget,
+		    c->dec.res[i].window_s, now_s, c->dec.res[i].calls,
+		    c->dec.res[i].cost, 0) == -1) {
+			br_db_rollback(br);
+			deny(c, NULL, "internal_error", "The call could not "
+			    "be evaluated.");
+			return;
+		}
+	}
+	if (br_db_commit(br) == -1) {
+		deny(c, NULL, "internal_error", "The call could not be "
+		    "evaluated.");
+		return;
+	}
+	budget_state(c, use);
+	forward(c);
+}
+
+static void
+on_listed(void *arg, int ok)
+{
+	struct br_call *c = arg;
+
+	c->state = CALL_NEW;
+	/* Without the upstream's current definitions nothing is checked
+	 * against a pin: deny. */
+	if (!ok) {
+		deny(c, NULL, "upstream_error", "The tool list of this server "
+		    "could not be read.");
+		return;
+	}
+	/* Listed once: a tool still unknown is refused, not re-listed. */
+	reserve(c, false);
+}
+
+static void
+decide(struct br_call *c)
+{
+	const char *pin, *drift;
+
+	/* An unknown tool or a stale list (list_changed, or older than
+	 * BR_LIST_TTL_MS: HTTP upstreams cannot notify us) is listed again
+	 * first, so a call meets a recent definition of the tool. */
+	if (c->state != CALL_LISTING && (!c->up->listed || c->up->stale ||
+	    ev_now_ms() - c->up->listed_ms > BR_LIST_TTL_MS ||
+	    br_tools_get(c->up, c->tool, &pin, &drift) == NULL)) {
+		c->state = CALL_LISTING;
+		br_tools_refresh(c->up, on_listed, c);
+		return;
+	}
+	reserve(c, false);
+}
+
+void
+br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
+    struct br_up *up)
+{
+	struct br *br = rq->br;
+	struct br_call *c;
+	json_t *name = json_object_get(params, "name");
+	json_t *args = json_object_get(params, "arguments");
+
+	if (!json_is_string(name) || json_string_length(name) == 0 ||
+	    json_string_length(name) > 128 ||
+	    strlen(json_string_value(name)) != json_string_length(name) ||
+	    (args != NULL && !json_is_object(args))) {
+		br_reply_rpc_error(rq, 200, rpc_id, -32602, "Invalid params: "
+		    "name must be a tool name and arguments an object");
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		br_reply_rpc_error(rq, 500, rpc_id, -32603, "Internal error");
+		return;
+	}
+	c->br = br;
+	c->release = br->h.release;
+	c->hctx = br->h.ctx;
+	c->up = up;
+	c->req = rq;
+	c->latency_us = -1;
+	c->rpc_id = json_incref(rpc_id);
+	c->tool = strdup(json_string_value(name));
+	c->args = args != NULL ? json_deep_copy(args) : json_object();
+	c->args_json = c->args != NULL ? json_dumps(c->args, JSON_COMPACT |
+	    JSON_SORT_KEYS) : NULL;
+	/* The request's policy reference moves to the call. */
+	c->client = rq->client;
+	rq->identified = false;
+	snprintf(c->session, sizeof(c->session), "%s", rq->session);
+	snprintf(c->src, sizeof(c->src), "%s", rq->src);
+	snprintf(c->rule, sizeof(c->rule), "default");
+	TAILQ_INSERT_TAIL(&br->calls, c, all);
+	rq->call = c;
+	if (c->tool == NULL || c->args == NULL || c->args_json == NULL) {
+		deny(c, NULL, "internal_error", "The call could not be "
+		    "evaluated.");
+		return;
+	}
+	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
+	decide(c);
+}
+
+void
+br_call_detach(struct br_call *c)
+{
+	c->req = NULL;
+}
+
+void
+br_call_abort_all(struct br *br)
+{
+	struct br_call *c, *t;
+
+	/* Pending approvals are denied (and recorded) while the hooks still
+	 * work. */
+	while ((c = TAILQ_FIRST(&br->approvals)) != NULL) {
+		TAILQ_REMOVE(&br->approvals, c, entry);
+		br->napprovals--;
+		ev_timer_cancel(br->loop, c->atimer);
+		c->atimer = NULL;
+		c->state = CALL_NEW;
+		c->approval = "denied";
+		c->approver = strdup("sluice");
+		deny(c, NULL, "shutdown", "Sluice stopped before anyone "
+		    "approved this call.");
+	}
+	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
+		TAILQ_REMOVE(&br->calls, c, all);
+		if (c->state == CALL_RECORDING) {
+			/* done() will still come: it frees the call. */
+			c->br = NULL;
+			continue;
+		}
+		if (c->ureq != NULL) {
+			br_up_cancel(c->ureq);
+			c->ureq = NULL;
+		}
+		c->br = NULL;
+		call_free(c);
+	}
+}

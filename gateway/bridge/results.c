@@ -1,0 +1,247 @@
+/*
+ * results: what an upstream's answer may carry back into a sandbox. It
+ * exists to remove secrets from tool results before anyone sees them, in
+ * text content, embedded resources, structuredContent and anything else
+ * that is a string: the credentials Sluice itself holds for its upstreams
+ * always (exact text, whatever the policy says: they must never reach a
+ * sandbox), and what the sandbox's policy asks for through pol_redact
+ * (cloud keys, private keys, bearer tokens, its own patterns, and the
+ * encoded forms of the credentials). A redaction that cannot be completed
+ * fails the call: the result is withheld, never passed on unredacted.
+ * Replacement happens only inside JSON strings, so the structure stays; for
+ * structuredContent the tool's outputSchema is consulted, and when a
+ * replaced string sits under a schema that constrains it (pattern, format,
+ * enum, length...) or under one we cannot follow, structuredContent is
+ * dropped and the result becomes isError, so that the official SDK (which
+ * validates structuredContent against outputSchema, and demands it unless
+ * isError) never receives an invalid or half-redacted object.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/bridge/br_int.h"
+
+#define REDACTED	"[REDACTED]"
+
+int
+br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
+    char **out)
+{
+	char *cur, *next, *hit;
+	const char *sec;
+	size_t i, slen, len, rl = sizeof(REDACTED) - 1;
+	unsigned k = 0;
+	int n = 0;
+
+	*out = NULL;
+	if ((cur = strdup(in)) == NULL)
+		return -1;
+	for (i = 0; i < br->nsecrets; i++) {
+		sec = br->secrets[i];
+		/* Too short a secret would shred every text. */
+		if (sec == NULL || (slen = strlen(sec)) < 4)
+			continue;
+		while ((hit = strstr(cur, sec)) != NULL) {
+			len = strlen(cur);
+			if ((next = malloc(len - slen + rl + 1)) == NULL) {
+				free(cur);
+				return -1;
+			}
+			memcpy(next, cur, (size_t)(hit - cur));
+			memcpy(next + (hit - cur), REDACTED, rl);
+			strcpy(next + (hit - cur) + rl, hit + slen);
+			free(cur);
+			cur = next;
+			n++;
+		}
+	}
+	if (p != NULL && pol_redact_enabled(p)) {
+		if (pol_redact(p, (const char *const *)br->secrets,
+		    br->nsecrets, cur, strlen(cur), &next, NULL, &k) == -1) {
+			free(cur);
+			return -1;
+		}
+		free(cur);
+		cur = next;
+		n += (int)(k > 1000000 ? 1000000 : k);
+	}
+	if (n == 0) {
+		free(cur);
+		return 0;
+	}
+	*out = cur;
+	return n;
+}
+
+/* The subschema for member key / array index of schema, NULL when it is
+ * not plainly there. */
+static const json_t *
+sub_schema(const json_t *schema, const char *key, size_t index)
+{
+	const json_t *s, *p;
+
+	if (schema == NULL)
+		return NULL;
+	if (key != NULL) {
+		p = json_object_get(schema, "properties");
+		if ((s = json_object_get(p, key)) != NULL)
+			return s;
+		s = json_object_get(schema, "additionalProperties");
+		return json_is_object(s) ? s : NULL;
+	}
+	p = json_object_get(schema, "prefixItems");
+	if (json_is_array(p) && index < json_array_size(p))
+		return json_array_get(p, index);
+	s = json_object_get(schema, "items");
+	return json_is_object(s) ? s : NULL;
+}
+
+/* Would "[REDACTED]" inside a string still satisfy schema? Only when the
+ * schema is plain: a type and annotations, nothing that looks at the text
+ * and no combinators we would have to evaluate. */
+static bool
+schema_plain_string(const json_t *schema)
+{
+	static const char *const bad[] = { "pattern", "format", "enum",
+	    "const", "minLength", "maxLength", "contentEncoding",
+	    "contentMediaType", "$ref", "$dynamicRef", "anyOf", "oneOf",
+	    "allOf", "not", "if", NULL };
+	size_t i;
+
+	if (!json_is_object(schema))
+		return false;
+	for (i = 0; bad[i] != NULL; i++)
+		if (json_object_get(schema, bad[i]) != NULL)
+			return false;
+	return true;
+}
+
+/* How redact_tree treats what it walks. */
+enum walk {
+	W_CONTENT = 0,	/* skip binary payloads and type tags */
+	W_SCHEMA,	/* every string; check against the schema */
+	W_FREE,		/* every string; no schema to keep */
+};
+
+/* Redact every string under v; in W_SCHEMA mode schema (may be NULL)
+ * follows along and *unsafe records a replacement it may reject. Binary
+ * payloads (image/audio data, resource blobs) are not text: left alone. */
+static int
+redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
+    const json_t *schema, enum walk mode, bool *unsafe)
+{
+	bool track = mode == W_SCHEMA;
+	const char *key;
+	json_t *x;
+	size_t i;
+	int n = 0, k;
+	char *red;
+
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, x) {
+			if (mode == W_CONTENT && (strcmp(key, "data") == 0 ||
+			    strcmp(key, "blob") == 0 ||
+			    strcmp(key, "type") == 0 ||
+			    strcmp(key, "mimeType") == 0))
+				continue;
+			if (json_is_string(x)) {
+				k = br_redact_string(br, p,
+				    json_string_value(x), &red);
+				if (k == -1)
+					return -1;
+				if (k > 0 && red != NULL) {
+					json_object_set_new(v, key,
+					    json_string(red));
+					if (track && !schema_plain_string(
+					    sub_schema(schema, key, 0)))
+						*unsafe = true;
+				}
+				free(red);
+				n += k;
+			} else {
+				k = redact_tree(br, p, x, track ?
+				    sub_schema(schema, key, 0) : NULL, mode,
+				    unsafe);
+				if (k == -1)
+					return -1;
+				n += k;
+			}
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, x) {
+			if (json_is_string(x)) {
+				k = br_redact_string(br, p,
+				    json_string_value(x), &red);
+				if (k == -1)
+					return -1;
+				if (k > 0 && red != NULL) {
+					json_array_set_new(v, i,
+					    json_string(red));
+					if (track && !schema_plain_string(
+					    sub_schema(schema, NULL, i)))
+						*unsafe = true;
+				}
+				free(red);
+				n += k;
+			} else {
+				k = redact_tree(br, p, x, track ?
+				    sub_schema(schema, NULL, i) : NULL, mode,
+				    unsafe);
+				if (k == -1)
+					return -1;
+				n += k;
+			}
+		}
+	}
+	return n;
+}
+
+int
+br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
+    const json_t *tool)
+{
+	const json_t *schema = json_object_get(tool, "outputSchema");
+	json_t *sc = json_object_get(result, "structuredContent");
+	const char *key;
+	json_t *x;
+	int n = 0, k;
+	bool unsafe = false, dummy = false;
+	char *red;
+
+	json_object_foreach(result, key, x) {
+		if (strcmp(key, "structuredContent") == 0)
+			continue;
+		if (json_is_string(x)) {
+			if ((k = br_redact_string(br, p, json_string_value(x),
+			    &red)) == -1)
+				return -1;
+			if (k > 0 && red != NULL)
+				json_object_set_new(result, key,
+				    json_string(red));
+			free(red);
+		} else if ((k = redact_tree(br, p, x, NULL, W_CONTENT,
+		    &dummy)) == -1)
+			return -1;
+		n += k;
+	}
+	if (sc != NULL) {
+		/* structuredContent must be an object; anything else is
+		 * dropped rather than repaired. */
+		if (!json_is_object(sc)) {
+			k = redact_tree(br, p, sc, NULL, W_FREE, &dummy);
+			unsafe = true;
+		} else
+			k = redact_tree(br, p, sc, schema, schema != NULL ?
+			    W_SCHEMA : W_FREE, &unsafe);
+		if (k == -1)
+			return -1;
+		n += k;
+		if (unsafe) {
+			json_object_del(result, "structuredContent");
+			if (schema != NULL)
+				json_object_set_new(result, "isError",
+				    json_true());
+		}
+	}
+	return n;
+}

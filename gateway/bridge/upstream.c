@@ -1,0 +1,324 @@
+/*
+ * upstream: the bridge as an MCP client, independent of the transport. It
+ * exists so that the call pipeline sees one interface — send a request, get
+ * exactly one answer or an error — whether the server is a stdio child or a
+ * Streamable HTTP endpoint: it numbers requests, matches responses, bounds
+ * every request in time, runs the initialize handshake (queueing requests
+ * until it completes), refuses server-to-client requests (sampling,
+ * elicitation, roots: a policy event we deny by default), and restarts a
+ * transport that fails, with backoff.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/bridge/br_int.h"
+#include "gateway/log.h"
+
+static void	up_restart_later(struct br_up *u);
+
+static int
+transport_send(struct br_up *u, json_t *msg, bool is_init)
+{
+	if (u->srv->transport == POL_MCP_STDIO)
+		return br_stdio_send(u, msg);
+	return br_http_send(u, msg, is_init);
+}
+
+static void
+req_free(struct br_up_req *r)
+{
+	TAILQ_REMOVE(&r->up->reqs, r, entry);
+	ev_timer_cancel(r->up->br->loop, r->timer);
+	json_decref(r->msg);
+	free(r);
+}
+
+/* Runs r's callback once and forgets r. */
+static void
+req_finish(struct br_up_req *r, json_t *msg, const char *err)
+{
+	br_up_cb *cb = r->cb;
+	void *arg = r->arg;
+
+	req_free(r);
+	if (cb != NULL)
+		cb(arg, msg, err);
+}
+
+static void
+on_req_timeout(struct ev_loop *loop, void *arg)
+{
+	struct br_up_req *r = arg;
+
+	(void)loop;
+	r->timer = NULL;
+	req_finish(r, NULL, "the upstream server did not answer in time");
+}
+
+static int
+req_send(struct br_up_req *r)
+{
+	if (transport_send(r->up, r->msg, r->internal) == -1)
+		return -1;
+	r->sent = true;
+	json_decref(r->msg);
+	r->msg = NULL;
+	return 0;
+}
+
+static void
+flush_queue(struct br_up *u)
+{
+	struct br_up_req *r, *t;
+
+	TAILQ_FOREACH_SAFE(r, &u->reqs, entry, t) {
+		if (r->sent)
+			continue;
+		if (req_send(r) == -1) {
+			req_finish(r, NULL, "the upstream server is not "
+			    "reachable");
+		}
+	}
+}
+
+static struct br_up_req *
+req_new(struct br_up *u, const char *method, json_t *params, br_up_cb *cb,
+    void *arg, bool internal)
+{
+	struct br_up_req *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		json_decref(params);
+		return NULL;
+	}
+	r->up = u;
+	r->id = u->next_id++;
+	r->cb = cb;
+	r->arg = arg;
+	r->internal = internal;
+	r->msg = json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id",
+	    (json_int_t)r->id, "method", method);
+	if (r->msg == NULL || (params != NULL &&
+	    json_object_set_new(r->msg, "params", params) == -1)) {
+		json_decref(r->msg);
+		free(r);
+		return NULL;
+	}
+	r->timer = ev_timer_add(u->br->loop, u->br->c.upstream_timeout_ms,
+	    on_req_timeout, r);
+	if (r->timer == NULL) {
+		json_decref(r->msg);
+		free(r);
+		return NULL;
+	}
+	TAILQ_INSERT_TAIL(&u->reqs, r, entry);
+	return r;
+}
+
+static void
+on_init_reply(void *arg, json_t *msg, const char *err)
+{
+	struct br_up *u = arg;
+	json_t *res, *v, *n;
+
+	if (msg == NULL || (res = json_object_get(msg, "result")) == NULL ||
+	    !json_is_string(v = json_object_get(res, "protocolVersion"))) {
+		br_up_failed(u, err != NULL ? err : "initialize failed");
+		return;
+	}
+	snprintf(u->version, sizeof(u->version), "%s", json_string_value(v));
+	n = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+	    "notifications/initialized");
+	if (n == NULL || transport_send(u, n, false) == -1) {
+		json_decref(n);
+		br_up_failed(u, "cannot send initialized");
+		return;
+	}
+	json_decref(n);
+	u->state = UP_READY;
+	u->failures = 0;
+	u->stale = true;
+	log_info("bridge: upstream %s ready (protocol %s)", u->srv->name,
+	    u->version);
+	flush_queue(u);
+}
+
+static int
+up_handshake(struct br_up *u)
+{
+	struct br_up_req *r;
+
+	r = req_new(u, "initialize", json_pack("{s:s, s:{}, s:{s:s, s:s}}",
+	    "protocolVersion", BR_PROTO_LATEST, "capabilities", "clientInfo",
+	    "name", "sluice", "version", "0.1.0"), on_init_reply, u, true);
+	if (r == NULL)
+		return -1;
+	/* The handshake goes out first, whatever is queued. */
+	TAILQ_REMOVE(&u->reqs, r, entry);
+	TAILQ_INSERT_HEAD(&u->reqs, r, entry);
+	if (req_send(r) == -1) {
+		req_free(r);
+		return -1;
+	}
+	return 0;
+}
+
+int
+br_up_start(struct br_up *u)
+{
+	if (u->state != UP_DOWN)
+		return 0;
+	u->state = UP_STARTING;
+	if (u->srv->transport == POL_MCP_STDIO && br_stdio_spawn(u) == -1) {
+		u->state = UP_DOWN;
+		up_restart_later(u);
+		return -1;
+	}
+	if (up_handshake(u) == -1) {
+		br_up_failed(u, "cannot start the handshake");
+		return -1;
+	}
+	return 0;
+}
+
+void
+br_up_stop(struct br_up *u)
+{
+	struct br_up_req *r;
+
+	ev_timer_cancel(u->br->loop, u->restart);
+	u->restart = NULL;
+	while ((r = TAILQ_FIRST(&u->reqs)) != NULL)
+		req_finish(r, NULL, "the bridge is shutting down");
+	if (u->srv->transport == POL_MCP_STDIO)
+		br_stdio_close(u);
+	else
+		br_http_close(u);
+	u->state = UP_DOWN;
+}
+
+static void
+on_restart(struct ev_loop *loop, void *arg)
+{
+	struct br_up *u = arg;
+
+	(void)loop;
+	u->restart = NULL;
+	(void)br_up_start(u);
+}
+
+static void
+up_restart_later(struct br_up *u)
+{
+	uint64_t ms;
+
+	if (u->br->closing || u->restart != NULL)
+		return;
+	/* 250 ms doubling to 30 s: a crashing child cannot spin us. */
+	ms = 250ull << (u->failures < 7 ? u->failures : 7);
+	if (ms > 30000)
+		ms = 30000;
+	u->failures++;
+	u->restart = ev_timer_add(u->br->loop, ms, on_restart, u);
+}
+
+void
+br_up_failed(struct br_up *u, const char *why)
+{
+	struct br_up_req *r;
+	char detail[256];
+	bool was_ready = u->state == UP_READY;
+
+	if (u->state == UP_DOWN && TAILQ_EMPTY(&u->reqs))
+		return;
+	if (u->srv->transport == POL_MCP_STDIO)
+		br_stdio_close(u);
+	else
+		br_http_close(u);
+	u->state = UP_DOWN;
+	while ((r = TAILQ_FIRST(&u->reqs)) != NULL)
+		req_finish(r, NULL, "the upstream server failed");
+	if (!u->br->closing) {
+		snprintf(detail, sizeof(detail), "upstream %s %s: %s",
+		    u->srv->name, was_ready ? "failed" : "did not start", why);
+		log_warnx("bridge: %s", detail);
+		br_finding(u->br, BR_EV_UPSTREAM, NULL, u->srv->name, NULL,
+		    detail);
+	}
+	/* stdio children are restarted; HTTP reconnects on demand too. */
+	up_restart_later(u);
+}
+
+struct br_up_req *
+br_up_request(struct br_up *u, const char *method, json_t *params,
+    br_up_cb *cb, void *arg)
+{
+	struct br_up_req *r;
+
+	if ((r = req_new(u, method, params, cb, arg, false)) == NULL)
+		return NULL;
+	if (u->state == UP_READY) {
+		if (req_send(r) == -1) {
+			req_free(r);
+			return NULL;
+		}
+	} else if (u->state == UP_DOWN && u->restart == NULL)
+		(void)br_up_start(u);
+	/* else queued until the handshake completes (or times out) */
+	return r;
+}
+
+void
+br_up_cancel(struct br_up_req *r)
+{
+	if (r != NULL) {
+		r->cb = NULL;
+		r->arg = NULL;
+	}
+}
+
+static void
+reply_refusal(struct br_up *u, json_t *id)
+{
+	json_t *o;
+
+	o = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
+	    "error", "code", -32601, "message", "Not supported by Sluice");
+	if (o != NULL)
+		(void)transport_send(u, o, false);
+	json_decref(o);
+}
+
+void
+br_up_deliver(struct br_up *u, json_t *msg)
+{
+	struct br_up_req *r;
+	json_t *id, *m;
+
+	if (!json_is_object(msg))
+		return;
+	id = json_object_get(msg, "id");
+	m = json_object_get(msg, "method");
+	if (json_is_string(m)) {
+		if (id != NULL) {
+			/* Sampling, elicitation, roots: the upstream may not
+			 * reach the agent through us. */
+			reply_refusal(u, id);
+			return;
+		}
+		if (strcmp(json_string_value(m),
+		    "notifications/tools/list_changed") == 0)
+			u->stale = true;
+		return;
+	}
+	if (!json_is_integer(id))
+		return;
+	TAILQ_FOREACH(r, &u->reqs, entry) {
+		if (r->id == json_integer_value(id) && r->sent) {
+			req_finish(r, msg, NULL);
+			return;
+		}
+	}
+}

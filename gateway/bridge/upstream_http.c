@@ -1,0 +1,424 @@
+/*
+ * upstream_http: MCP servers reached over Streamable HTTP, through libcurl's
+ * multi interface driven by our ev loop (CURLMOPT_SOCKETFUNCTION and
+ * TIMERFUNCTION become ev_add/ev_mod/ev_del and ev_timer_add), so that no
+ * upstream call ever blocks the daemon or needs a thread. It exists to speak
+ * the client half of transports.mdx: one POST per message with both Accept
+ * types, the upstream's Mcp-Session-Id and MCP-Protocol-Version once known,
+ * answers as JSON or as an SSE stream (parsed as it arrives, so a stream the
+ * server keeps open still delivers), and the credential header added here
+ * and nowhere else. Redirects are never followed (a redirect could carry the
+ * credential elsewhere) and response sizes are capped.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/bridge/br_int.h"
+#include "gateway/log.h"
+
+struct hx {
+	struct hx		*next, *prev;
+	struct br_up		*up;
+	CURL			*easy;
+	struct curl_slist	*hdrs;
+	char			*body;		/* request */
+	char			*buf;		/* response so far */
+	size_t			 len, cap, used;
+	bool			 sse;
+	bool			 is_init;
+	char			 session[128];
+	char			 ctype[64];
+};
+
+static void	check_done(struct br *br);
+
+static void
+on_sock(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct br *br = arg;
+	int flags = 0, running;
+
+	(void)loop;
+	if (events & EV_READ)
+		flags |= CURL_CSELECT_IN;
+	if (events & EV_WRITE)
+		flags |= CURL_CSELECT_OUT;
+	if (events & EV_ERROR)
+		flags |= CURL_CSELECT_ERR;
+	(void)curl_multi_socket_action(br->multi, fd, flags, &running);
+	check_done(br);
+}
+
+static int
+sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	struct br *br = userp;
+	unsigned ev = 0;
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (socketp != NULL) {
+			ev_del(br->loop, s);
+			curl_multi_assign(br->multi, s, NULL);
+		}
+		return 0;
+	}
+	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+		ev |= EV_READ;
+	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+		ev |= EV_WRITE;
+	if (socketp == NULL) {
+		if (ev_add(br->loop, s, ev, on_sock, br) == -1)
+			return -1;
+		curl_multi_assign(br->multi, s, br);
+	} else if (ev_mod(br->loop, s, ev) == -1)
+		return -1;
+	return 0;
+}
+
+static void
+on_curl_timer(struct ev_loop *loop, void *arg)
+{
+	struct br *br = arg;
+	int running;
+
+	(void)loop;
+	br->curl_timer = NULL;
+	(void)curl_multi_socket_action(br->multi, CURL_SOCKET_TIMEOUT, 0,
+	    &running);
+	check_done(br);
+}
+
+static int
+timer_cb(CURLM *m, long ms, void *userp)
+{
+	struct br *br = userp;
+
+	(void)m;
+	ev_timer_cancel(br->loop, br->curl_timer);
+	br->curl_timer = NULL;
+	if (ms >= 0 && (br->curl_timer = ev_timer_add(br->loop,
+	    (uint64_t)ms, on_curl_timer, br)) == NULL)
+		return -1;
+	return 0;
+}
+
+int
+br_http_init(struct br *br)
+{
+	if ((br->multi = curl_multi_init()) == NULL)
+		return -1;
+	curl_multi_setopt(br->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	curl_multi_setopt(br->multi, CURLMOPT_SOCKETDATA, br);
+	curl_multi_setopt(br->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(br->multi, CURLMOPT_TIMERDATA, br);
+	return 0;
+}
+
+static void
+hx_free(struct br *br, struct hx *x)
+{
+	if (x->prev != NULL)
+		x->prev->next = x->next;
+	else if (br->hx_list == x)
+		br->hx_list = x->next;
+	if (x->next != NULL)
+		x->next->prev = x->prev;
+	if (x->easy != NULL) {
+		curl_multi_remove_handle(br->multi, x->easy);
+		curl_easy_cleanup(x->easy);
+	}
+	curl_slist_free_all(x->hdrs);
+	free(x->body);
+	free(x->buf);
+	free(x);
+}
+
+void
+br_http_fini(struct br *br)
+{
+	if (br->multi == NULL)
+		return;
+	while (br->hx_list != NULL)
+		hx_free(br, br->hx_list);
+	ev_timer_cancel(br->loop, br->curl_timer);
+	br->curl_timer = NULL;
+	curl_multi_cleanup(br->multi);
+	br->multi = NULL;
+}
+
+void
+br_http_close(struct br_up *u)
+{
+	struct br *br = u->br;
+	struct hx *x, *next;
+
+	free(u->session);
+	u->session = NULL;
+	for (x = br->hx_list; x != NULL; x = next) {
+		next = x->next;
+		if (x->up == u)
+			hx_free(br, x);
+	}
+}
+
+/* One SSE event's data (several data: lines joined by '\n'). */
+static void
+sse_event(json_t *out, const char *ev, size_t len)
+{
+	char *data;
+	size_t dl = 0;
+	const char *p = ev, *e, *end = ev + len;
+	json_t *msg;
+	json_error_t jerr;
+
+	if ((data = malloc(len + 1)) == NULL)
+		return;
+	while (p < end) {
+		e = memchr(p, '\n', (size_t)(end - p));
+		if (e == NULL)
+			e = end;
+		if ((size_t)(e - p) >= 5 && strncmp(p, "data:", 5) == 0) {
+			const char *v = p + 5;
+
+			if (v < e && *v == ' ')
+				v++;
+			if (dl > 0)
+				data[dl++] = '\n';
+			memcpy(data + dl, v, (size_t)(e - v));
+			dl += (size_t)(e - v);
+		}
+		/* id:, event:, retry: and ':' comments need no action: we
+		 * never resume, and a priming event has empty data. */
+		p = e + 1;
+	}
+	if (dl > 0 && (msg = json_loadb(data, dl, JSON_REJECT_DUPLICATES,
+	    &jerr)) != NULL) {
+		json_array_append_new(out, msg);
+	}
+	free(data);
+}
+
+/* Consume the complete events in buf[used..len]. CRLF is folded. */
+static void
+sse_drain(struct hx *x, json_t *out)
+{
+	char *p, *sep;
+	size_t i, j;
+
+	/* Fold CR LF and lone CR into LF in the unread part. */
+	for (i = j = x->used; i < x->len; i++) {
+		if (x->buf[i] == '\r') {
+			if (i + 1 < x->len && x->buf[i + 1] == '\n')
+				continue;
+			x->buf[j++] = '\n';
+		} else
+			x->buf[j++] = x->buf[i];
+	}
+	x->len = j;
+	for (;;) {
+		p = x->buf + x->used;
+		sep = memmem(p, x->len - x->used, "\n\n", 2);
+		if (sep == NULL)
+			break;
+		x->used = (size_t)(sep - x->buf) + 2;
+		sse_event(out, p, (size_t)(sep - p));
+	}
+}
+
+static size_t
+on_write(char *data, size_t sz, size_t n, void *arg)
+{
+	struct hx *x = arg;
+	size_t len = sz * n;
+
+	if (x->len + len > BR_LINE_MAX)
+		return 0;	/* aborts the transfer */
+	if (x->len + len + 1 > x->cap) {
+		size_t cap = x->cap ? x->cap : 8192;
+		char *p;
+
+		while (cap < x->len + len + 1)
+			cap *= 2;
+		if ((p = realloc(x->buf, cap)) == NULL)
+			return 0;
+		x->buf = p;
+		x->cap = cap;
+	}
+	memcpy(x->buf + x->len, data, len);
+	x->len += len;
+	if (x->len > 0 && x->used == 0 && x->ctype[0] == '\0') {
+		char *ct = NULL;
+
+		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+		if (ct != NULL)
+			snprintf(x->ctype, sizeof(x->ctype), "%s", ct);
+		x->sse = ct != NULL && strncasecmp(ct, "text/event-stream",
+		    17) == 0;
+	}
+	return len;
+}
+
+static size_t
+on_header(char *data, size_t sz, size_t n, void *arg)
+{
+	struct hx *x = arg;
+	size_t len = sz * n, vl;
+	const char *v;
+
+	if (len > 15 && strncasecmp(data, "mcp-session-id:", 15) == 0) {
+		v = data + 15;
+		while (v < data + len && (*v == ' ' || *v == '\t'))
+			v++;
+		vl = (size_t)(data + len - v);
+		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' ||
+		    v[vl - 1] == ' '))
+			vl--;
+		if (vl > 0 && vl < sizeof(x->session)) {
+			memcpy(x->session, v, vl);
+			x->session[vl] = '\0';
+		}
+	}
+	return len;
+}
+
+/* Parse everything first and free the transfer, then deliver: a delivery
+ * may send new requests or close this upstream. */
+static void
+hx_done(struct br *br, struct hx *x, CURLcode rc)
+{
+	struct br_up *u = x->up;
+	long status = 0;
+	json_t *msgs, *msg;
+	json_error_t jerr;
+	char why[96];
+	size_t i;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	why[0] = '\0';
+	if ((msgs = json_array()) == NULL)
+		snprintf(why, sizeof(why), "out of memory");
+	else if (rc != CURLE_OK)
+		snprintf(why, sizeof(why), "HTTP transfer failed (%s)",
+		    curl_easy_strerror(rc));
+	else if (status == 404 && u->session != NULL)
+		snprintf(why, sizeof(why), "upstream session expired");
+	else if (status != 200 && status != 202 && status != 204)
+		snprintf(why, sizeof(why), "HTTP status %ld", status);
+	else {
+		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
+			u->session = strdup(x->session);
+		if (x->sse) {
+			if (x->len > x->used && x->buf[x->len - 1] != '\n')
+				(void)on_write("\n\n", 1, 2, x);
+			sse_drain(x, msgs);
+		} else if (x->len > 0 && (msg = json_loadb(x->buf, x->len,
+		    JSON_REJECT_DUPLICATES, &jerr)) != NULL)
+			json_array_append_new(msgs, msg);
+	}
+	hx_free(br, x);
+	if (why[0] != '\0') {
+		json_decref(msgs);
+		br_up_failed(u, why);
+		return;
+	}
+	json_array_foreach(msgs, i, msg)
+		br_up_deliver(u, msg);
+	json_decref(msgs);
+}
+
+static void
+check_done(struct br *br)
+{
+	CURLMsg *m;
+	int left;
+	struct hx *x;
+
+	while (br->multi != NULL &&
+	    (m = curl_multi_info_read(br->multi, &left)) != NULL) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		x = NULL;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+		    (char **)&x);
+		if (x != NULL)
+			hx_done(br, x, m->data.result);
+	}
+}
+
+int
+br_http_send(struct br_up *u, json_t *msg, bool is_init)
+{
+	struct br *br = u->br;
+	struct hx *x;
+	char hbuf[256];
+
+	if (u->srv->url == NULL || (x = calloc(1, sizeof(*x))) == NULL)
+		return -1;
+	x->up = u;
+	x->is_init = is_init;
+	if ((x->body = json_dumps(msg, JSON_COMPACT)) == NULL ||
+	    (x->easy = curl_easy_init()) == NULL)
+		goto fail;
+	x->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	x->hdrs = curl_slist_append(x->hdrs,
+	    "Accept: application/json, text/event-stream");
+	if (u->session != NULL) {
+		snprintf(hbuf, sizeof(hbuf), "Mcp-Session-Id: %s", u->session);
+		x->hdrs = curl_slist_append(x->hdrs, hbuf);
+	}
+	if (u->version[0] != '\0') {
+		snprintf(hbuf, sizeof(hbuf), "MCP-Protocol-Version: %s",
+		    u->version);
+		x->hdrs = curl_slist_append(x->hdrs, hbuf);
+	}
+	if (u->secret != NULL && u->srv->cred_header != NULL) {
+		size_t len = strlen(u->srv->cred_header) + strlen(u->secret) +
+		    (u->srv->cred_prefix ? strlen(u->srv->cred_prefix) : 0) +
+		    3;
+		char *h = malloc(len);
+
+		if (h == NULL)
+			goto fail;
+		snprintf(h, len, "%s: %s%s", u->srv->cred_header,
+		    u->srv->cred_prefix ? u->srv->cred_prefix : "", u->secret);
+		x->hdrs = curl_slist_append(x->hdrs, h);
+		explicit_bzero(h, len);
+		free(h);
+	}
+	if (x->hdrs == NULL)
+		goto fail;
+	curl_easy_setopt(x->easy, CURLOPT_URL, u->srv->url);
+	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
+	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
+	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(x->body));
+	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS,
+	    (long)br->c.upstream_timeout_ms);
+	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	if (curl_multi_add_handle(br->multi, x->easy) != CURLM_OK)
+		goto fail;
+	x->next = br->hx_list;
+	if (x->next != NULL)
+		x->next->prev = x;
+	br->hx_list = x;
+	/* libcurl's timer callback (0 ms) starts the transfer. */
+	return 0;
+fail:
+	if (x->easy != NULL) {
+		curl_easy_cleanup(x->easy);
+		x->easy = NULL;
+	}
+	hx_free(br, x);
+	return -1;
+}

@@ -1,0 +1,279 @@
+/*
+ * upstream_stdio: MCP servers that are child processes speaking
+ * newline-delimited JSON-RPC on stdin/stdout (transports.mdx §stdio). It
+ * exists to start them with only the environment the config declares (plus
+ * the credential in the declared variable: the daemon's own environment
+ * never leaks into them), to move bytes through non-blocking pipes in the
+ * ev loop, to cap what a hostile child can make us buffer, and to notice
+ * when one dies so the upstream layer can restart it.
+ */
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/bridge/br_int.h"
+#include "gateway/log.h"
+
+static void	on_out(struct ev_loop *loop, int fd, unsigned events, void *arg);
+static void	on_in(struct ev_loop *loop, int fd, unsigned events, void *arg);
+
+/* The child's environment: the config's K=V entries and the credential;
+ * PATH only if the config gives one. */
+static char **
+child_env(struct br_up *u)
+{
+	const struct pol_mcp_server *s = u->srv;
+	char **env;
+	size_t i, n = 0;
+
+	if ((env = calloc(s->nenv + 2, sizeof(char *))) == NULL)
+		return NULL;
+	for (i = 0; i < s->nenv; i++)
+		if ((env[n++] = strdup(s->env[i])) == NULL)
+			goto fail;
+	if (u->secret != NULL && s->cred_child_env != NULL) {
+		size_t len = strlen(s->cred_child_env) + strlen(u->secret) + 2;
+
+		if ((env[n] = malloc(len)) == NULL)
+			goto fail;
+		snprintf(env[n++], len, "%s=%s", s->cred_child_env,
+		    u->secret);
+	}
+	return env;
+fail:
+	for (i = 0; i < n; i++)
+		free(env[i]);
+	free(env);
+	return NULL;
+}
+
+static void
+env_free(char **env)
+{
+	size_t i;
+
+	for (i = 0; env != NULL && env[i] != NULL; i++) {
+		explicit_bzero(env[i], strlen(env[i]));
+		free(env[i]);
+	}
+	free(env);
+}
+
+int
+br_stdio_spawn(struct br_up *u)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, devnull, saved;
+	char **env;
+	pid_t pid;
+
+	if (u->srv->argc == 0 || u->srv->argv == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((env = child_env(u)) == NULL)
+		return -1;
+	if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1)
+		goto fail;
+	if ((pid = fork()) == -1)
+		goto fail;
+	if (pid == 0) {
+		/* Only async-signal-safe calls from here on. */
+		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (dup2(in[0], 0) == -1 || dup2(out[1], 1) == -1 ||
+		    (devnull != -1 && dup2(devnull, 2) == -1))
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		/* The daemon's PATH finds the program; the child gets only
+		 * the declared environment. */
+		execvpe(u->srv->argv[0], u->srv->argv, env);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	env_free(env);
+	u->pid = pid;
+	u->in_fd = in[1];
+	u->out_fd = out[0];
+	u->rlen = u->wlen = 0;
+	if (fcntl(u->in_fd, F_SETFL, O_NONBLOCK) == -1 ||
+	    fcntl(u->out_fd, F_SETFL, O_NONBLOCK) == -1 ||
+	    ev_add(u->br->loop, u->out_fd, EV_READ, on_out, u) == -1) {
+		br_stdio_close(u);
+		return -1;
+	}
+	return 0;
+fail:
+	saved = errno;
+	env_free(env);
+	if (in[0] != -1) {
+		close(in[0]);
+		close(in[1]);
+	}
+	if (out[0] != -1) {
+		close(out[0]);
+		close(out[1]);
+	}
+	errno = saved;
+	return -1;
+}
+
+void
+br_stdio_close(struct br_up *u)
+{
+	int status, i;
+
+	if (u->in_fd != -1) {
+		ev_del(u->br->loop, u->in_fd);
+		close(u->in_fd);
+		u->in_fd = -1;
+	}
+	if (u->out_fd != -1) {
+		ev_del(u->br->loop, u->out_fd);
+		close(u->out_fd);
+		u->out_fd = -1;
+	}
+	if (u->pid > 0) {
+		/* stdin closed is the polite request (lifecycle.mdx);
+		 * then SIGTERM, then SIGKILL. Bounded: at most ~100 ms. */
+		(void)kill(u->pid, SIGTERM);
+		for (i = 0; i < 20; i++) {
+			if (waitpid(u->pid, &status, WNOHANG) != 0)
+				break;
+			usleep(5000);
+		}
+		if (i == 20) {
+			(void)kill(u->pid, SIGKILL);
+			(void)waitpid(u->pid, &status, 0);
+		}
+		u->pid = 0;
+	}
+	free(u->rbuf);
+	free(u->wbuf);
+	u->rbuf = u->wbuf = NULL;
+	u->rlen = u->rcap = u->wlen = u->wcap = 0;
+}
+
+static void
+flush_out(struct br_up *u)
+{
+	ssize_t n;
+
+	while (u->wlen > 0) {
+		n = write(u->in_fd, u->wbuf, u->wlen);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			br_up_failed(u, "cannot write to the child");
+			return;
+		}
+		memmove(u->wbuf, u->wbuf + n, u->wlen - (size_t)n);
+		u->wlen -= (size_t)n;
+	}
+	if (u->wlen > 0)
+		(void)ev_add(u->br->loop, u->in_fd, EV_WRITE, on_in, u);
+	else
+		ev_del(u->br->loop, u->in_fd);
+}
+
+static void
+on_in(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	(void)loop;
+	(void)fd;
+	(void)events;
+	flush_out(arg);
+}
+
+int
+br_stdio_send(struct br_up *u, json_t *msg)
+{
+	char *s;
+	size_t len;
+
+	if (u->in_fd == -1) {
+		errno = EPIPE;
+		return -1;
+	}
+	/* Compact JSON escapes newlines inside strings: one line each. */
+	if ((s = json_dumps(msg, JSON_COMPACT)) == NULL)
+		return -1;
+	len = strlen(s);
+	if (u->wlen + len + 1 > u->wcap) {
+		size_t cap = u->wcap ? u->wcap : 4096;
+		char *p;
+
+		while (cap < u->wlen + len + 1)
+			cap *= 2;
+		if ((p = realloc(u->wbuf, cap)) == NULL) {
+			free(s);
+			return -1;
+		}
+		u->wbuf = p;
+		u->wcap = cap;
+	}
+	memcpy(u->wbuf + u->wlen, s, len);
+	u->wbuf[u->wlen + len] = '\n';
+	u->wlen += len + 1;
+	free(s);
+	if (u->wlen == len + 1)
+		flush_out(u);
+	return 0;
+}
+
+static void
+on_out(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct br_up *u = arg;
+	char *nl, *p;
+	ssize_t n;
+	json_t *msg;
+	json_error_t jerr;
+
+	(void)loop;
+	(void)events;
+	if (u->rcap - u->rlen < 65536) {
+		size_t cap = u->rcap ? u->rcap * 2 : 65536;
+
+		if (cap > BR_LINE_MAX + 65536 ||
+		    (p = realloc(u->rbuf, cap)) == NULL) {
+			br_up_failed(u, "message too long");
+			return;
+		}
+		u->rbuf = p;
+		u->rcap = cap;
+	}
+	n = read(fd, u->rbuf + u->rlen, u->rcap - u->rlen);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		br_up_failed(u, "the child exited");
+		return;
+	}
+	u->rlen += (size_t)n;
+	/* Deliver whole lines; the upstream may be freed by a callback, so
+	 * re-check the fd each time. */
+	while (u->out_fd == fd && (nl = memchr(u->rbuf, '\n', u->rlen)) !=
+	    NULL) {
+		size_t llen = (size_t)(nl - u->rbuf);
+
+		msg = json_loadb(u->rbuf, llen, JSON_REJECT_DUPLICATES, &jerr);
+		memmove(u->rbuf, nl + 1, u->rlen - llen - 1);
+		u->rlen -= llen + 1;
+		/* Non-JSON lines are the server's bug; skip them. */
+		if (msg != NULL) {
+			br_up_deliver(u, msg);
+			json_decref(msg);
+		}
+	}
+	if (u->out_fd == fd && u->rlen > BR_LINE_MAX)
+		br_up_failed(u, "message too long");
+}
