@@ -6,7 +6,9 @@
  * before installing a policy, printing every error as FILE:LINE:COL so
  * editors can jump to it; `explain` answers "what would Sluice decide, and
  * which rule decides?" with the same pure functions the daemon uses, so the
- * answer cannot drift from enforcement.
+ * answer cannot drift from enforcement. For a host name it also answers
+ * for the DNS proxy (would it resolve the name, by which rule, and what
+ * would its answers open), since a name is only reachable through it.
  */
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -181,6 +183,81 @@ print_decision(const struct pol_decision *d)
 	    d->rule, d->reason);
 }
 
+static const char *
+proto_name(uint8_t proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return "tcp";
+	case IPPROTO_UDP:
+		return "udp";
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		return "icmp";
+	}
+	return "any";
+}
+
+/*
+ * explain_dns: a sandbox reaches a host name only through the DNS proxy,
+ * so for a name the egress answer is half the story: print whether the
+ * proxy would resolve it (A and AAAA), which rule decides that, and which
+ * protocol/ports its answers would open in the kernel. -1 if the proxy
+ * would refuse the name.
+ */
+static int
+explain_dns(const struct pol_policy *p, const char *name, bool tainted)
+{
+	static const struct { uint16_t type; const char *name; } types[] = {
+		{ 1, "A" }, { 28, "AAAA" },
+	};
+	struct pol_dns_q	 q;
+	struct pol_decision	 d[2];
+	const struct pol_decision *show = NULL;
+	struct pol_net_rule	 r[32];
+	char			 ok[16] = "";
+	size_t			 i, n;
+
+	memset(&q, 0, sizeof(q));
+	q.name = name;
+	q.tainted = tainted;
+	for (i = 0; i < 2; i++) {
+		q.qtype = types[i].type;
+		pol_dns_decide(p, &q, &d[i]);
+		if (d[i].verdict == POL_SYNTHETIC && show == NULL)
+			show = &d[i];
+		if (d[i].verdict == POL_ALLOW &&
+		    strcmp(d[i].reason, "allowed") == 0) {
+			if (show == NULL)
+				show = &d[i];
+			if (ok[0] != '\0')
+				strcat(ok, " ");
+			strcat(ok, types[i].name);
+		}
+	}
+	if (show == NULL)
+		show = &d[0];
+	printf("dns: %s\ndns_rule: %s\ndns_reason: %s\n",
+	    verdict_name(show->verdict), show->rule, show->reason);
+	if (show->verdict != POL_ALLOW)
+		return show->verdict == POL_DENY ? -1 : 0;
+	printf("dns_types: %s\n", ok);
+	n = pol_egress_ports_for_name(p, name, tainted, r,
+	    sizeof(r) / sizeof(r[0]));
+	printf("dns_opens:");
+	for (i = 0; i < n; i++) {
+		if (r[i].port_lo == 0 && r[i].port_hi == 0)
+			printf(" %s", proto_name(r[i].proto));
+		else if (r[i].port_lo == r[i].port_hi)
+			printf(" %s/%u", proto_name(r[i].proto), r[i].port_lo);
+		else
+			printf(" %s/%u-%u", proto_name(r[i].proto),
+			    r[i].port_lo, r[i].port_hi);
+	}
+	printf("\n");
+	return 0;
+}
+
 static int
 cmd_explain(int argc, char **argv)
 {
@@ -189,6 +266,7 @@ cmd_explain(int argc, char **argv)
 	struct pol_policy	*p = NULL;
 	struct pol_egress_q	 eq;
 	struct pol_decision	 d;
+	struct pol_addr		 addr;
 	struct pol_tool_q	 tq;
 	struct pol_tool_decision td;
 	const char		*file = NULL, *egress = NULL, *tool = NULL;
@@ -275,6 +353,10 @@ cmd_explain(int argc, char **argv)
 		pol_egress_decide(p, &eq, &d);
 		print_decision(&d);
 		rc = d.verdict == POL_DENY ? 1 : 0;
+		/* A name the proxy refuses cannot be reached at all. */
+		if (pol_addr_parse(eq.host, &addr) == -1 &&
+		    explain_dns(p, eq.host, tainted) == -1)
+			rc = 1;
 		goto out;
 	}
 	/* Labels are split in place: argv strings are ours to edit. */

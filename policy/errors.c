@@ -44,11 +44,50 @@ pol_errors_free(struct pol_errors *e)
 	free(e);
 }
 
+/*
+ * escape: messages quote file contents, and a YAML scalar can hold line
+ * breaks and other control characters. One error must stay one line (a
+ * quoted "\nFILE:1:1: ok" must not forge another error in CI logs or
+ * terminals), so controls become C escapes. A message cut by the fixed
+ * buffer loses its trailing partial UTF-8 sequence too.
+ */
+static void
+escape(const char *in, char *out, size_t outlen)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t		 o = 0, len = strlen(in), k;
+
+	/* Drop a multi-byte sequence that vsnprintf cut short. */
+	for (k = 0; k < len && k < 4 && (s[len - 1 - k] & 0xc0) == 0x80; k++)
+		;
+	if (k < len && s[len - 1 - k] >= 0xc0) {
+		unsigned char	lead = s[len - 1 - k];
+		size_t		need = lead >= 0xf0 ? 3 : lead >= 0xe0 ? 2 : 1;
+
+		if (k < need)
+			len -= k + 1;
+	}
+	for (; len > 0 && o + 5 < outlen; s++, len--) {
+		if (*s == '\n')
+			o += (size_t)snprintf(out + o, outlen - o, "\\n");
+		else if (*s == '\r')
+			o += (size_t)snprintf(out + o, outlen - o, "\\r");
+		else if (*s == '\t')
+			o += (size_t)snprintf(out + o, outlen - o, "\\t");
+		else if (*s < 0x20 || *s == 0x7f)
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x",
+			    *s);
+		else
+			out[o++] = (char)*s;
+	}
+	out[o] = '\0';
+}
+
 void
 pol_errors_add(struct pol_errors *e, const char *file, unsigned line,
     unsigned col, const char *fmt, ...)
 {
-	char	 body[512];
+	char	 body[512], safe[4 * sizeof(body)];
 	char	*m;
 	va_list	 ap;
 
@@ -60,8 +99,9 @@ pol_errors_add(struct pol_errors *e, const char *file, unsigned line,
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
+	escape(body, safe, sizeof(safe));
 	if (asprintf(&m, "%s:%u:%u: %s", file ? file : "-", line, col,
-	    body) == -1)
+	    safe) == -1)
 		return;
 	e->msg[e->nmsg++] = m;
 }

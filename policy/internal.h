@@ -41,6 +41,13 @@ struct ynode {
  * ynode_free) or NULL with errors in errs. An empty file yields an error. */
 struct ynode	*yaml_load_file(const char *path, struct pol_errors *errs,
 		    char *digest);
+/* yaml_read_file: the bytes of path (a regular file of at most 1 MiB) into
+ * *out (caller frees). 0, or -1 with the error in errs. */
+int		 yaml_read_file(const char *path, unsigned char **out,
+		    size_t *outlen, struct pol_errors *errs);
+/* yaml_digest: hex SHA-256 of buf into digest (65 bytes). */
+void		 yaml_digest(const unsigned char *buf, size_t len,
+		    char *digest);
 /* yaml_load_buf: the same over a buffer; name is used in messages. */
 struct ynode	*yaml_load_buf(const char *name, const unsigned char *buf,
 		    size_t len, struct pol_errors *errs);

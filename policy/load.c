@@ -937,6 +937,21 @@ struct pol_policy *
 pol_policy_load(const char *path, const struct pol_config *cfg,
     struct pol_errors *errs)
 {
+	struct pol_policy *p;
+	unsigned char	*buf;
+	size_t		 len;
+
+	if (yaml_read_file(path, &buf, &len, errs) == -1)
+		return NULL;
+	p = pol_policy_load_buf(path, (const char *)buf, len, cfg, errs);
+	free(buf);
+	return p;
+}
+
+struct pol_policy *
+pol_policy_load_buf(const char *path, const char *buf, size_t len,
+    const struct pol_config *cfg, struct pol_errors *errs)
+{
 	static const uint16_t deftypes[] = { 1, 28, 5 };
 	static const char *const keys[] = { "version", "name", "description",
 	    "egress", "dns", "mcp", NULL };
@@ -946,8 +961,17 @@ pol_policy_load(const char *path, const struct pol_config *cfg,
 	struct pol_policy *p;
 	char		 digest[65];
 
-	if ((root = yaml_load_file(path, errs, digest)) == NULL)
+	if (path == NULL || (buf == NULL && len > 0)) {
+		pol_errors_add(errs, path ? path : "(null)", 0, 0,
+		    "no policy text");
 		return NULL;
+	}
+	if (buf == NULL)
+		buf = "";
+	if ((root = yaml_load_buf(path, (const unsigned char *)buf, len,
+	    errs)) == NULL)
+		return NULL;
+	yaml_digest((const unsigned char *)buf, len, digest);
 	memset(&c, 0, sizeof(c));
 	c.w.file = path;
 	c.w.errs = errs;

@@ -20,6 +20,7 @@
  *   policies    policy/load.c       (policy files, examples/policies/)
  *   decisions   policy/decide.c     (egress, DNS, tool calls)
  *   pins        policy/pin.c        (tool definition hashes)
+ *   results     policy/redact.c     (result limits, redaction, taint level)
  */
 #ifndef SLUICE_POLICY_POLICY_H
 #define SLUICE_POLICY_POLICY_H
@@ -37,8 +38,10 @@ struct pol_errors;
 struct pol_errors	*pol_errors_new(size_t cap);
 void			 pol_errors_free(struct pol_errors *e);
 /* pol_errors_add: appends "FILE:LINE:COL: message" (line/col 1-based; 0
- * means unknown and is printed as such). Never fails visibly: on allocation
- * failure the error is counted but its text is lost. */
+ * means unknown and is printed as such). The message is always one line:
+ * control characters in it (quoted file contents) become C escapes ("\n",
+ * "\x1b"). Never fails visibly: on allocation failure the error is counted
+ * but its text is lost. */
 void			 pol_errors_add(struct pol_errors *e, const char *file,
 			    unsigned line, unsigned col, const char *fmt, ...)
 			    __attribute__((format(printf, 5, 6)));
@@ -251,6 +254,13 @@ struct pol_set;		/* the policies of a directory, by name (opaque) */
  * any error, with all errors in errs; nothing is half-loaded. */
 struct pol_policy	*pol_policy_load(const char *path,
 			    const struct pol_config *cfg, struct pol_errors *errs);
+/* pol_policy_load_buf: the same over len bytes of buf (need not be
+ * NUL-terminated; not kept). path names the text in messages
+ * ("PATH:LINE:COL: ...") and gives the default policy name; the digest is
+ * over buf. pol_policy_load reads the file (at most 1 MiB) and calls this. */
+struct pol_policy	*pol_policy_load_buf(const char *path, const char *buf,
+			    size_t len, const struct pol_config *cfg,
+			    struct pol_errors *errs);
 void			 pol_policy_free(struct pol_policy *p);
 /* pol_policy_name: the policy's name (its `name:` or the file's basename). */
 const char		*pol_policy_name(const struct pol_policy *p);
@@ -438,5 +448,67 @@ uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
  * are left out. Stable across key order and whitespace. 0, or -1 if
  * tool_json is not a JSON object with a string "name". out needs 72 bytes. */
 int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
+
+/* --------------------------------------------------------------- results */
+
+/* pol_redact: take secrets out of a tool result before it reaches the
+ * sandbox. Every match of the policy's mcp.results.redact classes and
+ * mcp.results.redact_patterns in in[0..inlen) (need not be NUL-terminated;
+ * may contain NULs) is replaced by a fixed marker:
+ *   aws_keys      AKIA/ASIA + 16 [A-Z0-9]          "[REDACTED:aws_key]"
+ *                 the value after aws_secret_access_key / SecretAccessKey /
+ *                 aws_secret_key and ':' or '=' (16+ base64 characters)
+ *                                                  "[REDACTED:aws_secret]"
+ *   private_keys  a whole "-----BEGIN ...PRIVATE KEY...-----" block up to
+ *                 its END line, or to the end of in if there is none
+ *                                                  "[REDACTED:private_key]"
+ *   bearer_tokens the token after "Bearer ", the value after
+ *                 "Authorization:" / "Authorization=" (to the end of the
+ *                 line or string)                  "[REDACTED:bearer_token]"
+ *                 eyJ... JWT/JWE (two dots at least) "[REDACTED:jwt]"
+ *   github_tokens gh[pousr]_ + 36 alnum, github_pat_ + 22
+ *                                                  "[REDACTED:github_token]"
+ *   redact_patterns  every non-empty match         "[REDACTED:pattern]"
+ *   upstream_credentials  each non-empty string of secrets (the credentials
+ *                 the daemon holds), exact bytes; for secrets of 6 bytes or
+ *                 more also their base64 and base64url forms (with or
+ *                 without padding) and their %-encoding (either hex case)
+ *                                                  "[REDACTED:credential]"
+ * secrets are ignored unless upstream_credentials is enabled. Overlapping
+ * matches become one marker (named by the match that starts first, the
+ * longest on a tie); adjacent ones stay two. Built-in classes match ASCII
+ * only and patterns match whole characters, so valid UTF-8 stays valid.
+ * Redact decoded strings (each JSON string value of a result), not raw
+ * JSON text: a marker contains no quote or backslash, but a pattern can
+ * end inside an escape sequence of raw JSON.
+ *
+ * On success returns 0, *out is a new NUL-terminated buffer (caller
+ * frees; a copy of in when nothing matched), *outlen (may be NULL) its
+ * length without the NUL and *count (may be NULL) the number of markers
+ * (saturating). Scans are linear in inlen per class and per secret;
+ * patterns run under the policy's PCRE2 match limits.
+ * Fails closed: -1 with *out NULL and errno EINVAL (NULL p or out, NULL in
+ * with inlen > 0, NULL secrets with nsecrets > 0, a pattern that hits its
+ * match or depth limit, or in not valid UTF-8 while redact_patterns is
+ * set), ENOMEM or EOVERFLOW. The caller must then withhold the result.
+ * pol_redact_err also puts a one-line reason in err (may be NULL/0), e.g.
+ * "mcp.results.redact_patterns[0]: match limit exceeded". Pure. */
+int	pol_redact(const struct pol_policy *p, const char *const *secrets,
+	    size_t nsecrets, const char *in, size_t inlen, char **out,
+	    size_t *outlen, unsigned *count);
+int	pol_redact_err(const struct pol_policy *p, const char *const *secrets,
+	    size_t nsecrets, const char *in, size_t inlen, char **out,
+	    size_t *outlen, unsigned *count, char *err, size_t errlen);
+/* pol_redact_enabled: the policy redacts anything at all (any class or
+ * pattern); false lets the caller skip pol_redact. False for NULL. */
+bool	pol_redact_enabled(const struct pol_policy *p);
+/* pol_result_max_bytes: mcp.results.max_bytes (default 1 MiB), the same
+ * value pol_tool_decide puts in max_result_bytes. 0 (nothing) for NULL. */
+uint64_t pol_result_max_bytes(const struct pol_policy *p);
+/* pol_taint_level: mcp.taint.level ("public", "internal", "confidential",
+ * "secret"; static), or NULL when the policy has no taint section and never
+ * taints; "public" (everything taints) for a NULL p. Whether one call
+ * taints is pol_tool_decide's taints. */
+const char *pol_taint_level(const struct pol_policy *p);
 
 #endif /* SLUICE_POLICY_POLICY_H */

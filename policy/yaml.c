@@ -412,37 +412,38 @@ out:
 	return root;
 }
 
-struct ynode *
-yaml_load_file(const char *path, struct pol_errors *errs, char *digest)
+int
+yaml_read_file(const char *path, unsigned char **out, size_t *outlen,
+    struct pol_errors *errs)
 {
 	struct stat	 st;
-	unsigned char	*buf = NULL, md[EVP_MAX_MD_SIZE];
-	unsigned int	 mdlen = 0;
-	size_t		 len = 0, i;
+	unsigned char	*buf = NULL;
+	size_t		 len = 0;
 	ssize_t		 r;
-	struct ynode	*root;
 	int		 fd;
 
+	*out = NULL;
+	*outlen = 0;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
 		pol_errors_add(errs, path, 0, 0, "cannot open: %s",
 		    strerror(errno));
-		return NULL;
+		return -1;
 	}
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 		pol_errors_add(errs, path, 0, 0, "not a regular file");
 		close(fd);
-		return NULL;
+		return -1;
 	}
 	if (st.st_size > POL_MAX_FILE) {
 		pol_errors_add(errs, path, 0, 0, "file is larger than 1 MiB");
 		close(fd);
-		return NULL;
+		return -1;
 	}
 	/* Read one byte more than allowed: the file may grow under us. */
 	if ((buf = malloc(POL_MAX_FILE + 1)) == NULL) {
 		pol_errors_add(errs, path, 0, 0, "out of memory");
 		close(fd);
-		return NULL;
+		return -1;
 	}
 	while (len < POL_MAX_FILE + 1) {
 		r = read(fd, buf + len, POL_MAX_FILE + 1 - len);
@@ -453,20 +454,43 @@ yaml_load_file(const char *path, struct pol_errors *errs, char *digest)
 			    strerror(errno));
 			close(fd);
 			free(buf);
-			return NULL;
+			return -1;
 		}
 		if (r == 0)
 			break;
 		len += (size_t)r;
 	}
 	close(fd);
-	if (digest != NULL) {
-		if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1)
-			mdlen = 0;
-		for (i = 0; i < mdlen && i < 32; i++)
-			snprintf(digest + 2 * i, 3, "%02x", md[i]);
-		digest[2 * i] = '\0';
-	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+void
+yaml_digest(const unsigned char *buf, size_t len, char *digest)
+{
+	unsigned char	 md[EVP_MAX_MD_SIZE];
+	unsigned int	 mdlen = 0;
+	size_t		 i;
+
+	if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1)
+		mdlen = 0;
+	for (i = 0; i < mdlen && i < 32; i++)
+		snprintf(digest + 2 * i, 3, "%02x", md[i]);
+	digest[2 * i] = '\0';
+}
+
+struct ynode *
+yaml_load_file(const char *path, struct pol_errors *errs, char *digest)
+{
+	unsigned char	*buf;
+	size_t		 len;
+	struct ynode	*root;
+
+	if (yaml_read_file(path, &buf, &len, errs) == -1)
+		return NULL;
+	if (digest != NULL)
+		yaml_digest(buf, len, digest);
 	root = yaml_load_buf(path, buf, len, errs);
 	free(buf);
 	return root;

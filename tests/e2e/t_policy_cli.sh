@@ -87,6 +87,48 @@ rc=$(run_cli "$o" "$e" policy explain $P --tool everything/echo --args '{"messag
 check_match "explain prints the agent's message on denial" \
     '^message: Argument "message" does not match the allowed pattern\.$' "$(cat "$o")"
 
+# explain for a host name also answers for the DNS proxy: would it resolve
+# the name (A/AAAA), by which rule, and what would its answers open. A name
+# the proxy refuses cannot be reached, whatever the egress rules say.
+explain_dns() {
+	local want=$1 wantrc=$2; shift 2
+	local rc got
+	rc=$(run_cli "$o" "$e" policy explain "$@")
+	got=$(sed -n 's/^dns: //p; s/^dns_rule: //p; s/^dns_reason: //p;
+	    s/^dns_types: //p; s/^dns_opens: //p' "$o" | paste -sd'|')
+	check_eq "explain dns $* -> $want" "$want" "$got"
+	check_eq "explain dns $* exit status" "$wantrc" "$rc"
+}
+explain_dns "allow|egress.allow[0]|allowed|A AAAA|tcp/443" 0 $P --egress pypi.org:443
+explain_dns "allow|egress.allow[0]|allowed|A AAAA|tcp/443" 1 $P --egress pypi.org:80
+explain_dns "allow|egress.allow[0]|allowed|A AAAA|tcp/443" 0 $P --egress PyPI.org.:443
+explain_dns "allow|egress.allow[3]|allowed|A AAAA|tcp/443 tcp/22" 0 $P --egress github.com:22
+explain_dns "allow|egress.allow[3]|allowed|A AAAA|tcp/443 tcp/22" 1 $P --egress github.com/icmp
+explain_dns "allow|egress.allow[1]|allowed|A AAAA|tcp/443" 1 $P --egress files.pythonhosted.org:443/udp
+explain_dns "deny|egress.deny[0]|explicit_deny" 1 $P --egress x.evil.example:443
+explain_dns "deny|default|no_matching_rule" 1 $P --egress pythonhosted.org:443
+explain_dns "deny|mcp.taint|tainted" 1 $P --egress github.com:443 --tainted
+explain_dns "allow|mcp.taint.keep[0]|allowed|A AAAA|tcp/443" 0 $P --egress pypi.org:443 --tainted
+explain_dns "synthetic|synthetic|synthetic" 1 $P --egress bridge.sluice.internal:8080
+explain_dns "deny|input|bad_name" 1 $P --egress 'a..b:443'
+# Address literals involve no DNS: no dns lines.
+explain_dns "" 1 $P --egress 10.0.0.1:443
+explain_dns "" 0 $P --egress 198.51.100.9:8080
+explain_dns "" 1 $P --egress '[2001:db8::1]:443'
+# Egress allows this name, but the proxy refuses it as a suspected tunnel.
+tun=abcdefghijklmnopqrstuvwxyz0123.pythonhosted.org:443
+explain "allow egress.allow[1] allowed" 1 $P --egress $tun
+explain_dns "deny|dns.limits|high_entropy" 1 $P --egress $tun
+explain_dns "deny|dns.limits|label_too_long" 1 examples/policies/data-analyst.yaml \
+    --egress "$(printf 'a%.0s' $(seq 51)).data.example.org:443"
+# Types: only the listed ones are answered.
+ta=$E2E_TMP/types-a.yaml ttxt=$E2E_TMP/types-txt.yaml
+printf 'version: 1\negress:\n  allow:\n    - {host: "*.example.com", ports: [443, "8000-8100"]}\n    - {host: a.example.com, protocol: udp, ports: [53]}\ndns:\n  types: [A]\n' >"$ta"
+printf 'version: 1\negress:\n  allow:\n    - {host: a.example.com, ports: [443]}\ndns:\n  types: [TXT]\n' >"$ttxt"
+explain_dns "allow|egress.allow[0]|allowed|A|tcp/443 tcp/8000-8100 udp/53" 0 "$ta" --egress a.example.com:443
+explain_dns "deny|default|no_matching_rule" 1 "$ta" --egress example.com:443
+explain_dns "deny|dns.types|type_not_allowed" 1 "$ttxt" --egress a.example.com:443
+
 # Usage errors exit 2.
 for args in "policy" "policy frob" "policy check" "policy explain $P" \
     "policy explain $P --egress pypi.org" "policy explain $P --egress pypi.org:99999" \

@@ -368,6 +368,116 @@ START_TEST(set_all_or_nothing)
 }
 END_TEST
 
+/* load_buf is what load does, minus the file: same policy, same digest,
+ * messages named by the given name; the buffer needs no NUL. */
+START_TEST(load_buf_matches_file)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_policy	*a, *b;
+	FILE			*f;
+	char			*text;
+	long			 len;
+
+	f = fopen(examples[_i], "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	rewind(f);
+	/* No NUL after the text: ASan catches a read past len. */
+	text = malloc((size_t)len);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	a = pol_policy_load(examples[_i], NULL, e);
+	b = pol_policy_load_buf(examples[_i], text, (size_t)len, NULL, e);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_str_eq(pol_policy_digest(a), pol_policy_digest(b));
+	ck_assert_str_eq(pol_policy_name(a), pol_policy_name(b));
+	ck_assert_uint_eq(pol_result_max_bytes(a), pol_result_max_bytes(b));
+	pol_policy_free(a);
+	pol_policy_free(b);
+	free(text);
+	pol_errors_free(e);
+}
+END_TEST
+
+static const struct buf_case {
+	const char	*text;
+	size_t		 len;		/* 0: strlen */
+	const char	*err0;		/* first message, NULL: loads */
+} buf_cases[] = {
+	{ "version: 1\n", 0, NULL },
+	{ "version: 1\nname: n\n", 0, NULL },
+	{ "", 0, "mem.yaml:1:1: empty file" },
+	{ "version: 1\nx: 1\n", 0, "mem.yaml:2:1: unknown key \"x\" in the "
+	    "policy" },
+	/* The length, not a NUL, ends the text. */
+	{ "version: 1\nx: 1\n", 11, NULL },
+	{ "version: 1\0x", 12, "mem.yaml:0:0: NUL byte in file" },
+	{ "version: \xff\n", 0, "mem.yaml:1:10: invalid UTF-8" },
+	/* A value with line breaks and escapes stays on one line. */
+	{ "version: \"1\\nmem.yaml:9:9: fake\"\n", 0,
+	    "mem.yaml:1:10: version must be the number 1" },
+	{ "version: 1\n\n  r\n", 0,
+	    "mem.yaml:1:10: unsupported version 1\\nr (expected 1)" },
+	{ "version: 1\nname: \"a\\e[31mb\\r\\tc\"\n", 0,
+	    "mem.yaml:2:7: invalid policy name \"a\\x1b[31mb\\r\\tc\" (use "
+	    "[a-z0-9][a-z0-9_-]{0,63})" },
+};
+
+START_TEST(load_buf_cases)
+{
+	const struct buf_case *c = &buf_cases[_i];
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_policy	*p;
+	size_t			 len = c->len ? c->len : strlen(c->text);
+
+	p = pol_policy_load_buf("mem.yaml", c->text, len, NULL, e);
+	if (c->err0 == NULL) {
+		ck_assert_msg(p != NULL, "%s", pol_errors_get(e, 0) ?
+		    pol_errors_get(e, 0) : "");
+		ck_assert_uint_eq(pol_errors_count(e), 0);
+		/* The default name comes from the given name. */
+		if (strstr(c->text, "name:") == NULL)
+			ck_assert_str_eq(pol_policy_name(p), "mem");
+	} else {
+		ck_assert_ptr_null(p);
+		ck_assert_uint_ge(pol_errors_count(e), 1);
+		ck_assert_str_eq(pol_errors_get(e, 0), c->err0);
+		ck_assert_ptr_null(strchr(pol_errors_get(e, 0), '\n'));
+	}
+	pol_policy_free(p);
+	pol_errors_free(e);
+}
+END_TEST
+
+/* A message cut at the buffer's end loses its partial UTF-8 sequence. */
+START_TEST(errors_cut_utf8)
+{
+	struct pol_errors	*e = pol_errors_new(2);
+	char			 body[1100];
+	const char		*m;
+	size_t			 i, n;
+
+	for (i = 0; i + 2 < sizeof(body); i += 2)
+		memcpy(body + i, "\xc3\xa9", 2);
+	body[i] = '\0';
+	/* 511 bytes fit: 255 whole characters and half of one. */
+	pol_errors_add(e, "f", 1, 1, "%s", body);
+	m = pol_errors_get(e, 0);
+	ck_assert_ptr_nonnull(m);
+	n = strlen(m);
+	ck_assert_uint_eq(n, strlen("f:1:1: ") + 510);
+	/* Ends with a whole "\xc3\xa9". */
+	ck_assert_uint_eq((unsigned char)m[n - 1], 0xa9);
+	ck_assert_uint_eq((unsigned char)m[n - 2], 0xc3);
+	pol_errors_add(e, "f", 2, 3, "%s", "tab\there\x7f\x01");
+	ck_assert_str_eq(pol_errors_get(e, 1), "f:2:3: tab\\there\\x7f\\x01");
+	pol_errors_free(e);
+}
+END_TEST
+
 START_TEST(free_null)
 {
 	pol_policy_free(NULL);
@@ -396,6 +506,11 @@ main(void)
 	tcase_add_test(core, set_examples);
 	tcase_add_test(core, set_all_or_nothing);
 	tcase_add_test(core, free_null);
+	tcase_add_loop_test(core, load_buf_matches_file, 0,
+	    sizeof(examples) / sizeof(examples[0]));
+	tcase_add_loop_test(lim, load_buf_cases, 0,
+	    sizeof(buf_cases) / sizeof(buf_cases[0]));
+	tcase_add_test(lim, errors_cut_utf8);
 	tcase_add_unchecked_fixture(lim, setup, teardown);
 	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
 	suite_add_tcase(s, core);

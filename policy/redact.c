@@ -1,0 +1,702 @@
+/*
+ * redact: take secrets out of tool results before the sandbox sees them.
+ *
+ * The capability bridge holds upstream credentials and forwards results
+ * written by upstream servers, which can echo anything: a cloud key read
+ * from a file, a PEM block, the Authorization header the bridge itself
+ * injected. A policy's mcp.results.redact names built-in classes and
+ * mcp.results.redact_patterns adds PCRE2 patterns; this file finds every
+ * match and replaces it with a fixed marker. It is pure (no I/O, no clock,
+ * no globals) and scans each class in one linear pass, so redaction costs
+ * the same on every call and can be tested with tables. Patterns were
+ * compiled by the loader; only their matching happens here, under the
+ * policy's match limits, and any matching error fails the whole call:
+ * the caller must then withhold the result rather than pass it unredacted.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/internal.h"
+
+enum rclass {
+	RC_AWS_KEY = 0,
+	RC_AWS_SECRET,
+	RC_PRIVATE_KEY,
+	RC_BEARER,
+	RC_JWT,
+	RC_GITHUB,
+	RC_PATTERN,
+	RC_CREDENTIAL,
+};
+
+static const char *const markers[] = {
+	"[REDACTED:aws_key]",
+	"[REDACTED:aws_secret]",
+	"[REDACTED:private_key]",
+	"[REDACTED:bearer_token]",
+	"[REDACTED:jwt]",
+	"[REDACTED:github_token]",
+	"[REDACTED:pattern]",
+	"[REDACTED:credential]",
+};
+
+/* Which built-in classes a policy turned on (bits by name). */
+#define RB_AWS		0x01u
+#define RB_PRIVATE	0x02u
+#define RB_BEARER	0x04u
+#define RB_GITHUB	0x08u
+#define RB_UPSTREAM	0x10u
+
+struct span {
+	size_t	lo, hi;
+	int	cls;
+};
+
+struct spans {
+	struct span	*v;
+	size_t		 n, cap;
+	bool		 oom;
+};
+
+static void
+span_add(struct spans *s, size_t lo, size_t hi, int cls)
+{
+	struct span	*t;
+	size_t		 cap;
+
+	if (s->oom || hi <= lo)
+		return;
+	if (s->n == s->cap) {
+		cap = s->cap ? s->cap * 2 : 16;
+		if ((t = reallocarray(s->v, cap, sizeof(*t))) == NULL) {
+			s->oom = true;
+			return;
+		}
+		s->v = t;
+		s->cap = cap;
+	}
+	s->v[s->n].lo = lo;
+	s->v[s->n].hi = hi;
+	s->v[s->n].cls = cls;
+	s->n++;
+}
+
+static unsigned
+enabled(const struct pol_policy *p)
+{
+	static const struct { const char *name; unsigned bit; } map[] = {
+		{ "aws_keys", RB_AWS }, { "private_keys", RB_PRIVATE },
+		{ "bearer_tokens", RB_BEARER }, { "github_tokens", RB_GITHUB },
+		{ "upstream_credentials", RB_UPSTREAM },
+	};
+	unsigned	 m = 0;
+	size_t		 i, j;
+
+	for (i = 0; i < p->nredact; i++)
+		for (j = 0; j < sizeof(map) / sizeof(map[0]); j++)
+			if (strcmp(p->redact[i], map[j].name) == 0)
+				m |= map[j].bit;
+	return m;
+}
+
+/* Character classes, ASCII only: a match never starts or ends inside a
+ * multi-byte UTF-8 sequence, so redacting cannot break the encoding. */
+static bool
+is_upper_digit(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool
+is_alnum(unsigned char c)
+{
+	return is_upper_digit(c) || (c >= 'a' && c <= 'z');
+}
+
+static bool
+is_b64(unsigned char c)
+{
+	return is_alnum(c) || c == '+' || c == '/';
+}
+
+static bool
+is_b64url(unsigned char c)
+{
+	return is_alnum(c) || c == '-' || c == '_';
+}
+
+/* RFC 6750 b64token characters, plus '=' padding. */
+static bool
+is_token(unsigned char c)
+{
+	return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+	    c == '+' || c == '/' || c == '=';
+}
+
+static unsigned char
+lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* ci_at: the lower-case ASCII word w at in[i], any case. */
+static bool
+ci_at(const unsigned char *in, size_t n, size_t i, const char *w)
+{
+	size_t	k;
+
+	for (k = 0; w[k] != '\0'; k++)
+		if (i + k >= n || lower(in[i + k]) != (unsigned char)w[k])
+			return false;
+	return true;
+}
+
+static size_t
+run(const unsigned char *in, size_t n, size_t i, bool (*cls)(unsigned char))
+{
+	size_t	j = i;
+
+	while (j < n && cls(in[j]))
+		j++;
+	return j - i;
+}
+
+/* AWS access key ids: AKIA/ASIA and 16 of [A-Z0-9]. */
+static void
+scan_aws_ids(const unsigned char *in, size_t n, struct spans *s)
+{
+	size_t	i = 0;
+
+	while (i + 20 <= n) {
+		if (in[i] == 'A' && (in[i + 1] == 'K' || in[i + 1] == 'S') &&
+		    in[i + 2] == 'I' && in[i + 3] == 'A' &&
+		    run(in, i + 20, i + 4, is_upper_digit) == 16) {
+			span_add(s, i, i + 20, RC_AWS_KEY);
+			i += 20;
+		} else
+			i++;
+	}
+}
+
+/* sep: an optional '_' or '-' between the words of a key name. */
+static size_t
+sep(const unsigned char *in, size_t n, size_t j)
+{
+	return j < n && (in[j] == '_' || in[j] == '-') ? j + 1 : j;
+}
+
+/* aws_secret_kw: the end of "secret[_-]access[_-]key" or
+ * "aws[_-]secret[_-]key" (any case) at i, or 0. */
+static size_t
+aws_secret_kw(const unsigned char *in, size_t n, size_t i)
+{
+	size_t	j = i;
+
+	if (ci_at(in, n, j, "aws")) {
+		j = sep(in, n, j + 3);
+		if (!ci_at(in, n, j, "secret"))
+			return 0;
+		j = sep(in, n, j + 6);
+		if (ci_at(in, n, j, "key"))
+			return j + 3;
+	} else if (ci_at(in, n, j, "secret"))
+		j = sep(in, n, j + 6);
+	else
+		return 0;
+	if (!ci_at(in, n, j, "access"))
+		return 0;
+	j = sep(in, n, j + 6);
+	return ci_at(in, n, j, "key") ? j + 3 : 0;
+}
+
+static bool
+is_quote_blank(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\';
+}
+
+/* assign_value: after a key name at j, skip quotes, blanks and escapes
+ * around one ':' or '=' (also "=>"), the forms of env files, INI, JSON,
+ * YAML and code. The value's start, or 0 if there is no assignment. */
+static size_t
+assign_value(const unsigned char *in, size_t n, size_t j)
+{
+	size_t	k;
+
+	for (k = 0; j < n && k < 8 && is_quote_blank(in[j]); k++)
+		j++;
+	if (j >= n || (in[j] != ':' && in[j] != '='))
+		return 0;
+	j++;
+	if (j < n && ((in[j - 1] == ':' && in[j] == '=') ||
+	    (in[j - 1] == '=' && in[j] == '>')))
+		j++;
+	for (k = 0; j < n && k < 8 && is_quote_blank(in[j]); k++)
+		j++;
+	return j < n ? j : 0;
+}
+
+/* AWS secret access keys in their named contexts: the key is 40 base64
+ * characters with no marker of its own, so it is only found after its
+ * name. Shorter runs (down to 16) are taken too: fail towards redacting. */
+static void
+scan_aws_secrets(const unsigned char *in, size_t n, struct spans *s)
+{
+	size_t	i = 0, k, v, len;
+
+	while (i < n) {
+		unsigned char c = lower(in[i]);
+
+		if ((c != 'a' && c != 's') || (k = aws_secret_kw(in, n, i)) == 0 ||
+		    (v = assign_value(in, n, k)) == 0) {
+			i++;
+			continue;
+		}
+		len = 0;
+		while (v + len < n && (is_b64(in[v + len]) || in[v + len] == '='))
+			len++;
+		if (len >= 16)
+			span_add(s, v, v + len, RC_AWS_SECRET);
+		i = v + len > i ? v + len : i + 1;
+	}
+}
+
+/* Whole PEM private key blocks, header to footer. A block without its
+ * footer (a truncated result) is redacted to the end of the input; that
+ * also keeps the scan linear, as no footer search runs twice over the
+ * same bytes. */
+static void
+scan_pem(const unsigned char *in, size_t n, struct spans *s)
+{
+	static const char begin[] = "-----BEGIN ";
+	char		 foot[96], label[72];
+	const unsigned char *h, *f;
+	size_t		 pos = 0, l, ll, hend;
+
+	while (pos < n && (h = memmem(in + pos, n - pos, begin,
+	    sizeof(begin) - 1)) != NULL) {
+		l = (size_t)(h - in) + sizeof(begin) - 1;
+		ll = 0;
+		while (l + ll < n && ll < 64 && (is_upper_digit(in[l + ll]) ||
+		    in[l + ll] == ' '))
+			ll++;
+		pos = l;
+		if (ll == 0 || l + ll + 5 > n ||
+		    memcmp(in + l + ll, "-----", 5) != 0)
+			continue;
+		memcpy(label, in + l, ll);
+		label[ll] = '\0';
+		if (strstr(label, "PRIVATE KEY") == NULL)
+			continue;
+		hend = l + ll + 5;
+		snprintf(foot, sizeof(foot), "-----END %s-----", label);
+		f = memmem(in + hend, n - hend, foot, strlen(foot));
+		if (f == NULL) {
+			span_add(s, (size_t)(h - in), n, RC_PRIVATE_KEY);
+			return;
+		}
+		pos = (size_t)(f - in) + strlen(foot);
+		span_add(s, (size_t)(h - in), pos, RC_PRIVATE_KEY);
+	}
+}
+
+/* "Bearer <token>", "Authorization: <value>" (also Proxy-Authorization,
+ * header or JSON or env form), and JWT-looking eyJ... tokens. */
+static void
+scan_bearer(const unsigned char *in, size_t n, struct spans *s)
+{
+	size_t	i, j, v, len;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = lower(in[i]);
+
+		if (c == 'b' && (i == 0 || !is_alnum(in[i - 1])) &&
+		    ci_at(in, n, i, "bearer")) {
+			j = i + 6;
+			while (j < n && j < i + 14 && (in[j] == ' ' ||
+			    in[j] == '\t'))
+				j++;
+			if (j > i + 6 && (len = run(in, n, j, is_token)) > 0) {
+				span_add(s, j, j + len, RC_BEARER);
+				i = j + len - 1;
+			}
+		} else if (c == 'a' && (i == 0 || !is_alnum(in[i - 1])) &&
+		    ci_at(in, n, i, "authorization") &&
+		    (v = assign_value(in, n, i + 13)) != 0) {
+			/* The value runs to the end of the line or string. */
+			for (j = v; j < n && in[j] != '"' && in[j] != '\'' &&
+			    in[j] != '\r' && in[j] != '\n' && in[j] != '\\';
+			    j++)
+				;
+			span_add(s, v, j, RC_BEARER);
+			/* Past the value: a long line is scanned once. */
+			if (j > i + 1)
+				i = j - 1;
+		} else if (in[i] == 'e' && i + 3 < n && in[i + 1] == 'y' &&
+		    in[i + 2] == 'J' && (i == 0 || !is_b64url(in[i - 1]))) {
+			/* header.payload.signature, the signature may be empty
+			 * (alg none); JWE has more parts. */
+			j = i + run(in, n, i, is_b64url);
+			if (j - i < 4 || j >= n || in[j] != '.' ||
+			    (len = run(in, n, j + 1, is_b64url)) == 0 ||
+			    j + 1 + len >= n || in[j + 1 + len] != '.')
+				continue;
+			j += 1 + len;
+			while (j < n && in[j] == '.')
+				j += 1 + run(in, n, j + 1, is_b64url);
+			span_add(s, i, j, RC_JWT);
+			i = j - 1;
+		}
+	}
+}
+
+/* GitHub tokens: gh[pousr]_ and 36+ alphanumerics, github_pat_ and 22+. */
+static void
+scan_github(const unsigned char *in, size_t n, struct spans *s)
+{
+	size_t	i = 0, len;
+
+	while (i + 4 <= n) {
+		if (in[i] == 'g' && in[i + 1] == 'h' && in[i + 3] == '_' &&
+		    strchr("pousr", in[i + 2]) != NULL && in[i + 2] != '\0' &&
+		    (len = run(in, n, i + 4, is_alnum)) >= 36) {
+			span_add(s, i, i + 4 + len, RC_GITHUB);
+			i += 4 + len;
+		} else if (in[i] == 'g' && i + 11 <= n &&
+		    memcmp(in + i, "github_pat_", 11) == 0 &&
+		    (len = run(in, n, i + 11, is_b64url)) >= 22) {
+			span_add(s, i, i + 11 + len, RC_GITHUB);
+			i += 11 + len;
+		} else
+			i++;
+	}
+}
+
+static int
+scan_patterns(const struct pol_policy *p, const unsigned char *in, size_t n,
+    struct spans *s, char *err, size_t errlen)
+{
+	pcre2_match_data *md;
+	PCRE2_SIZE	*ov;
+	PCRE2_UCHAR	 msg[120];
+	size_t		 i, off, lo, hi;
+	uint32_t	 opts;
+	int		 rc;
+
+	for (i = 0; i < p->nredact_re; i++) {
+		if ((md = pcre2_match_data_create_from_pattern(p->redact_re[i],
+		    NULL)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			errno = ENOMEM;
+			return -1;
+		}
+		/* The first match validates the whole subject as UTF-8; later
+		 * ones skip that, or a result with many matches would be
+		 * checked again per match (quadratic). */
+		opts = 0;
+		off = 0;
+		for (;;) {
+			rc = pcre2_match(p->redact_re[i], in, n, off, opts, md,
+			    p->mctx);
+			if (rc == PCRE2_ERROR_NOMATCH)
+				break;
+			if (rc < 0) {
+				pcre2_get_error_message(rc, msg, sizeof(msg));
+				snprintf(err, errlen, "mcp.results.redact_"
+				    "patterns[%zu]: %s", i, (char *)msg);
+				pcre2_match_data_free(md);
+				errno = EINVAL;
+				return -1;
+			}
+			opts = PCRE2_NO_UTF_CHECK;
+			ov = pcre2_get_ovector_pointer(md);
+			lo = ov[0];
+			hi = ov[1];
+			if (hi > lo)
+				span_add(s, lo, hi, RC_PATTERN);
+			if (hi > off && hi > lo)
+				off = hi;
+			else {
+				/* Empty match: step one character, never into
+				 * the middle of a UTF-8 sequence. */
+				off = (hi > off ? hi : off) + 1;
+				while (off < n && (in[off] & 0xc0) == 0x80)
+					off++;
+			}
+			if (off > n)
+				break;
+		}
+		pcre2_match_data_free(md);
+	}
+	return 0;
+}
+
+static const char b64std[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* b64: base64 of s without padding into out (4 * ceil(n / 3) + 1 bytes);
+ * returns its length. *fixed gets how many leading characters depend on s
+ * alone (the last partial group also carries bits of whatever follows
+ * when s is part of a longer encoded blob). */
+static size_t
+b64(const unsigned char *s, size_t n, const char *alpha, char *out,
+    size_t *fixed)
+{
+	size_t		 i, o = 0;
+	uint32_t	 v;
+
+	for (i = 0; i + 3 <= n; i += 3) {
+		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+		out[o++] = alpha[v >> 6 & 63];
+		out[o++] = alpha[v & 63];
+	}
+	*fixed = o + (n - i);
+	if (n - i == 1) {
+		v = (uint32_t)s[i] << 16;
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+	} else if (n - i == 2) {
+		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+		out[o++] = alpha[v >> 6 & 63];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* urlenc: percent-encode every byte but RFC 3986 unreserved ones. */
+static size_t
+urlenc(const unsigned char *s, size_t n, bool upper, char *out)
+{
+	const char	*hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	size_t		 i, o = 0;
+
+	for (i = 0; i < n; i++) {
+		if (is_alnum(s[i]) || s[i] == '-' || s[i] == '.' ||
+		    s[i] == '_' || s[i] == '~')
+			out[o++] = (char)s[i];
+		else {
+			out[o++] = '%';
+			out[o++] = hex[s[i] >> 4];
+			out[o++] = hex[s[i] & 15];
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* find_all: every occurrence of f (flen bytes) in in. For base64 forms
+ * the match is f's first fixed bytes, extended over up to flen - fixed
+ * more alphabet characters and '=' padding. */
+static void
+find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
+    size_t fixed, const char *alpha, struct spans *s)
+{
+	const unsigned char *m;
+	size_t		 pos = 0, end, k;
+
+	if (fixed == 0)
+		return;
+	while (pos < n && (m = memmem(in + pos, n - pos, f, fixed)) != NULL) {
+		end = (size_t)(m - in) + fixed;
+		for (k = fixed; alpha != NULL && k < flen && end < n &&
+		    in[end] != '\0' && strchr(alpha, in[end]) != NULL; k++)
+			end++;
+		for (k = 0; alpha != NULL && k < 2 && end < n &&
+		    in[end] == '='; k++)
+			end++;
+		span_add(s, (size_t)(m - in), end, RC_CREDENTIAL);
+		/* Overlapping occurrences ("aa" in "aaa") are one span. */
+		pos = (size_t)(m - in) + 1;
+	}
+}
+
+/* The credentials the daemon holds, raw and in the encodings a server
+ * might echo them in. Short secrets get no encoded forms: a 2-byte base64
+ * prefix would match everywhere. */
+static int
+scan_secrets(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct spans *s)
+{
+	const unsigned char *sec;
+	char		*buf;
+	size_t		 i, len, flen, fixed;
+
+	for (i = 0; i < nsecrets; i++) {
+		if (secrets[i] == NULL || secrets[i][0] == '\0')
+			continue;
+		sec = (const unsigned char *)secrets[i];
+		len = strlen(secrets[i]);
+		find_all(in, n, secrets[i], len, len, NULL, s);
+		if (len < 6)
+			continue;
+		if (len > SIZE_MAX / 4 - 1 ||
+		    (buf = malloc(3 * len + 1)) == NULL) {
+			errno = ENOMEM;
+			return -1;
+		}
+		flen = b64(sec, len, b64std, buf, &fixed);
+		find_all(in, n, buf, flen, fixed, b64std, s);
+		flen = b64(sec, len, b64url, buf, &fixed);
+		find_all(in, n, buf, flen, fixed, b64url, s);
+		if ((flen = urlenc(sec, len, true, buf)) != len) {
+			find_all(in, n, buf, flen, flen, NULL, s);
+			urlenc(sec, len, false, buf);
+			find_all(in, n, buf, flen, flen, NULL, s);
+		}
+		free(buf);
+	}
+	return 0;
+}
+
+static int
+span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	if (x->hi != y->hi)
+		return x->hi > y->hi ? -1 : 1;
+	return x->cls - y->cls;
+}
+
+bool
+pol_redact_enabled(const struct pol_policy *p)
+{
+	return p != NULL && (p->nredact > 0 || p->nredact_re > 0);
+}
+
+int
+pol_redact_err(const struct pol_policy *p, const char *const *secrets,
+    size_t nsecrets, const char *text, size_t inlen, char **out,
+    size_t *outlen, unsigned *count, char *err, size_t errlen)
+{
+	const unsigned char *in = (const unsigned char *)text;
+	struct spans	 s = { 0 };
+	char		 dummy[1], *o;
+	size_t		 i, k, total, prev, mlen;
+	unsigned	 mask, c = 0;
+
+	if (err == NULL || errlen == 0) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (out != NULL)
+		*out = NULL;
+	if (p == NULL || out == NULL || (text == NULL && inlen > 0) ||
+	    (secrets == NULL && nsecrets > 0)) {
+		snprintf(err, errlen, "bad arguments");
+		errno = EINVAL;
+		return -1;
+	}
+	if (text == NULL)
+		in = (const unsigned char *)"";
+	mask = enabled(p);
+	if (mask & RB_AWS) {
+		scan_aws_ids(in, inlen, &s);
+		scan_aws_secrets(in, inlen, &s);
+	}
+	if (mask & RB_PRIVATE)
+		scan_pem(in, inlen, &s);
+	if (mask & RB_BEARER)
+		scan_bearer(in, inlen, &s);
+	if (mask & RB_GITHUB)
+		scan_github(in, inlen, &s);
+	if ((mask & RB_UPSTREAM) &&
+	    scan_secrets(secrets, nsecrets, in, inlen, &s) == -1)
+		s.oom = true;
+	if (!s.oom && scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
+		free(s.v);
+		return -1;
+	}
+	if (s.oom) {
+		free(s.v);
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	if (s.n > 1)
+		qsort(s.v, s.n, sizeof(*s.v), span_cmp);
+	/* Merge overlapping spans in place; the first (widest) names it. */
+	for (i = 0, k = 0; i < s.n; i++) {
+		if (k > 0 && s.v[i].lo < s.v[k - 1].hi) {
+			if (s.v[i].hi > s.v[k - 1].hi)
+				s.v[k - 1].hi = s.v[i].hi;
+		} else
+			s.v[k++] = s.v[i];
+	}
+	s.n = k;
+	/* Markers can be longer than what they replace: size it first. */
+	total = inlen;
+	for (i = 0; i < s.n; i++) {
+		mlen = strlen(markers[s.v[i].cls]);
+		total -= s.v[i].hi - s.v[i].lo;
+		if (total > SIZE_MAX - 1 - mlen) {
+			free(s.v);
+			snprintf(err, errlen, "result too large");
+			errno = EOVERFLOW;
+			return -1;
+		}
+		total += mlen;
+	}
+	if ((o = malloc(total + 1)) == NULL) {
+		free(s.v);
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0, prev = 0, k = 0; i < s.n; i++) {
+		memcpy(o + k, in + prev, s.v[i].lo - prev);
+		k += s.v[i].lo - prev;
+		mlen = strlen(markers[s.v[i].cls]);
+		memcpy(o + k, markers[s.v[i].cls], mlen);
+		k += mlen;
+		prev = s.v[i].hi;
+		if (c < UINT_MAX)
+			c++;
+	}
+	memcpy(o + k, in + prev, inlen - prev);
+	k += inlen - prev;
+	o[k] = '\0';
+	free(s.v);
+	*out = o;
+	if (outlen != NULL)
+		*outlen = k;
+	if (count != NULL)
+		*count = c;
+	return 0;
+}
+
+int
+pol_redact(const struct pol_policy *p, const char *const *secrets,
+    size_t nsecrets, const char *in, size_t inlen, char **out,
+    size_t *outlen, unsigned *count)
+{
+	return pol_redact_err(p, secrets, nsecrets, in, inlen, out, outlen,
+	    count, NULL, 0);
+}
+
+uint64_t
+pol_result_max_bytes(const struct pol_policy *p)
+{
+	return p != NULL ? p->result_max_bytes : 0;
+}
+
+const char *
+pol_taint_level(const struct pol_policy *p)
+{
+	/* No policy: the lowest level, so that every result taints. */
+	if (p == NULL)
+		return pol_class_names[0];
+	return p->taint_level >= 0 ? pol_class_names[p->taint_level] : NULL;
+}
