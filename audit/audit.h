@@ -183,8 +183,10 @@ struct aud_opts {
 	const char	*db_path;
 	const char	*origin;	/* NULL: take it from an existing DB */
 	const char	*key_path;	/* NULL: no checkpoints are signed */
-	unsigned	 batch_max;	/* records per commit; 0 = 256 */
-	unsigned	 batch_usec;	/* batch window; 0 = 2000 */
+	unsigned	 batch_max;	/* records per commit; 0 = 4096 */
+	unsigned	 batch_usec;	/* extra wait to fill a batch; 0 = none:
+					 * a batch is what queued during the
+					 * previous commit */
 	unsigned	 queue_max;	/* pending records; 0 = 65536 */
 	unsigned	 ckpt_ms;	/* min interval between checkpoints; 0 = 1000 */
 	unsigned	 ckpt_every;	/* records that force one; 0 = 4096 */
@@ -292,5 +294,104 @@ int64_t	aud_ship_file(const char *db_path, const char *sink, const char *path,
  * or NULL (EINVAL) if canon is not a valid record.
  */
 json_t	*aud_ocsf(const char *canon, size_t len, char *err, size_t errlen);
+
+/* ---- SOC sinks (audit/sink.c) ----
+ *
+ * One shipper thread per sink delivers the log from its own durable cursor
+ * (the ship_cursor row named after the sink) to a file, a syslog receiver or
+ * an HTTP webhook, in plain canonical JSON or OCSF 1.8, and advances the
+ * cursor only after a positive acknowledgement: at-least-once, receivers
+ * dedupe on origin#seq. Checkpoints ride the stream right after the record
+ * they cover. The database is the buffer: a sink that is down costs the
+ * writer nothing; its lag is exposed and, past lag_alert, reported once
+ * through hooks.finding. The daemon translates its struct pol_sink into
+ * struct aud_sink_conf.
+ */
+enum aud_sink_type { AUD_SINK_FILE = 1, AUD_SINK_SYSLOG, AUD_SINK_WEBHOOK };
+enum aud_sink_fmt { AUD_SINK_JSON = 1, AUD_SINK_OCSF };
+
+struct aud_sink_conf {
+	const char	*name;		/* [a-z0-9][a-z0-9_-]{0,31} */
+	int		 type;		/* enum aud_sink_type */
+	int		 format;	/* enum aud_sink_fmt; 0 = JSON */
+	/*
+	 * file: an absolute path (NDJSON, 0600, fsync'd before the cursor
+	 * moves); syslog: "unix:/path" or "/path" (datagram), "udp://H:P" or
+	 * "tcp://H:P" (RFC 6587 octet counting; H may be [v6]; P defaults to
+	 * 514 / 601); webhook: an http:// or https:// URL (the HEC event
+	 * endpoint, .../services/collector/event, when splunk_hec is set).
+	 */
+	const char	*target;
+	int		 splunk_hec;	/* webhook: Splunk HEC events */
+	const char	*token_file;	/* webhook: bearer or HEC token */
+	uint64_t	 lag_alert;	/* records behind before a finding; 0 off */
+	/* Tuning; 0 takes the default in brackets. */
+	unsigned	 batch_max;	/* records per delivery [256] */
+	unsigned	 timeout_ms;	/* per delivery, connect included [10000] */
+	unsigned	 backoff_min_ms; /* first retry delay [200] */
+	unsigned	 backoff_max_ms; /* retry delay cap [60000] */
+	unsigned	 poll_ms;	/* wake without a kick [2000] */
+};
+
+/*
+ * finding(arg, fields) runs in the shipper thread when the sink's lag first
+ * exceeds lag_alert (once, re-armed when it falls to half of it). fields is
+ * a new object (the callee owns it) meant for aud_submit_async(l, "finding",
+ * fields): {finding:"sink.lag", sink, lag, threshold, head, next_seq,
+ * reason}.
+ */
+struct aud_sink_hooks {
+	void	(*finding)(void *arg, json_t *fields);
+	void	 *arg;
+};
+
+struct aud_sink_stats {
+	uint64_t	head;		/* records in the log when last looked */
+	uint64_t	next_seq;	/* the durable cursor */
+	uint64_t	lag;		/* head - next_seq */
+	uint64_t	records;	/* records acknowledged since start */
+	uint64_t	checkpoints;	/* checkpoints acknowledged */
+	uint64_t	failures;	/* deliveries that failed */
+	uint64_t	findings;	/* lag findings raised */
+	int		up;		/* the last delivery succeeded */
+	char		last_error[160];
+};
+
+struct aud_sink;
+/*
+ * aud_sink_new: check c, read the token file, open two connections to the
+ * existing log at db_path (read-only for records and checkpoints; read-write
+ * touching only ship_cursor) and load the cursor. No thread yet. hooks may
+ * be NULL and is copied. NULL with errno (EINVAL for a bad conf, EIO for the
+ * database) and a message.
+ */
+struct aud_sink	*aud_sink_new(const char *db_path, const struct aud_sink_conf *c,
+		    const struct aud_sink_hooks *hooks, char *err, size_t errlen);
+/* aud_sink_start: start the shipper thread. 0, or -1 with errno. */
+int		 aud_sink_start(struct aud_sink *s, char *err, size_t errlen);
+/* aud_sink_stop: stop and join the thread (an in-flight delivery ends
+ * within timeout_ms, unacknowledged). No-op if not started. */
+void		 aud_sink_stop(struct aud_sink *s);
+/* aud_sink_free: stop, close and free. NULL is a no-op. */
+void		 aud_sink_free(struct aud_sink *s);
+/* aud_sink_kick: new records are committed; wake the shipper. Cheap, never
+ * blocks on I/O, callable from any thread. */
+void		 aud_sink_kick(struct aud_sink *s);
+/*
+ * aud_sink_ship: one delivery attempt in the calling thread (the sink must
+ * not be started): up to batch_max records and their checkpoints. Returns
+ * the number of records acknowledged (0: nothing to send), or -1 with errno
+ * and a message; the lag finding is checked either way. For tests and a
+ * one-shot CLI.
+ */
+int64_t		 aud_sink_ship(struct aud_sink *s, char *err, size_t errlen);
+/* aud_sink_lag: head - cursor as last seen (for /metrics); any thread;
+ * 0 for NULL. */
+uint64_t	 aud_sink_lag(const struct aud_sink *s);
+/* aud_sink_stats: a consistent snapshot into st (zeroed for NULL); any
+ * thread. */
+void		 aud_sink_stats(const struct aud_sink *s, struct aud_sink_stats *st);
+/* aud_sink_name: the sink's name (borrowed, lives as long as s). */
+const char	*aud_sink_name(const struct aud_sink *s);
 
 #endif /* SLUICE_AUDIT_AUDIT_H */

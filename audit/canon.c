@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit/audit.h"
+#include "audit/priv.h"
 
 struct buf {
 	char	*p;
 	size_t	 len, cap;
 	int	 oom;
+	int	 borrowed;	/* p is the caller's storage, not malloc'd */
 };
 
 static void
@@ -32,27 +33,56 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void
-buf_add(struct buf *b, const char *s, size_t n)
+static int
+buf_grow(struct buf *b, size_t n)
 {
 	size_t ncap;
 	char *np;
 
 	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		ncap = b->cap ? b->cap : 256;
-		while (ncap < b->len + n + 1)
-			ncap *= 2;
-		if ((np = realloc(b->p, ncap)) == NULL) {
+		return -1;
+	ncap = b->cap ? b->cap : 512;
+	while (ncap < b->len + n + 1)
+		ncap *= 2;
+	if (b->borrowed) {
+		if ((np = malloc(ncap)) == NULL) {
 			b->oom = 1;
-			return;
+			return -1;
 		}
-		b->p = np;
-		b->cap = ncap;
+		memcpy(np, b->p, b->len);
+		b->borrowed = 0;
+	} else if ((np = realloc(b->p, ncap)) == NULL) {
+		b->oom = 1;
+		return -1;
 	}
+	b->p = np;
+	b->cap = ncap;
+	return 0;
+}
+
+/* Appends without terminating: callers NUL-terminate once at the end. */
+static inline void
+buf_add(struct buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap && buf_grow(b, n) == -1)
+		return;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
+}
+
+static inline void
+buf_c(struct buf *b, char c)
+{
+	if (b->len + 2 > b->cap && buf_grow(b, 1) == -1)
+		return;
+	b->p[b->len++] = c;
+}
+
+static void
+buf_nul(struct buf *b)
+{
+	if (b->len + 1 > b->cap && buf_grow(b, 0) == -1)
+		return;
 	b->p[b->len] = '\0';
 }
 
@@ -105,15 +135,36 @@ key_ok(const char *k, size_t n)
 	return 1;
 }
 
+/* 1 for the bytes a string may carry raw: printable ASCII but '"', '\'. */
+static const unsigned char plain[256] = {
+#define P4	1, 1, 1, 1
+#define P16	P4, P4, P4, P4
+	[0x20] = 1, 1, 0, 1, P4, P4, P4,	/* '"' */
+	[0x30] = P16, P16,
+	[0x50] = P4, P4, P4, 0, 1, 1, 1,	/* '\\' */
+	[0x60] = P16, P16,
+#undef P16
+#undef P4
+};
+
 static int
 dump_string(struct buf *b, const char *s, size_t n, char *err, size_t errlen)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, l;
+	size_t i = 0, run, l;
 	char esc[7];
 
 	while (i < n) {
+		/* Plain ASCII runs are the common case: copy them whole. */
+		for (run = i; run < n && plain[u[run]]; run++)
+			;
+		if (run > i) {
+			buf_add(b, s + i, run - i);
+			i = run;
+			if (i == n)
+				break;
+		}
 		if (u[i] == 0) {
 			seterr(err, errlen, "string contains NUL");
 			return -1;
@@ -151,18 +202,92 @@ dump_string(struct buf *b, const char *s, size_t n, char *err, size_t errlen)
 	return 0;
 }
 
+struct kv {
+	const char	*k;
+	size_t		 kl;
+	json_t		*v;
+};
+
 static int
-cmpkey(const void *a, const void *b)
+cmpkv(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
+}
+
+/* Records kept for aud_canon_members: where each top-level member starts. */
+struct mrec {
+	size_t	*start;
+	size_t	 n;
+};
+
+static int dump_value(struct buf *, const json_t *, int, char *, size_t);
+
+static int
+dump_object(struct buf *b, const json_t *v, int depth, struct mrec *mr,
+    char *err, size_t errlen)
+{
+	struct kv small[16], *kv, t;
+	const char *k;
+	size_t kl, i, j, n;
+	json_t *m;
+	int rc = -1;
+
+	n = json_object_size(v);
+	kv = small;
+	if (n > sizeof(small) / sizeof(small[0]) &&
+	    (kv = malloc(n * sizeof(*kv))) == NULL) {
+		b->oom = 1;
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	i = 0;
+	/* The value comes with the key: no second hash lookup per member;
+	 * key lengths catch keys with an embedded NUL. */
+	json_object_keylen_foreach((json_t *)v, k, kl, m) {
+		if (i == n)
+			break;
+		if (!key_ok(k, kl)) {
+			seterr(err, errlen, "key \"%.40s\" outside [a-z0-9_]", k);
+			goto out;
+		}
+		kv[i].k = k;
+		kv[i].kl = kl;
+		kv[i].v = m;
+		i++;
+	}
+	n = i;
+	if (n <= 16) {
+		for (i = 1; i < n; i++) {
+			t = kv[i];
+			for (j = i; j > 0 && strcmp(kv[j - 1].k, t.k) > 0; j--)
+				kv[j] = kv[j - 1];
+			kv[j] = t;
+		}
+	} else
+		qsort(kv, n, sizeof(*kv), cmpkv);
+	buf_c(b, '{');
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			buf_c(b, ',');
+		if (mr != NULL)
+			mr->start[mr->n++] = b->len;
+		buf_c(b, '"');
+		buf_add(b, kv[i].k, kv[i].kl);
+		buf_add(b, "\":", 2);
+		if (dump_value(b, kv[i].v, depth + 1, err, errlen) == -1)
+			goto out;
+	}
+	buf_c(b, '}');
+	rc = 0;
+out:
+	if (kv != small)
+		free(kv);
+	return rc;
 }
 
 static int
 dump_value(struct buf *b, const json_t *v, int depth, char *err, size_t errlen)
 {
-	const char **keys;
-	const char *k;
-	json_t *m;
 	size_t i, n;
 	json_int_t iv;
 	char num[32];
@@ -174,54 +299,25 @@ dump_value(struct buf *b, const json_t *v, int depth, char *err, size_t errlen)
 	}
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		n = json_object_size(v);
-		if ((keys = calloc(n ? n : 1, sizeof(*keys))) == NULL) {
-			b->oom = 1;
-			return -1;
-		}
-		i = 0;
-		json_object_foreach((json_t *)v, k, m)
-			keys[i++] = k;
-		qsort(keys, n, sizeof(*keys), cmpkey);
-		buf_add(b, "{", 1);
-		for (i = 0; i < n; i++) {
-			if (!key_ok(keys[i], strlen(keys[i]))) {
-				seterr(err, errlen, "key \"%.40s\" outside [a-z0-9_]",
-				    keys[i]);
-				free(keys);
-				return -1;
-			}
-			if (i > 0)
-				buf_add(b, ",", 1);
-			buf_add(b, "\"", 1);
-			buf_add(b, keys[i], strlen(keys[i]));
-			buf_add(b, "\":", 2);
-			if (dump_value(b, json_object_get(v, keys[i]), depth + 1,
-			    err, errlen) == -1) {
-				free(keys);
-				return -1;
-			}
-		}
-		free(keys);
-		buf_add(b, "}", 1);
-		return 0;
+		return dump_object(b, v, depth, NULL, err, errlen);
 	case JSON_ARRAY:
-		buf_add(b, "[", 1);
-		for (i = 0; i < json_array_size(v); i++) {
+		buf_c(b, '[');
+		n = json_array_size(v);
+		for (i = 0; i < n; i++) {
 			if (i > 0)
-				buf_add(b, ",", 1);
+				buf_c(b, ',');
 			if (dump_value(b, json_array_get(v, i), depth + 1, err,
 			    errlen) == -1)
 				return -1;
 		}
-		buf_add(b, "]", 1);
+		buf_c(b, ']');
 		return 0;
 	case JSON_STRING:
-		buf_add(b, "\"", 1);
+		buf_c(b, '"');
 		if (dump_string(b, json_string_value(v), json_string_length(v),
 		    err, errlen) == -1)
 			return -1;
-		buf_add(b, "\"", 1);
+		buf_c(b, '"');
 		return 0;
 	case JSON_INTEGER:
 		iv = json_integer_value(v);
@@ -268,11 +364,79 @@ aud_canon_dump(const json_t *v, size_t *lenp, char *err, size_t errlen)
 		free(b.p);
 		return NULL;
 	}
-	if (b.p == NULL)
-		buf_add(&b, "", 0);
+	buf_nul(&b);
+	if (b.oom) {
+		free(b.p);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (lenp != NULL)
 		*lenp = b.len;
 	return b.p;
+}
+
+int
+aud_canon_members(const json_t *obj, struct aud_members *m, char *err,
+    size_t errlen)
+{
+	struct buf b = { 0 };
+	struct mrec mr;
+	size_t n;
+
+	m->buf = NULL;
+	m->start = NULL;
+	m->len = m->n = 0;
+	if (!json_is_object(obj)) {
+		seterr(err, errlen, "not an object");
+		errno = EINVAL;
+		return -1;
+	}
+	/* The caller's storage first: the common record needs no malloc. */
+	n = json_object_size(obj);
+	if (n <= AUD_MEMBERS_INLINE)
+		mr.start = m->istart;
+	else if ((mr.start = malloc(n * sizeof(*mr.start))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	mr.n = 0;
+	b.p = m->ibuf;
+	b.cap = sizeof(m->ibuf);
+	b.borrowed = 1;
+	if (dump_object(&b, obj, 0, &mr, err, errlen) == 0) {
+		buf_nul(&b);
+		if (!b.oom) {
+			m->buf = b.p;
+			m->len = b.len;
+			m->start = mr.start;
+			m->n = mr.n;
+			return 0;
+		}
+	}
+	if (b.oom) {
+		seterr(err, errlen, "out of memory");
+		errno = ENOMEM;
+	} else
+		errno = EINVAL;
+	if (!b.borrowed)
+		free(b.p);
+	if (mr.start != m->istart)
+		free(mr.start);
+	return -1;
+}
+
+void
+aud_members_free(struct aud_members *m)
+{
+	if (m == NULL)
+		return;
+	if (m->buf != m->ibuf)
+		free(m->buf);
+	if (m->start != m->istart)
+		free(m->start);
+	m->buf = NULL;
+	m->start = NULL;
 }
 
 /* ---- strict parser ---- */
@@ -417,14 +581,11 @@ parse_string(struct parser *p, size_t *outlen)
 		}
 		buf_add(&b, enc, l);
 	}
+	buf_nul(&b);
 	if (b.oom) {
 		perr(p, "out of memory");
 		goto fail;
 	}
-	if (b.p == NULL)
-		buf_add(&b, "", 0);
-	if (b.oom)
-		goto fail;
 	*outlen = b.len;
 	return b.p;
 fail:
@@ -644,4 +805,472 @@ aud_canon_parse(const char *buf, size_t len, char *err, size_t errlen)
 	}
 	free(re);
 	return v;
+}
+
+/* ---- one-pass strict check (the verifier's hot path) ----
+ *
+ * aud_canon_parse builds a tree and re-serialises it; for a log of millions
+ * of records that costs more than the hashing. The checker below accepts
+ * exactly the same buffers without building anything: every rule of the
+ * serialiser is checked at the byte where it applies (sorted unique keys,
+ * only the escapes the writer emits, minimal integers, raw UTF-8). The unit
+ * suite check_audit_perf holds the two against each other on mutated
+ * records, so a divergence is a test failure, not a silent hole.
+ */
+
+struct scanner {
+	const unsigned char	*s;
+	size_t			 n, i;
+	char			*err;
+	size_t			 errlen;
+};
+
+static int
+sc_err(struct scanner *p, const char *what)
+{
+	seterr(p->err, p->errlen, "offset %zu: %s", p->i, what);
+	return -1;
+}
+
+static int
+sc_string(struct scanner *p)
+{
+	const unsigned char *s = p->s;
+	unsigned v;
+	size_t l;
+	int k;
+
+	p->i++;
+	for (;;) {
+		/* Eight bytes at a time while none is special: a quote, a
+		 * backslash, a control byte or a non-ASCII byte. */
+		while (p->n - p->i >= 8) {
+			uint64_t w, q, b;
+
+			memcpy(&w, s + p->i, 8);
+			q = w ^ 0x2222222222222222ULL;
+			b = w ^ 0x5c5c5c5c5c5c5c5cULL;
+			if (((w - 0x2020202020202020ULL) | w |
+			    (q - 0x0101010101010101ULL) |
+			    (b - 0x0101010101010101ULL)) &
+			    0x8080808080808080ULL)
+				break;
+			p->i += 8;
+		}
+		while (p->i < p->n && plain[s[p->i]])
+			p->i++;
+		if (p->i >= p->n)
+			return sc_err(p, "unterminated string");
+		if (s[p->i] == '"') {
+			p->i++;
+			return 0;
+		}
+		if (s[p->i] == '\\') {
+			if (p->i + 1 >= p->n)
+				return sc_err(p, "unterminated escape");
+			switch (s[p->i + 1]) {
+			case '"': case '\\': case 'b': case 'f': case 'n':
+			case 'r': case 't':
+				p->i += 2;
+				continue;
+			case 'u':
+				break;
+			default:
+				return sc_err(p, "escape not in canonical form");
+			}
+			/* Only \u00xx, lowercase, for a C0 control with no
+			 * short form; anything else is written raw. */
+			if (p->n - p->i < 6 || s[p->i + 2] != '0' ||
+			    s[p->i + 3] != '0')
+				return sc_err(p, "\\u escape not in canonical form");
+			for (v = 0, k = 4; k < 6; k++) {
+				v <<= 4;
+				if (s[p->i + k] >= '0' && s[p->i + k] <= '9')
+					v |= (unsigned)(s[p->i + k] - '0');
+				else if (s[p->i + k] >= 'a' && s[p->i + k] <= 'f')
+					v |= (unsigned)(s[p->i + k] - 'a' + 10);
+				else
+					return sc_err(p, "\\u escape not in "
+					    "canonical form");
+			}
+			if (v == 0 || v >= 0x20 || v == '\b' || v == '\f' ||
+			    v == '\n' || v == '\r' || v == '\t')
+				return sc_err(p, "\\u escape not in canonical "
+				    "form");
+			p->i += 6;
+			continue;
+		}
+		if (s[p->i] < 0x20)
+			return sc_err(p, "raw control character in string");
+		if ((l = utf8_len(s + p->i, p->n - p->i)) == 0)
+			return sc_err(p, "invalid UTF-8");
+		p->i += l;
+	}
+}
+
+static int
+sc_number(struct scanner *p)
+{
+	const unsigned char *s = p->s;
+	long long v = 0;
+	int neg = 0, digits = 0;
+
+	if (s[p->i] == '-') {
+		neg = 1;
+		p->i++;
+	}
+	if (p->i >= p->n || s[p->i] < '0' || s[p->i] > '9')
+		return sc_err(p, "bad number");
+	if (s[p->i] == '0') {
+		p->i++;
+		if (neg)
+			return sc_err(p, "-0 is not canonical");
+		if (p->i < p->n && s[p->i] >= '0' && s[p->i] <= '9')
+			return sc_err(p, "leading zero");
+	} else {
+		while (p->i < p->n && s[p->i] >= '0' && s[p->i] <= '9') {
+			if (++digits > 16)
+				return sc_err(p, "integer beyond ±(2^53-1)");
+			v = v * 10 + (s[p->i] - '0');
+			p->i++;
+		}
+		if (v > AUD_INT_MAX)
+			return sc_err(p, "integer beyond ±(2^53-1)");
+	}
+	if (p->i < p->n && (s[p->i] == '.' || s[p->i] == 'e' ||
+	    s[p->i] == 'E'))
+		return sc_err(p, "floating-point numbers are not allowed");
+	return 0;
+}
+
+static int
+sc_add(struct aud_scan *sc, const char *k, size_t kl, const char *v,
+    size_t vl)
+{
+	struct aud_member *nm;
+	size_t ncap;
+
+	if (sc->n == sc->cap) {
+		ncap = sc->cap ? sc->cap * 2 : 32;
+		if ((nm = realloc(sc->m, ncap * sizeof(*nm))) == NULL)
+			return -1;
+		sc->m = nm;
+		sc->cap = ncap;
+	}
+	sc->m[sc->n].key = k;
+	sc->m[sc->n].klen = kl;
+	sc->m[sc->n].val = v;
+	sc->m[sc->n].vlen = vl;
+	sc->n++;
+	return 0;
+}
+
+static int
+sc_value(struct scanner *p, int depth, struct aud_scan *top)
+{
+	const unsigned char *s = p->s;
+	size_t k0, kl, pk0 = 0, pkl = 0, v0, m, j;
+	int c, first;
+
+	if (depth > AUD_MAX_DEPTH)
+		return sc_err(p, "nesting too deep");
+	if (p->i >= p->n)
+		return sc_err(p, "unexpected end");
+	switch (s[p->i]) {
+	case '{':
+		p->i++;
+		if (p->i < p->n && s[p->i] == '}') {
+			p->i++;
+			return 0;
+		}
+		for (first = 1;; first = 0) {
+			if (p->i >= p->n || s[p->i] != '"')
+				return sc_err(p, "expected key");
+			k0 = ++p->i;
+			while (p->i < p->n && ((s[p->i] >= 'a' &&
+			    s[p->i] <= 'z') || (s[p->i] >= '0' &&
+			    s[p->i] <= '9') || s[p->i] == '_'))
+				p->i++;
+			kl = p->i - k0;
+			if (p->i >= p->n || s[p->i] != '"' || kl == 0)
+				return sc_err(p, "key outside [a-z0-9_]");
+			/* Strictly increasing bytewise: sorted, no dups. */
+			if (!first) {
+				/* Keys are short: a loop beats a call. */
+				m = kl < pkl ? kl : pkl;
+				for (j = 0; j < m && s[pk0 + j] == s[k0 + j];
+				    j++)
+					;
+				c = j < m ? (int)s[pk0 + j] - (int)s[k0 + j] :
+				    0;
+				if (c > 0 || (c == 0 && pkl >= kl))
+					return sc_err(p, "keys not sorted or "
+					    "duplicated");
+			}
+			pk0 = k0;
+			pkl = kl;
+			p->i++;
+			if (p->i >= p->n || s[p->i] != ':')
+				return sc_err(p, "expected ':'");
+			p->i++;
+			v0 = p->i;
+			if (sc_value(p, depth + 1, NULL) == -1)
+				return -1;
+			if (top != NULL && sc_add(top, (const char *)s + k0, kl,
+			    (const char *)s + v0, p->i - v0) == -1)
+				return sc_err(p, "out of memory");
+			if (p->i < p->n && s[p->i] == ',') {
+				p->i++;
+				continue;
+			}
+			if (p->i < p->n && s[p->i] == '}') {
+				p->i++;
+				return 0;
+			}
+			return sc_err(p, "expected ',' or '}'");
+		}
+	case '[':
+		p->i++;
+		if (p->i < p->n && s[p->i] == ']') {
+			p->i++;
+			return 0;
+		}
+		for (;;) {
+			if (sc_value(p, depth + 1, NULL) == -1)
+				return -1;
+			if (p->i < p->n && s[p->i] == ',') {
+				p->i++;
+				continue;
+			}
+			if (p->i < p->n && s[p->i] == ']') {
+				p->i++;
+				return 0;
+			}
+			return sc_err(p, "expected ',' or ']'");
+		}
+	case '"':
+		return sc_string(p);
+	case 't':
+		if (p->n - p->i >= 4 && memcmp(s + p->i, "true", 4) == 0) {
+			p->i += 4;
+			return 0;
+		}
+		break;
+	case 'f':
+		if (p->n - p->i >= 5 && memcmp(s + p->i, "false", 5) == 0) {
+			p->i += 5;
+			return 0;
+		}
+		break;
+	case 'n':
+		if (p->n - p->i >= 4 && memcmp(s + p->i, "null", 4) == 0) {
+			p->i += 4;
+			return 0;
+		}
+		break;
+	default:
+		if (s[p->i] == '-' || (s[p->i] >= '0' && s[p->i] <= '9'))
+			return sc_number(p);
+	}
+	return sc_err(p, "unexpected character");
+}
+
+int
+aud_canon_check(const char *buf, size_t len, struct aud_scan *sc, char *err,
+    size_t errlen)
+{
+	struct scanner p = { (const unsigned char *)buf, len, 0, err, errlen };
+	int top;
+
+	if (sc != NULL)
+		sc->n = 0;
+	if (buf == NULL || len > AUD_MAX_RECORD) {
+		seterr(err, errlen, "record missing or larger than %d bytes",
+		    AUD_MAX_RECORD);
+		errno = EINVAL;
+		return -1;
+	}
+	top = len > 0 && buf[0] == '{';
+	if (sc_value(&p, 0, top ? sc : NULL) == -1) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (p.i != len) {
+		seterr(err, errlen, "offset %zu: trailing bytes", p.i);
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+void
+aud_scan_free(struct aud_scan *sc)
+{
+	if (sc == NULL)
+		return;
+	free(sc->m);
+	memset(sc, 0, sizeof(*sc));
+}
+
+/* Compares a key span with a C string bytewise. */
+static int
+keycmp(const char *k, size_t kl, const char *want)
+{
+	size_t wl = strlen(want), m = kl < wl ? kl : wl;
+	int c = memcmp(k, want, m);
+
+	return c != 0 ? c : (kl > wl) - (kl < wl);
+}
+
+const struct aud_member *
+aud_scan_get(const struct aud_scan *sc, const char *key)
+{
+	size_t lo = 0, hi = sc->n, mid;
+	int c;
+
+	/* The checker guarantees the members are sorted. */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		c = keycmp(sc->m[mid].key, sc->m[mid].klen, key);
+		if (c == 0)
+			return &sc->m[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* End of the checked value starting at s[i]. */
+static size_t
+skip_value(const char *s, size_t n, size_t i)
+{
+	int depth = 0;
+
+	do {
+		switch (s[i]) {
+		case '"':
+			for (i++; i < n && s[i] != '"'; i++)
+				if (s[i] == '\\')
+					i++;
+			i++;
+			break;
+		case '{': case '[':
+			depth++;
+			i++;
+			break;
+		case '}': case ']':
+			depth--;
+			i++;
+			break;
+		case ',': case ':':
+			i++;
+			break;
+		default:
+			while (i < n && s[i] != ',' && s[i] != '}' &&
+			    s[i] != ']' && s[i] != ':')
+				i++;
+		}
+	} while (depth > 0 && i < n);
+	return i;
+}
+
+int
+aud_cv_member(const char *obj, size_t len, const char *key,
+    const char **val, size_t *vlen)
+{
+	size_t i = 1, k0, v0;
+	int c;
+
+	if (len < 2 || obj[0] != '{')
+		return -1;
+	while (i < len && obj[i] == '"') {
+		k0 = ++i;
+		while (obj[i] != '"')
+			i++;
+		c = keycmp(obj + k0, i - k0, key);
+		v0 = i + 2;
+		i = skip_value(obj, len, v0);
+		if (c == 0) {
+			*val = obj + v0;
+			*vlen = i - v0;
+			return 0;
+		}
+		if (c > 0 || i >= len || obj[i] != ',')
+			break;
+		i++;
+	}
+	return -1;
+}
+
+int
+aud_cv_str(const char *val, size_t vlen, struct aud_strbuf *sb,
+    const char **out, size_t *olen)
+{
+	static const char *const esc = "\"\\bfnrt", *const raw = "\"\\\b\f\n\r\t";
+	const char *in, *e;
+	size_t n, i, j;
+	char *np;
+
+	if (vlen < 2 || val[0] != '"')
+		return -1;
+	in = val + 1;
+	n = vlen - 2;
+	if (memchr(in, '\\', n) == NULL) {
+		*out = in;
+		*olen = n;
+		return 0;
+	}
+	if (sb->cap < n + 1) {
+		if ((np = realloc(sb->p, n + 1)) == NULL)
+			return -1;
+		sb->p = np;
+		sb->cap = n + 1;
+	}
+	for (i = j = 0; i < n; i++) {
+		if (in[i] != '\\') {
+			sb->p[j++] = in[i];
+			continue;
+		}
+		i++;
+		if (in[i] == 'u') {
+			/* Checked: \u00xx with lowercase hex. */
+			sb->p[j++] = (char)(((in[i + 3] <= '9' ? in[i + 3] - '0' :
+			    in[i + 3] - 'a' + 10) << 4) | (in[i + 4] <= '9' ?
+			    in[i + 4] - '0' : in[i + 4] - 'a' + 10));
+			i += 4;
+		} else if ((e = strchr(esc, in[i])) != NULL)
+			sb->p[j++] = raw[e - esc];
+		else
+			return -1;
+	}
+	sb->p[j] = '\0';
+	*out = sb->p;
+	*olen = j;
+	return 0;
+}
+
+int
+aud_cv_int(const char *val, size_t vlen, long long *out)
+{
+	long long v = 0;
+	size_t i = 0;
+	int neg = 0;
+
+	if (vlen == 0)
+		return -1;
+	if (val[0] == '-') {
+		neg = 1;
+		i = 1;
+	}
+	if (i >= vlen || vlen - i > 16)
+		return -1;
+	for (; i < vlen; i++) {
+		if (val[i] < '0' || val[i] > '9')
+			return -1;
+		v = v * 10 + (val[i] - '0');
+	}
+	*out = neg ? -v : v;
+	return 0;
 }

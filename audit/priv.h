@@ -34,6 +34,67 @@ void	aud_cols_from(const json_t *rec, struct aud_cols *c);
 json_t	*aud_ns_json(int64_t ns);
 int	aud_ns_parse(const json_t *v, int64_t *ns);
 
+/*
+ * Canonical bytes of a fields object cut at its top-level members, so that
+ * the writer can merge the common fields in by copying bytes, without a
+ * JSON tree on its thread (audit/canon.c).
+ */
+#define AUD_MEMBERS_INLINE	64
+struct aud_members {
+	char	*buf;		/* "{...}", NUL-terminated */
+	size_t	 len;
+	size_t	 n;
+	size_t	*start;		/* member i begins at buf[start[i]] ('"') */
+	/* Storage used when the record fits, so that the common case
+	 * allocates nothing; buf and start may point here. */
+	size_t	 istart[AUD_MEMBERS_INLINE];
+	char	 ibuf[4096];
+};
+/* aud_canon_members: as aud_canon_dump for an object, into m (which must
+ * not move while buf/start are used). 0, or -1 (EINVAL, ENOMEM) with a
+ * message; on success release with aud_members_free. */
+int	aud_canon_members(const json_t *obj, struct aud_members *m, char *err,
+	    size_t errlen);
+void	aud_members_free(struct aud_members *m);
+
+/* A top-level member of a checked canonical object: spans into the buffer. */
+struct aud_member {
+	const char	*key, *val;
+	size_t		 klen, vlen;
+};
+struct aud_scan {
+	struct aud_member	*m;
+	size_t			 n, cap;
+};
+/*
+ * aud_canon_check: accepts buf exactly when aud_canon_parse would, in one
+ * pass and without allocating a tree. 0, or -1 (EINVAL) with a message. If
+ * sc is not NULL and the value is an object, sc receives its members in
+ * order (sc grows as needed; free with aud_scan_free).
+ */
+int	aud_canon_check(const char *buf, size_t len, struct aud_scan *sc,
+	    char *err, size_t errlen);
+void	aud_scan_free(struct aud_scan *sc);
+/* Lookups over checked bytes only (nothing here re-validates). */
+const struct aud_member *aud_scan_get(const struct aud_scan *sc,
+	    const char *key);
+/* aud_cv_member: the value of key in the object span obj. 0 or -1. */
+int	aud_cv_member(const char *obj, size_t len, const char *key,
+	    const char **val, size_t *vlen);
+/* A scratch buffer that string decoding reuses. */
+struct aud_strbuf {
+	char	*p;
+	size_t	 cap;
+};
+/* aud_cv_str: the decoded bytes of a string span, pointing into the span
+ * when it has no escape, else into sb. 0, or -1 if not a string. */
+int	aud_cv_str(const char *val, size_t vlen, struct aud_strbuf *sb,
+	    const char **out, size_t *olen);
+/* aud_cv_int: an integer span. 0, or -1 if not an integer. */
+int	aud_cv_int(const char *val, size_t vlen, long long *out);
+/* aud_ns_parse_str: aud_ns_parse on decoded string bytes. */
+int	aud_ns_parse_str(const char *s, size_t n, int64_t *ns);
+
 /* aud_store_open: read-write (creating the schema) or read-only. */
 int	aud_store_open(const char *path, int rw, sqlite3 **db, char *err,
 	    size_t errlen);

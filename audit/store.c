@@ -78,16 +78,11 @@ aud_ns_json(int64_t ns)
 }
 
 int
-aud_ns_parse(const json_t *v, int64_t *ns)
+aud_ns_parse_str(const char *s, size_t n, int64_t *ns)
 {
-	const char *s;
-	size_t n, i;
+	size_t i;
 	int64_t x = 0;
 
-	if (!json_is_string(v))
-		return -1;
-	s = json_string_value(v);
-	n = strlen(s);
 	if (n == 0 || n > 19 || (n > 1 && s[0] == '0'))
 		return -1;
 	for (i = 0; i < n; i++) {
@@ -98,6 +93,17 @@ aud_ns_parse(const json_t *v, int64_t *ns)
 	}
 	*ns = x;
 	return 0;
+}
+
+int
+aud_ns_parse(const json_t *v, int64_t *ns)
+{
+	const char *s;
+
+	if (!json_is_string(v))
+		return -1;
+	s = json_string_value(v);
+	return aud_ns_parse_str(s, strlen(s), ns);
 }
 
 int

@@ -1,10 +1,12 @@
 /*
  * writer: the one thread that owns the log's database. Producers on the
- * daemon's event-loop thread queue records and never wait for the disk; the
- * writer group-commits them (one BEGIN IMMEDIATE ... COMMIT per batch of up to
- * 256 records or 2 ms), and only after that FULL commit acknowledges durable
- * records (through an eventfd and aud_dispatch() in the caller's thread) and
- * signs a checkpoint. A full queue never blocks: the drop is counted and
+ * daemon's event-loop thread queue records (already serialised, in their own
+ * thread) and never wait for the disk; the writer group-commits them (one
+ * BEGIN IMMEDIATE ... COMMIT per batch: whatever queued during the previous
+ * commit, up to 4096 records, with no timer), and only after that FULL commit
+ * acknowledges durable records (through an eventfd and aud_dispatch() in the
+ * caller's thread) and then signs a checkpoint. WAL checkpoints run in a
+ * second thread so that their copying and fsync stay off the commit path. A full queue never blocks: the drop is counted and
  * written as one log.gap, because a silent hole would be worse than a signed
  * one (reference/audit.md §3.5).
  */
@@ -21,16 +23,38 @@
 
 #include "audit/priv.h"
 
+/*
+ * A queued record. The producer serialises its fields (and derives the index
+ * columns) before queueing, so the writer thread -- the one resource every
+ * producer shares -- never touches a JSON tree: it copies bytes, hashes and
+ * inserts.
+ */
 struct item {
 	struct item	*next;
+	size_t		 cap;		/* bytes of data[] */
 	char		 kind[32];
-	json_t		*fields;
+	const char	*body;		/* canonical fields object, in data[] */
+	size_t		 blen, nmem;
+	const size_t	*start;		/* member offsets, in data[] */
+	struct aud_cols	 cols;		/* strings point into data[] */
 	int		 durable, force_ckpt, ok;
 	aud_done_fn	 done;
 	void		*arg;
 	int64_t		 ts, mono;
 	uint64_t	 seq;
+	size_t		 data[];	/* offsets, then body and strings */
 };
+
+/*
+ * Processed items are kept for reuse rather than freed: at tens of
+ * thousands of records a second, malloc/free across threads made glibc grow
+ * and trim its arenas constantly, and the page faults cost more than the
+ * records. Under load the cache holds at most what the queue held (it never
+ * exceeds queue_max items of at most CACHE_ITEM_MAX bytes); when the writer
+ * goes idle it shrinks back to CACHE_IDLE items.
+ */
+#define CACHE_ITEM_MAX	8192
+#define CACHE_IDLE	1024
 
 struct aud_log {
 	pthread_mutex_t	 mu;
@@ -39,17 +63,29 @@ struct aud_log {
 	struct item	*qh, *qt;
 	size_t		 qlen;
 	struct item	*ch, *ct;	/* completions for aud_dispatch */
+	struct item	*cache;		/* free items for reuse */
+	size_t		 ncache;
 	uint64_t	 enq, done;	/* items queued / processed */
 	uint64_t	 dropped, drop_pending, werr_pending;
 	int64_t		 drop_from, drop_to;
 	uint64_t	 failures;
 	int		 stop, started;
 	pthread_t	 th;
+	/* The WAL checkpointer: its own thread and connection, so that the
+	 * copy into the main file and its fsync stay off the commit path. */
+	pthread_t	 ckth;
+	pthread_cond_t	 ckcv;
+	sqlite3		*ckdb;
+	int		 ck_started, ck_want, ck_stop;
 	int		 efd;
 
 	/* Writer-thread state below; read by others only under mu. */
 	sqlite3		*db;
-	sqlite3_stmt	*ins_rec, *ins_node;
+	sqlite3_stmt	*ins_rec, *ins_node, *ins_ckpt;
+	char		*out;		/* the record being built */
+	size_t		 outcap;
+	char		 origin_json[1600];	/* "origin" as canonical string */
+	size_t		 origin_jlen;
 	struct aud_tree	*tree;
 	uint8_t		 prev[AUD_HASH_LEN];
 	uint64_t	 next_seq;
@@ -60,6 +96,12 @@ struct aud_log {
 	unsigned	 batch_max, batch_usec, queue_max, ckpt_ms, ckpt_every;
 	int		 node_err;
 };
+
+/* WAL frames after which the checkpointer is woken, and after which the
+ * writer checkpoints itself (a WAL that is never fully copied is never
+ * restarted: without this it would grow for as long as writes go on). */
+#define WAL_SOFT	1000
+#define WAL_HARD	8000
 
 static void
 seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -86,6 +128,38 @@ static const char *const reserved[] = {
 	"v", "origin", "seq", "prev", "ts", "mono", "kind", NULL
 };
 
+/* Returns a list of items to the cache, freeing what does not fit. Under
+ * l->mu. */
+static struct item *
+recycle_locked(struct aud_log *l, struct item *list)
+{
+	struct item *it, *next, *spill = NULL;
+
+	for (it = list; it != NULL; it = next) {
+		next = it->next;
+		if (l->ncache < l->queue_max && it->cap <= CACHE_ITEM_MAX) {
+			it->next = l->cache;
+			l->cache = it;
+			l->ncache++;
+		} else {
+			it->next = spill;
+			spill = it;
+		}
+	}
+	return spill;
+}
+
+static void
+free_items(struct item *list)
+{
+	struct item *next;
+
+	for (; list != NULL; list = next) {
+		next = list->next;
+		free(list);
+	}
+}
+
 static void
 node_cb(void *arg, unsigned level, uint64_t idx, const uint8_t h[AUD_HASH_LEN])
 {
@@ -103,58 +177,178 @@ static void
 bind_text(sqlite3_stmt *st, int i, const char *s)
 {
 	if (s != NULL)
-		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
 	else
 		sqlite3_bind_null(st, i);
 }
 
-/* Adds the common fields, writes the row and its tree nodes. In a txn. */
+/* Compares the key of the member at s ('"key":...') with a C string. */
 static int
-append_record(struct aud_log *l, const char *kind, json_t *rec, int64_t ts,
-    int64_t mono, uint64_t *seqp)
+memberkeycmp(const char *s, const char *want)
 {
-	struct aud_cols c;
-	uint8_t h[AUD_HASH_LEN], leaf[AUD_HASH_LEN];
-	char phex[2 * AUD_HASH_LEN + 1], *canon;
-	size_t len;
-	int rc;
+	for (s++; *s != '"' && *want != '\0' && *s == *want; s++, want++)
+		;
+	if (*s == '"')
+		return *want == '\0' ? 0 : -1;
+	if (*want == '\0')
+		return 1;
+	return (unsigned char)*s < (unsigned char)*want ? -1 : 1;
+}
 
-	aud_hex(l->prev, AUD_HASH_LEN, phex);
-	json_object_set_new(rec, "v", json_integer(1));
-	json_object_set_new(rec, "origin", json_string(l->origin));
-	json_object_set_new(rec, "seq", json_integer((json_int_t)l->next_seq));
-	json_object_set_new(rec, "prev", json_string(phex));
-	/* Nanosecond clocks pass 2^53 (104 days), beyond what the canonical
-	 * subset allows as a number: they travel as decimal strings (the
-	 * RFC 7493 advice), exact and sortable by length then bytes. */
-	json_object_set_new(rec, "ts", aud_ns_json(ts));
-	json_object_set_new(rec, "mono", aud_ns_json(mono));
-	json_object_set_new(rec, "kind", json_string(kind));
-	if ((canon = aud_canon_dump(rec, &len, NULL, 0)) == NULL)
+static char *
+put_u64(char *p, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* A fields object in canonical bytes, cut at its top-level members. */
+struct fbytes {
+	const char	*buf;
+	size_t		 len, n;
+	const size_t	*start;
+};
+
+/* The common fields in bytewise key order (the canonical order). */
+enum { R_KIND, R_MONO, R_ORIGIN, R_PREV, R_SEQ, R_TS, R_V, R_N };
+static const char *const rnames[R_N] = {
+	"kind", "mono", "origin", "prev", "seq", "ts", "v"
+};
+
+/*
+ * Writes the record's canonical bytes into l->out: the producer's members
+ * (already canonical and sorted) merged with the common fields. The result
+ * is byte for byte what aud_canon_dump gives for the whole record, which
+ * check_audit_perf asserts.
+ */
+static int
+build_record(struct aud_log *l, const char *kind, const struct fbytes *m,
+    int64_t ts, int64_t mono, size_t *lenp)
+{
+	size_t need, fi = 0, ri = 0, e;
+	char *p, *np;
+	int first = 1, c;
+
+	need = m->len + l->origin_jlen + strlen(kind) + 256;
+	if (need > l->outcap) {
+		if ((np = realloc(l->out, need)) == NULL)
+			return -1;
+		l->out = np;
+		l->outcap = need;
+	}
+	if (l->next_seq > (uint64_t)AUD_INT_MAX) {
+		errno = EOVERFLOW;
 		return -1;
-	aud_sha256(canon, len, h);
-	aud_cols_from(rec, &c);
-	sqlite3_reset(l->ins_rec);
-	sqlite3_clear_bindings(l->ins_rec);
-	sqlite3_bind_int64(l->ins_rec, 1, (sqlite3_int64)l->next_seq);
-	sqlite3_bind_int64(l->ins_rec, 2, ts);
-	sqlite3_bind_int(l->ins_rec, 3, c.kind);
-	sqlite3_bind_blob(l->ins_rec, 4, canon, (int)len, SQLITE_TRANSIENT);
-	sqlite3_bind_blob(l->ins_rec, 5, h, AUD_HASH_LEN, SQLITE_TRANSIENT);
-	if (c.decision)
-		sqlite3_bind_int(l->ins_rec, 6, c.decision);
-	bind_text(l->ins_rec, 7, c.sandbox);
-	bind_text(l->ins_rec, 8, c.dst_host);
-	bind_text(l->ins_rec, 9, c.dst_ip);
-	if (c.has_port)
-		sqlite3_bind_int64(l->ins_rec, 10, c.dst_port);
-	bind_text(l->ins_rec, 11, c.rule_id);
-	bind_text(l->ins_rec, 12, c.mcp_server);
-	bind_text(l->ins_rec, 13, c.mcp_tool);
-	rc = sqlite3_step(l->ins_rec);
-	free(canon);
-	if (rc != SQLITE_DONE)
+	}
+	p = l->out;
+	*p++ = '{';
+	while (fi < m->n || ri < R_N) {
+		c = fi >= m->n ? 1 : ri >= R_N ? -1 :
+		    memberkeycmp(m->buf + m->start[fi], rnames[ri]);
+		if (c == 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (!first)
+			*p++ = ',';
+		first = 0;
+		if (c < 0) {
+			/* Up to the comma before the next member, or the
+			 * closing brace. */
+			e = fi + 1 < m->n ? m->start[fi + 1] - 1 : m->len - 1;
+			memcpy(p, m->buf + m->start[fi], e - m->start[fi]);
+			p += e - m->start[fi];
+			fi++;
+			continue;
+		}
+		switch (ri++) {
+		case R_KIND:
+			p += sprintf(p, "\"kind\":\"%s\"", kind);
+			break;
+		case R_MONO:
+			memcpy(p, "\"mono\":\"", 8);
+			p = put_u64(p + 8, mono < 0 ? 0 : (uint64_t)mono);
+			*p++ = '"';
+			break;
+		case R_ORIGIN:
+			memcpy(p, "\"origin\":", 9);
+			memcpy(p + 9, l->origin_json, l->origin_jlen);
+			p += 9 + l->origin_jlen;
+			break;
+		case R_PREV:
+			memcpy(p, "\"prev\":\"", 8);
+			aud_hex(l->prev, AUD_HASH_LEN, p + 8);
+			p += 8 + 2 * AUD_HASH_LEN;
+			*p++ = '"';
+			break;
+		case R_SEQ:
+			memcpy(p, "\"seq\":", 6);
+			p = put_u64(p + 6, l->next_seq);
+			break;
+		case R_TS:
+			memcpy(p, "\"ts\":\"", 6);
+			p = put_u64(p + 6, ts < 0 ? 0 : (uint64_t)ts);
+			*p++ = '"';
+			break;
+		case R_V:
+			memcpy(p, "\"v\":1", 5);
+			p += 5;
+			break;
+		}
+	}
+	*p++ = '}';
+	*p = '\0';
+	*lenp = (size_t)(p - l->out);
+	return 0;
+}
+
+/* Writes one record and its tree nodes. In a txn. */
+static int
+append_record(struct aud_log *l, const char *kind, const struct fbytes *m,
+    const struct aud_cols *c, int64_t ts, int64_t mono, uint64_t *seqp)
+{
+	uint8_t h[AUD_HASH_LEN], leaf[AUD_HASH_LEN];
+	sqlite3_stmt *st = l->ins_rec;
+	size_t len;
+
+	if (build_record(l, kind, m, ts, mono, &len) == -1)
 		return -1;
+	aud_sha256(l->out, len, h);
+	sqlite3_reset(st);
+	/* Every parameter is bound on every row (NULLs included), so no
+	 * clear_bindings; the buffers outlive the step. */
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)l->next_seq);
+	sqlite3_bind_int64(st, 2, ts);
+	sqlite3_bind_int(st, 3, c->kind);
+	sqlite3_bind_blob(st, 4, l->out, (int)len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 5, h, AUD_HASH_LEN, SQLITE_STATIC);
+	if (c->decision)
+		sqlite3_bind_int(st, 6, c->decision);
+	else
+		sqlite3_bind_null(st, 6);
+	bind_text(st, 7, c->sandbox);
+	bind_text(st, 8, c->dst_host);
+	bind_text(st, 9, c->dst_ip);
+	if (c->has_port)
+		sqlite3_bind_int64(st, 10, c->dst_port);
+	else
+		sqlite3_bind_null(st, 10);
+	bind_text(st, 11, c->rule_id);
+	bind_text(st, 12, c->mcp_server);
+	bind_text(st, 13, c->mcp_tool);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sqlite3_reset(st);
+		return -1;
+	}
+	sqlite3_reset(st);
 	aud_leaf_hash(h, AUD_HASH_LEN, leaf);
 	l->node_err = 0;
 	if (aud_tree_append(l->tree, leaf, node_cb, l) == -1 || l->node_err)
@@ -182,17 +376,16 @@ checkpoint(struct aud_log *l)
 	free(body);
 	if (note == NULL)
 		return;
-	if (sqlite3_prepare_v2(l->db, "INSERT INTO checkpoints (size, note, "
-	    "signed_ns) VALUES (?, ?, ?)", -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, (sqlite3_int64)size);
-		sqlite3_bind_blob(st, 2, note, (int)strlen(note), SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, now_ns(CLOCK_REALTIME));
-		if (sqlite3_step(st) == SQLITE_DONE) {
-			l->last_ckpt_size = size;
-			l->last_ckpt_mono = now_ns(CLOCK_MONOTONIC);
-		}
-		sqlite3_finalize(st);
+	st = l->ins_ckpt;
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)size);
+	sqlite3_bind_blob(st, 2, note, (int)strlen(note), SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now_ns(CLOCK_REALTIME));
+	if (sqlite3_step(st) == SQLITE_DONE) {
+		l->last_ckpt_size = size;
+		l->last_ckpt_mono = now_ns(CLOCK_MONOTONIC);
 	}
+	sqlite3_reset(st);
 	free(note);
 }
 
@@ -200,28 +393,45 @@ static int
 write_gap(struct aud_log *l, const char *reason, uint64_t lost, int64_t from,
     int64_t to)
 {
+	struct aud_members *m;
+	struct fbytes fb;
+	struct aud_cols c;
 	uint64_t seq;
 	json_t *gap;
-	int rc;
+	int rc = -1;
 
+	/* Rare: the writer may build this one from a tree itself. */
 	gap = json_pack("{s:s,s:I,s:o,s:o}", "reason", reason, "lost",
 	    (json_int_t)lost, "from_ts", aud_ns_json(from), "to_ts",
 	    aud_ns_json(to));
-	rc = gap == NULL ? -1 : append_record(l, "log.gap", gap, to,
-	    now_ns(CLOCK_MONOTONIC), &seq);
+	if ((m = malloc(sizeof(*m))) != NULL && gap != NULL &&
+	    aud_canon_members(gap, m, NULL, 0) == 0) {
+		aud_cols_from(gap, &c);
+		c.kind = aud_kind_code("log.gap");
+		fb.buf = m->buf;
+		fb.len = m->len;
+		fb.n = m->n;
+		fb.start = m->start;
+		rc = append_record(l, "log.gap", &fb, &c, to,
+		    now_ns(CLOCK_MONOTONIC), &seq);
+		aud_members_free(m);
+	}
+	free(m);
 	json_decref(gap);
 	return rc;
 }
 
-static void
+/* Commits one batch. Returns 1 when a checkpoint is due after it. */
+static int
 process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
     int64_t to, uint64_t werr)
 {
 	struct aud_tree *snap;
+	struct fbytes fb;
 	uint8_t prev[AUD_HASH_LEN];
 	uint64_t next = l->next_seq, size;
 	struct item *it;
-	int ok = 1, force = 0;
+	int ok = 1, force = 0, due = 0;
 
 	if ((snap = aud_tree_dup(l->tree)) == NULL)
 		ok = 0;
@@ -236,8 +446,12 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 	    batch->ts : to, now_ns(CLOCK_REALTIME)) == -1)
 		ok = 0;
 	for (it = batch; ok && it != NULL; it = it->next) {
-		if (append_record(l, it->kind, it->fields, it->ts, it->mono,
-		    &it->seq) == -1)
+		fb.buf = it->body;
+		fb.len = it->blen;
+		fb.n = it->nmem;
+		fb.start = it->start;
+		if (append_record(l, it->kind, &fb, &it->cols, it->ts,
+		    it->mono, &it->seq) == -1)
 			ok = 0;
 		force |= it->force_ckpt;
 	}
@@ -260,10 +474,9 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 		it->ok = ok;
 	if (ok) {
 		size = aud_tree_size(l->tree);
-		if (force || size - l->last_ckpt_size >= l->ckpt_every ||
+		due = force || size - l->last_ckpt_size >= l->ckpt_every ||
 		    now_ns(CLOCK_MONOTONIC) - l->last_ckpt_mono >=
-		    (int64_t)l->ckpt_ms * 1000000)
-			checkpoint(l);
+		    (int64_t)l->ckpt_ms * 1000000;
 	}
 	pthread_mutex_lock(&l->mu);
 	if (!ok) {
@@ -278,26 +491,130 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 				l->werr_pending++;
 	}
 	pthread_mutex_unlock(&l->mu);
+	return due;
+}
+
+/* Runs after each commit on the writer's connection (outside the write
+ * lock), in place of SQLite's autocheckpoint. */
+static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int nframe)
+{
+	struct aud_log *l = arg;
+
+	if (nframe >= WAL_HARD || (nframe >= WAL_SOFT && !l->ck_started)) {
+		/* PASSIVE: never waits for readers; the checkpointer has
+		 * done most of the copying already. */
+		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
+		    NULL, NULL);
+	} else if (nframe >= WAL_SOFT) {
+		pthread_mutex_lock(&l->mu);
+		l->ck_want = 1;
+		pthread_cond_signal(&l->ckcv);
+		pthread_mutex_unlock(&l->mu);
+	}
+	return SQLITE_OK;
+}
+
+static void *
+ckpt_main(void *arg)
+{
+	struct aud_log *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		while (!l->ck_want && !l->ck_stop)
+			pthread_cond_wait(&l->ckcv, &l->mu);
+		if (l->ck_stop)
+			break;
+		l->ck_want = 0;
+		pthread_mutex_unlock(&l->mu);
+		/* A failure (busy, I/O) leaves the frames in the WAL, where
+		 * they are as durable; the next wakeup or the writer's own
+		 * checkpoint at WAL_HARD retries. */
+		sqlite3_wal_checkpoint_v2(l->ckdb, NULL,
+		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		pthread_mutex_lock(&l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* Starts the checkpointer; on failure SQLite's own policy stays. */
+static void
+ckpt_start(struct aud_log *l, const char *path)
+{
+	if (sqlite3_open_v2(path, &l->ckdb, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+	    sqlite3_exec(l->ckdb, "PRAGMA synchronous=FULL;", NULL, NULL,
+	    NULL) != SQLITE_OK) {
+		sqlite3_close(l->ckdb);
+		l->ckdb = NULL;
+		return;
+	}
+	sqlite3_busy_timeout(l->ckdb, 1000);
+	/* The writer's hook decides when; this connection never writes
+	 * rows, so its own autocheckpoint never fires. */
+	if (pthread_create(&l->ckth, NULL, ckpt_main, l) != 0) {
+		sqlite3_close(l->ckdb);
+		l->ckdb = NULL;
+		return;
+	}
+	l->ck_started = 1;
+}
+
+static void
+ckpt_stop(struct aud_log *l)
+{
+	if (l->ck_started) {
+		pthread_mutex_lock(&l->mu);
+		l->ck_stop = 1;
+		pthread_cond_signal(&l->ckcv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->ckth, NULL);
+		l->ck_started = 0;
+	}
+	sqlite3_close(l->ckdb);
+	l->ckdb = NULL;
 }
 
 static void *
 writer_main(void *arg)
 {
 	struct aud_log *l = arg;
-	struct item *batch, *it, *next, **tail;
+	struct item *batch, *it, *next, **tail, *dh, **dt, *dlast = NULL, *dead;
 	struct timespec dl;
 	uint64_t lost, werr, n, one = 1;
 	int64_t from, to;
-	int notify;
+	int notify, due;
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
+		if (l->qh == NULL && l->ncache > CACHE_IDLE) {
+			/* Idle: give back what a burst made us keep. */
+			dead = NULL;
+			while (l->ncache > CACHE_IDLE) {
+				it = l->cache;
+				l->cache = it->next;
+				l->ncache--;
+				it->next = dead;
+				dead = it;
+			}
+			pthread_mutex_unlock(&l->mu);
+			free_items(dead);
+			pthread_mutex_lock(&l->mu);
+			continue;
+		}
 		while (l->qh == NULL && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
 		if (l->qh == NULL && l->stop)
 			break;
-		/* Group commit: wait up to the batch window for more. */
-		if (l->qlen < l->batch_max && !l->stop) {
+		/*
+		 * Group commit. By default a batch closes as soon as the queue
+		 * is drained: records that arrive during one commit's fsync
+		 * form the next batch by themselves, so waiting would only add
+		 * latency. A caller may still ask for a window (batch_usec).
+		 */
+		if (l->batch_usec > 0 && l->qlen < l->batch_max && !l->stop) {
 			clock_gettime(CLOCK_REALTIME, &dl);
 			dl.tv_nsec += (long)l->batch_usec * 1000;
 			while (dl.tv_nsec >= 1000000000) {
@@ -325,44 +642,86 @@ writer_main(void *arg)
 		l->werr_pending = 0;
 		pthread_mutex_unlock(&l->mu);
 
-		process(l, batch, lost, from, to, werr);
+		due = process(l, batch, lost, from, to, werr);
 
-		pthread_mutex_lock(&l->mu);
-		notify = 0;
+		/* Split the batch outside the lock: async items die here,
+		 * durable ones go to the completion list in one splice. */
+		dh = NULL;
+		dt = &dh;
+		dead = NULL;
 		for (it = batch; it != NULL; it = next) {
 			next = it->next;
-			json_decref(it->fields);
-			it->fields = NULL;
 			if (!it->durable) {
-				free(it);
+				it->next = dead;
+				dead = it;
 				continue;
 			}
 			it->next = NULL;
-			if (l->ct != NULL)
-				l->ct->next = it;
-			else
-				l->ch = it;
-			l->ct = it;
-			notify = 1;
+			*dt = it;
+			dt = &it->next;
+			dlast = it;
 		}
-		l->done += n;
-		pthread_cond_broadcast(&l->idle);
+		/* Durable acks go out right after the commit: the signing
+		 * and storing of a checkpoint need not delay them. */
+		pthread_mutex_lock(&l->mu);
+		notify = dh != NULL;
+		if (dh != NULL) {
+			if (l->ct != NULL)
+				l->ct->next = dh;
+			else
+				l->ch = dh;
+			l->ct = dlast;
+		}
 		if (notify && write(l->efd, &one, sizeof(one)) == -1) {
 			/* The counter only saturates; readers still wake. */
 		}
+		dead = recycle_locked(l, dead);
+		pthread_mutex_unlock(&l->mu);
+		free_items(dead);
+		/* Signed only now, after the FULL commit of every row it
+		 * covers; aud_sync waits for it (done moves after). */
+		if (due)
+			checkpoint(l);
+		pthread_mutex_lock(&l->mu);
+		l->done += n;
+		pthread_cond_broadcast(&l->idle);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return NULL;
+}
+
+/* Copies s into *pp (advancing it); NULL stays NULL. */
+static const char *
+stash(char **pp, const char *s)
+{
+	size_t n;
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	n = strlen(s) + 1;
+	d = *pp;
+	memcpy(d, s, n);
+	*pp += n;
+	return d;
+}
+
+static size_t
+slen(const char *s)
+{
+	return s != NULL ? strlen(s) + 1 : 0;
 }
 
 static int
 enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
     aud_done_fn done, void *arg, int force)
 {
+	struct aud_members m;	/* on the stack: no allocation per record */
+	struct aud_cols c;
 	struct item *it;
 	const char *const *r;
-	char *c;
-	size_t len;
+	char *d;
+	size_t need, cap;
 
 	if (l == NULL || !aud_kind_valid(kind) || !json_is_object(fields)) {
 		json_decref(fields);
@@ -375,22 +734,62 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 			errno = EINVAL;
 			return -1;
 		}
-	/* Refuse now what the writer could not serialise later. */
-	if ((c = aud_canon_dump(fields, &len, NULL, 0)) == NULL ||
-	    len > AUD_MAX_RECORD - 1024) {
-		free(c);
+	/* Serialise here, in the producer's thread: what the writer could
+	 * not serialise is refused now, and the writer only copies bytes. */
+	if (aud_canon_members(fields, &m, NULL, 0) == -1 ||
+	    m.len > AUD_MAX_RECORD - 1024 - l->origin_jlen) {
+		aud_members_free(&m);
 		json_decref(fields);
 		errno = EINVAL;
 		return -1;
 	}
-	free(c);
-	if ((it = calloc(1, sizeof(*it))) == NULL) {
-		json_decref(fields);
-		errno = ENOMEM;
-		return -1;
+	aud_cols_from(fields, &c);
+	c.kind = aud_kind_code(kind);
+	need = m.n * sizeof(size_t) + m.len + 1 + slen(c.sandbox) +
+	    slen(c.dst_host) + slen(c.dst_ip) + slen(c.rule_id) +
+	    slen(c.mcp_server) + slen(c.mcp_tool);
+	pthread_mutex_lock(&l->mu);
+	if ((it = l->cache) != NULL) {
+		l->cache = it->next;
+		l->ncache--;
 	}
+	pthread_mutex_unlock(&l->mu);
+	if (it != NULL && it->cap < need) {
+		free(it);
+		it = NULL;
+	}
+	if (it == NULL) {
+		/* Round up so that a cached item fits most later records. */
+		cap = need < 1024 ? 1024 : (need + 511) & ~(size_t)511;
+		if ((it = malloc(sizeof(*it) + cap)) == NULL) {
+			aud_members_free(&m);
+			json_decref(fields);
+			errno = ENOMEM;
+			return -1;
+		}
+		it->cap = cap;
+	}
+	cap = it->cap;
+	memset(it, 0, sizeof(*it));
+	it->cap = cap;
+	memcpy(it->data, m.start, m.n * sizeof(size_t));
+	it->start = it->data;
+	it->nmem = m.n;
+	d = (char *)(it->data + m.n);
+	memcpy(d, m.buf, m.len + 1);
+	it->body = d;
+	it->blen = m.len;
+	d += m.len + 1;
+	it->cols = c;
+	it->cols.sandbox = stash(&d, c.sandbox);
+	it->cols.dst_host = stash(&d, c.dst_host);
+	it->cols.dst_ip = stash(&d, c.dst_ip);
+	it->cols.rule_id = stash(&d, c.rule_id);
+	it->cols.mcp_server = stash(&d, c.mcp_server);
+	it->cols.mcp_tool = stash(&d, c.mcp_tool);
+	aud_members_free(&m);
+	json_decref(fields);
 	snprintf(it->kind, sizeof(it->kind), "%s", kind);
-	it->fields = fields;
 	it->durable = durable;
 	it->done = done;
 	it->arg = arg;
@@ -408,9 +807,10 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 			l->drop_pending++;
 			l->dropped++;
 		}
+		it->next = NULL;
+		it = recycle_locked(l, it);
 		pthread_mutex_unlock(&l->mu);
-		json_decref(fields);
-		free(it);
+		free_items(it);
 		errno = stopped ? EPIPE : EAGAIN;
 		return -1;
 	}
@@ -454,7 +854,7 @@ aud_notify_fd(const struct aud_log *l)
 void
 aud_dispatch(struct aud_log *l)
 {
-	struct item *it, *next;
+	struct item *it, *list;
 	uint64_t v;
 
 	if (l == NULL)
@@ -467,11 +867,14 @@ aud_dispatch(struct aud_log *l)
 		/* EAGAIN: nothing pending. */
 	}
 	pthread_mutex_unlock(&l->mu);
-	for (; it != NULL; it = next) {
-		next = it->next;
+	for (list = it; it != NULL; it = it->next)
 		if (it->done != NULL)
 			it->done(it->arg, it->ok, it->seq);
-		free(it);
+	if (list != NULL) {
+		pthread_mutex_lock(&l->mu);
+		list = recycle_locked(l, list);
+		pthread_mutex_unlock(&l->mu);
+		free_items(list);
 	}
 }
 
@@ -591,19 +994,14 @@ last_kind_is_close(sqlite3 *db, uint64_t n)
 static void
 free_log(struct aud_log *l)
 {
-	struct item *it, *next;
-
-	for (it = l->qh; it != NULL; it = next) {
-		next = it->next;
-		json_decref(it->fields);
-		free(it);
-	}
-	for (it = l->ch; it != NULL; it = next) {
-		next = it->next;
-		free(it);
-	}
+	free_items(l->qh);
+	free_items(l->ch);
+	free_items(l->cache);
 	sqlite3_finalize(l->ins_rec);
 	sqlite3_finalize(l->ins_node);
+	sqlite3_finalize(l->ins_ckpt);
+	free(l->out);
+	ckpt_stop(l);
 	sqlite3_close(l->db);
 	aud_tree_free(l->tree);
 	aud_key_free(l->key);
@@ -612,6 +1010,7 @@ free_log(struct aud_log *l)
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	pthread_cond_destroy(&l->idle);
+	pthread_cond_destroy(&l->ckcv);
 	free(l);
 }
 
@@ -620,8 +1019,9 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 {
 	struct aud_log *l;
 	sqlite3_stmt *st;
-	char meta[256], vkey[512];
+	char meta[256], vkey[512], *c = NULL;
 	uint64_t n;
+	size_t clen;
 	int clean, e;
 	json_t *f;
 
@@ -637,9 +1037,12 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	pthread_cond_init(&l->idle, NULL);
+	pthread_cond_init(&l->ckcv, NULL);
 	l->efd = -1;
-	l->batch_max = o->batch_max ? o->batch_max : 256;
-	l->batch_usec = o->batch_usec ? o->batch_usec : 2000;
+	/* Large batches only happen under load (a batch is what queued up
+	 * during the previous commit); they amortise the fsync. */
+	l->batch_max = o->batch_max ? o->batch_max : 4096;
+	l->batch_usec = o->batch_usec;
 	l->queue_max = o->queue_max ? o->queue_max : 65536;
 	l->ckpt_ms = o->ckpt_ms ? o->ckpt_ms : 1000;
 	l->ckpt_every = o->ckpt_every ? o->ckpt_every : 4096;
@@ -697,6 +1100,20 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	if (o->key_path != NULL &&
 	    (l->key = aud_key_load(o->key_path, l->origin, err, errlen)) == NULL)
 		goto fail;
+	/* Every record carries the origin: serialise it once. */
+	if ((f = json_string(l->origin)) == NULL ||
+	    (c = aud_canon_dump(f, &clen, NULL, 0)) == NULL ||
+	    clen >= sizeof(l->origin_json)) {
+		json_decref(f);
+		free(c);
+		seterr(err, errlen, "log origin is not valid UTF-8 text");
+		errno = EINVAL;
+		goto fail;
+	}
+	memcpy(l->origin_json, c, clen);
+	l->origin_jlen = clen;
+	json_decref(f);
+	free(c);
 	if (aud_store_size(l->db, &n) == -1) {
 		seterr(err, errlen, "records are not contiguous from 0");
 		errno = EBADMSG;
@@ -738,10 +1155,15 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	    "rule_id, mcp_server, mcp_tool) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	    -1, &l->ins_rec, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(l->db, "INSERT INTO merkle_nodes (level, idx, "
-	    "hash) VALUES (?, ?, ?)", -1, &l->ins_node, NULL) != SQLITE_OK) {
+	    "hash) VALUES (?, ?, ?)", -1, &l->ins_node, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(l->db, "INSERT INTO checkpoints (size, note, "
+	    "signed_ns) VALUES (?, ?, ?)", -1, &l->ins_ckpt, NULL) !=
+	    SQLITE_OK) {
 		seterr(err, errlen, "prepare: %s", sqlite3_errmsg(l->db));
 		goto fail;
 	}
+	ckpt_start(l, o->db_path);
+	sqlite3_wal_hook(l->db, wal_hook, l);
 	if (pthread_create(&l->th, NULL, writer_main, l) != 0) {
 		seterr(err, errlen, "cannot start the writer thread");
 		goto fail;

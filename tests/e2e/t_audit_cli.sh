@@ -73,7 +73,7 @@ EOF
 # shellcheck disable=SC2046
 if ! cc -std=c17 -D_GNU_SOURCE -I"$TOP" $(pkg-config --cflags jansson) \
     -fsanitize=address,undefined -o "$T/fill" "$T/fill.c" "$OBJ"/*.o \
-    $(pkg-config --libs jansson sqlite3 libcrypto) -lpthread 2>"$T/cc.err"; then
+    $(pkg-config --libs jansson sqlite3 libcrypto libcurl) -lpthread 2>"$T/cc.err"; then
 	not_ok "compile the record writer helper"; sed 's/^/#   /' "$T/cc.err"
 	exit 1
 fi
