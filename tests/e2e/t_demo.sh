@@ -1,0 +1,205 @@
+#!/bin/bash
+# t_demo.sh: `make demo` as a first-time user meets it (issue 7 item 1).
+#
+# The demo is the project's first impression and its claims must hold: it
+# runs start to finish without a person (no TTY, --step ignored), exits 0,
+# its summary table is what the audit log says (re-read here from the log
+# it leaves with --keep, independently of the demo's own filters), the log
+# verifies with its key against an external checkpoint, the tampered copy
+# is caught at the exact record that was edited, the bridge acts are
+# announced as not yet done rather than faked, and nothing it made is left:
+# no namespace, link, nftables table, process or temp dir.
+. "$(dirname "$0")/lib.sh"
+require_root
+for t in jq sqlite3 nft ip; do
+	command -v "$t" >/dev/null || { not_ok "$t is installed"; finish; }
+done
+DEMO=$TOP/examples/demo/run.sh
+[ -x "$DEMO" ] || { not_ok "examples/demo/run.sh exists and is executable"; finish; }
+
+KEEP=$E2E_TMP/keep
+OUT=$E2E_TMP/demo.out
+tables_before=$(nft list tables 2>/dev/null | sort)
+tmps_before=$(ls -d /tmp/sluice-demo.* 2>/dev/null | sort)
+
+# No TTY on stdin or stdout; --step must not wait for Enter then. Bounded:
+# the demo is meant to take well under two minutes.
+SLUICE_BUILD=$SLUICE_BUILD timeout 300 "$DEMO" --step --keep "$KEEP" \
+    </dev/null >"$OUT" 2>&1
+rc=$?
+check_eq "make demo's script exits 0" 0 "$rc"
+[ "$rc" -eq 0 ] || tail -n 40 "$OUT" | sed 's/^/#   /'
+for f in audit.db audit.vkey summary.tsv far.tsv verify.json tamper.json \
+    external.ckpt tampered.seq sandbox.id world.tag; do
+	[ -s "$KEEP/$f" ] || { not_ok "--keep left $f"; finish; }
+done
+ID=$(cat "$KEEP/sandbox.id")
+TAG=$(cat "$KEEP/world.tag")
+VK=$(cat "$KEEP/audit.vkey")
+S=$KEEP/summary.tsv
+check_match "the kept tag and id are this run's" '^sld[0-9]+ demo[0-9]+$' "$TAG $ID"
+
+# ------------------------------------------------------------ the output
+check_fails "no colour escapes when stdout is not a TTY" grep -q $'\e\\[' "$OUT"
+check_eq "six MCP acts say 'not yet' and name issue 6" 6 \
+    "$(grep -c 'not yet: the capability bridge is not wired into sluiced (issue 6)' "$OUT")"
+check_eq "the table lists the six MCP acts as not yet" 6 \
+    "$(grep -cE '^  MCP: .* not yet \(issue 6\)$' "$OUT")"
+check_eq "every act is announced, 8 network and 6 MCP" 14 \
+    "$(grep -cE '^\[ ?([1-9]|1[0-4])\] ' "$OUT")"
+
+# Every summary row is printed in the table with the log's decision,
+# reason and count.
+rows=0 missing=0
+while IFS=$'\t' read -r act kind dec reason n _; do
+	rows=$((rows + 1))
+	grep -qE "  $kind +$dec +${reason:0:22} +$n( |\$)" "$OUT" ||
+	    { missing=$((missing + 1)); echo "#   not printed: $act $kind $dec $reason $n"; }
+done <"$S"
+check "the summary has rows" test "$rows" -ge 8
+check_eq "every summary row is in the printed table" 0 "$missing"
+
+# ------------------------------------------------------------ from the log
+# The kept log, read independently of the demo's filters.
+tailj() { "$SLUICE" audit tail --db "$KEEP/audit.db" --format json --sandbox "$ID"; }
+tailj >"$E2E_TMP/tail.json" 2>/dev/null
+check "audit tail reads the kept log" test -s "$E2E_TMP/tail.json"
+# row ACT KIND DECISION: the count the summary gives (0 when no row).
+row() {
+	awk -F'\t' -v a="$1" -v k="$2" -v d="$3" \
+	    '$1 == a && $2 == k && $3 == d { n += $5 } END { print n + 0 }' "$S"
+}
+# logn JQ-FILTER: how many matching records (net.deny: packets) the log has.
+logn() {
+	jq -s "[.[] | select($1) | (if .kind == \"net.deny\" then .count else 1 end)] | add // 0" \
+	    "$E2E_TMP/tail.json"
+}
+check_eq "install: allowed pkg.example.com queries, as in the log" \
+    "$(logn '.kind == "dns.decision" and .q.name == "pkg.example.com" and .decision == "allow"')" \
+    "$(row install dns.decision allow)"
+check "install: the log has allowed queries for the index" \
+    test "$(row install dns.decision allow)" -ge 1
+check_eq "exfil by name: denied evil.example.net queries, as in the log" \
+    "$(logn '.kind == "dns.decision" and .q.name == "evil.example.net" and .decision == "deny"')" \
+    "$(row exfil-name dns.decision deny)"
+check "exfil by name: the log has the denial" \
+    test "$(row exfil-name dns.decision deny)" -ge 1
+check_eq "exfil by name: no allowed evil.example.net in the log" 0 \
+    "$(logn '.kind == "dns.decision" and .q.name == "evil.example.net" and .decision == "allow"')"
+check_eq "exfil by address: denied tcp packets to the attacker, as in the log" \
+    "$(logn '.kind == "net.deny" and .dst.ip == "198.51.100.66" and .proto == "tcp"')" \
+    "$(row exfil-addr net.deny deny)"
+check "exfil by address: at least one denied packet" \
+    test "$(row exfil-addr net.deny deny)" -ge 1
+check "exfil over ICMP: denied ICMP in the log" \
+    test "$(row exfil-icmp net.deny deny)" -ge 1
+check_eq "exfil over ICMP: the count is the log's" \
+    "$(logn '.kind == "net.deny" and .dst.ip == "198.51.100.66" and (.proto | test("icmp"))')" \
+    "$(row exfil-icmp net.deny deny)"
+check_eq "DNS tunnel: denied encoded queries, as in the log" \
+    "$(logn '.kind == "dns.decision" and (.q.name | endswith(".t.evil.example.net")) and .decision == "deny"')" \
+    "$(row exfil-dns dns.decision deny)"
+check "DNS tunnel: at least one denial" test "$(row exfil-dns dns.decision deny)" -ge 1
+check_match "DNS tunnel: the row's reason is a tunnelling heuristic" \
+    '^(high_entropy|label_too_long|name_too_long|suspect_name)$' \
+    "$(awk -F'\t' '$1 == "exfil-dns" && $2 == "dns.decision" { print $4; exit }' "$S")"
+check "DNS tunnel: a dns_tunnel finding" \
+    grep -qP '^exfil-dns\tfinding\t[^\t]*\tdns_tunnel\t[1-9]' "$S"
+check_eq "metadata v4: denied packets, as in the log" \
+    "$(logn '.kind == "net.deny" and .dst.ip == "169.254.169.254"')" \
+    "$(row meta-v4 net.deny deny)"
+check_match "metadata v4: denied as always-denied metadata" \
+    '^always_denied' \
+    "$(awk -F'\t' '$1 == "meta-v4" { print $4; exit }' "$S")"
+check_eq "rebinding: denied rebind.example.com answers, as in the log" \
+    "$(logn '.kind == "dns.decision" and .q.name == "rebind.example.com" and .decision == "deny"')" \
+    "$(row meta-rebind dns.decision deny)"
+check "rebinding: a dns_rebinding finding" \
+    grep -qP '^meta-rebind\tfinding\t[^\t]*\tdns_rebinding\t[1-9]' "$S"
+# A row may only say "no record" when the log indeed has none for it.
+while IFS=$'\t' read -r act _ dec _; do
+	[ "$dec" = "no record" ] || continue
+	case $act in
+	meta-v6) f='.dst.ip == "fd00:ec2::254"' ;;
+	*) f=false ;;
+	esac
+	check_eq "'no record' for $act is true of the log" 0 "$(logn "$f")"
+done <"$S"
+
+# The far side's own counters: the control (the index saw the install)
+# proves they count; every attempt at the attacker or the metadata service
+# must have left nothing there.
+far() { awk -F'\t' -v a="$1" '$1 == a { print $2 }' "$KEEP/far.tsv"; }
+check "control: the install's packets were counted at the index" \
+    test "$(far install)" -gt 0
+for a in exfil-name exfil-addr exfil-icmp exfil-dns meta-v4 meta-v6 meta-rebind; do
+	check_eq "far side: nothing from $a arrived" 0 "$(far "$a")"
+done
+
+# ------------------------------------------------------------ verify, tamper
+check_eq "the demo's verify reached assurance external" external \
+    "$(jq -r .assurance "$KEEP/verify.json")"
+check "the kept log verifies again here (exit 0)" \
+    "$SLUICE" audit verify --db "$KEEP/audit.db" --key "$VK" \
+    --checkpoint "$KEEP/external.ckpt"
+TS=$(cat "$KEEP/tampered.seq")
+check_eq "verify on the tampered copy failed at the edited seq" "$TS" \
+    "$(jq -r .first_failure.seq "$KEEP/tamper.json")"
+check_match "the demo says so" "tampering caught at seq $TS " "$(cat "$OUT")"
+check_fails "the demo reported no failure" grep -qE '^ +demo: |no record for .* in the audit log|: the far side saw [1-9]|verify exited|verify on the tampered copy:|could not keep' "$OUT"
+
+# ------------------------------------------------------------ nothing left
+check_eq "no namespace of the run is left" "" \
+    "$(find /run/netns -mindepth 1 -maxdepth 1 -printf "%f\n" 2>/dev/null | grep -E "^($TAG-|sluice-$ID\$)")"
+check_fails "no /etc/netns/sluice-$ID" test -e "/etc/netns/sluice-$ID"
+check_eq "no process of the run is left" "" \
+    "$(pgrep -af -- "$TAG" | grep -v pgrep)"
+check_eq "no sandbox link in this namespace" "" \
+    "$(ip -o link show 2>/dev/null | grep -E ": sl[-g].*link-netns sluice-$ID")"
+check_eq "no nftables table added to this namespace" "$tables_before" \
+    "$(nft list tables 2>/dev/null | sort)"
+check_eq "no temp dir left" "$tmps_before" \
+    "$(ls -d /tmp/sluice-demo.* 2>/dev/null | sort)"
+
+# ------------------------------------------------------------ Ctrl-C
+# A person presses Ctrl-C in the middle (the whole foreground process group
+# gets SIGINT, as from a terminal): the demo must still remove everything.
+# Sent once the third act has started (an event in its output, not a delay).
+OUT2=$E2E_TMP/demo-int.out
+# Job control on for this one job: it gets its own process group, and
+# SIGINT is not ignored in it as it would be for a plain background job.
+set -m
+SLUICE_BUILD=$SLUICE_BUILD "$DEMO" </dev/null >"$OUT2" 2>&1 &
+DPID=$!
+set +m
+cleanup_push "kill -KILL -- -$DPID"
+if wait_for 120 grep -q '^\[ 3\] ' "$OUT2"; then
+	TAG2=$(sed -n 's/^ *world: \(sld[0-9]*\)-host .*/\1/p' "$OUT2" | head -n 1)
+	ID2=demo${TAG2#sld}
+	check "control: mid-run, the world's namespace exists" \
+	    test -e "/run/netns/$TAG2-host"
+	check "control: mid-run, the sandbox's namespace exists" \
+	    test -e "/run/netns/sluice-$ID2"
+	kill -INT -- -"$DPID"
+	# Bounded: cleanup stops servers with a 5 s grace at most.
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	wait "$DPID"; rc=$?
+	check_eq "Ctrl-C: the demo exits 130" 130 "$rc"
+	check_eq "Ctrl-C: no namespace of the run is left" "" \
+	    "$(find /run/netns -mindepth 1 -maxdepth 1 -printf "%f\n" 2>/dev/null | grep -E "^($TAG2-|sluice-$ID2\$)")"
+	check_fails "Ctrl-C: no /etc/netns/sluice-$ID2" test -e "/etc/netns/sluice-$ID2"
+	check_eq "Ctrl-C: no process of the run is left" "" \
+	    "$(pgrep -af -- "$TAG2" | grep -v pgrep)"
+	check_eq "Ctrl-C: no nftables table added to this namespace" \
+	    "$tables_before" "$(nft list tables 2>/dev/null | sort)"
+	check_eq "Ctrl-C: no temp dir left" "$tmps_before" \
+	    "$(ls -d /tmp/sluice-demo.* 2>/dev/null | sort)"
+else
+	not_ok "the interrupted run reached its third act"
+	tail -n 20 "$OUT2" | sed 's/^/#   /'
+	kill -KILL -- -"$DPID" 2>/dev/null
+fi
+finish
