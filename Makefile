@@ -145,4 +145,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build $(B) -name '*.d' 2>/dev/null | sort -u)

@@ -17,8 +17,9 @@
  *   keys, notes      audit/ckpt.c
  *   the writer       audit/writer.c (+ audit/store.c, private)
  *   verification     audit/verify.c (+ proofs)
- *   shipping         audit/ship.c
+ *   shipping         audit/ship.c (a wrapper over the sinks)
  *   OCSF             audit/ocsf.c
+ *   SOC sinks        audit/sink.c
  */
 #ifndef SLUICE_AUDIT_AUDIT_H
 #define SLUICE_AUDIT_AUDIT_H
@@ -277,12 +278,18 @@ int	aud_check_proof(const char *proof, size_t len, struct aud_key *key,
 /* ---- shipping (audit/ship.c) ---- */
 
 /*
- * aud_ship_file: append up to max records from sink's cursor in ship_cursor
- * to path (created 0600) as NDJSON -- the canon bytes, or OCSF events if
- * ocsf -- each checkpoint as {"checkpoint":note,"size":N} right after record
- * N-1; fsync, then advance the cursor. At-least-once: a crash before the
- * cursor moves re-sends (dedupe on origin#seq). sink is [a-z0-9_-]{1,32}.
- * Returns the number of records shipped, or -1 with errno and a message.
+ * aud_ship_file: one-shot file sink, a wrapper over aud_sink_new (type
+ * AUD_SINK_FILE) and aud_sink_ship, sharing the sink's cursor rows: append
+ * up to max records from sink's cursor to path (created 0600, a regular
+ * file; a relative path is taken from the working directory) as NDJSON --
+ * the canon bytes, or OCSF events if ocsf -- each checkpoint right after
+ * record size-1 ({"checkpoint":note,"size":N}, or an OCSF event; one signed
+ * after its record went out comes first in a later call); fsync,
+ * then advance the cursor, batch by batch. At-least-once: a crash before
+ * the cursor moves re-sends (dedupe on origin#seq). sink is a sink name,
+ * [a-z0-9][a-z0-9_-]{0,31}. Returns the number of records shipped, or -1
+ * with errno and a message (batches acknowledged before the failure stay
+ * acknowledged).
  */
 int64_t	aud_ship_file(const char *db_path, const char *sink, const char *path,
 	    int ocsf, size_t max, char *err, size_t errlen);

@@ -345,9 +345,10 @@ prepare(struct aud_sink *s, const char *db_path, char *err, size_t errlen)
 		seterr(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s->rd));
 		goto fail;
 	}
-	/* A cursor written by someone who shipped checkpoints inline
-	 * (aud_ship_file) and no checkpoint row: re-send only the checkpoint
-	 * that could have been signed after its record went out. */
+	/* A cursor with no checkpoint row, as aud_ship_file left it before
+	 * it became a wrapper over this file (it shipped checkpoints inline):
+	 * re-send only the checkpoint that could have been signed after its
+	 * record went out. */
 	if (have && !haveck)
 		s->ck_next = next > 0 ? next - 1 : 0;
 	s->st.next_seq = next;
@@ -632,7 +633,8 @@ ckpt_item(struct aud_sink *s, struct item *it, uint64_t size,
 		    (json_int_t)size, "log_name", "sluice-audit",
 		    "unmapped", "checkpoint", note, len, "size", (json_int_t)size);
 	} else
-		/* The shape aud_ship_file writes, so both feeds read alike. */
+		/* The shape aud_ship_file always wrote: files shipped before
+		 * and after it became a wrapper over this one read alike. */
 		it->ev = json_pack("{s:s%,s:I}", "checkpoint", note, len,
 		    "size", (json_int_t)size);
 	if (it->ev == NULL) {

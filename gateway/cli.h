@@ -27,6 +27,13 @@ int	cli_run(int argc, char **argv);
 int	cli_status(int argc, char **argv);
 int	cli_reload(int argc, char **argv);
 
+/* gateway/cli_mcp.c: approvals [--json] | approve ID [--reason R] |
+ * deny ID [--reason R] (cli_approve tells the two by argv[0]) |
+ * mcp pins SERVER | mcp accept SERVER TOOL. */
+int	cli_approvals(int argc, char **argv);
+int	cli_approve(int argc, char **argv);
+int	cli_mcp(int argc, char **argv);
+
 /* gateway/cli_http.c: HTTP + JSON to sluiced's control socket, shared by
  * every command that talks to the daemon. */
 #define CLI_DEFAULT_SOCKET	"/run/sluice/sluice.sock"

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/brwire.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -183,6 +184,8 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	if (rec_async("policy.reload", rec_reload_fields(true,
 	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
 		log_warn("policy.reload record");
+	/* Live sandboxes follow the new set (after its record). */
+	sbx_reapply(gw->sbx);
 	pol_errors_free(own);
 	return 0;
 }
@@ -225,13 +228,13 @@ json_t *
 gw_status_json(struct gw *gw)
 {
 	char started[32];
-	json_t *pols;
+	json_t *pols, *mcp;
 
 	if ((pols = gw_policies_json(gw)) == NULL)
 		return NULL;
 	iso_time(gw->started_at, started, sizeof(started));
 	return json_pack("{s:s, s:I, s:I, s:s, s:s, s:o, s:I, s:I, s:I, s:O, "
-	    "s:o, s:I}",
+	    "s:o, s:I, s:o}",
 	    "version", SLUICE_VERSION,
 	    "pid", (json_int_t)getpid(),
 	    "uptime_s", (json_int_t)((ev_now_ms() - gw->started_ms) / 1000),
@@ -246,7 +249,9 @@ gw_status_json(struct gw *gw)
 	    "last_reload_at", gw->last_reload_at == 0 ? json_null() :
 	    json_integer((json_int_t)gw->last_reload_at),
 	    "sandboxes", (json_int_t)(gw->sbx != NULL ? sbx_count(gw->sbx) :
-	    0));
+	    0),
+	    /* The bridge's counters, or null when it does not run. */
+	    "mcp", (mcp = brw_status_json()) != NULL ? mcp : json_null());
 }
 
 void
@@ -282,6 +287,7 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 	if (gw->nd != NULL)
 		nd_metrics_print(gw->nd, fp);
 	rec_metrics_print(fp);
+	brw_metrics_print(fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
 }

@@ -27,6 +27,8 @@
 
 struct rec {
 	struct aud_log		*log;
+	struct aud_sink		**sinks;	/* the SOC feed, one per sink */
+	size_t			 nsinks;
 	struct ev_loop		*loop;
 	struct ev_timer		*hb;
 	char			*db_path;
@@ -38,6 +40,86 @@ static struct rec *cur;
 
 static void	arm_heartbeat(struct rec *r);
 
+/* Durable commits and heartbeats wake the shippers; async records are
+ * picked up by their slow poll. */
+static void
+kick_sinks(struct rec *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->nsinks; i++)
+		aud_sink_kick(r->sinks[i]);
+}
+
+/* Runs in a shipper thread: aud_submit_async is thread-safe, the rec
+ * counters are not, so this goes to the log directly. */
+static void
+on_sink_finding(void *arg, json_t *fields)
+{
+	struct rec *r = arg;
+
+	log_warn("audit sink %s: lag %lld past its alert threshold",
+	    json_string_value(json_object_get(fields, "sink")),
+	    (long long)json_integer_value(json_object_get(fields, "lag")));
+	if (aud_submit_async(r->log, "finding", fields) == -1)
+		log_warn("audit: finding not recorded");
+}
+
+static void
+close_sinks(struct rec *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->nsinks; i++)
+		aud_sink_free(r->sinks[i]);
+	free(r->sinks);
+	r->sinks = NULL;
+	r->nsinks = 0;
+}
+
+static int
+open_sinks(struct rec *r, const struct pol_config *cfg, char *err,
+    size_t errlen)
+{
+	struct aud_sink_hooks hk = { on_sink_finding, r };
+	struct aud_sink_conf c;
+	const struct pol_sink *ps;
+	char serr[512];
+	size_t i;
+
+	if (cfg->nsinks == 0)
+		return 0;
+	if ((r->sinks = calloc(cfg->nsinks, sizeof(*r->sinks))) == NULL) {
+		snprintf(err, errlen, "audit sinks: %s", strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < cfg->nsinks; i++) {
+		ps = &cfg->sinks[i];
+		memset(&c, 0, sizeof(c));
+		c.name = ps->name;
+		c.type = ps->type == POL_SINK_FILE ? AUD_SINK_FILE :
+		    ps->type == POL_SINK_SYSLOG ? AUD_SINK_SYSLOG :
+		    AUD_SINK_WEBHOOK;
+		c.format = ps->format == POL_FMT_OCSF ? AUD_SINK_OCSF :
+		    AUD_SINK_JSON;
+		c.target = ps->target;
+		c.splunk_hec = ps->splunk_hec;
+		c.token_file = ps->token_file;
+		c.lag_alert = ps->lag_alert;
+		if ((r->sinks[i] = aud_sink_new(r->db_path, &c, &hk, serr,
+		    sizeof(serr))) == NULL ||
+		    aud_sink_start(r->sinks[i], serr, sizeof(serr)) == -1) {
+			snprintf(err, errlen, "audit sink %s: %s", ps->name,
+			    serr);
+			r->nsinks = i + 1;
+			close_sinks(r);
+			return -1;
+		}
+		r->nsinks = i + 1;
+	}
+	return 0;
+}
+
 static void
 on_notify(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
@@ -47,6 +129,7 @@ on_notify(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	(void)fd;
 	(void)events;
 	aud_dispatch(r->log);
+	kick_sinks(r);
 }
 
 static void
@@ -56,6 +139,7 @@ on_heartbeat(struct ev_loop *loop, void *arg)
 
 	(void)loop;
 	r->hb = NULL;
+	kick_sinks(r);
 	/* A heartbeat also forces a signed checkpoint, so an idle log still
 	 * proves every minute that nothing was cut from its tail. */
 	if (aud_heartbeat(r->log) == -1)
@@ -167,6 +251,14 @@ rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
 		errno = e;
 		return NULL;
 	}
+	if (open_sinks(r, cfg, err, errlen) == -1) {
+		ev_del(loop, aud_notify_fd(r->log));
+		aud_close(r->log);
+		free(r->db_path);
+		free(r);
+		errno = EINVAL;
+		return NULL;
+	}
 	arm_heartbeat(r);
 	cur = r;
 	return r;
@@ -181,6 +273,9 @@ rec_close(struct rec *r)
 		cur = NULL;
 	ev_timer_cancel(r->loop, r->hb);
 	ev_del(r->loop, aud_notify_fd(r->log));
+	/* The shippers stop first: what they had not delivered is still in
+	 * the log, and their cursors say where to resume. */
+	close_sinks(r);
 	/* aud_close runs the pending done callbacks itself. */
 	aud_close(r->log);
 	free(r->db_path);
@@ -276,6 +371,7 @@ rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 	 * aud_dispatch runs (with any others, all on this thread). */
 	(void)aud_sync(cur->log);
 	aud_dispatch(cur->log);
+	kick_sinks(cur);
 	if (!w->fired) {
 		/* Only if the writer stopped: the completion comes later
 		 * (aud_close runs it) and frees w then. */
@@ -322,6 +418,36 @@ rec_metrics_print(FILE *fp)
 	    "sluice_audit_next_seq %" PRIu64 "\n",
 	    cur->async_ok, cur->durable_ok, cur->failures,
 	    aud_dropped(cur->log), aud_next_seq(cur->log));
+	if (cur->nsinks > 0) {
+		struct aud_sink_stats st;
+		size_t i;
+
+		fprintf(fp, "# HELP sluice_audit_sink_lag Records in the log "
+		    "not yet acknowledged by the sink.\n"
+		    "# TYPE sluice_audit_sink_lag gauge\n");
+		for (i = 0; i < cur->nsinks; i++)
+			fprintf(fp, "sluice_audit_sink_lag{sink=\"%s\"} %"
+			    PRIu64 "\n", aud_sink_name(cur->sinks[i]),
+			    aud_sink_lag(cur->sinks[i]));
+		fprintf(fp, "# HELP sluice_audit_sink_next_seq The sink's "
+		    "durable cursor.\n"
+		    "# TYPE sluice_audit_sink_next_seq gauge\n");
+		for (i = 0; i < cur->nsinks; i++) {
+			aud_sink_stats(cur->sinks[i], &st);
+			fprintf(fp, "sluice_audit_sink_next_seq{sink=\"%s\"} %"
+			    PRIu64 "\n", aud_sink_name(cur->sinks[i]),
+			    st.next_seq);
+		}
+		fprintf(fp, "# HELP sluice_audit_sink_failures_total "
+		    "Deliveries that were not acknowledged.\n"
+		    "# TYPE sluice_audit_sink_failures_total counter\n");
+		for (i = 0; i < cur->nsinks; i++) {
+			aud_sink_stats(cur->sinks[i], &st);
+			fprintf(fp, "sluice_audit_sink_failures_total{sink="
+			    "\"%s\"} %" PRIu64 "\n",
+			    aud_sink_name(cur->sinks[i]), st.failures);
+		}
+	}
 }
 
 /* ------------------------------------------------------------ converters */
@@ -434,6 +560,12 @@ str(const char *s)
 	v = json_string(c);
 	free(c);
 	return v;
+}
+
+json_t *
+rec_string(const char *s)
+{
+	return str(s);
 }
 
 /* Sets key to a new value, dropping the whole object on failure so that a

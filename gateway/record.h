@@ -108,6 +108,11 @@ json_t	*rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
  * may be NULL), errors (the messages of errs, may be NULL). */
 json_t	*rec_reload_fields(bool ok, const char *policy_dir, json_t *policies,
 	    const struct pol_errors *errs);
+/* rec_string: a JSON string of s (NULL is ""), with every byte outside
+ * printable ASCII shown as '?' when s is not valid UTF-8, so that a record
+ * quoting untrusted bytes is still written. New reference, NULL on
+ * allocation failure. */
+json_t	*rec_string(const char *s);
 /* rec_finding_fields: a generic finding: sandbox {id} (may be NULL), type,
  * severity ("low"|"medium"|"high"), detail. */
 json_t	*rec_finding_fields(const char *sandbox, const char *type,

@@ -6,7 +6,8 @@
  * deleting removes all three; at start, reconcile() makes the three agree
  * again after a crash, keeping what is whole and removing the rest. The
  * control API endpoints of /v1/sandboxes are here too, so that every way a
- * sandbox comes or goes passes through the same few functions.
+ * sandbox comes or goes passes through the same few functions, and each of
+ * them commits its audit record before it touches the kernel (sb_commit).
  */
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 
 #include <openssl/crypto.h>
 
+#include "gateway/brwire.h"
 #include "gateway/log.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
@@ -42,6 +44,8 @@ struct sandbox {
 	struct fw_sandbox fsb;
 	json_t		*labels;	/* object, never NULL */
 	struct ev_timer	*timer;		/* TTL, or NULL */
+	struct gw_pset	*ps;		/* the set its statics came from */
+	int		 orphaned;	/* its policy left the set in force */
 	struct sbx	*m;
 	struct sandbox	*hnext;		/* id hash chain */
 };
@@ -60,6 +64,7 @@ struct sbx {
 	struct in_addr		 pool_net, svc;
 	uint8_t			 pool4[4], prefix;
 	uint64_t		 creates, deletes, failures, expires;
+	uint64_t		 reapplied;
 };
 
 static void	sb_free(struct sandbox *s);
@@ -67,11 +72,11 @@ static void	sb_free(struct sandbox *s);
 /* ------------------------------------------------------------ events */
 
 /*
- * One call site per lifecycle event (sandbox.create, sandbox.delete,
- * sandbox.expire, sandbox.adopt, sandbox.orphan): today a log line; the
- * audit record is handed to audit/ here once the audit wiring lands.
+ * The record of an event that has no fuller form below (orphan removal,
+ * taint), committed durably (rec_sandbox_event), and its log line. -1 when
+ * the record is not known durable: a caller about to act must not.
  */
-static void
+static int
 sbx_event(const char *kind, const char *id, const struct sandbox *s,
     const char *fmt, ...)
 {
@@ -83,11 +88,13 @@ sbx_event(const char *kind, const char *id, const struct sandbox *s,
 		vsnprintf(detail, sizeof(detail), fmt, ap);
 		va_end(ap);
 	}
-	/* Durable: committed before the caller goes on (and replies). */
+	/* Durable: committed before the caller goes on (and acts). */
 	if (rec_sandbox_event(kind, id, s != NULL ? s->rec.policy : NULL,
 	    s != NULL ? s->rec.subject : NULL, s != NULL ? s->spec.host_if :
-	    NULL, s != NULL ? s->rec.addr : NULL, detail) == -1)
+	    NULL, s != NULL ? s->rec.addr : NULL, detail) == -1) {
 		log_warn("%s %s: audit record not committed", kind, id);
+		return -1;
+	}
 	if (s != NULL)
 		log_info("%s id=%s policy=%s subject=%s if=%s addr=%s%s%s",
 		    kind, id, s->rec.policy, s->rec.subject, s->spec.host_if,
@@ -95,6 +102,7 @@ sbx_event(const char *kind, const char *id, const struct sandbox *s,
 	else
 		log_info("%s id=%s%s%s", kind, id, detail[0] != '\0' ? " " :
 		    "", detail);
+	return 0;
 }
 
 /* ------------------------------------------------------------ indexes */
@@ -243,55 +251,169 @@ rules_to_fw(const struct pol_net_rule *r, size_t n, int allow,
 	return k;
 }
 
-/*
- * Puts s's static elements in the kernel from its policy as it is now
- * (and its taint restriction, if any). A policy that no longer exists
- * gives a sandbox with no allows: fail closed.
- */
+/* The policy sandbox s runs under: its name in the set its statics came
+ * from (s->ps), which a reload that dropped the policy leaves in place.
+ * NULL when that set has no such policy either. */
+static const struct pol_policy *
+sb_policy(const struct sandbox *s)
+{
+	if (s->ps == NULL)
+		return NULL;
+	return pol_set_get(gw_pset_set(s->ps), s->rec.policy);
+}
+
+/* The kernel's form of a policy's static rules (all empty for p NULL). */
+struct statics {
+	struct fw_rule	*fa, *fd, *fk;
+	size_t		 na, nd, nk;
+	int		 icmp;
+	uint64_t	 quota;
+};
+
+static void
+statics_free(struct statics *st)
+{
+	free(st->fa);
+	free(st->fd);
+	free(st->fk);
+	memset(st, 0, sizeof(*st));
+}
+
 static int
-fw_apply(struct sbx *m, struct sandbox *s, char *err, size_t errlen)
+statics_build(const struct pol_policy *p, struct statics *st, char *err,
+    size_t errlen)
 {
 	const struct pol_net_rule *ra = NULL, *rd = NULL, *rk = NULL;
-	struct fw_rule *fa = NULL, *fd = NULL, *fk = NULL;
-	const struct pol_policy *p;
-	struct gw_pset *ps;
-	size_t na = 0, nd = 0, nk = 0;
-	int icmp = 0, rc = -1;
 
-	ps = gw_pset_ref(m->gw);
-	p = pol_set_get(gw_pset_set(ps), s->rec.policy);
+	memset(st, 0, sizeof(*st));
 	if (p != NULL) {
-		ra = pol_egress_static(p, true, &na);
-		rd = pol_egress_static(p, false, &nd);
-		rk = pol_taint_keep(p, &nk);
-		s->fsb.quota_bytes = pol_egress_quota(p);
-	} else
+		ra = pol_egress_static(p, true, &st->na);
+		rd = pol_egress_static(p, false, &st->nd);
+		rk = pol_taint_keep(p, &st->nk);
+		st->quota = pol_egress_quota(p);
+	}
+	if ((st->fa = calloc(st->na + 1, sizeof(*st->fa))) == NULL ||
+	    (st->fd = calloc(st->nd + 1, sizeof(*st->fd))) == NULL ||
+	    (st->fk = calloc(st->nk + 1, sizeof(*st->fk))) == NULL) {
+		statics_free(st);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	st->na = rules_to_fw(ra, st->na, 1, st->fa, &st->icmp);
+	st->nd = rules_to_fw(rd, st->nd, 0, st->fd, NULL);
+	st->nk = rules_to_fw(rk, st->nk, 1, st->fk, NULL);
+	return 0;
+}
+
+/*
+ * Puts s's static elements in the kernel from the policy it runs under
+ * (and its taint restriction, if any). A policy that does not exist gives
+ * a sandbox with no allows: fail closed. With update, s is registered
+ * already (adopted after a restart) and only its statics are replaced,
+ * keeping what it learned.
+ */
+static int
+fw_apply(struct sbx *m, struct sandbox *s, int update, char *err,
+    size_t errlen)
+{
+	const struct pol_policy *p = sb_policy(s);
+	struct statics st;
+	int rc = -1;
+
+	if (p == NULL)
 		log_warnx("sandbox %s: policy %s is not loaded: no static "
 		    "allows", s->rec.id, s->rec.policy);
-	if ((fa = calloc(na + 1, sizeof(*fa))) == NULL ||
-	    (fd = calloc(nd + 1, sizeof(*fd))) == NULL ||
-	    (fk = calloc(nk + 1, sizeof(*fk))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
+	if (statics_build(p, &st, err, errlen) == -1)
+		return -1;
+	s->fsb.quota_bytes = st.quota;
+	s->fsb.icmp = st.icmp;
+	if (update) {
+		rc = fw_sandbox_update(m->fw, &s->fsb, st.fa, st.na, st.fd,
+		    st.nd, err, errlen);
+		statics_free(&st);
+		return rc;
 	}
-	na = rules_to_fw(ra, na, 1, fa, &icmp);
-	nd = rules_to_fw(rd, nd, 0, fd, NULL);
-	nk = rules_to_fw(rk, nk, 1, fk, NULL);
-	s->fsb.icmp = icmp;
-	if (fw_sandbox_add(m->fw, &s->fsb, fa, na, fd, nd, err, errlen) == -1)
+	if (fw_sandbox_add(m->fw, &s->fsb, st.fa, st.na, st.fd, st.nd, err,
+	    errlen) == -1)
 		goto out;
-	if (s->rec.tainted && fw_restrict(m->fw, s->fsb.ifname, fk, nk, err,
-	    errlen) == -1) {
+	if (s->rec.tainted && fw_restrict(m->fw, s->fsb.ifname, st.fk, st.nk,
+	    err, errlen) == -1) {
 		(void)fw_sandbox_del(m->fw, &s->fsb, NULL, 0);
 		goto out;
 	}
 	rc = 0;
 out:
-	free(fa);
-	free(fd);
-	free(fk);
-	gw_pset_unref(ps);
+	statics_free(&st);
 	return rc;
+}
+
+/* ------------------------------------------------------------ records */
+
+/*
+ * The fields of a sandbox.* record about s: who (subject, labels), under
+ * which policy (name and the SHA-256 of its file), where (address, link)
+ * and until when. decision and result say what the record is (see
+ * sbx_create). NULL on allocation failure: the caller must not act then.
+ */
+static json_t *
+sb_fields(const struct sandbox *s, const char *decision, const char *result,
+    const char *detail)
+{
+	const struct pol_policy *p = sb_policy(s);
+	char exp[32];
+	json_t *o, *pol;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	if ((pol = json_pack("{s:s}", "id", s->rec.policy)) == NULL ||
+	    (p != NULL && json_object_set_new(pol, "sha256",
+	    json_string(pol_policy_digest(p))) == -1))
+		bad = 1;
+	bad |= json_object_set_new(o, "sandbox", json_pack("{s:s}", "id",
+	    s->rec.id));
+	bad |= json_object_set_new(o, "decision", json_string(decision));
+	if (result != NULL)
+		bad |= json_object_set_new(o, "result", json_string(result));
+	bad |= json_object_set_new(o, "policy", pol);
+	bad |= json_object_set_new(o, "subject", json_string(s->rec.subject));
+	bad |= json_object_set_new(o, "labels", json_incref(s->labels));
+	bad |= json_object_set_new(o, "address", json_string(s->rec.addr));
+	bad |= json_object_set_new(o, "iface", json_string(s->spec.host_if));
+	if (s->rec.expires > 0) {
+		iso_time(s->rec.expires, exp, sizeof(exp));
+		bad |= json_object_set_new(o, "expires_at", json_string(exp));
+	}
+	if (detail != NULL && detail[0] != '\0')
+		bad |= json_object_set_new(o, "detail", rec_string(detail));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Commits the record of kind about s before the caller acts. 0 once it is
+ * durable, -1 with errno EPIPE and err otherwise. */
+static int
+sb_commit(const struct sandbox *s, const char *kind, const char *decision,
+    const char *result, const char *detail, char *err, size_t errlen)
+{
+	json_t *f;
+	char e[256];
+
+	if ((f = sb_fields(s, decision, result, detail)) == NULL) {
+		snprintf(err, errlen, "audit log: %s record: out of memory",
+		    kind);
+		errno = EPIPE;
+		return -1;
+	}
+	if (rec_commit(kind, f, NULL, e, sizeof(e)) == -1) {
+		snprintf(err, errlen, "audit log: %s", e);
+		errno = EPIPE;
+		return -1;
+	}
+	return 0;
 }
 
 /* Builds the in-memory sandbox of a record: spec, fw view, labels.
@@ -315,6 +437,9 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, char *err,
 	}
 	s->m = m;
 	s->rec = *r;
+	/* The policy it runs under is the one in force now, until a reload
+	 * changes it (sbx_reapply). */
+	s->ps = gw_pset_ref(m->gw);
 	if ((s->labels = json_loads(r->labels, JSON_REJECT_DUPLICATES,
 	    NULL)) == NULL || !json_is_object(s->labels) ||
 	    sbx_labels_check(s->labels, err, errlen) == -1) {
@@ -356,6 +481,7 @@ sb_free(struct sandbox *s)
 	if (s->timer != NULL)
 		ev_timer_cancel(s->m->loop, s->timer);
 	json_decref(s->labels);
+	gw_pset_unref(s->ps);
 	OPENSSL_cleanse(s->rec.token, sizeof(s->rec.token));
 	free(s);
 }
@@ -379,18 +505,33 @@ sb_kernel_remove(struct sbx *m, const struct sandbox *s, char *err,
 
 static void	arm_timer(struct sbx *m, struct sandbox *s);
 
-/* Removes s everywhere (kernel, row, memory) and logs `kind`. On a kernel
- * failure the row and the entry stay, so that a later delete or the next
- * start tries again. */
+/*
+ * Removes s everywhere (kernel, row, memory) under the record `kind`
+ * (sandbox.delete or sandbox.expire), which is committed first: no
+ * teardown without a record. -1 with errno EPIPE when the record is not
+ * durable (nothing touched), or EIO when the kernel refuses: the row and
+ * the entry then stay, so that a later delete or the next start tries
+ * again, and a finding says the sandbox outlived its record.
+ */
 static int
-sb_remove(struct sbx *m, struct sandbox *s, const char *kind, char *err,
-    size_t errlen)
+sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
+    const char *reason, char *err, size_t errlen)
 {
 	char id[SBX_ID_MAX + 1];
 
+	if (sb_commit(s, kind, "log", NULL, reason, err, errlen) == -1) {
+		log_warnx("sandbox %s: not removed: %s", s->rec.id, err);
+		m->failures++;
+		errno = EPIPE;
+		return -1;
+	}
 	if (sb_kernel_remove(m, s, err, errlen) == -1) {
 		log_warnx("sandbox %s: remove: %s", s->rec.id, err);
+		if (rec_async("finding", rec_finding_fields(s->rec.id,
+		    "sandbox.remove_failed", "high", err)) == -1)
+			log_warn("sandbox %s: finding", s->rec.id);
 		m->failures++;
+		errno = EIO;
 		return -1;
 	}
 	if (sbx_db_delete(m->db, s->rec.id, err, errlen) == -1) {
@@ -399,9 +540,13 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind, char *err,
 		log_warnx("sandbox %s: %s", s->rec.id, err);
 	}
 	snprintf(id, sizeof(id), "%s", s->rec.id);
-	sbx_event(kind, id, s, NULL);
+	log_info("%s id=%s policy=%s subject=%s if=%s addr=%s%s%s", kind, id,
+	    s->rec.policy, s->rec.subject, s->spec.host_if, s->rec.addr,
+	    reason != NULL ? " " : "", reason != NULL ? reason : "");
 	sb_unlink(m, s);
 	sb_free(s);
+	/* Its bridge sessions and pending approvals go with it. */
+	brw_sandbox_gone(id);
 	m->deletes++;
 	return 0;
 }
@@ -415,7 +560,8 @@ on_expire(struct ev_loop *loop, void *arg)
 
 	(void)loop;
 	s->timer = NULL;
-	if (sb_remove(m, s, "sandbox.expire", err, sizeof(err)) == 0) {
+	if (sb_remove(m, s, "sandbox.expire", "ttl", err, sizeof(err)) ==
+	    0) {
 		m->expires++;
 		return;
 	}
@@ -538,7 +684,6 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 	const struct pol_net_rule *rk = NULL;
 	const struct pol_policy *p;
 	struct fw_rule *fk;
-	struct gw_pset *ps;
 	struct sandbox *s;
 	size_t nk = 0;
 	int rc;
@@ -550,19 +695,17 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 	}
 	if (s->rec.tainted)
 		return 0;
-	ps = gw_pset_ref(m->gw);
-	/* A policy gone since creation keeps nothing: fail closed. */
-	if ((p = pol_set_get(gw_pset_set(ps), s->rec.policy)) != NULL)
+	/* The policy it runs under (kept on its snapshot if a reload dropped
+	 * it); none at all keeps nothing: fail closed. */
+	if ((p = sb_policy(s)) != NULL)
 		rk = pol_taint_keep(p, &nk);
 	if ((fk = calloc(nk + 1, sizeof(*fk))) == NULL) {
-		gw_pset_unref(ps);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	nk = rules_to_fw(rk, nk, 1, fk, NULL);
 	rc = fw_restrict(m->fw, s->fsb.ifname, fk, nk, err, errlen);
 	free(fk);
-	gw_pset_unref(ps);
 	if (rc == -1)
 		return -1;
 	s->rec.tainted = 1;
@@ -570,6 +713,114 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		log_warnx("sandbox %s: taint not persisted: %s", id, err);
 	sbx_event("sandbox.taint", id, s, "keep=%zu", nk);
 	return 0;
+}
+
+/* The durable record of a change of s's statics: a finding of type
+ * sandbox.policy_update carrying the sandbox fields (policy and digest as
+ * they are about to be applied). 0, or -1 with err. */
+static int
+policy_update_commit(const struct sandbox *s, const char *detail, char *err,
+    size_t errlen)
+{
+	json_t *f;
+	char e[256];
+
+	if ((f = sb_fields(s, "log", "policy_update", detail)) == NULL ||
+	    json_object_set_new(f, "type",
+	    json_string("sandbox.policy_update")) == -1 ||
+	    json_object_set_new(f, "severity", json_string("low")) == -1) {
+		json_decref(f);
+		snprintf(err, errlen, "audit log: out of memory");
+		return -1;
+	}
+	if (rec_commit("finding", f, NULL, e, sizeof(e)) == -1) {
+		snprintf(err, errlen, "audit log: %s", e);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One sandbox after a reload. Its policy is looked up in the set now in
+ * force: gone, it stays on the snapshot it runs under (s->ps) and a
+ * finding says so, once; the same file (digest), it simply moves to the
+ * new set; changed, its statics are replaced in the kernel in one batch
+ * (fw_sandbox_update keeps learned elements and a taint restriction),
+ * after a record of the change is durable.
+ */
+static void
+sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
+{
+	const struct pol_policy *np, *op;
+	struct gw_pset *old;
+	char detail[256], e[512];
+	const char *od;
+
+	np = pol_set_get(gw_pset_set(ps), s->rec.policy);
+	op = sb_policy(s);
+	if (np == NULL) {
+		if (s->orphaned)
+			return;
+		s->orphaned = 1;
+		snprintf(detail, sizeof(detail), "policy %s is no longer "
+		    "loaded: the sandbox keeps the rules it was created with",
+		    s->rec.policy);
+		log_warnx("sandbox %s: %s", s->rec.id, detail);
+		if (rec_async("finding", rec_finding_fields(s->rec.id,
+		    "sandbox.policy_removed", "medium", detail)) == -1)
+			log_warn("sandbox %s: finding", s->rec.id);
+		return;
+	}
+	od = op != NULL ? pol_policy_digest(op) : "";
+	if (op == NULL || strcmp(od, pol_policy_digest(np)) != 0) {
+		/* The sandbox moves to np for the record and fw_apply. */
+		old = s->ps;
+		s->ps = gw_pset_ref(m->gw);
+		snprintf(detail, sizeof(detail), "statics re-applied: "
+		    "sha256 %.64s -> %.64s", od[0] != '\0' ? od : "none",
+		    pol_policy_digest(np));
+		if (policy_update_commit(s, detail, e, sizeof(e)) == -1 ||
+		    fw_apply(m, s, 1, e, sizeof(e)) == -1) {
+			/* Still on the old rules, in the kernel and here;
+			 * the next reload tries again. */
+			gw_pset_unref(s->ps);
+			s->ps = old;
+			log_warnx("sandbox %s: policy %s not re-applied: %s",
+			    s->rec.id, s->rec.policy, e);
+			if (rec_async("finding", rec_finding_fields(s->rec.id,
+			    "sandbox.reapply_failed", "high", e)) == -1)
+				log_warn("sandbox %s: finding", s->rec.id);
+			m->failures++;
+			return;
+		}
+		gw_pset_unref(old);
+		s->orphaned = 0;
+		m->reapplied++;
+		log_info("sandbox %s: policy %s re-applied", s->rec.id,
+		    s->rec.policy);
+		return;
+	}
+	/* Same policy file: only the set it lives in changes, so the old
+	 * set can be freed once no sandbox is left on it. */
+	old = s->ps;
+	s->ps = gw_pset_ref(m->gw);
+	gw_pset_unref(old);
+	s->orphaned = 0;
+}
+
+void
+sbx_reapply(struct sbx *m)
+{
+	struct gw_pset *ps;
+	uint32_t i;
+
+	if (m == NULL)
+		return;
+	ps = gw_pset_ref(m->gw);
+	for (i = 0; i < m->nslots; i++)
+		if (m->by_slot[i] != NULL)
+			sb_reapply(m, m->by_slot[i], ps);
+	gw_pset_unref(ps);
 }
 
 struct fw *
@@ -601,8 +852,12 @@ sbx_metrics_print(const struct sbx *m, FILE *fp)
 	    "# HELP sluice_sandbox_failures_total Sandbox creates or removals "
 	    "that failed.\n"
 	    "# TYPE sluice_sandbox_failures_total counter\n"
-	    "sluice_sandbox_failures_total %" PRIu64 "\n",
-	    m->count, m->creates, m->deletes, m->failures);
+	    "sluice_sandbox_failures_total %" PRIu64 "\n"
+	    "# HELP sluice_sandbox_policy_updates_total Sandboxes whose "
+	    "static rules a reload re-applied.\n"
+	    "# TYPE sluice_sandbox_policy_updates_total counter\n"
+	    "sluice_sandbox_policy_updates_total %" PRIu64 "\n",
+	    m->count, m->creates, m->deletes, m->failures, m->reapplied);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -738,6 +993,59 @@ parse_create(struct sbx *m, json_t *body, struct sbx_rec *r, json_t **labels,
 	return 0;
 }
 
+/*
+ * The record of a create request refused before anything was authorized
+ * (bad input, unknown policy, pool exhausted, audit log down): async, as
+ * nothing is done on its account. The request's own strings are untrusted
+ * and go through rec_string.
+ */
+static void
+create_refused(const struct sbx_rec *r, json_t *body, unsigned status,
+    const char *code, const char *msg)
+{
+	const char *pol = json_string_value(json_object_get(body, "policy"));
+	char pb[SBX_POLICY_MAX + 1];
+	json_t *o;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return;
+	if (r->id[0] != '\0')
+		bad |= json_object_set_new(o, "sandbox", json_pack("{s:s}",
+		    "id", r->id));
+	if (pol != NULL) {
+		snprintf(pb, sizeof(pb), "%s", pol);
+		bad |= json_object_set_new(o, "policy", json_pack("{s:o}",
+		    "id", rec_string(pb)));
+	}
+	if (r->subject[0] != '\0')
+		bad |= json_object_set_new(o, "subject",
+		    json_string(r->subject));
+	bad |= json_object_set_new(o, "decision", json_string("deny"));
+	bad |= json_object_set_new(o, "result", json_string("refused"));
+	bad |= json_object_set_new(o, "reason", json_string(code));
+	bad |= json_object_set_new(o, "status", json_integer(status));
+	bad |= json_object_set_new(o, "detail", rec_string(msg));
+	if (bad) {
+		json_decref(o);
+		log_warnx("sandbox.create refusal: record: out of memory");
+		return;
+	}
+	if (rec_async("sandbox.create", o) == -1)
+		log_warn("sandbox.create refusal: record");
+}
+
+/*
+ * POST /v1/sandboxes. The audit trail of one create is:
+ *  - refused before anything is authorized: one sandbox.create with
+ *    decision "deny", result "refused" (async);
+ *  - authorized: sandbox.create, decision "allow", result "authorized",
+ *    committed durably BEFORE the kernel is touched; if it cannot be
+ *    committed the answer is 503 audit_unavailable and nothing is made;
+ *  - authorized but the kernel (or the state database) then fails: a second
+ *    sandbox.create with decision "deny", result "failed" and the cause,
+ *    after everything made was rolled back.
+ */
 unsigned
 sbx_create(struct sbx *m, json_t *body, json_t **reply)
 {
@@ -745,11 +1053,11 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	struct sbx_rec r;
 	json_t *labels = NULL;
 	const char *code;
-	char msg[512], *lj;
+	char msg[512], *lj, detail[32];
 	unsigned status;
 	uint32_t ttl = 0;
 	int64_t slot = -1;
-	int made_ns = 0, made_fw = 0, tries;
+	int made_ns = 0, made_fw = 0, authorized = 0, tries;
 
 	memset(&r, 0, sizeof(r));
 	*reply = NULL;
@@ -802,6 +1110,16 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		status = 500, code = "internal";
 		goto fail;
 	}
+	/* No action without a record: the decision is durable before the
+	 * kernel sees the sandbox. Blocking (rec_commit) is a group-commit
+	 * window plus an fsync; creates are rare next to packets. */
+	snprintf(detail, sizeof(detail), "ttl=%u", ttl);
+	if (sb_commit(s, "sandbox.create", "allow", "authorized", detail, msg,
+	    sizeof(msg)) == -1) {
+		status = 503, code = "audit_unavailable";
+		goto fail;
+	}
+	authorized = 1;
 	/* The kernel first, the row last: a crash in between leaves pieces
 	 * with no record, which the next start removes as orphans. */
 	if (ns_create(&s->spec, msg, sizeof(msg)) == -1) {
@@ -814,7 +1132,7 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		goto fail;
 	}
 	made_ns = 1;
-	if (fw_apply(m, s, msg, sizeof(msg)) == -1) {
+	if (fw_apply(m, s, 0, msg, sizeof(msg)) == -1) {
 		status = 500, code = "kernel";
 		goto fail;
 	}
@@ -831,7 +1149,9 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	}
 	arm_timer(m, s);
 	m->creates++;
-	sbx_event("sandbox.create", s->rec.id, s, "ttl=%u", ttl);
+	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
+	    "ttl=%u", s->rec.id, s->rec.policy, s->rec.subject,
+	    s->spec.host_if, s->rec.addr, ttl);
 	json_decref(labels);
 	/* The sandbox exists now; an answer that cannot be built is still
 	 * a 201 the caller can follow with GET. */
@@ -848,8 +1168,22 @@ fail:
 			log_warnx("sandbox %s: rollback: %s", s->rec.id, e2);
 		if (made_ns && ns_delete(&s->spec, e2, sizeof(e2)) == -1)
 			log_warnx("sandbox %s: rollback: %s", s->rec.id, e2);
+		/* The log holds an "allow" for this id: say it did not
+		 * happen, durably too, so a reader never takes it for a
+		 * sandbox that existed. */
+		if (authorized) {
+			char why[600];
+
+			snprintf(why, sizeof(why), "%s: %s", code, msg);
+			if (sb_commit(s, "sandbox.create", "deny", "failed",
+			    why, e2, sizeof(e2)) == -1)
+				log_warnx("sandbox %s: failure not recorded: "
+				    "%s", s->rec.id, e2);
+		}
 		sb_free(s);
 	}
+	if (!authorized)
+		create_refused(&r, body, status, code, msg);
 	json_decref(labels);
 	if (status >= 500)
 		m->failures++;
@@ -926,7 +1260,7 @@ sbx_delete(struct sbx *m, const char *id, char *err, size_t errlen)
 		errno = ENOENT;
 		return -1;
 	}
-	return sb_remove(m, s, "sandbox.delete", err, errlen);
+	return sb_remove(m, s, "sandbox.delete", "request", err, errlen);
 }
 
 static enum ctl_rc
@@ -942,6 +1276,9 @@ h_delete(struct ctl_req *req, void *arg)
 		if (errno == ENOENT)
 			return ctl_reply_error(req, 404, "not_found",
 			    "no such sandbox");
+		if (errno == EPIPE)
+			return ctl_reply_error(req, 503, "audit_unavailable",
+			    "%s", err);
 		return ctl_reply_error(req, 500, "kernel", "%s", err);
 	}
 	return ctl_reply_json(req, 200, json_pack("{s:s, s:b}", "id", id,
@@ -1080,8 +1417,12 @@ name_in(char **names, const char *n)
 	return 0;
 }
 
-static void
-remove_orphans(struct sbx *m, const struct fwlist *fl)
+/* Removes what no record claims, each removal recorded (a sandbox.orphan
+ * finding) before it is made. -1 with err when a record cannot be
+ * committed: the start stops there (no action without a record). */
+static int
+remove_orphans(struct sbx *m, const struct fwlist *fl, char *errout,
+    size_t errlen)
 {
 	char **pins = NULL, **links = NULL, path[PATH_MAX], err[256],
 	    none[16], tmpid[SBX_ID_MAX + 1], tmppin[48];
@@ -1094,7 +1435,7 @@ remove_orphans(struct sbx *m, const struct fwlist *fl)
 	if (ns_list(NULL, &pins, NULL, &links, NULL, err, sizeof(err)) ==
 	    -1) {
 		log_warnx("reconcile: %s: orphans stay", err);
-		return;
+		return 0;
 	}
 	/* Links first: they are in our own namespace, so certainly ours. A
 	 * spec with an id that has no pin removes only the link. */
@@ -1103,17 +1444,20 @@ remove_orphans(struct sbx *m, const struct fwlist *fl)
 	for (i = 0; links[i] != NULL; i++) {
 		if (sbx_lookup_ifname(m, links[i], &(struct sbx_view){0}) == 0)
 			continue;
-		memset(&fsb, 0, sizeof(fsb));
-		snprintf(fsb.ifname, sizeof(fsb.ifname), "%s", links[i]);
-		(void)fw_sandbox_del(m->fw, &fsb, NULL, 0);
 		if (name_in(pins, tmppin) ||
-		    orphan_spec(m, &sp, tmpid, links[i]) == -1 ||
-		    ns_delete(&sp, err, sizeof(err)) == -1) {
+		    orphan_spec(m, &sp, tmpid, links[i]) == -1) {
 			log_warnx("reconcile: orphan link %s stays", links[i]);
 			continue;
 		}
-		sbx_event("sandbox.orphan", "-", NULL, "link=%s removed",
-		    links[i]);
+		if (sbx_event("sandbox.orphan", "-", NULL, "link=%s removing",
+		    links[i]) == -1)
+			goto norecord;
+		memset(&fsb, 0, sizeof(fsb));
+		snprintf(fsb.ifname, sizeof(fsb.ifname), "%s", links[i]);
+		(void)fw_sandbox_del(m->fw, &fsb, NULL, 0);
+		if (ns_delete(&sp, err, sizeof(err)) == -1)
+			log_warnx("reconcile: orphan link %s stays: %s",
+			    links[i], err);
 	}
 	/* A name no link has, for removing a namespace alone. */
 	for (i = 0; i < 1000; i++) {
@@ -1130,20 +1474,23 @@ remove_orphans(struct sbx *m, const struct fwlist *fl)
 		    pins[i]);
 		/* Only a namespace ever linked to ours: /run/netns is
 		 * shared with every other namespace on the machine. */
-		if ((nsid = sbx_nl_nsid(path)) < 0) {
-			if (nsid == -2)
-				log_debug("reconcile: %s: not a namespace or "
-				    "unreadable: left alone", pins[i]);
+		if (ns_nsid(path, &nsid, err, sizeof(err)) == -1) {
+			log_debug("reconcile: %s: left alone", err);
 			continue;
 		}
-		if (orphan_spec(m, &sp, id, none) == -1 ||
-		    ns_delete(&sp, err, sizeof(err)) == -1) {
+		if (nsid < 0)
+			continue;
+		if (orphan_spec(m, &sp, id, none) == -1) {
+			log_warnx("reconcile: orphan namespace %s stays",
+			    pins[i]);
+			continue;
+		}
+		if (sbx_event("sandbox.orphan", id, NULL, "netns=%s removing",
+		    pins[i]) == -1)
+			goto norecord;
+		if (ns_delete(&sp, err, sizeof(err)) == -1)
 			log_warnx("reconcile: orphan namespace %s stays: %s",
 			    pins[i], err);
-			continue;
-		}
-		sbx_event("sandbox.orphan", id, NULL, "netns=%s removed",
-		    pins[i]);
 	}
 	/* Table entries no sandbox of ours claims. */
 	for (i = 0; i < fl->n; i++) {
@@ -1155,16 +1502,22 @@ remove_orphans(struct sbx *m, const struct fwlist *fl)
 		memset(&fsb, 0, sizeof(fsb));
 		snprintf(fsb.ifname, sizeof(fsb.ifname), "%s",
 		    fl->v[i].ifname);
-		if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) == -1) {
+		if (sbx_event("sandbox.orphan", "-", NULL, "elements=%s "
+		    "removing", fsb.ifname) == -1)
+			goto norecord;
+		if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) == -1)
 			log_warnx("reconcile: orphan elements of %s: %s",
 			    fsb.ifname, err);
-			continue;
-		}
-		sbx_event("sandbox.orphan", "-", NULL, "elements=%s removed",
-		    fsb.ifname);
 	}
 	ns_names_free(pins);
 	ns_names_free(links);
+	return 0;
+norecord:
+	snprintf(errout, errlen, "reconcile: audit log: orphan removal not "
+	    "recorded");
+	ns_names_free(pins);
+	ns_names_free(links);
+	return -1;
 }
 
 /* In the table with this very address? Then its elements were kept by
@@ -1222,26 +1575,46 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 		whole = ns_exists(&s->spec);
 		if (whole == 1 && s->rec.expires > 0 && s->rec.expires <= now) {
 			(void)sb_link(m, s);
-			if (sb_remove(m, s, "sandbox.expire", e,
-			    sizeof(e)) == -1)
+			if (sb_remove(m, s, "sandbox.expire", "ttl", e,
+			    sizeof(e)) == -1) {
+				if (errno == EPIPE) {
+					snprintf(err, errlen, "reconcile: %s: "
+					    "%s", r->id, e);
+					goto fail;
+				}
 				arm_timer(m, s);
+			}
 			continue;
 		}
+		/* Every removal and adoption below is recorded before it is
+		 * made; a log that cannot commit stops the start (the
+		 * daemon must not serve then anyway). */
 		if (whole != 1) {
+			if (sb_commit(s, "sandbox.delete", "log", NULL,
+			    whole == 0 ? "incomplete" : "unreadable", e,
+			    sizeof(e)) == -1)
+				goto norecord;
 			if (sb_kernel_remove(m, s, e, sizeof(e)) == -1)
 				log_warnx("reconcile: %s: %s", r->id, e);
 			(void)sbx_db_delete(m->db, r->id, NULL, 0);
-			sbx_event("sandbox.delete", r->id, s, "reason=%s",
+			log_info("sandbox.delete id=%s reason=%s", r->id,
 			    whole == 0 ? "incomplete" : "unreadable");
 			sb_free(s);
 			continue;
 		}
-		if (!fw_has(&fl, s) && fw_apply(m, s, e, sizeof(e)) == -1) {
+		if (sb_commit(s, "sandbox.adopt", "log", NULL, fw_has(&fl, s) ?
+		    "elements=kept" : "elements=restored", e, sizeof(e)) == -1)
+			goto norecord;
+		/* Adopted elements are refreshed from the policy in force
+		 * (it may have changed while we were down), keeping what the
+		 * sandbox learned; missing ones are added afresh. */
+		if (fw_apply(m, s, fw_has(&fl, s), e, sizeof(e)) == -1) {
 			log_warnx("reconcile: %s: %s", r->id, e);
+			if (sb_commit(s, "sandbox.delete", "log", NULL,
+			    "fw_failed", e, sizeof(e)) == -1)
+				goto norecord;
 			(void)sb_kernel_remove(m, s, e, sizeof(e));
 			(void)sbx_db_delete(m->db, r->id, NULL, 0);
-			sbx_event("sandbox.delete", r->id, s,
-			    "reason=fw_failed");
 			sb_free(s);
 			continue;
 		}
@@ -1251,13 +1624,18 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 			continue;
 		}
 		arm_timer(m, s);
-		sbx_event("sandbox.adopt", s->rec.id, s, NULL);
+		log_info("sandbox.adopt id=%s policy=%s if=%s addr=%s",
+		    s->rec.id, s->rec.policy, s->spec.host_if, s->rec.addr);
 	}
-	remove_orphans(m, &fl);
+	if (remove_orphans(m, &fl, err, errlen) == -1)
+		goto fail;
 	free(rs.v);
 	free(rs.bad);
 	free(fl.v);
 	return 0;
+norecord:
+	snprintf(err, errlen, "reconcile: %s: %s", s->rec.id, e);
+	sb_free(s);
 fail:
 	free(rs.v);
 	free(rs.bad);

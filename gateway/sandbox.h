@@ -10,8 +10,12 @@
  *
  * The pure parts (validation of ids, labels, subjects and TTLs; the slot
  * allocator) are exposed for the unit tests; they never log. The manager
- * (struct sbx) runs in the daemon's one event loop and logs each lifecycle
- * event (sandbox.create/delete/expire/adopt, and orphans).
+ * (struct sbx) runs in the daemon's one event loop. No action without a
+ * record (DESIGN §7): each lifecycle event (sandbox.create, delete, expire,
+ * adopt; orphan removal and policy re-application as findings) is committed
+ * to the audit log (gateway/record.h, rec_commit: blocking, one group
+ * commit) before the kernel is touched, and a record that cannot be
+ * committed stops the action.
  */
 #ifndef SLUICE_GATEWAY_SANDBOX_H
 #define SLUICE_GATEWAY_SANDBOX_H
@@ -158,11 +162,17 @@ int		 sbx_routes(struct sbx *m, struct ctl *ctl);
  * control API: body (borrowed) is {id?, policy, subject, labels?, ttl?}.
  * Returns the HTTP status (201 when the sandbox exists) and in *reply a
  * new reference: the sandbox with its token, or {error, message}. All or
- * nothing: on any error nothing of the sandbox is left. */
+ * nothing: on any error nothing of the sandbox is left. A durable
+ * sandbox.create record precedes any kernel change; when it cannot be
+ * committed the status is 503 with error "audit_unavailable" (see
+ * sandbox.c for the records of refusals and of kernel failures). Blocks
+ * the loop for one group commit. */
 unsigned	 sbx_create(struct sbx *m, json_t *body, json_t **reply);
-/* sbx_delete: removes sandbox id everywhere (elements, namespace, row).
- * -1 with errno ENOENT for an unknown id, or with err when the kernel
- * refuses (the sandbox is then kept, to be retried). */
+/* sbx_delete: removes sandbox id everywhere (elements, namespace, row),
+ * after its sandbox.delete record is durable. -1 with errno ENOENT for an
+ * unknown id, EPIPE when the record could not be committed (nothing was
+ * touched), or EIO with err when the kernel refuses (the sandbox is then
+ * kept, to be retried, and a finding records it). */
 int		 sbx_delete(struct sbx *m, const char *id, char *err,
 		    size_t errlen);
 
@@ -193,6 +203,20 @@ int		 sbx_token_ok(const struct sbx *m, const char *id,
  * keeps it. Idempotent. -1 with errno (ENOENT unknown id) and err. */
 int		 sbx_taint(struct sbx *m, const char *id, char *err,
 		    size_t errlen);
+
+/*
+ * sbx_reapply: after a successful reload (gw_reload calls it once the new
+ * set is in force), brings every sandbox to its policy in that set: a
+ * policy whose file changed (pol_policy_digest) has its static egress
+ * elements replaced in the kernel in one batch (learned elements and a
+ * taint restriction stay), after a durable finding of type
+ * sandbox.policy_update (old and new digest); a policy gone from the set leaves the sandbox on
+ * the snapshot it was running under (its rules unchanged) with a
+ * sandbox.policy_removed finding. A sandbox that cannot be updated (the
+ * record or the kernel refused) stays on its old rules, with a finding,
+ * and the next reload tries again. NULL is a no-op.
+ */
+void		 sbx_reapply(struct sbx *m);
 
 /* sbx_fw: the nftables handle (borrowed), for the DNS proxy's fw_learn. */
 struct fw	*sbx_fw(struct sbx *m);

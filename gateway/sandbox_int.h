@@ -1,8 +1,9 @@
 /*
  * sandbox_int.h: what the files of the sandbox manager share and nobody else
  * sees: the record kept per sandbox in the state database, the database
- * calls (gateway/sandbox_db.c) and the netlink queries reconciliation needs
- * (gateway/sandbox_nl.c). Public API: gateway/sandbox.h.
+ * calls (gateway/sandbox_db.c). The netlink question reconciliation asks
+ * (is a pinned namespace ours?) is netns/'s ns_nsid: gateway/ never speaks
+ * netlink itself. Public API: gateway/sandbox.h.
  */
 #ifndef SLUICE_GATEWAY_SANDBOX_INT_H
 #define SLUICE_GATEWAY_SANDBOX_INT_H
@@ -49,11 +50,5 @@ int		 sbx_db_set_tainted(struct sqlite3 *db, const char *id,
 int		 sbx_db_load(struct sqlite3 *db,
 		    void (*cb)(const struct sbx_rec *r, int bad, void *arg),
 		    void *arg, char *err, size_t errlen);
-
-/* sbx_nl_nsid: the id the calling thread's network namespace gives the
- * namespace pinned at path (>= 0), -1 when it has none (the namespace was
- * never linked to ours), -2 on error (errno; EINVAL if path is not a
- * namespace). */
-int		 sbx_nl_nsid(const char *path);
 
 #endif /* SLUICE_GATEWAY_SANDBOX_INT_H */

@@ -21,7 +21,10 @@ static const char usage_text[] =
 "  sandbox ls [--json] | sandbox show ID | sandbox rm ID\n"
 "  exec ID -- CMD...                          run CMD inside the sandbox\n"
 "  run --policy NAME [--subject S] -- CMD...  create, exec, remove; exit status of CMD\n"
-"  approvals | approve ID [--reason R] | deny ID [--reason R]\n"
+"  approvals [--json]                         tool calls waiting for a person\n"
+"  approve ID [--reason R] | deny ID [--reason R]\n"
+"  mcp pins SERVER                            tool pins as a policy snippet\n"
+"  mcp accept SERVER TOOL                     accept a changed tool definition\n"
 "  audit verify [--db F] [--key PUB] [--checkpoint F]... [--json]\n"
 "  audit tail [-f] [--format json|ocsf] [--sandbox ID] [--kind K]\n"
 "  audit keygen --origin O\n"
@@ -45,12 +48,6 @@ struct cmd {
 	int		(*fn)(int, char **);
 };
 
-/* Commands of DESIGN §8 whose code is not in this build yet are known (so
- * they are not usage errors) but fail with a clear message. */
-static const char *const pending[] = {
-	"approvals", "approve", "deny",
-};
-
 int
 main(int argc, char **argv)
 {
@@ -62,6 +59,10 @@ main(int argc, char **argv)
 		{ "sandbox",	cli_sandbox },
 		{ "exec",	cli_exec },
 		{ "run",	cli_run },
+		{ "approvals",	cli_approvals },
+		{ "approve",	cli_approve },
+		{ "deny",	cli_approve },
+		{ "mcp",	cli_mcp },
 	};
 	const char *sock;
 	size_t i;
@@ -98,13 +99,6 @@ main(int argc, char **argv)
 			 * operand) of our own option string as well. */
 			optind = 0;
 			return cmds[i].fn(argc, argv);
-		}
-	}
-	for (i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
-		if (strcmp(argv[0], pending[i]) == 0) {
-			fprintf(stderr, "sluice: %s: not available in this "
-			    "build yet\n", argv[0]);
-			return 1;
 		}
 	}
 	fprintf(stderr, "sluice: unknown command '%s'\n", argv[0]);

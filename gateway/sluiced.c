@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/brwire.h"
 #include "gateway/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
@@ -164,6 +165,7 @@ main(int argc, char **argv)
 	struct nd *nd;
 	struct rec *rec;
 	struct rec_dns *dns;
+	struct brw *brw;
 	char err[512], *pidfile;
 	sigset_t mask;
 
@@ -297,6 +299,13 @@ main(int argc, char **argv)
 		if (sbx_reopen(sbx, err, sizeof(err)) == -1)
 			fatalx("sandboxes: %s", err);
 	}
+	/* The bridge starts in the process that stays: its stdio upstreams
+	 * are our children and its budget database must not cross a fork.
+	 * Without it no tool call can be checked, so we do not serve. */
+	if ((brw = brw_start(loop, dc.gw, sbx, 0, err, sizeof(err))) == NULL)
+		fatalx("capability bridge: %s", err);
+	if (brw_routes(brw, ctl) == -1)
+		fatal("control API: approvals");
 	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 
 	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
@@ -314,6 +323,8 @@ main(int argc, char **argv)
 	/* Clean shutdown: the socket file goes with ctl, the rest is freed
 	 * so that LeakSanitizer sees a clean exit. */
 	ctl_free(ctl);
+	/* Before the recorder: the approvals it denies are recorded. */
+	brw_stop(brw);
 	rec_dns_stop(dns);
 	gw_set_sandboxes(dc.gw, NULL, NULL);
 	nd_free(nd);

@@ -141,6 +141,20 @@ int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 int		 fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb,
 		    char *err, size_t errlen);
 
+/* fw_sandbox_update: replaces the static elements of registered sandbox
+ * sb->ifname (allows, private allows, explicit denies, ICMP per sb->icmp)
+ * with those of the new rules, and sets its quota to sb->quota_bytes (an
+ * existing quota object is updated in place and keeps what it consumed;
+ * 0 removes it), all in one batch: a packet sees the old statics or the
+ * new ones, never neither. Learned, keep/restricted and anti-spoofing
+ * elements stay. Rules as for fw_sandbox_add. ENOENT if the sandbox is not
+ * registered, EINVAL on a bad ifname or rule; on any error nothing
+ * changed. */
+int		 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
+		    const struct fw_rule *allow, size_t nallow,
+		    const struct fw_rule *deny, size_t ndeny,
+		    char *err, size_t errlen);
+
 /* fw_learn: adds or refreshes all n elements in one batch and returns only
  * after the kernel acknowledged the whole batch: 0, or -1 with errno and err
  * set (nothing added). An element that already exists gets its timeout

@@ -396,6 +396,192 @@ rules_normalize(const struct fw_rule *in, size_t n, size_t *outn)
 
 /* ------------------------------------------------------------- sandbox */
 
+/*
+ * Checks a sandbox's static rules and brings them to the form the kernel
+ * takes: allows split into public (first) and private groups, each
+ * normalised alone; denies as bare CIDRs. *al and *dn are malloc'ed (the
+ * caller frees both, also on failure). -1 with errno and err.
+ */
+static int
+statics_prepare(struct fw *fw, const char *what, const struct fw_rule *allow,
+    size_t nallow, const struct fw_rule *deny, size_t ndeny,
+    struct fw_rule **al, size_t *nal, struct fw_rule **dn, size_t *ndn,
+    char *err, size_t errlen)
+{
+	struct fw_rule	*tmp, *pub, *prv;
+	size_t		 i, n = 0, npubin, npub, nprv;
+	uint8_t		 lo[16], hi[16];
+
+	*al = *dn = NULL;
+	*nal = *ndn = 0;
+	if ((nallow > 0 && allow == NULL) || (ndeny > 0 && deny == NULL) ||
+	    nallow > FW_MAX_RULES || ndeny > FW_MAX_RULES) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "%s: invalid arguments", what);
+		return -1;
+	}
+	for (i = 0; i < nallow; i++)
+		if (!valid_rule(&allow[i], 1)) {
+			errno = EINVAL;
+			fw_seterr(err, errlen, "%s: allow rule %zu invalid",
+			    what, i);
+			return -1;
+		}
+	for (i = 0; i < ndeny; i++)
+		if (fw_cidr_range(deny[i].family, deny[i].addr,
+		    deny[i].prefix, lo, hi) == -1) {
+			errno = EINVAL;
+			fw_seterr(err, errlen, "%s: deny rule %zu invalid",
+			    what, i);
+			return -1;
+		}
+	/* Rules inside private ranges go to @pallow and must not be folded
+	 * into a broader public rule, so each group is normalised alone:
+	 * partition into tmp (public first, npubin of them), then normalise. */
+	if ((tmp = calloc(nallow + 1, sizeof(*tmp))) == NULL)
+		goto oom;
+	for (i = 0; i < nallow; i++)
+		if (allow[i].proto == IPPROTO_ICMP || !rule_private(fw,
+		    &allow[i]))
+			tmp[n++] = allow[i];
+	npubin = n;
+	for (i = 0; i < nallow; i++)
+		if (allow[i].proto != IPPROTO_ICMP && rule_private(fw,
+		    &allow[i]))
+			tmp[n++] = allow[i];
+	pub = rules_normalize(tmp, npubin, &npub);
+	prv = rules_normalize(tmp + npubin, n - npubin, &nprv);
+	free(tmp);
+	if (pub == NULL || prv == NULL ||
+	    (*al = calloc(npub + nprv + 1, sizeof(**al))) == NULL) {
+		free(pub);
+		free(prv);
+		goto oom;
+	}
+	if (npub > 0)
+		memcpy(*al, pub, npub * sizeof(**al));
+	if (nprv > 0)
+		memcpy(*al + npub, prv, nprv * sizeof(**al));
+	*nal = npub + nprv;
+	free(pub);
+	free(prv);
+	/* Denies are CIDRs only: drop proto/ports before normalizing. */
+	if ((tmp = calloc(ndeny + 1, sizeof(*tmp))) == NULL)
+		goto oom;
+	for (i = 0; i < ndeny; i++) {
+		tmp[i] = deny[i];
+		tmp[i].proto = IPPROTO_TCP;
+		tmp[i].port_lo = 0;
+		tmp[i].port_hi = 65535;
+	}
+	*dn = rules_normalize(tmp, ndeny, ndn);
+	free(tmp);
+	if (*dn == NULL)
+		goto oom;
+	return 0;
+oom:
+	errno = ENOMEM;
+	fw_seterr(err, errlen, "%s: out of memory", what);
+	return -1;
+}
+
+/* Queues the adds of a sandbox's static allow, private-allow, deny and ICMP
+ * elements (from statics_prepare) into b. -1 (ENOMEM) on failure; the
+ * caller aborts the batch. */
+static int
+statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
+    const struct fw_rule *al, size_t nal, const struct fw_rule *dn,
+    size_t ndn)
+{
+	struct eq	 q;
+	size_t		 i;
+	int		 any_icmp = 0;
+
+	for (int six = 0; six <= 1; six++) {
+		uint8_t fam = six ? AF_INET6 : AF_INET;
+
+		eq_init(&q, b, fw->table, six ? "allow6" : "allow4",
+		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		for (i = 0; i < nal; i++)
+			if (al[i].family == fam &&
+			    al[i].proto != IPPROTO_ICMP &&
+			    !rule_private(fw, &al[i]))
+				add_rule_tuple(&q, sb->ifname, &al[i]);
+		if (eq_done(&q) == -1)
+			return -1;
+		eq_init(&q, b, fw->table, six ? "pallow6" : "pallow4",
+		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		for (i = 0; i < nal; i++)
+			if (al[i].family == fam &&
+			    al[i].proto != IPPROTO_ICMP &&
+			    rule_private(fw, &al[i]))
+				add_rule_tuple(&q, sb->ifname, &al[i]);
+		if (eq_done(&q) == -1)
+			return -1;
+		eq_init(&q, b, fw->table, six ? "sbx_deny6" : "sbx_deny4",
+		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		for (i = 0; i < ndn; i++)
+			if (dn[i].family == fam)
+				add_rule_cidr(&q, sb->ifname, &dn[i]);
+		if (eq_done(&q) == -1)
+			return -1;
+	}
+	if (sb->icmp) {
+		eq_init(&q, b, fw->table, "icmp4", NFT_MSG_NEWSETELEM,
+		    NLM_F_CREATE);
+		for (i = 0; i < nal; i++)
+			if (al[i].proto == IPPROTO_ICMP) {
+				add_rule_cidr(&q, sb->ifname, &al[i]);
+				any_icmp = 1;
+			}
+		/* ICMP allowed without a destination list: any address
+		 * that the deny and private rules let through. */
+		if (!any_icmp) {
+			struct fw_rule all = { .family = AF_INET,
+			    .prefix = 0, .proto = IPPROTO_ICMP };
+
+			add_rule_cidr(&q, sb->ifname, &all);
+		}
+		if (eq_done(&q) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* Queues the quota object of sb (NEWOBJ with flags: NLM_F_EXCL to create,
+ * plain NLM_F_CREATE to update one that exists, which keeps what it has
+ * consumed) and, when elem, its map element. -1 (ENOMEM) on failure. */
+static int
+quota_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
+    uint16_t flags, int elem)
+{
+	struct nftnl_obj	*o;
+	struct eq		 q;
+	struct key		 k;
+	char			 qname[32];
+
+	snprintf(qname, sizeof(qname), "q_%s", sb->ifname);
+	if ((o = nftnl_obj_alloc()) == NULL)
+		return -1;
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	nftnl_obj_set_u64(o, NFTNL_OBJ_QUOTA_BYTES, sb->quota_bytes);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_QUOTA_FLAGS, NFT_QUOTA_F_INV);
+	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWOBJ, flags),
+	    o);
+	nftnl_obj_free(o);
+	fw_batch_next(b);
+	if (!elem)
+		return 0;
+	eq_init(&q, b, fw->table, "quota", NFT_MSG_NEWSETELEM,
+	    NLM_F_CREATE | NLM_F_EXCL);
+	key_init(&k, sb->ifname);
+	eq_add(&q, k.b, k.len, NULL, 0, 0, qname);
+	return eq_done(&q);
+}
+
 int
 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
     const struct fw_rule *allow, size_t nallow, const struct fw_rule *deny,
@@ -404,81 +590,20 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	struct fw_batch		 b;
 	struct eq		 q;
 	struct key		 k;
-	struct fw_rule		*al = NULL, *dn = NULL, *pub, *prv;
-	struct nftnl_obj	*o;
-	size_t			 i, nal = 0, ndn = 0, npubin, npub, nprv;
-	char			 qname[32];
-	uint8_t			 lo[16], hi[16];
-	int			 any_icmp = 0, ret = -1;
+	struct fw_rule		*al = NULL, *dn = NULL;
+	size_t			 nal = 0, ndn = 0;
+	int			 ret = -1;
 
-	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname) ||
-	    (nallow > 0 && allow == NULL) || (ndeny > 0 && deny == NULL) ||
-	    nallow > FW_MAX_RULES || ndeny > FW_MAX_RULES) {
+	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
 		errno = EINVAL;
 		fw_seterr(err, errlen, "fw_sandbox_add: invalid arguments");
 		return -1;
 	}
-	for (i = 0; i < nallow; i++)
-		if (!valid_rule(&allow[i], 1)) {
-			errno = EINVAL;
-			fw_seterr(err, errlen, "fw_sandbox_add: allow rule %zu "
-			    "invalid", i);
-			return -1;
-		}
-	for (i = 0; i < ndeny; i++)
-		if (fw_cidr_range(deny[i].family, deny[i].addr,
-		    deny[i].prefix, lo, hi) == -1) {
-			errno = EINVAL;
-			fw_seterr(err, errlen, "fw_sandbox_add: deny rule %zu "
-			    "invalid", i);
-			return -1;
-		}
-	/* Rules inside private ranges go to @pallow and must not be folded
-	 * into a broader public rule, so each group is normalised alone:
-	 * partition into dn (public first, npub of them), then normalise. */
-	if ((dn = calloc(nallow + 1, sizeof(*dn))) == NULL)
-		goto oom;
-	for (i = 0; i < nallow; i++)
-		if (allow[i].proto == IPPROTO_ICMP || !rule_private(fw,
-		    &allow[i]))
-			dn[ndn++] = allow[i];
-	npubin = ndn;
-	for (i = 0; i < nallow; i++)
-		if (allow[i].proto != IPPROTO_ICMP && rule_private(fw,
-		    &allow[i]))
-			dn[ndn++] = allow[i];
-	pub = rules_normalize(dn, npubin, &npub);
-	prv = rules_normalize(dn + npubin, ndn - npubin, &nprv);
-	free(dn);
-	dn = NULL;
-	if (pub == NULL || prv == NULL ||
-	    (al = calloc(npub + nprv + 1, sizeof(*al))) == NULL) {
-		free(pub);
-		free(prv);
-		goto oom;
-	}
-	if (npub > 0)
-		memcpy(al, pub, npub * sizeof(*al));
-	if (nprv > 0)
-		memcpy(al + npub, prv, nprv * sizeof(*al));
-	nal = npub + nprv;
-	free(pub);
-	free(prv);
-	/* Denies are CIDRs only: drop proto/ports before normalizing. */
-	if ((dn = calloc(ndeny + 1, sizeof(*dn))) == NULL)
-		goto oom;
-	for (i = 0; i < ndeny; i++) {
-		dn[i] = deny[i];
-		dn[i].proto = IPPROTO_TCP;
-		dn[i].port_lo = 0;
-		dn[i].port_hi = 65535;
-	}
-	{
-		struct fw_rule *tmp = rules_normalize(dn, ndeny, &ndn);
-
+	if (statics_prepare(fw, "fw_sandbox_add", allow, nallow, deny, ndeny,
+	    &al, &nal, &dn, &ndn, err, errlen) == -1) {
+		free(al);
 		free(dn);
-		if ((dn = tmp) == NULL)
-			goto oom;
+		return -1;
 	}
 	if (fw_batch_begin(fw, &b) == -1)
 		goto oom;
@@ -500,75 +625,11 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		if (eq_done(&q) == -1)
 			goto oomb;
 	}
-	for (int six = 0; six <= 1; six++) {
-		uint8_t fam = six ? AF_INET6 : AF_INET;
-
-		eq_init(&q, &b, fw->table, six ? "allow6" : "allow4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		for (i = 0; i < nal; i++)
-			if (al[i].family == fam &&
-			    al[i].proto != IPPROTO_ICMP &&
-			    !rule_private(fw, &al[i]))
-				add_rule_tuple(&q, sb->ifname, &al[i]);
-		if (eq_done(&q) == -1)
-			goto oomb;
-		eq_init(&q, &b, fw->table, six ? "pallow6" : "pallow4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		for (i = 0; i < nal; i++)
-			if (al[i].family == fam &&
-			    al[i].proto != IPPROTO_ICMP &&
-			    rule_private(fw, &al[i]))
-				add_rule_tuple(&q, sb->ifname, &al[i]);
-		if (eq_done(&q) == -1)
-			goto oomb;
-		eq_init(&q, &b, fw->table, six ? "sbx_deny6" : "sbx_deny4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		for (i = 0; i < ndn; i++)
-			if (dn[i].family == fam)
-				add_rule_cidr(&q, sb->ifname, &dn[i]);
-		if (eq_done(&q) == -1)
-			goto oomb;
-	}
-	if (sb->icmp) {
-		eq_init(&q, &b, fw->table, "icmp4", NFT_MSG_NEWSETELEM,
-		    NLM_F_CREATE);
-		for (i = 0; i < nal; i++)
-			if (al[i].proto == IPPROTO_ICMP) {
-				add_rule_cidr(&q, sb->ifname, &al[i]);
-				any_icmp = 1;
-			}
-		/* ICMP allowed without a destination list: any address
-		 * that the deny and private rules let through. */
-		if (!any_icmp) {
-			struct fw_rule all = { .family = AF_INET,
-			    .prefix = 0, .proto = IPPROTO_ICMP };
-
-			add_rule_cidr(&q, sb->ifname, &all);
-		}
-		if (eq_done(&q) == -1)
-			goto oomb;
-	}
-	if (sb->quota_bytes > 0) {
-		snprintf(qname, sizeof(qname), "q_%s", sb->ifname);
-		if ((o = nftnl_obj_alloc()) == NULL)
-			goto oomb;
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
-		nftnl_obj_set_u64(o, NFTNL_OBJ_QUOTA_BYTES, sb->quota_bytes);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_QUOTA_FLAGS, NFT_QUOTA_F_INV);
-		nftnl_obj_nlmsg_build_payload(fw_batch_hdr(&b, NFT_MSG_NEWOBJ,
-		    NLM_F_CREATE | NLM_F_EXCL), o);
-		nftnl_obj_free(o);
-		fw_batch_next(&b);
-		eq_init(&q, &b, fw->table, "quota", NFT_MSG_NEWSETELEM,
-		    NLM_F_CREATE | NLM_F_EXCL);
-		key_init(&k, sb->ifname);
-		eq_add(&q, k.b, k.len, NULL, 0, 0, qname);
-		if (eq_done(&q) == -1)
-			goto oomb;
-	}
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+		goto oomb;
+	if (sb->quota_bytes > 0 && quota_queue(fw, &b, sb, NLM_F_CREATE |
+	    NLM_F_EXCL, 1) == -1)
+		goto oomb;
 	ret = fw_batch_commit(&b, "fw_sandbox_add", err, errlen);
 	free(al);
 	free(dn);
@@ -752,6 +813,139 @@ fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
 out:
 	for (i = 0; i < nd; i++)
 		nftnl_set_free(dumps[i]);
+	return ret;
+}
+
+/* The sets that hold what a policy's static rules give a sandbox, as
+ * opposed to what it learned, was narrowed to, or is (anti-spoofing). */
+static const char *const static_sets[] = {
+	"allow4", "allow6", "pallow4", "pallow6", "sbx_deny4", "sbx_deny6",
+	"icmp4", NULL,
+};
+
+static int
+keyed_one(struct nftnl_set_elem *e, void *arg)
+{
+	struct del_ctx	*c = arg;
+
+	if (key_has_ifname(e, c->ifname))
+		c->found++;
+	return 0;
+}
+
+/* Elements of set keyed on ifname, or -1 with errno. */
+static int
+count_keyed(struct fw *fw, const char *set, const char *ifname)
+{
+	struct nftnl_set	*s;
+	struct del_ctx		 c = { .ifname = ifname };
+
+	if ((s = dump_set(fw, set)) == NULL)
+		return -1;
+	each_elem(s, keyed_one, &c);
+	nftnl_set_free(s);
+	return c.found;
+}
+
+int
+fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
+    const struct fw_rule *allow, size_t nallow, const struct fw_rule *deny,
+    size_t ndeny, char *err, size_t errlen)
+{
+	struct fw_batch		 b;
+	struct nftnl_set	*dumps[8] = { NULL };
+	struct nftnl_obj	*o;
+	struct fw_rule		*al = NULL, *dn = NULL;
+	struct del_ctx		 c;
+	struct eq		 q;
+	struct key		 k;
+	size_t			 nal = 0, ndn = 0, i;
+	int			 nreg, nquota, ret = -1;
+	char			 qname[32];
+
+	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_sandbox_update: invalid arguments");
+		return -1;
+	}
+	if (statics_prepare(fw, "fw_sandbox_update", allow, nallow, deny,
+	    ndeny, &al, &nal, &dn, &ndn, err, errlen) == -1)
+		goto out;
+	/* Only a registered sandbox: statics for a link nobody registered
+	 * would be allows without the anti-spoofing entry they rely on. */
+	if ((nreg = count_keyed(fw, "sbx4", sb->ifname)) == -1 ||
+	    (nquota = count_keyed(fw, "quota", sb->ifname)) == -1) {
+		fw_seterr(err, errlen, "fw_sandbox_update: dump: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if (nreg == 0) {
+		errno = ENOENT;
+		fw_seterr(err, errlen, "fw_sandbox_update: %s is not "
+		    "registered", sb->ifname);
+		goto out;
+	}
+	for (i = 0; static_sets[i] != NULL; i++)
+		if ((dumps[i] = dump_set(fw, static_sets[i])) == NULL) {
+			fw_seterr(err, errlen, "fw_sandbox_update: dump %s: %s",
+			    static_sets[i], strerror(errno));
+			goto out;
+		}
+	if (fw_batch_begin(fw, &b) == -1) {
+		fw_seterr(err, errlen, "fw_sandbox_update: %s",
+		    strerror(errno));
+		goto out;
+	}
+	/* Old statics out and new ones in, in one batch: no packet ever
+	 * sees the sandbox with neither (or with both). Learned, keep,
+	 * restricted and anti-spoofing elements are not touched. */
+	for (i = 0; static_sets[i] != NULL; i++) {
+		eq_init(&q, &b, fw->table, static_sets[i], NFT_MSG_DELSETELEM,
+		    0);
+		c.ifname = sb->ifname;
+		c.q = &q;
+		c.found = 0;
+		each_elem(dumps[i], del_one, &c);
+		if (eq_done(&q) == -1)
+			goto oomb;
+	}
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+		goto oomb;
+	if (sb->quota_bytes > 0) {
+		/* An existing quota is updated in place, so a new budget
+		 * does not forget the bytes already spent. */
+		if (quota_queue(fw, &b, sb, nquota > 0 ? NLM_F_CREATE :
+		    NLM_F_CREATE | NLM_F_EXCL, nquota == 0) == -1)
+			goto oomb;
+	} else if (nquota > 0) {
+		eq_init(&q, &b, fw->table, "quota", NFT_MSG_DELSETELEM, 0);
+		key_init(&k, sb->ifname);
+		eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
+		if (eq_done(&q) == -1)
+			goto oomb;
+		snprintf(qname, sizeof(qname), "q_%s", sb->ifname);
+		if ((o = nftnl_obj_alloc()) == NULL)
+			goto oomb;
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
+		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
+		nftnl_obj_nlmsg_build_payload(fw_batch_hdr(&b, NFT_MSG_DELOBJ,
+		    0), o);
+		nftnl_obj_free(o);
+		fw_batch_next(&b);
+	}
+	ret = fw_batch_commit(&b, "fw_sandbox_update", err, errlen);
+	goto out;
+oomb:
+	fw_batch_abort(&b);
+	errno = ENOMEM;
+	fw_seterr(err, errlen, "fw_sandbox_update: out of memory");
+out:
+	for (i = 0; i < sizeof(dumps) / sizeof(dumps[0]); i++)
+		if (dumps[i] != NULL)
+			nftnl_set_free(dumps[i]);
+	free(al);
+	free(dn);
 	return ret;
 }
 

@@ -181,6 +181,16 @@ int	ns_list(const char *netns_dir, char ***netns, size_t *nnetns,
 /* ns_names_free: frees an array from ns_list; NULL is a no-op. */
 void	ns_names_free(char **names);
 
+/*
+ * ns_nsid: the id the calling thread's network namespace gives the
+ * namespace pinned at path: 0 with *nsid >= 0, or 0 with *nsid = -1 when
+ * it has none (the two were never joined by a link, so the namespace is
+ * not one this namespace made). -1 with errno on failure: EINVAL if path
+ * is not a namespace (a plain file, a symlink), else open's or the
+ * kernel's errno. Read-only; needs no privilege.
+ */
+int	ns_nsid(const char *path, int *nsid, char *err, size_t errlen);
+
 /* ------------------------------------------------ ns_enter.c: entering */
 
 /*

@@ -7,6 +7,7 @@
  */
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/vfs.h>
 
 #include <linux/if.h>
 #include <linux/if_link.h>
@@ -15,10 +16,14 @@
 #include <linux/veth.h>
 #include <netinet/in.h>
 
+#include <linux/magic.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libmnl/libmnl.h>
 
@@ -450,4 +455,51 @@ ns_rtnl_link_retire(struct ns_rtnl *r, int ifindex, const struct in_addr *addr,
 	ifm->ifi_index = ifindex;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, newname);
 	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+/*
+ * The public form of ns_rtnl_nsid, for reconciliation in the daemon: the
+ * question is read-only and needs no privilege, but it is rtnetlink, and
+ * rtnetlink is spoken here and nowhere else.
+ */
+int
+ns_nsid(const char *path, int *nsid, char *err, size_t errlen)
+{
+	struct ns_rtnl	*r;
+	struct statfs	 sf;
+	int		 fd, id, saved;
+
+	if (path == NULL || nsid == NULL) {
+		ns_seterr(err, errlen, EINVAL, "ns_nsid: no path");
+		return -1;
+	}
+	/* O_NOFOLLOW: a pin is a bind mount, never a symlink; one planted
+	 * in a shared directory must not send us to another file. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
+		ns_seterr(err, errlen, errno, "%s", path);
+		return -1;
+	}
+	if (fstatfs(fd, &sf) == -1 || sf.f_type != NSFS_MAGIC) {
+		close(fd);
+		ns_seterr(err, errlen, EINVAL, "%s: not a namespace", path);
+		return -1;
+	}
+	if ((r = ns_rtnl_new()) == NULL) {
+		saved = errno;
+		close(fd);
+		ns_seterr(err, errlen, saved, "rtnetlink");
+		return -1;
+	}
+	errno = 0;
+	id = ns_rtnl_nsid(r, fd);
+	saved = errno;
+	ns_rtnl_free(r);
+	close(fd);
+	if (id == -1 && saved != 0) {
+		ns_seterr(err, errlen, saved, "%s: RTM_GETNSID", path);
+		return -1;
+	}
+	/* NETNSA_NSID_NOT_ASSIGNED is -1 too: never linked to us. */
+	*nsid = id >= 0 ? id : -1;
+	return 0;
 }

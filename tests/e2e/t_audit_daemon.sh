@@ -201,6 +201,61 @@ gone() { ! kill -0 "$dpid" 2>/dev/null; }
 check "daemon mode: SIGTERM stops it" wait_for 10 gone
 check "audit verify passes after daemon mode" verify_ok
 
+# ------------------------------------------------------------- audit down
+
+# No action without a record: with the audit database on a file system that
+# is full, a sandbox create answers 503 audit_unavailable and makes nothing
+# (no pin, no link, no row), a delete answers 503 and leaves the sandbox
+# whole; once there is room again both go through.
+FS=$E2E_TMP/auditfs
+mkdir -p "$FS"
+if mount -t tmpfs -o size=4m tmpfs "$FS"; then
+	cleanup_push "umount -l '$FS'"
+	CFG2=$E2E_TMP/sluice-full.yaml
+	sed "s|^  db: .*|  db: $FS/audit.db|; /^  key: /d" "$CFG" >"$CFG2"
+	SDB=$WORLD_DIR/state/state.db
+	fdb() { SLUICE_AUDIT_DB=$FS/audit.db "$SLUICE" audit tail --kind "$1" 2>/dev/null; }
+	npins() { ls /run/netns | grep -c '^sluice-'; }
+	nrows() { sqlite3 "$SDB" "SELECT count(*) FROM sandboxes"; }
+	state() { echo "$(npins) $(nrows) $(world_host ip -o link show | grep -c ' sl-')"; }
+	if world_start_sluiced "$CFG2"; then
+		FID=$(sl sandbox create --policy audited --id "full-$$" | jq -r .id)
+		check_eq "audit on tmpfs: create works while there is room" "full-$$" "$FID"
+		fhas() { fdb "$1" | grep "\"id\":\"$2\"" | grep -q "$3"; }
+		check "and its sandbox.create (allow) is in that log" \
+		    fhas sandbox.create "$FID" '"decision":"allow"'
+		dd if=/dev/zero of="$FS/fill" bs=64k >/dev/null 2>&1
+		s0=$(state)
+		sl sandbox create --policy audited --id "nolog-$$" >/dev/null 2>"$E2E_TMP/full.err"
+		check_eq "audit full: create exits 1" 1 "$?"
+		check_match "audit full: 503 audit_unavailable" 'audit_unavailable \(503\)' \
+		    "$(cat "$E2E_TMP/full.err")"
+		check_fails "audit full: no namespace made" test -e "/run/netns/sluice-nolog-$$"
+		check_eq "audit full: nothing made (pins rows links)" "$s0" "$(state)"
+		check_eq "audit full: no state row" "" \
+		    "$(sqlite3 "$SDB" "SELECT id FROM sandboxes WHERE id = 'nolog-$$'")"
+		sl sandbox rm "$FID" >/dev/null 2>"$E2E_TMP/full.err"
+		check_eq "audit full: rm exits 1" 1 "$?"
+		check_match "audit full: rm is 503 audit_unavailable" 'audit_unavailable' \
+		    "$(cat "$E2E_TMP/full.err")"
+		check "audit full: the sandbox stays whole" test -e "/run/netns/sluice-$FID"
+		check_eq "audit full: still listed" "$FID" \
+		    "$(sl sandbox ls --json | jq -r '.sandboxes[].id' | grep -x "$FID")"
+		rm -f "$FS/fill"
+		check "room again: rm goes through" sl sandbox rm "$FID"
+		check_fails "room again: the namespace is gone" test -e "/run/netns/sluice-$FID"
+		check "room again: sandbox.delete recorded" \
+		    fhas sandbox.delete "$FID" '"kind":"sandbox.delete"'
+		check_eq "no allow record for the refused id" "" \
+		    "$(fdb sandbox.create | grep "nolog-$$" | grep '"decision":"allow"')"
+		check "sluiced stops cleanly (audit on tmpfs)" world_stop_sluiced
+	else
+		not_ok "sluiced starts with its audit log on a tmpfs"
+	fi
+else
+	ok "# SKIP audit down: cannot mount a tmpfs"
+fi
+
 check_fails "no sanitizer report in the daemon's log" \
     grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" \
     "$WORLD_DIR/log/sluiced.log"

@@ -7,16 +7,7 @@
 # while the old set stays in force, the control API's JSON errors for hostile
 # requests, /metrics, a second daemon refused, clean SIGTERM shutdown, and
 # daemon mode with its pid file.
-# sluiced sets up the host side of sandboxes at start (service address on lo,
-# forwarding, the inet sluice table, :53): run the whole scenario in a
-# private network and mount namespace so the machine's own are never touched.
-if [ -z "${SLUICE_E2E_ISOLATED:-}" ]; then
-	export SLUICE_E2E_ISOLATED=1
-	mkdir -p /run/netns /etc/netns
-	exec unshare --net --mount --propagation private bash -c '
-		mount -t tmpfs tmpfs /run/netns && mount -t tmpfs tmpfs /etc/netns &&
-		ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
-fi
+. "$(dirname "$0")/isolate.sh"
 . "$(dirname "$0")/lib.sh"
 
 T=$E2E_TMP

@@ -245,6 +245,38 @@ check "log: sandbox.delete" log_has "sandbox.delete id=$C"
 sl sandbox rm "$C" 2>/dev/null
 check_eq "rm C again: exit 1" 1 "$?"
 
+# ------------------------------------------------------------ reload
+# A reload that changes web's CIDR rule changes what the live A can reach
+# at once (its static elements are replaced in one batch); B (other) is
+# untouched; a policy that disappears leaves its sandbox on its old rules.
+cp "$POL/web.yaml" "$E2E_TMP/web.yaml.orig"
+cat >"$POL/web.yaml" <<'EOF'
+version: 1
+name: web
+egress:
+  allow:
+    - cidr: 203.0.113.80/32
+      ports: [80]
+EOF
+check "reload: changed web accepted" sl reload
+check_eq "reload: A now reaches the new CIDR" 200 "$(get "$A" http://203.0.113.80/)"
+check_fails "reload: A no longer reaches the old CIDR" \
+    world_sandbox "$A" curl -s -m 3 -o /dev/null http://192.0.2.10/
+check_eq "reload: B (other) unchanged" 200 "$(get "$B" http://203.0.113.80/)"
+check "log: A's policy re-applied" log_has "sandbox $A: policy web re-applied"
+cp "$E2E_TMP/web.yaml.orig" "$POL/web.yaml"
+check "reload: web restored" sl reload
+check_eq "reload: A reaches the old CIDR again" 200 "$(get "$A" http://192.0.2.10/)"
+check_fails "reload: A no longer reaches 203.0.113.80" \
+    world_sandbox "$A" curl -s -m 3 -o /dev/null http://203.0.113.80/
+mv "$POL/other.yaml" "$E2E_TMP/other.yaml.gone"
+check "reload: other removed" sl reload
+check_eq "reload: B keeps its old rules" 200 "$(get "$B" http://203.0.113.80/)"
+check "log: B's policy is gone, a finding" log_has "sandbox $B: policy other is no longer loaded"
+mv "$E2E_TMP/other.yaml.gone" "$POL/other.yaml"
+check "reload: other back" sl reload
+check_eq "reload: B still reaches its allowance" 200 "$(get "$B" http://203.0.113.80/)"
+
 # ------------------------------------------------------------ TTL
 check "create E with --ttl 2s" sh -c \
     "'$SLUICE' -s '$WORLD_SOCK' sandbox create --policy web --id t$$-e --ttl 2s >'$E2E_TMP/e.json'"

@@ -1017,6 +1017,36 @@ START_TEST(test_ship_file)
 	ck_assert_int_eq(aud_ship_file(line, "soc", oc, 0, 10, err,
 	    sizeof(err)), -1);
 	ck_assert_int_eq(access(line, F_OK), -1);
+	/* A relative path is the working directory's; a sink of its own
+	 * gets the same stream as the one shipped in small batches. */
+	ck_assert_int_eq(chdir(dir), 0);
+	ck_assert_int_eq(aud_ship_file(dbpath, "rel", "rel.ndjson", 0, 1000,
+	    err, sizeof(err)), 55);
+	snprintf(line, sizeof(line), "%s/rel.ndjson", dir);
+	ck_assert_int_eq(count_lines(line, NULL, 0), count_lines(out, NULL,
+	    0));
+	/* The feed never follows a symlink nor writes into a non-file:
+	 * nothing is shipped and the cursor stays. */
+	snprintf(line, sizeof(line), "%s/link.ndjson", dir);
+	ck_assert_int_eq(symlink(out, line), 0);
+	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", line, 0, 10, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", dir, 0, 10, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 0, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	snprintf(line, sizeof(line), "%s/lnk.ndjson", dir);
+	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", line, 0, 1, err,
+	    sizeof(err)), 1);
+	f = fopen(line, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	fclose(f);
+	j = json_loads(line, 0, NULL);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "seq")), 0);
+	json_decref(j);
 	/* A damaged log is not shipped with a hole in it. */
 	exec_sql(tdb, "DELETE FROM records WHERE seq = 3");
 	snprintf(line, sizeof(line), "%s/t.ndjson", dir);

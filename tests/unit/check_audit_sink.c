@@ -1625,8 +1625,12 @@ START_TEST(syslog_tcp_unacknowledged)
 }
 END_TEST
 
-/* A cursor left by the core's one-shot aud_ship_file: the sink carries on
- * from it, into the same file, without a gap or a repeat. */
+/*
+ * aud_ship_file is the one-shot form of the file sink: it and a sink of the
+ * same name are one stream, in either order, with one cursor -- no gap, no
+ * repeated record and, since both keep the checkpoint row, no repeated
+ * checkpoint either.
+ */
 START_TEST(resume_after_ship_file)
 {
 	struct aud_sink_conf c = { 0 };
@@ -1634,35 +1638,100 @@ START_TEST(resume_after_ship_file)
 	struct aud_sink *s;
 	struct stream st = { 0 };
 	char path[160], err[256], *buf;
-	size_t len;
+	int64_t before, n;
+	size_t len, i, recs = 0;
 
 	write_records(l, 30);
 	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
 	ck_assert_int_eq(aud_ship_file(dbpath, "spool", path, 0, 16, err,
 	    sizeof(err)), 16);
+	ck_assert_int_eq(cursor_of("spool"), 16);
+	/* The newest checkpoint delivered, as a running sink keeps it. */
+	ck_assert_int_ge(cursor_of("spool#ckpt"), 1);
+	ck_assert_int_le(cursor_of("spool#ckpt"), 16);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
 	s = new_sink(&c, NULL);
 	drain(s);
+	aud_sink_free(s);
+	ck_assert_int_eq(cursor_of("spool"), head());
+	/* And back: the one-shot call carries on from the sink's cursor. */
+	write_records(l, 5);
+	ck_assert_int_eq(aud_sync(l), 0);
+	before = cursor_of("spool");
+	n = aud_ship_file(dbpath, "spool", path, 0, 1000, err, sizeof(err));
+	ck_assert_msg(n >= 5, "ship: %s", err);
+	ck_assert_int_eq(before + n, head());
 	ck_assert_int_eq(cursor_of("spool"), head());
 	buf = slurp(path, &len);
 	stream_ndjson(&st, buf, len);
-	/* At most the checkpoint of size 16 again: aud_ship_file keeps no
-	 * checkpoint row, so the one that may have been signed after its
-	 * record is sent once more, never a record. */
-	ck_assert_uint_le(stream_check(&st, head()), 1);
-	{
-		size_t i, recs = 0;
+	ck_assert_uint_eq(stream_check(&st, head()), 0);
+	for (i = 0; i < st.n; i++)
+		recs += !st.e[i].ckpt;
+	ck_assert_uint_eq(recs, (size_t)head());
+	free(buf);
+	stream_free(&st);
+	aud_close(l);
+}
+END_TEST
 
-		for (i = 0; i < st.n; i++) {
-			recs += !st.e[i].ckpt;
-			if (st.e[i].ckpt)
-				ck_assert_int_ge(st.e[i].seq, 1);
-		}
-		/* Every record exactly once. */
-		ck_assert_uint_eq(recs, (size_t)head());
+/*
+ * A cursor as aud_ship_file left it before it became a wrapper over the
+ * sink: the "spool" row and no "spool#ckpt" row (it shipped checkpoints
+ * inline, in the same NDJSON shape). Logs shipped that way must carry on
+ * without a gap or a repeated record; the one checkpoint that may have been
+ * signed after its record went out is sent once more, and nothing else.
+ */
+START_TEST(resume_after_legacy_cursor)
+{
+	struct aud_sink_conf c = { 0 };
+	struct aud_log *l = open_log();
+	struct aud_sink *s;
+	struct stream st = { 0 };
+	char path[160], *buf;
+	size_t len, i, recs = 0;
+
+	/* log.open, 14 records and a heartbeat: a checkpoint of size 16,
+	 * the one the legacy cursor cannot tell was already sent. */
+	write_records(l, 14);
+	ck_assert_int_eq(aud_heartbeat(l), 0);
+	ck_assert_int_eq(aud_sync(l), 0);
+	ck_assert_int_eq(head(), 16);
+	ck_assert_int_eq(db_int("SELECT count(*) FROM checkpoints WHERE "
+	    "size = 16"), 1);
+	write_records(l, 15);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	c.name = "spool";
+	c.type = AUD_SINK_FILE;
+	c.target = path;
+	c.batch_max = 16;
+	s = new_sink(&c, NULL);
+	ck_assert_int_eq(aud_sink_ship(s, NULL, 0), 16);
+	aud_sink_free(s);
+	db_exec("DELETE FROM ship_cursor WHERE sink = 'spool#ckpt'");
+	ck_assert_int_eq(cursor_of("spool#ckpt"), -1);
+	ck_assert_int_eq(cursor_of("spool"), 16);
+	c.batch_max = 0;
+	s = new_sink(&c, NULL);
+	drain(s);
+	ck_assert_int_eq(cursor_of("spool"), head());
+	buf = slurp(path, &len);
+	stream_ndjson(&st, buf, len);
+	ck_assert_uint_eq(stream_check(&st, head()), 1);
+	for (i = 0; i < st.n; i++) {
+		size_t j;
+
+		recs += !st.e[i].ckpt;
+		if (!st.e[i].ckpt)
+			continue;
+		/* A repeat may only be the checkpoint of size 16. */
+		for (j = 0; j < i; j++)
+			if (st.e[j].ckpt && st.e[j].seq == st.e[i].seq)
+				ck_assert_int_eq(st.e[i].seq, 16);
 	}
+	/* Every record exactly once. */
+	ck_assert_uint_eq(recs, (size_t)head());
 	free(buf);
 	stream_free(&st);
 	aud_sink_free(s);
@@ -2015,6 +2084,7 @@ sink_suite(void)
 	tcase_add_test(tc, late_checkpoint);
 	tcase_add_test(tc, syslog_tcp_unacknowledged);
 	tcase_add_test(tc, resume_after_ship_file);
+	tcase_add_test(tc, resume_after_legacy_cursor);
 	suite_add_tcase(su, tc);
 
 	tcase_add_checked_fixture(lim, setup, teardown);

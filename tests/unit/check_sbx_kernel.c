@@ -9,6 +9,15 @@
  * refusal each give their error and leave nothing; taint narrows the sandbox
  * in the kernel at once and survives a restart, like the token; deleting
  * leaves no pin, element or lookup.
+ *
+ * No action without a record: with the audit log closed, a create answers
+ * 503 audit_unavailable and leaves nothing, and a delete leaves the sandbox
+ * whole; the records that are written (authorized create with the policy
+ * digest, refusals, delete) are read back from the audit database. A
+ * reload that changes a policy's CIDR rule replaces the live sandbox's
+ * static elements (fw_sandbox_update) and keeps what it learned; a reload
+ * that drops the policy keeps the sandbox on its old rules. ns_nsid tells
+ * our sandbox namespaces from foreign pins and non-namespaces.
  */
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -24,10 +33,12 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/record.h"
 #include "gateway/sandbox.h"
 #include "netns/fw.h"
 #include "netns/netns.h"
@@ -38,6 +49,8 @@ static int		 isolated;
 static struct ev_loop	*loop;
 static struct gw	*gw;
 static struct sbx	*m;
+static struct rec	*rec;
+static char		 sdir[128];	/* the current start()'s directory */
 
 static void
 write_file(const char *path, const char *text)
@@ -61,6 +74,7 @@ start(const char *name, unsigned max)
 	if (!isolated)
 		return;
 	snprintf(dir, sizeof(dir), "%s/%s", tdir, name);
+	snprintf(sdir, sizeof(sdir), "%s", dir);
 	(void)mkdir(dir, 0700);
 	snprintf(path, sizeof(path), "%s/pol", dir);
 	(void)mkdir(path, 0700);
@@ -99,14 +113,21 @@ start(const char *name, unsigned max)
 	pol_errors_free(errs);
 	ck_assert_ptr_nonnull(loop = ev_new());
 	ck_assert_ptr_nonnull(gw = gw_new(cfg, set));
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_msg(rec != NULL, "rec_open: %s", err);
 	m = sbx_new(gw, loop, err, sizeof(err));
 	ck_assert_msg(m != NULL, "sbx_new: %s", err);
+	gw_set_sandboxes(gw, m, NULL);
 }
 
 static void
 stop(void)
 {
+	if (gw != NULL)
+		gw_set_sandboxes(gw, NULL, NULL);
 	sbx_free(m);
+	rec_close(rec);
+	rec = NULL;
 	gw_free(gw);
 	ev_free(loop);
 	m = NULL;
@@ -149,6 +170,9 @@ count_pins(void)
 	ns_names_free(links);
 	return (int)np;
 }
+
+static char	*records_of(int kind, const char *id);
+static int	 count_substr(const char *h, const char *n);
 
 START_TEST(test_lifecycle)
 {
@@ -306,7 +330,7 @@ END_TEST
 START_TEST(test_kernel_refuses)
 {
 	json_t *r;
-	char id[40], text[256];
+	char id[40], text[256], *recs;
 
 	if (!isolated)
 		return;
@@ -327,11 +351,373 @@ START_TEST(test_kernel_refuses)
 	json_decref(r);
 	ck_assert(!pin_exists(id));
 	ck_assert_uint_eq(sbx_count(m), 0);
+	/* The log says it was authorized, then that it failed (durably,
+	 * both), so no reader takes it for a sandbox that existed. */
+	recs = records_of(7, id);
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 2);
+	ck_assert_ptr_nonnull(strstr(recs, "\"result\":\"authorized\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"result\":\"failed\""));
+	ck_assert(strstr(recs, "\"result\":\"authorized\"") <
+	    strstr(recs, "\"result\":\"failed\""));
+	ck_assert_ptr_nonnull(strstr(recs, "sl-0"));
+	free(recs);
 	ck_assert_int_eq(system("ip link del sl-0"), 0);
 	/* And the same request works once the kernel agrees. */
 	ck_assert_uint_eq(create(text, &r), 201);
 	json_decref(r);
 	ck_assert(pin_exists(id));
+	stop();
+}
+END_TEST
+
+/* The canonical text of every record of kind (the store's code) about
+ * sandbox id, in seq order, joined by newlines; caller frees. */
+static char *
+records_of(int kind, const char *id)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char path[192], *out;
+	size_t len = 0;
+
+	snprintf(path, sizeof(path), "%s/state/audit.db", sdir);
+	ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY,
+	    NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT canon FROM records "
+	    "WHERE kind = ?1 AND sandbox = ?2 ORDER BY seq", -1, &st, NULL),
+	    SQLITE_OK);
+	sqlite3_bind_int(st, 1, kind);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	ck_assert_ptr_nonnull(out = calloc(1, 1));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+
+		ck_assert_ptr_nonnull(out = realloc(out, len + n + 2));
+		memcpy(out + len, sqlite3_column_blob(st, 0), n);
+		len += n;
+		out[len++] = '\n';
+		out[len] = '\0';
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return out;
+}
+
+static int
+count_substr(const char *h, const char *n)
+{
+	int c = 0;
+
+	while ((h = strstr(h, n)) != NULL) {
+		c++;
+		h += strlen(n);
+	}
+	return c;
+}
+
+START_TEST(test_audit_down)
+{
+	struct sbx_view v;
+	json_t *r;
+	char id[40], id2[40], text[256], err[256], ifname[16], *recs;
+
+	if (!isolated)
+		return;
+	start("audit", 8);
+	snprintf(id, sizeof(id), "k%ld-live", (long)getpid());
+	snprintf(id2, sizeof(id2), "k%ld-nolog", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"alice\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	snprintf(ifname, sizeof(ifname), "%s", v.ifname);
+	/* The authorized create is in the log, with the policy's digest. */
+	recs = records_of(7, id);
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
+	ck_assert_ptr_nonnull(strstr(recs, "\"decision\":\"allow\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"result\":\"authorized\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"sha256\":\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"subject\":\"alice\""));
+	free(recs);
+
+	/* The log goes away: nothing may happen without a record. */
+	rec_close(rec);
+	rec = NULL;
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"bob\"}", id2);
+	ck_assert_uint_eq(create(text, &r), 503);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "error")),
+	    "audit_unavailable");
+	json_decref(r);
+	ck_assert(!pin_exists(id2));
+	ck_assert_int_eq(sbx_lookup_id(m, id2, &v), -1);
+	ck_assert_uint_eq(sbx_count(m), 1);
+	ck_assert_int_eq(count_pins(), 1);
+	/* Slot 1 would have been the new one's: nothing in the table. */
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", "sl-1", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", "sl-1", err,
+	    sizeof(err)), 0);
+	/* A delete is refused and the sandbox stays whole. */
+	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	ck_assert(pin_exists(id));
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", ifname, err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", ifname, err,
+	    sizeof(err)), 1);
+
+	/* Back: the delete goes through, recorded; the refusals of bad
+	 * requests are recorded too. */
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_msg(rec != NULL, "rec_open: %s", err);
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"nope\","
+	    "\"subject\":\"bob\"}", id2);
+	ck_assert_uint_eq(create(text, &r), 422);
+	json_decref(r);
+	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
+	ck_assert(!pin_exists(id));
+	rec_close(rec);		/* flushes the async refusal */
+	rec = NULL;
+	recs = records_of(7, id);
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.delete\""), 1);
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
+	free(recs);
+	recs = records_of(7, id2);
+	/* Only the refusal: the 503 attempt was never authorized, and its
+	 * own refusal could not be written with the log down. */
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
+	ck_assert_ptr_nonnull(strstr(recs, "\"decision\":\"deny\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"reason\":\"unknown_policy\""));
+	ck_assert_ptr_null(strstr(recs, "\"decision\":\"allow\""));
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	stop();
+}
+END_TEST
+
+/* Elements of set for ifname as `nft list set` prints them. */
+static int
+nft_has(const char *set, const char *needle)
+{
+	char cmd[160], buf[4096];
+	size_t n;
+	FILE *fp;
+
+	snprintf(cmd, sizeof(cmd), "nft list set inet sluice %s 2>&1", set);
+	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	buf[n] = '\0';
+	pclose(fp);
+	if (strstr(buf, needle) == NULL) {
+		fprintf(stderr, "no '%s' in:\n%s\n", needle, buf);
+		return 0;
+	}
+	return 1;
+}
+
+START_TEST(test_reload_reapplies)
+{
+	struct sbx_view v;
+	struct fw_elem e;
+	json_t *r;
+	char id[40], text[256], err[256], path[192], *recs;
+
+	if (!isolated)
+		return;
+	start("reload", 8);
+	snprintf(id, sizeof(id), "k%ld-rl", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"alice\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert(nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
+	/* Something learned, which a re-application must keep. */
+	memset(&e, 0, sizeof(e));
+	snprintf(e.ifname, sizeof(e.ifname), "%s", v.ifname);
+	e.family = AF_INET;
+	ck_assert_int_eq(inet_pton(AF_INET, "192.0.2.77", e.addr), 1);
+	e.proto = IPPROTO_TCP;
+	e.port_lo = e.port_hi = 443;
+	e.timeout_ms = 600000;
+	ck_assert_int_eq(fw_learn(sbx_fw(m), &e, 1, err, sizeof(err)), 0);
+
+	/* The CIDR rule changes: the live sandbox follows at reload. */
+	snprintf(path, sizeof(path), "%s/pol/tp.yaml", sdir);
+	write_file(path,
+	    "version: 1\n"
+	    "name: tp\n"
+	    "egress:\n"
+	    "  allow:\n"
+	    "    - cidr: 198.51.100.128/25\n"
+	    "      ports: [8443]\n"
+	    "  deny:\n"
+	    "    - cidr: 198.51.100.192/26\n");
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert(!nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
+	ck_assert(nft_has("allow4", "198.51.100.128/25 . tcp . 8443"));
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx_deny4", v.ifname,
+	    err, sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "learned4", v.ifname,
+	    err, sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", v.ifname, err,
+	    sizeof(err)), 1);
+	/* The same file again changes nothing. */
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
+	    sizeof(err)), 1);
+
+	/* The policy goes: the sandbox keeps the rules it runs under, and
+	 * a new sandbox of that policy is refused. */
+	ck_assert_int_eq(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/pol/other.yaml", sdir);
+	write_file(path, "version: 1\nname: other\n");
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert(nft_has("allow4", "198.51.100.128/25 . tcp . 8443"));
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx_deny4", v.ifname,
+	    err, sizeof(err)), 1);
+	ck_assert_uint_eq(create("{\"policy\":\"tp\",\"subject\":\"a\"}", &r),
+	    422);
+	json_decref(r);
+	/* Taint still narrows it by its (old) policy. */
+	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "restricted", v.ifname,
+	    err, sizeof(err)), 1);
+
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(5, id);
+	ck_assert_int_eq(count_substr(recs, "sandbox.policy_update"), 1);
+	ck_assert_int_eq(count_substr(recs, "sandbox.policy_removed"), 1);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
+	stop();
+}
+END_TEST
+
+START_TEST(test_fw_update_bad)
+{
+	struct fw_sandbox sb;
+	struct fw_rule rule;
+	json_t *r;
+	char err[256];
+
+	if (!isolated)
+		return;
+	start("fwupd", 4);
+	ck_assert_uint_eq(create("{\"policy\":\"tp\",\"subject\":\"a\"}", &r),
+	    201);
+	json_decref(r);
+	memset(&rule, 0, sizeof(rule));
+	rule.family = AF_INET;
+	ck_assert_int_eq(inet_pton(AF_INET, "192.0.2.0", rule.addr), 1);
+	rule.prefix = 24;
+	rule.proto = IPPROTO_TCP;
+	rule.port_lo = rule.port_hi = 80;
+	memset(&sb, 0, sizeof(sb));
+	/* Not registered: refused, nothing added for it. */
+	snprintf(sb.ifname, sizeof(sb.ifname), "sl-77");
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", "sl-77", err,
+	    sizeof(err)), 0);
+	/* Bad names and rules: refused, the old statics stay. */
+	snprintf(sb.ifname, sizeof(sb.ifname), "eth0");
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	snprintf(sb.ifname, sizeof(sb.ifname), "sl-0");
+	rule.prefix = 33;
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	rule.prefix = 24;
+	rule.proto = IPPROTO_GRE;
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert(nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
+	/* A quota appears, then an update keeps the object, then it goes. */
+	rule.proto = IPPROTO_TCP;
+	sb.quota_bytes = 1000000;
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "quota", "sl-0", err,
+	    sizeof(err)), 1);
+	ck_assert(!nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
+	/* 192.0.2.0/24 is private here: an exception in @pallow4. */
+	ck_assert(nft_has("pallow4", "192.0.2.0/24 . tcp . 80"));
+	sb.quota_bytes = 2000000;
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, &rule, 1, NULL, 0,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(system("nft list quota inet sluice q_sl-0 | "
+	    "grep -q 2000000"), 0);
+	/* The same element deleted and added in one batch is still there. */
+	ck_assert(nft_has("pallow4", "192.0.2.0/24 . tcp . 80"));
+	sb.quota_bytes = 0;
+	ck_assert_int_eq(fw_sandbox_update(sbx_fw(m), &sb, NULL, 0, NULL, 0,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "quota", "sl-0", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", "sl-0", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "pallow4", "sl-0", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", "sl-0", err,
+	    sizeof(err)), 1);
+	stop();
+}
+END_TEST
+
+START_TEST(test_nsid)
+{
+	struct sbx_view v;
+	json_t *r;
+	char path[128], err[256];
+	int id = -5;
+
+	if (!isolated)
+		return;
+	start("nsid", 4);
+	ck_assert_uint_eq(create("{\"id\":\"nsid-a\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", &r), 201);
+	json_decref(r);
+	ck_assert_int_eq(sbx_lookup_id(m, "nsid-a", &v), 0);
+	/* Ours: joined by the veth, so it has an id here. */
+	ck_assert_int_eq(ns_nsid("/run/netns/sluice-nsid-a", &id, err,
+	    sizeof(err)), 0);
+	ck_assert_int_ge(id, 0);
+	/* A namespace never linked to ours: no id. */
+	ck_assert_int_eq(system("ip netns add sluice-foreign"), 0);
+	ck_assert_int_eq(ns_nsid("/run/netns/sluice-foreign", &id, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(id, -1);
+	ck_assert_int_eq(system("ip netns del sluice-foreign"), 0);
+	/* Not a namespace, a symlink, nothing, NULL. */
+	snprintf(path, sizeof(path), "%s/plain", tdir);
+	write_file(path, "x");
+	ck_assert_int_eq(ns_nsid(path, &id, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(symlink("/run/netns/sluice-nsid-a",
+	    "/run/netns/sluice-link"), 0);
+	ck_assert_int_eq(ns_nsid("/run/netns/sluice-link", &id, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(errno, ELOOP);
+	ck_assert_int_eq(unlink("/run/netns/sluice-link"), 0);
+	ck_assert_int_eq(ns_nsid("/run/netns/sluice-none", &id, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(ns_nsid(NULL, &id, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
 	stop();
 }
 END_TEST
@@ -345,9 +731,13 @@ kernel_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_set_timeout(tl, 60);
 	tcase_add_test(tc, test_lifecycle);
+	tcase_add_test(tc, test_reload_reapplies);
+	tcase_add_test(tc, test_nsid);
 	suite_add_tcase(s, tc);
 	tcase_add_test(tl, test_exhausted);
 	tcase_add_test(tl, test_kernel_refuses);
+	tcase_add_test(tl, test_audit_down);
+	tcase_add_test(tl, test_fw_update_bad);
 	suite_add_tcase(s, tl);
 	return s;
 }

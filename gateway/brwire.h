@@ -1,0 +1,68 @@
+/*
+ * brwire: the capability bridge inside sluiced. gateway/bridge/ is written
+ * against hooks (struct br_hooks) so that it can be tested alone and later
+ * run behind a privilege boundary; this is the daemon's side of that seam:
+ * who a request is (the sandbox manager's index by address, and the bearer
+ * token minted at creation: both must agree), which policy applies (the set
+ * in force, held by reference while a call is in flight), where decisions go
+ * (durable mcp.call records and findings through gateway/record.h) and how a
+ * tainting result narrows egress (sbx_taint). It also serves the bridge's
+ * part of the control API: approvals and tool pins.
+ *
+ * Like the recorder, the wiring is process-wide once started, so that the
+ * sandbox manager can tell the bridge a sandbox is gone with one call and
+ * no pointer threaded through its constructor. Loop thread only.
+ */
+#ifndef SLUICE_GATEWAY_BRWIRE_H
+#define SLUICE_GATEWAY_BRWIRE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gateway/ctl.h"
+#include "gateway/ev.h"
+#include "gateway/gw.h"
+
+struct sbx;
+struct brw;
+
+/*
+ * brw_start: the bridge of the daemon, listening on the config's service
+ * address and bridge_port (port overrides it when non-zero, for tests),
+ * with the upstream servers of the config. Call after the sandbox manager
+ * and the recorder exist (the service address must be on lo). gw, sbx and
+ * loop are borrowed and must outlive it; the config of gw must too. Installs
+ * the process-wide wiring (EBUSY if one is already installed). NULL with a
+ * message in err on failure (never a secret).
+ */
+struct brw	*brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
+		    uint16_t port, char *err, size_t errlen);
+/* brw_stop: frees the bridge (parked requests get 503, pending approvals
+ * are denied and recorded, children stopped) and uninstalls. NULL is a
+ * no-op. Call before the recorder and the sandbox manager go. */
+void		 brw_stop(struct brw *w);
+/* brw_port: the TCP port the bridge listens on. */
+uint16_t	 brw_port(const struct brw *w);
+/*
+ * brw_routes: registers on ctl
+ *   GET  /v1/approvals                      pending calls (JSON array)
+ *   POST /v1/approvals/{id}                 {decision, approver, reason?}
+ *   GET  /v1/mcp/{server}/pins              the policy snippet (text/yaml)
+ *   POST /v1/mcp/{server}/tools/{tool}/accept   make the current
+ *                                           definition the baseline
+ * w is borrowed by the handlers: free ctl before w. -1 with errno.
+ */
+int		 brw_routes(struct brw *w, struct ctl *ctl);
+/* brw_sandbox_gone: tells the installed bridge (if any) that sandbox id was
+ * removed: its sessions are forgotten and its pending approvals denied. A
+ * no-op when no bridge runs. */
+void		 brw_sandbox_gone(const char *id);
+/* brw_status_json: {"pending_approvals", "calls": {"allow", "deny"},
+ * "auth_failures", "findings", "record_failures", "port"} of the installed
+ * bridge, or NULL when none runs or on allocation failure. New reference. */
+json_t		*brw_status_json(void);
+/* brw_metrics_print: sluice_mcp_* gauges and counters in Prometheus text
+ * format; prints nothing when no bridge runs. */
+void		 brw_metrics_print(FILE *fp);
+
+#endif /* SLUICE_GATEWAY_BRWIRE_H */
