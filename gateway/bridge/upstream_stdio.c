@@ -224,8 +224,17 @@ br_stdio_send(struct br_up *u, json_t *msg)
 	u->wbuf[u->wlen + len] = '\n';
 	u->wlen += len + 1;
 	free(s);
-	if (u->wlen == len + 1)
-		flush_out(u);
+	/*
+	 * Write from the loop, never from here: a failed write tears the
+	 * upstream down and frees its pending requests, which our caller is
+	 * still about to use.
+	 */
+	if (u->wlen == len + 1 &&
+	    ev_add(u->br->loop, u->in_fd, EV_WRITE, on_in, u) == -1 &&
+	    errno != EEXIST) {
+		u->wlen -= len + 1;
+		return -1;
+	}
 	return 0;
 }
 

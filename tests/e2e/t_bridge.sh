@@ -178,9 +178,9 @@ check_match "get-env answered" "PATH" "$(cat "$OUT/env")"
 check_fails "get-env: the stdio credential is redacted" grep -q "$STDIO_CRED" "$OUT/env"
 check_match "get-env: API_TOKEN is there, its value is not" "API_TOKEN" "$(cat "$OUT/env")"
 
-mcprec() {	# mcprec SBX TOOL: the last mcp.call record of TOOL
+mcprec() {	# mcprec SBX TOOL: the first mcp.call record of TOOL
 	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call \
-	    --sandbox "$1" 2>/dev/null | jq -c "select(.tool == \"$2\")" | tail -n 1
+	    --sandbox "$1" 2>/dev/null | jq -c "select(.tool == \"$2\")" | head -n 1
 }
 wait_for 5 sh -c "[ -n \"\$('$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.call 2>/dev/null | grep get-env)\" ]"
 check_eq "get-env's record counts the redaction" true \
