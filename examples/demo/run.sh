@@ -6,12 +6,14 @@
 # package index, an attacker's server, a cloud metadata service holding fake
 # credentials and an upstream resolver: tests/e2e/world.sh), the real
 # daemon (build/sluiced) started with a config derived from
-# examples/sluice.yaml and the demo policy, and a scripted agent
-# (agent.sh) that works and misbehaves inside a sandbox. What was allowed
-# and denied is then read back FROM THE AUDIT LOG, the log is verified, a
-# copy is tampered with and verify catches it, and everything made is
-# removed (also on Ctrl-C or failure). Acts the daemon cannot do yet (the
-# MCP capability bridge, issue 6) are listed and skipped, never faked.
+# examples/sluice.yaml and the demo policy, an MCP server holding a fake
+# credential (the reference server-everything over stdio, a child of
+# sluiced), and a scripted agent (agent.sh) that works and misbehaves
+# inside a sandbox, on the network and through the capability bridge. What
+# was allowed and denied is then read back FROM THE AUDIT LOG, the log is
+# verified, a copy is tampered with and verify catches it, and everything
+# made is removed (also on Ctrl-C or failure). An act the daemon cannot do
+# would be listed as "not yet" and skipped, never faked (ACT_NOTYET).
 #
 #   examples/demo/run.sh [--step] [--keep DIR]
 #     --step      pause between acts (Enter to go on; ignored without a TTY)
@@ -127,6 +129,11 @@ WORLD_TAG=sld$$
 for t in jq sqlite3 curl dig node dnsmasq nsenter ip nft; do
 	command -v "$t" >/dev/null || die "$t not found (make deps installs it)"
 done
+# The MCP server of the demo and the agent's client: npm packages the
+# end-to-end tests install (make deps).
+EVERYTHING=$E2E_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+[ -e "$EVERYTHING" ] && [ -d "$E2E_DIR/node_modules/@modelcontextprotocol/sdk" ] ||
+    die "no MCP server-everything/SDK in $E2E_DIR/node_modules (make deps)"
 mkdir -p "$E2E_TMP/bin"
 for b in sluiced sluice; do
 	[ -x "$SLUICE_BUILD/$b" ] || die "no $SLUICE_BUILD/$b (make all builds it)"
@@ -143,9 +150,16 @@ world_up || die "the demo world did not come up"
 
 # The daemon's config: examples/sluice.yaml with this run's directories,
 # network, resolver and audit key. Top-level sections are copied as they
-# are, except those replaced here; MCP servers and audit sinks are left
-# out (no bridge yet, no SOC in the demo).
+# are, except those replaced here; audit sinks are left out (no SOC in the
+# demo) and the MCP servers are the demo's one: "ev", server-everything
+# over stdio, whose credential (a fake API token, in a file only root can
+# read) sluiced hands to the child's environment, never to the sandbox.
 STATE=$WORLD_DIR/state
+SECRETS=$E2E_TMP/secrets
+mkdir -p "$SECRETS" && chmod 0700 "$SECRETS" || die "secrets dir"
+CRED="demo-secret-$$-$RANDOM$RANDOM"
+printf '%s' "$CRED" >"$SECRETS/ev.cred" || die "credential file"
+NODE=$(command -v node)
 POL=$E2E_TMP/policies
 CFG=$E2E_TMP/sluice.yaml
 KEY=$STATE/audit.key
@@ -158,7 +172,8 @@ echo "$VKEY" >"$E2E_TMP/audit.vkey"
 awk -v state="$STATE" -v run="$WORLD_DIR/run" -v sock="$WORLD_SOCK" \
     -v pol="$POL" -v pool="$WORLD_POOL" -v svc="$WORLD_SERVICE" \
     -v port="$WORLD_BRIDGE_PORT" -v up="$WORLD_UPLINK" -v dns="$WORLD_DNS" \
-    -v key="$KEY" -v origin="$ORIGIN" '
+    -v key="$KEY" -v origin="$ORIGIN" -v node="$NODE" -v ev="$EVERYTHING" \
+    -v cred="$SECRETS/ev.cred" -v tag="$WORLD_TAG" '
 	function block(k) {
 		if (k == "state_dir") print "state_dir: " state
 		else if (k == "run_dir") print "run_dir: " run
@@ -186,7 +201,16 @@ awk -v state="$STATE" -v run="$WORLD_DIR/run" -v sock="$WORLD_SOCK" \
 			print "  db: " state "/audit.db"
 			print "  key: " key
 			print "  origin: " origin
-		} else if (k == "audit_sinks" || k == "servers") ;
+		} else if (k == "servers") {
+			print "servers:"
+			print "  - name: ev"
+			print "    transport: stdio"
+			print "    command: [" node ", " ev ", stdio]"
+			# SLUICE_DEMO_RUN marks the server process of this run,
+			# so that a test can tell it is gone afterwards.
+			print "    env: {PATH: /usr/local/bin:/usr/bin:/bin, SLUICE_DEMO_RUN: " tag "}"
+			print "    credential: {file: " cred ", child_env: API_TOKEN}"
+		} else if (k == "audit_sinks") ;
 		else return 0
 		return 1
 	}
@@ -252,19 +276,34 @@ def_act meta-v6 "metadata over IPv6 (fd00:ec2::254)" \
     "$SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_META6\"" metadata
 def_act meta-rebind "metadata through a rebinding name" \
     "$SB and ((.kind == \"dns.decision\" and .q.name == \"rebind.example.com\") or (.kind == \"finding\" and (.detail // \"\" | test(\"rebind[.]example[.]com\"))))" metadata
-# The MCP acts: the bridge is not wired into sluiced yet (issue 6). Their
-# filters will select mcp.call / approval / finding records once it is.
-NOT_YET="not yet: the capability bridge is not wired into sluiced (issue 6)"
+# The MCP acts: mcp.call records of the tool each act calls (the two echo
+# acts told apart by their argument), and for the taint act its taint
+# findings and any denied packet to the web server. Their far
+# side is none (the calls go to Sluice's bridge), except the taint act's:
+# the web server, counted from the moment the sandbox was tainted.
+MCALL="$SB and .kind == \"mcp.call\" and .server == \"ev\""
+def_act mcp-allowed "MCP: an allowed tool call" \
+    "$MCALL and .tool == \"echo\" and (.arguments | tostring | test(\"hello from\"))" none
+def_act mcp-forbidden-arg "MCP: a forbidden argument" \
+    "$MCALL and .tool == \"echo\" and (.arguments | tostring | test(\"shadow\"))" none
+def_act mcp-approval "MCP: a call that needs approval" \
+    "$MCALL and .tool == \"get-annotated-message\"" none
+def_act mcp-budget "MCP: a budget exhausted" \
+    "$MCALL and .tool == \"get-sum\"" none
+def_act mcp-redaction "MCP: credential redacted in a result" \
+    "$MCALL and .tool == \"get-env\"" none
+def_act mcp-taint "MCP: a tainting result narrows egress" \
+    "($MCALL and .tool == \"get-tiny-image\") or ($SB and .kind == \"finding\" and (.type // \"\" | test(\"taint\"))) or ($SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_WEB\")" web
+# Acts the daemon cannot do (none now): announced and skipped, not faked.
+NOT_YET="not yet: this act is not implemented by sluiced"
 declare -A ACT_NOTYET
-for a in mcp-allowed:"MCP: an allowed tool call" \
-    mcp-forbidden-arg:"MCP: a forbidden argument" \
-    mcp-approval:"MCP: a call that needs approval" \
-    mcp-budget:"MCP: a budget exhausted" \
-    mcp-redaction:"MCP: a credential redacted in a result" \
-    mcp-taint:"MCP: a tainting result narrows egress"; do
-	def_act "${a%%:*}" "${a#*:}" false none
-	ACT_NOTYET[${a%%:*}]=1
-done
+# An act whose agent call waits for a person: run.sh approves it from
+# outside the sandbox (sluice approve) while the call is held.
+declare -A ACT_APPROVE ACT_PRE
+ACT_APPROVE[mcp-approval]=1
+# An act with a first step before its far side is counted: the taint act
+# receives the confidential result first, then tries the web server.
+ACT_PRE[mcp-taint]=mcp-taint-call
 # An act the log may rightly have nothing about, and why. Shown under the
 # table; such an act's row still says "no record", never a made-up outcome.
 ACT_QUIET[meta-v6]="sandbox links carry no IPv6 (sluiced disables it), so the host's kernel drops these packets before any nftables rule: there is no decision to record. The packet counter at the metadata side (FAR) is the evidence."
@@ -278,10 +317,12 @@ table inet sldemo {
 	counter c_pkg {}
 	counter c_attacker {}
 	counter c_metadata {}
+	counter c_web {}
 	chain pre {
 		type filter hook prerouting priority -300; policy accept;
 		iifname "inet0" ip daddr $WORLD_PKG counter name c_pkg
 		iifname "inet0" ip daddr $WORLD_ATTACKER counter name c_attacker
+		iifname "inet0" ip daddr $WORLD_WEB counter name c_web
 		iifname "inet0" ip daddr 169.254.0.0/16 counter name c_metadata
 		iifname "inet0" ip6 daddr $WORLD_META6 counter name c_metadata
 	}
@@ -297,15 +338,34 @@ cnt() {
 declare -A FAR0
 far_clear() {
 	case ${ACT_FAR[$1]} in
+	none) ;;
 	resolver) world_resolver_clear ;;
 	*) FAR0[$1]=$(cnt "${ACT_FAR[$1]}") ;;
 	esac
 }
 far_count() {
 	case ${ACT_FAR[$1]} in
+	none) echo - ;;
 	resolver) world_resolver_log | grep -c 't\.evil\.example\.net' ;;
 	*) echo $(($(cnt "${ACT_FAR[$1]}") - ${FAR0[$1]:-0})) ;;
 	esac
+}
+
+# approve_pending: outside the sandbox, a person (here: this script) waits
+# for the held call to show up in `sluice approvals`, looks at it and
+# approves it with `sluice approve`. Bounded: 30 s for the call to appear.
+approve_pending() {
+	local aid
+	if ! wait_for 30 sh -c "'$SLUICE' -s '$WORLD_SOCK' approvals --json | jq -e 'length == 1'"; then
+		bad "no pending approval appeared"
+		return 1
+	fi
+	info "${C_C}outside the sandbox, a person runs: sluice approvals${C_0}"
+	sl approvals 2>&1 | head -n 5 | sed 's/^/       /'
+	aid=$(sl approvals --json | jq -r '.[0].id // empty')
+	info "${C_C}and approves it: sluice approve $aid --reason \"demo: looks fine\"${C_0}"
+	sl approve "$aid" --reason "demo: looks fine" >/dev/null ||
+	    bad "sluice approve $aid failed"
 }
 
 run_act() {
@@ -315,15 +375,31 @@ run_act() {
 		info "${C_Y}$NOT_YET${C_0}"
 		return 0
 	fi
+	if [ -n "${ACT_PRE[$a]:-}" ]; then
+		agent "${ACT_PRE[$a]}"
+		case $? in
+		0) info "${C_C}agent's view: it got through${C_0}" ;;
+		*) info "${C_Y}agent's first step did not get through${C_0}" ;;
+		esac
+	fi
 	far_clear "$a"
-	agent "$a"; rc=$?
+	if [ -n "${ACT_APPROVE[$a]:-}" ]; then
+		agent "$a" &
+		local apid=$!
+		approve_pending
+		wait "$apid"; rc=$?
+	else
+		agent "$a"; rc=$?
+	fi
 	case $rc in
 	0) info "${C_C}agent's view: it got through${C_0}" ;;
 	1) info "${C_C}agent's view: it was stopped${C_0}" ;;
 	*) info "${C_Y}agent exited $rc${C_0}" ;;
 	esac
 	FAR[$a]=$(far_count "$a")
-	if [ "${ACT_FAR[$a]}" = resolver ]; then
+	if [ "${ACT_FAR[$a]}" = none ]; then
+		:
+	elif [ "${ACT_FAR[$a]}" = resolver ]; then
 		info "${C_C}far side: the upstream resolver logged ${FAR[$a]} of these queries${C_0}"
 	else
 		info "${C_C}far side: ${FAR[$a]} packet(s) from this act reached the ${ACT_FAR[$a]} address${C_0}"
@@ -348,10 +424,8 @@ run_act meta-v6 \
 run_act meta-rebind \
     "A name the policy allows answers with the metadata address (DNS rebinding). Answers are classified, not trusted."
 
-# The capability bridge acts (defined with the others above, marked not
-# yet): announced in order and skipped. To wire one: add its case to
-# agent.sh, give def_act its record filter and far side, and drop its
-# ACT_NOTYET entry.
+# The capability bridge acts: the agent calls tools of "ev" through Sluice
+# with the official MCP SDK client and its sandbox token.
 run_act mcp-allowed \
     "The agent calls everything/echo through Sluice, which holds the upstream credential."
 run_act mcp-forbidden-arg \
@@ -359,11 +433,11 @@ run_act mcp-forbidden-arg \
 run_act mcp-approval \
     "The call is held until a person runs \`sluice approve\` from outside the sandbox."
 run_act mcp-budget \
-    "Cumulative budgets (calls, cost, result bytes) stop a runaway loop."
+    "Cumulative budgets (calls, cost, result bytes) stop a runaway loop: get-sum has a budget of 3 calls."
 run_act mcp-redaction \
-    "Secrets in a tool result never reach the sandbox."
+    "The MCP server holds a credential (API_TOKEN) in its environment; get-env returns that environment. Secrets in a tool result never reach the sandbox."
 run_act mcp-taint \
-    "After confidential data arrives, the sandbox's outbound access shrinks at once (nftables)."
+    "After confidential data arrives, the sandbox's outbound access shrinks at once (nftables) to the policy's keep list: the web server it used closes, the package index stays."
 pause
 
 # ------------------------------------------------------------ the log
@@ -410,7 +484,11 @@ for a in "${ACT_IDS[@]}"; do
 	jq -r -s --arg act "$a" "
 	    [.[] | select(${ACT_SEL[$a]}) |
 	     {kind, decision: (.decision // (if .kind == \"finding\" then \"finding\" else \"-\" end)),
-	      reason: (.reason // .type // \"-\"),
+	      reason: (if .kind == \"mcp.call\" and (.approver // \"\") != \"\"
+	        then \"\\(.approval // \"?\") by \\(.approver)\"
+	        elif .kind == \"mcp.call\" and (.redactions // 0) > 0
+	        then \"redacted x\\(.redactions)\"
+	        else (.reason // .type // \"-\") end),
 	      n: (if .kind == \"net.deny\" then (.count // 1) else 1 end), seq}] |
 	    if length == 0 then [[\$act, \"-\", \"no record\", \"-\", 0, -1]]
 	    else group_by([.kind, .decision, .reason]) |
@@ -436,7 +514,7 @@ done <"$E2E_TMP/summary.tsv"
 for a in "${ACT_IDS[@]}"; do
 	[ -n "${ACT_NOTYET[$a]:-}" ] || continue
 	printf '  %-38s %-12s %s%s%s\n' "${ACT_TITLE[$a]:0:38}" - "$C_Y" \
-	    "not yet (issue 6)" "$C_0"
+	    "not yet" "$C_0"
 done
 FAIL=0
 for a in "${ACT_IDS[@]}"; do
@@ -452,7 +530,7 @@ done
 # the log says.
 for a in "${ACT_IDS[@]}"; do
 	[ "$a" = install ] || [ -n "${ACT_NOTYET[$a]:-}" ] && continue
-	case ${FAR[$a]:-} in 0) ;; *) bad "${ACT_TITLE[$a]}: the far side saw ${FAR[$a]} packet(s) or queries"; FAIL=1 ;; esac
+	case ${FAR[$a]:-} in 0|-) ;; *) bad "${ACT_TITLE[$a]}: the far side saw ${FAR[$a]} packet(s) or queries"; FAIL=1 ;; esac
 done
 # Everything the log holds, by kind: lifecycle, heartbeats, the rest.
 info "all records by kind: $(jq -r -s 'group_by(.kind) | map("\(.[0].kind)=\(length)") | join(" ")' "$E2E_TMP/tail.json")"

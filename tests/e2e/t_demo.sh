@@ -6,9 +6,12 @@
 # its summary table is what the audit log says (re-read here from the log
 # it leaves with --keep, independently of the demo's own filters), the log
 # verifies with its key against an external checkpoint, the tampered copy
-# is caught at the exact record that was edited, the bridge acts are
-# announced as not yet done rather than faked, and nothing it made is left:
-# no namespace, link, nftables table, process or temp dir.
+# is caught at the exact record that was edited, the six capability-bridge
+# acts happened through the real daemon (an allowed call, a forbidden
+# argument, an approval given from outside, a budget exhausted, a
+# credential redacted, a taint that closes egress but not the keep list),
+# and nothing it made is left: no namespace, link, nftables table, process
+# or temp dir.
 . "$(dirname "$0")/lib.sh"
 require_root
 for t in jq sqlite3 nft ip; do
@@ -41,10 +44,10 @@ check_match "the kept tag and id are this run's" '^sld[0-9]+ demo[0-9]+$' "$TAG 
 
 # ------------------------------------------------------------ the output
 check_fails "no colour escapes when stdout is not a TTY" grep -q $'\e\\[' "$OUT"
-check_eq "six MCP acts say 'not yet' and name issue 6" 6 \
-    "$(grep -c 'not yet: the capability bridge is not wired into sluiced (issue 6)' "$OUT")"
-check_eq "the table lists the six MCP acts as not yet" 6 \
-    "$(grep -cE '^  MCP: .* not yet \(issue 6\)$' "$OUT")"
+check_eq "no act is skipped as 'not yet'" 0 \
+    "$(grep -cE 'not yet: |^  .* not yet$' "$OUT")"
+check_eq "the table has a row for each of the six MCP acts" 6 \
+    "$(grep -cE '^  MCP: .* mcp\.call|^  MCP: .* finding ' "$OUT")"
 check_eq "every act is announced, 8 network and 6 MCP" 14 \
     "$(grep -cE '^\[ ?([1-9]|1[0-4])\] ' "$OUT")"
 
@@ -56,7 +59,7 @@ while IFS=$'\t' read -r act kind dec reason n _; do
 	grep -qE "  $kind +$dec +${reason:0:22} +$n( |\$)" "$OUT" ||
 	    { missing=$((missing + 1)); echo "#   not printed: $act $kind $dec $reason $n"; }
 done <"$S"
-check "the summary has rows" test "$rows" -ge 8
+check "the summary has rows" test "$rows" -ge 14
 check_eq "every summary row is in the printed table" 0 "$missing"
 
 # ------------------------------------------------------------ from the log
@@ -126,13 +129,64 @@ while IFS=$'\t' read -r act _ dec _; do
 	check_eq "'no record' for $act is true of the log" 0 "$(logn "$f")"
 done <"$S"
 
+# ------------------------------------------------------------ the MCP acts
+# mcpn JQ-FILTER: how many mcp.call records of server ev match.
+mcpn() {
+	jq -s "[.[] | select(.kind == \"mcp.call\" and .server == \"ev\" and ($1))] | length" \
+	    "$E2E_TMP/tail.json"
+}
+ECHO_OK='.tool == "echo" and (.arguments | tostring | test("hello from"))'
+ECHO_BAD='.tool == "echo" and (.arguments | tostring | test("shadow"))'
+check_eq "allowed call: exactly 1 allowed echo in the log" 1 \
+    "$(mcpn "$ECHO_OK and .decision == \"allow\"")"
+check_eq "allowed call: the summary's count is the log's" 1 "$(row mcp-allowed mcp.call allow)"
+check_match "allowed call: the agent got the echo back" 'agent:   result: Echo: hello from the sandbox' "$(cat "$OUT")"
+check_eq "forbidden argument: 1 denial for the argument constraint, none allowed" "1 0" \
+    "$(mcpn "$ECHO_BAD and .decision == \"deny\" and .reason == \"argument_constraint\"") $(mcpn "$ECHO_BAD and .decision != \"deny\"")"
+check_eq "forbidden argument: the summary's count is the log's" 1 "$(row mcp-forbidden-arg mcp.call deny)"
+check_match "forbidden argument: the agent read a reason" 'stopped: echo with a shell payload.*: [A-Z][a-z]' "$(cat "$OUT")"
+APPR=$(jq -s -c '[.[] | select(.kind == "mcp.call" and .tool == "get-annotated-message")]' "$E2E_TMP/tail.json")
+check_eq "approval: one call, allowed, approved" '1 allow approved' \
+    "$(printf '%s' "$APPR" | jq -r '"\(length) \(.[0].decision) \(.[0].approval)"')"
+check_match "approval: the record names an approver" '^[a-z_][a-z0-9_-]*$' \
+    "$(printf '%s' "$APPR" | jq -r '.[0].approver // empty')"
+check_match "approval: the table shows who approved it" \
+    "  mcp.call +allow +approved by $(printf '%s' "$APPR" | jq -r '.[0].approver // "?"') +1 " "$(cat "$OUT")"
+check_match "approval: sluice approve was run from outside" 'approves it: sluice approve [0-9a-f]+' "$(cat "$OUT")"
+check_eq "budget: exactly 3 get-sum allowed and 2 budget_exhausted" "3 2" \
+    "$(mcpn '.tool == "get-sum" and .decision == "allow"') $(mcpn '.tool == "get-sum" and .decision == "deny" and .reason == "budget_exhausted"')"
+check_eq "budget: no other get-sum outcome" 5 "$(mcpn '.tool == "get-sum"')"
+check_eq "budget: the summary's counts are the log's" "3 2" \
+    "$(row mcp-budget mcp.call allow) $(row mcp-budget mcp.call deny)"
+check "redaction: get-env's record counts redactions > 0" test \
+    "$(jq -s '[.[] | select(.kind == "mcp.call" and .tool == "get-env") | .redactions // 0] | add // 0' "$E2E_TMP/tail.json")" -gt 0
+check_match "redaction: the agent saw API_TOKEN, redacted" '"API_TOKEN": "\[REDACTED' "$(cat "$OUT")"
+# The demo's fake credential is demo-secret-PID-RANDOM: its value must be
+# nowhere the agent, the table or the log shows.
+"$SLUICE" audit tail --db "$KEEP/audit.db" --format json >"$E2E_TMP/all.json" 2>/dev/null
+check_fails "redaction: the credential is not in the demo's output" grep -q 'demo-secret-' "$OUT"
+check_fails "redaction: the credential is not in the audit log" grep -q 'demo-secret-' "$E2E_TMP/all.json"
+TAINT=$(jq -s '[.[] | select(.kind == "finding" and .type == "sandbox.taint")] | .[0].seq // -1' "$E2E_TMP/tail.json")
+check "taint: a sandbox.taint finding" test "$TAINT" -ge 0
+check_eq "taint: an mcp.taint finding names the confidential tool" 1 \
+    "$(jq -s '[.[] | select(.kind == "finding" and .type == "mcp.taint" and .tool == "get-tiny-image")] | length' "$E2E_TMP/tail.json")"
+check_eq "taint: the tainting call was allowed and classified confidential" "allow confidential" \
+    "$(jq -r -s '[.[] | select(.kind == "mcp.call" and .tool == "get-tiny-image")] | .[0] | "\(.decision) \(.classification)"' "$E2E_TMP/tail.json")"
+check "taint: after it, the keep-list name was allowed by mcp.taint.keep" test \
+    "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq > $TAINT and .q.name == \"pkg.example.com\" and .decision == \"allow\" and (.policy.rule // \"\" | startswith(\"mcp.taint.keep\")))] | length" "$E2E_TMP/tail.json")" -ge 1
+check_eq "taint: no other name was allowed after it" 0 \
+    "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq > $TAINT and .decision == \"allow\" and .q.name != \"pkg.example.com\")] | length" "$E2E_TMP/tail.json")"
+check_match "taint: the post-taint request to the web server failed" 'stopped: 203\.0\.113\.80 is closed after the taint' "$(cat "$OUT")"
+check_match "taint: the web server answered before the taint (control)" 'before: GET http://203\.0\.113\.80/ip.*HTTP 200' "$(tr '\n' ' ' <"$OUT")"
+check_match "taint: the keep-list host still answered after it" 'package index \(on the keep list\): HTTP 200' "$(cat "$OUT")"
+
 # The far side's own counters: the control (the index saw the install)
 # proves they count; every attempt at the attacker or the metadata service
 # must have left nothing there.
 far() { awk -F'\t' -v a="$1" '$1 == a { print $2 }' "$KEEP/far.tsv"; }
 check "control: the install's packets were counted at the index" \
     test "$(far install)" -gt 0
-for a in exfil-name exfil-addr exfil-icmp exfil-dns meta-v4 meta-v6 meta-rebind; do
+for a in exfil-name exfil-addr exfil-icmp exfil-dns meta-v4 meta-v6 meta-rebind mcp-taint; do
 	check_eq "far side: nothing from $a arrived" 0 "$(far "$a")"
 done
 
@@ -146,9 +200,16 @@ TS=$(cat "$KEEP/tampered.seq")
 check_eq "verify on the tampered copy failed at the edited seq" "$TS" \
     "$(jq -r .first_failure.seq "$KEEP/tamper.json")"
 check_match "the demo says so" "tampering caught at seq $TS " "$(cat "$OUT")"
-check_fails "the demo reported no failure" grep -qE '^ +demo: |no record for .* in the audit log|: the far side saw [1-9]|verify exited|verify on the tampered copy:|could not keep' "$OUT"
+check_fails "the demo reported no failure" grep -qE '^ +demo: |no record for .* in the audit log|: the far side saw [1-9]|verify exited|verify on the tampered copy:|could not keep|no pending approval appeared|sluice approve .* failed' "$OUT"
 
 # ------------------------------------------------------------ nothing left
+# runprocs TAG: processes whose environment carries the run's mark (the
+# demo's MCP server, a child of sluiced, has no tag on its command line).
+runprocs() {
+	grep -lzx "SLUICE_DEMO_RUN=$1" /proc/[0-9]*/environ 2>/dev/null |
+	    grep -v "^/proc/$$/"
+}
+check_eq "no MCP server process of the run is left" "" "$(runprocs "$TAG")"
 check_eq "no namespace of the run is left" "" \
     "$(find /run/netns -mindepth 1 -maxdepth 1 -printf "%f\n" 2>/dev/null | grep -E "^($TAG-|sluice-$ID\$)")"
 check_fails "no /etc/netns/sluice-$ID" test -e "/etc/netns/sluice-$ID"
@@ -180,6 +241,8 @@ if wait_for 120 grep -q '^\[ 3\] ' "$OUT2"; then
 	    test -e "/run/netns/$TAG2-host"
 	check "control: mid-run, the sandbox's namespace exists" \
 	    test -e "/run/netns/sluice-$ID2"
+	check "control: mid-run, the run's MCP server process is found" \
+	    test -n "$(runprocs "$TAG2")"
 	kill -INT -- -"$DPID"
 	# Bounded: cleanup stops servers with a 5 s grace at most.
 	for ((i = 0; i < 600; i++)); do
@@ -193,6 +256,8 @@ if wait_for 120 grep -q '^\[ 3\] ' "$OUT2"; then
 	check_fails "Ctrl-C: no /etc/netns/sluice-$ID2" test -e "/etc/netns/sluice-$ID2"
 	check_eq "Ctrl-C: no process of the run is left" "" \
 	    "$(pgrep -af -- "$TAG2" | grep -v pgrep)"
+	check_eq "Ctrl-C: no MCP server process of the run is left" "" \
+	    "$(runprocs "$TAG2")"
 	check_eq "Ctrl-C: no nftables table added to this namespace" \
 	    "$tables_before" "$(nft list tables 2>/dev/null | sort)"
 	check_eq "Ctrl-C: no temp dir left" "$tmps_before" \
