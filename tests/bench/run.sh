@@ -46,7 +46,7 @@ RESULTS=$top/tests/bench/RESULTS.md
 # together (BENCH_BUDGET, 780 s): a section never gets more than what is
 # left of it, so the whole `make bench` stays under 15 minutes on a 2-core
 # machine even when every section runs into its limit.
-declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=20 [bridge]=20
+declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=120 [bridge]=150
     [audit]=150 [memory]=85)
 BUDGET=${BENCH_BUDGET:-780}
 
@@ -533,18 +533,268 @@ sec_datapath() {
 # ========================================================= section: dns
 
 sec_dns() {
-	# Needs sluiced's sandbox API and the DNS proxy wired into it (issue
-	# 4), then: added latency of an allowed query (including the set
-	# insertion) over the upstream directly, and queries/s with
-	# insertions vs dnsmasq --nftset, both in one world.
-	not_yet "needs sluiced to create sandboxes with its DNS proxy answering (issue 4); anchors ready: dnsmasq $(command -v dnsmasq >/dev/null && echo installed || echo missing)"
+	local W=$BENCH_WORK/dns r out names=5000 lat=2000 secs=3 win=32
+	[ -x "$BIN/bench_dns" ] || { not_yet "bench_dns not built"; return 1; }
+	command -v dnsmasq >/dev/null || { not_yet "dnsmasq missing"; return 0; }
+	mkdir -p "$W"
+	# The e2e world (tests/e2e/world.sh): host namespace with sluiced,
+	# inet with the upstream dnsmasq (192.0.2.53, --cache-size=0, which
+	# answers every *.wild.example.com). Its names carry this run's tag
+	# so sweep() removes them too; its own cleanup runs first.
+	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/lib.sh"
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/world.sh"
+	trap '_run_cleanup; sweep' EXIT
+	world_up 2>"$W/world.err" || { note "dns: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
+	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
+	world_sluiced_config "$CFG" "$POL" || return 1
+	cat >"$POL/dnsbench.yaml" <<-'EOF'
+	version: 1
+	name: dnsbench
+	egress:
+	  allow:
+	    - host: "*.wild.example.com"
+	      ports: [80]
+	dns:
+	  types: [A]
+	  min_ttl: 60s
+	  max_ttl: 1h
+	  rate: {qps: 100000, burst: 100000}
+	EOF
+	world_start_sluiced "$CFG" 2>"$W/start.err" ||
+	    { note "dns: sluiced did not start: $(tail -c 200 "$W/start.err")"; return 1; }
+	local ID
+	ID=$(world_host "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy dnsbench 2>"$W/create.err" | jq -r .id)
+	[[ $ID =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] ||
+	    { note "dns: sandbox create failed: $(head -c 200 "$W/create.err")"; return 1; }
+	local SPID=$_WORLD_SLUICED_PID
+
+	# The direct side: a plain namespace c hung off the host namespace
+	# like a sandbox (one veth to host, forwarded to inet), so the
+	# direct query crosses the same two veths the proxied one does; a
+	# sandbox itself cannot query the upstream (stray port 53 is
+	# redirected to the proxy).
+	local C=$BENCH_TAG-c
+	ip netns add "$C" || return 1
+	ip -n "$WORLD_HOST_NS" link add bc0 type veth peer name eth0 netns "$C" &&
+	ip -n "$WORLD_HOST_NS" addr add 10.232.0.1/30 dev bc0 &&
+	ip -n "$WORLD_HOST_NS" link set bc0 up &&
+	ip -n "$C" link set lo up && ip -n "$C" addr add 10.232.0.2/30 dev eth0 &&
+	ip -n "$C" link set eth0 up && ip -n "$C" route add default via 10.232.0.1 &&
+	ip -n "$WORLD_INET_NS" route add 10.232.0.0/30 via "$WORLD_HOST_V4" &&
+	world_host sysctl -qw net.ipv4.ip_forward=1 || { note "dns: direct namespace setup failed"; return 1; }
+
+	# The anchor: dnsmasq --nftset in its own namespace d, hung off
+	# inet, forwarding to the same upstream, inserting every answer into
+	# an equivalent set (ipv4_addr, timeouts) of its own table; the load
+	# tool runs in inet (client -> d -> upstream crosses two veths).
+	local D=$BENCH_TAG-d
+	ip netns add "$D" || return 1
+	ip -n "$WORLD_INET_NS" link add bd0 type veth peer name eth0 netns "$D" &&
+	ip -n "$WORLD_INET_NS" addr add 198.51.100.201/30 dev bd0 &&
+	ip -n "$WORLD_INET_NS" link set bd0 up &&
+	ip -n "$D" link set lo up && ip -n "$D" addr add 198.51.100.202/30 dev eth0 &&
+	ip -n "$D" link set eth0 up && ip -n "$D" route add default via 198.51.100.201 ||
+	    { note "dns: anchor namespace setup failed"; return 1; }
+	in_ns d nft -f - <<-EOF || { note "dns: anchor table failed"; return 1; }
+	table inet dmt {
+		set s { type ipv4_addr; flags timeout; timeout 1h; }
+	}
+	EOF
+	bg_ns d "$W/dnsmasq.log" dnsmasq --keep-in-foreground --no-resolv \
+	    --no-hosts --conf-file=/dev/null --user=root --pid-file= \
+	    --bind-interfaces --listen-address=198.51.100.202 --port=53 \
+	    --cache-size=0 --server="$WORLD_DNS" \
+	    --nftset=/wild.example.com/4#inet#dmt#s
+	local dpid=$BG_PID i
+	for ((i = 0; i < 50; i++)); do
+		world_inet dig +time=1 +tries=1 +short @198.51.100.202 n0.wild.example.com 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
+	in_ns d nft list set inet dmt s 2>/dev/null | grep -q 192.0.2.10 ||
+	    { note "dns: the dnsmasq --nftset anchor did not insert: $(tail -c 200 "$W/dnsmasq.log")"; return 1; }
+	# The same check for Sluice: an answer through the proxy.
+	world_sandbox "$ID" dig +time=2 +tries=1 +short @"$WORLD_SERVICE" n0.wild.example.com 2>/dev/null | grep -q 192.0.2.10 ||
+	    { note "dns: the proxy did not answer an allowed name"; return 1; }
+
+	local T=$BIN/bench_dns S=wild.example.com
+	say "dns: 3 rounds: latency ($lat sequential queries each side), then q/s ($secs s, $win outstanding) Sluice vs dnsmasq --nftset"
+	for ((r = 0; r < 3; r++)); do
+		world_sandbox "$ID" "$T" lat "$WORLD_SERVICE" "r$r.$S" $names $lat 20 >"$W/s.lat.$r" ||
+		    { note "dns: load tool failed (Sluice)"; return 1; }
+		in_ns c "$T" lat "$WORLD_DNS" "r$r.$S" $names $lat 20 >"$W/d.lat.$r" ||
+		    { note "dns: load tool failed (direct)"; return 1; }
+		grep -h '^lost' "$W/s.lat.$r" "$W/d.lat.$r" | sed "s/^/dns: round $r: /" | while read -r l; do note "$l"; done
+		awk -v a="$(stats "$W/s.lat.$r" | cut -d' ' -f1)" -v b="$(stats "$W/d.lat.$r" | cut -d' ' -f1)" \
+		    'BEGIN { printf "%.1f\n", a - b }' >>"$W/added"
+		cat "$W/s.lat.$r" >>"$W/s.lat"
+		cat "$W/d.lat.$r" >>"$W/d.lat"
+		out=$(world_sandbox "$ID" "$T" qps "$WORLD_SERVICE" "q$r.$S" $names $win $secs) ||
+		    { note "dns: load tool failed (Sluice q/s)"; return 1; }
+		say "  Sluice: $out"
+		printf '%s\n' "$out" | awk '{ print $2 }' >>"$W/s.qps"
+		printf '%s\n' "$out" | awk '$8 > 0 { print "dns: Sluice q/s round: " $8 " errors (not NOERROR or lost)" }' | while read -r l; do note "$l"; done
+		out=$(world_inet "$T" qps 198.51.100.202 "q$r.$S" $names $win $secs) ||
+		    { note "dns: load tool failed (anchor q/s)"; return 1; }
+		say "  dnsmasq --nftset: $out"
+		printf '%s\n' "$out" | awk '{ print $2 }' >>"$W/a.qps"
+		local rs ra
+		rs=$(tail -n 1 "$W/s.qps"); ra=$(tail -n 1 "$W/a.qps")
+		awk -v a="$rs" -v b="$ra" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$W/ratio"
+		[ $r -eq 0 ] && say "  sluiced RSS under DNS load: $(rss_mib "$SPID") MiB"
+	done
+	row memory "sluiced resident memory (VmRSS), after the DNS load" MiB \
+	    "$(rss_mib "$SPID")" - - - - - - "(reported)" none -
+	kill -0 "$dpid" 2>/dev/null || note "dns: the anchor dnsmasq died during the run"
+	read -r sm _ smin smax sn < <(stats "$W/s.lat")
+	read -r am _ amin amax an < <(stats "$W/d.lat")
+	row dns "Allowed query latency incl. set insertion, median (n=$sn; direct n=$an)" µs \
+	    "$sm" "$smin" "$smax" "upstream directly" "$am" "$amin" "$amax" "(reported)" none -
+	read -r xm _ xmin xmax _ < <(stats "$W/added")
+	row dns "Added latency over the upstream directly (median of 3 rounds' median differences)" µs \
+	    "$xm" "$xmin" "$xmax" - - - - "≤ 200 µs" s_le 200
+	read -r sm _ smin smax _ < <(stats "$W/s.qps")
+	read -r am _ amin amax _ < <(stats "$W/a.qps")
+	read -r rm _ rmin rmax _ < <(stats "$W/ratio")
+	row dns "Queries/s with insertions ($win outstanding, $names names)" q/s \
+	    "$sm" "$smin" "$smax" "dnsmasq --nftset" "$am" "$amin" "$amax" "≥ 2× dnsmasq" ratio_ge 2 "$rm" "$rmin" "$rmax"
+	n=$(world_host nft list set inet sluice learned4 2>/dev/null | grep -c 192.0.2.10)
+	((n > 0)) || note "dns: no learned element for 192.0.2.10 in inet sluice after the run (set name learned4 assumed)"
 	return 0
 }
 
 # ====================================================== section: bridge
 
+# sec_bridge: tools/call through sluiced's bridge from a sandbox (the SDK
+# client, bench_mcp.mjs, one session, sequential calls of server-everything's
+# echo over stdio, each recorded durably before it is forwarded) against the
+# same server called directly over stdio and behind supergateway (a Node MCP
+# proxy from npm, installed into the run's work directory), three rounds
+# side by side.
 sec_bridge() {
-	not_yet "needs the capability bridge serving tools/call in sluiced (issue 5); anchors: direct upstream, a Node MCP proxy (supergateway or mcp-proxy from npm)"
+	local W=$BENCH_WORK/bridge r out n=300 warm=30
+	local E2E=$top/tests/e2e EVERYTHING NODE SG=
+	mkdir -p "$W"
+	NODE=$(command -v node) || { not_yet "node missing"; return 0; }
+	EVERYTHING=$(readlink -f "$E2E/node_modules/.bin/mcp-server-everything" 2>/dev/null)
+	[ -n "$EVERYTHING" ] && [ -e "$EVERYTHING" ] ||
+	    { not_yet "server-everything not installed (tests/deps.sh)"; return 0; }
+	export E2E_NODE_MODULES=$E2E/node_modules
+	# The anchor proxy, into this run's work directory only.
+	if command -v npm >/dev/null &&
+	    timeout 90 npm install --prefix "$W/npm" --no-audit --no-fund \
+	    --silent supergateway@4 >"$W/npm.log" 2>&1 &&
+	    [ -x "$W/npm/node_modules/.bin/supergateway" ]; then
+		SG=$W/npm/node_modules/.bin/supergateway
+		say "bridge: supergateway $(cd "$W/npm" && npm ls supergateway 2>/dev/null | grep -o 'supergateway@[0-9.]*') installed in the work directory"
+	else
+		note "bridge: supergateway could not be installed from npm ($(tail -c 150 "$W/npm.log" 2>/dev/null)); no proxy anchor"
+	fi
+
+	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
+	# shellcheck disable=SC1091
+	. "$E2E/lib.sh"
+	# shellcheck disable=SC1091
+	. "$E2E/world.sh"
+	trap '_run_cleanup; sweep' EXIT
+	world_up 2>"$W/world.err" || { note "bridge: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
+	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
+	world_sluiced_config "$CFG" "$POL" || return 1
+	cat >"$POL/mcpbench.yaml" <<-'EOF'
+	version: 1
+	name: mcpbench
+	mcp:
+	  tools:
+	    - tool: ev/echo
+	      decision: allow
+	      args:
+	        message: {type: string, max_length: 40}
+	      required: [message]
+	EOF
+	cat >>"$CFG" <<-EOF
+	servers:
+	  - name: ev
+	    transport: stdio
+	    command: [$NODE, $EVERYTHING, stdio]
+	    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+	EOF
+	world_start_sluiced "$CFG" 2>"$W/start.err" ||
+	    { note "bridge: sluiced did not start: $(tail -c 200 "$W/start.err")"; return 1; }
+	local SPID=$_WORLD_SLUICED_PID i
+	for ((i = 0; i < 100; i++)); do
+		world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" && break
+		sleep 0.1
+	done
+	local ID=bench$$ TOK
+	TOK=$(world_host "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy mcpbench \
+	    --subject bench --id "$ID" 2>"$W/create.err" | jq -r .token)
+	[[ $TOK =~ ^[0-9a-f]{64}$ ]] ||
+	    { note "bridge: sandbox create failed: $(head -c 200 "$W/create.err")"; return 1; }
+	local URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp/ev
+	# The proxy in inet, the client in the host namespace: one veth
+	# between client and proxy, as between sandbox and sluiced.
+	if [ -n "$SG" ]; then
+		bg_ns w-inet "$W/sg.log" "$NODE" "$SG" --stdio "$NODE $EVERYTHING stdio" \
+		    --outputTransport streamableHttp --port 3101 --stateful \
+		    --logLevel none
+		for ((i = 0; i < 150; i++)); do
+			world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:3101/mcp" && break
+			sleep 0.1
+		done
+	fi
+	local B=$top/tests/bench/bench_mcp.mjs
+	say "bridge: 3 rounds of $n sequential tools/call (after $warm untimed) per side"
+	for ((r = 0; r < 3; r++)); do
+		world_sandbox "$ID" "$NODE" "$B" --url "$URL" --header \
+		    "Authorization: Bearer $TOK" --n $n --warm $warm --secs 30 \
+		    >"$W/s.$r" 2>"$W/s.err" ||
+		    { note "bridge: through Sluice failed: $(head -c 200 "$W/s.err")"; return 1; }
+		world_host "$NODE" "$B" --n $n --warm $warm --secs 30 \
+		    --stdio "$NODE" "$EVERYTHING" stdio >"$W/d.$r" 2>"$W/d.err" ||
+		    { note "bridge: direct failed: $(head -c 200 "$W/d.err")"; return 1; }
+		if [ -n "$SG" ] && ! world_host "$NODE" "$B" --url "http://$WORLD_MCP:3101/mcp" \
+		    --n $n --warm $warm --secs 30 >"$W/p.$r" 2>"$W/p.err"; then
+			note "bridge: through supergateway failed: $(head -c 200 "$W/p.err")"
+			SG=
+		fi
+		local x sm dm pm
+		for x in s d p; do
+			[ -f "$W/$x.$r" ] || continue
+			grep -v '^rate' "$W/$x.$r" >>"$W/$x.lat"
+			awk '/^rate/ { print $2 }' "$W/$x.$r" >>"$W/$x.rate"
+		done
+		sm=$(grep -v '^rate' "$W/s.$r" >"$W/tmp"; stats "$W/tmp" | cut -d' ' -f1)
+		dm=$(grep -v '^rate' "$W/d.$r" >"$W/tmp"; stats "$W/tmp" | cut -d' ' -f1)
+		awk -v a="$sm" -v b="$dm" 'BEGIN { printf "%.1f\n", a - b }' >>"$W/s.added"
+		if [ -f "$W/p.$r" ]; then
+			pm=$(grep -v '^rate' "$W/p.$r" >"$W/tmp"; stats "$W/tmp" | cut -d' ' -f1)
+			awk -v a="$pm" -v b="$dm" 'BEGIN { printf "%.1f\n", a - b }' >>"$W/p.added"
+			awk -v a="$(tail -n 1 "$W/s.rate")" -v b="$(tail -n 1 "$W/p.rate")" \
+			    'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$W/ratio"
+		fi
+		say "  round $r: median µs Sluice $sm, direct $dm, supergateway ${pm:--}"
+	done
+	row memory "sluiced resident memory (VmRSS), after the bridge load" MiB \
+	    "$(rss_mib "$SPID")" - - - - - - "(reported)" none -
+	local sn an pn
+	read -r sm _ smin smax sn < <(stats "$W/s.lat")
+	read -r am _ amin amax an < <(stats "$W/d.lat")
+	row bridge "tools/call latency, median (n=$sn; direct n=$an)" µs \
+	    "$sm" "$smin" "$smax" "server directly (stdio)" "$am" "$amin" "$amax" "(reported)" none -
+	read -r xm _ xmin xmax _ < <(stats "$W/s.added")
+	read -r ym _ ymin ymax _ < <(stats "$W/p.added")
+	row bridge "tools/call added latency over direct, incl. the durable record (median of 3 rounds)" µs \
+	    "$xm" "$xmin" "$xmax" "supergateway, added over direct" "$ym" "$ymin" "$ymax" "≤ 1,000 µs" s_le 1000
+	read -r sm _ smin smax _ < <(stats "$W/s.rate")
+	read -r am _ amin amax _ < <(stats "$W/p.rate")
+	read -r rm _ rmin rmax _ < <(stats "$W/ratio")
+	row bridge "tools/call per second, 1 session, sequential" calls/s \
+	    "$sm" "$smin" "$smax" "supergateway" "$am" "$amin" "$amax" "(reported)" none - "$rm" "$rmin" "$rmax"
+	read -r am _ amin amax _ < <(stats "$W/d.rate")
+	row bridge "tools/call per second vs the server directly" calls/s \
+	    "$sm" "$smin" "$smax" "server directly (stdio)" "$am" "$amin" "$amax" "(reported)" none -
 	return 0
 }
 
@@ -734,7 +984,7 @@ build_tools() {
 	cflags="$cflags $(pkg-config --cflags libnftnl libmnl jansson libcrypto sqlite3)"
 	libs="$(pkg-config --libs libnftnl libmnl ldns jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl libmicrohttpd) -lpthread -lm"
 	mkdir -p "$BIN"
-	for f in lifecycle:netns,policy fw:netns,policy connect: audit:audit; do
+	for f in lifecycle:netns,policy fw:netns,policy connect: dns: audit:audit; do
 		local name=${f%%:*} objs=() m
 		mods=${f#*:}
 		for m in ${mods//,/ }; do

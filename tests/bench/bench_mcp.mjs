@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// tests/bench/bench_mcp.mjs: the MCP load client of `make bench` (issue 6
+// "Speed").
+//
+// The bridge's added cost is what a real agent pays per tools/call, so the
+// client is the official TypeScript SDK (from tests/e2e/node_modules, given
+// as E2E_NODE_MODULES) driving one session, the same against Sluice's
+// bridge, the upstream server directly (stdio) and a Node MCP proxy. After
+// WARM untimed calls it makes N sequential `echo` calls and prints the
+// microseconds of each, one a line, then "rate <calls/s>" over the timed
+// calls. Every result must be the echo (not isError), or the run fails: a
+// refusing bridge must never look fast. Bounded by --secs.
+//
+//   node bench_mcp.mjs (--url URL [--header 'K: V']... | --stdio CMD ARG...)
+//        [--n N] [--warm W] [--secs S]
+// Exit status 0, 1 on any error (message on stderr), 2 on usage.
+
+import { pathToFileURL } from 'node:url';
+
+const nm = process.env.E2E_NODE_MODULES;
+if (!nm) {
+	process.stderr.write('bench_mcp.mjs: E2E_NODE_MODULES not set\n');
+	process.exit(2);
+}
+const sdk = `${nm}/@modelcontextprotocol/sdk/dist/esm/client`;
+const { Client } = await import(pathToFileURL(`${sdk}/index.js`));
+const { StreamableHTTPClientTransport } =
+    await import(pathToFileURL(`${sdk}/streamableHttp.js`));
+const { StdioClientTransport } = await import(pathToFileURL(`${sdk}/stdio.js`));
+
+const opt = { headers: {}, n: 200, warm: 20, secs: 30 };
+{
+	const a = process.argv.slice(2);
+	for (let i = 0; i < a.length; i++) {
+		switch (a[i]) {
+		case '--url': opt.url = a[++i]; break;
+		case '--header': {
+			const h = a[++i] || '';
+			const c = h.indexOf(':');
+			if (c <= 0) {
+				process.stderr.write(`bench_mcp.mjs: bad header\n`);
+				process.exit(2);
+			}
+			opt.headers[h.slice(0, c).trim()] = h.slice(c + 1).trim();
+			break;
+		}
+		case '--n': opt.n = Number(a[++i]); break;
+		case '--warm': opt.warm = Number(a[++i]); break;
+		case '--secs': opt.secs = Number(a[++i]); break;
+		case '--stdio': opt.stdio = a.slice(i + 1); i = a.length; break;
+		default:
+			process.stderr.write(`bench_mcp.mjs: unknown option ${a[i]}\n`);
+			process.exit(2);
+		}
+	}
+	if (!!opt.url === !!opt.stdio || !(opt.n > 0 && opt.n <= 100000) ||
+	    !(opt.warm >= 0) || !(opt.secs > 0 && opt.secs <= 600)) {
+		process.stderr.write('bench_mcp.mjs: bad arguments\n');
+		process.exit(2);
+	}
+}
+
+const timer = setTimeout(() => {
+	process.stderr.write(`bench_mcp.mjs: timed out after ${opt.secs} s\n`);
+	process.exit(1);
+}, opt.secs * 1000);
+
+const transport = opt.url ?
+    new StreamableHTTPClientTransport(new URL(opt.url),
+	{ requestInit: { headers: opt.headers } }) :
+    new StdioClientTransport({ command: opt.stdio[0],
+	args: opt.stdio.slice(1), stderr: 'ignore' });
+const client = new Client({ name: 'sluice-bench', version: '1.0.0' });
+
+async function call(i) {
+	const msg = `bench ${i}`;
+	const r = await client.callTool({ name: 'echo',
+	    arguments: { message: msg } });
+	const t = r && !r.isError && Array.isArray(r.content) && r.content[0] &&
+	    r.content[0].text;
+	if (typeof t !== 'string' || !t.includes(msg))
+		throw new Error(`unexpected result: ${JSON.stringify(r).slice(0, 200)}`);
+}
+
+try {
+	await client.connect(transport);
+	for (let i = 0; i < opt.warm; i++)
+		await call(i);
+	const out = [];
+	const t0 = process.hrtime.bigint();
+	for (let i = 0; i < opt.n; i++) {
+		const s = process.hrtime.bigint();
+		await call(i);
+		out.push(Number(process.hrtime.bigint() - s) / 1000);
+	}
+	const tot = Number(process.hrtime.bigint() - t0) / 1e9;
+	process.stdout.write(out.map((v) => v.toFixed(1)).join('\n') + '\n');
+	process.stdout.write(`rate ${(opt.n / tot).toFixed(1)}\n`);
+	clearTimeout(timer);
+	await client.close();
+	process.exit(0);
+} catch (e) {
+	process.stderr.write(`bench_mcp.mjs: ${e && e.message ? e.message : e}\n`);
+	process.exit(1);
+}
