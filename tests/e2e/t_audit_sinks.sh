@@ -14,9 +14,7 @@
 # only; every process is ours and is killed at exit.
 #
 # The unit suite (tests/unit/check_audit_sink.c) covers the transports and
-# the hostile receivers in depth; this is the daemon's wiring of them. Until
-# sluiced runs audit_sinks (its /metrics has no sluice_audit_sink_lag), the
-# scenario says so and skips.
+# the hostile receivers in depth; this is the daemon's wiring of them.
 . "$(dirname "$0")/isolate.sh"
 . "$(dirname "$0")/lib.sh"
 
@@ -239,7 +237,7 @@ if ! start_daemon; then
 fi
 ok "sluiced starts with audit_sinks"
 if ! metrics | grep -q '^sluice_audit_sink_lag{sink="spool"}'; then
-	echo "# skip: sluiced does not run audit_sinks yet (no sluice_audit_sink_lag in /metrics)"
+	not_ok "sluiced runs its audit_sinks (sluice_audit_sink_lag in /metrics)"
 	finish
 fi
 
