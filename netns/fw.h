@@ -83,7 +83,13 @@ struct fw_elem {
 	uint8_t		proto;			/* IPPROTO_TCP or IPPROTO_UDP */
 	uint16_t	port_lo, port_hi;	/* host byte order */
 	uint32_t	timeout_ms;		/* lifetime; refreshed if present */
+	uint8_t		flags;			/* FW_ELEM_* */
 };
+
+/* fw_elem.flags: the destination is also on the sandbox's taint keep-list
+ * (a `host:` keep rule), so it stays reachable once fw_restrict narrowed
+ * the sandbox. */
+#define FW_ELEM_KEEP	0x01
 
 /* A denied packet as reported by nflog. Addresses in network byte order,
  * ports in host byte order (0 when the protocol has none). */
