@@ -17,16 +17,6 @@
 
 #include "policy/internal.h"
 
-static void
-strv_free(char **v, size_t n)
-{
-	size_t	i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void
 pol_config_free(struct pol_config *c)
 {
@@ -78,20 +68,6 @@ pol_config_server(const struct pol_config *c, const char *name)
 		if (strcmp(c->servers[i].name, name) == 0)
 			return &c->servers[i];
 	return NULL;
-}
-
-static bool
-name_ok(const char *s, size_t maxlen)
-{
-	size_t	i;
-
-	if (!(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return false;
-	for (i = 1; s[i]; i++)
-		if (!(islower((unsigned char)s[i]) ||
-		    isdigit((unsigned char)s[i]) || s[i] == '_' || s[i] == '-'))
-			return false;
-	return i <= maxlen;
 }
 
 /* ypath: an absolute path (relative ones would depend on the daemon's

@@ -78,6 +78,15 @@ int	 yuint(struct ywalk *w, const struct ynode *n, uint64_t max,
 	    uint64_t *out);
 int	 yduration(struct ywalk *w, const struct ynode *n, uint64_t *secs);
 int	 ysize(struct ywalk *w, const struct ynode *n, uint64_t *bytes);
+/* ystrlist: a sequence of strings into *out (caller frees with strv_free
+ * *out, *nout, even on error); a single string is not accepted. 0 or -1
+ * after reporting. */
+int	 ystrlist(struct ywalk *w, const struct ynode *n, const char *what,
+	    char ***out, size_t *nout);
+/* name_ok: s is [a-z0-9][a-z0-9_-]* and at most maxlen long. */
+bool	 name_ok(const char *s, size_t maxlen);
+/* strv_free: frees v[0..n) and v (NULL is a no-op). */
+void	 strv_free(char **v, size_t n);
 /* Pure parsers behind the converters (0 or -1). */
 int	 pol_parse_duration(const char *s, uint64_t *secs);
 int	 pol_parse_size(const char *s, uint64_t *bytes);

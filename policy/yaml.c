@@ -843,3 +843,54 @@ pol_match_context(void)
 	pcre2_set_depth_limit(mc, 1000);
 	return mc;
 }
+
+/* name_ok: [a-z0-9][a-z0-9_-]* of at most maxlen characters. */
+bool
+name_ok(const char *s, size_t maxlen)
+{
+	size_t	i;
+
+	if (!(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return false;
+	for (i = 1; s[i]; i++)
+		if (!(islower((unsigned char)s[i]) ||
+		    isdigit((unsigned char)s[i]) || s[i] == '_' || s[i] == '-'))
+			return false;
+	return i <= maxlen;
+}
+
+/* strv_free: frees the n strings of v and v. */
+void
+strv_free(char **v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* ystrlist: a list of strings (a single string is not accepted). */
+int
+ystrlist(struct ywalk *w, const struct ynode *n, const char *what,
+    char ***out, size_t *nout)
+{
+	size_t	i;
+	int	rc = 0;
+
+	if (!yis(w, n, Y_SEQ, what))
+		return -1;
+	if (n->n == 0)
+		return 0;
+	if ((*out = calloc(n->n, sizeof(**out))) == NULL) {
+		yerr(w, n, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < n->n; i++) {
+		if (ystr(w, n->vals[i], &(*out)[*nout]) == -1)
+			rc = -1;
+		else
+			(*nout)++;
+	}
+	return rc;
+}
