@@ -10,7 +10,7 @@
  *
  * The ruleset, in `nft list` syntax (G = nflog group, SVC = service address,
  * POOL = sandbox pool; sets are keyed as shown, "ipv4 key" means
- * `ifname . ipv4_addr . inet_proto . inet_service`, flags interval):
+ * `ifname . ipv4_addr . inet_proto . inet_service`):
  *
  *   table inet sluice {
  *     set sbx4 { type ifname . ipv4_addr; }            # anti-spoofing
@@ -22,8 +22,12 @@
  *     set sbx_deny4 { type ifname . ipv4_addr; flags interval; }
  *     set sbx_deny6 { type ifname . ipv6_addr; flags interval; }
  *     set restricted { type ifname; }
- *     set keep4/allow4/pallow4 { ipv4 key }   (keep6/allow6/pallow6 alike)
- *     set learned4 { ipv4 key; flags interval,timeout; }  (learned6 alike)
+ *     set keep4/allow4/pallow4 { ipv4 key; flags interval; }  (v6 alike)
+ *     set learned4 { ipv4 key; flags timeout; }        # one port: hash
+ *     set lrange4 { ipv4 key; flags interval,timeout; }  # port ranges
+ *     set lkeep4 { ipv4 key; flags timeout; }          # learned, keep-list
+ *     set lkrange4 { ipv4 key; flags interval,timeout; }
+ *     (learned6, lrange6, lkeep6, lkrange6 alike)
  *     set icmp4 { type ifname . ipv4_addr; flags interval; }
  *     map quota { type ifname : quota; }               # objects "q_<ifname>"
  *
@@ -36,9 +40,7 @@
  *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
  *       ip daddr @deny4 log prefix "deny:always" group G reject with icmpx admin-prohibited
  *       ip6 daddr @deny6 log prefix "deny:always" group G reject with icmpx admin-prohibited
- *       iifname @restricted iifname . ip daddr . meta l4proto . th dport @keep4 accept
- *       iifname @restricted iifname . ip6 daddr . meta l4proto . th dport @keep6 accept
- *       iifname @restricted log prefix "deny:tainted" group G reject ...
+ *       iifname @restricted jump restricted
  *       ct state established,related accept
  *       tcp dport 853 log prefix "deny:dot" group G drop
  *       udp dport 853 log prefix "deny:dot" group G drop
@@ -47,14 +49,21 @@
  *       ip daddr @private4 iifname . ip daddr . meta l4proto . th dport @pallow4 accept
  *       ip daddr @private4 log prefix "deny:private" group G reject ...
  *       ip6 daddr @private6 ... (same two rules with @pallow6)
- *       iifname . ip daddr . meta l4proto . th dport @allow4 accept
  *       iifname . ip daddr . meta l4proto . th dport @learned4 accept
- *       iifname . ip6 daddr . meta l4proto . th dport @allow6 accept
- *       iifname . ip6 daddr . meta l4proto . th dport @learned6 accept
+ *       iifname . ip daddr . meta l4proto . th dport @lrange4 accept
+ *       iifname . ip daddr . meta l4proto . th dport @allow4 accept
+ *       (the same three for ip6 daddr with @learned6, @lrange6, @allow6)
  *       icmp type echo-request iifname . ip daddr @icmp4 accept
  *       log prefix "deny:default" group G
  *       meta l4proto tcp reject with tcp reset
  *       reject with icmpx admin-prohibited
+ *     }
+ *     chain restricted {                               # tainted sandboxes
+ *       iifname . ip daddr . meta l4proto . th dport @keep4 accept
+ *       iifname . ip daddr . meta l4proto . th dport @lkeep4 accept
+ *       iifname . ip daddr . meta l4proto . th dport @lkrange4 accept
+ *       (the same three for ip6 daddr with @keep6, @lkeep6, @lkrange6)
+ *       log prefix "deny:tainted" group G reject with icmpx admin-prohibited
  *     }
  *     chain input { type filter hook input priority filter; policy accept;
  *       iifname != "sl-*" return
@@ -86,6 +95,21 @@
  * matches the pool by source address because iifname is not known there.
  * Quota uses "over" quota objects looked up by iifname: constant cost, bytes
  * counted on every forwarded packet from the sandbox.
+ *
+ * The per-packet path. Replies into a sandbox leave at the second rule.
+ * A packet from a sandbox in an established flow still meets, before the
+ * established accept, exactly one lookup each for quota (every byte
+ * counts), anti-spoofing (a sandbox must not ride another sandbox's flow by
+ * forging its address: conntrack would call that packet established),
+ * always-deny (ranges added when a restarted daemon adopts the table cut
+ * flows opened before) and restricted (a taint cuts open flows at once):
+ * four constant-cost lookups (hash, hash, a short rbtree, hash). The keep
+ * lists are searched only in the restricted chain, i.e. only for tainted
+ * sandboxes. New flows then meet the per-sandbox and learned sets; a
+ * learned destination with one port is a hash lookup whatever the number
+ * of learned elements, where a pipapo set's lookup grows with its size,
+ * and it is tried before the static allows (all three rules accept, so
+ * their order changes no verdict, only what a new flow costs).
  */
 #include <sys/socket.h>
 
@@ -121,6 +145,8 @@
 #define DT_PROTO	12
 #define DT_SERVICE	13
 #define DT_IFNAME	41
+
+#define FW_GC_INTERVAL_MS	10000
 
 /* Registers: ifname fills NFT_REG32_00..03, the address starts at 04. */
 #define R_IF		NFT_REG32_00
@@ -190,6 +216,7 @@ fw_free(struct fw *fw)
 		return;
 	if (fw->nl != NULL)
 		mnl_socket_close(fw->nl);
+	fw_idx_clear(fw);
 	free(fw->buf);
 	free(fw->priv);
 	free(fw);
@@ -451,6 +478,19 @@ e_verdict(struct rb *rb, int verdict)
 }
 
 static void
+e_jump(struct rb *rb, const char *chain)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "immediate")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)NFT_JUMP);
+	nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+	ex_add(rb, e);
+}
+
+static void
 e_imm(struct rb *rb, uint32_t dreg, const void *data, uint32_t len)
 {
 	struct nftnl_expr	*e;
@@ -604,10 +644,19 @@ static const uint8_t	DT_IF_V6[] = { DT_IFNAME, DT_IP6ADDR };
 static const uint8_t	DT_T4[] = { DT_IFNAME, DT_IPADDR, DT_PROTO, DT_SERVICE };
 static const uint8_t	DT_T6[] = { DT_IFNAME, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
 
-#define SD(n, k, dt, fl, pers) { n, k, dt, sizeof(k), fl, pers }
+#define SD(n, k, dt, fl, pers) { n, NULL, k, dt, sizeof(k), fl, pers }
+#define SA(n, also, k, dt, fl) { n, also, k, dt, sizeof(k), fl, 1 }
 #define CI	NFT_SET_INTERVAL
+#define TO	NFT_SET_TIMEOUT
 
-/* pers: per-sandbox state, kept across FW_ADOPT; the others are rewritten. */
+/*
+ * pers: per-sandbox state, kept across FW_ADOPT; the others are rewritten.
+ * Learned destinations with one port (the common `ports: [443]`) live in
+ * hash sets: inserting one costs the same at 10 or 100,000 elements,
+ * whereas a pipapo (interval) set rebuilds its lookup tables on every
+ * change. Only port ranges go to the interval sets. "also" makes
+ * fw_count_elems("learned4") count both halves of the learned state.
+ */
 const struct fw_setdef fw_sets[] = {
 	SD("sbx4", K_IF_V4, DT_IF_V4, 0, 1),
 	SD("sbx6", K_IF_V6, DT_IF_V6, 0, 1),
@@ -624,11 +673,17 @@ const struct fw_setdef fw_sets[] = {
 	SD("allow6", K_T6, DT_T6, CI, 1),
 	SD("pallow4", K_T4, DT_T4, CI, 1),
 	SD("pallow6", K_T6, DT_T6, CI, 1),
-	SD("learned4", K_T4, DT_T4, CI | NFT_SET_TIMEOUT, 1),
-	SD("learned6", K_T6, DT_T6, CI | NFT_SET_TIMEOUT, 1),
+	SA("learned4", "lrange4", K_T4, DT_T4, TO),
+	SA("learned6", "lrange6", K_T6, DT_T6, TO),
+	SD("lrange4", K_T4, DT_T4, CI | TO, 1),
+	SD("lrange6", K_T6, DT_T6, CI | TO, 1),
+	SA("lkeep4", "lkrange4", K_T4, DT_T4, TO),
+	SA("lkeep6", "lkrange6", K_T6, DT_T6, TO),
+	SD("lkrange4", K_T4, DT_T4, CI | TO, 1),
+	SD("lkrange6", K_T6, DT_T6, CI | TO, 1),
 	SD("icmp4", K_IF_V4, DT_IF_V4, CI, 1),
 	SD("quota", K_IF, DT_IF, NFT_SET_OBJECT, 1),
-	{ NULL, NULL, NULL, 0, 0, 0 }
+	{ NULL, NULL, NULL, NULL, 0, 0, 0 }
 };
 
 const struct fw_setdef *
@@ -681,6 +736,13 @@ add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d)
 		    (uint32_t)d->nfields);
 	if (d->flags & NFT_SET_OBJECT)
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	/* A timeout hash set is swept by a timer that walks every element
+	 * (once a second by default): with 100,000 learned elements that
+	 * walk cost more CPU than all the lookups (perf: nft_rhash_gc).
+	 * Expired elements never match, so sweeping less often only keeps
+	 * their memory a little longer. Interval sets collect at commit. */
+	if ((d->flags & NFT_SET_TIMEOUT) && !(d->flags & NFT_SET_INTERVAL))
+		nftnl_set_set_u32(s, NFTNL_SET_GC_INTERVAL, FW_GC_INTERVAL_MS);
 	if (d->nfields == 1 && d->types[0] == DT_IFNAME) {
 		/* nft's user data "key byte order: host", without which
 		 * `nft list` prints the interface names as "". Display
@@ -706,10 +768,13 @@ add_chain(struct fw_batch *b, const char *table, const char *name,
 		return -1;
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, table);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
-	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
-	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
-	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
-	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	/* type NULL: a regular chain, entered only by a jump. */
+	if (type != NULL) {
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
+		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	}
 	nftnl_chain_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWCHAIN,
 	    NLM_F_CREATE), c);
 	nftnl_chain_free(c);
@@ -808,19 +873,12 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 			e_log(&rb, g, "deny:always");
 			e_reject_admin(&rb);
 		});
-	for (six = 0; six <= 1; six++)
-		RULE("forward", {
-			e_meta(&rb, NFT_META_IIFNAME, R_IF);
-			e_lookup(&rb, R_IF, "restricted", 0);
-			e_tuple(&rb, six);
-			e_lookup(&rb, R_IF, six ? "keep6" : "keep4", 0);
-			e_verdict(&rb, NF_ACCEPT);
-		});
+	/* One lookup for every sandbox that is not narrowed; the keep
+	 * lists are searched only for those that are. */
 	RULE("forward", {
 		e_meta(&rb, NFT_META_IIFNAME, R_IF);
 		e_lookup(&rb, R_IF, "restricted", 0);
-		e_log(&rb, g, "deny:tainted");
-		e_reject_admin(&rb);
+		e_jump(&rb, "restricted");
 	});
 	RULE("forward", {
 		e_ct_established(&rb);
@@ -859,16 +917,23 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		});
 	}
 	for (six = 0; six <= 1; six++) {
-		RULE("forward", {
-			e_tuple(&rb, six);
-			e_lookup(&rb, R_IF, six ? "allow6" : "allow4", 0);
-			e_verdict(&rb, NF_ACCEPT);
-		});
-		RULE("forward", {
-			e_tuple(&rb, six);
-			e_lookup(&rb, R_IF, six ? "learned6" : "learned4", 0);
-			e_verdict(&rb, NF_ACCEPT);
-		});
+		/* All three accept, so their order is free: the learned
+		 * hash first (most flows are to names the DNS proxy
+		 * learned; one hash lookup), then the usually small range
+		 * set, then the statics, whose pipapo set holds every
+		 * sandbox's rules and costs the most to search. */
+		static const char *const sets[2][3] = {
+			{ "learned4", "lrange4", "allow4" },
+			{ "learned6", "lrange6", "allow6" },
+		};
+		size_t i;
+
+		for (i = 0; i < 3; i++)
+			RULE("forward", {
+				e_tuple(&rb, six);
+				e_lookup(&rb, R_IF, sets[six][i], 0);
+				e_verdict(&rb, NF_ACCEPT);
+			});
 	}
 	RULE("forward", {
 		uint8_t echo = 8;
@@ -885,6 +950,27 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		e_reject(&rb, NFT_REJECT_TCP_RST, 0);
 	});
 	RULE("forward", e_reject_admin(&rb));
+
+	/* restricted: what a narrowed sandbox may still reach (the
+	 * always-deny ranges were already checked on the way here) */
+	for (six = 0; six <= 1; six++) {
+		static const char *const sets[2][3] = {
+			{ "keep4", "lkeep4", "lkrange4" },
+			{ "keep6", "lkeep6", "lkrange6" },
+		};
+		size_t i;
+
+		for (i = 0; i < 3; i++)
+			RULE("restricted", {
+				e_tuple(&rb, six);
+				e_lookup(&rb, R_IF, sets[six][i], 0);
+				e_verdict(&rb, NF_ACCEPT);
+			});
+	}
+	RULE("restricted", {
+		e_log(&rb, g, "deny:tainted");
+		e_reject_admin(&rb);
+	});
 
 	/* input */
 	RULE("input", {
@@ -1188,19 +1274,20 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	    add_chain(&b, t, "prerouting", "nat", NF_INET_PRE_ROUTING,
 	    NF_IP_PRI_NAT_DST) == -1 ||
 	    add_chain(&b, t, "postrouting", "nat", NF_INET_POST_ROUTING,
-	    NF_IP_PRI_NAT_SRC) == -1)
+	    NF_IP_PRI_NAT_SRC) == -1 ||
+	    add_chain(&b, t, "restricted", NULL, 0, 0) == -1)
 		goto oom;
 	if (adopt) {
 		/* Rewrite what comes from cfg; keep per-sandbox sets. A
 		 * DELRULE naming only the chain flushes it, a DELSETELEM
 		 * without elements flushes the set. */
 		static const char *chains[] = { "forward", "input",
-		    "prerouting", "postrouting" };
+		    "prerouting", "postrouting", "restricted" };
 		struct nftnl_rule	*r;
 		struct nftnl_set	*s;
 		size_t			 i;
 
-		for (i = 0; i < 4; i++) {
+		for (i = 0; i < sizeof(chains) / sizeof(chains[0]); i++) {
 			if ((r = nftnl_rule_alloc()) == NULL)
 				goto oom;
 			nftnl_rule_set_str(r, NFTNL_RULE_TABLE, t);
@@ -1238,6 +1325,11 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	if (fw_batch_commit(&b, "fw_init", err, errlen) == -1)
 		return -1;
 	snprintf(fw->table, sizeof(fw->table), "%s", t);
+	/* From here this handle knows what the table holds per sandbox:
+	 * nothing (new table) or what one dump per set finds (adopted). If
+	 * that dump fails, deletion falls back to dumping each time. */
+	fw_idx_clear(fw);
+	fw->idx_valid = adopt ? fw_idx_rebuild(fw) == 0 : 1;
 	free(fw->priv);
 	fw->priv = NULL;
 	fw->npriv = 0;
@@ -1283,5 +1375,11 @@ fw_destroy(struct fw *fw, const char *table, char *err, size_t errlen)
 		return -1;
 	}
 	table_msg(&b, t, NFT_MSG_DELTABLE, 0);
-	return fw_batch_commit(&b, "fw_destroy", err, errlen);
+	if (fw_batch_commit(&b, "fw_destroy", err, errlen) == -1)
+		return -1;
+	if (strcmp(t, fw->table) == 0) {
+		fw_idx_clear(fw);
+		fw->idx_valid = 0;
+	}
+	return 0;
 }

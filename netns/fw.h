@@ -141,9 +141,15 @@ int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		    char *err, size_t errlen);
 
 /* fw_sandbox_del: removes every element keyed on sb->ifname from every set
- * (static, learned, keep, restricted, anti-spoofing) and its quota object, in
- * one batch. Only sb->ifname is used. A sandbox with nothing left is not an
- * error. */
+ * (static, learned, learned keep, keep, restricted, anti-spoofing) and its
+ * quota object, in one batch (learned destinations beyond a few hundred go
+ * first in batches of their own). Only sb->ifname is used. A sandbox with
+ * nothing left is not an error. A handle that ran fw_init deletes by key
+ * from what it added or found when it adopted the table (no dumps; learned
+ * elements that expired meanwhile are no error, NFT_MSG_DESTROYSETELEM,
+ * Linux 6.3); on older kernels, or a handle that never ran fw_init, it
+ * dumps every per-sandbox set instead. Elements another handle added to
+ * the table after this one's fw_init are not known to it. */
 int		 fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb,
 		    char *err, size_t errlen);
 
@@ -164,18 +170,24 @@ int		 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 /* fw_learn: adds or refreshes all n elements in one batch and returns only
  * after the kernel acknowledged the whole batch: 0, or -1 with errno and err
  * set (nothing added). An element that already exists gets its timeout
- * reset. EINVAL for a bad element (family, proto, ports, zero timeout). */
+ * reset. One-port elements go to hash sets (constant cost at any number
+ * of learned elements), port ranges to interval sets; elements with
+ * FW_ELEM_KEEP also go to the learned keep sets, which a restricted
+ * sandbox still reaches. EINVAL for a bad element (family, proto, ports,
+ * zero timeout). */
 int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
-/* fw_unlearn: removes the n elements in one batch; elements already gone
+/* fw_unlearn: removes the n elements in one batch, from the learned and
+ * the learned keep sets whatever their flags; elements already gone
  * (expired) are not an error. */
 int		 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
 
 /* fw_restrict: narrows a sandbox at once (tainted data): adds ifname to
  * @restricted and the keep rules to @keep4/@keep6 in one batch. From then on
- * only keep destinations (still subject to the always-deny ranges) pass.
- * Undone only by fw_sandbox_del. */
+ * only keep destinations (still subject to the always-deny ranges) pass:
+ * these keep rules, and destinations learned with FW_ELEM_KEEP (before or
+ * after the taint) while they live. Undone only by fw_sandbox_del. */
 int		 fw_restrict(struct fw *fw, const char *ifname,
 		    const struct fw_rule *keep, size_t n, char *err,
 		    size_t errlen);
@@ -188,8 +200,11 @@ int		 fw_list_sandboxes(struct fw *fw,
 		    void *arg), void *arg, char *err, size_t errlen);
 
 /* fw_count_elems: number of elements in set `set` whose key starts with
- * ifname (NULL: all elements). Interval sets count each range once. For
- * reconciliation and tests; -1 on error. */
+ * ifname (NULL: all elements). Interval sets count each range once.
+ * "learned4" counts all learned IPv4 destinations (its one-port hash set
+ * and the port ranges in "lrange4"), "lkeep4" those learned as keep
+ * ("lkrange4" included); v6 alike. For reconciliation and tests; -1 on
+ * error. */
 int		 fw_count_elems(struct fw *fw, const char *set,
 		    const char *ifname, char *err, size_t errlen);
 

@@ -10,6 +10,10 @@
  *
  * Key layout (each field padded to 4 bytes, as nft registers are):
  * ifname[16] . addr[4|16] . l4proto[1+3] . port[2+2] (network order).
+ *
+ * The handle also keeps an index of what it put in the kernel per ifname
+ * (rebuilt from one dump per set when fw_init adopts a table), so that
+ * fw_sandbox_del removes a sandbox by key without dumping every set.
  */
 #include <sys/socket.h>
 
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libmnl/libmnl.h>
 #include <libnftnl/object.h>
@@ -87,13 +92,58 @@ range_cmp(const void *x, const void *y, void *alen)
 
 /* Collects elements for one set and cuts them into messages of
  * FW_ELEMS_PER_MSG, all in the caller's batch. */
+struct rawvec {
+	struct fw_raw		*v;
+	size_t			 n, cap;
+	int			 oom;
+};
+
 struct eq {
 	struct fw_batch		*b;
 	const char		*table, *set;
 	struct nftnl_set	*s;
+	struct rawvec		*rec;	/* also note each element here */
 	uint16_t		 type, flags;
-	int			 n, oom;
+	int			 n, oom, setidx;
 };
+
+static int
+set_index(const char *name)
+{
+	const struct fw_setdef	*d = fw_setdef(name);
+
+	return d == NULL ? -1 : (int)(d - fw_sets);
+}
+
+static void
+rawvec_add(struct rawvec *rv, int set, const void *key, size_t klen,
+    const void *kend)
+{
+	struct fw_raw	*r;
+	size_t		 ncap;
+
+	if (set < 0 || klen > FW_RAWKEY) {
+		rv->oom = 1;
+		return;
+	}
+	if (rv->n == rv->cap) {
+		ncap = rv->cap ? rv->cap * 2 : 16;
+		if ((r = reallocarray(rv->v, ncap, sizeof(*r))) == NULL) {
+			rv->oom = 1;
+			return;
+		}
+		rv->v = r;
+		rv->cap = ncap;
+	}
+	r = &rv->v[rv->n++];
+	memset(r, 0, sizeof(*r));
+	r->set = (uint8_t)set;
+	memcpy(r->key, key, klen);
+	if (kend != NULL) {
+		r->has_end = 1;
+		memcpy(r->kend, kend, klen);
+	}
+}
 
 static void
 eq_flush(struct eq *q)
@@ -120,6 +170,7 @@ eq_init(struct eq *q, struct fw_batch *b, const char *table, const char *set,
 	q->set = set;
 	q->type = type;
 	q->flags = flags;
+	q->setidx = set_index(set);
 }
 
 /* Adds one element; keyend may be NULL. timeout_ms 0 = none. */
@@ -151,6 +202,8 @@ eq_add(struct eq *q, const void *key, size_t klen, const void *keyend,
 		nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
 	if (objref != NULL)
 		nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_OBJREF, objref);
+	if (q->rec != NULL)
+		rawvec_add(q->rec, q->setidx, key, klen, keyend);
 	/* From here the set owns e. */
 	nftnl_set_elem_add(q->s, e);
 	if (++q->n >= FW_ELEMS_PER_MSG)
@@ -394,6 +447,310 @@ rules_normalize(const struct fw_rule *in, size_t n, size_t *outn)
 	return r;
 }
 
+/* --------------------------------------------------------------- index */
+
+/*
+ * The per-ifname index: what this handle put in the kernel for each
+ * sandbox, so fw_sandbox_del deletes by key in one batch instead of
+ * dumping every set (whose cost grows with every other sandbox). Learned
+ * elements sit in a small open-addressing table per sandbox, so refreshing
+ * one does not add a duplicate; entries that expired in the kernel long
+ * ago are pruned from time to time so the table tracks what can still be
+ * there. Deleting a pruned one that the kernel still had is harmless: it
+ * has expired, no packet matches it, and the kernel collects it.
+ */
+
+#define FW_PRUNE_SLACK_MS	(10 * 60 * 1000)
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint32_t
+fnv(const void *p, size_t n, uint32_t h)
+{
+	const uint8_t	*b = p;
+
+	while (n-- > 0)
+		h = (h ^ *b++) * 16777619u;
+	return h;
+}
+
+static struct fw_sbx **
+idx_slot(struct fw *fw, const char *ifname)
+{
+	char		 name[FW_IFNAMSIZ] = { 0 };
+	struct fw_sbx	**pp;
+
+	memcpy(name, ifname, strnlen(ifname, FW_IFNAMSIZ - 1));
+	pp = &fw->idx[fnv(name, sizeof(name), 2166136261u) %
+	    FW_IDX_BUCKETS];
+	while (*pp != NULL && strcmp((*pp)->ifname, name) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static struct fw_sbx *
+idx_find(struct fw *fw, const char *ifname)
+{
+	return *idx_slot(fw, ifname);
+}
+
+/* Finds or makes the record of ifname; NULL on ENOMEM. */
+static struct fw_sbx *
+idx_get(struct fw *fw, const char *ifname)
+{
+	struct fw_sbx	**pp = idx_slot(fw, ifname), *x;
+
+	if (*pp != NULL)
+		return *pp;
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return NULL;
+	memcpy(x->ifname, ifname, strnlen(ifname, FW_IFNAMSIZ - 1));
+	*pp = x;
+	return x;
+}
+
+static void
+sbx_free(struct fw_sbx *x)
+{
+	free(x->raw);
+	free(x->lk);
+	free(x);
+}
+
+static void
+idx_drop(struct fw *fw, const char *ifname)
+{
+	struct fw_sbx	**pp = idx_slot(fw, ifname), *x;
+
+	if ((x = *pp) == NULL)
+		return;
+	*pp = x->next;
+	sbx_free(x);
+}
+
+void
+fw_idx_clear(struct fw *fw)
+{
+	struct fw_sbx	*x, *next;
+	size_t		 i;
+
+	for (i = 0; i < FW_IDX_BUCKETS; i++) {
+		for (x = fw->idx[i]; x != NULL; x = next) {
+			next = x->next;
+			sbx_free(x);
+		}
+		fw->idx[i] = NULL;
+	}
+}
+
+static int
+raw_eq(const struct fw_raw *a, const struct fw_raw *b)
+{
+	return a->set == b->set && a->has_end == b->has_end &&
+	    memcmp(a->key, b->key, sizeof(a->key)) == 0 &&
+	    memcmp(a->kend, b->kend, sizeof(a->kend)) == 0;
+}
+
+/* Adds r unless it is there already: -1 on ENOMEM. */
+static int
+sbx_raw_add(struct fw_sbx *x, const struct fw_raw *r)
+{
+	struct fw_raw	*v;
+	size_t		 i, ncap;
+
+	for (i = 0; i < x->nraw; i++)
+		if (raw_eq(&x->raw[i], r))
+			return 0;
+	if (x->nraw == x->rawcap) {
+		ncap = x->rawcap ? x->rawcap * 2 : 8;
+		if ((v = reallocarray(x->raw, ncap, sizeof(*v))) == NULL)
+			return -1;
+		x->raw = v;
+		x->rawcap = ncap;
+	}
+	x->raw[x->nraw++] = *r;
+	return 0;
+}
+
+static int
+set_in(int set, const char *const *names)
+{
+	for (; *names != NULL; names++)
+		if (set == set_index(*names))
+			return 1;
+	return 0;
+}
+
+/* Forgets the raw elements of x that are in one of the sets names. */
+static void
+sbx_raw_forget(struct fw_sbx *x, const char *const *names)
+{
+	size_t	i, m = 0;
+
+	for (i = 0; i < x->nraw; i++)
+		if (!set_in(x->raw[i].set, names))
+			x->raw[m++] = x->raw[i];
+	x->nraw = m;
+}
+
+static int
+sbx_has_set(const struct fw_sbx *x, const char *name)
+{
+	int	set = set_index(name);
+	size_t	i;
+
+	for (i = 0; x != NULL && i < x->nraw; i++)
+		if (x->raw[i].set == set)
+			return 1;
+	return 0;
+}
+
+static uint32_t
+lk_hash(const struct fw_lkey *k)
+{
+	uint32_t	h = 2166136261u;
+
+	h = fnv(&k->family, 1, h);
+	h = fnv(&k->proto, 1, h);
+	h = fnv(&k->port_lo, 2, h);
+	h = fnv(&k->port_hi, 2, h);
+	return fnv(k->addr, sizeof(k->addr), h);
+}
+
+static int
+lk_same(const struct fw_lkey *a, const struct fw_lkey *b)
+{
+	return a->family == b->family && a->proto == b->proto &&
+	    a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
+	    memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+static struct fw_lkey *
+lk_find(struct fw_sbx *x, const struct fw_lkey *k)
+{
+	size_t	i, mask;
+
+	if (x->lkcap == 0)
+		return NULL;
+	mask = x->lkcap - 1;
+	for (i = lk_hash(k) & mask; x->lk[i].used; i = (i + 1) & mask)
+		if (lk_same(&x->lk[i], k))
+			return &x->lk[i];
+	return NULL;
+}
+
+/* Places k in a table known to have room and not to hold it. */
+static void
+lk_place(struct fw_lkey *t, size_t cap, const struct fw_lkey *k)
+{
+	size_t	i, mask = cap - 1;
+
+	for (i = lk_hash(k) & mask; t[i].used; i = (i + 1) & mask)
+		;
+	t[i] = *k;
+	t[i].used = 1;
+}
+
+/* Rebuilds x's table with capacity cap, dropping entries that expired
+ * before `before` (0: none). -1 on ENOMEM (x unchanged). */
+static int
+lk_rehash(struct fw_sbx *x, size_t cap, int64_t before)
+{
+	struct fw_lkey	*t;
+	size_t		 i, n = 0;
+
+	if ((t = calloc(cap, sizeof(*t))) == NULL)
+		return -1;
+	for (i = 0; i < x->lkcap; i++) {
+		if (!x->lk[i].used || (before != 0 &&
+		    x->lk[i].expires_ms < before))
+			continue;
+		lk_place(t, cap, &x->lk[i]);
+		n++;
+	}
+	free(x->lk);
+	x->lk = t;
+	x->lkcap = cap;
+	x->nlk = n;
+	return 0;
+}
+
+/* Notes learned element k (refreshing its expiry, keeping its keep mark).
+ * -1 on ENOMEM. */
+static int
+sbx_lk_put(struct fw_sbx *x, const struct fw_lkey *k)
+{
+	struct fw_lkey	*o;
+	size_t		 cap;
+
+	if ((o = lk_find(x, k)) != NULL) {
+		o->keep |= k->keep;
+		if (k->expires_ms > o->expires_ms)
+			o->expires_ms = k->expires_ms;
+		return 0;
+	}
+	/* Amortised pruning: only when the table doubled since the last. */
+	if (x->nlk >= x->lkprune && x->nlk >= 64) {
+		if (lk_rehash(x, x->lkcap, mono_ms() - FW_PRUNE_SLACK_MS) ==
+		    -1)
+			return -1;
+		x->lkprune = x->nlk * 2;
+	}
+	if ((x->nlk + 1) * 2 > x->lkcap) {
+		cap = x->lkcap ? x->lkcap * 2 : 16;
+		if (lk_rehash(x, cap, 0) == -1)
+			return -1;
+	}
+	lk_place(x->lk, x->lkcap, k);
+	x->nlk++;
+	return 0;
+}
+
+static void
+sbx_lk_del(struct fw_sbx *x, const struct fw_lkey *k)
+{
+	struct fw_lkey	*o, tmp;
+	size_t		 i, mask;
+
+	if ((o = lk_find(x, k)) == NULL)
+		return;
+	/* Linear probing: empty the slot, then re-place the rest of its
+	 * cluster so that no later entry becomes unreachable. */
+	o->used = 0;
+	x->nlk--;
+	mask = x->lkcap - 1;
+	for (i = ((size_t)(o - x->lk) + 1) & mask; x->lk[i].used;
+	    i = (i + 1) & mask) {
+		tmp = x->lk[i];
+		x->lk[i].used = 0;
+		lk_place(x->lk, x->lkcap, &tmp);
+	}
+}
+
+static void
+lk_of_elem(const struct fw_elem *e, struct fw_lkey *k, int64_t now)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = e->family;
+	k->proto = e->proto;
+	k->keep = (e->flags & FW_ELEM_KEEP) != 0;
+	k->port_lo = e->port_lo;
+	k->port_hi = e->port_hi;
+	memcpy(k->addr, e->addr, e->family == AF_INET ? 4 : 16);
+	k->expires_ms = now + e->timeout_ms;
+}
+
+static int	learn_queue(struct fw_batch *, struct fw *,
+		    const struct fw_elem *, size_t, uint16_t, int);
+static void	fw_probe_destroy(struct fw *);
+
 /* ------------------------------------------------------------- sandbox */
 
 /*
@@ -491,7 +848,7 @@ oom:
 static int
 statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
     const struct fw_rule *al, size_t nal, const struct fw_rule *dn,
-    size_t ndn)
+    size_t ndn, struct rawvec *rv)
 {
 	struct eq	 q;
 	size_t		 i;
@@ -502,6 +859,7 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 
 		eq_init(&q, b, fw->table, six ? "allow6" : "allow4",
 		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		q.rec = rv;
 		for (i = 0; i < nal; i++)
 			if (al[i].family == fam &&
 			    al[i].proto != IPPROTO_ICMP &&
@@ -511,6 +869,7 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 			return -1;
 		eq_init(&q, b, fw->table, six ? "pallow6" : "pallow4",
 		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		q.rec = rv;
 		for (i = 0; i < nal; i++)
 			if (al[i].family == fam &&
 			    al[i].proto != IPPROTO_ICMP &&
@@ -520,6 +879,7 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 			return -1;
 		eq_init(&q, b, fw->table, six ? "sbx_deny6" : "sbx_deny4",
 		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		q.rec = rv;
 		for (i = 0; i < ndn; i++)
 			if (dn[i].family == fam)
 				add_rule_cidr(&q, sb->ifname, &dn[i]);
@@ -529,6 +889,7 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 	if (sb->icmp) {
 		eq_init(&q, b, fw->table, "icmp4", NFT_MSG_NEWSETELEM,
 		    NLM_F_CREATE);
+		q.rec = rv;
 		for (i = 0; i < nal; i++)
 			if (al[i].proto == IPPROTO_ICMP) {
 				add_rule_cidr(&q, sb->ifname, &al[i]);
@@ -553,7 +914,7 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
  * consumed) and, when elem, its map element. -1 (ENOMEM) on failure. */
 static int
 quota_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
-    uint16_t flags, int elem)
+    uint16_t flags, int elem, struct rawvec *rv)
 {
 	struct nftnl_obj	*o;
 	struct eq		 q;
@@ -577,9 +938,37 @@ quota_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 		return 0;
 	eq_init(&q, b, fw->table, "quota", NFT_MSG_NEWSETELEM,
 	    NLM_F_CREATE | NLM_F_EXCL);
+	q.rec = rv;
 	key_init(&k, sb->ifname);
 	eq_add(&q, k.b, k.len, NULL, 0, 0, qname);
 	return eq_done(&q);
+}
+
+/* Notes in the index what a committed batch added for ifname: the raw
+ * elements in rv and, when quota >= 0, whether the quota object exists.
+ * If the index cannot hold it, the handle stops trusting its index and
+ * deletes through dumps from then on (correct, only slower). */
+static void
+idx_commit(struct fw *fw, const char *ifname, struct rawvec *rv, int quota)
+{
+	struct fw_sbx	*x;
+	size_t		 i;
+
+	if (!fw->idx_valid)
+		return;
+	if (rv->oom || (x = idx_get(fw, ifname)) == NULL) {
+		fw->idx_valid = 0;
+		fw_idx_clear(fw);
+		return;
+	}
+	for (i = 0; i < rv->n; i++)
+		if (sbx_raw_add(x, &rv->v[i]) == -1) {
+			fw->idx_valid = 0;
+			fw_idx_clear(fw);
+			return;
+		}
+	if (quota >= 0)
+		x->quota = quota;
 }
 
 int
@@ -590,6 +979,7 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	struct fw_batch		 b;
 	struct eq		 q;
 	struct key		 k;
+	struct rawvec		 rv = { NULL, 0, 0, 0 };
 	struct fw_rule		*al = NULL, *dn = NULL;
 	size_t			 nal = 0, ndn = 0;
 	int			 ret = -1;
@@ -611,6 +1001,7 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	/* EXCL on the anti-spoofing entry: registering twice is an error. */
 	eq_init(&q, &b, fw->table, "sbx4", NFT_MSG_NEWSETELEM,
 	    NLM_F_CREATE | NLM_F_EXCL);
+	q.rec = &rv;
 	key_init(&k, sb->ifname);
 	key_put(&k, sb->addr4, 4);
 	eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
@@ -619,24 +1010,29 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	if (sb->has_addr6) {
 		eq_init(&q, &b, fw->table, "sbx6", NFT_MSG_NEWSETELEM,
 		    NLM_F_CREATE | NLM_F_EXCL);
+		q.rec = &rv;
 		key_init(&k, sb->ifname);
 		key_put(&k, sb->addr6, 16);
 		eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
 		if (eq_done(&q) == -1)
 			goto oomb;
 	}
-	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn, &rv) == -1)
 		goto oomb;
 	if (sb->quota_bytes > 0 && quota_queue(fw, &b, sb, NLM_F_CREATE |
-	    NLM_F_EXCL, 1) == -1)
+	    NLM_F_EXCL, 1, &rv) == -1)
 		goto oomb;
 	ret = fw_batch_commit(&b, "fw_sandbox_add", err, errlen);
+	if (ret == 0)
+		idx_commit(fw, sb->ifname, &rv, sb->quota_bytes > 0);
+	free(rv.v);
 	free(al);
 	free(dn);
 	return ret;
 oomb:
 	fw_batch_abort(&b);
 oom:
+	free(rv.v);
 	free(al);
 	free(dn);
 	errno = ENOMEM;
@@ -741,8 +1137,11 @@ del_one(struct nftnl_set_elem *e, void *arg)
 	return 0;
 }
 
-int
-fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
+/* fw_sandbox_del the old way: dump every per-sandbox set and delete what
+ * is keyed on the name. For handles without a valid index and kernels
+ * without DESTROYSETELEM; its cost grows with everything in the table. */
+static int
+sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
     size_t errlen)
 {
 	struct fw_batch		 b;
@@ -810,10 +1209,161 @@ fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
 		fw_batch_next(&b);
 	}
 	ret = fw_batch_commit(&b, "fw_sandbox_del", err, errlen);
+	if (ret == 0 && fw->idx_valid)
+		idx_drop(fw, sb->ifname);
 out:
 	for (i = 0; i < nd; i++)
 		nftnl_set_free(dumps[i]);
 	return ret;
+}
+
+/* Queues a DESTROYOBJ (or DELOBJ) of ifname's quota object. */
+static int
+quota_obj_del(struct fw *fw, struct fw_batch *b, const char *ifname,
+    uint16_t type)
+{
+	struct nftnl_obj	*o;
+	char			 qname[32];
+
+	snprintf(qname, sizeof(qname), "q_%s", ifname);
+	if ((o = nftnl_obj_alloc()) == NULL)
+		return -1;
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, type, 0), o);
+	nftnl_obj_free(o);
+	fw_batch_next(b);
+	return 0;
+}
+
+/* Queues DESTROYSETELEM for x's raw elements of every set but the quota
+ * map, then the quota map element and object (the object goes after the
+ * element that references it). */
+static int
+raw_queue_destroy(struct fw *fw, struct fw_batch *b, const struct fw_sbx *x)
+{
+	const struct fw_setdef	*d;
+	struct eq		 q;
+	size_t			 i, klen;
+	int			 set, quota = set_index("quota");
+
+	for (d = fw_sets; d->name != NULL; d++) {
+		set = (int)(d - fw_sets);
+		if (set == quota)
+			continue;
+		klen = fw_keylen(d);
+		eq_init(&q, b, fw->table, d->name, NFT_MSG_DESTROYSETELEM, 0);
+		for (i = 0; i < x->nraw; i++)
+			if (x->raw[i].set == set)
+				eq_add(&q, x->raw[i].key, klen,
+				    x->raw[i].has_end ? x->raw[i].kend : NULL,
+				    0, 0, NULL);
+		if (eq_done(&q) == -1)
+			return -1;
+	}
+	for (i = 0; i < x->nraw; i++)
+		if (x->raw[i].set == quota)
+			break;
+	if (i < x->nraw || x->quota) {
+		struct key k;
+
+		eq_init(&q, b, fw->table, "quota", NFT_MSG_DESTROYSETELEM, 0);
+		key_init(&k, x->ifname);
+		eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
+		if (eq_done(&q) == -1 ||
+		    quota_obj_del(fw, b, x->ifname, NFT_MSG_DESTROYOBJ) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* fw_sandbox_del through the index: every key this handle knows for the
+ * sandbox, destroyed by key (a learned element that expired meanwhile is
+ * no error). One batch, unless the sandbox learned more than
+ * FW_LEARN_CHUNK destinations: those go first in batches of their own
+ * (removing allows only narrows), the rest last. */
+static int
+sandbox_del_idx(struct fw *fw, struct fw_sbx *x, char *err, size_t errlen)
+{
+	struct fw_batch	 b;
+	struct fw_elem	*el = NULL;
+	size_t		 n = 0, i, off;
+
+	if (x->nlk > 0) {
+		if ((el = calloc(x->nlk, sizeof(*el))) == NULL)
+			goto oom;
+		for (i = 0; i < x->lkcap; i++) {
+			const struct fw_lkey *k = &x->lk[i];
+
+			if (!k->used)
+				continue;
+			memcpy(el[n].ifname, x->ifname, sizeof(el[n].ifname));
+			el[n].family = k->family;
+			memcpy(el[n].addr, k->addr, sizeof(el[n].addr));
+			el[n].proto = k->proto;
+			el[n].port_lo = k->port_lo;
+			el[n].port_hi = k->port_hi;
+			el[n].flags = k->keep ? FW_ELEM_KEEP : 0;
+			n++;
+		}
+	}
+	for (off = 0; ; off += FW_LEARN_CHUNK) {
+		size_t m = n - off > FW_LEARN_CHUNK ? FW_LEARN_CHUNK : n - off;
+		int last = off + m == n;
+
+		if (fw_batch_begin(fw, &b) == -1) {
+			fw_seterr(err, errlen, "fw_sandbox_del: %s",
+			    strerror(errno));
+			free(el);
+			return -1;
+		}
+		if ((m > 0 && learn_queue(&b, fw, el + off, m,
+		    NFT_MSG_DESTROYSETELEM, 0) == -1) ||
+		    (last && raw_queue_destroy(fw, &b, x) == -1)) {
+			fw_batch_abort(&b);
+			goto oom;
+		}
+		if (fw_batch_commit(&b, "fw_sandbox_del", err, errlen) == -1) {
+			free(el);
+			return -1;
+		}
+		if (last)
+			break;
+	}
+	free(el);
+	return 0;
+oom:
+	free(el);
+	errno = ENOMEM;
+	fw_seterr(err, errlen, "fw_sandbox_del: out of memory");
+	return -1;
+}
+
+int
+fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
+    size_t errlen)
+{
+	struct fw_sbx	*x;
+
+	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_sandbox_del: invalid arguments");
+		return -1;
+	}
+	if (fw->idx_valid && fw->destroy == FW_DESTROY_UNKNOWN)
+		fw_probe_destroy(fw);
+	if (!fw->idx_valid || fw->destroy != FW_DESTROY_YES)
+		return sandbox_del_dump(fw, sb, err, errlen);
+	/* Nothing known for this name: nothing of it is in the table (the
+	 * index holds everything added since fw_init, and what adoption
+	 * found), which is not an error. */
+	if ((x = idx_find(fw, sb->ifname)) == NULL)
+		return 0;
+	if (sandbox_del_idx(fw, x, err, errlen) == -1)
+		return -1;
+	idx_drop(fw, sb->ifname);
+	return 0;
 }
 
 /* The sets that hold what a policy's static rules give a sandbox, as
@@ -859,8 +1409,10 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	struct del_ctx		 c;
 	struct eq		 q;
 	struct key		 k;
+	struct rawvec		 rv = { NULL, 0, 0, 0 };
+	struct fw_sbx		*x = NULL;
 	size_t			 nal = 0, ndn = 0, i;
-	int			 nreg, nquota, ret = -1;
+	int			 nreg, nquota, ret = -1, byidx;
 	char			 qname[32];
 
 	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
@@ -871,9 +1423,19 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	if (statics_prepare(fw, "fw_sandbox_update", allow, nallow, deny,
 	    ndeny, &al, &nal, &dn, &ndn, err, errlen) == -1)
 		goto out;
+	/* With the index, the old statics are known by key: no dumps, so
+	 * the cost does not grow with the other sandboxes. */
+	byidx = fw->idx_valid;
+	if (byidx) {
+		x = idx_find(fw, sb->ifname);
+		nreg = sbx_has_set(x, "sbx4");
+		nquota = x != NULL && x->quota;
+	}
 	/* Only a registered sandbox: statics for a link nobody registered
 	 * would be allows without the anti-spoofing entry they rely on. */
-	if ((nreg = count_keyed(fw, "sbx4", sb->ifname)) == -1 ||
+	if (byidx)
+		;
+	else if ((nreg = count_keyed(fw, "sbx4", sb->ifname)) == -1 ||
 	    (nquota = count_keyed(fw, "quota", sb->ifname)) == -1) {
 		fw_seterr(err, errlen, "fw_sandbox_update: dump: %s",
 		    strerror(errno));
@@ -885,7 +1447,7 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		    "registered", sb->ifname);
 		goto out;
 	}
-	for (i = 0; static_sets[i] != NULL; i++)
+	for (i = 0; !byidx && static_sets[i] != NULL; i++)
 		if ((dumps[i] = dump_set(fw, static_sets[i])) == NULL) {
 			fw_seterr(err, errlen, "fw_sandbox_update: dump %s: %s",
 			    static_sets[i], strerror(errno));
@@ -902,20 +1464,31 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	for (i = 0; static_sets[i] != NULL; i++) {
 		eq_init(&q, &b, fw->table, static_sets[i], NFT_MSG_DELSETELEM,
 		    0);
-		c.ifname = sb->ifname;
-		c.q = &q;
-		c.found = 0;
-		each_elem(dumps[i], del_one, &c);
+		if (byidx) {
+			int set = set_index(static_sets[i]);
+			size_t j, klen = fw_keylen(&fw_sets[set]);
+
+			for (j = 0; j < x->nraw; j++)
+				if (x->raw[j].set == set)
+					eq_add(&q, x->raw[j].key, klen,
+					    x->raw[j].has_end ?
+					    x->raw[j].kend : NULL, 0, 0, NULL);
+		} else {
+			c.ifname = sb->ifname;
+			c.q = &q;
+			c.found = 0;
+			each_elem(dumps[i], del_one, &c);
+		}
 		if (eq_done(&q) == -1)
 			goto oomb;
 	}
-	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn, &rv) == -1)
 		goto oomb;
 	if (sb->quota_bytes > 0) {
 		/* An existing quota is updated in place, so a new budget
 		 * does not forget the bytes already spent. */
 		if (quota_queue(fw, &b, sb, nquota > 0 ? NLM_F_CREATE :
-		    NLM_F_CREATE | NLM_F_EXCL, nquota == 0) == -1)
+		    NLM_F_CREATE | NLM_F_EXCL, nquota == 0, &rv) == -1)
 			goto oomb;
 	} else if (nquota > 0) {
 		eq_init(&q, &b, fw->table, "quota", NFT_MSG_DELSETELEM, 0);
@@ -935,12 +1508,21 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		fw_batch_next(&b);
 	}
 	ret = fw_batch_commit(&b, "fw_sandbox_update", err, errlen);
+	if (ret == 0 && byidx && fw->idx_valid) {
+		static const char *const gone[] = { "quota", NULL };
+
+		sbx_raw_forget(x, static_sets);
+		if (sb->quota_bytes == 0)
+			sbx_raw_forget(x, gone);
+		idx_commit(fw, sb->ifname, &rv, sb->quota_bytes > 0);
+	}
 	goto out;
 oomb:
 	fw_batch_abort(&b);
 	errno = ENOMEM;
 	fw_seterr(err, errlen, "fw_sandbox_update: out of memory");
 out:
+	free(rv.v);
 	for (i = 0; i < sizeof(dumps) / sizeof(dumps[0]); i++)
 		if (dumps[i] != NULL)
 			nftnl_set_free(dumps[i]);
@@ -972,42 +1554,99 @@ elem_keys(const struct fw_elem *e, struct key *lo, struct key *hi)
 	key_tuple(hi, e->ifname, e->addr, alen, e->proto, e->port_hi);
 }
 
-/* Queues the learn (or unlearn) messages for e[0..n) of one family. */
+/* Queues messages of type (NEWSETELEM with each element's timeout,
+ * DELSETELEM or DESTROYSETELEM) for e[0..n): one-port elements to the hash
+ * sets, port ranges to the interval sets, and those marked FW_ELEM_KEEP
+ * (every one when keep_all) also to the learned keep sets. */
 static int
-learn_batch(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
-    size_t n, int six, int unlearn)
+learn_queue(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
+    size_t n, uint16_t type, int keep_all)
 {
+	static const char *const sets[2][4] = {
+		{ "learned4", "lrange4", "lkeep4", "lkrange4" },
+		{ "learned6", "lrange6", "lkeep6", "lkrange6" },
+	};
 	struct eq	 q;
 	struct key	 lo, hi;
 	size_t		 i;
-	int		 pass, npass;
-	uint8_t		 fam = six ? AF_INET6 : AF_INET;
-	const char	*set = six ? "learned6" : "learned4";
+	int		 six, j, range, keep;
+
+	for (six = 0; six <= 1; six++)
+		for (j = 0; j < 4; j++) {
+			range = j & 1;
+			keep = j >= 2;
+			eq_init(&q, b, fw->table, sets[six][j], type,
+			    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+			for (i = 0; i < n; i++) {
+				if (e[i].family != (six ? AF_INET6 : AF_INET) ||
+				    (e[i].port_lo != e[i].port_hi) != range ||
+				    (keep && !keep_all &&
+				    !(e[i].flags & FW_ELEM_KEEP)))
+					continue;
+				elem_keys(&e[i], &lo, &hi);
+				eq_add(&q, lo.b, lo.len, range ? hi.b : NULL, 0,
+				    type == NFT_MSG_NEWSETELEM ?
+				    e[i].timeout_ms : 0, NULL);
+			}
+			if (eq_done(&q) == -1)
+				return -1;
+		}
+	return 0;
+}
+
+/* Queues the learn (or unlearn) messages for e[0..n). */
+static int
+learn_batch(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
+    size_t n, int unlearn)
+{
 	static const uint16_t types[3] = { NFT_MSG_NEWSETELEM,
 	    NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM };
+	int	pass, npass;
 
-	/* Unlearn: add then delete, so a missing (expired) element is no
-	 * error. Learn with a kernel that does not refresh timeouts on
-	 * re-add: add, delete, add, so the last add starts a fresh timeout. */
+	/* Unlearn removes from the keep sets too, whatever the flag says,
+	 * so nothing of a forgotten destination stays reachable. Without
+	 * DESTROY (kernels before 6.3): add then delete, so a missing
+	 * (expired) element is no error. Learn with a kernel that does not
+	 * refresh timeouts on re-add: add, delete, add, so the last add
+	 * starts a fresh timeout. */
+	if (unlearn && fw->destroy == FW_DESTROY_YES)
+		return learn_queue(b, fw, e, n, NFT_MSG_DESTROYSETELEM, 1);
 	if (unlearn)
 		npass = 2;
 	else
 		npass = fw->refresh == FW_REFRESH_READD ? 1 : 3;
-	for (pass = 0; pass < npass; pass++) {
-		eq_init(&q, b, fw->table, set, types[pass],
-		    types[pass] == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
-		for (i = 0; i < n; i++) {
-			if (e[i].family != fam)
-				continue;
-			elem_keys(&e[i], &lo, &hi);
-			eq_add(&q, lo.b, lo.len, hi.b, 0,
-			    types[pass] == NFT_MSG_NEWSETELEM ?
-			    e[i].timeout_ms : 0, NULL);
-		}
-		if (eq_done(&q) == -1)
+	for (pass = 0; pass < npass; pass++)
+		if (learn_queue(b, fw, e, n, types[pass], unlearn) == -1)
 			return -1;
-	}
 	return 0;
+}
+
+/* After a committed learn or unlearn: the index follows the kernel. */
+static void
+idx_learned(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn)
+{
+	struct fw_sbx	*x;
+	struct fw_lkey	 k;
+	int64_t		 now = mono_ms();
+	size_t		 i;
+
+	if (!fw->idx_valid)
+		return;
+	for (i = 0; i < n; i++) {
+		lk_of_elem(&e[i], &k, now);
+		if (unlearn) {
+			if ((x = idx_find(fw, e[i].ifname)) != NULL)
+				sbx_lk_del(x, &k);
+			continue;
+		}
+		if ((x = idx_get(fw, e[i].ifname)) == NULL ||
+		    sbx_lk_put(x, &k) == -1) {
+			/* Unknown from now on: deletion goes by dumps. */
+			fw->idx_valid = 0;
+			fw_idx_clear(fw);
+			return;
+		}
+	}
 }
 
 static int
@@ -1033,18 +1672,22 @@ learn_common(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
 		return 0;
 	if (fw->refresh == FW_REFRESH_UNKNOWN)
 		fw_probe_refresh(fw);
+	if (unlearn && fw->destroy == FW_DESTROY_UNKNOWN)
+		fw_probe_destroy(fw);
 	if (fw_batch_begin(fw, &b) == -1) {
 		fw_seterr(err, errlen, "%s: %s", what, strerror(errno));
 		return -1;
 	}
-	if (learn_batch(&b, fw, e, n, 0, unlearn) == -1 ||
-	    learn_batch(&b, fw, e, n, 1, unlearn) == -1) {
+	if (learn_batch(&b, fw, e, n, unlearn) == -1) {
 		fw_batch_abort(&b);
 		errno = ENOMEM;
 		fw_seterr(err, errlen, "%s: out of memory", what);
 		return -1;
 	}
-	return fw_batch_commit(&b, what, err, errlen);
+	if (fw_batch_commit(&b, what, err, errlen) == -1)
+		return -1;
+	idx_learned(fw, e, n, unlearn);
+	return 0;
 }
 
 int
@@ -1061,27 +1704,30 @@ fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n, char *err,
 	return learn_common(fw, e, n, 1, "fw_unlearn", err, errlen);
 }
 
-struct exp_ctx {
-	struct key	lo;
-	int64_t		expiration;
-};
-
 static int
-exp_one(struct nftnl_set_elem *e, void *arg)
+exp_cb(const struct nlmsghdr *nlh, void *arg)
 {
-	struct exp_ctx	*c = arg;
-	const void	*key;
-	uint32_t	 klen = 0;
+	int64_t			*exp = arg;
+	struct nftnl_set	*s;
+	struct nftnl_set_elem	*e;
+	struct nftnl_set_elems_iter *it;
 
-	key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
-	if (key == NULL || klen != c->lo.len || memcmp(key, c->lo.b, klen) != 0)
-		return 0;
-	if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_EXPIRATION))
-		c->expiration = (int64_t)nftnl_set_elem_get_u64(e,
-		    NFTNL_SET_ELEM_EXPIRATION);
-	else
-		c->expiration = 0;
-	return 1;
+	if ((s = nftnl_set_alloc()) == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) < 0) {
+		nftnl_set_free(s);
+		return MNL_CB_ERROR;
+	}
+	if ((it = nftnl_set_elems_iter_create(s)) != NULL) {
+		if ((e = nftnl_set_elems_iter_next(it)) != NULL)
+			*exp = nftnl_set_elem_is_set(e,
+			    NFTNL_SET_ELEM_EXPIRATION) ?
+			    (int64_t)nftnl_set_elem_get_u64(e,
+			    NFTNL_SET_ELEM_EXPIRATION) : 0;
+		nftnl_set_elems_iter_destroy(it);
+	}
+	nftnl_set_free(s);
+	return MNL_CB_OK;
 }
 
 int64_t
@@ -1089,8 +1735,11 @@ fw_elem_expiration(struct fw *fw, const struct fw_elem *e, char *err,
     size_t errlen)
 {
 	struct nftnl_set	*s;
-	struct exp_ctx		 c;
-	struct key		 hi;
+	struct nftnl_set_elem	*el;
+	struct nlmsghdr		*nlh;
+	struct key		 lo, hi;
+	int64_t			 exp = -1;
+	int			 range;
 
 	if (fw == NULL || e == NULL || (e->family != AF_INET &&
 	    e->family != AF_INET6) || !valid_ifname(e->ifname)) {
@@ -1098,41 +1747,71 @@ fw_elem_expiration(struct fw *fw, const struct fw_elem *e, char *err,
 		fw_seterr(err, errlen, "fw_elem_expiration: invalid arguments");
 		return -1;
 	}
-	if ((s = dump_set(fw, e->family == AF_INET ? "learned4" :
-	    "learned6")) == NULL) {
-		fw_seterr(err, errlen, "fw_elem_expiration: %s",
-		    strerror(errno));
+	/* One GETSETELEM for this key (no dump): the cost does not grow
+	 * with the set. */
+	range = e->port_lo != e->port_hi;
+	elem_keys(e, &lo, &hi);
+	if ((s = nftnl_set_alloc()) == NULL ||
+	    (el = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		errno = ENOMEM;
+		fw_seterr(err, errlen, "fw_elem_expiration: out of memory");
 		return -1;
 	}
-	elem_keys(e, &c.lo, &hi);
-	c.expiration = -1;
-	each_elem(s, exp_one, &c);
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, e->family == AF_INET ?
+	    (range ? "lrange4" : "learned4") : (range ? "lrange6" :
+	    "learned6"));
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, lo.b, (uint32_t)lo.len);
+	if (range)
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY_END, hi.b,
+		    (uint32_t)hi.len);
+	nftnl_set_elem_add(s, el);
+	nlh = nftnl_nlmsg_build_hdr(fw->buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+	    NLM_F_ACK, fw->seq++);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	if (c.expiration < 0) {
+	if (fw_request(fw, nlh, exp_cb, &exp) == -1) {
+		if (errno == ENOENT)
+			fw_seterr(err, errlen, "fw_elem_expiration: no such "
+			    "element");
+		else
+			fw_seterr(err, errlen, "fw_elem_expiration: %s",
+			    strerror(errno));
+		return -1;
+	}
+	if (exp < 0) {
 		errno = ENOENT;
 		fw_seterr(err, errlen, "fw_elem_expiration: no such element");
 	}
-	return c.expiration;
+	return exp;
+}
+
+/* The probe element: keyed on an interface name no sandbox can have
+ * (FW_IFPREFIX + "~probe" is never handed out: the gateway names links
+ * sl-<number>). */
+static void
+probe_elem(struct fw_elem *e, uint32_t timeout_ms)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->ifname, sizeof(e->ifname), "%s~probe", FW_IFPREFIX);
+	e->family = AF_INET;
+	e->proto = IPPROTO_TCP;
+	e->port_lo = e->port_hi = 9;
+	e->timeout_ms = timeout_ms;
 }
 
 /* Finds out once whether re-adding an element resets its timeout (kernels
- * with element timeout updates, 6.10 and later, do). The probe element is
- * keyed on an interface name no sandbox can have (FW_IFPREFIX + "~probe"
- * is never handed out: the gateway names links sl-<number>). Any failure
- * leaves the safe choice, add + delete + add. */
+ * with element timeout updates, 6.10 and later, do; the update is generic
+ * in nf_tables, so probing the hash set answers for the interval sets
+ * too). Any failure leaves the safe choice, add + delete + add. */
 void
 fw_probe_refresh(struct fw *fw)
 {
 	struct fw_elem	e;
 	int64_t		exp;
 
-	fw->refresh = FW_REFRESH_DELADD;
-	memset(&e, 0, sizeof(e));
-	snprintf(e.ifname, sizeof(e.ifname), "%s~probe", FW_IFPREFIX);
-	e.family = AF_INET;
-	e.proto = IPPROTO_TCP;
-	e.port_lo = e.port_hi = 9;
-	e.timeout_ms = 60000;
+	probe_elem(&e, 60000);
 	fw->refresh = FW_REFRESH_READD;	/* one plain add per call below */
 	if (fw_learn(fw, &e, 1, NULL, 0) == -1)
 		goto safe;
@@ -1147,6 +1826,29 @@ safe:
 	fw->refresh = FW_REFRESH_DELADD;
 }
 
+/* Finds out once whether the kernel takes NFT_MSG_DESTROYSETELEM (Linux
+ * 6.3): a delete that is no error when the element is gone. Older kernels
+ * refuse the unknown message type with EINVAL (or EOPNOTSUPP); any other
+ * failure leaves the question open and this call uses the old path. */
+static void
+fw_probe_destroy(struct fw *fw)
+{
+	struct fw_batch	b;
+	struct fw_elem	e;
+
+	probe_elem(&e, 1000);
+	if (fw_batch_begin(fw, &b) == -1)
+		return;
+	if (learn_queue(&b, fw, &e, 1, NFT_MSG_DESTROYSETELEM, 0) == -1) {
+		fw_batch_abort(&b);
+		return;
+	}
+	if (fw_batch_commit(&b, "probe", NULL, 0) == 0)
+		fw->destroy = FW_DESTROY_YES;
+	else if (errno == EINVAL || errno == EOPNOTSUPP)
+		fw->destroy = FW_DESTROY_NO;
+}
+
 /* ------------------------------------------------------------ restrict */
 
 int
@@ -1157,7 +1859,9 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct eq	 q;
 	struct key	 k;
 	struct fw_rule	*kp;
+	struct rawvec	 rv = { NULL, 0, 0, 0 };
 	size_t		 i, nk;
+	int		 ret;
 
 	if (fw == NULL || !valid_ifname(ifname) || (n > 0 && keep == NULL) ||
 	    n > FW_MAX_RULES) {
@@ -1188,6 +1892,7 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	for (int six = 0; six <= 1; six++) {
 		eq_init(&q, &b, fw->table, six ? "keep6" : "keep4",
 		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		q.rec = &rv;
 		for (i = 0; i < nk; i++)
 			if (kp[i].family == (six ? AF_INET6 : AF_INET))
 				add_rule_tuple(&q, ifname, &kp[i]);
@@ -1196,14 +1901,19 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	}
 	eq_init(&q, &b, fw->table, "restricted", NFT_MSG_NEWSETELEM,
 	    NLM_F_CREATE);
+	q.rec = &rv;
 	key_init(&k, ifname);
 	eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
 	if (eq_done(&q) == -1)
 		goto oom;
 	free(kp);
-	return fw_batch_commit(&b, "fw_restrict", err, errlen);
+	if ((ret = fw_batch_commit(&b, "fw_restrict", err, errlen)) == 0)
+		idx_commit(fw, ifname, &rv, -1);
+	free(rv.v);
+	return ret;
 oom:
 	fw_batch_abort(&b);
+	free(rv.v);
 	free(kp);
 	errno = ENOMEM;
 	fw_seterr(err, errlen, "fw_restrict: out of memory");
@@ -1282,19 +1992,139 @@ int
 fw_count_elems(struct fw *fw, const char *set, const char *ifname, char *err,
     size_t errlen)
 {
+	const struct fw_setdef	*d;
 	struct nftnl_set	*s;
 	struct count_ctx	 c = { ifname, 0 };
 
-	if (fw == NULL || set == NULL || fw_setdef(set) == NULL) {
+	if (fw == NULL || set == NULL || (d = fw_setdef(set)) == NULL) {
 		errno = EINVAL;
 		fw_seterr(err, errlen, "fw_count_elems: invalid arguments");
 		return -1;
 	}
-	if ((s = dump_set(fw, set)) == NULL) {
-		fw_seterr(err, errlen, "fw_count_elems: %s", strerror(errno));
-		return -1;
+	/* A learned set and its port-range companion count as one. */
+	for (set = d->name; set != NULL;
+	    set = set == d->name ? d->also : NULL) {
+		if ((s = dump_set(fw, set)) == NULL) {
+			fw_seterr(err, errlen, "fw_count_elems: %s",
+			    strerror(errno));
+			return -1;
+		}
+		each_elem(s, count_one, &c);
+		nftnl_set_free(s);
 	}
-	each_elem(s, count_one, &c);
-	nftnl_set_free(s);
 	return c.n;
+}
+
+/* -------------------------------------------------------- index rebuild */
+
+struct rebuild_ctx {
+	struct fw	*fw;
+	int		 set, learned, keep, six, fail;
+	int64_t		 now;
+};
+
+static int
+rebuild_one(struct nftnl_set_elem *e, void *arg)
+{
+	struct rebuild_ctx	*c = arg;
+	const uint8_t		*key, *kend = NULL;
+	uint32_t		 klen = 0, elen = 0;
+	size_t			 want = fw_keylen(&fw_sets[c->set]);
+	size_t			 alen = c->six ? 16 : 4;
+	struct fw_sbx		*x;
+	struct fw_raw		 r;
+	struct fw_lkey		 k;
+	char			 name[FW_IFNAMSIZ];
+	uint16_t		 port;
+
+	key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_KEY_END))
+		kend = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY_END, &elen);
+	/* Not one of ours (or an interval end of a layout we do not
+	 * write): it cannot be deleted by key, so the index would lie. */
+	if (key == NULL || klen != want || klen > FW_RAWKEY ||
+	    (kend != NULL && elen != klen)) {
+		c->fail = 1;
+		return 1;
+	}
+	memcpy(name, key, FW_IFNAMSIZ);
+	name[FW_IFNAMSIZ - 1] = '\0';
+	if ((x = idx_get(c->fw, name)) == NULL) {
+		c->fail = 1;
+		return 1;
+	}
+	if (c->learned) {
+		memset(&k, 0, sizeof(k));
+		k.family = c->six ? AF_INET6 : AF_INET;
+		memcpy(k.addr, key + FW_IFNAMSIZ, alen);
+		k.proto = key[FW_IFNAMSIZ + alen];
+		memcpy(&port, key + FW_IFNAMSIZ + alen + 4, 2);
+		k.port_lo = k.port_hi = ntohs(port);
+		if (kend != NULL) {
+			memcpy(&port, kend + FW_IFNAMSIZ + alen + 4, 2);
+			k.port_hi = ntohs(port);
+		}
+		k.keep = (uint8_t)c->keep;
+		k.expires_ms = c->now;
+		if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_EXPIRATION))
+			k.expires_ms += (int64_t)nftnl_set_elem_get_u64(e,
+			    NFTNL_SET_ELEM_EXPIRATION);
+		if (sbx_lk_put(x, &k) == -1)
+			c->fail = 1;
+		return c->fail;
+	}
+	memset(&r, 0, sizeof(r));
+	r.set = (uint8_t)c->set;
+	memcpy(r.key, key, klen);
+	if (kend != NULL) {
+		r.has_end = 1;
+		memcpy(r.kend, kend, klen);
+	}
+	if (sbx_raw_add(x, &r) == -1)
+		c->fail = 1;
+	else if (strcmp(fw_sets[c->set].name, "quota") == 0)
+		x->quota = 1;
+	return c->fail;
+}
+
+/*
+ * fw_idx_rebuild: after adopting a table, learns what it holds per
+ * sandbox from one dump of each per-sandbox set, so that a restarted
+ * daemon still deletes everything. 0, or -1 (errno) with the index
+ * cleared; the caller then marks it invalid.
+ */
+int
+fw_idx_rebuild(struct fw *fw)
+{
+	const struct fw_setdef	*d;
+	struct nftnl_set	*s;
+	struct rebuild_ctx	 c;
+
+	fw_idx_clear(fw);
+	for (d = fw_sets; d->name != NULL; d++) {
+		if (!d->persistent)
+			continue;
+		memset(&c, 0, sizeof(c));
+		c.fw = fw;
+		c.set = (int)(d - fw_sets);
+		c.learned = strncmp(d->name, "learned", 7) == 0 ||
+		    strncmp(d->name, "lrange", 6) == 0 ||
+		    strncmp(d->name, "lkeep", 5) == 0 ||
+		    strncmp(d->name, "lkrange", 7) == 0;
+		c.keep = d->name[0] == 'l' && d->name[1] == 'k';
+		c.six = d->name[strlen(d->name) - 1] == '6';
+		c.now = mono_ms();
+		if ((s = dump_set(fw, d->name)) == NULL) {
+			fw_idx_clear(fw);
+			return -1;
+		}
+		each_elem(s, rebuild_one, &c);
+		nftnl_set_free(s);
+		if (c.fail) {
+			fw_idx_clear(fw);
+			errno = EPROTO;
+			return -1;
+		}
+	}
+	return 0;
 }

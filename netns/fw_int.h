@@ -22,6 +22,42 @@
 #define FW_MAX_LEARN		1024	/* per fw_learn */
 #define FW_ELEMS_PER_MSG	64	/* keeps each message far below the limit */
 #define FW_KEYMAX		64
+#define FW_LEARN_CHUNK		256	/* learned elements per deletion batch */
+
+/* A static, anti-spoofing, keep, restricted or quota element this process
+ * put in the kernel for one sandbox: which set (index into fw_sets) and the
+ * key (and interval end) exactly as sent. */
+#define FW_RAWKEY		40	/* longest key: ifname . ipv6 . proto . port */
+struct fw_raw {
+	uint8_t		set;
+	uint8_t		has_end;
+	uint8_t		key[FW_RAWKEY];
+	uint8_t		kend[FW_RAWKEY];
+};
+
+/* A learned element without its ifname (the sandbox record holds it). */
+struct fw_lkey {
+	uint8_t		used;		/* slot of the open-addressing table */
+	uint8_t		family, proto, keep;
+	uint16_t	port_lo, port_hi;
+	uint8_t		addr[16];
+	int64_t		expires_ms;	/* CLOCK_MONOTONIC, for pruning */
+};
+
+/* Everything keyed on one ifname that this process added (or found when it
+ * adopted the table): what fw_sandbox_del must remove, so that deleting
+ * costs the same whatever else the table holds. */
+struct fw_sbx {
+	struct fw_sbx	*next;		/* hash chain */
+	char		 ifname[FW_IFNAMSIZ];
+	struct fw_raw	*raw;
+	size_t		 nraw, rawcap;
+	struct fw_lkey	*lk;		/* open addressing, power of 2 */
+	size_t		 nlk, lkcap, lkprune;
+	int		 quota;		/* object q_<ifname> exists */
+};
+
+#define FW_IDX_BUCKETS	1024
 
 struct fw {
 	struct mnl_socket	*nl;
@@ -35,7 +71,26 @@ struct fw {
 	int			 refresh;	/* FW_REFRESH_* */
 	struct fw_cidr		*priv;		/* private ranges from fw_init */
 	size_t			 npriv;
+	int			 destroy;	/* FW_DESTROY_* */
+	/* The per-ifname index (fw_elem.c). Valid only after fw_init on
+	 * this handle: a handle that never initialised (or adopted) the
+	 * table does not know what is in it and deletes through dumps. */
+	int			 idx_valid;
+	struct fw_sbx		*idx[FW_IDX_BUCKETS];
 };
+
+#define FW_DESTROY_UNKNOWN	0
+#define FW_DESTROY_YES		1	/* NFT_MSG_DESTROYSETELEM works */
+#define FW_DESTROY_NO		2	/* older kernel: dump and delete */
+
+/* Linux 6.3 names; the installed headers (and libnftnl 1.2.4) predate
+ * them. The numbers are the kernel ABI. */
+#ifndef NFT_MSG_DESTROYSETELEM
+#define NFT_MSG_DESTROYSETELEM	30
+#endif
+#ifndef NFT_MSG_DESTROYOBJ
+#define NFT_MSG_DESTROYOBJ	31
+#endif
 
 #define FW_REFRESH_UNKNOWN	0
 #define FW_REFRESH_READD	1	/* re-adding updates the timeout */
@@ -51,6 +106,7 @@ struct fw_batch {
 
 struct fw_setdef {
 	const char	*name;
+	const char	*also;		/* counted with it by fw_count_elems */
 	const uint8_t	*fields;	/* unpadded field lengths */
 	const uint8_t	*types;		/* nft datatype ids (display only) */
 	size_t		 nfields;
@@ -84,5 +140,7 @@ int		 fw_cidr_range(uint8_t family, const uint8_t *addr,
 int		 fw_add_intervals(struct fw_batch *b, const char *table,
 		    const char *set, size_t alen, struct fw_range *r, size_t n);
 void		 fw_probe_refresh(struct fw *fw);
+void		 fw_idx_clear(struct fw *fw);
+int		 fw_idx_rebuild(struct fw *fw);
 
 #endif /* SLUICE_NETNS_FW_INT_H */

@@ -20,12 +20,16 @@
  *        idle sandboxes sl-f1..sl-f<NSBX-1>; prints "learned N in S s"
  *   bench_fw learn1 N SENDER   time N single-element fw_learn calls, then
  *        remove those elements again; prints "learn1_us US" per call
+ *   bench_fw del1 N            time N fw_sandbox_del calls at the current
+ *        table size, each of a sandbox just registered (typical rules)
+ *        that learned 3 destinations; prints "del_us US" per call
  *   bench_fw count SET         elements in SET
  *   bench_fw destroy
  *
  * Exit 0 on success; 1 with a message on stderr on any failure.
  */
 #include <limits.h>
+#include <unistd.h>
 
 #include "tests/bench/bench.h"
 
@@ -224,6 +228,54 @@ cmd_learn1(unsigned long n, const char *sender)
 	free(e);
 }
 
+/*
+ * cmd_del1: what deleting one sandbox costs with everything else in the
+ * table present: n rounds of register (sl-d<i>, a pool slot past the idle
+ * ones), learn 3 destinations, then a timed fw_sandbox_del.
+ */
+static void
+cmd_del1(unsigned long n)
+{
+	struct fw_sandbox	sb;
+	struct fw_elem		e[3];
+	unsigned long		i;
+	int			j;
+	int64_t			t0;
+	uint8_t			a[4];
+
+	if (n == 0 || n > 10000)
+		die("del1: 1..10000 rounds");
+	for (i = 0; i < n; i++) {
+		char name[FW_IFNAMSIZ];
+
+		snprintf(name, sizeof(name), "sl-d%u-%lu",
+		    (unsigned)getpid() % 100000, i);
+		idle_addr(16000 + i % 100, a);
+		add_sandbox(name, a);
+		for (j = 0; j < 3; j++) {
+			memset(&e[j], 0, sizeof(e[j]));
+			snprintf(e[j].ifname, sizeof(e[j].ifname), "%s", name);
+			e[j].family = AF_INET;
+			e[j].addr[0] = 192;
+			e[j].addr[2] = 2;
+			e[j].addr[3] = (uint8_t)(j + 1);
+			e[j].proto = IPPROTO_TCP;
+			e[j].port_lo = e[j].port_hi = 443;
+			e[j].timeout_ms = LEARN_TTL_MS;
+		}
+		if (fw_learn(fw, e, 3, err, sizeof(err)) == -1)
+			die("fw_learn: %s", err);
+		memset(&sb, 0, sizeof(sb));
+		snprintf(sb.ifname, sizeof(sb.ifname), "%s", name);
+		t0 = now_ns();
+		if (fw_sandbox_del(fw, &sb, err, sizeof(err)) == -1)
+			die("fw_sandbox_del: %s", err);
+		printf("del_us %.1f\n", (double)(now_ns() - t0) / 1e3);
+		if (fw_count_elems(fw, "learned4", name, err, sizeof(err)) != 0)
+			die("fw_sandbox_del left learned elements of %s", name);
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -246,6 +298,9 @@ main(int argc, char *argv[])
 	} else if (strcmp(argv[1], "learn1") == 0 && argc == 4) {
 		open_table(FW_ADOPT);
 		cmd_learn1(num(argv[2], 256000), argv[3]);
+	} else if (strcmp(argv[1], "del1") == 0 && argc == 3) {
+		open_table(FW_ADOPT);
+		cmd_del1(num(argv[2], 10000));
 	} else if (strcmp(argv[1], "count") == 0 && argc == 3) {
 		open_table(FW_ADOPT);
 		if ((n = fw_count_elems(fw, argv[2], NULL, err,

@@ -926,9 +926,12 @@ START_TEST(test_restrict)
 }
 END_TEST
 
+/* Every per-sandbox set; "learned4" also counts its port-range half
+ * "lrange4", "lkeep4" its "lkrange4" (and the same for v6). */
 static const char *persistent_sets[] = { "sbx4", "sbx6", "sbx_deny4",
     "sbx_deny6", "restricted", "keep4", "keep6", "allow4", "allow6",
-    "pallow4", "pallow6", "learned4", "learned6", "icmp4", "quota", NULL };
+    "pallow4", "pallow6", "learned4", "learned6", "lkeep4", "lkeep6",
+    "icmp4", "quota", NULL };
 
 static int
 count_all(const char *ifname)
@@ -999,6 +1002,274 @@ START_TEST(test_sandbox_del)
 	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
 	    sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	close(l);
+}
+END_TEST
+
+/* Issue 2: a restricted (tainted) sandbox still reaches destinations
+ * learned for its keep-list host names (FW_ELEM_KEEP), one port or a
+ * range, whenever they were learned; everything else it learned is
+ * rejected; unlearn and delete take the keep copies too. */
+START_TEST(test_learn_keep)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_elem		e[4];
+	int			l80, l443;
+
+	WORLD();
+	l80 = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 80);
+	l443 = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)), 0);
+	e[0] = elem("192.0.2.10", IPPROTO_TCP, 443, 443, 60000);
+	e[0].flags = FW_ELEM_KEEP;
+	e[1] = elem("198.51.100.10", IPPROTO_TCP, 443, 443, 60000);
+	e[2] = elem("198.51.100.11", IPPROTO_TCP, 79, 81, 60000);
+	e[2].flags = FW_ELEM_KEEP;
+	ck_assert_msg(fw_learn(fw, e, 3, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(fw_count_elems(fw, "learned4", "sl-1", err,
+	    sizeof(err)), 3);
+	ck_assert_int_eq(fw_count_elems(fw, "lkeep4", "sl-1", err,
+	    sizeof(err)), 2);
+	ck_assert_int_eq(fw_count_elems(fw, "lkrange4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 80), T_OK);
+	/* Tainted with no static keep rule at all. */
+	ck_assert_msg(fw_restrict(fw, "sl-1", NULL, 0, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 80), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_REFUSED);
+	/* The range holds only its ports; 443 of a keep host is not kept. */
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_REFUSED);
+	/* Learned as keep after the taint (the DNS proxy answers a keep
+	 * name of a tainted sandbox): reachable at once. */
+	e[3] = e[1];
+	e[3].flags = FW_ELEM_KEEP;
+	ck_assert_int_eq(fw_learn(fw, &e[3], 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	/* Unlearn without the flag still removes the keep copy. */
+	e[0].flags = 0;
+	ck_assert_int_eq(fw_unlearn(fw, e, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_REFUSED);
+	ck_assert_int_eq(fw_count_elems(fw, "lkeep4", "sl-1", err,
+	    sizeof(err)), 2);
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+	ck_assert_int_eq(count_all("sl-1"), 0);
+	close(l80);
+	close(l443);
+}
+END_TEST
+
+/* Issue 1: one-port destinations live in the hash sets, ranges in the
+ * interval sets; both refresh their timeout on re-add and report their
+ * expiration; a mixed batch is one commit. */
+START_TEST(test_learn_hash_and_range)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_elem		e[3];
+	int64_t			exp;
+	int			l;
+
+	WORLD();
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 8443);
+	ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)), 0);
+	e[0] = elem("198.51.100.10", IPPROTO_TCP, 8443, 8443, 1000);
+	e[1] = elem("198.51.100.11", IPPROTO_TCP, 8000, 8999, 1000);
+	e[2] = elem("192.0.2.10", IPPROTO_UDP, 53, 53, 1000);
+	ck_assert_msg(fw_learn(fw, e, 3, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(fw_count_elems(fw, "lrange4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "learned4", "sl-1", err,
+	    sizeof(err)), 3);
+	ck_assert_int_eq(sh("nft list set inet sluice learned4 | "
+	    "grep -q '198.51.100.10 . tcp . 8443'"), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice lrange4 | "
+	    "grep -q '198.51.100.11 . tcp . 8000-'"), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 8443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 8443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 8443), T_REFUSED);
+	for (int i = 0; i < 2; i++) {
+		exp = fw_elem_expiration(fw, &e[i], err, sizeof(err));
+		ck_assert_msg(exp > 0 && exp <= 1000, "%d: %lld", i,
+		    (long long)exp);
+		e[i].timeout_ms = 600000;
+	}
+	ck_assert_int_eq(fw_learn(fw, e, 2, err, sizeof(err)), 0);
+	for (int i = 0; i < 2; i++) {
+		exp = fw_elem_expiration(fw, &e[i], err, sizeof(err));
+		ck_assert_msg(exp > 300000, "%d not refreshed: %lld", i,
+		    (long long)exp);
+	}
+	/* A port range and a single port of the same address are
+	 * different elements: the expiration is asked of the right one. */
+	e[0].port_hi = 8444;
+	ck_assert_int_eq(fw_elem_expiration(fw, &e[0], NULL, 0), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	/* The UDP element was not refreshed and goes. */
+	for (int i = 0; i < 40 && fw_elem_expiration(fw, &e[2], NULL, 0) >= 0;
+	    i++)
+		sleep_ms(100);
+	ck_assert_int_eq(fw_elem_expiration(fw, &e[2], NULL, 0), -1);
+	ck_assert_int_eq(fw_count_elems(fw, "learned4", "sl-1", err,
+	    sizeof(err)), 2);
+	close(l);
+}
+END_TEST
+
+/* Learns, lets one expire, restricts, keeps; n_extra more destinations. */
+static void
+fill_sandbox(struct fw_sandbox *sb, int n_extra)
+{
+	struct fw_rule	allow[2], deny[1], keep[1];
+	struct fw_elem	e[3], *many;
+	int		i;
+
+	sb->icmp = 1;
+	sb->quota_bytes = 1 << 30;
+	allow[0] = rule("198.51.100.0/24", IPPROTO_TCP, 443, 443);
+	allow[1] = rule("10.9.0.0/16", IPPROTO_TCP, 22, 22);
+	deny[0] = rule("198.51.100.99/32", 0, 0, 0);
+	ck_assert_msg(fw_sandbox_add(fw, sb, allow, 2, deny, 1, err,
+	    sizeof(err)) == 0, "%s", err);
+	e[0] = elem("192.0.2.10", IPPROTO_TCP, 443, 443, 600000);
+	e[1] = elem("192.0.2.11", IPPROTO_TCP, 1000, 2000, 600000);
+	e[1].flags = FW_ELEM_KEEP;
+	e[2] = elem("192.0.2.12", IPPROTO_TCP, 443, 443, 300);	/* expires */
+	e[2].flags = FW_ELEM_KEEP;
+	for (i = 0; i < 3; i++)
+		snprintf(e[i].ifname, sizeof(e[i].ifname), "%s", sb->ifname);
+	ck_assert_msg(fw_learn(fw, e, 3, err, sizeof(err)) == 0, "%s", err);
+	for (i = 0; i < 40 && fw_elem_expiration(fw, &e[2], NULL, 0) >= 0;
+	    i++)
+		sleep_ms(50);
+	ck_assert_int_eq(fw_elem_expiration(fw, &e[2], NULL, 0), -1);
+	keep[0] = rule("192.0.2.10/32", IPPROTO_TCP, 443, 443);
+	ck_assert_int_eq(fw_restrict(fw, sb->ifname, keep, 1, err,
+	    sizeof(err)), 0);
+	if (n_extra <= 0)
+		return;
+	many = calloc((size_t)n_extra, sizeof(*many));
+	ck_assert(many != NULL);
+	for (i = 0; i < n_extra; i++) {
+		many[i] = elem("203.0.113.1", IPPROTO_TCP, 443, 443, 600000);
+		snprintf(many[i].ifname, sizeof(many[i].ifname), "%s",
+		    sb->ifname);
+		many[i].addr[2] = (uint8_t)(113 + i / 256);
+		many[i].addr[3] = (uint8_t)i;
+		if (i % 3 == 0)
+			many[i].flags = FW_ELEM_KEEP;
+		if (i % 5 == 0)
+			many[i].port_hi = 444;
+	}
+	ck_assert_msg(fw_learn(fw, many, (size_t)n_extra, err,
+	    sizeof(err)) == 0, "%s", err);
+	free(many);
+}
+
+/* Issue 3: deletion by key leaves nothing, whatever happened before:
+ * learning, expiry, restrict, a restart (a new handle adopting the
+ * table), more learning after it, more learned destinations than fit one
+ * batch; the fallback paths (no DESTROY, a handle that never initialised)
+ * leave nothing either. The other sandbox keeps all it had. */
+START_TEST(test_del_leaves_nothing)
+{
+	struct fw_sandbox	sb = sandbox(), sb2 = sandbox(), sb3, sb4;
+	struct fw_config	cfg;
+	struct fw		*raw;
+	struct fw_elem		e;
+	int			before2;
+
+	WORLD();
+	snprintf(sb2.ifname, sizeof(sb2.ifname), "sl-2");
+	sb2.addr4[3] = 6;
+	fill_sandbox(&sb2, 0);
+	before2 = count_all("sl-2");
+	ck_assert_int_eq(before2, 11);
+
+	/* Same handle, index path. */
+	fill_sandbox(&sb, 0);
+	ck_assert_int_gt(count_all("sl-1"), 10);
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+	ck_assert_int_eq(fw->destroy, FW_DESTROY_YES);
+	ck_assert(fw->idx_valid);
+	ck_assert_int_eq(count_all("sl-1"), 0);
+	ck_assert_int_eq(sh("nft list table inet sluice | grep -q 'sl-1'"), 1);
+
+	/* After a restart: the new handle finds it all in one dump. */
+	fill_sandbox(&sb, 600);
+	fw_free(fw);
+	fw = fw_new(err, sizeof(err));
+	ck_assert(fw != NULL);
+	config(&cfg, "sluice");
+	ck_assert_int_eq(fw_init(fw, &cfg, FW_ADOPT, err, sizeof(err)), 1);
+	ck_assert(fw->idx_valid);
+	e = elem("198.51.100.12", IPPROTO_TCP, 443, 443, 600000);
+	e.flags = FW_ELEM_KEEP;
+	ck_assert_int_eq(fw_learn(fw, &e, 1, err, sizeof(err)), 0);
+	ck_assert_int_gt(count_all("sl-1"), 600);
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+	ck_assert_int_eq(count_all("sl-1"), 0);
+	ck_assert_int_eq(sh("nft list table inet sluice | grep -q 'sl-1'"), 1);
+	/* Again: nothing left is not an error. */
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+
+	/* A kernel without DESTROY: the dump path. */
+	sb3 = sandbox();
+	snprintf(sb3.ifname, sizeof(sb3.ifname), "sl-3");
+	sb3.addr4[3] = 10;
+	fill_sandbox(&sb3, 40);
+	fw->destroy = FW_DESTROY_NO;
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb3, err, sizeof(err)), 0);
+	ck_assert_int_eq(count_all("sl-3"), 0);
+	fw->destroy = FW_DESTROY_UNKNOWN;
+
+	/* A handle that never ran fw_init knows nothing: it dumps. */
+	sb4 = sandbox();
+	snprintf(sb4.ifname, sizeof(sb4.ifname), "sl-4");
+	sb4.addr4[3] = 14;
+	fill_sandbox(&sb4, 10);
+	raw = fw_new(err, sizeof(err));
+	ck_assert(raw != NULL);
+	ck_assert(!raw->idx_valid);
+	ck_assert_int_eq(fw_sandbox_del(raw, &sb4, err, sizeof(err)), 0);
+	fw_free(raw);
+	ck_assert_int_eq(count_all("sl-4"), 0);
+
+	/* The bystander is intact and still works. */
+	ck_assert_int_eq(count_all("sl-2"), before2);
+	ck_assert_int_eq(fw_list_sandboxes(fw, NULL, NULL, err, sizeof(err)),
+	    1);
+}
+END_TEST
+
+/* fw_sandbox_update through the index: old statics out, new in, the
+ * learned and restricted state untouched, then deletion leaves nothing. */
+START_TEST(test_update_then_del)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_rule		allow[1];
+	int			l, n;
+
+	WORLD();
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	fill_sandbox(&sb, 5);
+	n = count_all("sl-1");
+	allow[0] = rule("192.0.2.0/24", IPPROTO_TCP, 443, 443);
+	sb.quota_bytes = 0;
+	ck_assert_msg(fw_sandbox_update(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	/* 2 allows, 1 deny and the quota went; 1 allow came. */
+	ck_assert_int_eq(count_all("sl-1"), n - 3);
+	ck_assert_int_eq(fw_count_elems(fw, "allow4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(sh("nft list table inet sluice | grep -q 'q_sl-1'"),
+	    1);
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+	ck_assert_int_eq(count_all("sl-1"), 0);
 	close(l);
 }
 END_TEST
@@ -1630,6 +1901,10 @@ fw_suite(void)
 	tcase_add_test(tc, test_restrict_cuts_open_flow);
 	tcase_add_test(tc, test_ipv6);
 	tcase_add_test(tc, test_sandbox_del);
+	tcase_add_test(tc, test_learn_keep);
+	tcase_add_test(tc, test_learn_hash_and_range);
+	tcase_add_test(tc, test_del_leaves_nothing);
+	tcase_add_test(tc, test_update_then_del);
 	tcase_add_test(tc, test_adopt_keeps_state);
 	tcase_add_test(tc, test_replace_is_atomic);
 	tcase_add_test(tc, test_replace_refused_by_kernel);
