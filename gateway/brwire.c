@@ -6,7 +6,9 @@
  * reference for as long as a call runs, gateway/record.c for durable
  * mcp.call records and findings, and sbx_taint to narrow egress. The
  * control API's approvals and pins endpoints live here too, as thin
- * translations to the bridge's functions.
+ * translations to the bridge's functions; an approval is made in the name
+ * of the uid the control socket's kernel credentials give, whatever the
+ * request body says.
  */
 #include <sys/socket.h>
 
@@ -14,9 +16,12 @@
 #include <netinet/in.h>
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/bridge/bridge.h"
 #include "gateway/brwire.h"
@@ -31,6 +36,9 @@ struct brw {
 	uint64_t	 calls_allow, calls_deny;
 	uint64_t	 auth_failures, findings, record_failures;
 	uint64_t	 taints, taint_failures;
+	/* How long calls wait for their durable record: the part of a
+	 * tools/call's latency the audit log adds (a Prometheus summary). */
+	uint64_t	 record_waits, record_wait_us;
 };
 
 /* The one installed wiring (see brwire.h: process-wide, loop thread). */
@@ -161,6 +169,9 @@ ev_fields(const struct br_event *ev)
 	bad |= put_opt(o, "message", ev->message);
 	bad |= put_opt(o, "budget", ev->budget);
 	bad |= put_opt(o, "approver", ev->approver);
+	if (ev->approver != NULL && ev->approver_uid >= 0)
+		bad |= put(o, "approver_uid", json_integer(ev->approver_uid));
+	bad |= put_opt(o, "approver_note", ev->approver_note);
 	bad |= put_opt(o, "approval", ev->approval);
 	bad |= put_opt(o, "classification", ev->classification);
 	if (ev->kind == BR_EV_CALL) {
@@ -185,7 +196,17 @@ ev_fields(const struct br_event *ev)
 struct rec_wait {
 	br_record_done	*done;
 	void		*arg;
+	uint64_t	 t0_us;
 };
+
+static uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 static void
 on_durable(void *arg, int ok, uint64_t seq)
@@ -194,8 +215,12 @@ on_durable(void *arg, int ok, uint64_t seq)
 
 	(void)seq;
 	free(arg);
-	if (!ok && cur != NULL)
-		cur->record_failures++;
+	if (cur != NULL) {
+		if (!ok)
+			cur->record_failures++;
+		cur->record_waits++;
+		cur->record_wait_us += mono_us() - rw.t0_us;
+	}
 	rw.done(rw.arg, ok);
 }
 
@@ -216,6 +241,7 @@ h_record(void *ctx, const struct br_event *ev, br_record_done *done,
 	}
 	rw->done = done;
 	rw->arg = arg;
+	rw->t0_us = mono_us();
 	/* No action without a record: the bridge releases the result only
 	 * from on_durable with ok = 1. */
 	if (rec_durable(ev->kind_name != NULL ? ev->kind_name : "mcp.call",
@@ -411,12 +437,19 @@ brw_metrics_print(FILE *fp)
 	    "# HELP sluice_mcp_taints_total Sandboxes whose egress a result "
 	    "narrowed.\n"
 	    "# TYPE sluice_mcp_taints_total counter\n"
-	    "sluice_mcp_taints_total %llu\n",
+	    "sluice_mcp_taints_total %llu\n"
+	    "# HELP sluice_mcp_record_wait_seconds Time tool calls waited "
+	    "for their durable audit record.\n"
+	    "# TYPE sluice_mcp_record_wait_seconds summary\n"
+	    "sluice_mcp_record_wait_seconds_sum %.6f\n"
+	    "sluice_mcp_record_wait_seconds_count %llu\n",
 	    pending, (unsigned long long)cur->calls_allow,
 	    (unsigned long long)cur->calls_deny,
 	    (unsigned long long)cur->auth_failures,
 	    (unsigned long long)cur->findings,
-	    (unsigned long long)cur->taints);
+	    (unsigned long long)cur->taints,
+	    (double)cur->record_wait_us / 1e6,
+	    (unsigned long long)cur->record_waits);
 }
 
 /* ------------------------------------------------------------ control API */
@@ -442,43 +475,84 @@ text_ok(const char *s, size_t max)
 	return 1;
 }
 
+/* The user name of uid, or the uid in decimal when it has none (a
+ * container's numeric user): never empty, never made up. */
+static void
+uid_name(uid_t uid, char *out, size_t outlen)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 &&
+	    res != NULL && res->pw_name != NULL && res->pw_name[0] != '\0' &&
+	    text_ok(res->pw_name, 128)) {
+		snprintf(out, outlen, "%s", res->pw_name);
+		return;
+	}
+	snprintf(out, outlen, "%lu", (unsigned long)uid);
+}
+
 static enum ctl_rc
 approvals_post(struct ctl_req *req, void *arg)
 {
 	struct brw *w = arg;
 	const char *id = ctl_req_param(req, "id");
 	json_t *body = ctl_req_body(req), *v;
-	const char *decision, *approver, *reason = NULL;
+	const char *decision, *note = NULL, *reason = NULL;
 	const char *key;
+	struct br_approver who;
+	char name[160];
+	uid_t uid;
 	bool approve;
 
+	/* Who approves is who connected, as the kernel saw it: a caller
+	 * that cannot be identified decides nothing. */
+	if (ctl_req_peer(req, &uid, NULL, NULL) == -1)
+		return ctl_reply_error(req, 403, "forbidden",
+		    "the caller's identity cannot be established (%s)",
+		    strerror(errno));
 	if (!json_is_object(body))
 		return ctl_reply_error(req, 400, "bad_request",
-		    "body must be {decision, approver, reason?}");
+		    "body must be {decision, reason?, note?}");
 	json_object_foreach(body, key, v) {
-		if (strcmp(key, "decision") != 0 &&
+		if (strcmp(key, "decision") != 0 && strcmp(key, "note") != 0 &&
 		    strcmp(key, "approver") != 0 && strcmp(key, "reason") != 0)
 			return ctl_reply_error(req, 400, "bad_request",
 			    "unknown field");
 	}
 	decision = json_string_value(json_object_get(body, "decision"));
-	approver = json_string_value(json_object_get(body, "approver"));
 	if ((v = json_object_get(body, "reason")) != NULL &&
 	    (reason = json_string_value(v)) == NULL)
 		return ctl_reply_error(req, 400, "bad_request",
 		    "reason must be a string");
+	/* "approver" is what clients used to send as the identity; it is
+	 * kept, like "note", only as a remark beside the real one. */
+	if (json_object_get(body, "note") != NULL &&
+	    json_object_get(body, "approver") != NULL)
+		return ctl_reply_error(req, 400, "bad_request",
+		    "give note or approver, not both");
+	v = json_object_get(body, "note");
+	if (v == NULL)
+		v = json_object_get(body, "approver");
+	if (v != NULL && (note = json_string_value(v)) == NULL)
+		return ctl_reply_error(req, 400, "bad_request",
+		    "note must be a string");
 	if (decision == NULL || (strcmp(decision, "approve") != 0 &&
 	    strcmp(decision, "deny") != 0))
 		return ctl_reply_error(req, 400, "bad_request",
 		    "decision must be \"approve\" or \"deny\"");
-	if (approver == NULL || approver[0] == '\0' || !text_ok(approver, 128))
+	if (note != NULL && (note[0] == '\0' || !text_ok(note, 128)))
 		return ctl_reply_error(req, 400, "bad_request",
-		    "approver must be a printable name (at most 128 bytes)");
+		    "note must be printable text (1 to 128 bytes)");
 	if (reason != NULL && !text_ok(reason, 1024))
 		return ctl_reply_error(req, 400, "bad_request",
 		    "reason must be printable text (at most 1024 bytes)");
 	approve = strcmp(decision, "approve") == 0;
-	if (br_approval_decide(w->br, id, approve, approver, reason) == -1) {
+	uid_name(uid, name, sizeof(name));
+	who.name = name;
+	who.uid = (int64_t)uid;
+	who.note = note;
+	if (br_approval_decide(w->br, id, approve, &who, reason) == -1) {
 		if (errno == ENOENT)
 			return ctl_reply_error(req, 404, "not_found",
 			    "no pending call %s (unknown, already decided or "
@@ -486,9 +560,12 @@ approvals_post(struct ctl_req *req, void *arg)
 		return ctl_reply_error(req, 400, "bad_request",
 		    "cannot decide call %s: %s", id, strerror(errno));
 	}
-	log_info("approval %s: %s by %s", id, decision, approver);
-	return ctl_reply_json(req, 200, json_pack("{s:s,s:s}", "id", id,
-	    "decision", approve ? "approved" : "denied"));
+	log_info("approval %s: %s by %s (uid %lu)%s%s", id, decision, name,
+	    (unsigned long)uid, note != NULL ? ", note: " : "",
+	    note != NULL ? note : "");
+	return ctl_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "id",
+	    id, "decision", approve ? "approved" : "denied", "approver", name,
+	    "approver_uid", (json_int_t)uid));
 }
 
 static enum ctl_rc

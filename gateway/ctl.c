@@ -1,10 +1,9 @@
 /*
  * ctl.c: the control server. libmicrohttpd parses HTTP; this file owns the
  * Unix socket, the route table, the checks every request goes through before
- * a handler sees it, and the parking of suspended requests. MHD runs in
- * "external epoll" mode: its epoll fd sits in our ev loop, we call MHD_run
- * when it is readable and when MHD's own timeout (idle connections) is due,
- * so the whole daemon stays one thread.
+ * a handler sees it, the caller's credentials (SO_PEERCRED) and the parking
+ * of suspended requests. MHD runs inside our ev loop through gateway/mhd.c
+ * (the driver the bridge uses too), so the whole daemon stays one thread.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -22,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "gateway/ctl.h"
+#include "gateway/mhd.h"
 
 /* Refused bodies up to this size are read and discarded (see on_request). */
 #define CTL_DRAIN_MAX	(4 * 1024 * 1024)
@@ -69,15 +69,15 @@ struct ctl_req {
 	unsigned		 status;
 	ctl_cancel_cb		*cancel;
 	void			*cancel_arg;
+	struct ucred		 peer;		/* valid when has_peer */
+	int			 has_peer;
+	int			 peer_errno;
 	TAILQ_ENTRY(ctl_req)	 entry;
 };
 
 struct ctl {
 	struct ev_loop		*loop;
-	struct MHD_Daemon	*mhd;
-	int			 mhd_fd;
-	struct ev_timer		*timer;
-	uint64_t		 timer_due;	/* ev_now_ms() deadline */
+	struct mhd		*mhd;
 	char			*path;
 	dev_t			 sock_dev;
 	ino_t			 sock_ino;
@@ -86,8 +86,6 @@ struct ctl {
 	uint64_t		 counts[CTL_CODES];
 	TAILQ_HEAD(, ctl_req)	 parked;
 };
-
-static void	ctl_pump(struct ctl *);
 
 struct ctl *
 ctl_new(struct ev_loop *loop)
@@ -101,7 +99,6 @@ ctl_new(struct ev_loop *loop)
 	if ((ctl = calloc(1, sizeof(*ctl))) == NULL)
 		return NULL;
 	ctl->loop = loop;
-	ctl->mhd_fd = -1;
 	TAILQ_INIT(&ctl->parked);
 	return ctl;
 }
@@ -147,18 +144,9 @@ ctl_free(struct ctl *ctl)
 			ctl_reply_error(r, 503, "shutting_down",
 			    "the daemon is shutting down");
 	}
-	if (ctl->mhd_fd != -1)
-		ev_del(ctl->loop, ctl->mhd_fd);
-	ev_timer_cancel(ctl->loop, ctl->timer);
-	if (ctl->mhd != NULL) {
-		/* Lets resumed connections get their answer out (a few
-		 * passes: resume, handler, write) while the socket buffer
-		 * has room; what is left is closed by stop. */
-		for (i = 0; i < 3; i++)
-			MHD_run(ctl->mhd);
-		/* Closes the listening socket too (MHD owns it once given). */
-		MHD_stop_daemon(ctl->mhd);
-	}
+	/* Resumed connections get their answer out first; closes the
+	 * listening socket too. */
+	mhd_free(ctl->mhd);
 	/* Remove the socket file only if it is still ours: a second daemon
 	 * that replaced it must not lose its socket. */
 	if (ctl->path != NULL && lstat(ctl->path, &st) == 0 &&
@@ -344,6 +332,45 @@ ctl_req_body(const struct ctl_req *r)
 	return r->body;
 }
 
+int
+ctl_req_peer(const struct ctl_req *r, uid_t *uid, gid_t *gid, pid_t *pid)
+{
+	if (!r->has_peer) {
+		errno = r->peer_errno != 0 ? r->peer_errno : ENOTCONN;
+		return -1;
+	}
+	if (uid != NULL)
+		*uid = r->peer.uid;
+	if (gid != NULL)
+		*gid = r->peer.gid;
+	if (pid != NULL)
+		*pid = r->peer.pid;
+	return 0;
+}
+
+/* The kernel's record of who connected (taken at connect(), so a client
+ * cannot choose it). Without one the request has no identity, and the
+ * handlers that need one refuse it. */
+static void
+peer_get(struct ctl_req *r)
+{
+	const union MHD_ConnectionInfo *ci;
+	socklen_t len = sizeof(r->peer);
+
+	ci = MHD_get_connection_info(r->conn,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL) {
+		r->peer_errno = EBADF;
+		return;
+	}
+	if (getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &r->peer,
+	    &len) == -1 || len != sizeof(r->peer)) {
+		r->peer_errno = errno != 0 ? errno : EPROTO;
+		return;
+	}
+	r->has_peer = 1;
+}
+
 void
 ctl_req_on_cancel(struct ctl_req *r, ctl_cancel_cb *cb, void *arg)
 {
@@ -389,16 +416,6 @@ queue_reply(struct ctl_req *r)
 	return ret;
 }
 
-static void
-on_timer(struct ev_loop *loop, void *arg)
-{
-	struct ctl *ctl = arg;
-
-	(void)loop;
-	ctl->timer = NULL;
-	ctl_pump(ctl);
-}
-
 /* Builds the response; a parked request is woken so that MHD calls the
  * access handler again, which queues it (MHD only accepts a response from
  * inside that handler). */
@@ -435,13 +452,7 @@ set_reply(struct ctl_req *r, unsigned status, const char *ctype,
 	if (r->state == REQ_PARKED) {
 		TAILQ_REMOVE(&r->ctl->parked, r, entry);
 		r->state = REQ_RESUMING;
-		MHD_resume_connection(r->conn);
-		/* MHD's ITC makes its epoll fd readable, but do not depend
-		 * on it: run MHD from the loop right away. */
-		ev_timer_cancel(r->ctl->loop, r->ctl->timer);
-		r->ctl->timer = ev_timer_add(r->ctl->loop, 0, on_timer,
-		    r->ctl);
-		r->ctl->timer_due = ev_now_ms();
+		mhd_resume(r->ctl->mhd, r->conn);
 	}
 	return CTL_DONE;
 }
@@ -577,7 +588,7 @@ dispatch(struct ctl *ctl, struct ctl_req *r)
 	}
 	rc = hit->fn(r, hit->arg);
 	if (r->resp == NULL && rc == CTL_SUSPEND && r->state == REQ_RECEIVING) {
-		MHD_suspend_connection(r->conn);
+		mhd_suspend(ctl->mhd, r->conn);
 		r->state = REQ_PARKED;
 		TAILQ_INSERT_TAIL(&ctl->parked, r, entry);
 		return MHD_YES;
@@ -621,6 +632,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		*con_cls = r;
 		if (r->method == NULL || r->path == NULL)
 			return MHD_NO;
+		peer_get(r);
 		/* Refuse an announced oversized body before reading it. */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -708,50 +720,6 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-static void
-on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	msg[strcspn(msg, "\n")] = '\0';
-	log_debug("control: libmicrohttpd: %s", msg);
-}
-
-static void
-ctl_pump(struct ctl *ctl)
-{
-	MHD_UNSIGNED_LONG_LONG ms;
-	uint64_t now;
-
-	if (ctl->mhd == NULL)
-		return;
-	if (MHD_run(ctl->mhd) == MHD_NO)
-		log_debug("control: MHD_run failed");
-	if (MHD_get_timeout(ctl->mhd, &ms) == MHD_NO)
-		return;
-	/* Keep a timer that fires no later than needed: an early pump is
-	 * harmless and re-arms, while replacing the timer on every pump
-	 * would leave a cancelled entry per request in the loop's heap. */
-	now = ev_now_ms();
-	if (ctl->timer != NULL && ctl->timer_due <= now + ms)
-		return;
-	ev_timer_cancel(ctl->loop, ctl->timer);
-	if ((ctl->timer = ev_timer_add(ctl->loop, ms, on_timer, ctl)) == NULL)
-		log_warn("control: timer");
-	ctl->timer_due = now + ms;
-}
-
-static void
-on_mhd_fd(struct ev_loop *loop, int fd, unsigned events, void *arg)
-{
-	(void)loop;
-	(void)fd;
-	(void)events;
-	ctl_pump(arg);
-}
-
 /* mkdir -p for the directory part of path; new directories get 0750. */
 static int
 make_parent(const char *path)
@@ -781,6 +749,7 @@ int
 ctl_listen(struct ctl *ctl, const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
+	struct mhd_config mc;
 	struct stat st;
 	mode_t omask;
 	int fd = -1, saved;
@@ -851,36 +820,25 @@ ctl_listen(struct ctl *ctl, const char *path, char *err, size_t errlen)
 		goto fail_unlink;
 	ctl->sock_dev = st.st_dev;
 	ctl->sock_ino = st.st_ino;
-	ctl->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, ctl,
-	    /* First, so that MHD never prints on its own. */
-	    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ctl,
-	    MHD_OPTION_LISTEN_SOCKET, fd,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctl,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-	    MHD_OPTION_END);
-	if (ctl->mhd == NULL) {
-		errno = EIO;
+	if ((ctl->path = strdup(path)) == NULL)
 		goto fail_unlink;
-	}
-	fd = -1;	/* MHD owns it now */
-	ctl->mhd_fd = MHD_get_daemon_info(ctl->mhd,
-	    MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
-	if ((ctl->path = strdup(path)) == NULL ||
-	    ev_add(ctl->loop, ctl->mhd_fd, EV_READ, on_mhd_fd, ctl) == -1) {
+	memset(&mc, 0, sizeof(mc));
+	mc.name = "control";
+	mc.listen_fd = fd;
+	mc.on_request = on_request;
+	mc.on_completed = on_completed;
+	mc.arg = ctl;
+	mc.conn_timeout_s = 30;
+	mc.conn_limit = 64;
+	fd = -1;	/* the mhd's now, also when mhd_new fails */
+	if ((ctl->mhd = mhd_new(ctl->loop, &mc, err, errlen)) == NULL) {
 		saved = errno;
-		MHD_stop_daemon(ctl->mhd);
-		ctl->mhd = NULL;
-		ctl->mhd_fd = -1;
 		free(ctl->path);
 		ctl->path = NULL;
 		(void)unlink(path);
-		snprintf(err, errlen, "%s: %s", path, strerror(saved));
 		errno = saved;
 		return -1;
 	}
-	ctl_pump(ctl);
 	return 0;
 fail_unlink:
 	saved = errno;

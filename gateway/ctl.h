@@ -3,9 +3,10 @@
  * (DESIGN §8). It exists so that every endpoint of the daemon is one line of
  * registration plus one handler, and so that the parts every endpoint shares
  * (socket setup, body cap, content type, JSON parsing, the error shape, the
- * status-code counters for /metrics, suspension of slow requests) are written
- * and tested once. libmicrohttpd does the HTTP; it runs inside our ev loop
- * (its epoll fd is one of the loop's fds), never in threads of its own.
+ * status-code counters for /metrics, suspension of slow requests, the
+ * caller's kernel credentials) are written and tested once. libmicrohttpd
+ * does the HTTP; it runs inside our ev loop through gateway/mhd.c, never in
+ * threads of its own.
  *
  * Registering an endpoint:
  *
@@ -40,6 +41,8 @@
  */
 #ifndef SLUICE_GATEWAY_CTL_H
 #define SLUICE_GATEWAY_CTL_H
+
+#include <sys/types.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -103,6 +106,12 @@ const char	*ctl_req_param(const struct ctl_req *req, const char *name);
 const char	*ctl_req_query(struct ctl_req *req, const char *key);
 /* ctl_req_body: the parsed body (borrowed), NULL when the body was empty. */
 json_t		*ctl_req_body(const struct ctl_req *req);
+/* ctl_req_peer: the uid, gid and pid of the process that connected to the
+ * control socket (SO_PEERCRED: recorded by the kernel at connect(), not
+ * something the client says). Any output may be NULL. 0, or -1 with errno
+ * when the socket gave no credentials: treat that caller as nobody. */
+int		 ctl_req_peer(const struct ctl_req *req, uid_t *uid, gid_t *gid,
+		    pid_t *pid);
 /* ctl_req_on_cancel: see ctl_cancel_cb. Replaces any previous callback. */
 void		 ctl_req_on_cancel(struct ctl_req *req, ctl_cancel_cb *cb,
 		    void *arg);

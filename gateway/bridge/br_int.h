@@ -213,12 +213,15 @@ struct br_call {
 	struct ev_timer		*atimer;
 	uint64_t		 created_ms, expires_ms;
 	char			*approver;
+	int64_t			 approver_uid;	/* -1: Sluice itself */
+	char			*approver_note;
 	const char		*approval;
 	/* upstream */
 	struct br_up_req	*ureq;
 	uint64_t		 sent_us;
 	int64_t			 latency_us;
 	json_t			*result;	/* what the sandbox will get */
+	char			*rtext;		/* result, serialized once */
 	char			*result_text;	/* serialized JSON-RPC answer */
 	unsigned		 redactions;
 	char			 result_digest[72];
@@ -235,6 +238,10 @@ void	br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
  * dropped. */
 void	br_call_detach(struct br_call *c);
 void	br_call_abort_all(struct br *br);
+/* br_call_sluice_denies: deny pending call id in Sluice's own name
+ * (sandbox removed): recorded with approver "sluice", no uid. */
+int	br_call_sluice_denies(struct br *br, const char *id,
+	    const char *reason);
 
 /* ------------------------------------------------------------ results */
 
@@ -277,9 +284,7 @@ struct br {
 	struct br_hooks		 h;
 	char			 origin_self[96];
 	uint16_t		 port;
-	struct MHD_Daemon	*mhd;
-	int			 mhd_fd;
-	struct ev_timer		*mhd_timer;
+	struct mhd		*mhd;		/* gateway/mhd.c driver */
 	struct br_reqs		 parked;
 	struct br_sessions	 sessions;
 	size_t			 nsessions;

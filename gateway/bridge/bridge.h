@@ -86,7 +86,14 @@ struct br_event {
 	const char		*message;	/* the neutral text the agent got */
 	const char		*budget;	/* JSON object: state of each budget
 						   after the reservation */
-	const char		*approver;	/* ask: who decided, or NULL */
+	const char		*approver;	/* ask: who decided (a user
+						   name, or "sluice"), or NULL */
+	int64_t			 approver_uid;	/* ask: their uid from the
+						   control socket; -1 for
+						   Sluice itself or no ask */
+	const char		*approver_note;	/* ask: text the approving
+						   client supplied (never an
+						   identity), or NULL */
 	const char		*approval;	/* ask: "approved" | "denied" |
 						   "timeout", NULL otherwise */
 	const char		*classification;
@@ -171,12 +178,24 @@ uint16_t	 br_port(const struct br *br);
  *   "created_ms", "expires_ms"}] (arguments as the sandbox sent them). NULL
  * on allocation failure. */
 json_t		*br_approvals_list(struct br *br);
-/* br_approval_decide: approve or deny pending call id. approver and reason
- * (may be NULL) go into the record. An approval re-checks budgets (they may
- * have run out while it waited). 0, or -1 with errno ENOENT (no such
- * pending call: unknown, already decided or timed out) or EINVAL. */
+/* Who decides an `ask`. The identity is what the caller's transport proves
+ * (the control socket's SO_PEERCRED uid and its user name), never what the
+ * client writes; a client-supplied name is only a note beside it. */
+struct br_approver {
+	const char	*name;		/* user name for uid (or the uid in
+					   decimal when it has none) */
+	int64_t		 uid;		/* >= 0 */
+	const char	*note;		/* client-supplied text, or NULL */
+};
+
+/* br_approval_decide: approve or deny pending call id as who (copied into
+ * the record with reason, which may be NULL). An approval re-checks budgets
+ * (they may have run out while it waited). 0, or -1 with errno ENOENT (no
+ * such pending call: unknown, already decided or timed out) or EINVAL
+ * (NULL id, who or who->name, or a negative uid). */
 int		 br_approval_decide(struct br *br, const char *id,
-		    bool approve, const char *approver, const char *reason);
+		    bool approve, const struct br_approver *who,
+		    const char *reason);
 
 /* br_sandbox_gone: forget the sandbox's sessions and deny its pending
  * approvals (a deleted sandbox). */

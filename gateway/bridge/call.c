@@ -84,7 +84,9 @@ call_free(struct br_call *c)
 	free(c->tool);
 	free(c->args_json);
 	free(c->approver);
+	free(c->approver_note);
 	free(c->result_text);
+	free(c->rtext);
 	free(c);
 }
 
@@ -131,27 +133,58 @@ on_recorded(void *arg, int ok)
 	call_free(c);
 }
 
+/*
+ * The JSON-RPC answer around the serialized result: the bytes are the ones
+ * json_pack + json_dumps would give ({"jsonrpc", "id", "result"} in that
+ * order, compact), built without serializing the result a second time.
+ */
+static char *
+answer_text(const json_t *rpc_id, const char *rtext, size_t rlen)
+{
+	static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+	static const char mid[] = ",\"result\":";
+	char *id, *out;
+	size_t ilen, n;
+
+	if ((id = json_dumps(rpc_id, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
+		return NULL;
+	ilen = strlen(id);
+	n = sizeof(head) - 1 + ilen + sizeof(mid) - 1 + rlen + 2;
+	if ((out = malloc(n)) != NULL) {
+		memcpy(out, head, sizeof(head) - 1);
+		memcpy(out + sizeof(head) - 1, id, ilen);
+		memcpy(out + sizeof(head) - 1 + ilen, mid, sizeof(mid) - 1);
+		memcpy(out + sizeof(head) - 1 + ilen + sizeof(mid) - 1, rtext,
+		    rlen);
+		out[n - 2] = '}';
+		out[n - 1] = '\0';
+	}
+	free(id);
+	return out;
+}
+
 /* Serializes the answer, records it, and replies once it is durable. */
 static void
 finish(struct br_call *c)
 {
 	struct br *br = c->br;
 	struct br_event ev;
-	json_t *o;
-	char *rtext;
 
-	if (c->result == NULL)
+	if (c->result == NULL) {
+		free(c->rtext);
+		c->rtext = NULL;
 		c->result = error_result("The call failed inside Sluice.");
-	rtext = c->result != NULL ? json_dumps(c->result, JSON_COMPACT) : NULL;
-	o = json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id", c->rpc_id,
-	    "result", c->result);
-	c->result_text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (rtext != NULL) {
-		c->result_bytes = strlen(rtext);
-		br_sha256_hex(rtext, c->result_bytes, c->result_digest);
 	}
-	free(rtext);
+	/* on_result leaves the text it measured; anything else (a denial,
+	 * an error result) is serialized here, once. */
+	if (c->rtext == NULL && c->result != NULL)
+		c->rtext = json_dumps(c->result, JSON_COMPACT);
+	if (c->rtext != NULL) {
+		c->result_bytes = strlen(c->rtext);
+		br_sha256_hex(c->rtext, c->result_bytes, c->result_digest);
+		c->result_text = answer_text(c->rpc_id, c->rtext,
+		    c->result_bytes);
+	}
 	if (c->result_text == NULL) {
 		on_recorded(c, 0);
 		return;
@@ -174,6 +207,8 @@ finish(struct br_call *c)
 	ev.message = c->message[0] != '\0' ? c->message : NULL;
 	ev.budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
 	ev.approver = c->approver;
+	ev.approver_uid = c->approver != NULL ? c->approver_uid : -1;
+	ev.approver_note = c->approver_note;
 	ev.approval = c->approval;
 	ev.classification = c->dec.classification;
 	ev.taints = c->dec.taints && strcmp(c->decision, "allow") == 0;
@@ -198,6 +233,8 @@ deny(struct br_call *c, const char *rule, const char *reason,
 	c->reason = reason;
 	snprintf(c->message, sizeof(c->message), "%s", message);
 	json_decref(c->result);
+	free(c->rtext);
+	c->rtext = NULL;
 	c->result = error_result(c->message);
 	finish(c);
 }
@@ -211,7 +248,7 @@ on_result(void *arg, json_t *msg, const char *err)
 	struct br *br = c->br;
 	json_t *res, *tool;
 	const char *pin, *drift, *emsg;
-	char buf[320], *red, *s;
+	char buf[320], *red;
 	size_t i, len;
 	int red_n;
 	uint64_t now_s = (uint64_t)time(NULL);
@@ -262,10 +299,19 @@ on_result(void *arg, json_t *msg, const char *err)
 		return;
 	}
 	c->redactions += (unsigned)red_n;
-	s = json_dumps(c->result, JSON_COMPACT);
-	len = s != NULL ? strlen(s) : 0;
-	free(s);
+	/* Serialized once: this text is measured here, digested, recorded
+	 * and sent by finish(). */
+	if ((c->rtext = json_dumps(c->result, JSON_COMPACT)) == NULL) {
+		json_decref(c->result);
+		c->result = NULL;
+		deny(c, NULL, "internal_error", "The result could not be "
+		    "processed.");
+		return;
+	}
+	len = strlen(c->rtext);
 	if (c->dec.max_result_bytes != 0 && len > c->dec.max_result_bytes) {
+		free(c->rtext);
+		c->rtext = NULL;
 		json_decref(c->result);
 		snprintf(c->message, sizeof(c->message), "The result (%zu "
 		    "bytes) is larger than the policy allows (%llu bytes).",
@@ -408,17 +454,15 @@ br_approvals_list(struct br *br)
 
 static void	reserve(struct br_call *c, bool approved);
 
-int
-br_approval_decide(struct br *br, const char *id, bool approve,
-    const char *approver, const char *reason)
+/* Takes pending call id out of the approval queue and carries out the
+ * decision; uid -1 is Sluice deciding in its own name. */
+static int
+decide_pending(struct br *br, const char *id, bool approve, const char *name,
+    int64_t uid, const char *note, const char *reason)
 {
 	struct br_call *c;
 	char msg[256];
 
-	if (br == NULL || id == NULL) {
-		errno = EINVAL;
-		return -1;
-	}
 	TAILQ_FOREACH(c, &br->approvals, entry)
 		if (strcmp(c->approval_id, id) == 0)
 			break;
@@ -431,7 +475,17 @@ br_approval_decide(struct br *br, const char *id, bool approve,
 	ev_timer_cancel(br->loop, c->atimer);
 	c->atimer = NULL;
 	c->state = CALL_NEW;
-	c->approver = strdup(approver != NULL ? approver : "unknown");
+	c->approver = strdup(name);
+	c->approver_uid = uid;
+	c->approver_note = note != NULL ? strdup(note) : NULL;
+	if (c->approver == NULL || (note != NULL && c->approver_note == NULL)) {
+		/* An approval must name who gave it: without memory for
+		 * that, the call does not go ahead. */
+		c->approval = "denied";
+		deny(c, NULL, "internal_error", "The approval could not be "
+		    "recorded.");
+		return 0;
+	}
 	if (approve) {
 		c->approval = "approved";
 		reserve(c, true);
@@ -439,12 +493,32 @@ br_approval_decide(struct br *br, const char *id, bool approve,
 	}
 	c->approval = "denied";
 	if (reason != NULL && *reason != '\0')
-		snprintf(msg, sizeof(msg), "A person declined this call: "
-		    "%.180s", reason);
+		snprintf(msg, sizeof(msg), "%s declined this call: %.180s",
+		    uid >= 0 ? "A person" : "Sluice", reason);
 	else
-		snprintf(msg, sizeof(msg), "A person declined this call.");
+		snprintf(msg, sizeof(msg), "%s declined this call.",
+		    uid >= 0 ? "A person" : "Sluice");
 	deny(c, NULL, "approval_denied", msg);
 	return 0;
+}
+
+int
+br_approval_decide(struct br *br, const char *id, bool approve,
+    const struct br_approver *who, const char *reason)
+{
+	if (br == NULL || id == NULL || who == NULL || who->name == NULL ||
+	    who->name[0] == '\0' || who->uid < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return decide_pending(br, id, approve, who->name, who->uid, who->note,
+	    reason);
+}
+
+int
+br_call_sluice_denies(struct br *br, const char *id, const char *reason)
+{
+	return decide_pending(br, id, false, "sluice", -1, NULL, reason);
 }
 
 /* ------------------------------------------------------------ decision */
@@ -669,6 +743,7 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	c->up = up;
 	c->req = rq;
 	c->latency_us = -1;
+	c->approver_uid = -1;
 	c->rpc_id = json_incref(rpc_id);
 	c->tool = strdup(json_string_value(name));
 	c->args = args != NULL ? json_deep_copy(args) : json_object();
@@ -712,6 +787,7 @@ br_call_abort_all(struct br *br)
 		c->state = CALL_NEW;
 		c->approval = "denied";
 		c->approver = strdup("sluice");
+		c->approver_uid = -1;
 		deny(c, NULL, "shutdown", "Sluice stopped before anyone "
 		    "approved this call.");
 	}

@@ -4,10 +4,11 @@
  * requests from an identified sandbox, answering everything else with the
  * status codes of the spec (transports.mdx, 2025-06-18 and 2025-11-25): the
  * checks run in a fixed order so that every request gets exactly one, and
- * the bridge keeps serving whatever arrives. libmicrohttpd runs in "external
- * epoll" mode inside our ev loop, as the control API does (gateway/ctl.c):
- * its epoll fd is a loop fd, requests that wait (an upstream call, an
- * approval) are suspended connections resumed when their answer is ready.
+ * the bridge keeps serving whatever arrives. libmicrohttpd runs inside our
+ * ev loop through gateway/mhd.c, the driver the control API uses too:
+ * requests that wait (an upstream call, an approval, the durable record)
+ * are suspended connections, resumed and answered in the same loop
+ * iteration as the event that completes them.
  *
  * Sessions: Mcp-Session-Id is 256 random bits, created by initialize, and
  * bound to the sandbox and the server path that created it: presented by
@@ -39,38 +40,48 @@
 
 #include "gateway/bridge/br_int.h"
 #include "gateway/log.h"
+#include "gateway/mhd.h"
 
 #define SLUICE_BR_VERSION	"0.1.0"
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", NULL };
 
-static void	mhd_pump(struct br *br);
-
 /* ------------------------------------------------------------ utilities */
+
+/* Lower-case hex of n bytes and a NUL: 2n + 1 bytes of out. Every call
+ * digests its arguments and its result, so no printf per byte here. */
+static void
+hex(char *out, const unsigned char *b, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}
 
 void
 br_sha256_hex(const void *data, size_t len, char out[72])
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];
-	size_t i;
 
 	SHA256(data, len, md);
 	memcpy(out, "sha256:", 7);
-	for (i = 0; i < sizeof(md); i++)
-		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	hex(out + 7, md, sizeof(md));
 }
 
 int
 br_random_hex(char *out, size_t nbytes)
 {
 	unsigned char b[64];
-	size_t i;
 
 	if (nbytes > sizeof(b) ||
 	    getrandom(b, nbytes, 0) != (ssize_t)nbytes)
 		return -1;
-	for (i = 0; i < nbytes; i++)
-		snprintf(out + 2 * i, 3, "%02x", b[i]);
+	hex(out, b, nbytes);
 	return 0;
 }
 
@@ -246,16 +257,6 @@ queue_reply(struct br_req *rq)
 	return ret;
 }
 
-static void
-on_mhd_timer(struct ev_loop *loop, void *arg)
-{
-	struct br *br = arg;
-
-	(void)loop;
-	br->mhd_timer = NULL;
-	mhd_pump(br);
-}
-
 /* Every answer goes through here; a parked request is resumed so that MHD
  * calls the access handler again, the only place it accepts a response. */
 static void
@@ -290,12 +291,7 @@ reply_raw(struct br_req *rq, unsigned status, const char *ctype,
 	if (rq->state == RQ_PARKED) {
 		TAILQ_REMOVE(&rq->br->parked, rq, entry);
 		rq->state = RQ_RESUMING;
-		MHD_resume_connection(rq->conn);
-		/* Run MHD on the next turn of the loop rather than at its
-		 * idle timeout (the usual pending timer). */
-		ev_timer_cancel(rq->br->loop, rq->br->mhd_timer);
-		rq->br->mhd_timer = ev_timer_add(rq->br->loop, 0,
-		    on_mhd_timer, rq->br);
+		mhd_resume(rq->br->mhd, rq->conn);
 	}
 }
 
@@ -551,8 +547,8 @@ br_sandbox_gone(struct br *br, const char *sandbox_id)
 			session_free(br, s);
 	TAILQ_FOREACH_SAFE(c, &br->approvals, entry, d)
 		if (strcmp(c->client.id, sandbox_id) == 0)
-			(void)br_approval_decide(br, c->approval_id, false,
-			    "sluice", "sandbox removed");
+			(void)br_call_sluice_denies(br, c->approval_id,
+			    "sandbox removed");
 }
 
 /* The session rules of transports.mdx for this request; NULL and an answer
@@ -974,7 +970,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return queue_reply(rq);
 	if (rq->state == RQ_RECEIVING) {
 		/* An answer comes later (upstream, approval). */
-		MHD_suspend_connection(conn);
+		mhd_suspend(br->mhd, conn);
 		rq->state = RQ_PARKED;
 		TAILQ_INSERT_TAIL(&br->parked, rq, entry);
 		return MHD_YES;
@@ -997,40 +993,6 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		TAILQ_REMOVE(&br->parked, rq, entry);
 	req_free(rq);
 	*con_cls = NULL;
-}
-
-static void
-on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	msg[strcspn(msg, "\n")] = '\0';
-	log_debug("bridge: libmicrohttpd: %s", msg);
-}
-
-static void
-mhd_pump(struct br *br)
-{
-	MHD_UNSIGNED_LONG_LONG ms;
-
-	if (br->mhd == NULL)
-		return;
-	(void)MHD_run(br->mhd);
-	ev_timer_cancel(br->loop, br->mhd_timer);
-	br->mhd_timer = NULL;
-	if (MHD_get_timeout(br->mhd, &ms) == MHD_YES)
-		br->mhd_timer = ev_timer_add(br->loop, ms, on_mhd_timer, br);
-}
-
-static void
-on_mhd_fd(struct ev_loop *loop, int fd, unsigned events, void *arg)
-{
-	(void)loop;
-	(void)fd;
-	(void)events;
-	mhd_pump(arg);
 }
 
 static int
@@ -1144,6 +1106,7 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 {
 	struct br *br;
 	const struct pol_config *cfg;
+	struct mhd_config mc;
 	size_t i;
 	int fd = -1, saved;
 
@@ -1160,7 +1123,6 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	br->loop = loop;
 	br->c = *c;
 	br->h = *h;
-	br->mhd_fd = -1;
 	if (br->c.body_max == 0)
 		br->c.body_max = 1024 * 1024;
 	if (br->c.page_size == 0)
@@ -1212,36 +1174,21 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	}
 	if ((fd = listen_sock(br, err, errlen)) == -1)
 		goto fail;
-	br->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, br,
-	    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, br,
-	    MHD_OPTION_LISTEN_SOCKET, fd,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, br,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)256,
-	    MHD_OPTION_END);
-	if (br->mhd == NULL) {
-		close(fd);
-		snprintf(err, errlen, "bridge: cannot start the HTTP server");
-		errno = EIO;
+	memset(&mc, 0, sizeof(mc));
+	mc.name = "bridge";
+	mc.listen_fd = fd;
+	mc.on_request = on_request;
+	mc.on_completed = on_completed;
+	mc.arg = br;
+	mc.conn_timeout_s = 60;
+	mc.conn_limit = 1024;
+	mc.per_ip_limit = 256;
+	if ((br->mhd = mhd_new(loop, &mc, err, errlen)) == NULL)
 		goto fail;
-	}
-	br->mhd_fd = MHD_get_daemon_info(br->mhd,
-	    MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
-	if (ev_add(loop, br->mhd_fd, EV_READ, on_mhd_fd, br) == -1) {
-		saved = errno;
-		snprintf(err, errlen, "bridge: %s", strerror(saved));
-		MHD_stop_daemon(br->mhd);
-		br->mhd = NULL;
-		errno = saved;
-		goto fail;
-	}
 	for (i = 0; i < br->nups; i++)
 		if (br_up_start(br->ups[i]) == -1)
 			log_warnx("bridge: upstream %s did not start; "
 			    "retrying", br->ups[i]->srv->name);
-	mhd_pump(br);
 	return br;
 fail:
 	saved = errno;
@@ -1256,7 +1203,6 @@ br_free(struct br *br)
 	struct br_req *rq;
 	struct br_session *s;
 	size_t i;
-	int n;
 
 	if (br == NULL)
 		return;
@@ -1271,13 +1217,7 @@ br_free(struct br *br)
 	while ((rq = TAILQ_FIRST(&br->parked)) != NULL)
 		br_reply_rpc_error(rq, 503, NULL, -32603,
 		    "The bridge is shutting down");
-	if (br->mhd != NULL) {
-		ev_del(br->loop, br->mhd_fd);
-		for (n = 0; n < 4; n++)
-			(void)MHD_run(br->mhd);
-		MHD_stop_daemon(br->mhd);
-	}
-	ev_timer_cancel(br->loop, br->mhd_timer);
+	mhd_free(br->mhd);
 	for (i = 0; i < br->nups; i++) {
 		br_up_stop(br->ups[i]);
 		br_tools_free(br->ups[i]);

@@ -11,8 +11,13 @@
 // calls. Every result must be the echo (not isError), or the run fails: a
 // refusing bridge must never look fast. Bounded by --secs.
 //
+// --ping times MCP `ping` requests instead: answered by the bridge itself
+// (no upstream, no audit record), they measure what the HTTP transport and
+// the client cost, so that a tools/call's added latency can be split into
+// transport and pipeline.
+//
 //   node bench_mcp.mjs (--url URL [--header 'K: V']... | --stdio CMD ARG...)
-//        [--n N] [--warm W] [--secs S]
+//        [--n N] [--warm W] [--secs S] [--ping]
 // Exit status 0, 1 on any error (message on stderr), 2 on usage.
 
 import { pathToFileURL } from 'node:url';
@@ -47,6 +52,7 @@ const opt = { headers: {}, n: 200, warm: 20, secs: 30 };
 		case '--n': opt.n = Number(a[++i]); break;
 		case '--warm': opt.warm = Number(a[++i]); break;
 		case '--secs': opt.secs = Number(a[++i]); break;
+		case '--ping': opt.ping = true; break;
 		case '--stdio': opt.stdio = a.slice(i + 1); i = a.length; break;
 		default:
 			process.stderr.write(`bench_mcp.mjs: unknown option ${a[i]}\n`);
@@ -73,6 +79,13 @@ const transport = opt.url ?
 const client = new Client({ name: 'sluice-bench', version: '1.0.0' });
 
 async function call(i) {
+	if (opt.ping) {
+		// An empty result object is the only right answer (ping spec).
+		const r = await client.ping();
+		if (!r || typeof r !== 'object' || Object.keys(r).length !== 0)
+			throw new Error(`unexpected ping result: ${JSON.stringify(r).slice(0, 200)}`);
+		return;
+	}
 	const msg = `bench ${i}`;
 	const r = await client.callTool({ name: 'echo',
 	    arguments: { message: msg } });

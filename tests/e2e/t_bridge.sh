@@ -220,10 +220,12 @@ ID=$(sl approvals --json | jq -r '.[0].id')
 check "approve $ID" sl approve "$ID" --reason "looks fine"
 wait "$p1"
 check_match "approved call returns the upstream result" "Echo: please" "$(cat "$OUT/ask1")"
-APPROVER=${SUDO_USER:-$(id -un)}
-check_match "the approved call's record names approver and reason" \
-    "\"approval\":\"approved\".*\"approver\":\"$APPROVER\"|\"approver\":\"$APPROVER\".*\"approval\":\"approved\"" \
-    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null | grep 'please')"
+# The approver is who ran `sluice approve`, as the control socket's kernel
+# credentials say (this script's uid), whatever name the CLI sent.
+check_eq "the approved call's record names approver (uid and name) and reason" \
+    "approved $(id -un) $(id -u) allow" \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null |
+      grep 'please' | jq -r '"\(.approval) \(.approver) \(.approver_uid) \(.decision)"')"
 check_fails "approve twice: unknown id" sl approve "$ID"
 check_fails "approve a bogus id" sl approve nosuchid
 check_fails "approve an id with a path in it" sl approve ../v1/reload
@@ -246,14 +248,53 @@ api() {	# api METHOD PATH [BODY]: the HTTP status of one control request
 check_eq "POST approval without a body: 400" 400 "$(api POST /v1/approvals/abc)"
 check_eq "POST approval, bad decision: 400" 400 \
     "$(api POST /v1/approvals/abc '{"decision":"maybe","approver":"x"}')"
-check_eq "POST approval, no approver: 400" 400 \
+# No name is needed (the socket says who calls): only the unknown id fails.
+check_eq "POST approval without a name: identity from the socket (unknown id: 404)" 404 \
     "$(api POST /v1/approvals/abc '{"decision":"approve"}')"
+check_eq "POST approval, note and approver both: 400" 400 \
+    "$(api POST /v1/approvals/abc '{"decision":"approve","note":"a","approver":"b"}')"
+check_eq "POST approval, empty note: 400" 400 \
+    "$(api POST /v1/approvals/abc '{"decision":"approve","note":""}')"
+check_eq "POST approval, note not a string: 400" 400 \
+    "$(api POST /v1/approvals/abc '{"decision":"approve","note":7}')"
 check_eq "POST approval, unknown field: 400" 400 \
     "$(api POST /v1/approvals/abc '{"decision":"approve","approver":"x","as":"root"}')"
 check_eq "POST approval, control character in approver: 400" 400 \
     "$(api POST /v1/approvals/abc '{"decision":"approve","approver":"a\u001b[2J"}')"
 check_eq "POST approval, unknown id: 404" 404 \
     "$(api POST /v1/approvals/abc '{"decision":"deny","approver":"x"}')"
+
+# A client cannot approve in someone else's name: uid 65534 (in group root,
+# to reach the 0660 socket) says it is "root"; the record says who it is.
+NOBODY=$(getent passwd 65534 | cut -d: -f1)
+chmod 0711 "$E2E_TMP"
+client "$A" "$TA" evh --timeout 15000 --call echo '{"message":"spoofed"}' >"$OUT/ask3" 2>&1 &
+p3=$!
+wait_for 10 npend 1
+ID=$(sl approvals --json | jq -r '.[0].id // empty')
+SPOOF=$(setpriv --reuid=65534 --regid=0 --clear-groups -- \
+    curl -s -m 10 --unix-socket "$WORLD_SOCK" -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"decision":"approve","approver":"root"}' "http://localhost/v1/approvals/$ID")
+check_eq "approval by uid 65534 claiming to be root: answered as uid 65534" \
+    "approved ${NOBODY:-65534} 65534" \
+    "$(printf '%s' "$SPOOF" | jq -r '"\(.decision) \(.approver) \(.approver_uid)"' 2>/dev/null)"
+wait "$p3"
+check_match "the spoofed approval still ran the call" "Echo: spoofed" "$(cat "$OUT/ask3")"
+check_eq "its record: the real uid and name; the claimed name only as a note" \
+    "${NOBODY:-65534} 65534 root" \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null |
+      grep 'spoofed' | jq -r '"\(.approver) \(.approver_uid) \(.approver_note)"')"
+chmod 0700 "$E2E_TMP"
+
+# /metrics: every call recorded so far waited for its durable record once,
+# and those waits add up to a positive time.
+M=$(curl -s -m 10 --unix-socket "$WORLD_SOCK" http://localhost/metrics)
+NCALLS=$(printf '%s\n' "$M" | awk '/^sluice_mcp_calls_total/ { n += $2 } END { print n + 0 }')
+check_eq "metrics: one durable-record wait per recorded call ($NCALLS)" "$NCALLS" \
+    "$(printf '%s\n' "$M" | awk '/^sluice_mcp_record_wait_seconds_count/ { print $2 }')"
+check "metrics: calls waited a positive time for their records" \
+    awk -v n="$NCALLS" -v s="$(printf '%s\n' "$M" | awk '/^sluice_mcp_record_wait_seconds_sum/ { print $2 }')" \
+    'BEGIN { exit !(n > 0 && s > 0) }'
 check_eq "pins of an unknown server: 404" 404 "$(api GET /v1/mcp/nosuch/pins)"
 check_eq "accept an unknown tool: 404" 404 "$(api POST /v1/mcp/ev/tools/nosuch/accept)"
 check_fails "sluice mcp pins of an unknown server fails" sl mcp pins nosuch

@@ -73,6 +73,8 @@ struct rec {
 	int	 kind;
 	char	 tool[64], decision[16], reason[48], approval[16];
 	char	 approver[32], sandbox[32], args[256], budget[256];
+	char	 approver_note[32];
+	int64_t	 approver_uid;
 	char	 detail[320];
 	unsigned redactions;
 	bool	 taints;
@@ -179,6 +181,9 @@ copy_ev(struct rec *r, const struct br_event *ev)
 	    ev->approval ? ev->approval : "");
 	snprintf(r->approver, sizeof(r->approver), "%s",
 	    ev->approver ? ev->approver : "");
+	snprintf(r->approver_note, sizeof(r->approver_note), "%s",
+	    ev->approver_note ? ev->approver_note : "");
+	r->approver_uid = ev->approver_uid;
 	snprintf(r->sandbox, sizeof(r->sandbox), "%s",
 	    ev->sandbox ? ev->sandbox : "");
 	snprintf(r->args, sizeof(r->args), "%s", ev->args ? ev->args : "");
@@ -352,11 +357,15 @@ static const char mock_js[] =
 "    { name: 'noop', description: 'n', inputSchema: obj },\n"
 "    { name: 'die', description: 'exits', inputSchema: obj },\n"
 "    { name: 'pattern', description: 'p', inputSchema: obj },\n"
+"    { name: 'sizer', description: 'z', inputSchema: obj },\n"
 "  ];\n"
 "}\n"
 "const AK = 'AKIAABCDEFGHIJKLMNOP';\n"
-"function call(n) {\n"
+"function call(n, a) {\n"
 "  switch (n) {\n"
+"  case 'sizer': return { content: [{ type: 'text', text: 'len ' +\n"
+"    (a && typeof a.blob === 'string' ? a.blob.length : -1) + ' ' +\n"
+"    (a && typeof a.blob === 'string' ? a.blob.slice(-8) : '') }] };\n"
 "  case 'secret': return { content: [{ type: 'text', text: 'k ' + AK }],\n"
 "    structuredContent: { note: 'k ' + AK, code: AK } };\n"
 "  case 'secret_loose': return { content: [{ type: 'text', text: 'k ' + AK }],\n"
@@ -385,7 +394,8 @@ static const char mock_js[] =
 "    if (m.params.name === 'die') process.exit(3);\n"
 "    if (m.params.name !== 'noop')\n"
 "      fs.appendFileSync(dir + '/calls.log', m.params.name + '\\n');\n"
-"    return send({ jsonrpc: '2.0', id: m.id, result: call(m.params.name) });\n"
+"    return send({ jsonrpc: '2.0', id: m.id, result: call(m.params.name,\n"
+"      m.params.arguments) });\n"
 "  }\n"
 "  send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'no' } });\n"
 "}\n"
@@ -454,6 +464,9 @@ static const char policy_fmt[] =
 "      decision: allow\n"
 "    - tool: mock/pattern\n"
 "      decision: allow\n"
+"    - tool: mock/sizer\n"
+"      decision: allow\n"
+"      allow_other_args: true\n"
 "    - tool: jhttp/whoami\n"
 "      decision: allow\n"
 "    - tool: evhttp/echo\n"
@@ -489,7 +502,7 @@ open_bridge(void)
 	bc.state_dir = tdir;
 	bc.listen_addr = "127.0.0.1";
 	bc.page_size = 2;
-	bc.body_max = 64 * 1024;
+	bc.body_max = 512 * 1024;	/* room for test_large_args_stdio */
 	bc.upstream_timeout_ms = 20000;
 	bc.getenv = fake_getenv;
 	memset(&h, 0, sizeof(h));
@@ -1157,15 +1170,20 @@ struct decide_job {
 	const char	*id;
 	bool		 approve;
 	int		 rc;
+	int		 err;
+	const struct br_approver *who;	/* NULL: dana, uid 1042 */
 };
 
 static void
 job_decide(void *arg)
 {
+	static const struct br_approver dana = { "dana", 1042, "on call" };
 	struct decide_job *d = arg;
 
-	d->rc = br_approval_decide(br, d->id, d->approve, "dana",
-	    d->approve ? NULL : "not on a Friday");
+	errno = 0;
+	d->rc = br_approval_decide(br, d->id, d->approve, d->who != NULL ?
+	    d->who : &dana, d->approve ? NULL : "not on a Friday");
+	d->err = errno;
 }
 
 START_TEST(test_ask_approve)
@@ -1178,6 +1196,7 @@ START_TEST(test_ask_approve)
 	wait_pending(id, sizeof(id), &a);
 	d.id = id;
 	d.approve = true;
+	d.who = NULL;
 	in_loop(job_decide, &d);
 	ck_assert_int_eq(d.rc, 0);
 	ask_finish(&a);
@@ -1192,7 +1211,56 @@ START_TEST(test_ask_approve)
 	ck_assert_int_eq(nrecords, 1);
 	ck_assert_str_eq(records[0].approval, "approved");
 	ck_assert_str_eq(records[0].approver, "dana");
+	ck_assert_int_eq(records[0].approver_uid, 1042);
+	ck_assert_str_eq(records[0].approver_note, "on call");
 	ck_assert_str_eq(records[0].decision, "allow");
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
+/* An approval names who gave it, or it is refused and the call keeps
+ * waiting: no anonymous or negative-uid approver gets a call through. */
+START_TEST(test_ask_needs_identity)
+{
+	static const struct br_approver noname = { NULL, 7, NULL };
+	static const struct br_approver empty = { "", 7, NULL };
+	static const struct br_approver neg = { "mallory", -1, NULL };
+	static const struct br_approver root = { "root", 0, "mallory" };
+	const struct br_approver *bad[] = { &noname, &empty, &neg };
+	struct ask_ctx a;
+	struct decide_job d;
+	char id[64], path[256];
+	size_t i;
+
+	ask_start(&a, NULL, "{\"path\":\"/workspace/a.txt\"}");
+	wait_pending(id, sizeof(id), &a);
+	d.id = id;
+	d.approve = true;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		d.who = bad[i];
+		in_loop(job_decide, &d);
+		ck_assert_int_eq(d.rc, -1);
+		ck_assert_int_eq(d.err, EINVAL);
+	}
+	snprintf(path, sizeof(path), "%s/calls.log", tdir);
+	ck_assert_int_eq(count_lines(path, "approve_me"), 0);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nrecords, 0);
+	pthread_mutex_unlock(&mu);
+	/* Still pending: a real identity decides it. The name a client
+	 * gave stays a note. */
+	d.who = &root;
+	in_loop(job_decide, &d);
+	ck_assert_int_eq(d.rc, 0);
+	ask_finish(&a);
+	ck_assert_int_eq(a.r.status, 200);
+	ck_assert(!is_error(&a.r));
+	resp_free(&a.r);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nrecords, 1);
+	ck_assert_str_eq(records[0].approver, "root");
+	ck_assert_int_eq(records[0].approver_uid, 0);
+	ck_assert_str_eq(records[0].approver_note, "mallory");
 	pthread_mutex_unlock(&mu);
 }
 END_TEST
@@ -1207,6 +1275,7 @@ START_TEST(test_ask_deny)
 	wait_pending(id, sizeof(id), &a);
 	d.id = id;
 	d.approve = false;
+	d.who = NULL;
 	in_loop(job_decide, &d);
 	ck_assert_int_eq(d.rc, 0);
 	ask_finish(&a);
@@ -1259,6 +1328,9 @@ START_TEST(test_ask_shutdown)
 	pthread_mutex_lock(&mu);
 	ck_assert_int_eq(nrecords, 1);
 	ck_assert_str_eq(records[0].reason, "shutdown");
+	/* Sluice decided, not a person: no uid is claimed. */
+	ck_assert_str_eq(records[0].approver, "sluice");
+	ck_assert_int_eq(records[0].approver_uid, -1);
 	pthread_mutex_unlock(&mu);
 }
 END_TEST
@@ -1604,6 +1676,49 @@ START_TEST(test_result_cap)
 }
 END_TEST
 
+/*
+ * Arguments far larger than a pipe holds (64 KiB): the message to the stdio
+ * child cannot go out in the one write the bridge tries first, and the
+ * rest must follow in order from the loop, whole, on one line.
+ */
+START_TEST(test_large_args_stdio)
+{
+	static const size_t sizes[] = { 65535, 200000, 500000 };
+	struct hreq q = { .path = "/mcp/mock" };
+	char sid[96], want[64], *body;
+	struct resp r;
+	size_t i, n, off;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	q.sid = sid;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		n = sizes[i];
+		ck_assert_ptr_nonnull(body = malloc(n + 256));
+		off = (size_t)snprintf(body, 256, "{\"jsonrpc\":\"2.0\","
+		    "\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"sizer\",\"arguments\":{\"blob\":\"");
+		memset(body + off, 'a', n - 8);
+		/* A tail that shows the end arrived, not just the length. */
+		memcpy(body + off + n - 8, "END12345", 8);
+		snprintf(body + off + n, 256, "\"}}}");
+		q.body = body;
+		q.body_len = strlen(body);
+		http(&q, &r);
+		ck_assert_int_eq(r.status, 200);
+		ck_assert_ptr_nonnull(r.json);
+		ck_assert_msg(!is_error(&r), "%zu bytes: %s", n, r.body);
+		snprintf(want, sizeof(want), "len %zu END12345", n);
+		ck_assert_str_eq(first_text(&r), want);
+		resp_free(&r);
+		free(body);
+	}
+	/* Nothing was left half-sent: the next small call is answered. */
+	mcp_call("/mcp/mock", NULL, sid, "noop", "{}", &r);
+	ck_assert_str_eq(first_text(&r), "ok noop");
+	resp_free(&r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ protocol */
 
 struct proto_case {
@@ -1636,7 +1751,7 @@ static const struct proto_case proto_cases[] = {
 	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, 415, 0 },
 	{ "json only accept", NULL, NULL, 1, NULL, "application/json", NULL,
 	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, 406, 0 },
-	{ "huge body", NULL, NULL, 1, NULL, NULL, NULL, NULL, 200000, 413, 0 },
+	{ "huge body", NULL, NULL, 1, NULL, NULL, NULL, NULL, 600000, 413, 0 },
 	{ "unknown session", NULL, NULL, 2, NULL, NULL, NULL,
 	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, 404, 0 },
 	{ "no session", NULL, NULL, 0, NULL, NULL, NULL,
@@ -2046,6 +2161,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_denials);
 	tcase_add_test(core, test_ask_approve);
 	tcase_add_test(core, test_ask_deny);
+	tcase_add_test(core, test_ask_needs_identity);
 	tcase_add_test(core, test_ask_timeout);
 	tcase_add_test(core, test_ask_bad_args);
 	tcase_add_test(core, test_ask_shutdown);
@@ -2062,6 +2178,7 @@ bridge_suite(void)
 	tcase_add_test(lim, test_taint_fails_closed);
 	tcase_add_test(lim, test_record_fails_closed);
 	tcase_add_test(lim, test_result_cap);
+	tcase_add_test(lim, test_large_args_stdio);
 	tcase_add_loop_test(lim, test_protocol, 0,
 	    sizeof(proto_cases) / sizeof(proto_cases[0]));
 	tcase_add_loop_test(parse, test_rpc_parse, 0,

@@ -11,10 +11,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -96,6 +98,24 @@ h_null(struct ctl_req *req, void *arg)
 	(void)arg;
 	/* What a failed json_pack hands over: must not become a 200. */
 	return ctl_reply_json(req, 200, NULL);
+}
+
+/* Who connected, as ctl_req_peer reports it: what approvals rely on. */
+static enum ctl_rc
+h_who(struct ctl_req *req, void *arg)
+{
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+
+	(void)arg;
+	if (ctl_req_peer(req, &uid, &gid, &pid) == -1)
+		return ctl_reply_error(req, 403, "nobody", "no credentials");
+	/* NULL outputs are allowed. */
+	if (ctl_req_peer(req, NULL, NULL, NULL) == -1)
+		return ctl_reply_error(req, 500, "internal", "inconsistent");
+	return ctl_reply_json(req, 200, json_pack("{s:I, s:I, s:I}", "uid",
+	    (json_int_t)uid, "gid", (json_int_t)gid, "pid", (json_int_t)pid));
 }
 
 static struct ctl_req	*held;
@@ -228,6 +248,7 @@ setup(void)
 	ck_assert_int_eq(ctl_route(ctl, "GET", "/v1/park", h_park, NULL), 0);
 	ck_assert_int_eq(ctl_route(ctl, "GET", "/v1/null", h_null, NULL), 0);
 	ck_assert_int_eq(ctl_route(ctl, "GET", "/v1/hold", h_hold, NULL), 0);
+	ck_assert_int_eq(ctl_route(ctl, "GET", "/v1/who", h_who, NULL), 0);
 	ck_assert_int_eq(ctl_route(ctl, "POST", "/v1/release", h_release,
 	    NULL), 0);
 	held = NULL;
@@ -918,6 +939,89 @@ START_TEST(listen_replaces_stale_socket)
 }
 END_TEST
 
+/* The caller's identity comes from the kernel: our own uid, gid and pid
+ * for a request this process makes. */
+START_TEST(peer_credentials_self)
+{
+	struct resp r;
+
+	get("/v1/who", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(json_integer_value(json_object_get(r.json, "uid")),
+	    getuid());
+	ck_assert_int_eq(json_integer_value(json_object_get(r.json, "gid")),
+	    getgid());
+	ck_assert_int_eq(json_integer_value(json_object_get(r.json, "pid")),
+	    getpid());
+	resp_free(&r);
+}
+END_TEST
+
+/* Child of peer_credentials_other_user: as uid/gid 65534, one raw request.
+ * Exit 0 only when the server named this uid and pid. */
+static void
+who_as_nobody(void)
+{
+	static const char req[] = "GET /v1/who HTTP/1.0\r\nHost: x\r\n\r\n";
+	struct sockaddr_un sun;
+	char buf[2048], want[64];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	/* A bound on a broken server, not a wait: nothing sleeps. */
+	alarm(60);
+	if (setgroups(0, NULL) == -1 || setgid(65534) == -1 ||
+	    setuid(65534) == -1 || getuid() != 65534)
+		_exit(10);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, sock, strlen(sock));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+		_exit(11);
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		_exit(12);
+	while (len < sizeof(buf) - 1 &&
+	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 200 ") == NULL)
+		_exit(13);
+	if (strstr(buf, "\"uid\":65534") == NULL)
+		_exit(14);
+	snprintf(want, sizeof(want), "\"pid\":%ld", (long)getpid());
+	_exit(strstr(buf, want) != NULL ? 0 : 15);
+}
+
+/* Another user on the same socket is told apart: the uid is what it is,
+ * not what the process might claim. */
+START_TEST(peer_credentials_other_user)
+{
+	char path[256];
+	int status;
+	pid_t pid;
+
+	/* Let uid 65534 reach the socket (the test's directories are 0700
+	 * and the socket 0660). */
+	ck_assert_int_eq(chmod(tdir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/run", tdir);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/run/sub", tdir);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	ck_assert_int_eq(chmod(sock, 0666), 0);
+	if (getuid() != 0)
+		return;		/* setuid needs root; the self test covers
+				   the rest */
+	ck_assert_int_ge(pid = fork(), 0);
+	if (pid == 0)
+		who_as_nobody();
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "child status %d", status);
+}
+END_TEST
+
 static Suite *
 ctl_suite(void)
 {
@@ -940,6 +1044,8 @@ ctl_suite(void)
 	tcase_add_test(core, counters_and_metrics);
 	tcase_add_test(core, socket_mode_and_removal);
 	tcase_add_test(core, free_null);
+	tcase_add_test(core, peer_credentials_self);
+	tcase_add_test(core, peer_credentials_other_user);
 	suite_add_tcase(s, core);
 
 	tcase_add_checked_fixture(lim, setup, teardown);
