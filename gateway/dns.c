@@ -5,9 +5,15 @@
  * locally (uniform deny, NODATA, synthetic) or forward upstream with a fresh
  * random id and source port. The upstream answer is checked against the
  * question, cut down to the CNAME chain of the queried name, every address
- * is classified, the kept ones are handed to the learn hook in one call,
- * and only after the kernel has them is the answer released with TTLs no
- * longer than the kernel elements. Every query ends in exactly one record.
+ * is classified, and the answer waits with its elements until the end of
+ * the loop iteration: then the elements of every answer that became ready
+ * in that iteration go to the learn hook in one call (one netlink batch,
+ * one kernel round trip), and only after the kernel has them are the
+ * answers released, with TTLs no longer than the kernel elements, UDP ones
+ * in one sendmmsg. Upstream answers are cached, but a cached answer is
+ * filtered, decided and learned like a fresh one (DESIGN §5: elements are
+ * refreshed on every answer); the cache saves only the upstream round
+ * trip. Every query ends in exactly one record.
  *
  * Answers are written by hand (header, the client's question bytes, RRs
  * serialised uncompressed by ldns) so that every denied name gets the same
@@ -45,6 +51,16 @@
 #define DNS_MAX_PORTS		16
 #define DNS_SYNTH_TTL		60
 #define DNS_RL_SLOTS		4096
+#define DNS_BATCH_ELEMS		1024	/* elements per learn batch */
+#define DNS_MAX_SEGS		(DNS_MAX_PORTS * 4)
+#define DNS_RECV_BATCH		16	/* datagrams per recvmmsg */
+#define DNS_OUT_SLOTS		64	/* UDP answers per sendmmsg */
+#define DNS_OUT_SLOT_SIZE	1500
+#define DNS_CACHE_MAX		16384	/* default cfg.cache_max */
+#define DNS_CACHE_BUCKETS	8192
+#define DNS_CACHE_BYTES		(4u << 20)	/* all entries together */
+#define DNS_CACHE_MSG_MAX	4096	/* larger answers are not kept */
+#define DNS_CACHE_TTL_MAX	3600	/* seconds, whatever the upstream says */
 
 #define RCODE_NOERROR	0
 #define RCODE_FORMERR	1
@@ -82,6 +98,41 @@ struct dns_pq {
 	uint8_t			*rbuf;			/* TCP upstream reply */
 	size_t			 rlen;
 	struct ev_timer		*timer;
+	/* Answer built, waiting for its elements (the proxy's ready list). */
+	struct dns_pq		*rnext;
+	ldns_buffer		*ans;
+	uint8_t			 ans_rcode;
+	struct fw_elem		*el;
+	size_t			 nel;
+};
+
+/* One cached upstream answer: the checked reply as the upstream sent it,
+ * keyed by the question (name lower-cased). Every use goes through the
+ * same filter, policy and learn path as a fresh answer. */
+struct dns_centry {
+	struct dns_centry	*hnext;			/* bucket chain */
+	struct dns_centry	*onext, *oprev;		/* insertion order */
+	uint64_t		 stored_ms, expires_ms;
+	uint32_t		 hash;
+	uint16_t		 qtype, qclass;
+	size_t			 klen, mlen;
+	uint8_t			 data[];		/* key, then message */
+};
+
+/* A port range of a learned element and whether it is on the taint
+ * keep-list (FW_ELEM_KEEP). */
+struct dns_seg {
+	uint8_t		proto;
+	uint16_t	lo, hi;
+	uint8_t		flags;
+};
+
+/* A UDP answer waiting for the next sendmmsg. */
+struct dns_out {
+	struct sockaddr_storage	 to;
+	socklen_t		 tolen;
+	size_t			 len;
+	uint8_t			 m[DNS_OUT_SLOT_SIZE];
 };
 
 struct dns_conn {
@@ -118,10 +169,31 @@ struct dns_proxy {
 	size_t			 nconns;
 	struct dns_bucket	*rl;
 	uint8_t			 buf[DNS_MAX_MSG + 1];
+	/* Answers whose elements are learned together at the end of the
+	 * loop iteration (dns_flush), in arrival order. */
+	struct dns_pq		*ready, **ready_tail;
+	struct ev_timer		*flush;
+	bool			 flushing;		/* inside dns_flush */
+	struct fw_elem		*bel;			/* DNS_BATCH_ELEMS */
+	struct dns_out		*out;			/* DNS_OUT_SLOTS */
+	size_t			 nout;
+	uint8_t			*rbufs;			/* recvmmsg buffers */
+	struct dns_centry	**cache;		/* DNS_CACHE_BUCKETS */
+	struct dns_centry	*cold, *cnew;		/* oldest, newest */
+	size_t			 ncache, cache_bytes;
+	/* Kernel randomness for upstream ids, fetched 512 bytes at a time:
+	 * one getrandom per 256 queries instead of one per query. */
+	uint8_t			 rnd[512];
+	size_t			 rndpos;
+	uint64_t		 stat_batches, stat_batched;
+	uint64_t		 stat_cache_hits;
 };
 
 static void	pq_start(struct dns_pq *);
 static void	pq_free(struct dns_pq *);
+static void	flush_schedule(struct dns_proxy *);
+static ldns_pkt	*cache_get(struct dns_proxy *, const struct dns_query *);
+static void	pq_answer(struct dns_pq *, ldns_pkt *, bool);
 static void	conn_close(struct dns_conn *);
 
 static uint64_t
@@ -148,13 +220,45 @@ sa_format(const struct sockaddr *sa, char *buf, size_t len)
 		inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof(a));
 		port = ntohs(s->sin6_port);
 	}
-	snprintf(buf, len, "%s#%u", a, port);
+	/* By hand: this runs for every query, and printf's machinery was a
+	 * visible part of the per-query cost. */
+	{
+		char d[8], *e = d + sizeof(d);
+		size_t al = strlen(a), dl;
+
+		*--e = '\0';
+		do {
+			*--e = (char)('0' + port % 10);
+			port /= 10;
+		} while (port != 0 && e > d + 1);
+		*--e = '#';
+		dl = (size_t)(d + sizeof(d) - 1 - e);
+		if (len == 0)
+			return;
+		if (al >= len)
+			al = len - 1;
+		memcpy(buf, a, al);
+		if (dl > len - 1 - al)
+			dl = len - 1 - al;
+		memcpy(buf + al, e, dl);
+		buf[al + dl] = '\0';
+	}
 }
 
+/* Truncating string copy (strlcpy): snprintf("%s") costs far more, and
+ * this runs several times per query. */
 static void
 copystr(char *dst, size_t len, const char *src)
 {
-	snprintf(dst, len, "%s", src != NULL ? src : "");
+	size_t n;
+
+	if (len == 0)
+		return;
+	if (src == NULL)
+		src = "";
+	n = strnlen(src, len - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
 }
 
 /* ---------------------------------------------------------------- parser */
@@ -357,6 +461,63 @@ conn_send(struct dns_conn *cn, const uint8_t *m, size_t len)
 		conn_close(cn);
 }
 
+/* Sends every queued UDP answer: one sendmmsg for up to DNS_OUT_SLOTS. A
+ * datagram the kernel refuses is skipped (a UDP answer is best effort, as
+ * a lost packet would be); the rest still go. */
+static void
+out_send(struct dns_proxy *p)
+{
+	struct mmsghdr mm[DNS_OUT_SLOTS];
+	struct iovec iov[DNS_OUT_SLOTS];
+	size_t i, off = 0;
+	int n;
+
+	for (i = 0; i < p->nout; i++) {
+		memset(&mm[i], 0, sizeof(mm[i]));
+		iov[i].iov_base = p->out[i].m;
+		iov[i].iov_len = p->out[i].len;
+		mm[i].msg_hdr.msg_name = &p->out[i].to;
+		mm[i].msg_hdr.msg_namelen = p->out[i].tolen;
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	while (off < p->nout) {
+		n = sendmmsg(p->ufd, mm + off, (unsigned)(p->nout - off), 0);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			log_debug("%s: sendmmsg: %s", __func__, strerror(errno));
+			off++;
+			continue;
+		}
+		off += (size_t)n;
+	}
+	p->nout = 0;
+}
+
+/* Queues one UDP answer for the end of the loop iteration, so that all the
+ * answers an iteration produced leave in one system call. */
+static void
+out_queue(struct dns_proxy *p, const struct sockaddr *to, socklen_t tolen,
+    const uint8_t *m, size_t len)
+{
+	struct dns_out *o;
+
+	if (len > DNS_OUT_SLOT_SIZE || tolen > sizeof(o->to)) {
+		if (sendto(p->ufd, m, len, 0, to, tolen) == -1)
+			log_debug("%s: sendto: %s", __func__, strerror(errno));
+		return;
+	}
+	if (p->nout == DNS_OUT_SLOTS)
+		out_send(p);
+	o = &p->out[p->nout++];
+	memcpy(&o->to, to, tolen);
+	o->tolen = tolen;
+	memcpy(o->m, m, len);
+	o->len = len;
+	flush_schedule(p);
+}
+
 /* Send msg to the client of (conn | src). UDP answers over the client's size
  * are replaced by header + question with TC set. */
 static void
@@ -382,8 +543,7 @@ reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
 		m = ldns_buffer_begin(tb);
 		len = ldns_buffer_position(tb);
 	}
-	if (sendto(p->ufd, m, len, 0, src, srclen) == -1)
-		log_debug("%s: sendto: %s", __func__, strerror(errno));
+	out_queue(p, src, srclen, m, len);
 	ldns_buffer_free(tb);
 }
 
@@ -514,6 +674,7 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	enum dns_parse_result pr;
 	const char *why = NULL;
 	struct dns_pq *pq;
+	ldns_pkt *pkt;
 	uint64_t t0 = now_us();
 	bool known;
 
@@ -655,6 +816,11 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 		p->pqs->prev = pq;
 	p->pqs = pq;
 	p->npending++;
+	if ((pkt = cache_get(p, &q)) != NULL) {
+		pq_answer(pq, pkt, false);
+		ldns_pkt_free(pkt);
+		return;
+	}
 	pq_start(pq);
 }
 
@@ -699,6 +865,8 @@ pq_free(struct dns_pq *pq)
 	if (pq->next != NULL)
 		pq->next->prev = pq->prev;
 	p->npending--;
+	ldns_buffer_free(pq->ans);
+	free(pq->el);
 	free(pq);
 }
 
@@ -750,6 +918,410 @@ pq_timeout(struct ev_loop *loop, void *arg)
 	(void)loop;
 	pq->timer = NULL;
 	pq_next_upstream(pq);
+}
+
+/* ----------------------------------------------------------------- cache */
+
+/*
+ * The answer cache. It saves the upstream round trip, never the checks: a
+ * cached answer goes through the same question match, CNAME-chain cut,
+ * address classification, policy of the asking sandbox and learn (the
+ * elements are refreshed on every answer, cached or not: DESIGN §5) as a
+ * fresh one, with its TTLs aged. Only NOERROR answers with records are
+ * kept, for the smallest TTL among them (at most DNS_CACHE_TTL_MAX: a
+ * changed record is picked up within the hour); bounded in entries
+ * (cfg.cache_max) and bytes (DNS_CACHE_BYTES) and drops its oldest entry
+ * when full.
+ */
+static uint32_t
+cache_hash(const uint8_t *k, size_t kl, uint16_t qtype, uint16_t qclass)
+{
+	uint32_t h = 2166136261u ^ qtype ^ ((uint32_t)qclass << 16);
+	size_t i;
+
+	for (i = 0; i < kl; i++)
+		h = (h ^ k[i]) * 16777619u;
+	return h;
+}
+
+/* The lower-cased wire name of q: the cache key. */
+static size_t
+cache_key(const struct dns_query *q, uint8_t *k)
+{
+	size_t i;
+
+	for (i = 0; i < q->qwire_len; i++)
+		k[i] = q->qwire[i] >= 'A' && q->qwire[i] <= 'Z' ?
+		    (uint8_t)(q->qwire[i] - 'A' + 'a') : q->qwire[i];
+	return q->qwire_len;
+}
+
+static void
+cache_unlink(struct dns_proxy *p, struct dns_centry *e)
+{
+	struct dns_centry **pp = &p->cache[e->hash % DNS_CACHE_BUCKETS];
+
+	for (; *pp != NULL; pp = &(*pp)->hnext)
+		if (*pp == e) {
+			*pp = e->hnext;
+			break;
+		}
+	if (e->oprev != NULL)
+		e->oprev->onext = e->onext;
+	else
+		p->cold = e->onext;
+	if (e->onext != NULL)
+		e->onext->oprev = e->oprev;
+	else
+		p->cnew = e->oprev;
+	p->ncache--;
+	p->cache_bytes -= sizeof(*e) + e->klen + e->mlen;
+	free(e);
+}
+
+static struct dns_centry *
+cache_find(struct dns_proxy *p, const struct dns_query *q, uint64_t now)
+{
+	uint8_t k[sizeof(q->qwire)];
+	size_t kl = cache_key(q, k);
+	uint32_t h = cache_hash(k, kl, q->qtype, q->qclass);
+	struct dns_centry *e;
+
+	for (e = p->cache[h % DNS_CACHE_BUCKETS]; e != NULL; e = e->hnext) {
+		if (e->hash != h || e->qtype != q->qtype ||
+		    e->qclass != q->qclass || e->klen != kl ||
+		    memcmp(e->data, k, kl) != 0)
+			continue;
+		if (now >= e->expires_ms) {
+			cache_unlink(p, e);
+			return NULL;
+		}
+		return e;
+	}
+	return NULL;
+}
+
+/* Keeps the checked upstream reply (m, len) to pq's question. */
+static void
+cache_put(struct dns_proxy *p, const struct dns_query *q, ldns_pkt *pkt,
+    const uint8_t *m, size_t len)
+{
+	ldns_rr_list *an = ldns_pkt_answer(pkt);
+	size_t nan = ldns_rr_list_rr_count(an), i;
+	uint32_t minttl = UINT32_MAX;
+	uint64_t now = ev_now_ms();
+	struct dns_centry *e;
+
+	if (p->cfg.no_cache || ldns_pkt_get_rcode(pkt) != LDNS_RCODE_NOERROR ||
+	    ldns_pkt_tc(pkt) || nan == 0 || len > DNS_CACHE_MSG_MAX)
+		return;
+	for (i = 0; i < nan; i++)
+		if (ldns_rr_ttl(ldns_rr_list_rr(an, i)) < minttl)
+			minttl = ldns_rr_ttl(ldns_rr_list_rr(an, i));
+	if (minttl == 0)
+		return;
+	if (minttl > DNS_CACHE_TTL_MAX)
+		minttl = DNS_CACHE_TTL_MAX;
+	if ((e = cache_find(p, q, now)) != NULL)
+		cache_unlink(p, e);
+	while ((p->ncache >= p->cfg.cache_max || p->cache_bytes +
+	    sizeof(*e) + q->qwire_len + len > DNS_CACHE_BYTES) &&
+	    p->cold != NULL)
+		cache_unlink(p, p->cold);
+	if ((e = calloc(1, sizeof(*e) + q->qwire_len + len)) == NULL)
+		return;
+	e->klen = cache_key(q, e->data);
+	e->mlen = len;
+	memcpy(e->data + e->klen, m, len);
+	e->qtype = q->qtype;
+	e->qclass = q->qclass;
+	e->hash = cache_hash(e->data, e->klen, q->qtype, q->qclass);
+	e->stored_ms = now;
+	e->expires_ms = now + (uint64_t)minttl * 1000u;
+	e->hnext = p->cache[e->hash % DNS_CACHE_BUCKETS];
+	p->cache[e->hash % DNS_CACHE_BUCKETS] = e;
+	e->oprev = p->cnew;
+	if (p->cnew != NULL)
+		p->cnew->onext = e;
+	else
+		p->cold = e;
+	p->cnew = e;
+	p->ncache++;
+	p->cache_bytes += sizeof(*e) + e->klen + e->mlen;
+}
+
+/* The cached answer to q as a packet with aged TTLs, or NULL. */
+static ldns_pkt *
+cache_get(struct dns_proxy *p, const struct dns_query *q)
+{
+	uint64_t now = ev_now_ms();
+	struct dns_centry *e = cache_find(p, q, now);
+	ldns_pkt *pkt = NULL;
+	ldns_rr_list *an;
+	uint32_t age;
+	size_t i;
+
+	if (e == NULL || p->cfg.no_cache)
+		return NULL;
+	if (ldns_wire2pkt(&pkt, e->data + e->klen, e->mlen) !=
+	    LDNS_STATUS_OK || pkt == NULL) {
+		cache_unlink(p, e);
+		return NULL;
+	}
+	age = (uint32_t)((now - e->stored_ms) / 1000u);
+	an = ldns_pkt_answer(pkt);
+	for (i = 0; i < ldns_rr_list_rr_count(an); i++) {
+		ldns_rr *rr = ldns_rr_list_rr(an, i);
+
+		ldns_rr_set_ttl(rr, ldns_rr_ttl(rr) > age ?
+		    ldns_rr_ttl(rr) - age : 0);
+	}
+	p->stat_cache_hits++;
+	return pkt;
+}
+
+static void
+cache_clear(struct dns_proxy *p)
+{
+	while (p->cold != NULL)
+		cache_unlink(p, p->cold);
+}
+
+/* ------------------------------------------------------- batched learning */
+
+static void	dns_flush(struct ev_loop *, void *);
+
+/* Makes sure dns_flush runs once this loop iteration's callbacks are done.
+ * If even that cannot be arranged (no memory), flush now: an answer may
+ * leave a little earlier than its neighbours, never before its elements. */
+static void
+flush_schedule(struct dns_proxy *p)
+{
+	/* dns_flush sends what it queues itself before it returns. */
+	if (p->flush != NULL || p->flushing)
+		return;
+	if ((p->flush = ev_defer(p->loop, dns_flush, p)) == NULL)
+		dns_flush(p->loop, p);
+}
+
+static void
+ready_push(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+
+	pq->rnext = NULL;
+	*p->ready_tail = pq;
+	p->ready_tail = &pq->rnext;
+	flush_schedule(p);
+}
+
+static bool
+elem_same(const struct fw_elem *a, const struct fw_elem *b)
+{
+	return a->family == b->family && a->proto == b->proto &&
+	    a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
+	    a->flags == b->flags && memcmp(a->addr, b->addr,
+	    sizeof(a->addr)) == 0 && strcmp(a->ifname, b->ifname) == 0;
+}
+
+/* Appends e to the batch, or, when the same element is already in it (two
+ * names answering the same address, as CDNs do), keeps one with the longer
+ * timeout: one element per key per batch. */
+static void
+batch_add(struct dns_proxy *p, size_t *nb, const struct fw_elem *e)
+{
+	size_t i;
+
+	for (i = 0; i < *nb; i++) {
+		if (elem_same(&p->bel[i], e)) {
+			if (e->timeout_ms > p->bel[i].timeout_ms)
+				p->bel[i].timeout_ms = e->timeout_ms;
+			return;
+		}
+	}
+	p->bel[(*nb)++] = *e;
+}
+
+static void
+ready_release(struct dns_pq *pq)
+{
+	ldns_buffer *b = pq->ans;
+
+	pq->ans = NULL;
+	pq_finish(pq, b, pq->ans_rcode);
+	ldns_buffer_free(b);
+}
+
+/*
+ * dns_flush: the end of a loop iteration. The elements of every answer
+ * that became ready in it go to the kernel in one learn call (one netlink
+ * batch, one round trip) and, once it is acknowledged, the answers leave
+ * (recorded first, as everywhere). When a batch fails, each of its
+ * answers is tried again alone, so one element the kernel refuses costs
+ * only its own query a SERVFAIL, not its neighbours'. Queued UDP answers
+ * leave together at the end (sendmmsg).
+ */
+static void
+dns_flush(struct ev_loop *loop, void *arg)
+{
+	struct dns_proxy *p = arg;
+	struct dns_pq *list, *pq, *next, *end;
+	size_t nb, tot, npq;
+	char err[128];
+
+	(void)loop;
+	p->flush = NULL;
+	p->flushing = true;
+	list = p->ready;
+	p->ready = NULL;
+	p->ready_tail = &p->ready;
+	while (list != NULL) {
+		/* A chunk: as many answers as fit in one batch (one answer
+		 * has at most DNS_MAX_ELEMS < DNS_BATCH_ELEMS elements). */
+		nb = tot = npq = 0;
+		for (end = list; end != NULL && (npq == 0 ||
+		    tot + end->nel <= DNS_BATCH_ELEMS); end = end->rnext) {
+			size_t i;
+
+			for (i = 0; i < end->nel; i++)
+				batch_add(p, &nb, &end->el[i]);
+			tot += end->nel;
+			npq++;
+		}
+		err[0] = '\0';
+		if (nb > 0 && p->h.learn(p->h.ctx, p->bel, nb, err,
+		    sizeof(err)) != 0) {
+			log_warnx("%s: learn of %zu elements for %zu answers "
+			    "failed: %s%s", __func__, nb, npq, err,
+			    npq > 1 ? "; trying each answer alone" : "");
+			for (pq = list; pq != end; pq = next) {
+				next = pq->rnext;
+				err[0] = '\0';
+				if (pq->nel > 0 && (npq == 1 ||
+				    p->h.learn(p->h.ctx, pq->el, pq->nel, err,
+				    sizeof(err)) != 0)) {
+					if (npq > 1)
+						log_warnx("%s: learn for %s "
+						    "(%s) failed: %s", __func__,
+						    pq->c.id, pq->q.qname, err);
+					pq_fail(pq, "learn_failed");
+				} else
+					ready_release(pq);
+			}
+		} else {
+			if (nb > 0) {
+				p->stat_batches++;
+				p->stat_batched += npq;
+			}
+			for (pq = list; pq != end; pq = next) {
+				next = pq->rnext;
+				ready_release(pq);
+			}
+		}
+		list = end;
+	}
+	if (p->nout > 0)
+		out_send(p);
+	p->flushing = false;
+}
+
+/* ----------------------------------------------------------- taint keep */
+
+/* The pure decision for a tainted sandbox allows name on both ends of the
+ * range (so an explicit deny with ports still wins). */
+static bool
+keep_confirmed(const struct pol_policy *pol, const char *name, uint8_t proto,
+    uint16_t lo, uint16_t hi)
+{
+	struct pol_egress_q eq;
+	struct pol_decision d;
+	uint16_t port[2] = { lo, hi };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		memset(&eq, 0, sizeof(eq));
+		eq.host = name;
+		eq.proto = proto;
+		eq.port = port[i];
+		eq.tainted = true;
+		memset(&d, 0, sizeof(d));
+		d.verdict = POL_DENY;
+		pol_egress_decide(pol, &eq, &d);
+		if (d.verdict != POL_ALLOW)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * dns_port_segments: the port ranges one answered address is learned with.
+ * ports are what the sandbox may use the name with now; keep are the
+ * name's taint keep-list entries. Each range of ports is cut where keep
+ * ranges of the same protocol begin and end, and the pieces inside one
+ * get FW_ELEM_KEEP, confirmed by the pure decision for a tainted sandbox
+ * (pol_egress_decide with tainted=true on both ends), so the piece stays
+ * usable after a taint and nothing outside the keep-list does. Pieces are
+ * disjoint and cover exactly the ranges of ports. Returns the count
+ * (at most max; ranges past it are left out, which only narrows).
+ */
+static size_t
+dns_port_segments(const struct pol_policy *pol, const char *name,
+    const struct pol_net_rule *ports, size_t nports,
+    const struct pol_net_rule *keep, size_t nkeep, struct dns_seg *out,
+    size_t max)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < nports && n < max; i++) {
+		uint32_t cur = ports[i].port_lo, hi = ports[i].port_hi;
+
+		/* Rules without ports (ICMP) are one piece: kept when a
+		 * keep entry names the same protocol. */
+		if (cur == 0 && hi == 0) {
+			out[n].proto = ports[i].proto;
+			out[n].lo = out[n].hi = 0;
+			out[n].flags = 0;
+			for (k = 0; k < nkeep; k++)
+				if (keep[k].proto == ports[i].proto &&
+				    keep[k].port_lo == 0 && keep[k].port_hi == 0)
+					out[n].flags = FW_ELEM_KEEP;
+			n++;
+			continue;
+		}
+		while (cur <= hi && n < max) {
+			uint32_t end = hi, next = hi + 1;
+			bool in = false;
+
+			for (k = 0; k < nkeep; k++) {
+				if (keep[k].proto != ports[i].proto)
+					continue;
+				if (keep[k].port_lo <= cur &&
+				    cur <= keep[k].port_hi) {
+					/* Inside: up to this keep range's end
+					 * (overlapping keep ranges extend it on
+					 * the next turn). */
+					if (!in || keep[k].port_hi > end)
+						end = keep[k].port_hi < hi ?
+						    keep[k].port_hi : hi;
+					in = true;
+				} else if (!in && keep[k].port_lo > cur &&
+				    keep[k].port_lo <= hi &&
+				    keep[k].port_lo < next)
+					next = keep[k].port_lo;
+			}
+			if (!in)
+				end = next - 1;
+			out[n].proto = ports[i].proto;
+			out[n].lo = (uint16_t)cur;
+			out[n].hi = (uint16_t)end;
+			out[n].flags = in && keep_confirmed(pol, name,
+			    ports[i].proto, (uint16_t)cur, (uint16_t)end) ?
+			    FW_ELEM_KEEP : 0;
+			n++;
+			cur = end + 1;
+		}
+	}
+	return n;
 }
 
 static bool
@@ -819,28 +1391,33 @@ addr_keep(struct dns_pq *pq, const struct pol_addr *a,
 	    strcmp(d.reason, "tainted") == 0;
 }
 
-/* The upstream answer passed the checks: filter, learn, release. */
+/* The upstream (or cached) answer passed the checks: filter it, build the
+ * answer and the elements, and queue both for dns_flush, which learns the
+ * elements of every answer of this loop iteration in one batch and only
+ * then releases the answers. relookup: the query crossed a loop turn, so
+ * its sandbox and policy are looked up again. */
 static void
-pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
+pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 {
 	struct dns_event *ev = &pq->ev;
 	ldns_rr_list *an = ldns_pkt_answer(pkt);
 	size_t nan = ldns_rr_list_rr_count(an), i, k, nports, nel = 0, nout = 0;
 	ldns_rdf *chain[DNS_MAX_CHAIN + 1];
 	size_t nchain = 0;
-	struct pol_net_rule ports[DNS_MAX_PORTS];
+	struct pol_net_rule ports[DNS_MAX_PORTS], kports[DNS_MAX_PORTS];
+	struct dns_seg segs[DNS_MAX_SEGS];
+	size_t nkports, nsegs, elcap;
 	struct fw_elem *el = NULL;
 	uint32_t *ttls = NULL;
 	bool *keep = NULL, grew;
 	ldns_rdf *qn = NULL;
 	ldns_buffer *b = NULL;
 	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
-	char err[128];
 
 	/* Ask again who the client is: the policy pointer of the first
 	 * lookup is not held across loop turns (a reload may have replaced
 	 * it), and a sandbox removed meanwhile learns nothing. */
-	{
+	if (relookup) {
 		struct dns_client c;
 
 		memset(&c, 0, sizeof(c));
@@ -887,9 +1464,21 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
 	    pq->c.tainted, ports, DNS_MAX_PORTS);
 	if (nports > DNS_MAX_PORTS)
 		nports = DNS_MAX_PORTS;
+	/* The taint keep-list is asked for also while the sandbox is not
+	 * tainted: elements learned now must still work right after a
+	 * taint narrows it (FW_ELEM_KEEP). */
+	nkports = pol_egress_ports_for_name(pq->c.policy, pq->q.qname, true,
+	    kports, DNS_MAX_PORTS);
+	if (nkports > DNS_MAX_PORTS)
+		nkports = DNS_MAX_PORTS;
+	nsegs = dns_port_segments(pq->c.policy, pq->q.qname, ports, nports,
+	    kports, nkports, segs, DNS_MAX_SEGS);
 	keep = calloc(nan + 1, sizeof(*keep));
 	ttls = calloc(nan + 1, sizeof(*ttls));
-	el = calloc(DNS_MAX_ELEMS, sizeof(*el));
+	/* Every address yields nsegs elements: size for that, not for the
+	 * worst case, as this runs once per answer. */
+	elcap = nan * nsegs < DNS_MAX_ELEMS ? nan * nsegs : DNS_MAX_ELEMS;
+	el = calloc(elcap ? elcap : 1, sizeof(*el));
 	if (keep == NULL || ttls == NULL || el == NULL)
 		goto servfail;
 	for (i = 0; i < nan; i++) {
@@ -932,7 +1521,7 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
 		memcpy(a.a, ldns_rdf_data(rd), ldns_rdf_size(rd));
 		/* Past the element cap an address could not be learned, so
 		 * the sandbox does not get it either. */
-		if (nel + nports > DNS_MAX_ELEMS)
+		if (nel + nsegs > elcap)
 			continue;
 		ea = ev->naddrs < DNS_EV_MAX_ADDRS ? &ev->addrs[ev->naddrs] :
 		    NULL;
@@ -951,15 +1540,16 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
 		ev->nkept++;
 		keep[i] = true;
 		ttls[i] = clamp_ttl(&pq->lim, ttl);
-		for (k = 0; k < nports; k++) {
+		for (k = 0; k < nsegs; k++) {
 			struct fw_elem *e = &el[nel++];
 
 			copystr(e->ifname, sizeof(e->ifname), pq->c.ifname);
 			e->family = a.family;
 			memcpy(e->addr, a.a, sizeof(e->addr));
-			e->proto = ports[k].proto;
-			e->port_lo = ports[k].port_lo;
-			e->port_hi = ports[k].port_hi;
+			e->proto = segs[k].proto;
+			e->port_lo = segs[k].lo;
+			e->port_hi = segs[k].hi;
+			e->flags = segs[k].flags;
 			e->timeout_ms = ttls[i] * 1000u;
 		}
 		/* The sandbox's cache must not outlive the kernel element. */
@@ -977,16 +1567,6 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
 	ev->nelems = nel;
 	memcpy(ev->elems, el, (nel < DNS_EV_MAX_ELEMS ? nel :
 	    DNS_EV_MAX_ELEMS) * sizeof(*el));
-	if (nel > 0) {
-		err[0] = '\0';
-		if (pq->p->h.learn == NULL ||
-		    pq->p->h.learn(pq->p->h.ctx, el, nel, err, sizeof(err)) != 0) {
-			log_warnx("%s: learn for %s (%s) failed: %s", __func__,
-			    pq->c.id, pq->q.qname, err);
-			pq_fail(pq, "learn_failed");
-			goto out;
-		}
-	}
 
 	if ((b = ldns_buffer_new(1024)) == NULL)
 		goto servfail;
@@ -1009,7 +1589,13 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt)
 		put_opt(b, pq->p->cfg.max_udp_size);
 	if (!ldns_buffer_status_ok(b) || ldns_buffer_position(b) > DNS_MAX_MSG)
 		goto servfail;
-	pq_finish(pq, b, rcode);
+	pq->ans = b;
+	pq->ans_rcode = rcode;
+	pq->el = el;
+	pq->nel = nel;
+	b = NULL;
+	el = NULL;
+	ready_push(pq);
 	goto out;
 servfail:
 	pq_fail(pq, "internal");
@@ -1061,7 +1647,7 @@ pq_check(struct dns_pq *pq, const uint8_t *m, size_t len, ldns_pkt **out)
 /* A checked reply: retry over TCP if truncated, fail over on SERVFAIL or
  * REFUSED, otherwise process. */
 static void
-pq_reply(struct dns_pq *pq, ldns_pkt *pkt)
+pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 {
 	ldns_pkt_rcode rc = ldns_pkt_get_rcode(pkt);
 
@@ -1077,8 +1663,10 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt)
 		pq_next_upstream(pq);
 		return;
 	}
+	/* Before pq_close_fd: (m, len) may be the TCP buffer it frees. */
+	cache_put(pq->p, &pq->q, pkt, m, len);
 	pq_close_fd(pq);
-	pq_answer(pq, pkt);
+	pq_answer(pq, pkt, true);
 	ldns_pkt_free(pkt);
 }
 
@@ -1113,7 +1701,7 @@ pq_udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		    &p->cfg.upstreams[pq->up], fl) != 0)
 			continue;
 		if (pq_check(pq, p->buf, (size_t)n, &pkt) == 1) {
-			pq_reply(pq, pkt);
+			pq_reply(pq, pkt, p->buf, (size_t)n);
 			return;
 		}
 	}
@@ -1173,16 +1761,25 @@ pq_tcp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		pq_next_upstream(pq);
 		return;
 	}
-	pq_reply(pq, pkt);
+	pq_reply(pq, pkt, pq->rbuf + 2, pq->rlen - 2);
 }
 
 static void
 pq_build(struct dns_pq *pq)
 {
+	struct dns_proxy *p = pq->p;
 	uint8_t *m = pq->upq;
 	size_t o = 0;
 
-	if (getrandom(&pq->upid, sizeof(pq->upid), 0) != sizeof(pq->upid))
+	if (p->rndpos + sizeof(pq->upid) > sizeof(p->rnd) &&
+	    getrandom(p->rnd, sizeof(p->rnd), 0) == sizeof(p->rnd))
+		p->rndpos = 0;
+	if (p->rndpos + sizeof(pq->upid) <= sizeof(p->rnd)) {
+		/* Used once, then wiped: no id is handed out twice. */
+		memcpy(&pq->upid, p->rnd + p->rndpos, sizeof(pq->upid));
+		memset(p->rnd + p->rndpos, 0, sizeof(pq->upid));
+		p->rndpos += sizeof(pq->upid);
+	} else
 		pq->upid = (uint16_t)(now_us() ^ (uintptr_t)pq);
 	m[o++] = (uint8_t)(pq->upid >> 8);
 	m[o++] = (uint8_t)pq->upid;
@@ -1249,29 +1846,45 @@ fail:
 
 /* ------------------------------------------------------------- listeners */
 
+/* Up to DNS_UDP_BURST queries per wakeup, DNS_RECV_BATCH per system call.
+ * A buffer holds DNS_MAX_QUERY + 1 bytes: anything longer is hostile
+ * whatever its content, and MSG_TRUNC marks it as such. */
 static void
 udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
 	struct dns_proxy *p = arg;
-	struct sockaddr_storage src;
-	socklen_t sl;
-	ssize_t n;
-	int i;
+	struct sockaddr_storage src[DNS_RECV_BATCH];
+	struct mmsghdr mm[DNS_RECV_BATCH];
+	struct iovec iov[DNS_RECV_BATCH];
+	int i, n, got = 0;
 
 	(void)loop;
 	(void)events;
-	for (i = 0; i < DNS_UDP_BURST; i++) {
-		sl = sizeof(src);
-		n = recvfrom(fd, p->buf, sizeof(p->buf), MSG_TRUNC,
-		    (struct sockaddr *)&src, &sl);
-		if (n == -1)
+	while (got < DNS_UDP_BURST) {
+		for (i = 0; i < DNS_RECV_BATCH; i++) {
+			memset(&mm[i], 0, sizeof(mm[i]));
+			iov[i].iov_base = p->rbufs + (size_t)i *
+			    (DNS_MAX_QUERY + 1);
+			iov[i].iov_len = DNS_MAX_QUERY + 1;
+			mm[i].msg_hdr.msg_name = &src[i];
+			mm[i].msg_hdr.msg_namelen = sizeof(src[i]);
+			mm[i].msg_hdr.msg_iov = &iov[i];
+			mm[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(fd, mm, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
 			return;
-		/* MSG_TRUNC reports the real size: an oversized datagram is
-		 * seen as such, not as its first 64 KiB. */
-		if ((size_t)n > sizeof(p->buf))
-			n = DNS_MAX_QUERY + 1;
-		handle_query(p, NULL, (struct sockaddr *)&src, sl, p->buf,
-		    (size_t)n);
+		for (i = 0; i < n; i++) {
+			size_t len = mm[i].msg_len;
+
+			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC)
+				len = DNS_MAX_QUERY + 1;
+			handle_query(p, NULL, (struct sockaddr *)&src[i],
+			    mm[i].msg_hdr.msg_namelen, iov[i].iov_base, len);
+		}
+		got += n;
+		if (n < DNS_RECV_BATCH)
+			return;
 	}
 }
 
@@ -1460,9 +2073,19 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 		return NULL;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
-	    (p->rl = calloc(DNS_RL_SLOTS, sizeof(*p->rl))) == NULL) {
-		if (p != NULL)
+	    (p->rl = calloc(DNS_RL_SLOTS, sizeof(*p->rl))) == NULL ||
+	    (p->bel = calloc(DNS_BATCH_ELEMS, sizeof(*p->bel))) == NULL ||
+	    (p->out = calloc(DNS_OUT_SLOTS, sizeof(*p->out))) == NULL ||
+	    (p->rbufs = malloc((size_t)DNS_RECV_BATCH *
+	    (DNS_MAX_QUERY + 1))) == NULL ||
+	    (p->cache = calloc(DNS_CACHE_BUCKETS, sizeof(*p->cache))) == NULL) {
+		if (p != NULL) {
+			free(p->rl);
+			free(p->bel);
+			free(p->out);
+			free(p->rbufs);
 			free(p);
+		}
 		snprintf(err, errlen, "dns: out of memory");
 		errno = ENOMEM;
 		return NULL;
@@ -1471,6 +2094,8 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 	p->cfg = *cfg;
 	p->h = *hooks;
 	p->ufd = p->tfd = -1;
+	p->ready_tail = &p->ready;
+	p->rndpos = sizeof(p->rnd);	/* empty: fill on first use */
 	if (p->cfg.timeout_ms == 0)
 		p->cfg.timeout_ms = 2000;
 	if (p->cfg.tcp_idle_ms == 0)
@@ -1481,6 +2106,8 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 		p->cfg.max_pending = 4096;
 	if (p->cfg.max_udp_size < 512)
 		p->cfg.max_udp_size = 1232;
+	if (p->cfg.cache_max == 0)
+		p->cfg.cache_max = DNS_CACHE_MAX;
 
 	/*
 	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
@@ -1534,6 +2161,10 @@ fail:
 	if (p->tfd != -1)
 		close(p->tfd);
 	free(p->rl);
+	free(p->bel);
+	free(p->out);
+	free(p->rbufs);
+	free(p->cache);
 	free(p);
 	errno = serr;
 	return NULL;
@@ -1544,6 +2175,17 @@ dns_free(struct dns_proxy *p)
 {
 	if (p == NULL)
 		return;
+	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits",
+	    (unsigned long long)p->stat_batches,
+	    (unsigned long long)p->stat_batched,
+	    (unsigned long long)p->stat_cache_hits);
+	/* Answers waiting for their elements are dropped like every other
+	 * pending query: unanswered, never answered without the learn. */
+	ev_timer_cancel(p->loop, p->flush);
+	p->flush = NULL;
+	p->ready = NULL;
+	p->ready_tail = &p->ready;
+	p->nout = 0;
 	while (p->conns != NULL)
 		conn_close(p->conns);
 	while (p->pqs != NULL)
@@ -1552,7 +2194,12 @@ dns_free(struct dns_proxy *p)
 	ev_del(p->loop, p->tfd);
 	close(p->ufd);
 	close(p->tfd);
+	cache_clear(p);
+	free(p->cache);
 	free(p->rl);
+	free(p->bel);
+	free(p->out);
+	free(p->rbufs);
 	free(p);
 }
 

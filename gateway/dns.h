@@ -97,7 +97,12 @@ struct dns_hooks {
 	int	(*lookup)(void *ctx, const struct sockaddr *src, socklen_t len,
 		    struct dns_client *c);
 	/* Insert/refresh kernel elements; synchronous, returns after the
-	 * kernel ACK; -1 -> the query is answered SERVFAIL. */
+	 * kernel ACK. One call carries the elements of every answer that
+	 * became ready in one loop iteration (several queries, possibly of
+	 * several sandboxes: each element names its link). -1 -> each of
+	 * those answers is retried alone, and the ones whose own call fails
+	 * are answered SERVFAIL. Elements on the sandbox's taint keep-list
+	 * carry FW_ELEM_KEEP, also while it is not tainted. */
 	int	(*learn)(void *ctx, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
 	/* One dns.decision event per query (and findings). */
@@ -122,6 +127,11 @@ struct dns_config {
 	uint32_t		max_tcp_conns;	/* 0 = 256 */
 	uint32_t		max_pending;	/* queries in flight; 0 = 4096 */
 	uint16_t		max_udp_size;	/* EDNS clamp; 0 = 1232 */
+	/* Upstream answers kept for reuse (each use is still filtered,
+	 * decided and learned like a fresh answer); 0 = 16384, and 4 MiB
+	 * at most whatever the count. no_cache sends every query upstream. */
+	uint32_t		cache_max;
+	bool			no_cache;
 };
 
 struct dns_proxy;

@@ -193,8 +193,8 @@ heap_down(struct ev_loop *l, size_t i)
 	}
 }
 
-struct ev_timer *
-ev_timer_add(struct ev_loop *l, uint64_t ms, ev_timer_cb *cb, void *arg)
+static struct ev_timer *
+timer_push(struct ev_loop *l, uint64_t when, ev_timer_cb *cb, void *arg)
 {
 	struct ev_timer *t;
 
@@ -210,13 +210,29 @@ ev_timer_add(struct ev_loop *l, uint64_t ms, ev_timer_cb *cb, void *arg)
 	t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return NULL;
-	t->when = ev_now_ms() + ms;
+	t->when = when;
 	t->order = l->order++;
 	t->cb = cb;
 	t->arg = arg;
 	l->heap[l->nheap++] = t;
 	heap_up(l, l->nheap - 1);
 	return t;
+}
+
+struct ev_timer *
+ev_timer_add(struct ev_loop *l, uint64_t ms, ev_timer_cb *cb, void *arg)
+{
+	return timer_push(l, ev_now_ms() + ms, cb, arg);
+}
+
+/* A deadline of 0 is always due and sorts before every real deadline, so a
+ * deferred job runs in the run_timers that follows this iteration's fd
+ * callbacks (they are dispatched before run_timers, and run_timers takes
+ * every entry whose order is below the counter it read when it started). */
+struct ev_timer *
+ev_defer(struct ev_loop *l, ev_timer_cb *cb, void *arg)
+{
+	return timer_push(l, 0, cb, arg);
 }
 
 void

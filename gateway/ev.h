@@ -44,6 +44,14 @@ void		 ev_del(struct ev_loop *loop, int fd);
  * errno on allocation failure. */
 struct ev_timer	*ev_timer_add(struct ev_loop *loop, uint64_t ms,
 		    ev_timer_cb *cb, void *arg);
+/* ev_defer: run cb(arg) once, after every fd callback of the current loop
+ * iteration has run (or, when called from a timer or deferred callback, in
+ * the next iteration, which then does not sleep). Lets a callback gather
+ * work that several fds made ready and finish it in one go (the DNS proxy
+ * learns all answers of an iteration in one netlink batch). Returns a timer
+ * handle with ev_timer_add's contract: cancel it with ev_timer_cancel. NULL
+ * with errno on allocation failure. */
+struct ev_timer	*ev_defer(struct ev_loop *loop, ev_timer_cb *cb, void *arg);
 /* ev_timer_cancel: the callback will not run. NULL is a no-op. */
 void		 ev_timer_cancel(struct ev_loop *loop, struct ev_timer *t);
 

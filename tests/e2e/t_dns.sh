@@ -56,6 +56,47 @@ sed -e 's/^name: dnstest/name: dnsrate/' \
     -e 's/rate: .*/rate: {qps: 1, burst: 5}/' "$POL/dnstest.yaml" \
     >"$POL/dnsrate.yaml"
 
+# dnstaint: two allowed names, one of them on the taint keep-list; a
+# confidential tool of server-everything (over stdio, through the bridge)
+# taints the sandbox. Issue 4: names resolved before the taint must keep
+# working for the keep-list only.
+cat >"$POL/dnstaint.yaml" <<'EOF'
+version: 1
+name: dnstaint
+egress:
+  allow:
+    - host: pkg.example.com
+      ports: [80]
+    - host: web.example.org
+      ports: [80]
+mcp:
+  taint:
+    level: confidential
+    keep:
+      - host: pkg.example.com
+        ports: [80]
+  tools:
+    - tool: ev/get-tiny-image
+      decision: allow
+      classification: confidential
+dns:
+  types: [A]
+  min_ttl: 60s
+  max_ttl: 1h
+EOF
+EVERYTHING=$E2E_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+HAVE_MCP=0
+if [ -e "$EVERYTHING" ] && command -v node >/dev/null; then
+	HAVE_MCP=1
+	cat >>"$CFG" <<EOF
+servers:
+  - name: ev
+    transport: stdio
+    command: [$(command -v node), $EVERYTHING, stdio]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+EOF
+fi
+
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 ok "sluiced starts with the DNS proxy"
 
@@ -256,6 +297,59 @@ max=$((5 + t1 - t0 + 1))
 check "rate limit: answered $n of 30 (at most $max)" test "$n" -le "$max"
 check "rate limit: the bucket lets the first ones through" test "$n" -ge 1
 ID=$ID_MAIN
+
+# ------------------------------------------------------------- taint keep
+
+# A tainted sandbox keeps only its keep-list, and a keep-listed name it
+# resolved before the taint works right after it (its elements carry
+# FW_ELEM_KEEP), while an allowed name off the list is cut at once.
+if [ "$HAVE_MCP" -eq 1 ]; then
+	TID=$(sl sandbox create --policy dnstaint --subject alice \
+	    2>"$E2E_TMP/create.err")
+	TT=$(printf '%s' "$TID" | jq -r .token 2>/dev/null)
+	TID=$(printf '%s' "$TID" | jq -r .id 2>/dev/null)
+	if [[ $TID =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]]; then
+		ok "taint: sandbox $TID created"
+		tq() { world_sandbox "$TID" dig +time=3 +tries=1 @"$SVC" "$@" 2>/dev/null; }
+		tcurl() { world_sandbox "$TID" curl -s -m 3 -o /dev/null -w '%{http_code}' "$@"; }
+		check_eq "taint: keep-listed name resolves" "192.0.2.10" \
+		    "$(tq +short pkg.example.com A)"
+		check_eq "taint: the other allowed name resolves" "$WORLD_WEB" \
+		    "$(tq +short web.example.org A)"
+		check_eq "taint: before the taint the keep-listed host answers" \
+		    200 "$(tcurl http://192.0.2.10/simple/)"
+		check_eq "taint: before the taint the other host answers" \
+		    200 "$(tcurl "http://$WORLD_WEB/ip")"
+		world_mcp_client "sandbox:$TID" \
+		    --url "http://$SVC:$WORLD_BRIDGE_PORT/mcp/ev" \
+		    --header "Authorization: Bearer $TT" \
+		    --call get-tiny-image '{}' >"$E2E_TMP/taint.out" 2>&1
+		check_match "taint: the confidential tool call is answered" \
+		    '"image"' "$(cat "$E2E_TMP/taint.out")"
+		check_eq "taint: the sandbox shows tainted" true \
+		    "$(sl sandbox show "$TID" 2>/dev/null | jq -r .tainted 2>/dev/null)"
+		# No new DNS query: the elements learned before the taint.
+		check_eq "taint: the keep-listed host resolved before the taint still answers (needs fw FW_ELEM_KEEP)" \
+		    200 "$(tcurl http://192.0.2.10/simple/)"
+		check_fails "taint: the allowed host off the keep-list is cut" \
+		    world_sandbox "$TID" curl -s -m 3 -o /dev/null "http://$WORLD_WEB/ip"
+		world_resolver_clear
+		check_eq "taint: the name off the keep-list now gets the uniform deny" \
+		    NXDOMAIN "$(tq web.example.org A | sed -n 's/.*status: \([A-Z]*\).*/\1/p')"
+		check_fails "taint: and the upstream never saw it" \
+		    resolver_saw web.example.org
+		check_eq "taint: the keep-listed name still resolves" "192.0.2.10" \
+		    "$(tq +short pkg.example.com A)"
+		check_eq "taint: and answers when resolved after the taint" 200 \
+		    "$(tcurl http://192.0.2.10/simple/)"
+		check_fails "taint: the cut host stays cut" \
+		    world_sandbox "$TID" curl -s -m 3 -o /dev/null "http://$WORLD_WEB/ip"
+	else
+		not_ok "taint: sandbox create (got '$TID': $(head -c 300 "$E2E_TMP/create.err"))"
+	fi
+else
+	not_ok "taint: server-everything and node installed (tests/deps.sh)"
+fi
 
 # ------------------------------------------------------------- records
 

@@ -46,7 +46,7 @@ static char	tmpdir[256];
 static pid_t	dm_pid = -1;
 static uint16_t	dm_port;
 static char	dm_log[300];
-static char	pol_main[300], pol_slow[300], pol_lan[300];
+static char	pol_main[300], pol_slow[300], pol_lan[300], pol_keep[300];
 static uint16_t	dead_port;
 
 static const struct pol_cidr *treat;
@@ -160,6 +160,31 @@ world_up(void)
 	snprintf(pol_main, sizeof(pol_main), "%s/main.yaml", tmpdir);
 	snprintf(pol_slow, sizeof(pol_slow), "%s/slow.yaml", tmpdir);
 	snprintf(pol_lan, sizeof(pol_lan), "%s/lan.yaml", tmpdir);
+	snprintf(pol_keep, sizeof(pol_keep), "%s/keep.yaml", tmpdir);
+	/* A taint keep-list naming a host on part of its ports: what the
+	 * proxy learns for it must carry FW_ELEM_KEEP exactly there. */
+	write_file(pol_keep,
+	    "version: 1\n"
+	    "name: keep\n"
+	    "egress:\n"
+	    "  allow:\n"
+	    "    - host: allowed.example.test\n"
+	    "      ports: [443, 8000-8100]\n"
+	    "    - host: \"*.wild.example.test\"\n"
+	    "      ports: [80]\n"
+	    "    - host: alias.example.test\n"
+	    "      ports: [443]\n"
+	    "mcp:\n"
+	    "  taint:\n"
+	    "    level: confidential\n"
+	    "    keep:\n"
+	    "      - host: allowed.example.test\n"
+	    "        ports: [443, 8050-8200]\n"
+	    "      - host: alias.example.test\n"
+	    "        ports: [443]\n"
+	    "dns:\n"
+	    "  min_ttl: 30s\n"
+	    "  max_ttl: 120s\n");
 	/* Private answers only with an explicit CIDR allow; a CIDR deny
 	 * removes a public answer; metadata never, whatever the rules. */
 	write_file(pol_lan,
@@ -359,10 +384,19 @@ struct elog {
 	int			early;		/* answers seen before learn */
 	struct dns_event	*ev;
 	size_t			nev;
+	size_t			last_n;		/* elements of the last call */
+	struct fw_elem		last[1024];
+	/* Fail any batch holding this IPv4 address (0.0.0.0: none). */
+	uint8_t			fail_addr[4];
+	/* hold: the next learn call waits (in the loop thread) until the
+	 * test clears it, so the test can queue more queries meanwhile;
+	 * held tells the test that the call has begun. */
+	int			hold, held;
+	pthread_cond_t		cv;
 };
 
 static struct elog	L;
-static struct pol_policy *pmain, *pslow, *plan;
+static struct pol_policy *pmain, *pslow, *plan, *pkeep;
 static struct ev_loop	*loop;
 static struct dns_proxy	*proxy;
 static pthread_t	 thr;
@@ -406,6 +440,13 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	} else if (strcmp(ip, "127.0.0.4") == 0) {
 		snprintf(c->id, sizeof(c->id), "sbx-lan");
 		c->policy = plan;
+	} else if (strcmp(ip, "127.0.0.5") == 0) {
+		snprintf(c->id, sizeof(c->id), "sbx-keep");
+		c->policy = pkeep;
+	} else if (strcmp(ip, "127.0.0.6") == 0) {
+		snprintf(c->id, sizeof(c->id), "sbx-tainted");
+		c->policy = pkeep;
+		c->tainted = true;
 	} else
 		return -1;
 	snprintf(c->ifname, sizeof(c->ifname), SBX_IF);
@@ -430,9 +471,32 @@ h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
 	}
 	for (size_t i = 0; i < n && l->nelems < 1024; i++)
 		l->elems[l->nelems++] = e[i];
+	l->last_n = n;
+	memcpy(l->last, e, (n < 1024 ? n : 1024) * sizeof(*e));
 	if (l->fail) {
 		snprintf(err, errlen, "test: told to fail");
 		rc = -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((l->fail_addr[0] | l->fail_addr[1] | l->fail_addr[2] |
+		    l->fail_addr[3]) != 0 && e[i].family == AF_INET &&
+		    memcmp(e[i].addr, l->fail_addr, 4) == 0) {
+			snprintf(err, errlen, "test: refused element");
+			rc = -1;
+		}
+	if (l->hold) {
+		struct timespec ts;
+
+		/* Bounded: a test that forgets to release fails, it does
+		 * not hang. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 10;
+		l->held = 1;
+		pthread_cond_broadcast(&l->cv);
+		while (l->hold && pthread_cond_timedwait(&l->cv, &l->mu,
+		    &ts) == 0)
+			;
+		l->hold = 0;
 	}
 	pthread_mutex_unlock(&l->mu);
 	return rc;
@@ -475,6 +539,8 @@ struct pcfg {
 	uint32_t	tcp_idle_ms;
 	uint32_t	max_tcp_conns;
 	bool		v6;		/* listen on ::1 */
+	bool		no_cache;
+	uint32_t	cache_max;
 };
 
 static void
@@ -503,6 +569,8 @@ proxy_up(const struct pcfg *pc)
 	cfg.timeout_ms = pc->timeout_ms ? pc->timeout_ms : 2000;
 	cfg.tcp_idle_ms = pc->tcp_idle_ms;
 	cfg.max_tcp_conns = pc->max_tcp_conns;
+	cfg.no_cache = pc->no_cache;
+	cfg.cache_max = pc->cache_max;
 	cfg.treat_as_public = treat;
 	cfg.ntreat_as_public = 3;
 	memset(&h, 0, sizeof(h));
@@ -529,6 +597,7 @@ setup(void)
 
 	memset(&L, 0, sizeof(L));
 	pthread_mutex_init(&L.mu, NULL);
+	pthread_cond_init(&L.cv, NULL);
 	L.client_fd = -1;
 	L.ev = calloc(MAXEV, sizeof(*L.ev));
 	ck_assert_ptr_nonnull(L.ev);
@@ -538,6 +607,8 @@ setup(void)
 	ck_assert_msg(pslow != NULL, "policy: %s", pol_errors_get(errs, 0));
 	plan = pol_policy_load(pol_lan, NULL, errs);
 	ck_assert_msg(plan != NULL, "policy: %s", pol_errors_get(errs, 0));
+	pkeep = pol_policy_load(pol_keep, NULL, errs);
+	ck_assert_msg(pkeep != NULL, "policy: %s", pol_errors_get(errs, 0));
 	pol_errors_free(errs);
 	proxy = NULL;
 	/* Each test reads only its own queries in dnsmasq's log (which
@@ -571,7 +642,9 @@ teardown(void)
 	pol_policy_free(pmain);
 	pol_policy_free(pslow);
 	pol_policy_free(plan);
+	pol_policy_free(pkeep);
 	free(L.ev);
+	pthread_cond_destroy(&L.cv);
 	pthread_mutex_destroy(&L.mu);
 }
 
@@ -1206,7 +1279,8 @@ START_TEST(upstream_answers_checked)
 	int sfd = socket(AF_INET, SOCK_DGRAM, 0), cfd;
 	struct sockaddr_storage ss, from;
 	socklen_t sl, fl;
-	struct pcfg pc = { .timeout_ms = 3000 };
+	/* Both rounds must reach the upstream: no cache. */
+	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
 	uint8_t q[512], buf[2048], fake[2048];
 	size_t ql;
 	ssize_t n;
@@ -1733,6 +1807,357 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ------------------------------------------------- cache, batches, keep */
+
+static void
+send_q(int fd, const char *name, uint16_t type, uint16_t id)
+{
+	uint8_t q[512];
+	size_t ql = mkquery(q, sizeof(q), name, type, id, 0);
+
+	ck_assert_int_eq(send(fd, q, ql, 0), (ssize_t)ql);
+}
+
+static void
+recv_ans(int fd, uint16_t id, struct ans *a)
+{
+	uint8_t r[65536];
+	ssize_t n = recv_bounded(fd, r, sizeof(r), RECV_MS);
+
+	memset(a, 0, sizeof(*a));
+	a->rcode = -1;
+	if (n > 0)
+		parse_ans(r, (size_t)n, a);
+	ck_assert_msg(a->rcode != -1, "no answer within the bound");
+	ck_assert_uint_eq(a->id, id);
+}
+
+/* The next learn call will wait for hold_release. */
+static void
+hold_next(void)
+{
+	pthread_mutex_lock(&L.mu);
+	L.hold = 1;
+	L.held = 0;
+	pthread_mutex_unlock(&L.mu);
+}
+
+/* Waits (bounded) until the loop thread sits in the held learn call. */
+static void
+hold_wait(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RECV_MS / 1000;
+	pthread_mutex_lock(&L.mu);
+	while (!L.held && pthread_cond_timedwait(&L.cv, &L.mu, &ts) == 0)
+		;
+	ck_assert_msg(L.held, "learn was not called");
+	pthread_mutex_unlock(&L.mu);
+}
+
+static void
+hold_release(void)
+{
+	pthread_mutex_lock(&L.mu);
+	L.hold = 0;
+	pthread_cond_broadcast(&L.cv);
+	pthread_mutex_unlock(&L.mu);
+}
+
+static int
+learn_calls(void)
+{
+	int n;
+
+	pthread_mutex_lock(&L.mu);
+	n = L.calls;
+	pthread_mutex_unlock(&L.mu);
+	return n;
+}
+
+/* A second ask for a name is answered from the cache (the upstream saw
+ * one query) and still learns its element before the answer, with TTLs
+ * no longer than the first answer's. */
+START_TEST(cache_answer_still_learned)
+{
+	struct ans a, b;
+	struct dns_event ev;
+	int calls;
+
+	proxy_default();
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_uint_eq(a.nan, 1);
+	calls = learn_calls();
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &b);
+	ck_assert_int_eq(b.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_uint_eq(b.nan, 1);
+	ck_assert_str_eq(b.addrs[0], "192.0.2.10");
+	ck_assert_uint_le(b.ttls[0], a.ttls[0]);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 1);
+	ck_assert_int_eq(learn_calls(), calls + 1);
+	ck_assert(last_event("allowed.example.test", &ev));
+	ck_assert_int_eq(ev.decision, DNS_DEC_ALLOW);
+	ck_assert_uint_eq(ev.nelems, 1);
+	ck_assert_uint_eq(ev.elems[0].port_lo, 443);
+	pthread_mutex_lock(&L.mu);
+	ck_assert_int_eq(L.early, 0);
+	pthread_mutex_unlock(&L.mu);
+	/* A different type is a different question. */
+	ask("allowed.example.test", LDNS_RR_TYPE_AAAA, &b);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 2);
+}
+END_TEST
+
+/* A cached answer is decided with the asking sandbox's policy: sbx-lan
+ * denies 192.0.2.0/24, so the address sbx-main got must not reach it. */
+START_TEST(cache_applies_asking_policy)
+{
+	struct ans a;
+
+	proxy_default();
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_uint_eq(a.nan, 1);
+	ask_from("127.0.0.4", "allowed.example.test", LDNS_RR_TYPE_A, 0, &a);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 1);
+	ck_assert_int_ne(a.rcode, LDNS_RCODE_NOERROR);
+	for (size_t i = 0; i < a.nan; i++)
+		ck_assert_str_ne(a.addrs[i], "192.0.2.10");
+}
+END_TEST
+
+/* A cached answer pointing at metadata is refused again (the filter runs
+ * on every use, not once per upstream answer) and nothing is learned. */
+START_TEST(cache_rebinding_still_refused)
+{
+	struct ans a;
+	struct dns_event ev;
+
+	proxy_default();
+	for (int i = 0; i < 2; i++) {
+		ask("meta.example.test", LDNS_RR_TYPE_A, &a);
+		ck_assert_int_eq(a.rcode, LDNS_RCODE_NXDOMAIN);
+		ck_assert_uint_eq(a.nan, 0);
+		ck_assert(last_event("meta.example.test", &ev));
+		ck_assert_int_eq(ev.decision, DNS_DEC_DENY);
+		ck_assert_uint_eq(ev.nelems, 0);
+		ck_assert_uint_eq(ev.nremoved, 1);
+	}
+	ck_assert_int_eq(dm_queries("meta.example.test"), 1);
+	pthread_mutex_lock(&L.mu);
+	for (size_t i = 0; i < L.nelems; i++)
+		ck_assert(!(L.elems[i].family == AF_INET &&
+		    L.elems[i].addr[0] == 169 && L.elems[i].addr[1] == 254));
+	pthread_mutex_unlock(&L.mu);
+}
+END_TEST
+
+/* Answers that become ready in the same loop iteration are learned in one
+ * call (identical elements once), and none leaves before it returned. */
+START_TEST(batch_one_learn_per_iteration)
+{
+	int c0, c1, c2, c3, calls;
+	struct ans a;
+	bool seen10 = false, seen11_80 = false, seen11_443 = false;
+
+	proxy_default();
+	/* Fill the cache, so that the next answers need no upstream and
+	 * are all ready as soon as their queries are read. */
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	c0 = udp_client("127.0.0.1");
+	c1 = udp_client("127.0.0.1");
+	c2 = udp_client("127.0.0.1");
+	c3 = udp_client("127.0.0.1");
+	hold_next();
+	send_q(c0, "allowed.example.test", LDNS_RR_TYPE_A, 100);
+	hold_wait();
+	/* The loop is inside c0's learn: these three wait in the socket
+	 * and are read together once it returns. */
+	send_q(c1, "allowed.example.test", LDNS_RR_TYPE_A, 101);
+	send_q(c2, "allowed.example.test", LDNS_RR_TYPE_A, 102);
+	send_q(c3, "a.wild.example.test", LDNS_RR_TYPE_A, 103);
+	calls = learn_calls();
+	hold_release();
+	recv_ans(c0, 100, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	recv_ans(c1, 101, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_str_eq(a.addrs[0], "192.0.2.10");
+	recv_ans(c2, 102, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	recv_ans(c3, 103, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_str_eq(a.addrs[0], "192.0.2.11");
+	pthread_mutex_lock(&L.mu);
+	ck_assert_int_eq(L.calls, calls + 1);
+	/* 192.0.2.10:443 once (two answers), 192.0.2.11 on 80 and 443. */
+	ck_assert_uint_eq(L.last_n, 3);
+	for (size_t i = 0; i < L.last_n; i++) {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, L.last[i].addr, ip, sizeof(ip));
+		if (strcmp(ip, "192.0.2.10") == 0 && L.last[i].port_lo == 443)
+			seen10 = true;
+		if (strcmp(ip, "192.0.2.11") == 0 && L.last[i].port_lo == 80)
+			seen11_80 = true;
+		if (strcmp(ip, "192.0.2.11") == 0 && L.last[i].port_lo == 443)
+			seen11_443 = true;
+	}
+	pthread_mutex_unlock(&L.mu);
+	ck_assert(seen10 && seen11_80 && seen11_443);
+	close(c0);
+	close(c1);
+	close(c2);
+	close(c3);
+}
+END_TEST
+
+/* A batch the kernel refuses is retried answer by answer: the answer
+ * whose element is refused gets SERVFAIL, its neighbour its address. */
+START_TEST(batch_failure_isolated)
+{
+	int c0, c1, c2;
+	struct ans a;
+	struct dns_event ev;
+
+	proxy_default();
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	c0 = udp_client("127.0.0.1");
+	c1 = udp_client("127.0.0.1");
+	c2 = udp_client("127.0.0.1");
+	hold_next();
+	send_q(c0, "allowed.example.test", LDNS_RR_TYPE_A, 200);
+	hold_wait();
+	send_q(c1, "allowed.example.test", LDNS_RR_TYPE_A, 201);
+	send_q(c2, "a.wild.example.test", LDNS_RR_TYPE_A, 202);
+	pthread_mutex_lock(&L.mu);
+	inet_pton(AF_INET, "192.0.2.11", L.fail_addr);
+	pthread_mutex_unlock(&L.mu);
+	hold_release();
+	recv_ans(c0, 200, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	recv_ans(c1, 201, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_uint_eq(a.nan, 1);
+	ck_assert_str_eq(a.addrs[0], "192.0.2.10");
+	recv_ans(c2, 202, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_SERVFAIL);
+	ck_assert_uint_eq(a.nan, 0);
+	ck_assert(last_event("a.wild.example.test", &ev));
+	ck_assert_str_eq(ev.reason, "learn_failed");
+	ck_assert_int_eq(ev.decision, DNS_DEC_ERROR);
+	close(c0);
+	close(c1);
+	close(c2);
+}
+END_TEST
+
+/* FW_ELEM_KEEP: which learned elements are on the taint keep-list. keep
+ * policy: allowed.example.test on 443 and 8000-8100, keep-list 443 and
+ * 8050-8200; *.wild on 80, not kept; alias (CNAME to target) on 443,
+ * kept. A tainted sandbox learns only keep ports, all flagged. */
+static const struct keep_case {
+	const char	*ip;
+	const char	*name;
+	int		 rcode;
+	const char	*want;	/* "lo-hi:flag ..." in element order */
+} keep_cases[] = {
+	{ "127.0.0.5", "allowed.example.test", LDNS_RCODE_NOERROR,
+	    "443-443:1 8000-8049:0 8050-8100:1" },
+	{ "127.0.0.5", "a.wild.example.test", LDNS_RCODE_NOERROR, "80-80:0" },
+	{ "127.0.0.5", "alias.example.test", LDNS_RCODE_NOERROR, "443-443:1" },
+	{ "127.0.0.6", "allowed.example.test", LDNS_RCODE_NOERROR,
+	    "443-443:1 8050-8200:1" },
+	{ "127.0.0.6", "alias.example.test", LDNS_RCODE_NOERROR, "443-443:1" },
+	/* Tainted, not on the keep-list: the uniform deny, nothing learned. */
+	{ "127.0.0.6", "a.wild.example.test", LDNS_RCODE_NXDOMAIN, "" },
+	/* The plain policy has no keep-list: nothing is flagged. */
+	{ "127.0.0.1", "allowed.example.test", LDNS_RCODE_NOERROR,
+	    "443-443:0" },
+};
+
+START_TEST(keep_flag_table)
+{
+	const struct keep_case *kc = &keep_cases[_i];
+	struct ans a;
+	struct dns_event ev;
+	char got[256] = "";
+	size_t i;
+
+	proxy_default();
+	/* Twice: the fresh answer and the cached one flag the same. */
+	for (int round = 0; round < 2; round++) {
+		pthread_mutex_lock(&L.mu);
+		L.nev = 0;
+		pthread_mutex_unlock(&L.mu);
+		ask_from(kc->ip, kc->name, LDNS_RR_TYPE_A, 0, &a);
+		ck_assert_int_eq(a.rcode, kc->rcode);
+		ck_assert(last_event(kc->name, &ev));
+		got[0] = '\0';
+		for (i = 0; i < ev.nelems; i++) {
+			size_t o = strlen(got);
+
+			snprintf(got + o, sizeof(got) - o, "%s%u-%u:%d",
+			    i ? " " : "", ev.elems[i].port_lo,
+			    ev.elems[i].port_hi,
+			    (ev.elems[i].flags & FW_ELEM_KEEP) != 0);
+		}
+		ck_assert_msg(strcmp(got, kc->want) == 0,
+		    "%s from %s (round %d): elements \"%s\", want \"%s\"",
+		    kc->name, kc->ip, round, got, kc->want);
+	}
+}
+END_TEST
+
+/* The cache is bounded: with room for two answers, a third pushes the
+ * oldest out and asking for it again reaches the upstream. */
+START_TEST(cache_bounded)
+{
+	struct pcfg pc = { .up = { dm_port }, .cache_max = 2 };
+	struct ans a;
+
+	proxy_up(&pc);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 1);
+	/* (alias.example.test would not do: its CNAME has TTL 0, and an
+	 * answer with a record of TTL 0 is never cached.) */
+	ask("alias.example.test", LDNS_RR_TYPE_A, &a);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 1);
+	ask("big.example.test", LDNS_RR_TYPE_A, &a);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 2);
+	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(dm_queries("a.wild.example.test"), 2);
+}
+END_TEST
+
+/* no_cache: every query goes upstream. */
+START_TEST(cache_off)
+{
+	struct pcfg pc = { .up = { dm_port }, .no_cache = true };
+	struct ans a;
+
+	proxy_up(&pc);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_int_eq(dm_queries("allowed.example.test"), 2);
+}
+END_TEST
+
 START_TEST(latency_figure)
 {
 	enum { N = 201 };
@@ -1798,6 +2223,13 @@ dns_suite(void)
 	tcase_add_test(tc, learn_failure_servfail);
 	tcase_add_test(tc, unknown_source_refused);
 	tcase_add_test(tc, latency_figure);
+	tcase_add_test(tc, cache_answer_still_learned);
+	tcase_add_test(tc, cache_applies_asking_policy);
+	tcase_add_test(tc, cache_rebinding_still_refused);
+	tcase_add_test(tc, batch_one_learn_per_iteration);
+	tcase_add_test(tc, batch_failure_isolated);
+	tcase_add_loop_test(tc, keep_flag_table, 0,
+	    sizeof(keep_cases) / sizeof(keep_cases[0]));
 	suite_add_tcase(s, tc);
 
 	tcase_add_unchecked_fixture(tl, world_up, world_down);
@@ -1811,6 +2243,8 @@ dns_suite(void)
 	tcase_add_test(tl, malformed_costs_tokens);
 	tcase_add_test(tl, tcp_bad_frames);
 	tcase_add_test(tl, parser_table);
+	tcase_add_test(tl, cache_bounded);
+	tcase_add_test(tl, cache_off);
 	suite_add_tcase(s, tl);
 	return s;
 }
