@@ -818,6 +818,14 @@ aud_canon_parse(const char *buf, size_t len, char *err, size_t errlen)
  * records, so a divergence is a test failure, not a silent hole.
  */
 
+/* 1 for the bytes a key may hold: [a-z0-9_]. */
+static const unsigned char keych[256] = {
+	['0'] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	['_'] = 1,
+	['a'] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1,
+};
+
 struct scanner {
 	const unsigned char	*s;
 	size_t			 n, i;
@@ -837,28 +845,32 @@ sc_string(struct scanner *p)
 {
 	const unsigned char *s = p->s;
 	unsigned v;
-	size_t l;
+	size_t l, i = p->i + 1, n = p->n;
+	uint64_t w, q, b, t;
 	int k;
 
-	p->i++;
 	for (;;) {
 		/* Eight bytes at a time while none is special: a quote, a
-		 * backslash, a control byte or a non-ASCII byte. */
-		while (p->n - p->i >= 8) {
-			uint64_t w, q, b;
-
-			memcpy(&w, s + p->i, 8);
+		 * backslash, a control byte or a non-ASCII byte. The lowest
+		 * flagged byte is exact (borrows only run upwards), so the
+		 * scan jumps straight to it. */
+		while (n - i >= 8) {
+			memcpy(&w, s + i, 8);
 			q = w ^ 0x2222222222222222ULL;
 			b = w ^ 0x5c5c5c5c5c5c5c5cULL;
-			if (((w - 0x2020202020202020ULL) | w |
+			t = ((w - 0x2020202020202020ULL) | w |
 			    (q - 0x0101010101010101ULL) |
 			    (b - 0x0101010101010101ULL)) &
-			    0x8080808080808080ULL)
+			    0x8080808080808080ULL;
+			if (t != 0) {
+				i += (size_t)__builtin_ctzll(t) >> 3;
 				break;
-			p->i += 8;
+			}
+			i += 8;
 		}
-		while (p->i < p->n && plain[s[p->i]])
-			p->i++;
+		while (i < n && plain[s[i]])
+			i++;
+		p->i = i;
 		if (p->i >= p->n)
 			return sc_err(p, "unterminated string");
 		if (s[p->i] == '"') {
@@ -871,7 +883,7 @@ sc_string(struct scanner *p)
 			switch (s[p->i + 1]) {
 			case '"': case '\\': case 'b': case 'f': case 'n':
 			case 'r': case 't':
-				p->i += 2;
+				i = p->i += 2;
 				continue;
 			case 'u':
 				break;
@@ -897,14 +909,14 @@ sc_string(struct scanner *p)
 			    v == '\n' || v == '\r' || v == '\t')
 				return sc_err(p, "\\u escape not in canonical "
 				    "form");
-			p->i += 6;
+			i = p->i += 6;
 			continue;
 		}
 		if (s[p->i] < 0x20)
 			return sc_err(p, "raw control character in string");
 		if ((l = utf8_len(s + p->i, p->n - p->i)) == 0)
 			return sc_err(p, "invalid UTF-8");
-		p->i += l;
+		i = p->i += l;
 	}
 }
 
@@ -987,9 +999,7 @@ sc_value(struct scanner *p, int depth, struct aud_scan *top)
 			if (p->i >= p->n || s[p->i] != '"')
 				return sc_err(p, "expected key");
 			k0 = ++p->i;
-			while (p->i < p->n && ((s[p->i] >= 'a' &&
-			    s[p->i] <= 'z') || (s[p->i] >= '0' &&
-			    s[p->i] <= '9') || s[p->i] == '_'))
+			while (p->i < p->n && keych[s[p->i]])
 				p->i++;
 			kl = p->i - k0;
 			if (p->i >= p->n || s[p->i] != '"' || kl == 0)

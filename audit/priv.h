@@ -98,6 +98,10 @@ int	aud_ns_parse_str(const char *s, size_t n, int64_t *ns);
 /* aud_store_open: read-write (creating the schema) or read-only. */
 int	aud_store_open(const char *path, int rw, sqlite3 **db, char *err,
 	    size_t errlen);
+/* aud_store_open_vfs: the same through the named SQLite VFS (NULL: the
+ * default one). */
+int	aud_store_open_vfs(const char *path, int rw, const char *vfs,
+	    sqlite3 **db, char *err, size_t errlen);
 /* aud_store_subtree: an aud_subtree_fn over merkle_nodes and rec_hash. */
 int	aud_store_subtree(void *db, unsigned level, uint64_t idx,
 	    uint8_t out[AUD_HASH_LEN]);

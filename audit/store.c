@@ -85,6 +85,16 @@ aud_ns_parse_str(const char *s, size_t n, int64_t *ns)
 
 	if (n == 0 || n > 19 || (n > 1 && s[0] == '0'))
 		return -1;
+	/* Up to 18 digits cannot overflow: no check per digit. */
+	if (n <= 18) {
+		for (i = 0; i < n; i++) {
+			if (s[i] < '0' || s[i] > '9')
+				return -1;
+			x = x * 10 + (s[i] - '0');
+		}
+		*ns = x;
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9' ||
 		    x > (INT64_MAX - (s[i] - '0')) / 10)
@@ -188,6 +198,13 @@ int
 aud_store_open(const char *path, int rw, sqlite3 **dbp, char *err,
     size_t errlen)
 {
+	return aud_store_open_vfs(path, rw, NULL, dbp, err, errlen);
+}
+
+int
+aud_store_open_vfs(const char *path, int rw, const char *vfs, sqlite3 **dbp,
+    char *err, size_t errlen)
+{
 	sqlite3 *db = NULL;
 	char *msg = NULL;
 	int rc, flags;
@@ -196,7 +213,7 @@ aud_store_open(const char *path, int rw, sqlite3 **dbp, char *err,
 	flags = rw ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE :
 	    SQLITE_OPEN_READONLY;
 	flags |= SQLITE_OPEN_NOMUTEX;
-	if ((rc = sqlite3_open_v2(path, &db, flags, NULL)) != SQLITE_OK) {
+	if ((rc = sqlite3_open_v2(path, &db, flags, vfs)) != SQLITE_OK) {
 		seterr(err, errlen, "%s: %s", path,
 		    db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		sqlite3_close(db);

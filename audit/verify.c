@@ -8,12 +8,17 @@
  * hostile file (wrong schema, types, sizes, bytes) yields a verdict, never a
  * crash.
  */
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audit/priv.h"
 
@@ -33,8 +38,8 @@ struct vctx {
 	uint8_t		(*roots)[AUD_HASH_LEN];
 	size_t		 nsizes, nextsz;
 	/* One ascending cursor per tree level: the scan produces the nodes
-	 * of each level in idx order, so every check is a sequential step
-	 * instead of a B-tree lookup. */
+	 * of each level in idx order, so the reader copies the rows a batch
+	 * will produce with sequential steps instead of B-tree lookups. */
 	sqlite3_stmt	*lvl_st[64];
 	int		 node_bad;
 	uint64_t	 node_bad_level, node_bad_idx, nodes_made;
@@ -120,44 +125,6 @@ want_size(struct vctx *v, uint64_t s, size_t cap)
 }
 
 static void
-node_check(void *arg, unsigned level, uint64_t idx,
-    const uint8_t h[AUD_HASH_LEN])
-{
-	struct vctx *v = arg;
-	sqlite3_stmt *st;
-	int ok;
-
-	v->nodes_made++;
-	if (v->node_bad)
-		return;
-	if (level >= 64)
-		goto bad;
-	if ((st = v->lvl_st[level]) == NULL) {
-		if (sqlite3_prepare_v2(v->db, "SELECT idx, hash FROM "
-		    "merkle_nodes WHERE level = ? ORDER BY idx", -1, &st,
-		    NULL) != SQLITE_OK)
-			goto bad;
-		sqlite3_bind_int(st, 1, (int)level);
-		v->lvl_st[level] = st;
-	}
-	/* The next stored node of this level must be exactly this one: a
-	 * missing, extra or altered row shows as a mismatch here (extra rows
-	 * past the end are caught by the count after the scan). */
-	ok = sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) == SQLITE_INTEGER &&
-	    sqlite3_column_int64(st, 0) == (sqlite3_int64)idx &&
-	    sqlite3_column_type(st, 1) == SQLITE_BLOB &&
-	    sqlite3_column_bytes(st, 1) == AUD_HASH_LEN &&
-	    memcmp(sqlite3_column_blob(st, 1), h, AUD_HASH_LEN) == 0;
-	if (ok)
-		return;
-bad:
-	v->node_bad = 1;
-	v->node_bad_level = level;
-	v->node_bad_idx = idx;
-}
-
-static void
 close_levels(struct vctx *v)
 {
 	size_t i;
@@ -166,6 +133,350 @@ close_levels(struct vctx *v)
 		sqlite3_finalize(v->lvl_st[i]);
 		v->lvl_st[i] = NULL;
 	}
+}
+
+/*
+ * The read-ahead VFS. A scan of the log is dominated by the first touch of
+ * each mapped page (a page fault, and on virtual machines with shadow page
+ * tables a trip to the hypervisor): SQLite's own mmap pays it in the reader,
+ * the thread that limits the pipeline. This shim passes every call to the
+ * default VFS except xFetch, which returns pages from a read-only mapping of
+ * the main database file made at open; a helper thread touches that mapping
+ * ahead of the reader, so the reader finds its pages mapped. SQLite's rules
+ * are unchanged: pages in the WAL are still read from the WAL, pages past
+ * the mapping (a file that grew) through xRead, and locks and the shared
+ * memory belong to the default VFS.
+ */
+#define RA_VFS		"sluice-verify-ra"
+#define RA_MAPMAX	((sqlite3_int64)1 << 40)
+
+struct rafile {
+	sqlite3_file	 base;
+	sqlite3_file	*real;		/* the default VFS's file, after us */
+	const unsigned char *map;
+	sqlite3_int64	 maplen;
+};
+
+static sqlite3_vfs *ra_parent;
+static sqlite3_vfs ra_vfs;
+static pthread_once_t ra_once = PTHREAD_ONCE_INIT;
+static int ra_ok;
+
+#define RF(f)	(((struct rafile *)(void *)(f))->real)
+
+static int
+ra_close(sqlite3_file *f)
+{
+	struct rafile *r = (struct rafile *)(void *)f;
+	int rc;
+
+	rc = r->real->pMethods->xClose(r->real);
+	if (r->map != NULL)
+		munmap((void *)r->map, (size_t)r->maplen);
+	r->map = NULL;
+	return rc;
+}
+
+static int
+ra_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+	return RF(f)->pMethods->xRead(RF(f), b, n, o);
+}
+
+static int
+ra_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+	return RF(f)->pMethods->xWrite(RF(f), b, n, o);
+}
+
+static int
+ra_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	return RF(f)->pMethods->xTruncate(RF(f), size);
+}
+
+static int
+ra_sync(sqlite3_file *f, int flags)
+{
+	return RF(f)->pMethods->xSync(RF(f), flags);
+}
+
+static int
+ra_filesize(sqlite3_file *f, sqlite3_int64 *size)
+{
+	return RF(f)->pMethods->xFileSize(RF(f), size);
+}
+
+static int
+ra_lock(sqlite3_file *f, int l)
+{
+	return RF(f)->pMethods->xLock(RF(f), l);
+}
+
+static int
+ra_unlock(sqlite3_file *f, int l)
+{
+	return RF(f)->pMethods->xUnlock(RF(f), l);
+}
+
+static int
+ra_reserved(sqlite3_file *f, int *out)
+{
+	return RF(f)->pMethods->xCheckReservedLock(RF(f), out);
+}
+
+static int
+ra_fcntl(sqlite3_file *f, int op, void *arg)
+{
+	return RF(f)->pMethods->xFileControl(RF(f), op, arg);
+}
+
+static int
+ra_sectorsize(sqlite3_file *f)
+{
+	return RF(f)->pMethods->xSectorSize(RF(f));
+}
+
+static int
+ra_devchar(sqlite3_file *f)
+{
+	return RF(f)->pMethods->xDeviceCharacteristics(RF(f));
+}
+
+static int
+ra_shmmap(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
+{
+	if (RF(f)->pMethods->iVersion < 2)
+		return SQLITE_IOERR;
+	return RF(f)->pMethods->xShmMap(RF(f), pg, pgsz, extend, pp);
+}
+
+static int
+ra_shmlock(sqlite3_file *f, int off, int n, int flags)
+{
+	if (RF(f)->pMethods->iVersion < 2)
+		return SQLITE_IOERR;
+	return RF(f)->pMethods->xShmLock(RF(f), off, n, flags);
+}
+
+static void
+ra_shmbarrier(sqlite3_file *f)
+{
+	if (RF(f)->pMethods->iVersion >= 2)
+		RF(f)->pMethods->xShmBarrier(RF(f));
+}
+
+static int
+ra_shmunmap(sqlite3_file *f, int del)
+{
+	if (RF(f)->pMethods->iVersion < 2)
+		return SQLITE_OK;
+	return RF(f)->pMethods->xShmUnmap(RF(f), del);
+}
+
+/* Pages inside the mapping come from it; anything else is read. */
+static int
+ra_fetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp)
+{
+	struct rafile *r = (struct rafile *)(void *)f;
+
+	*pp = NULL;
+	if (r->map != NULL && o >= 0 && n > 0 && o <= r->maplen - n)
+		*pp = (void *)(r->map + o);
+	return SQLITE_OK;
+}
+
+/* The mapping lives until close; nothing to release per page. */
+static int
+ra_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p)
+{
+	(void)f;
+	(void)o;
+	(void)p;
+	return SQLITE_OK;
+}
+
+static const sqlite3_io_methods ra_io = {
+	3, ra_close, ra_read, ra_write, ra_truncate, ra_sync, ra_filesize,
+	ra_lock, ra_unlock, ra_reserved, ra_fcntl, ra_sectorsize, ra_devchar,
+	ra_shmmap, ra_shmlock, ra_shmbarrier, ra_shmunmap, ra_fetch, ra_unfetch
+};
+
+static int
+ra_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags,
+    int *outflags)
+{
+	struct rafile *r = (struct rafile *)(void *)f;
+	struct stat sb;
+	void *m;
+	int rc, fd;
+
+	(void)vfs;
+	memset(r, 0, sizeof(*r));
+	r->real = (sqlite3_file *)(void *)(r + 1);
+	rc = ra_parent->xOpen(ra_parent, name, r->real, flags, outflags);
+	/* SQLite calls xClose only on a file with methods. */
+	if (r->real->pMethods == NULL)
+		return rc;
+	r->base.pMethods = &ra_io;
+	if (rc != SQLITE_OK || name == NULL ||
+	    !(flags & SQLITE_OPEN_MAIN_DB) || !(flags & SQLITE_OPEN_READONLY))
+		return rc;
+	/* Without a mapping every page is read: slower, never wrong. */
+	if ((fd = open(name, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
+		return rc;
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+	    sb.st_size <= RA_MAPMAX && (m = mmap(NULL, (size_t)sb.st_size,
+	    PROT_READ, MAP_SHARED, fd, 0)) != MAP_FAILED) {
+		r->map = m;
+		r->maplen = sb.st_size;
+	}
+	close(fd);
+	return rc;
+}
+
+static int
+ra_delete(sqlite3_vfs *vfs, const char *name, int sync)
+{
+	(void)vfs;
+	return ra_parent->xDelete(ra_parent, name, sync);
+}
+
+static int
+ra_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+	(void)vfs;
+	return ra_parent->xAccess(ra_parent, name, flags, out);
+}
+
+static int
+ra_fullpath(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+	(void)vfs;
+	return ra_parent->xFullPathname(ra_parent, name, n, out);
+}
+
+static int
+ra_random(sqlite3_vfs *vfs, int n, char *out)
+{
+	(void)vfs;
+	return ra_parent->xRandomness(ra_parent, n, out);
+}
+
+static int
+ra_sleep(sqlite3_vfs *vfs, int us)
+{
+	(void)vfs;
+	return ra_parent->xSleep(ra_parent, us);
+}
+
+static int
+ra_time(sqlite3_vfs *vfs, double *out)
+{
+	(void)vfs;
+	return ra_parent->xCurrentTime(ra_parent, out);
+}
+
+static int
+ra_lasterr(sqlite3_vfs *vfs, int n, char *out)
+{
+	(void)vfs;
+	return ra_parent->xGetLastError(ra_parent, n, out);
+}
+
+static int
+ra_time64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+	(void)vfs;
+	return ra_parent->xCurrentTimeInt64(ra_parent, out);
+}
+
+static void
+ra_register(void)
+{
+	if ((ra_parent = sqlite3_vfs_find(NULL)) == NULL ||
+	    ra_parent->iVersion < 2 || ra_parent->xCurrentTimeInt64 == NULL)
+		return;
+	memset(&ra_vfs, 0, sizeof(ra_vfs));
+	ra_vfs.iVersion = 2;
+	ra_vfs.szOsFile = (int)sizeof(struct rafile) + ra_parent->szOsFile;
+	ra_vfs.mxPathname = ra_parent->mxPathname;
+	ra_vfs.zName = RA_VFS;
+	ra_vfs.xOpen = ra_open;
+	ra_vfs.xDelete = ra_delete;
+	ra_vfs.xAccess = ra_access;
+	ra_vfs.xFullPathname = ra_fullpath;
+	ra_vfs.xRandomness = ra_random;
+	ra_vfs.xSleep = ra_sleep;
+	ra_vfs.xCurrentTime = ra_time;
+	ra_vfs.xGetLastError = ra_lasterr;
+	ra_vfs.xCurrentTimeInt64 = ra_time64;
+	ra_ok = sqlite3_vfs_register(&ra_vfs, 0) == SQLITE_OK;
+}
+
+/* The name of the read-ahead VFS, or NULL (the default) if unavailable. */
+static const char *
+ra_name(void)
+{
+	pthread_once(&ra_once, ra_register);
+	return ra_ok ? RA_VFS : NULL;
+}
+
+/* The toucher: one read per page of the mapping, in file order. */
+struct toucher {
+	const unsigned char	*map;
+	size_t			 len;
+	int			 stop;		/* atomic */
+	pthread_t		 th;
+	int			 started;
+};
+
+static void *
+toucher_main(void *arg)
+{
+	struct toucher *t = arg;
+	volatile unsigned char sink = 0;
+	size_t off, pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (pg == 0 || pg > 65536)
+		pg = 4096;
+	for (off = 0; off < t->len; off += pg) {
+		if ((off & ((size_t)255 * 4096)) == 0 &&
+		    __atomic_load_n(&t->stop, __ATOMIC_RELAXED))
+			break;
+		sink += t->map[off];
+	}
+	(void)sink;
+	return NULL;
+}
+
+/* Starts the toucher on the main database's mapping, if it has one. */
+static void
+toucher_start(sqlite3 *db, struct toucher *t)
+{
+	sqlite3_file *f = NULL;
+	struct rafile *r;
+
+	memset(t, 0, sizeof(*t));
+	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) !=
+	    SQLITE_OK || f == NULL || f->pMethods != &ra_io)
+		return;
+	r = (struct rafile *)(void *)f;
+	if (r->map == NULL)
+		return;
+	t->map = r->map;
+	t->len = (size_t)r->maplen;
+	t->started = pthread_create(&t->th, NULL, toucher_main, t) == 0;
+}
+
+static void
+toucher_stop(struct toucher *t)
+{
+	if (!t->started)
+		return;
+	__atomic_store_n(&t->stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t->th, NULL);
+	t->started = 0;
 }
 
 /* The members verify reads, in bytewise order (the canonical order). */
@@ -275,14 +586,17 @@ note_keys(struct vctx *v, const json_t *rec, const char *kind, uint64_t seq)
  * Steps 1-3 run as a two-stage pipeline on two threads, because one core
  * could not keep up with a log written at full speed. The reader (the
  * calling thread, which alone uses the SQLite handle) steps the rows in seq
- * order, checks contiguity and copies them into batches; the checker checks
- * canonical form, hashes canon against rec_hash and checks the common
- * fields, the prev link and the index columns; batches then come back to
- * the reader in order, which extends the tree with the hashes of the rows
- * that passed and checks every stored node. Every check of the single-threaded verifier is still made on
- * every record; each stage stops at its first failure and the verdict is
- * the failure the sequential order would have met first: the lowest seq,
- * and within a record the order of the checks below.
+ * order, checks contiguity and copies them into batches, together with the
+ * stored merkle_nodes rows that those records must produce; the checker
+ * checks canonical form, hashes canon against rec_hash, checks the common
+ * fields, the prev link and the index columns, then extends the tree with
+ * the record and compares every node it completes with the copied row.
+ * Reading SQLite pages is the reader's whole job because it is the largest
+ * cost; everything that hashes runs in the checker, so the two stages take
+ * about the same time. Every check of the single-threaded verifier is still
+ * made on every record; each stage stops at its first failure and the
+ * verdict is the failure the sequential order would have met first: the
+ * lowest seq, and within a record the order of the checks below.
  */
 enum {
 	R_CONTIG, R_CTYPE, R_CANON, R_HASH, R_FIELDS, R_INDEX, R_MERKLE,
@@ -334,26 +648,52 @@ struct vrow {
 };
 
 /* Rows and bytes per batch, and batches in flight: a hostile file of huge
- * values cannot make the copies grow without bound. */
+ * values cannot make the copies grow without bound. Several batches in
+ * flight let either stage run ahead while the other waits for a core. */
 #define VBATCH		512
 #define VBATCH_BYTES	(4 * 1024 * 1024)
-#define NBATCH		3
+#define NBATCH		6
 /* A text column longer than any record equals no value derived from one. */
 #define COL_TOO_LONG	(-1)
+
+/* A stored merkle_nodes row as the reader stepped it. */
+struct vnode {
+	int64_t		 idx;
+	int		 ok;		/* idx integer and hash a 32-byte blob */
+	uint8_t		 h[AUD_HASH_LEN];
+};
+
 struct vbatch {
 	struct vbatch	*next;
-	size_t		 n, nok;	/* rows; rows that passed the checker */
+	size_t		 n;		/* rows */
+	uint64_t	 pos;		/* records before the first row */
 	int		 last;
 	char		*arena;
 	size_t		 alen, acap;
 	struct vrow	 r[VBATCH];
+	/*
+	 * The nodes of level l (1..63) that rows [pos, pos + n) complete,
+	 * in idx order, are nodes[nstart[l] .. nstart[l + 1]): one per node
+	 * they produce, or fewer when the table has fewer rows. A level holds
+	 * at most n / 2^l + 1 of them.
+	 */
+	size_t		 nstart[65];
+	struct vnode	 nodes[VBATCH + 64];
+};
+
+/* The checker's side of the tree. */
+struct tstate {
+	struct aud_tree	*t;
+	uint64_t	 n;		/* leaves appended */
+	const struct vbatch *b;		/* the batch being appended */
+	size_t		 used[64];	/* its node rows consumed, per level */
 };
 
 struct pipe {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 cv;
-	/* FIFOs both ways, so that rows come back in seq order. */
-	struct vbatch	*full, **fullt, *done, **donet, *spare;
+	/* Batches to check, in seq order, and empty ones. */
+	struct vbatch	*full, **fullt, *spare;
 	int		 cstop;		/* the checker failed: stop reading */
 	int		 oom;
 	struct vctx	*v;
@@ -363,6 +703,7 @@ struct pipe {
 	struct aud_strbuf sb;
 	size_t		 olen;
 	uint8_t		 prev[AUD_HASH_LEN];
+	struct tstate	 ts;
 };
 
 static int
@@ -474,7 +815,7 @@ check_row(struct pipe *pp, const struct vbatch *b, struct vrow *r)
 	json_t *rec, *x;
 	long long iv;
 	size_t slen;
-	int kcode;
+	int kcode = 0;
 
 	/* The strict one-pass check: the same verdict as parsing,
 	 * re-serialising and comparing bytes, without a tree. */
@@ -513,7 +854,7 @@ check_row(struct pipe *pp, const struct vbatch *b, struct vrow *r)
 	    slen != 2 * AUD_HASH_LEN || memcmp(str, phex, slen) != 0) {
 		vf_set(&pp->cf, seq, pos, R_FIELDS, "prev",
 		    "prev does not link to record %lld", (long long)seq - 1);
-	} else if (!aud_kind_valid(kind)) {
+	} else if ((kcode = aud_kind_code(kind)) == 0) {
 		vf_set(&pp->cf, seq, pos, R_FIELDS, "record", "unknown kind");
 	} else if ((str = mstr(f[K_TS], &pp->sb, &slen)) == NULL ||
 	    aud_ns_parse_str(str, slen, &tsns) == -1 ||
@@ -524,7 +865,6 @@ check_row(struct pipe *pp, const struct vbatch *b, struct vrow *r)
 	}
 	if (pp->cf.set)
 		return -1;
-	kcode = aud_kind_code(kind);
 	if (!cols_match(b, r, f, kcode, tsns, &pp->sb)) {
 		vf_set(&pp->cf, seq, pos, R_INDEX, "index",
 		    "index column mismatch");
@@ -533,9 +873,9 @@ check_row(struct pipe *pp, const struct vbatch *b, struct vrow *r)
 	memcpy(r->h, h, AUD_HASH_LEN);
 	memcpy(pp->prev, h, AUD_HASH_LEN);
 	/* The few kinds whose content verify reads (keys, gaps) get a tree;
-	 * they are rare. */
-	if (strcmp(kind, "log.open") != 0 && strcmp(kind, "log.key") != 0 &&
-	    strcmp(kind, "log.gap") != 0)
+	 * they are rare, and all log.* (code 6). */
+	if (kcode != 6 || (strcmp(kind, "log.open") != 0 &&
+	    strcmp(kind, "log.key") != 0 && strcmp(kind, "log.gap") != 0))
 		return 0;
 	if ((rec = aud_canon_parse(canon, r->clen, perr, sizeof(perr))) ==
 	    NULL) {
@@ -557,16 +897,78 @@ check_row(struct pipe *pp, const struct vbatch *b, struct vrow *r)
 	return 0;
 }
 
+/*
+ * The checker's node callback: a completed node must be the next stored row
+ * of its level that the reader copied for this batch. A missing, extra or
+ * altered row shows as a mismatch here (extra rows past the end are caught
+ * by the count after the scan).
+ */
+static void
+node_check(void *arg, unsigned level, uint64_t idx,
+    const uint8_t h[AUD_HASH_LEN])
+{
+	struct pipe *pp = arg;
+	struct tstate *ts = &pp->ts;
+	struct vctx *v = pp->v;
+	const struct vnode *nd;
+	size_t k;
+
+	v->nodes_made++;
+	if (v->node_bad)
+		return;
+	if (level >= 64)
+		goto bad;
+	k = ts->b->nstart[level] + ts->used[level]++;
+	if (k >= ts->b->nstart[level + 1])
+		goto bad;
+	nd = &ts->b->nodes[k];
+	if (nd->ok && nd->idx == (int64_t)idx &&
+	    memcmp(nd->h, h, AUD_HASH_LEN) == 0)
+		return;
+bad:
+	v->node_bad = 1;
+	v->node_bad_level = level;
+	v->node_bad_idx = idx;
+}
+
+/* Adds a checked row to the tree and checks the nodes it completes. */
+static int
+absorb(struct pipe *pp, const struct vrow *r)
+{
+	struct vctx *v = pp->v;
+	struct tstate *ts = &pp->ts;
+	uint8_t leaf[AUD_HASH_LEN];
+
+	aud_leaf_hash(r->h, AUD_HASH_LEN, leaf);
+	aud_tree_append(ts->t, leaf, node_check, pp);
+	if (v->node_bad) {
+		vf_set(&pp->cf, r->seq, ts->n, R_MERKLE, "merkle",
+		    "merkle_nodes (%llu,%llu) missing or wrong",
+		    (unsigned long long)v->node_bad_level,
+		    (unsigned long long)v->node_bad_idx);
+		return -1;
+	}
+	ts->n++;
+	while (v->nextsz < v->nsizes && v->sizes[v->nextsz] <= ts->n) {
+		if (v->sizes[v->nextsz] == ts->n)
+			aud_tree_root(ts->t, v->roots[v->nextsz]);
+		v->nextsz++;
+	}
+	return 0;
+}
+
 /* Checks a batch (in the checker thread, or inline without one). */
 static void
 check_batch(struct pipe *pp, struct vbatch *b)
 {
 	size_t i;
 
+	pp->ts.b = b;
+	memset(pp->ts.used, 0, sizeof(pp->ts.used));
 	for (i = 0; i < b->n && !pp->cf.set; i++)
-		if (check_row(pp, b, &b->r[i]) == -1)
+		if (check_row(pp, b, &b->r[i]) == -1 ||
+		    absorb(pp, &b->r[i]) == -1)
 			break;
-	b->nok = i;
 }
 
 static void *
@@ -584,16 +986,15 @@ checker_main(void *arg)
 		if ((pp->full = b->next) == NULL)
 			pp->fullt = &pp->full;
 		pthread_mutex_unlock(&pp->mu);
-		b->nok = 0;
+		/* Only this thread writes cf: no lock needed to read it. */
 		if (!pp->cf.set)
 			check_batch(pp, b);
 		last = b->last;
 		pthread_mutex_lock(&pp->mu);
 		if (pp->cf.set)
 			pp->cstop = 1;
-		b->next = NULL;
-		*pp->donet = b;
-		pp->donet = &b->next;
+		b->next = pp->spare;
+		pp->spare = b;
 		pthread_cond_broadcast(&pp->cv);
 		if (last)
 			break;
@@ -602,106 +1003,91 @@ checker_main(void *arg)
 	return NULL;
 }
 
-/* The reader's side of the tree: the rows of a checked batch, in order. */
-struct tstate {
-	struct aud_tree	*t;
-	uint64_t	 n;		/* leaves appended */
-	struct vfail	 f;
-};
-
+/*
+ * The reader's part of the tree: copies, level by level, as many stored
+ * node rows as rows [pos, pos + n) complete -- exactly the rows the
+ * sequential check would step -- so that the checker needs no SQLite.
+ */
 static void
-absorb(struct vctx *v, struct tstate *ts, const struct vbatch *b)
+fill_nodes(struct vctx *v, struct vbatch *b)
 {
-	uint8_t leaf[AUD_HASH_LEN];
-	size_t i;
+	sqlite3_stmt *st;
+	struct vnode *nd;
+	uint64_t a = b->pos, e = b->pos + b->n, want;
+	size_t k = 0;
+	unsigned l;
 
-	for (i = 0; i < b->nok && !ts->f.set; i++) {
-		aud_leaf_hash(b->r[i].h, AUD_HASH_LEN, leaf);
-		aud_tree_append(ts->t, leaf, node_check, v);
-		if (v->node_bad) {
-			vf_set(&ts->f, b->r[i].seq, ts->n, R_MERKLE, "merkle",
-			    "merkle_nodes (%llu,%llu) missing or wrong",
-			    (unsigned long long)v->node_bad_level,
-			    (unsigned long long)v->node_bad_idx);
-			break;
+	b->nstart[0] = b->nstart[1] = 0;
+	for (l = 1; l < 64; l++) {
+		b->nstart[l] = k;
+		want = (e >> l) - (a >> l);
+		st = v->lvl_st[l];
+		if (want > 0 && st == NULL) {
+			if (sqlite3_prepare_v2(v->db, "SELECT idx, hash FROM "
+			    "merkle_nodes WHERE level = ? ORDER BY idx", -1,
+			    &st, NULL) != SQLITE_OK) {
+				sqlite3_finalize(st);
+				st = NULL;
+				want = 0;	/* no rows: the checker fails */
+			} else {
+				sqlite3_bind_int(st, 1, (int)l);
+				v->lvl_st[l] = st;
+			}
 		}
-		ts->n++;
-		while (v->nextsz < v->nsizes && v->sizes[v->nextsz] <= ts->n) {
-			if (v->sizes[v->nextsz] == ts->n)
-				aud_tree_root(ts->t, v->roots[v->nextsz]);
-			v->nextsz++;
+		for (; want > 0 && sqlite3_step(st) == SQLITE_ROW; want--) {
+			nd = &b->nodes[k++];
+			nd->ok = sqlite3_column_type(st, 0) == SQLITE_INTEGER &&
+			    sqlite3_column_type(st, 1) == SQLITE_BLOB &&
+			    sqlite3_column_bytes(st, 1) == AUD_HASH_LEN;
+			nd->idx = sqlite3_column_int64(st, 0);
+			if (nd->ok)
+				memcpy(nd->h, sqlite3_column_blob(st, 1),
+				    AUD_HASH_LEN);
 		}
 	}
+	b->nstart[64] = k;
 }
 
-/* Takes the next checked batch back (FIFO), waiting for it; NULL when none
- * is in flight. */
+/* An empty batch, waiting for the checker to return one. Under pp->mu. */
 static struct vbatch *
-take_done(struct pipe *pp, int *inflight)
+get_spare(struct pipe *pp)
 {
 	struct vbatch *b;
 
-	if (*inflight == 0)
-		return NULL;
-	pthread_mutex_lock(&pp->mu);
-	while (pp->done == NULL)
+	while (pp->spare == NULL)
 		pthread_cond_wait(&pp->cv, &pp->mu);
-	b = pp->done;
-	if ((pp->done = b->next) == NULL)
-		pp->donet = &pp->done;
-	pthread_mutex_unlock(&pp->mu);
-	(*inflight)--;
+	b = pp->spare;
+	pp->spare = b->next;
+	b->n = b->alen = 0;
+	b->last = 0;
 	return b;
 }
 
-/* Hands a batch to the checker and returns an empty one, after adding the
- * rows of the oldest checked batch to the tree. NULL: the checker or the
- * tree failed (stop reading), or b was the last. */
+/* Hands a batch to the checker and returns an empty one. NULL: the checker
+ * failed (stop reading), or b was the last. */
 static struct vbatch *
-hand_over(struct vctx *v, struct pipe *pp, struct tstate *ts,
-    struct vbatch *b, int threaded, int *inflight)
+hand_over(struct vctx *v, struct pipe *pp, struct vbatch *b, int threaded)
 {
-	struct vbatch *nb;
-	int stop;
+	struct vbatch *nb = NULL;
+	uint64_t next = b->pos + b->n;
 
+	fill_nodes(v, b);
 	if (!threaded) {
-		b->nok = 0;
 		check_batch(pp, b);
-		absorb(v, ts, b);
-		b->n = b->nok = b->alen = 0;
-		return pp->cf.set || ts->f.set || b->last ? NULL : b;
+		b->pos = next;
+		b->n = b->alen = 0;
+		return pp->cf.set || b->last ? NULL : b;
 	}
 	pthread_mutex_lock(&pp->mu);
 	b->next = NULL;
 	*pp->fullt = b;
 	pp->fullt = &b->next;
-	(*inflight)++;
 	pthread_cond_broadcast(&pp->cv);
-	if (b->last) {
-		pthread_mutex_unlock(&pp->mu);
-		return NULL;
+	if (!b->last && !pp->cstop) {
+		nb = get_spare(pp);
+		nb->pos = next;
 	}
-	nb = pp->spare;
-	if (nb != NULL)
-		pp->spare = nb->next;
 	pthread_mutex_unlock(&pp->mu);
-	if (nb == NULL) {
-		nb = take_done(pp, inflight);
-		absorb(v, ts, nb);
-	}
-	pthread_mutex_lock(&pp->mu);
-	stop = pp->cstop;
-	pthread_mutex_unlock(&pp->mu);
-	nb->n = nb->nok = nb->alen = 0;
-	nb->last = 0;
-	if (stop || ts->f.set) {
-		/* Keep it: the end marker needs a batch. */
-		pthread_mutex_lock(&pp->mu);
-		nb->next = pp->spare;
-		pp->spare = nb;
-		pthread_mutex_unlock(&pp->mu);
-		return NULL;
-	}
 	return nb;
 }
 
@@ -711,21 +1097,21 @@ scan_records(struct vctx *v)
 {
 	static const int cols[] = { 1, 2, 5, 6, 7, 8, 9, 10, 11, 12 };
 	sqlite3_stmt *st = NULL;
-	struct tstate ts;
 	struct pipe pp;
 	struct vbatch *bs[NBATCH], *b;
-	struct vfail rf, *w, *c3[3];
+	struct vfail rf, *w;
 	struct vrow *r;
+	struct toucher tc;
 	pthread_t th;
 	uint64_t n = 0;
 	sqlite3_int64 seq;
 	const void *canon;
 	size_t i, k;
-	int len, rc = SQLITE_DONE, threaded = 0, ct, inflight = 0;
+	int len, rc = SQLITE_DONE, threaded = 0, ct;
 
 	memset(&rf, 0, sizeof(rf));
-	memset(&ts, 0, sizeof(ts));
 	memset(&pp, 0, sizeof(pp));
+	memset(&tc, 0, sizeof(tc));
 	memset(bs, 0, sizeof(bs));
 	if (sqlite3_prepare_v2(v->db, "SELECT seq, ts_ns, kind, canon, "
 	    "rec_hash, decision, sandbox, dst_host, dst_ip, dst_port, rule_id, "
@@ -742,18 +1128,17 @@ scan_records(struct vctx *v)
 	/* Level 0 is never stored (leaves are rec_hash): the probe above
 	 * only checked that the table is readable. */
 	close_levels(v);
-	ts.t = aud_tree_new();
+	pp.ts.t = aud_tree_new();
 	for (i = 0; i < NBATCH; i++)
 		if ((bs[i] = calloc(1, sizeof(*bs[i]))) == NULL)
 			break;
-	if (ts.t == NULL || i < NBATCH) {
+	if (pp.ts.t == NULL || i < NBATCH) {
 		error(v, "out of memory");
 		goto done;
 	}
 	pp.v = v;
 	pp.olen = strlen(v->origin);
 	pp.fullt = &pp.full;
-	pp.donet = &pp.done;
 	pthread_mutex_init(&pp.mu, NULL);
 	pthread_cond_init(&pp.cv, NULL);
 	for (i = 1; i < NBATCH; i++) {
@@ -763,6 +1148,8 @@ scan_records(struct vctx *v)
 	b = bs[0];
 	/* Without a second thread the same stages run in turn. */
 	threaded = pthread_create(&th, NULL, checker_main, &pp) == 0;
+	if (threaded)
+		toucher_start(v->db, &tc);
 	while (b != NULL && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
 			vf_set(&rf, (int64_t)n, n, R_CONTIG, "contiguity",
@@ -832,7 +1219,7 @@ scan_records(struct vctx *v)
 		b->n++;
 		n++;
 		if (b->n == VBATCH || b->alen >= VBATCH_BYTES)
-			b = hand_over(v, &pp, &ts, b, threaded, &inflight);
+			b = hand_over(v, &pp, b, threaded);
 	}
 	if (!rf.set && !pp.oom && b != NULL && rc != SQLITE_DONE &&
 	    rc != SQLITE_ROW)
@@ -842,21 +1229,19 @@ scan_records(struct vctx *v)
 	 * an earlier check of the same or an earlier record may fail there
 	 * first. */
 	if (b == NULL && threaded) {
+		/* The end marker: the checker returns every batch it takes,
+		 * failed or not, so one comes back. */
 		pthread_mutex_lock(&pp.mu);
-		b = pp.spare;
-		pp.spare = b->next;
+		b = get_spare(&pp);
+		b->pos = n;
 		pthread_mutex_unlock(&pp.mu);
-		b->n = b->nok = b->alen = 0;
 	}
 	if (b != NULL) {
 		b->last = 1;
-		hand_over(v, &pp, &ts, b, threaded, &inflight);
+		hand_over(v, &pp, b, threaded);
 	}
-	if (threaded) {
+	if (threaded)
 		pthread_join(th, NULL);
-		while ((b = take_done(&pp, &inflight)) != NULL)
-			absorb(v, &ts, b);
-	}
 	pthread_mutex_destroy(&pp.mu);
 	pthread_cond_destroy(&pp.cv);
 	if (pp.oom) {
@@ -864,15 +1249,11 @@ scan_records(struct vctx *v)
 		goto done;
 	}
 	/* The failure the sequential order meets first. */
-	c3[0] = &rf;
-	c3[1] = &pp.cf;
-	c3[2] = &ts.f;
-	w = NULL;
-	for (i = 0; i < 3; i++)
-		if (c3[i]->set && (w == NULL || c3[i]->pos < w->pos ||
-		    (c3[i]->pos == w->pos && c3[i]->rank < w->rank)))
-			w = c3[i];
-	n = ts.n;
+	w = rf.set ? &rf : NULL;
+	if (pp.cf.set && (w == NULL || pp.cf.pos < w->pos ||
+	    (pp.cf.pos == w->pos && pp.cf.rank < w->rank)))
+		w = &pp.cf;
+	n = pp.ts.n;
 	if (w != NULL) {
 		fail(v, w->seq, w->check, "%s", w->detail);
 		n = w->pos;
@@ -895,16 +1276,17 @@ scan_records(struct vctx *v)
 		char rh[2 * AUD_HASH_LEN + 1];
 		uint8_t root[AUD_HASH_LEN];
 
-		aud_tree_root(ts.t, root);
+		aud_tree_root(pp.ts.t, root);
 		aud_hex(root, AUD_HASH_LEN, rh);
 		json_object_set_new(v->rep, "root", json_string(rh));
 		check_ok(v, "records", "contiguous, canonical, hashed, linked");
 		check_ok(v, "merkle", "every stored node recomputed");
 	}
 done:
+	toucher_stop(&tc);
 	sqlite3_finalize(st);
 	close_levels(v);
-	aud_tree_free(ts.t);
+	aud_tree_free(pp.ts.t);
 	aud_scan_free(&pp.sc);
 	free(pp.sb.p);
 	for (i = 0; i < NBATCH; i++) {
@@ -985,7 +1367,7 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 		goto out;
 	}
 	snprintf(uri, sizeof(uri), "%s", o->db_path);
-	if (aud_store_open(uri, 0, &v.db, e, sizeof(e)) == -1) {
+	if (aud_store_open_vfs(uri, 0, ra_name(), &v.db, e, sizeof(e)) == -1) {
 		error(&v, "%s", e);
 		goto out;
 	}

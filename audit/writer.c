@@ -77,6 +77,7 @@ struct aud_log {
 	pthread_cond_t	 ckcv;
 	sqlite3		*ckdb;
 	int		 ck_started, ck_want, ck_stop;
+	int		 wal_req;	/* WAL frames at the last request */
 	int		 efd;
 
 	/* Writer-thread state below; read by others only under mu. */
@@ -99,7 +100,8 @@ struct aud_log {
 
 /* WAL frames after which the checkpointer is woken, and after which the
  * writer checkpoints itself (a WAL that is never fully copied is never
- * restarted: without this it would grow for as long as writes go on). */
+ * restarted: without this it would grow for as long as writes go on).
+ * Either happens again only after WAL_SOFT more frames. */
 #define WAL_SOFT	1000
 #define WAL_HARD	8000
 
@@ -494,19 +496,32 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 	return due;
 }
 
-/* Runs after each commit on the writer's connection (outside the write
- * lock), in place of SQLite's autocheckpoint. */
+/*
+ * Runs after each commit on the writer's connection (outside the write
+ * lock), in place of SQLite's autocheckpoint. nframe counts the frames
+ * since the WAL last restarted, and the WAL restarts only at a write that
+ * finds it fully copied; a checkpoint requested on every commit past the
+ * threshold kept one running beside nearly every commit -- its fsync of the
+ * database competing with the commit's fsync of the WAL, so that the WAL
+ * was never found fully copied and the next commit asked again. A request
+ * therefore needs WAL_SOFT frames more than the previous one.
+ */
 static int
 wal_hook(void *arg, sqlite3 *db, const char *name, int nframe)
 {
 	struct aud_log *l = arg;
 
-	if (nframe >= WAL_HARD || (nframe >= WAL_SOFT && !l->ck_started)) {
+	if (nframe < l->wal_req)
+		l->wal_req = 0;		/* the WAL restarted */
+	if (nframe - l->wal_req < WAL_SOFT)
+		return SQLITE_OK;
+	l->wal_req = nframe;
+	if (nframe >= WAL_HARD || !l->ck_started) {
 		/* PASSIVE: never waits for readers; the checkpointer has
 		 * done most of the copying already. */
 		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
 		    NULL, NULL);
-	} else if (nframe >= WAL_SOFT) {
+	} else {
 		pthread_mutex_lock(&l->mu);
 		l->ck_want = 1;
 		pthread_cond_signal(&l->ckcv);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <check.h>
+#include <openssl/evp.h>
 
 #include "audit/audit.h"
 
@@ -254,6 +255,63 @@ START_TEST(test_consistency_all)
 }
 END_TEST
 
+/* SHA-256 over the concatenation, through the streaming EVP interface. */
+static void
+evp_sha(const uint8_t *a, size_t an, const uint8_t *b, size_t bn,
+    const uint8_t *c, size_t cn, uint8_t out[AUD_HASH_LEN])
+{
+	EVP_MD_CTX *x = EVP_MD_CTX_new();
+	unsigned int n = 0;
+
+	ck_assert_ptr_nonnull(x);
+	ck_assert_int_eq(EVP_DigestInit_ex(x, EVP_sha256(), NULL), 1);
+	EVP_DigestUpdate(x, a, an);
+	EVP_DigestUpdate(x, b, bn);
+	EVP_DigestUpdate(x, c, cn);
+	ck_assert_int_eq(EVP_DigestFinal_ex(x, out, &n), 1);
+	ck_assert_uint_eq(n, AUD_HASH_LEN);
+	EVP_MD_CTX_free(x);
+}
+
+/*
+ * The leaf hash of a 32-byte record hash and the node hash pad their single
+ * or double block by hand: they must equal the streaming computation for
+ * every byte pattern (zeros, ones, and bytes that look like padding), also
+ * when the output overwrites an input, as the tree's fold does.
+ */
+START_TEST(test_fixed_size_hashes)
+{
+	static const uint8_t fill[] = { 0x00, 0xff, 0x80, 0x01 };
+	uint8_t l[AUD_HASH_LEN], r[AUD_HASH_LEN], got[AUD_HASH_LEN];
+	uint8_t want[AUD_HASH_LEN], z = 0, one = 1;
+	size_t i;
+
+	for (i = 0; i < AUD_HASH_LEN; i++) {
+		l[i] = _i < 4 ? fill[_i] : (uint8_t)(i * 37 + (unsigned)_i);
+		r[i] = _i < 4 ? (uint8_t)~fill[_i] : (uint8_t)(i * 11 + 5);
+	}
+	evp_sha(&z, 1, l, AUD_HASH_LEN, NULL, 0, want);
+	aud_leaf_hash(l, AUD_HASH_LEN, got);
+	ck_assert_mem_eq(got, want, AUD_HASH_LEN);
+	/* Not 32 bytes: the streaming path, same definition. */
+	evp_sha(&z, 1, l, AUD_HASH_LEN - 1, NULL, 0, want);
+	aud_leaf_hash(l, AUD_HASH_LEN - 1, got);
+	ck_assert_mem_eq(got, want, AUD_HASH_LEN);
+	evp_sha(&one, 1, l, AUD_HASH_LEN, r, AUD_HASH_LEN, want);
+	aud_node_hash(l, r, got);
+	ck_assert_mem_eq(got, want, AUD_HASH_LEN);
+	memcpy(got, l, AUD_HASH_LEN);
+	aud_node_hash(got, r, got);
+	ck_assert_mem_eq(got, want, AUD_HASH_LEN);
+	memcpy(got, r, AUD_HASH_LEN);
+	aud_node_hash(l, got, got);
+	ck_assert_mem_eq(got, want, AUD_HASH_LEN);
+	/* The order of the children matters. */
+	aud_node_hash(r, l, got);
+	ck_assert_mem_ne(got, want, AUD_HASH_LEN);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -266,6 +324,7 @@ main(void)
 	tcase_add_test(core, test_load_and_root_at);
 	tcase_add_test(core, test_inclusion_all);
 	tcase_add_test(core, test_consistency_all);
+	tcase_add_loop_test(core, test_fixed_size_hashes, 0, 8);
 	tcase_set_timeout(core, 120);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);

@@ -780,6 +780,24 @@ static const struct {
 	  "rec_hash", 2999 },
 	{ { "DELETE FROM records WHERE seq = 2222", NULL }, "contiguity", 2222 },
 	{ { "UPDATE records SET kind = 99 WHERE seq = 1", NULL }, "index", 1 },
+	/* The reader copies the stored nodes each batch completes (512
+	 * rows a batch): nodes at the edges of batches, nodes above a batch,
+	 * and rows missing, extra, misplaced or malformed. */
+	{ { "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 9 AND "
+	    "idx = 0", NULL }, "merkle", 511 },
+	{ { "DELETE FROM merkle_nodes WHERE level = 1 AND idx = 256", NULL },
+	  "merkle", 513 },
+	{ { "INSERT INTO merkle_nodes VALUES (1, -1, zeroblob(32))", NULL },
+	  "merkle", 1 },
+	{ { "UPDATE merkle_nodes SET hash = x'00' WHERE level = 3 AND "
+	    "idx = 100", NULL }, "merkle", 807 },
+	{ { "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 11 AND "
+	    "idx = 0", NULL }, "merkle", 2047 },
+	{ { "UPDATE merkle_nodes SET idx = 'x' WHERE level = 1 AND idx = 600",
+	    NULL }, "merkle", 1201 },
+	{ { "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 1 AND "
+	    "idx = 255", "UPDATE records SET sandbox = 'other' WHERE seq = 511" },
+	  "index", 511 },
 };
 
 START_TEST(test_pipeline_first_failure)
@@ -801,8 +819,8 @@ START_TEST(test_pipeline_first_failure)
 	json_decref(rep);
 	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "DROP TRIGGER rec_no_upd;"
-	    "DROP TRIGGER rec_no_del;DROP TRIGGER mn_no_upd", NULL, NULL,
-	    NULL), SQLITE_OK);
+	    "DROP TRIGGER rec_no_del;DROP TRIGGER mn_no_upd;"
+	    "DROP TRIGGER mn_no_del", NULL, NULL, NULL), SQLITE_OK);
 	for (i = 0; i < 2 && late[_i].sql[i] != NULL; i++) {
 		ck_assert_int_eq(sqlite3_exec(db, late[_i].sql[i], NULL, NULL,
 		    NULL), SQLITE_OK);
