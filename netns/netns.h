@@ -132,6 +132,13 @@ int	ns_host_setup(const struct in_addr *service_addr, char *err,
  * EEXIST if the pin or host_if already exists (the existing one is left
  * untouched), EINVAL for a bad spec, ENOENT if netns_dir is missing
  * (see ns_dirs_setup), else the failing call's errno.
+ *
+ * The cost does not grow with the number of sandboxes. For that the
+ * sysctls are reached through a procfs instance private to the process (a
+ * detached mount: no path leads to it), which ns_create keeps open, as one
+ * close-on-exec fd, from its first call to the end of the process and
+ * replaces now and then (ns.c says why). Thread-safe, as before: calls
+ * from several threads share it under a lock.
  */
 int	ns_create(const struct ns_spec *s, char *err, size_t errlen);
 
@@ -142,8 +149,11 @@ int	ns_create(const struct ns_spec *s, char *err, size_t errlen);
  * first real error. EINVAL for a bad spec (nothing touched).
  *
  * The host link is removed from service at once: when its peer is in the
- * pinned namespace (checked through the kernel's namespace ids) it is set
- * down, stripped of its address and renamed "sg-<ifindex>", and the kernel
+ * pinned namespace (checked through the kernel's namespace ids) it is
+ * stripped of its address, set down and renamed "sg-<ifindex>" (address
+ * first: that order spares the kernel a sweep of the whole FIB, which
+ * grows with the number of sandboxes; call fw_sandbox_del before, so the
+ * firewall drops what the sandbox sends meanwhile), and the kernel
  * destroys the pair together with the namespace, when the last reference
  * to it (a process inside, an open fd or socket) goes. Unregistering a
  * veth synchronously waits for an RCU grace period (tens of ms here); this

@@ -52,6 +52,11 @@ int	ns_rtnl_route_default(struct ns_rtnl *r, int ifindex,
  * (as seen from here) of the namespace its peer lives in, -1 if it has
  * none. -1/ENODEV if absent. */
 int	ns_rtnl_link_peer(struct ns_rtnl *r, const char *name, int *link_nsid);
+/* ns_rtnl_inet_conf: sets the IPv4 options ids[i] (IPV4_DEVCONF_*, the
+ * files of /proc/sys/net/ipv4/conf/<dev>/) to vals[i] on ifindex, in one
+ * request; 1 <= n <= 32. -1/EINVAL for a bad id or count. */
+int	ns_rtnl_inet_conf(struct ns_rtnl *r, int ifindex, const int *ids,
+	    const uint32_t *vals, size_t n);
 /* ns_rtnl_nsid: the id this namespace gives the namespace of nsfd, -1
  * with errno 0 if it has none. */
 int	ns_rtnl_nsid(struct ns_rtnl *r, int nsfd);

@@ -249,6 +249,45 @@ ns_rtnl_route_default(struct ns_rtnl *r, int ifindex, const struct in_addr *gw)
 	return rtnl_talk(r, nlh, NULL, NULL);
 }
 
+int
+ns_rtnl_inet_conf(struct ns_rtnl *r, int ifindex, const int *ids,
+    const uint32_t *vals, size_t n)
+{
+	struct nlmsghdr		*nlh;
+	struct ifinfomsg	*ifm;
+	struct nlattr		*spec, *inet, *conf;
+	size_t			 i;
+
+	/* A handful is all anyone needs; the bound keeps the message far
+	 * inside buf. */
+	if (n == 0 || n > 32) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (ids[i] <= 0 || ids[i] > UINT16_MAX) {
+			errno = EINVAL;
+			return -1;
+		}
+	}
+	nlh = rtnl_msg(r, RTM_NEWLINK, 0);
+	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	ifm->ifi_index = ifindex;
+	/* What `sysctl net.ipv4.conf.<dev>.<key>` sets, without a path
+	 * walk through /proc/sys: that walk costs time in proportion to
+	 * the number of network namespaces on the machine (see ns.c). */
+	spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+	inet = mnl_attr_nest_start(nlh, AF_INET);
+	conf = mnl_attr_nest_start(nlh, IFLA_INET_CONF);
+	for (i = 0; i < n; i++)
+		mnl_attr_put_u32(nlh, (uint16_t)ids[i], vals[i]);
+	mnl_attr_nest_end(nlh, conf);
+	mnl_attr_nest_end(nlh, inet);
+	mnl_attr_nest_end(nlh, spec);
+	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
 struct names_acc {
 	const char	*prefix;
 	char		**v;
@@ -429,17 +468,21 @@ ns_rtnl_link_retire(struct ns_rtnl *r, int ifindex, const struct in_addr *addr,
 	struct ifinfomsg	*ifm;
 	struct ifaddrmsg	*ifa;
 
-	/* Down first: from here on nothing crosses the link. */
-	nlh = rtnl_msg(r, RTM_NEWLINK, 0);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	ifm->ifi_index = ifindex;
-	ifm->ifi_flags = 0;
-	ifm->ifi_change = IFF_UP;
-	if (rtnl_talk(r, nlh, NULL, NULL) == -1)
-		return -1;
-	/* The address goes too, so a new sandbox in the same pool slot
-	 * never shares it with a link on its way out. */
+	/*
+	 * The address goes first, while the link is still up: removing it
+	 * removes its routes one by one, and with them every trace of the
+	 * link in the FIB, so the link-down that follows finds nothing to
+	 * flush. The other order (down first) makes the kernel sweep the
+	 * whole FIB of the host (fib_table_flush), a cost that grows with
+	 * every sandbox on the machine. In the moment between the two the
+	 * host has no route into the sandbox, and what the sandbox sends
+	 * still meets the firewall's rules for "sl-*" links (the name goes
+	 * last), whose anti-spoofing drops all of it once the sandbox's
+	 * elements are gone, as they are before the daemon calls ns_delete;
+	 * strict rp_filter drops it as well, having no route back through
+	 * the link. Removing the address also means a new sandbox in the same
+	 * pool slot never shares it with a link on its way out.
+	 */
 	nlh = rtnl_msg(r, RTM_DELADDR, 0);
 	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 	ifa->ifa_family = AF_INET;
@@ -447,6 +490,14 @@ ns_rtnl_link_retire(struct ns_rtnl *r, int ifindex, const struct in_addr *addr,
 	ifa->ifa_index = (uint32_t)ifindex;
 	mnl_attr_put(nlh, IFA_LOCAL, sizeof(*addr), addr);
 	if (rtnl_talk(r, nlh, NULL, NULL) == -1 && errno != EADDRNOTAVAIL)
+		return -1;
+	nlh = rtnl_msg(r, RTM_NEWLINK, 0);
+	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	ifm->ifi_index = ifindex;
+	ifm->ifi_flags = 0;
+	ifm->ifi_change = IFF_UP;
+	if (rtnl_talk(r, nlh, NULL, NULL) == -1)
 		return -1;
 	/* A veth can only be renamed while down. */
 	nlh = rtnl_msg(r, RTM_NEWLINK, 0);

@@ -233,6 +233,9 @@ main(int argc, char *argv[])
 		    (double)t_fw / 1e3, (double)t_ns / 1e3);
 	}
 	fflush(stdout);
+	/* The timed sandbox too: a failed delete above broke the loop and
+	 * may have left parts of it (ns_delete is idempotent). */
+	(void)ns_delete(&s, NULL, 0);
 	cleanup_pre();
 	free(pre);
 	if (fw_destroy(fw, NULL, err, sizeof(err)) == -1 && errno != ENOENT)

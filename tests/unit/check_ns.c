@@ -15,12 +15,18 @@
  * Durations are printed for the report and never asserted.
  */
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/ip.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <netinet/in.h>
 
@@ -31,6 +37,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +47,12 @@
 #include <check.h>
 
 #include "netns/netns.h"
+#include "netns/ns_int.h"
 
 #define LOOP_N	50
+/* More creates in one process than ns.c lets one private procfs instance
+ * serve (PROCFS_USES, 128), twice over. */
+#define RECYCLE_N	266
 
 #ifdef __SANITIZE_ADDRESS__
 #define BUILD_KIND	"ASan"
@@ -134,7 +145,8 @@ path_exists(const char *dir, const char *name)
 {
 	char	p[PATH_MAX];
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) >= sizeof(p))
+		return 0;
 	return access(p, F_OK) == 0;
 }
 
@@ -333,6 +345,143 @@ delete_ok(const struct ns_spec *s)
 
 	ck_assert_msg(ns_delete(s, err, sizeof(err)) == 0, "ns_delete %s: %s",
 	    s->id, err);
+}
+
+/*
+ * Reads path into buf (NUL-terminated) as the network namespace of nsfd
+ * sees it (this thread's own when nsfd is -1): /proc/sys and
+ * /proc/thread-self/net follow the reading thread's namespace, so the
+ * thread visits and comes back. 0, or -1 if it could not; asserts nothing,
+ * so that a forked child can use it, and never leaves the thread away.
+ */
+static int
+read_in(int nsfd, const char *path, char *buf, size_t len)
+{
+	ssize_t	n = -1;
+	int	fd, self = -1, ret = -1;
+
+	if (nsfd != -1) {
+		if ((self = open("/proc/thread-self/ns/net", O_RDONLY |
+		    O_CLOEXEC)) == -1)
+			return -1;
+		if (setns(nsfd, CLONE_NEWNET) == -1) {
+			close(self);
+			return -1;
+		}
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, buf, len - 1);
+		close(fd);
+	}
+	if (n >= 0) {
+		buf[n] = '\0';
+		ret = 0;
+	}
+	if (self != -1) {
+		if (setns(self, CLONE_NEWNET) == -1)
+			abort();	/* stranded: nothing after this is valid */
+		close(self);
+	}
+	return ret;
+}
+
+/* Does the if_inet6 table (read as in read_in) list an address on dev,
+ * or on any device when dev is NULL? 1, 0, or -1 if it cannot be read. */
+static int
+has_inet6(int nsfd, const char *dev)
+{
+	char	buf[4096], *line, *save = NULL, *last;
+	size_t	dl;
+
+	if (read_in(nsfd, "/proc/thread-self/net/if_inet6", buf,
+	    sizeof(buf)) == -1)
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		if (dev == NULL)
+			return 1;
+		last = strrchr(line, ' ');
+		dl = strlen(dev);
+		if (last != NULL && strncmp(last + 1, dev, dl) == 0 &&
+		    last[1 + dl] == '\0')
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Every setting ns_create promises, read back from the kernel in the
+ * calling thread's namespace (the host side) and in the sandbox: NULL if
+ * all hold, else the first that does not (in a static buffer). Asserts
+ * nothing itself, so a forked child or a thread can use it too.
+ */
+static const char *
+settings_wrong(const struct ns_spec *s)
+{
+	static char	why[256];
+	static const struct {
+		const char	*path, *want;
+	} inside[] = {
+		{ "/proc/sys/net/ipv6/conf/all/disable_ipv6", "1\n" },
+		{ "/proc/sys/net/ipv6/conf/default/disable_ipv6", "1\n" },
+		{ "/proc/sys/net/ipv6/conf/lo/disable_ipv6", "1\n" },
+		{ "/proc/sys/net/ipv6/conf/eth0/disable_ipv6", "1\n" },
+		{ "/proc/sys/net/ipv4/ip_forward", "0\n" },
+	};
+	struct {
+		char		 path[PATH_MAX];
+		const char	*want;
+	} host[3];
+	char	buf[64];
+	size_t	i;
+	int	fd;
+
+	snprintf(host[0].path, sizeof(host[0].path),
+	    "/proc/sys/net/ipv6/conf/%s/disable_ipv6", s->host_if);
+	host[0].want = "1\n";
+	snprintf(host[1].path, sizeof(host[1].path),
+	    "/proc/sys/net/ipv4/conf/%s/rp_filter", s->host_if);
+	host[1].want = "1\n";
+	snprintf(host[2].path, sizeof(host[2].path),
+	    "/proc/sys/net/ipv4/conf/%s/proxy_arp", s->host_if);
+	host[2].want = "0\n";
+	for (i = 0; i < 3; i++) {
+		if (read_in(-1, host[i].path, buf, sizeof(buf)) == -1) {
+			snprintf(why, sizeof(why), "%.200s: %.40s",
+			    host[i].path, strerror(errno));
+			return why;
+		}
+		if (strcmp(buf, host[i].want) != 0) {
+			snprintf(why, sizeof(why), "%.200s is %.40s",
+			    host[i].path, buf);
+			return why;
+		}
+	}
+	if (has_inet6(-1, s->host_if) != 0) {
+		snprintf(why, sizeof(why), "host side has IPv6");
+		return why;
+	}
+	if ((fd = ns_netns_fd(s)) == -1) {
+		snprintf(why, sizeof(why), "ns_netns_fd: %s", strerror(errno));
+		return why;
+	}
+	for (i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
+		if (read_in(fd, inside[i].path, buf, sizeof(buf)) == -1)
+			snprintf(buf, sizeof(buf), "unreadable");
+		if (strcmp(buf, inside[i].want) != 0) {
+			close(fd);
+			snprintf(why, sizeof(why), "inside: %s is %s",
+			    inside[i].path, buf);
+			return why;
+		}
+	}
+	if (has_inet6(fd, NULL) != 0) {
+		close(fd);
+		snprintf(why, sizeof(why), "IPv6 address inside");
+		return why;
+	}
+	close(fd);
+	return NULL;
 }
 
 /* -------------------------------------------------------- pool table */
@@ -919,6 +1068,190 @@ START_TEST(test_etc_dir_edge)
 }
 END_TEST
 
+/*
+ * Makes fsopen(2) fail with EPERM in this process from now on (seccomp),
+ * as a container's profile or an older kernel would. 0, or -1 where the
+ * architecture is not one this filter knows.
+ */
+static int
+deny_fsopen(void)
+{
+#if defined(__x86_64__)
+#define NS_TEST_ARCH	AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NS_TEST_ARCH	AUDIT_ARCH_AARCH64
+#endif
+#ifdef NS_TEST_ARCH
+	struct sock_filter	f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NS_TEST_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fsopen, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog	prog = {
+		.len = sizeof(f) / sizeof(f[0]),
+		.filter = f,
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/*
+ * Where no private procfs instance can be made (here: fsopen denied by
+ * seccomp), ns_create falls back to /proc and the sandbox is exactly as
+ * before. A child of its own runs it: the filter cannot be undone, and the
+ * child has never made an instance that it could go on using.
+ */
+START_TEST(test_no_private_procfs)
+{
+	struct ns_spec	s;
+	pid_t		pid;
+	int		st;
+
+	mkspec(&s, "c", 3);
+	pid = fork();
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		const char	*why;
+		char		 err[256] = "";
+
+		if (deny_fsopen() == -1)
+			_exit(errno == ENOSYS ? 77 : 20);
+		/* The filter works: no private instance is possible. */
+		if (syscall(__NR_fsopen, "proc", 0) != -1 || errno != EPERM)
+			_exit(21);
+		if (ns_create(&s, err, sizeof(err)) == -1) {
+			fprintf(stderr, "ns_create: %s\n", err);
+			_exit(22);
+		}
+		if ((why = settings_wrong(&s)) != NULL) {
+			fprintf(stderr, "settings: %s\n", why);
+			_exit(23);
+		}
+		if (ns_delete(&s, err, sizeof(err)) == -1) {
+			fprintf(stderr, "ns_delete: %s\n", err);
+			_exit(24);
+		}
+		if (if_nametoindex(s.host_if) != 0 ||
+		    path_exists(s.netns_dir, s.netns) ||
+		    path_exists(s.etc_dir, s.netns))
+			_exit(25);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st), "child status %d", st);
+	if (WEXITSTATUS(st) == 77) {
+		fprintf(stderr, "check_ns: test_no_private_procfs: no seccomp "
+		    "filter for this architecture, not run\n");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "child exit %d",
+	    WEXITSTATUS(st));
+	assert_gone(&s);
+}
+END_TEST
+
+static void
+conf_expect(const char *dev, const char *key, const char *want)
+{
+	char	path[PATH_MAX], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/%s", dev,
+	    key);
+	read_file(path, buf, sizeof(buf));
+	ck_assert_msg(strcmp(buf, want) == 0, "%s is %s", path, buf);
+}
+
+/*
+ * The per-device IPv4 options request (ns_rtnl_inet_conf), which replaced
+ * the proxy_arp and rp_filter sysctls: it sets what it is asked to, and
+ * refuses a bad count, an id outside 1..65535, an id the kernel does not
+ * know and a device that does not exist, changing nothing in each case.
+ */
+START_TEST(test_inet_conf)
+{
+	static const int	 ids[] = { IPV4_DEVCONF_PROXY_ARP,
+				    IPV4_DEVCONF_RP_FILTER };
+	static const uint32_t	 on[] = { 1, 2 }, off[] = { 0, 1 };
+	static const int	 bad_ids[] = { 0, -1, INT_MIN, 65536, INT_MAX };
+	int			 many[33], kernel_bad[] = { 4096 };
+	uint32_t		 vals[33] = { 0 };
+	struct ns_rtnl		*r;
+	char			 dev[IF_NAMESIZE + 8], cmd[128], out[256];
+	size_t			 i;
+	int			 idx;
+
+	/* A name cleanup_all removes should the test fail halfway. */
+	ck_assert_int_lt(snprintf(dev, sizeof(dev), "%se", g_ifp),
+	    IF_NAMESIZE);
+	snprintf(cmd, sizeof(cmd), "ip link add name %s type bridge", dev);
+	ck_assert_int_eq(run_in(-1, cmd, out, sizeof(out)), 0);
+	idx = (int)if_nametoindex(dev);
+	ck_assert_int_gt(idx, 0);
+	r = ns_rtnl_new();
+	ck_assert_ptr_nonnull(r);
+
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, ids, on, 2), 0);
+	conf_expect(dev, "proxy_arp", "1\n");
+	conf_expect(dev, "rp_filter", "2\n");
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, ids, off, 2), 0);
+	conf_expect(dev, "proxy_arp", "0\n");
+	conf_expect(dev, "rp_filter", "1\n");
+
+	/* Bad counts. */
+	errno = 0;
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, ids, on, 0), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	for (i = 0; i < 33; i++)
+		many[i] = IPV4_DEVCONF_PROXY_ARP;
+	errno = 0;
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, many, vals, 33), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* Ids that cannot be an attribute type, alone or after a good one:
+	 * nothing is sent, so the good one is not applied either. */
+	for (i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+		int	pair[2] = { IPV4_DEVCONF_PROXY_ARP, bad_ids[i] };
+
+		errno = 0;
+		ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, &bad_ids[i], on,
+		    1), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		errno = 0;
+		ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, pair, on, 2), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		conf_expect(dev, "proxy_arp", "0\n");
+	}
+	/* An id the kernel does not know: refused by the kernel, whole. */
+	errno = 0;
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, kernel_bad, on, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	conf_expect(dev, "proxy_arp", "0\n");
+	/* No such device. */
+	errno = 0;
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, INT_MAX, ids, on, 2), -1);
+	ck_assert_int_eq(errno, ENODEV);
+	/* The socket is still usable after all those refusals. */
+	ck_assert_int_eq(ns_rtnl_inet_conf(r, idx, ids, on, 1), 0);
+	conf_expect(dev, "proxy_arp", "1\n");
+
+	ns_rtnl_free(r);
+	ns_rtnl_free(NULL);
+	snprintf(cmd, sizeof(cmd), "ip link del %s", dev);
+	ck_assert_int_eq(run_in(-1, cmd, out, sizeof(out)), 0);
+}
+END_TEST
+
 static int
 dbl_cmp(const void *a, const void *b)
 {
@@ -1004,6 +1337,10 @@ START_TEST(test_retired_link)
 	ck_assert_int_eq(run_in(-1, cmd, out, sizeof(out)), 0);
 	ck_assert_msg(strstr(out, ",UP") == NULL && strstr(out, "inet ") ==
 	    NULL, "retired link in service: %s", out);
+	/* And no route of any table leads into it any more. */
+	snprintf(cmd, sizeof(cmd), "ip -4 route show table all dev %s", gone);
+	ck_assert_int_eq(run_in(-1, cmd, out, sizeof(out)), 0);
+	ck_assert_msg(out[0] == '\0', "routes into retired link: %s", out);
 	/* Not something reconciliation should adopt. */
 	ck_assert_int_eq(ns_list(g_netns_dir, &pins, &np, &links, &nl, NULL,
 	    0), 0);
@@ -1115,7 +1452,103 @@ START_TEST(test_many_alive)
 }
 END_TEST
 
-/* --------------------------------------------------------- reconcile */
+/*
+ * More creates in one process than one private procfs instance serves
+ * (ns.c replaces it every 128): every sandbox still gets every setting,
+ * and one made before the replacements stays whole and working.
+ */
+START_TEST(test_recycle)
+{
+	struct ns_spec	 keep, s;
+	const char	*why;
+	int		 i;
+
+	mkspec(&keep, "a", 1);
+	create_ok(&keep);
+	ck_assert_ptr_null(settings_wrong(&keep));
+	mkspec(&s, "b", 2);
+	for (i = 0; i < RECYCLE_N; i++) {
+		create_ok(&s);
+		why = settings_wrong(&s);
+		ck_assert_msg(why == NULL, "create %d: %s", i, why);
+		delete_ok(&s);
+	}
+	why = settings_wrong(&keep);
+	ck_assert_msg(why == NULL, "%s", why);
+	udp_exchange(&keep);
+	delete_ok(&keep);
+	assert_gone(&keep);
+	assert_gone(&s);
+}
+END_TEST
+
+struct other_ns {
+	struct ns_spec	 s;
+	const char	*why;
+	int		 created, seen, deleted, gone;
+	char		 err[256];
+};
+
+/* ns_create and ns_delete from a thread that lives in a network namespace
+ * of its own: that namespace is the host side there. */
+static void *
+other_ns_thread(void *arg)
+{
+	struct other_ns	*o = arg;
+
+	if (unshare(CLONE_NEWNET) == -1) {
+		snprintf(o->err, sizeof(o->err), "unshare: %s",
+		    strerror(errno));
+		return NULL;
+	}
+	if (ns_create(&o->s, o->err, sizeof(o->err)) == -1)
+		return NULL;
+	o->created = 1;
+	o->seen = if_nametoindex(o->s.host_if) != 0;
+	o->why = settings_wrong(&o->s);
+	if (ns_delete(&o->s, o->err, sizeof(o->err)) == 0)
+		o->deleted = 1;
+	o->gone = if_nametoindex(o->s.host_if) == 0;
+	return NULL;
+}
+
+/*
+ * The private procfs instance is shared by every call in the process, but
+ * a sysctl belongs to the namespace of the thread that opens it: a create
+ * from a thread in another namespace, after this thread made the instance,
+ * sets up the host side in that thread's namespace, not in the one the
+ * instance was made from, and the first sandbox is not disturbed.
+ */
+START_TEST(test_create_other_netns)
+{
+	struct ns_spec	 keep;
+	struct other_ns	 o;
+	pthread_t	 t;
+	const char	*why;
+
+	mkspec(&keep, "a", 1);
+	create_ok(&keep);
+	memset(&o, 0, sizeof(o));
+	mkspec(&o.s, "b", 2);
+	ck_assert_int_eq(pthread_create(&t, NULL, other_ns_thread, &o), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(o.created, "ns_create in thread: %s", o.err);
+	ck_assert_msg(o.seen, "host side not in the thread's namespace");
+	ck_assert_msg(o.why == NULL, "in thread: %s", o.why);
+	ck_assert_msg(o.deleted, "ns_delete in thread: %s", o.err);
+	ck_assert(o.gone);
+	/* Never here. */
+	ck_assert_uint_eq(if_nametoindex(o.s.host_if), 0);
+	ck_assert_msg(!path_exists(o.s.netns_dir, o.s.netns), "pin left");
+	why = settings_wrong(&keep);
+	ck_assert_msg(why == NULL, "%s", why);
+	udp_exchange(&keep);
+	delete_ok(&keep);
+	assert_gone(&keep);
+}
+END_TEST
+
+/* -------------------------------------------------------- reconcile */
 
 START_TEST(test_list)
 {
@@ -1469,6 +1902,8 @@ ns_suite(void)
 	tcase_add_test(core, test_delete_lost_pin);
 	tcase_add_test(core, test_create_in_thread);
 	tcase_add_test(core, test_spec_slash31);
+	tcase_add_test(core, test_recycle);
+	tcase_add_test(core, test_create_other_netns);
 	tcase_add_loop_test(core, test_pool_table, 0,
 	    sizeof(pool_cases) / sizeof(pool_cases[0]));
 	suite_add_tcase(s, core);
@@ -1488,6 +1923,8 @@ ns_suite(void)
 	tcase_add_test(lim, test_no_netns_dir);
 	tcase_add_test(lim, test_leftovers);
 	tcase_add_test(lim, test_etc_dir_edge);
+	tcase_add_test(lim, test_no_private_procfs);
+	tcase_add_test(lim, test_inet_conf);
 	tcase_add_loop_test(lim, test_enter_bad, 0,
 	    sizeof(enter_bad) / sizeof(enter_bad[0]));
 	tcase_add_test(lim, test_enter_missing);
