@@ -4,13 +4,13 @@
  * sent, since that is what the person approves), `sluice approve` and
  * `sluice deny` answer one, and `sluice mcp pins|accept` serve the security
  * team's review of upstream tool definitions. All of them are thin clients
- * of the control API (gateway/brwire.c); the approver's name is taken from
- * the login (through sudo, the user behind it), never from an option, so
- * the record names who actually ran the command.
+ * of the control API (gateway/brwire.c). Who approves is not ours to say:
+ * the daemon takes the caller's uid from the control socket (SO_PEERCRED).
+ * Through sudo, the user behind it is sent as a note, which the record keeps
+ * beside the identity, never instead of it.
  */
 #include <errno.h>
 #include <getopt.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,18 +178,14 @@ cli_approvals(int argc, char **argv)
 	return 0;
 }
 
-/* Who is deciding: the user behind sudo, else the login name. */
+/* The user behind sudo, for the record's note (the daemon knows the uid
+ * that asks; sudo hides the person), or NULL. */
 static const char *
-approver_name(void)
+approver_note(void)
 {
 	const char *u = getenv("SUDO_USER");
-	struct passwd *pw;
 
-	if (u != NULL && u[0] != '\0')
-		return u;
-	if ((pw = getpwuid(getuid())) != NULL && pw->pw_name[0] != '\0')
-		return pw->pw_name;
-	return "unknown";
+	return u != NULL && u[0] != '\0' ? u : NULL;
 }
 
 int
@@ -220,10 +216,11 @@ cli_approve(int argc, char **argv)
 		return 2;
 	}
 	snprintf(path, sizeof(path), "/v1/approvals/%s", id);
-	body = json_pack("{s:s,s:s}", "decision", approve ? "approve" : "deny",
-	    "approver", approver_name());
-	if (body != NULL && reason != NULL &&
-	    json_object_set_new(body, "reason", json_string(reason)) == -1) {
+	body = json_pack("{s:s}", "decision", approve ? "approve" : "deny");
+	if (body != NULL && ((reason != NULL && json_object_set_new(body,
+	    "reason", json_string(reason)) == -1) || (approver_note() != NULL &&
+	    json_object_set_new(body, "note", json_string(approver_note())) ==
+	    -1))) {
 		json_decref(body);
 		body = NULL;
 	}
