@@ -4,13 +4,15 @@
  * Why this file exists: a sandbox is root in its own network namespace and can
  * ignore any proxy, open raw sockets or re-enable IPv6, so the only boundary
  * that holds is on the host side of its veth. This file writes that boundary
- * once (fw_init) as static rules whose variable parts are set lookups; the
- * per-sandbox state lives in set elements (fw_elem.c). Packet cost is a fixed
- * number of hash/pipapo lookups whatever the number of sandboxes.
+ * once (fw_init) as shared rules, plus one small set and chain per sandbox
+ * reached through one verdict-map lookup (built here, managed by fw_elem.c
+ * with the set elements). Packet cost is a fixed number of hash/pipapo
+ * lookups whatever the number of sandboxes.
  *
  * The ruleset, in `nft list` syntax (G = nflog group, SVC = service address,
- * POOL = sandbox pool; sets are keyed as shown, "ipv4 key" means
- * `ifname . ipv4_addr . inet_proto . inet_service`):
+ * POOL = sandbox pool; "ipv4 key" means
+ * `ifname . ipv4_addr . inet_proto . inet_service`, X = a sandbox's link,
+ * e.g. "sl-12"):
  *
  *   table inet sluice {
  *     set sbx4 { type ifname . ipv4_addr; }            # anti-spoofing
@@ -19,17 +21,46 @@
  *     set deny6 { type ipv6_addr; flags interval; }
  *     set private4 { type ipv4_addr; flags interval; }
  *     set private6 { type ipv6_addr; flags interval; }
- *     set sbx_deny4 { type ifname . ipv4_addr; flags interval; }
- *     set sbx_deny6 { type ifname . ipv6_addr; flags interval; }
- *     set restricted { type ifname; }
- *     set keep4/allow4/pallow4 { ipv4 key; flags interval; }  (v6 alike)
- *     set learned4 { ipv4 key; flags timeout; }        # one port: hash
- *     set lrange4 { ipv4 key; flags interval,timeout; }  # port ranges
- *     set lkeep4 { ipv4 key; flags timeout; }          # learned, keep-list
- *     set lkrange4 { ipv4 key; flags interval,timeout; }
- *     (learned6, lrange6, lkeep6, lkrange6 alike)
- *     set icmp4 { type ifname . ipv4_addr; flags interval; }
+ *     set restricted { type ifname; }                  # who is narrowed
+ *     set learned4 { ipv4 key; flags timeout; }        # learned, one port
+ *     set lkeep4 { ipv4 key; flags timeout; }          # ... on the keep-list
+ *     (learned6, lkeep6 alike)
  *     map quota { type ifname : quota; }               # objects "q_<ifname>"
+ *     map sbx_dispatch { type ifname : verdict; }      # "X" : jump sb_X
+ *
+ *     per sandbox X, made and removed with it:
+ *     set s_X { type mark . ipv6_addr . inet_proto . inet_service;
+ *       flags interval,timeout; }
+ *       # role . address (IPv4 as ::ffff:a.b.c.d) . proto . port; roles:
+ *       # 1/2 allow4/6, 3/4 pallow4/6 (rules inside private ranges),
+ *       # 5/6 deny4/6 and 7 icmp4 (proto and port 0), 8/9 keep4/6,
+ *       # 10/11 learned port ranges (timeout), 12/13 the same on the
+ *       # keep-list. "@s_X role R" below: role R . ip daddr (mapped) .
+ *       # meta l4proto . th dport (or . 0 . 0 for 5-7) in @s_X.
+ *     chain sb_X {
+ *       (only once fw_restrict narrowed X:)
+ *       @s_X role 8 accept
+ *       iifname . ip daddr . meta l4proto . th dport @lkeep4 accept
+ *       @s_X role 12 accept
+ *       (the same three for IPv6: roles 9, 13 and @lkeep6)
+ *       log prefix "deny:tainted" group G reject with icmpx admin-prohibited
+ *       (always:)
+ *       ct state established,related accept
+ *       tcp dport 853 log prefix "deny:dot" group G drop
+ *       udp dport 853 log prefix "deny:dot" group G drop
+ *       @s_X role 5 log prefix "deny:rule" group G reject ...
+ *       @s_X role 6 log prefix "deny:rule" group G reject ...
+ *       ip daddr @private4 @s_X role 3 accept
+ *       ip daddr @private4 log prefix "deny:private" group G reject ...
+ *       ip6 daddr @private6 ... (the same two rules with role 4)
+ *       iifname . ip daddr . meta l4proto . th dport @learned4 accept
+ *       @s_X role 10 accept
+ *       @s_X role 1 accept
+ *       (the same three for ip6 daddr with @learned6, roles 11 and 2)
+ *       icmp type echo-request @s_X role 7 accept
+ *     }                                 # falling off returns to forward
+ *     (IPv6 rules, v6 and restricted alike, only for a sandbox with an
+ *     IPv6 address: without one in @sbx6 no IPv6 packet of it gets here)
  *
  *     chain forward { type filter hook forward priority filter; policy accept;
  *       iifname != "sl-*" oifname != "sl-*" return     # not ours
@@ -40,30 +71,10 @@
  *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
  *       ip daddr @deny4 log prefix "deny:always" group G reject with icmpx admin-prohibited
  *       ip6 daddr @deny6 log prefix "deny:always" group G reject with icmpx admin-prohibited
- *       iifname @restricted jump restricted
- *       ct state established,related accept
- *       tcp dport 853 log prefix "deny:dot" group G drop
- *       udp dport 853 log prefix "deny:dot" group G drop
- *       iifname . ip daddr @sbx_deny4 log prefix "deny:rule" group G reject ...
- *       iifname . ip6 daddr @sbx_deny6 log prefix "deny:rule" group G reject ...
- *       ip daddr @private4 iifname . ip daddr . meta l4proto . th dport @pallow4 accept
- *       ip daddr @private4 log prefix "deny:private" group G reject ...
- *       ip6 daddr @private6 ... (same two rules with @pallow6)
- *       iifname . ip daddr . meta l4proto . th dport @learned4 accept
- *       iifname . ip daddr . meta l4proto . th dport @lrange4 accept
- *       iifname . ip daddr . meta l4proto . th dport @allow4 accept
- *       (the same three for ip6 daddr with @learned6, @lrange6, @allow6)
- *       icmp type echo-request iifname . ip daddr @icmp4 accept
+ *       iifname vmap @sbx_dispatch
  *       log prefix "deny:default" group G
  *       meta l4proto tcp reject with tcp reset
  *       reject with icmpx admin-prohibited
- *     }
- *     chain restricted {                               # tainted sandboxes
- *       iifname . ip daddr . meta l4proto . th dport @keep4 accept
- *       iifname . ip daddr . meta l4proto . th dport @lkeep4 accept
- *       iifname . ip daddr . meta l4proto . th dport @lkrange4 accept
- *       (the same three for ip6 daddr with @keep6, @lkeep6, @lkrange6)
- *       log prefix "deny:tainted" group G reject with icmpx admin-prohibited
  *     }
  *     chain input { type filter hook input priority filter; policy accept;
  *       iifname != "sl-*" return
@@ -86,15 +97,29 @@
  *     }
  *   }
  *
- * Notes on choices. Private ranges open only through @pallow4/6, which
+ * Notes on choices. Private ranges open only through role pallow, which
  * holds the static rules whose CIDR lies wholly inside a private range: a
- * broad rule such as 0.0.0.0/0 tcp 443 never opens 10/8. Reject, not drop, for policy denials: the agent gets an
- * immediate, parseable refusal (TCP RST / admin-prohibited) instead of a
- * timeout it may retry; spoofed and inbound packets are silently dropped.
- * The pool is in @deny4 so sandboxes never reach each other. Postrouting
- * matches the pool by source address because iifname is not known there.
- * Quota uses "over" quota objects looked up by iifname: constant cost, bytes
- * counted on every forwarded packet from the sandbox.
+ * broad rule such as 0.0.0.0/0 tcp 443 never opens 10/8. Reject, not drop,
+ * for policy denials: the agent gets an immediate, parseable refusal (TCP
+ * RST / admin-prohibited) instead of a timeout it may retry; spoofed and
+ * inbound packets are silently dropped. The pool is in @deny4 so sandboxes
+ * never reach each other. Postrouting matches the pool by source address
+ * because iifname is not known there. Quota uses "over" quota objects
+ * looked up by iifname: constant cost, bytes counted on every forwarded
+ * packet from the sandbox.
+ *
+ * Why a set and a chain per sandbox (issue 8): interval (pipapo) sets
+ * rebuild their lookup tables on every change, at a cost that grows with
+ * the set, so shared interval sets keyed on ifname made deleting one
+ * sandbox cost tens of milliseconds with a thousand present. A sandbox's
+ * own set is small, and deleting it (with its chain) costs the same
+ * whatever else the table holds; the shared learned sets are hashes,
+ * deleted from by key. The role field keeps it to one set per sandbox: the
+ * kernel finds sets by name with a linear search. What this costs: a batch
+ * that adds rules (fw_sandbox_add, the first fw_restrict) makes the kernel
+ * re-validate every chain reachable from the base chains, i.e. every
+ * sandbox chain, so adding grows with the number of sandboxes (a few
+ * microseconds each); hence the short chains.
  *
  * The per-packet path. Replies into a sandbox leave at the second rule.
  * A packet from a sandbox in an established flow still meets, before the
@@ -102,13 +127,13 @@
  * counts), anti-spoofing (a sandbox must not ride another sandbox's flow by
  * forging its address: conntrack would call that packet established),
  * always-deny (ranges added when a restarted daemon adopts the table cut
- * flows opened before) and restricted (a taint cuts open flows at once):
- * four constant-cost lookups (hash, hash, a short rbtree, hash). The keep
- * lists are searched only in the restricted chain, i.e. only for tainted
- * sandboxes. New flows then meet the per-sandbox and learned sets; a
- * learned destination with one port is a hash lookup whatever the number
- * of learned elements, where a pipapo set's lookup grows with its size,
- * and it is tried before the static allows (all three rules accept, so
+ * flows opened before) and the dispatch map (whose chain starts with the
+ * restriction when there is one: a taint cuts open flows at once): four
+ * constant-cost lookups (hash, hash, a short rbtree, hash). The keep lists
+ * are searched only for tainted sandboxes. New flows then meet the
+ * sandbox's own small set and the learned hash; a learned destination with
+ * one port is a hash lookup whatever the number of learned elements, and
+ * it is tried before the sandbox's ranges and statics (all accept, so
  * their order changes no verdict, only what a new flow costs).
  */
 #include <sys/socket.h>
@@ -145,6 +170,7 @@
 #define DT_PROTO	12
 #define DT_SERVICE	13
 #define DT_IFNAME	41
+#define DT_MARK		19
 
 #define FW_GC_INTERVAL_MS	10000
 
@@ -390,6 +416,7 @@ fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb, void *arg)
 struct rb {
 	struct nftnl_rule	*r;
 	int			 oom;
+	int			 v4only;	/* e_nfproto emits nothing */
 };
 
 static struct nftnl_expr *
@@ -465,6 +492,20 @@ e_lookup(struct rb *rb, uint32_t sreg, const char *set, int inv)
 	ex_add(rb, e);
 }
 
+/* A verdict map lookup: the element's verdict (a jump) is the result. */
+static void
+e_vmap(struct rb *rb, uint32_t sreg, const char *set)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "lookup")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	ex_add(rb, e);
+}
+
 static void
 e_verdict(struct rb *rb, int verdict)
 {
@@ -474,19 +515,6 @@ e_verdict(struct rb *rb, int verdict)
 		return;
 	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
-	ex_add(rb, e);
-}
-
-static void
-e_jump(struct rb *rb, const char *chain)
-{
-	struct nftnl_expr	*e;
-
-	if ((e = ex(rb, "immediate")) == NULL)
-		return;
-	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)NFT_JUMP);
-	nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
 	ex_add(rb, e);
 }
 
@@ -567,9 +595,14 @@ e_sbx_if(struct rb *rb, uint32_t key, int eq)
 	    sizeof(FW_IFPREFIX) - 1);
 }
 
+/* In the chain of a sandbox without an IPv6 address, where anti-spoofing
+ * has let no IPv6 packet through, the family test is left out (rb->v4only):
+ * every rule there costs each later rule-adding batch its validation. */
 static void
 e_nfproto(struct rb *rb, uint8_t proto)
 {
+	if (rb->v4only)
+		return;
 	e_meta(rb, NFT_META_NFPROTO, R_TMP);
 	e_cmp(rb, R_TMP, NFT_CMP_EQ, &proto, 1);
 }
@@ -664,26 +697,24 @@ const struct fw_setdef fw_sets[] = {
 	SD("deny6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
 	SD("private4", K_V4, DT_V4, NFT_SET_INTERVAL, 0),
 	SD("private6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
-	SD("sbx_deny4", K_IF_V4, DT_IF_V4, CI, 1),
-	SD("sbx_deny6", K_IF_V6, DT_IF_V6, CI, 1),
 	SD("restricted", K_IF, DT_IF, 0, 1),
-	SD("keep4", K_T4, DT_T4, CI, 1),
-	SD("keep6", K_T6, DT_T6, CI, 1),
-	SD("allow4", K_T4, DT_T4, CI, 1),
-	SD("allow6", K_T6, DT_T6, CI, 1),
-	SD("pallow4", K_T4, DT_T4, CI, 1),
-	SD("pallow6", K_T6, DT_T6, CI, 1),
 	SA("learned4", "lrange4", K_T4, DT_T4, TO),
 	SA("learned6", "lrange6", K_T6, DT_T6, TO),
-	SD("lrange4", K_T4, DT_T4, CI | TO, 1),
-	SD("lrange6", K_T6, DT_T6, CI | TO, 1),
 	SA("lkeep4", "lkrange4", K_T4, DT_T4, TO),
 	SA("lkeep6", "lkrange6", K_T6, DT_T6, TO),
-	SD("lkrange4", K_T4, DT_T4, CI | TO, 1),
-	SD("lkrange6", K_T6, DT_T6, CI | TO, 1),
-	SD("icmp4", K_IF_V4, DT_IF_V4, CI, 1),
 	SD("quota", K_IF, DT_IF, NFT_SET_OBJECT, 1),
+	SD("sbx_dispatch", K_IF, DT_IF, NFT_SET_MAP, 1),
 	{ NULL, NULL, NULL, NULL, 0, 0, 0 }
+};
+
+/* The per-sandbox set s_<ifname> (see fw_int.h for the key layout).
+ * Interval because rules are CIDRs and port ranges, timeout because
+ * learned port ranges expire; static elements carry no timeout. Small:
+ * one sandbox's rules, so its pipapo tables rebuild in microseconds. */
+static const uint8_t	K_S[] = { 4, 16, 1, 2 };
+static const uint8_t	DT_S[] = { DT_MARK, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
+const struct fw_setdef fw_sbx_setdef = {
+	FW_SBX_SET, NULL, K_S, DT_S, sizeof(K_S), CI | TO, 1
 };
 
 const struct fw_setdef *
@@ -707,8 +738,10 @@ fw_keylen(const struct fw_setdef *d)
 	return len;
 }
 
+/* Queues the creation of set d, named name (NULL: d->name). */
 static int
-add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d)
+add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d,
+    const char *name)
 {
 	struct nftnl_set	*s;
 	uint32_t		 type = 0;
@@ -720,7 +753,7 @@ add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d)
 	for (i = 0; i < d->nfields; i++)
 		type = type << 6 | d->types[i];
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, d->name);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name != NULL ? name : d->name);
 	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)fw_keylen(d));
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, type);
@@ -736,6 +769,8 @@ add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d)
 		    (uint32_t)d->nfields);
 	if (d->flags & NFT_SET_OBJECT)
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	if (d->flags & NFT_SET_MAP)
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_DATA_VERDICT);
 	/* A timeout hash set is swept by a timer that walks every element
 	 * (once a second by default): with 100,000 learned elements that
 	 * walk cost more CPU than all the lookups (perf: nft_rhash_gc).
@@ -795,8 +830,9 @@ rule_start(struct rb *rb, const char *table, const char *chain)
 	return 0;
 }
 
+/* Appends the rule, or with insert puts it at the head of its chain. */
 static int
-rule_end(struct fw_batch *b, struct rb *rb)
+rule_put(struct fw_batch *b, struct rb *rb, int insert)
 {
 	if (rb->oom) {
 		nftnl_rule_free(rb->r);
@@ -804,10 +840,16 @@ rule_end(struct fw_batch *b, struct rb *rb)
 		return -1;
 	}
 	nftnl_rule_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWRULE,
-	    NLM_F_CREATE | NLM_F_APPEND), rb->r);
+	    NLM_F_CREATE | (insert ? 0 : NLM_F_APPEND)), rb->r);
 	nftnl_rule_free(rb->r);
 	fw_batch_next(b);
 	return 0;
+}
+
+static int
+rule_end(struct fw_batch *b, struct rb *rb)
+{
+	return rule_put(b, rb, 0);
 }
 
 /* RULE wraps the start and end of a rule so that the list below reads like
@@ -873,76 +915,11 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 			e_log(&rb, g, "deny:always");
 			e_reject_admin(&rb);
 		});
-	/* One lookup for every sandbox that is not narrowed; the keep
-	 * lists are searched only for those that are. */
+	/* One hash lookup leads each sandbox to its own chain; a link with
+	 * no entry (or whose chain returns) meets the default denial. */
 	RULE("forward", {
 		e_meta(&rb, NFT_META_IIFNAME, R_IF);
-		e_lookup(&rb, R_IF, "restricted", 0);
-		e_jump(&rb, "restricted");
-	});
-	RULE("forward", {
-		e_ct_established(&rb);
-		e_verdict(&rb, NF_ACCEPT);
-	});
-	RULE("forward", {
-		e_l4proto(&rb, IPPROTO_TCP);
-		e_dport(&rb, 853);
-		e_log(&rb, g, "deny:dot");
-		e_verdict(&rb, NF_DROP);
-	});
-	RULE("forward", {
-		e_l4proto(&rb, IPPROTO_UDP);
-		e_dport(&rb, 853);
-		e_log(&rb, g, "deny:dot");
-		e_verdict(&rb, NF_DROP);
-	});
-	for (six = 0; six <= 1; six++)
-		RULE("forward", {
-			e_if_addr(&rb, six, 1);
-			e_lookup(&rb, R_IF, six ? "sbx_deny6" : "sbx_deny4", 0);
-			e_log(&rb, g, "deny:rule");
-			e_reject_admin(&rb);
-		});
-	for (six = 0; six <= 1; six++) {
-		RULE("forward", {
-			e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_tuple(&rb, six);
-			e_lookup(&rb, R_IF, six ? "pallow6" : "pallow4", 0);
-			e_verdict(&rb, NF_ACCEPT);
-		});
-		RULE("forward", {
-			e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_log(&rb, g, "deny:private");
-			e_reject_admin(&rb);
-		});
-	}
-	for (six = 0; six <= 1; six++) {
-		/* All three accept, so their order is free: the learned
-		 * hash first (most flows are to names the DNS proxy
-		 * learned; one hash lookup), then the usually small range
-		 * set, then the statics, whose pipapo set holds every
-		 * sandbox's rules and costs the most to search. */
-		static const char *const sets[2][3] = {
-			{ "learned4", "lrange4", "allow4" },
-			{ "learned6", "lrange6", "allow6" },
-		};
-		size_t i;
-
-		for (i = 0; i < 3; i++)
-			RULE("forward", {
-				e_tuple(&rb, six);
-				e_lookup(&rb, R_IF, sets[six][i], 0);
-				e_verdict(&rb, NF_ACCEPT);
-			});
-	}
-	RULE("forward", {
-		uint8_t echo = 8;
-		e_l4proto(&rb, IPPROTO_ICMP);
-		e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, R_TMP);
-		e_cmp(&rb, R_TMP, NFT_CMP_EQ, &echo, 1);
-		e_if_addr(&rb, 0, 1);
-		e_lookup(&rb, R_IF, "icmp4", 0);
-		e_verdict(&rb, NF_ACCEPT);
+		e_vmap(&rb, R_IF, "sbx_dispatch");
 	});
 	RULE("forward", e_log(&rb, g, "deny:default"));
 	RULE("forward", {
@@ -950,27 +927,6 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		e_reject(&rb, NFT_REJECT_TCP_RST, 0);
 	});
 	RULE("forward", e_reject_admin(&rb));
-
-	/* restricted: what a narrowed sandbox may still reach (the
-	 * always-deny ranges were already checked on the way here) */
-	for (six = 0; six <= 1; six++) {
-		static const char *const sets[2][3] = {
-			{ "keep4", "lkeep4", "lkrange4" },
-			{ "keep6", "lkeep6", "lkrange6" },
-		};
-		size_t i;
-
-		for (i = 0; i < 3; i++)
-			RULE("restricted", {
-				e_tuple(&rb, six);
-				e_lookup(&rb, R_IF, sets[six][i], 0);
-				e_verdict(&rb, NF_ACCEPT);
-			});
-	}
-	RULE("restricted", {
-		e_log(&rb, g, "deny:tainted");
-		e_reject_admin(&rb);
-	});
 
 	/* input */
 	RULE("input", {
@@ -1111,6 +1067,223 @@ oom:
 	return -1;
 }
 
+/* ------------------------------------------------- per-sandbox objects */
+
+/* SRULE: as RULE, for a sandbox chain (v6: the sandbox has IPv6). */
+#define SRULE(chain, ...) do {						\
+	if (rule_start(&rb, t, chain) == -1)				\
+		goto oom;						\
+	rb.v4only = !v6;						\
+	__VA_ARGS__;							\
+	if (rule_end(b, &rb) == -1)					\
+		goto oom;						\
+} while (0)
+
+void
+fw_sbx_names(const char *ifname, char set[FW_NAMEMAX],
+    char chain[FW_NAMEMAX])
+{
+	int	n = (int)strnlen(ifname, FW_IFNAMSIZ - 1);
+
+	if (set != NULL)
+		snprintf(set, FW_NAMEMAX, "%s%.*s", FW_SBX_SET, n, ifname);
+	if (chain != NULL)
+		snprintf(chain, FW_NAMEMAX, "%s%.*s", FW_SBX_CHAIN, n, ifname);
+}
+
+/* Registers of the per-sandbox key: role, address, l4proto, port. */
+#define R_ROLE		NFT_REG32_00
+#define R_SADDR		(NFT_REG32_00 + 1)
+#define R_SADDR4	(NFT_REG32_00 + 4)	/* last word of the address */
+#define R_SPROTO	(NFT_REG32_00 + 5)
+#define R_SPORT		(NFT_REG32_00 + 6)
+
+/*
+ * Looks role . daddr (IPv4 mapped) . l4proto . dport up in the sandbox's
+ * set. Without ports (denies, ICMP) proto and port stay 0, as their
+ * elements are written, so those lookups need no transport header.
+ */
+static void
+e_role(struct rb *rb, const char *set, int six, uint32_t role, int ports)
+{
+	uint8_t	imm[16];
+
+	/* An immediate holds at most 16 bytes (struct nft_data). */
+	memset(imm, 0, sizeof(imm));
+	role = htonl(role);	/* so that `nft list` prints it as is */
+	memcpy(imm, &role, 4);
+	if (!six)
+		imm[4 + 10] = imm[4 + 11] = 0xff;
+	e_nfproto(rb, six ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	e_imm(rb, R_ROLE, imm, six ? 4 : 16);
+	if (six)
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, R_SADDR);
+	else
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, R_SADDR4);
+	if (ports) {
+		e_meta(rb, NFT_META_L4PROTO, R_SPROTO);
+		e_payload(rb, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, R_SPORT);
+	} else {
+		memset(imm, 0, sizeof(imm));
+		e_imm(rb, R_SPROTO, imm, 8);
+	}
+	e_lookup(rb, R_ROLE, set, 0);
+}
+
+/*
+ * fw_sbx_queue_objects: queues the set and chain of sandbox ifname and the
+ * chain's rules (see the ruleset at the top of this file) into b; the
+ * caller adds the elements and, last, the @sbx_dispatch entry that makes
+ * the chain live. The IPv6 rules only when v6: a sandbox without an IPv6
+ * address in @sbx6 sends no IPv6 packet past anti-spoofing, and every
+ * rule here costs each later batch that adds rules (the kernel validates
+ * all chains reachable from the base chains then). -1 (ENOMEM) on
+ * failure; the caller aborts the batch.
+ */
+int
+fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
+    uint16_t g, int v6)
+{
+	struct rb	rb;
+	char		set[FW_NAMEMAX], chain[FW_NAMEMAX];
+	int		six;
+
+	fw_sbx_names(ifname, set, chain);
+	if (add_set(b, t, &fw_sbx_setdef, set) == -1 ||
+	    add_chain(b, t, chain, NULL, 0, 0) == -1)
+		goto oom;
+	SRULE(chain, {
+		e_ct_established(&rb);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	/* DoT, TCP and UDP in one rule: l4proto 6-17 also takes in a few
+	 * protocols no rule allows (7-16), whose packets are denied anyway. */
+	SRULE(chain, {
+		struct nftnl_expr *e;
+		uint8_t lo = IPPROTO_TCP, hi = IPPROTO_UDP;
+		e_meta(&rb, NFT_META_L4PROTO, R_TMP);
+		if ((e = ex(&rb, "range")) != NULL) {
+			nftnl_expr_set_u32(e, NFTNL_EXPR_RANGE_SREG, R_TMP);
+			nftnl_expr_set_u32(e, NFTNL_EXPR_RANGE_OP,
+			    NFT_RANGE_EQ);
+			nftnl_expr_set(e, NFTNL_EXPR_RANGE_FROM_DATA, &lo, 1);
+			nftnl_expr_set(e, NFTNL_EXPR_RANGE_TO_DATA, &hi, 1);
+			ex_add(&rb, e);
+		}
+		e_dport(&rb, 853);
+		e_log(&rb, g, "deny:dot");
+		e_verdict(&rb, NF_DROP);
+	});
+	for (six = 0; six <= v6; six++)
+		SRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
+			    0);
+			e_log(&rb, g, "deny:rule");
+			e_reject_admin(&rb);
+		});
+	for (six = 0; six <= v6; six++) {
+		SRULE(chain, {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_role(&rb, set, six, six ? FW_R_PALLOW6 :
+			    FW_R_PALLOW4, 1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		SRULE(chain, {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_log(&rb, g, "deny:private");
+			e_reject_admin(&rb);
+		});
+	}
+	/* All three accept, so their order is free: the shared learned
+	 * hash first (most flows go to names the DNS proxy learned), then
+	 * the sandbox's learned ranges and its static allows. */
+	for (six = 0; six <= v6; six++) {
+		SRULE(chain, {
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "learned6" : "learned4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		SRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_LRANGE6 :
+			    FW_R_LRANGE4, 1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		SRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_ALLOW6 : FW_R_ALLOW4,
+			    1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	}
+	SRULE(chain, {
+		uint8_t echo = 8;
+		e_l4proto(&rb, IPPROTO_ICMP);
+		e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, R_TMP);
+		e_cmp(&rb, R_TMP, NFT_CMP_EQ, &echo, 1);
+		e_role(&rb, set, 0, FW_R_ICMP4, 0);
+		e_verdict(&rb, NF_ACCEPT);
+	});
+	return 0;
+oom:
+	return -1;
+}
+
+/* IRULE: as RULE, but the rule goes to the head of its chain. */
+#define IRULE(chain, ...) do {						\
+	if (rule_start(&rb, t, chain) == -1)				\
+		goto oom;						\
+	rb.v4only = !v6;						\
+	__VA_ARGS__;							\
+	if (rule_put(b, &rb, 1) == -1)					\
+		goto oom;						\
+} while (0)
+
+/*
+ * fw_sbx_queue_restrict: queues the rules that narrow sandbox ifname
+ * (its keep roles, the shared learned keep hash, then "deny:tainted"),
+ * each inserted at the head of its chain, so they end up first, in the
+ * order of the ruleset comment, above the established accept: a taint
+ * cuts open flows too. Queue once per sandbox; IPv6 rules only when v6.
+ * -1 (ENOMEM) on failure.
+ */
+int
+fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
+    uint16_t g, int v6)
+{
+	struct rb	rb;
+	char		set[FW_NAMEMAX], chain[FW_NAMEMAX];
+	int		six;
+
+	fw_sbx_names(ifname, set, chain);
+	/* Inserted at the head one by one: queue them last rule first. */
+	IRULE(chain, {
+		e_log(&rb, g, "deny:tainted");
+		e_reject_admin(&rb);
+	});
+	for (six = v6; six >= 0; six--) {
+		IRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_LKRANGE6 :
+			    FW_R_LKRANGE4, 1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		IRULE(chain, {
+			e_tuple(&rb, six);
+			e_lookup(&rb, R_IF, six ? "lkeep6" : "lkeep4", 0);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+		IRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_KEEP6 : FW_R_KEEP4,
+			    1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	}
+	return 0;
+oom:
+	return -1;
+}
+
+#undef IRULE
+#undef SRULE
+
 #undef RULE
 
 /* Adds the deny/private ranges of one family, merged (the kernel's rbtree
@@ -1159,6 +1332,26 @@ table_exists(struct fw *fw, const char *t)
 	    NLM_F_ACK, fw->seq++);
 	nftnl_table_nlmsg_build_payload(nlh, tb);
 	nftnl_table_free(tb);
+	if (fw_request(fw, nlh, NULL, NULL) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
+}
+
+/* 1 if set exists in table t, 0 if not, -1 on error. */
+static int
+set_exists(struct fw *fw, const char *t, const char *set)
+{
+	struct nftnl_set	*s;
+	struct nlmsghdr		*nlh;
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return -1;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, t);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nlh = nftnl_nlmsg_build_hdr(fw->buf, NFT_MSG_GETSET, NFPROTO_INET,
+	    NLM_F_ACK, fw->seq++);
+	nftnl_set_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
 	if (fw_request(fw, nlh, NULL, NULL) == 0)
 		return 1;
 	return errno == ENOENT ? 0 : -1;
@@ -1253,6 +1446,15 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 		}
 	}
 	adopt = exists == 1;
+	/* A table of another layout (shared static sets, no dispatch map)
+	 * cannot be adopted: its sandboxes have no chains of their own.
+	 * Refuse, and let the caller replace it and re-add its sandboxes. */
+	if (adopt && set_exists(fw, t, "sbx_dispatch") != 1) {
+		errno = EPROTO;
+		fw_seterr(err, errlen, "fw_init: table %s has another layout",
+		    t);
+		return -1;
+	}
 	if (fw_batch_begin(fw, &b) == -1) {
 		fw_seterr(err, errlen, "fw_init: %s", strerror(errno));
 		return -1;
@@ -1265,7 +1467,7 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	}
 	table_msg(&b, t, NFT_MSG_NEWTABLE, NLM_F_CREATE);
 	for (d = fw_sets; d->name != NULL; d++)
-		if (add_set(&b, t, d) == -1)
+		if (add_set(&b, t, d, NULL) == -1)
 			goto oom;
 	if (add_chain(&b, t, "forward", "filter", NF_INET_FORWARD,
 	    NF_IP_PRI_FILTER) == -1 ||
@@ -1274,15 +1476,14 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	    add_chain(&b, t, "prerouting", "nat", NF_INET_PRE_ROUTING,
 	    NF_IP_PRI_NAT_DST) == -1 ||
 	    add_chain(&b, t, "postrouting", "nat", NF_INET_POST_ROUTING,
-	    NF_IP_PRI_NAT_SRC) == -1 ||
-	    add_chain(&b, t, "restricted", NULL, 0, 0) == -1)
+	    NF_IP_PRI_NAT_SRC) == -1)
 		goto oom;
 	if (adopt) {
 		/* Rewrite what comes from cfg; keep per-sandbox sets. A
 		 * DELRULE naming only the chain flushes it, a DELSETELEM
 		 * without elements flushes the set. */
 		static const char *chains[] = { "forward", "input",
-		    "prerouting", "postrouting", "restricted" };
+		    "prerouting", "postrouting" };
 		struct nftnl_rule	*r;
 		struct nftnl_set	*s;
 		size_t			 i;
@@ -1325,6 +1526,7 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	if (fw_batch_commit(&b, "fw_init", err, errlen) == -1)
 		return -1;
 	snprintf(fw->table, sizeof(fw->table), "%s", t);
+	fw->group = cfg->nflog_group;
 	/* From here this handle knows what the table holds per sandbox:
 	 * nothing (new table) or what one dump per set finds (adopted). If
 	 * that dump fails, deletion falls back to dumping each time. */

@@ -4,10 +4,11 @@
  * Sluice decides in user space but enforces in the kernel, so that a sandbox
  * that ignores proxies, opens raw sockets or outlives a crashed daemon still
  * meets the same rules. This module owns one table (`inet sluice` by
- * default): the rules are static and written once by fw_init; everything that
- * varies per sandbox or per DNS answer is a set element, added and removed in
- * single netlink batches, so packet cost does not grow with sandboxes or
- * destinations. Denied packets come back through nflog (fw_nflog_*).
+ * default): the shared rules are written once by fw_init; each sandbox has
+ * its own small set and chain, reached through one hash lookup (a verdict
+ * map keyed on its link), and DNS answers are set elements; everything is
+ * added and removed in single netlink batches, so packet cost does not
+ * grow with sandboxes or destinations. Denied packets come back through nflog (fw_nflog_*).
  *
  * The module is a leaf: it never logs or exits and never calls policy/ or
  * gateway/. Everything comes in as flat structs; functions return 0 (or a
@@ -116,9 +117,13 @@ void		 fw_free(struct fw *fw);
  * private ranges) in one batch and remembers cfg->table for later calls.
  * Without FW_ADOPT, an existing table of that name is replaced atomically
  * (delete + create in the same batch; on failure the old table is intact).
- * With FW_ADOPT and an existing table, its per-sandbox sets, elements and
- * quota objects are kept, while rules and the static range sets are rewritten
- * from cfg, still in one batch. Returns 1 if a table was adopted, 0 if it was
+ * With FW_ADOPT and an existing table, its per-sandbox sets, chains,
+ * elements and quota objects are kept, while the shared rules and the static
+ * range sets are rewritten from cfg, still in one batch (the per-sandbox
+ * chains keep the nflog group they were made with). A table of another
+ * layout (one without @sbx_dispatch, as written before issue 8) is not
+ * adopted: -1 with EPROTO, the table untouched; call again without
+ * FW_ADOPT to replace it. Returns 1 if a table was adopted, 0 if it was
  * created, -1 on error (EINVAL for bad cfg). cfg is not retained. */
 int		 fw_init(struct fw *fw, const struct fw_config *cfg, int flags,
 		    char *err, size_t errlen);
@@ -131,31 +136,35 @@ int		 fw_destroy(struct fw *fw, const char *table, char *err,
 /* ------------------------------------------------------------ fw_elem.c */
 
 /* fw_sandbox_add: registers a sandbox in one batch: anti-spoofing entry,
- * static allows (CIDR + proto + port range; ICMP rules go to @icmp4 when
- * sb->icmp), explicit denies (CIDR; proto/ports ignored: a deny covers the
- * whole range) and its quota object. All or nothing. EINVAL on a bad ifname
- * or rule, EEXIST if the sandbox is already registered. */
+ * its set s_<ifname> and chain sb_<ifname> (IPv6 rules only when
+ * sb->has_addr6), static allows (CIDR + proto + port range; ICMP rules
+ * only when sb->icmp), explicit denies (CIDR; proto/ports ignored: a deny
+ * covers the whole range), its quota object and, last, its @sbx_dispatch
+ * entry. All or nothing. The handle's nflog group is the one given to
+ * fw_init (0 on a handle that never ran it). EINVAL on a bad ifname or
+ * rule, EEXIST if the sandbox is already registered. */
 int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		    const struct fw_rule *allow, size_t nallow,
 		    const struct fw_rule *deny, size_t ndeny,
 		    char *err, size_t errlen);
 
-/* fw_sandbox_del: removes every element keyed on sb->ifname from every set
- * (static, learned, learned keep, keep, restricted, anti-spoofing) and its
- * quota object, in one batch (learned destinations beyond a few hundred go
- * first in batches of their own). Only sb->ifname is used. A sandbox with
- * nothing left is not an error. A handle that ran fw_init deletes by key
- * from what it added or found when it adopted the table (no dumps; learned
- * elements that expired meanwhile are no error, NFT_MSG_DESTROYSETELEM,
- * Linux 6.3); on older kernels, or a handle that never ran fw_init, it
- * dumps every per-sandbox set instead. Elements another handle added to
- * the table after this one's fw_init are not known to it. */
+/* fw_sandbox_del: removes the sandbox's dispatch entry, chain and set (its
+ * static, keep and learned port-range elements with it), its elements in
+ * the shared sets (learned, learned keep, restricted, anti-spoofing) and
+ * its quota object, in one batch (learned destinations beyond a few
+ * hundred go first in batches of their own). Only sb->ifname is used. A
+ * sandbox with nothing left is not an error. A handle that ran fw_init
+ * deletes by key from what it added or found when it adopted the table
+ * (no dumps; what is gone meanwhile is no error: NFT_MSG_DESTROY*, Linux
+ * 6.3); on older kernels, or a handle that never ran fw_init, it dumps the
+ * shared per-sandbox sets instead. Elements another handle added to the
+ * table after this one's fw_init are not known to it. */
 int		 fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb,
 		    char *err, size_t errlen);
 
 /* fw_sandbox_update: replaces the static elements of registered sandbox
  * sb->ifname (allows, private allows, explicit denies, ICMP per sb->icmp)
- * with those of the new rules, and sets its quota to sb->quota_bytes (an
+ * in its set with those of the new rules (found by one dump of that set), and sets its quota to sb->quota_bytes (an
  * existing quota object is updated in place and keeps what it consumed;
  * 0 removes it), all in one batch: a packet sees the old statics or the
  * new ones, never neither. Learned, keep/restricted and anti-spoofing
@@ -173,8 +182,9 @@ int		 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
  * reset. One-port elements go to hash sets (constant cost at any number
  * of learned elements), port ranges to interval sets; elements with
  * FW_ELEM_KEEP also go to the learned keep sets, which a restricted
- * sandbox still reaches. EINVAL for a bad element (family, proto, ports,
- * zero timeout). */
+ * sandbox still reaches. Port ranges go to the sandbox's own set, so
+ * they need a registered sandbox (else the batch fails, ENOENT). EINVAL
+ * for a bad element (family, proto, ports, zero timeout). */
 int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
 /* fw_unlearn: removes the n elements in one batch, from the learned and
@@ -183,11 +193,14 @@ int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
 int		 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
 
-/* fw_restrict: narrows a sandbox at once (tainted data): adds ifname to
- * @restricted and the keep rules to @keep4/@keep6 in one batch. From then on
- * only keep destinations (still subject to the always-deny ranges) pass:
- * these keep rules, and destinations learned with FW_ELEM_KEEP (before or
- * after the taint) while they live. Undone only by fw_sandbox_del. */
+/* fw_restrict: narrows a registered sandbox at once (tainted data): adds
+ * the keep rules to its set and, the first time, the narrowing rules at
+ * the head of its chain and ifname to @restricted, in one batch. From then
+ * on only keep destinations (still subject to the always-deny ranges)
+ * pass: these keep rules, and destinations learned with FW_ELEM_KEEP
+ * (before or after the taint) while they live. Calling it again adds keep
+ * rules only. Undone only by fw_sandbox_del. ENOENT if the sandbox is not
+ * registered. */
 int		 fw_restrict(struct fw *fw, const char *ifname,
 		    const struct fw_rule *keep, size_t n, char *err,
 		    size_t errlen);
@@ -200,9 +213,11 @@ int		 fw_list_sandboxes(struct fw *fw,
 		    void *arg), void *arg, char *err, size_t errlen);
 
 /* fw_count_elems: number of elements in set `set` whose key starts with
- * ifname (NULL: all elements). Interval sets count each range once.
- * "learned4" counts all learned IPv4 destinations (its one-port hash set
- * and the port ranges in "lrange4"), "lkeep4" those learned as keep
+ * ifname (NULL: all elements). Interval sets count each range once. Names
+ * of what now lives in the sandboxes' own sets count there: "allow4",
+ * "pallow4", "sbx_deny4", "icmp4", "keep4", "lrange4", "lkrange4" (v6
+ * alike). "learned4" counts all learned IPv4 destinations (its one-port
+ * hash set and the port ranges, "lrange4"), "lkeep4" those learned as keep
  * ("lkrange4" included); v6 alike. For reconciliation and tests; -1 on
  * error. */
 int		 fw_count_elems(struct fw *fw, const char *set,

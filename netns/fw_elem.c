@@ -1,19 +1,22 @@
 /*
  * fw_elem.c: per-sandbox state as set elements.
  *
- * Why this file exists: the rules written by fw.c never change while the
- * daemon runs; what a sandbox may reach is entirely in set elements, and this
- * file is the only place that encodes them. Every public call here is one
+ * Why this file exists: the shared rules written by fw.c never change while
+ * the daemon runs; what a sandbox may reach is in its own set and chain
+ * (made here with fw.c's builders) and in set elements, and this file is
+ * the only place that encodes them. Every public call here is one
  * netlink batch, so a sandbox appears, learns, narrows or disappears
  * atomically, and the DNS proxy's fw_learn returns only once the kernel has
  * committed the elements (the answer is released after that, never before).
  *
- * Key layout (each field padded to 4 bytes, as nft registers are):
- * ifname[16] . addr[4|16] . l4proto[1+3] . port[2+2] (network order).
+ * Key layout of the shared sets (each field padded to 4 bytes, as nft
+ * registers are): ifname[16] . addr[4|16] . l4proto[1+3] . port[2+2]
+ * (network order); of the per-sandbox sets, see fw_int.h.
  *
- * The handle also keeps an index of what it put in the kernel per ifname
- * (rebuilt from one dump per set when fw_init adopts a table), so that
- * fw_sandbox_del removes a sandbox by key without dumping every set.
+ * The handle also keeps an index of what it put in the shared sets per
+ * ifname (rebuilt from one dump per set when fw_init adopts a table), so
+ * that fw_sandbox_del removes a sandbox by key without dumping every set;
+ * its own set and chain go by name.
  */
 #include <sys/socket.h>
 
@@ -30,6 +33,7 @@
 #include <time.h>
 
 #include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
 #include <libnftnl/object.h>
 #include <libnftnl/set.h>
 
@@ -319,32 +323,52 @@ valid_rule(const struct fw_rule *r, int allow_icmp)
 	return r->port_lo <= r->port_hi;
 }
 
-/* Queues the interval element of a TCP/UDP rule into q (allow/keep sets). */
+/* A key of the per-sandbox set (layout in fw_int.h). */
 static void
-add_rule_tuple(struct eq *q, const char *ifname, const struct fw_rule *r)
+key_sbx(struct key *k, uint32_t role, const uint8_t *addr, size_t alen,
+    uint8_t proto, uint16_t port)
+{
+	uint16_t	be = htons(port);
+
+	memset(k, 0, sizeof(*k));
+	role = htonl(role);
+	memcpy(k->b, &role, 4);
+	if (alen == 4) {
+		k->b[4 + 10] = k->b[4 + 11] = 0xff;
+		memcpy(k->b + 4 + 12, addr, 4);
+	} else
+		memcpy(k->b + 4, addr, 16);
+	k->b[20] = proto;
+	memcpy(k->b + 24, &be, 2);
+	k->len = FW_SBX_KEYLEN;
+}
+
+/* Queues the interval element of a TCP/UDP rule into q (a per-sandbox set)
+ * under role. */
+static void
+add_rule_tuple(struct eq *q, uint32_t role, const struct fw_rule *r)
 {
 	struct key	klo, khi;
 	uint8_t		lo[16], hi[16];
 	size_t		alen = r->family == AF_INET ? 4 : 16;
 
 	(void)fw_cidr_range(r->family, r->addr, r->prefix, lo, hi);
-	key_tuple(&klo, ifname, lo, alen, r->proto, r->port_lo);
-	key_tuple(&khi, ifname, hi, alen, r->proto, r->port_hi);
+	key_sbx(&klo, role, lo, alen, r->proto, r->port_lo);
+	key_sbx(&khi, role, hi, alen, r->proto, r->port_hi);
 	eq_add(q, klo.b, klo.len, khi.b, 0, 0, NULL);
 }
 
+/* The same for a CIDR without ports (denies, ICMP): proto and port 0. */
 static void
-add_rule_cidr(struct eq *q, const char *ifname, const struct fw_rule *r)
+add_rule_cidr(struct eq *q, uint32_t role, const struct fw_rule *r)
 {
 	struct key	klo, khi;
 	uint8_t		lo[16], hi[16];
 	size_t		alen = r->family == AF_INET ? 4 : 16;
 
 	(void)fw_cidr_range(r->family, r->addr, r->prefix, lo, hi);
-	key_init(&klo, ifname);
-	key_put(&klo, lo, alen);
-	key_init(&khi, ifname);
-	key_put(&khi, hi, alen);
+	key_sbx(&klo, role, lo, alen, 0, 0);
+	key_sbx(&khi, role, hi, alen, 0, 0);
 	eq_add(q, klo.b, klo.len, khi.b, 0, 0, NULL);
 }
 
@@ -843,56 +867,38 @@ oom:
 }
 
 /* Queues the adds of a sandbox's static allow, private-allow, deny and ICMP
- * elements (from statics_prepare) into b. -1 (ENOMEM) on failure; the
- * caller aborts the batch. */
+ * elements (from statics_prepare) into its set s_<ifname>, in b. -1
+ * (ENOMEM) on failure; the caller aborts the batch. */
 static int
 statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
     const struct fw_rule *al, size_t nal, const struct fw_rule *dn,
-    size_t ndn, struct rawvec *rv)
+    size_t ndn)
 {
 	struct eq	 q;
 	size_t		 i;
 	int		 any_icmp = 0;
+	char		 set[FW_NAMEMAX];
 
+	fw_sbx_names(sb->ifname, set, NULL);
+	eq_init(&q, b, fw->table, set, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
 	for (int six = 0; six <= 1; six++) {
 		uint8_t fam = six ? AF_INET6 : AF_INET;
 
-		eq_init(&q, b, fw->table, six ? "allow6" : "allow4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		q.rec = rv;
 		for (i = 0; i < nal; i++)
 			if (al[i].family == fam &&
-			    al[i].proto != IPPROTO_ICMP &&
-			    !rule_private(fw, &al[i]))
-				add_rule_tuple(&q, sb->ifname, &al[i]);
-		if (eq_done(&q) == -1)
-			return -1;
-		eq_init(&q, b, fw->table, six ? "pallow6" : "pallow4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		q.rec = rv;
-		for (i = 0; i < nal; i++)
-			if (al[i].family == fam &&
-			    al[i].proto != IPPROTO_ICMP &&
-			    rule_private(fw, &al[i]))
-				add_rule_tuple(&q, sb->ifname, &al[i]);
-		if (eq_done(&q) == -1)
-			return -1;
-		eq_init(&q, b, fw->table, six ? "sbx_deny6" : "sbx_deny4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		q.rec = rv;
+			    al[i].proto != IPPROTO_ICMP)
+				add_rule_tuple(&q, rule_private(fw, &al[i]) ?
+				    (six ? FW_R_PALLOW6 : FW_R_PALLOW4) :
+				    (six ? FW_R_ALLOW6 : FW_R_ALLOW4), &al[i]);
 		for (i = 0; i < ndn; i++)
 			if (dn[i].family == fam)
-				add_rule_cidr(&q, sb->ifname, &dn[i]);
-		if (eq_done(&q) == -1)
-			return -1;
+				add_rule_cidr(&q, six ? FW_R_DENY6 :
+				    FW_R_DENY4, &dn[i]);
 	}
 	if (sb->icmp) {
-		eq_init(&q, b, fw->table, "icmp4", NFT_MSG_NEWSETELEM,
-		    NLM_F_CREATE);
-		q.rec = rv;
 		for (i = 0; i < nal; i++)
 			if (al[i].proto == IPPROTO_ICMP) {
-				add_rule_cidr(&q, sb->ifname, &al[i]);
+				add_rule_cidr(&q, FW_R_ICMP4, &al[i]);
 				any_icmp = 1;
 			}
 		/* ICMP allowed without a destination list: any address
@@ -901,11 +907,76 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 			struct fw_rule all = { .family = AF_INET,
 			    .prefix = 0, .proto = IPPROTO_ICMP };
 
-			add_rule_cidr(&q, sb->ifname, &all);
+			add_rule_cidr(&q, FW_R_ICMP4, &all);
 		}
-		if (eq_done(&q) == -1)
-			return -1;
 	}
+	return eq_done(&q);
+}
+
+/* Queues the @sbx_dispatch entry "ifname : jump sb_<ifname>" (NEWSETELEM
+ * with EXCL) or its removal (DESTROYSETELEM/DELSETELEM, key only). */
+static int
+dispatch_queue(struct fw *fw, struct fw_batch *b, const char *ifname,
+    uint16_t type, struct rawvec *rv)
+{
+	struct nftnl_set	*s;
+	struct nftnl_set_elem	*e;
+	struct key		 k;
+	char			 chain[FW_NAMEMAX];
+
+	fw_sbx_names(ifname, NULL, chain);
+	key_init(&k, ifname);
+	if ((s = nftnl_set_alloc()) == NULL)
+		return -1;
+	if ((e = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		return -1;
+	}
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, "sbx_dispatch");
+	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, k.b, (uint32_t)k.len);
+	if (type == NFT_MSG_NEWSETELEM) {
+		nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
+		nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, chain);
+	}
+	nftnl_set_elem_add(s, e);
+	nftnl_set_elems_nlmsg_build_payload(fw_batch_hdr(b, type,
+	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_EXCL : 0), s);
+	nftnl_set_free(s);
+	fw_batch_next(b);
+	if (rv != NULL)
+		rawvec_add(rv, set_index("sbx_dispatch"), k.b, k.len, NULL);
+	return rv != NULL && rv->oom ? -1 : 0;
+}
+
+/* Queues the removal of ifname's chain (its rules with it) and set (its
+ * elements with it), after the dispatch entry that jumps to the chain:
+ * DESTROY, which no missing object fails, when destroy, else DEL. */
+static int
+objects_del_queue(struct fw *fw, struct fw_batch *b, const char *ifname,
+    int destroy)
+{
+	struct nftnl_chain	*c;
+	struct nftnl_set	*s;
+	char			 set[FW_NAMEMAX], chain[FW_NAMEMAX];
+
+	fw_sbx_names(ifname, set, chain);
+	if ((c = nftnl_chain_alloc()) == NULL)
+		return -1;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, fw->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, chain);
+	nftnl_chain_nlmsg_build_payload(fw_batch_hdr(b, destroy ?
+	    NFT_MSG_DESTROYCHAIN : NFT_MSG_DELCHAIN, 0), c);
+	nftnl_chain_free(c);
+	fw_batch_next(b);
+	if ((s = nftnl_set_alloc()) == NULL)
+		return -1;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_nlmsg_build_payload(fw_batch_hdr(b, destroy ?
+	    NFT_MSG_DESTROYSET : NFT_MSG_DELSET, 0), s);
+	nftnl_set_free(s);
+	fw_batch_next(b);
 	return 0;
 }
 
@@ -1017,10 +1088,17 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		if (eq_done(&q) == -1)
 			goto oomb;
 	}
-	if (statics_queue(fw, &b, sb, al, nal, dn, ndn, &rv) == -1)
+	/* Its set, chain and rules, the elements, the quota, and last the
+	 * dispatch entry: the chain is reachable only once complete (and
+	 * the whole batch commits or nothing does anyway). */
+	if (fw_sbx_queue_objects(&b, fw->table, sb->ifname, fw->group,
+	    sb->has_addr6 != 0) == -1 ||
+	    statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
 		goto oomb;
 	if (sb->quota_bytes > 0 && quota_queue(fw, &b, sb, NLM_F_CREATE |
 	    NLM_F_EXCL, 1, &rv) == -1)
+		goto oomb;
+	if (dispatch_queue(fw, &b, sb->ifname, NFT_MSG_NEWSETELEM, &rv) == -1)
 		goto oomb;
 	ret = fw_batch_commit(&b, "fw_sandbox_add", err, errlen);
 	if (ret == 0)
@@ -1137,6 +1215,28 @@ del_one(struct nftnl_set_elem *e, void *arg)
 	return 0;
 }
 
+/* 1 if sandbox ifname's chain exists, 0 if not, -1 on error. */
+static int
+chain_exists(struct fw *fw, const char *ifname)
+{
+	struct nftnl_chain	*c;
+	struct nlmsghdr		*nlh;
+	char			 chain[FW_NAMEMAX];
+
+	fw_sbx_names(ifname, NULL, chain);
+	if ((c = nftnl_chain_alloc()) == NULL)
+		return -1;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, fw->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, chain);
+	nlh = nftnl_nlmsg_build_hdr(fw->buf, NFT_MSG_GETCHAIN, NFPROTO_INET,
+	    NLM_F_ACK, fw->seq++);
+	nftnl_chain_nlmsg_build_payload(nlh, c);
+	nftnl_chain_free(c);
+	if (fw_request(fw, nlh, NULL, NULL) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
+}
+
 /* fw_sandbox_del the old way: dump every per-sandbox set and delete what
  * is keyed on the name. For handles without a valid index and kernels
  * without DESTROYSETELEM; its cost grows with everything in the table. */
@@ -1151,7 +1251,7 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	struct eq		 q;
 	struct del_ctx		 c;
 	size_t			 nd = 0, i;
-	int			 quota_found = 0, ret = -1;
+	int			 quota_found = 0, ret = -1, has_chain;
 	char			 qname[32];
 
 	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
@@ -1159,7 +1259,10 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 		fw_seterr(err, errlen, "fw_sandbox_del: invalid arguments");
 		return -1;
 	}
-	/* Read every per-sandbox set first, then delete in one batch. */
+	/* Read every per-sandbox set (and whether its chain exists) first,
+	 * then delete in one batch. */
+	has_chain = fw->destroy == FW_DESTROY_YES ||
+	    chain_exists(fw, sb->ifname) != 0;
 	for (d = fw_sets; d->name != NULL && nd < 32; d++) {
 		if (!d->persistent)
 			continue;
@@ -1207,6 +1310,15 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 		    0), o);
 		nftnl_obj_free(o);
 		fw_batch_next(&b);
+	}
+	/* Its chain and set: DESTROY where the kernel has it; else DEL,
+	 * only if the chain is there (both are made in one batch). */
+	if (has_chain && objects_del_queue(fw, &b, sb->ifname,
+	    fw->destroy == FW_DESTROY_YES) == -1) {
+		fw_batch_abort(&b);
+		errno = ENOMEM;
+		fw_seterr(err, errlen, "fw_sandbox_del: out of memory");
+		goto out;
 	}
 	ret = fw_batch_commit(&b, "fw_sandbox_del", err, errlen);
 	if (ret == 0 && fw->idx_valid)
@@ -1296,7 +1408,9 @@ sandbox_del_idx(struct fw *fw, struct fw_sbx *x, char *err, size_t errlen)
 		for (i = 0; i < x->lkcap; i++) {
 			const struct fw_lkey *k = &x->lk[i];
 
-			if (!k->used)
+			/* Learned port ranges live in the sandbox's own set
+			 * and go with it. */
+			if (!k->used || k->port_lo != k->port_hi)
 				continue;
 			memcpy(el[n].ifname, x->ifname, sizeof(el[n].ifname));
 			el[n].family = k->family;
@@ -1320,7 +1434,8 @@ sandbox_del_idx(struct fw *fw, struct fw_sbx *x, char *err, size_t errlen)
 		}
 		if ((m > 0 && learn_queue(&b, fw, el + off, m,
 		    NFT_MSG_DESTROYSETELEM, 0) == -1) ||
-		    (last && raw_queue_destroy(fw, &b, x) == -1)) {
+		    (last && (raw_queue_destroy(fw, &b, x) == -1 ||
+		    objects_del_queue(fw, &b, x->ifname, 1) == -1))) {
 			fw_batch_abort(&b);
 			goto oom;
 		}
@@ -1351,7 +1466,7 @@ fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
 		fw_seterr(err, errlen, "fw_sandbox_del: invalid arguments");
 		return -1;
 	}
-	if (fw->idx_valid && fw->destroy == FW_DESTROY_UNKNOWN)
+	if (fw->destroy == FW_DESTROY_UNKNOWN)
 		fw_probe_destroy(fw);
 	if (!fw->idx_valid || fw->destroy != FW_DESTROY_YES)
 		return sandbox_del_dump(fw, sb, err, errlen);
@@ -1365,13 +1480,6 @@ fw_sandbox_del(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	idx_drop(fw, sb->ifname);
 	return 0;
 }
-
-/* The sets that hold what a policy's static rules give a sandbox, as
- * opposed to what it learned, was narrowed to, or is (anti-spoofing). */
-static const char *const static_sets[] = {
-	"allow4", "allow6", "pallow4", "pallow6", "sbx_deny4", "sbx_deny6",
-	"icmp4", NULL,
-};
 
 static int
 keyed_one(struct nftnl_set_elem *e, void *arg)
@@ -1397,23 +1505,64 @@ count_keyed(struct fw *fw, const char *set, const char *ifname)
 	return c.found;
 }
 
+/* The role of a per-sandbox set element (0 if the key is not ours). */
+static uint32_t
+elem_role(struct nftnl_set_elem *e)
+{
+	const uint8_t	*key;
+	uint32_t	 klen = 0, role;
+
+	key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	if (key == NULL || klen != FW_SBX_KEYLEN)
+		return 0;
+	memcpy(&role, key, 4);
+	return ntohl(role);
+}
+
+/* The roles a policy's static rules give a sandbox, as opposed to what it
+ * learned or was narrowed to. */
+static int
+role_static(uint32_t role)
+{
+	return role == FW_R_ALLOW4 || role == FW_R_ALLOW6 ||
+	    role == FW_R_PALLOW4 || role == FW_R_PALLOW6 ||
+	    role == FW_R_DENY4 || role == FW_R_DENY6 || role == FW_R_ICMP4;
+}
+
+static int
+del_static(struct nftnl_set_elem *e, void *arg)
+{
+	struct eq	*q = arg;
+	const void	*key, *kend;
+	uint32_t	 klen = 0, elen = 0;
+
+	if (!role_static(elem_role(e)))
+		return 0;
+	key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	kend = nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_KEY_END) ?
+	    nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY_END, &elen) : NULL;
+	if (kend == NULL || elen != klen)
+		return 0;
+	eq_add(q, key, klen, kend, 0, 0, NULL);
+	return 0;
+}
+
 int
 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
     const struct fw_rule *allow, size_t nallow, const struct fw_rule *deny,
     size_t ndeny, char *err, size_t errlen)
 {
 	struct fw_batch		 b;
-	struct nftnl_set	*dumps[8] = { NULL };
+	struct nftnl_set	*old = NULL;
 	struct nftnl_obj	*o;
 	struct fw_rule		*al = NULL, *dn = NULL;
-	struct del_ctx		 c;
 	struct eq		 q;
 	struct key		 k;
 	struct rawvec		 rv = { NULL, 0, 0, 0 };
 	struct fw_sbx		*x = NULL;
-	size_t			 nal = 0, ndn = 0, i;
+	size_t			 nal = 0, ndn = 0;
 	int			 nreg, nquota, ret = -1, byidx;
-	char			 qname[32];
+	char			 qname[32], set[FW_NAMEMAX];
 
 	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
 		errno = EINVAL;
@@ -1423,8 +1572,8 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	if (statics_prepare(fw, "fw_sandbox_update", allow, nallow, deny,
 	    ndeny, &al, &nal, &dn, &ndn, err, errlen) == -1)
 		goto out;
-	/* With the index, the old statics are known by key: no dumps, so
-	 * the cost does not grow with the other sandboxes. */
+	/* With the index, registration and quota are known without dumps
+	 * of the shared sets, whose cost grows with the other sandboxes. */
 	byidx = fw->idx_valid;
 	if (byidx) {
 		x = idx_find(fw, sb->ifname);
@@ -1447,42 +1596,27 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		    "registered", sb->ifname);
 		goto out;
 	}
-	for (i = 0; !byidx && static_sets[i] != NULL; i++)
-		if ((dumps[i] = dump_set(fw, static_sets[i])) == NULL) {
-			fw_seterr(err, errlen, "fw_sandbox_update: dump %s: %s",
-			    static_sets[i], strerror(errno));
-			goto out;
-		}
+	/* The old statics: one dump of the sandbox's own small set. */
+	fw_sbx_names(sb->ifname, set, NULL);
+	if ((old = dump_set(fw, set)) == NULL) {
+		fw_seterr(err, errlen, "fw_sandbox_update: dump %s: %s", set,
+		    strerror(errno));
+		goto out;
+	}
 	if (fw_batch_begin(fw, &b) == -1) {
 		fw_seterr(err, errlen, "fw_sandbox_update: %s",
 		    strerror(errno));
 		goto out;
 	}
 	/* Old statics out and new ones in, in one batch: no packet ever
-	 * sees the sandbox with neither (or with both). Learned, keep,
-	 * restricted and anti-spoofing elements are not touched. */
-	for (i = 0; static_sets[i] != NULL; i++) {
-		eq_init(&q, &b, fw->table, static_sets[i], NFT_MSG_DELSETELEM,
-		    0);
-		if (byidx) {
-			int set = set_index(static_sets[i]);
-			size_t j, klen = fw_keylen(&fw_sets[set]);
-
-			for (j = 0; j < x->nraw; j++)
-				if (x->raw[j].set == set)
-					eq_add(&q, x->raw[j].key, klen,
-					    x->raw[j].has_end ?
-					    x->raw[j].kend : NULL, 0, 0, NULL);
-		} else {
-			c.ifname = sb->ifname;
-			c.q = &q;
-			c.found = 0;
-			each_elem(dumps[i], del_one, &c);
-		}
-		if (eq_done(&q) == -1)
-			goto oomb;
-	}
-	if (statics_queue(fw, &b, sb, al, nal, dn, ndn, &rv) == -1)
+	 * sees the sandbox with neither (or with both). Learned ranges and
+	 * keep elements in the same set, and everything in the shared
+	 * sets, are not touched. */
+	eq_init(&q, &b, fw->table, set, NFT_MSG_DELSETELEM, 0);
+	each_elem(old, del_static, &q);
+	if (eq_done(&q) == -1)
+		goto oomb;
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
 		goto oomb;
 	if (sb->quota_bytes > 0) {
 		/* An existing quota is updated in place, so a new budget
@@ -1511,7 +1645,6 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	if (ret == 0 && byidx && fw->idx_valid) {
 		static const char *const gone[] = { "quota", NULL };
 
-		sbx_raw_forget(x, static_sets);
 		if (sb->quota_bytes == 0)
 			sbx_raw_forget(x, gone);
 		idx_commit(fw, sb->ifname, &rv, sb->quota_bytes > 0);
@@ -1523,9 +1656,8 @@ oomb:
 	fw_seterr(err, errlen, "fw_sandbox_update: out of memory");
 out:
 	free(rv.v);
-	for (i = 0; i < sizeof(dumps) / sizeof(dumps[0]); i++)
-		if (dumps[i] != NULL)
-			nftnl_set_free(dumps[i]);
+	if (old != NULL)
+		nftnl_set_free(old);
 	free(al);
 	free(dn);
 	return ret;
@@ -1555,42 +1687,70 @@ elem_keys(const struct fw_elem *e, struct key *lo, struct key *hi)
 }
 
 /* Queues messages of type (NEWSETELEM with each element's timeout,
- * DELSETELEM or DESTROYSETELEM) for e[0..n): one-port elements to the hash
- * sets, port ranges to the interval sets, and those marked FW_ELEM_KEEP
- * (every one when keep_all) also to the learned keep sets. */
+ * DELSETELEM or DESTROYSETELEM) for e[0..n): one-port elements to the
+ * shared hash sets, and those marked FW_ELEM_KEEP (every one when
+ * keep_all) also to the learned keep hash sets; port ranges to the
+ * sandbox's own set, under the learned range roles (and the keep range
+ * roles alike). */
 static int
 learn_queue(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
     size_t n, uint16_t type, int keep_all)
 {
-	static const char *const sets[2][4] = {
-		{ "learned4", "lrange4", "lkeep4", "lkrange4" },
-		{ "learned6", "lrange6", "lkeep6", "lkrange6" },
+	static const char *const sets[2][2] = {
+		{ "learned4", "lkeep4" },
+		{ "learned6", "lkeep6" },
 	};
 	struct eq	 q;
 	struct key	 lo, hi;
-	size_t		 i;
-	int		 six, j, range, keep;
+	size_t		 i, alen;
+	int		 six, keep;
+	uint16_t	 flags = type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0;
+	char		 set[FW_NAMEMAX];
 
 	for (six = 0; six <= 1; six++)
-		for (j = 0; j < 4; j++) {
-			range = j & 1;
-			keep = j >= 2;
-			eq_init(&q, b, fw->table, sets[six][j], type,
-			    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+		for (keep = 0; keep <= 1; keep++) {
+			eq_init(&q, b, fw->table, sets[six][keep], type,
+			    flags);
 			for (i = 0; i < n; i++) {
 				if (e[i].family != (six ? AF_INET6 : AF_INET) ||
-				    (e[i].port_lo != e[i].port_hi) != range ||
+				    e[i].port_lo != e[i].port_hi ||
 				    (keep && !keep_all &&
 				    !(e[i].flags & FW_ELEM_KEEP)))
 					continue;
 				elem_keys(&e[i], &lo, &hi);
-				eq_add(&q, lo.b, lo.len, range ? hi.b : NULL, 0,
+				eq_add(&q, lo.b, lo.len, NULL, 0,
 				    type == NFT_MSG_NEWSETELEM ?
 				    e[i].timeout_ms : 0, NULL);
 			}
 			if (eq_done(&q) == -1)
 				return -1;
 		}
+	/* Ranges are rare (a policy's port range): one message each. */
+	for (i = 0; i < n; i++) {
+		if (e[i].port_lo == e[i].port_hi)
+			continue;
+		six = e[i].family == AF_INET6;
+		alen = six ? 16 : 4;
+		fw_sbx_names(e[i].ifname, set, NULL);
+		for (keep = 0; keep <= 1; keep++) {
+			if (keep && !keep_all && !(e[i].flags & FW_ELEM_KEEP))
+				continue;
+			eq_init(&q, b, fw->table, set, type, flags);
+			key_sbx(&lo, keep ? (six ? FW_R_LKRANGE6 :
+			    FW_R_LKRANGE4) : (six ? FW_R_LRANGE6 :
+			    FW_R_LRANGE4), e[i].addr, alen, e[i].proto,
+			    e[i].port_lo);
+			key_sbx(&hi, keep ? (six ? FW_R_LKRANGE6 :
+			    FW_R_LKRANGE4) : (six ? FW_R_LRANGE6 :
+			    FW_R_LRANGE4), e[i].addr, alen, e[i].proto,
+			    e[i].port_hi);
+			eq_add(&q, lo.b, lo.len, hi.b, 0,
+			    type == NFT_MSG_NEWSETELEM ? e[i].timeout_ms : 0,
+			    NULL);
+			if (eq_done(&q) == -1)
+				return -1;
+		}
+	}
 	return 0;
 }
 
@@ -1740,6 +1900,7 @@ fw_elem_expiration(struct fw *fw, const struct fw_elem *e, char *err,
 	struct key		 lo, hi;
 	int64_t			 exp = -1;
 	int			 range;
+	char			 set[FW_NAMEMAX];
 
 	if (fw == NULL || e == NULL || (e->family != AF_INET &&
 	    e->family != AF_INET6) || !valid_ifname(e->ifname)) {
@@ -1750,7 +1911,19 @@ fw_elem_expiration(struct fw *fw, const struct fw_elem *e, char *err,
 	/* One GETSETELEM for this key (no dump): the cost does not grow
 	 * with the set. */
 	range = e->port_lo != e->port_hi;
-	elem_keys(e, &lo, &hi);
+	if (range) {
+		size_t alen = e->family == AF_INET ? 4 : 16;
+		uint32_t role = e->family == AF_INET ? FW_R_LRANGE4 :
+		    FW_R_LRANGE6;
+
+		key_sbx(&lo, role, e->addr, alen, e->proto, e->port_lo);
+		key_sbx(&hi, role, e->addr, alen, e->proto, e->port_hi);
+		fw_sbx_names(e->ifname, set, NULL);
+	} else {
+		elem_keys(e, &lo, &hi);
+		snprintf(set, sizeof(set), "%s", e->family == AF_INET ?
+		    "learned4" : "learned6");
+	}
 	if ((s = nftnl_set_alloc()) == NULL ||
 	    (el = nftnl_set_elem_alloc()) == NULL) {
 		nftnl_set_free(s);
@@ -1759,9 +1932,7 @@ fw_elem_expiration(struct fw *fw, const struct fw_elem *e, char *err,
 		return -1;
 	}
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, e->family == AF_INET ?
-	    (range ? "lrange4" : "learned4") : (range ? "lrange6" :
-	    "learned6"));
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, lo.b, (uint32_t)lo.len);
 	if (range)
 		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY_END, hi.b,
@@ -1851,6 +2022,36 @@ fw_probe_destroy(struct fw *fw)
 
 /* ------------------------------------------------------------ restrict */
 
+/* 1 if the shared one-field set `set` holds ifname, 0 if not, -1 on
+ * error (one GETSETELEM, no dump). */
+static int
+elem_exists(struct fw *fw, const char *set, const char *ifname)
+{
+	struct nftnl_set	*s;
+	struct nftnl_set_elem	*el;
+	struct nlmsghdr		*nlh;
+	struct key		 k;
+
+	if ((s = nftnl_set_alloc()) == NULL ||
+	    (el = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		errno = ENOMEM;
+		return -1;
+	}
+	key_init(&k, ifname);
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, k.b, (uint32_t)k.len);
+	nftnl_set_elem_add(s, el);
+	nlh = nftnl_nlmsg_build_hdr(fw->buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+	    NLM_F_ACK, fw->seq++);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	if (fw_request(fw, nlh, NULL, NULL) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
+}
+
 int
 fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
     size_t n, char *err, size_t errlen)
@@ -1861,7 +2062,8 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct fw_rule	*kp;
 	struct rawvec	 rv = { NULL, 0, 0, 0 };
 	size_t		 i, nk;
-	int		 ret;
+	int		 ret, restricted, v6;
+	char		 set[FW_NAMEMAX];
 
 	if (fw == NULL || !valid_ifname(ifname) || (n > 0 && keep == NULL) ||
 	    n > FW_MAX_RULES) {
@@ -1881,24 +2083,35 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 		fw_seterr(err, errlen, "fw_restrict: out of memory");
 		return -1;
 	}
+	/* IPv6 rules only for a sandbox with an IPv6 address (unknown
+	 * without the index: then with them, which only costs). */
+	v6 = !fw->idx_valid || sbx_has_set(idx_find(fw, ifname), "sbx6");
+	/* Narrowed already: only more keep elements; the rules are in. */
+	if ((restricted = elem_exists(fw, "restricted", ifname)) == -1) {
+		free(kp);
+		fw_seterr(err, errlen, "fw_restrict: %s", strerror(errno));
+		return -1;
+	}
 	if (fw_batch_begin(fw, &b) == -1) {
 		free(kp);
 		fw_seterr(err, errlen, "fw_restrict: %s", strerror(errno));
 		return -1;
 	}
-	/* Keep elements first: the moment @restricted holds the name, the
-	 * rules narrow, and the keep list must already be there. (Both are
-	 * in one batch anyway; the order costs nothing.) */
-	for (int six = 0; six <= 1; six++) {
-		eq_init(&q, &b, fw->table, six ? "keep6" : "keep4",
-		    NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-		q.rec = &rv;
-		for (i = 0; i < nk; i++)
-			if (kp[i].family == (six ? AF_INET6 : AF_INET))
-				add_rule_tuple(&q, ifname, &kp[i]);
-		if (eq_done(&q) == -1)
-			goto oom;
-	}
+	/* Keep elements first, then the rules that narrow (at the head of
+	 * the sandbox's chain), in one batch: the moment they apply, the
+	 * keep list is there. */
+	fw_sbx_names(ifname, set, NULL);
+	eq_init(&q, &b, fw->table, set, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+	for (i = 0; i < nk; i++)
+		add_rule_tuple(&q, kp[i].family == AF_INET6 ? FW_R_KEEP6 :
+		    FW_R_KEEP4, &kp[i]);
+	if (eq_done(&q) == -1)
+		goto oom;
+	if (!restricted && fw_sbx_queue_restrict(&b, fw->table, ifname,
+	    fw->group, v6) == -1)
+		goto oom;
+	/* @restricted records the narrowing (for this check and for
+	 * adoption); no packet looks it up. */
 	eq_init(&q, &b, fw->table, "restricted", NFT_MSG_NEWSETELEM,
 	    NLM_F_CREATE);
 	q.rec = &rv;
@@ -1988,6 +2201,116 @@ count_one(struct nftnl_set_elem *e, void *arg)
 	return 0;
 }
 
+/* What fw_count_elems calls the roles of the per-sandbox sets (the names
+ * the shared sets had before they moved there). */
+static const struct {
+	const char	*name;
+	uint32_t	 role;
+} role_names[] = {
+	{ "allow4", FW_R_ALLOW4 }, { "allow6", FW_R_ALLOW6 },
+	{ "pallow4", FW_R_PALLOW4 }, { "pallow6", FW_R_PALLOW6 },
+	{ "sbx_deny4", FW_R_DENY4 }, { "sbx_deny6", FW_R_DENY6 },
+	{ "icmp4", FW_R_ICMP4 }, { "keep4", FW_R_KEEP4 },
+	{ "keep6", FW_R_KEEP6 }, { "lrange4", FW_R_LRANGE4 },
+	{ "lrange6", FW_R_LRANGE6 }, { "lkrange4", FW_R_LKRANGE4 },
+	{ "lkrange6", FW_R_LKRANGE6 }, { NULL, 0 }
+};
+
+static uint32_t
+role_of(const char *name)
+{
+	size_t	i;
+
+	for (i = 0; name != NULL && role_names[i].name != NULL; i++)
+		if (strcmp(role_names[i].name, name) == 0)
+			return role_names[i].role;
+	return 0;
+}
+
+struct role_ctx {
+	uint32_t	role;
+	int		n;
+};
+
+static int
+role_one(struct nftnl_set_elem *e, void *arg)
+{
+	struct role_ctx	*c = arg;
+
+	if (elem_role(e) == c->role)
+		c->n++;
+	return 0;
+}
+
+/* Elements of role in sandbox ifname's set (0 if it has none), or -1. */
+static int
+count_role(struct fw *fw, const char *ifname, uint32_t role)
+{
+	struct nftnl_set	*s;
+	struct role_ctx		 c = { role, 0 };
+	char			 set[FW_NAMEMAX];
+
+	if (!valid_ifname(ifname))
+		return 0;
+	fw_sbx_names(ifname, set, NULL);
+	if ((s = dump_set(fw, set)) == NULL)
+		return errno == ENOENT ? 0 : -1;
+	each_elem(s, role_one, &c);
+	nftnl_set_free(s);
+	return c.n;
+}
+
+struct names_ctx {
+	char	(*v)[FW_IFNAMSIZ];
+	size_t	  n, cap;
+	int	  oom;
+};
+
+static void
+names_add(const char *ifname, const uint8_t addr4[4], void *arg)
+{
+	struct names_ctx	*c = arg;
+	char			(*v)[FW_IFNAMSIZ];
+
+	(void)addr4;
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 64;
+		if ((v = reallocarray(c->v, c->cap, sizeof(*v))) == NULL) {
+			c->oom = 1;
+			return;
+		}
+		c->v = v;
+	}
+	snprintf(c->v[c->n++], FW_IFNAMSIZ, "%s", ifname);
+}
+
+/* count_role over ifname, or over every registered sandbox when NULL. */
+static int
+count_role_all(struct fw *fw, const char *ifname, uint32_t role)
+{
+	struct names_ctx	c = { NULL, 0, 0, 0 };
+	size_t			i;
+	int			n, total = 0;
+
+	if (ifname != NULL)
+		return count_role(fw, ifname, role);
+	if (fw_list_sandboxes(fw, names_add, &c, NULL, 0) == -1)
+		return -1;
+	for (i = 0; i < c.n && !c.oom; i++) {
+		if ((n = count_role(fw, c.v[i], role)) == -1) {
+			free(c.v);
+			return -1;
+		}
+		total += n;
+	}
+	free(c.v);
+	if (c.oom) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return total;
+}
+
 int
 fw_count_elems(struct fw *fw, const char *set, const char *ifname, char *err,
     size_t errlen)
@@ -1995,22 +2318,39 @@ fw_count_elems(struct fw *fw, const char *set, const char *ifname, char *err,
 	const struct fw_setdef	*d;
 	struct nftnl_set	*s;
 	struct count_ctx	 c = { ifname, 0 };
+	uint32_t		 role;
+	int			 n;
 
-	if (fw == NULL || set == NULL || (d = fw_setdef(set)) == NULL) {
+	if (fw == NULL || set == NULL) {
 		errno = EINVAL;
 		fw_seterr(err, errlen, "fw_count_elems: invalid arguments");
 		return -1;
 	}
-	/* A learned set and its port-range companion count as one. */
-	for (set = d->name; set != NULL;
-	    set = set == d->name ? d->also : NULL) {
-		if ((s = dump_set(fw, set)) == NULL) {
+	d = fw_setdef(set);
+	role = role_of(d != NULL ? d->also : set);
+	if (d == NULL && role == 0) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_count_elems: invalid arguments");
+		return -1;
+	}
+	if (d != NULL) {
+		if ((s = dump_set(fw, d->name)) == NULL) {
 			fw_seterr(err, errlen, "fw_count_elems: %s",
 			    strerror(errno));
 			return -1;
 		}
 		each_elem(s, count_one, &c);
 		nftnl_set_free(s);
+	}
+	/* A learned hash set and its ranges in the sandboxes' sets count
+	 * as one, as do the names of the roles there. */
+	if (role != 0) {
+		if ((n = count_role_all(fw, ifname, role)) == -1) {
+			fw_seterr(err, errlen, "fw_count_elems: %s",
+			    strerror(errno));
+			return -1;
+		}
+		c.n += n;
 	}
 	return c.n;
 }
@@ -2108,9 +2448,7 @@ fw_idx_rebuild(struct fw *fw)
 		c.fw = fw;
 		c.set = (int)(d - fw_sets);
 		c.learned = strncmp(d->name, "learned", 7) == 0 ||
-		    strncmp(d->name, "lrange", 6) == 0 ||
-		    strncmp(d->name, "lkeep", 5) == 0 ||
-		    strncmp(d->name, "lkrange", 7) == 0;
+		    strncmp(d->name, "lkeep", 5) == 0;
 		c.keep = d->name[0] == 'l' && d->name[1] == 'k';
 		c.six = d->name[strlen(d->name) - 1] == '6';
 		c.now = mono_ms();

@@ -72,6 +72,7 @@ struct fw {
 	struct fw_cidr		*priv;		/* private ranges from fw_init */
 	size_t			 npriv;
 	int			 destroy;	/* FW_DESTROY_* */
+	uint16_t		 group;		/* nflog group from fw_init */
 	/* The per-ifname index (fw_elem.c). Valid only after fw_init on
 	 * this handle: a handle that never initialised (or adopted) the
 	 * table does not know what is in it and deletes through dumps. */
@@ -87,6 +88,12 @@ struct fw {
  * them. The numbers are the kernel ABI. */
 #ifndef NFT_MSG_DESTROYSETELEM
 #define NFT_MSG_DESTROYSETELEM	30
+#endif
+#ifndef NFT_MSG_DESTROYCHAIN
+#define NFT_MSG_DESTROYCHAIN	27
+#endif
+#ifndef NFT_MSG_DESTROYSET
+#define NFT_MSG_DESTROYSET	29
 #endif
 #ifndef NFT_MSG_DESTROYOBJ
 #define NFT_MSG_DESTROYOBJ	31
@@ -118,7 +125,27 @@ struct fw_range {
 	uint8_t	lo[16], hi[16];
 };
 
+/*
+ * The per-sandbox objects: set "s_<ifname>" and chain "sb_<ifname>",
+ * reached from the forward chain through @sbx_dispatch. The set holds all
+ * of one sandbox's interval elements, told apart by a role field:
+ * role[4] . addr[16] . l4proto[1+3] . port[2+2]. IPv4 addresses sit in the
+ * address field in their IPv4-mapped form (::ffff:a.b.c.d); the role says
+ * which family a key is, so a mapped IPv6 destination never meets an IPv4
+ * rule. Roles without ports (denies, ICMP) use proto 0 and port 0.
+ */
+#define FW_SBX_SET	"s_"
+#define FW_SBX_CHAIN	"sb_"
+#define FW_SBX_KEYLEN	28
+#define FW_NAMEMAX	(FW_IFNAMSIZ + 8)
+enum fw_role {
+	FW_R_ALLOW4 = 1, FW_R_ALLOW6, FW_R_PALLOW4, FW_R_PALLOW6,
+	FW_R_DENY4, FW_R_DENY6, FW_R_ICMP4, FW_R_KEEP4, FW_R_KEEP6,
+	FW_R_LRANGE4, FW_R_LRANGE6, FW_R_LKRANGE4, FW_R_LKRANGE6
+};
+
 extern const struct fw_setdef fw_sets[];
+extern const struct fw_setdef fw_sbx_setdef;
 
 void		 fw_seterr(char *err, size_t errlen, const char *fmt, ...)
 		    __attribute__((format(printf, 3, 4)));
@@ -133,6 +160,13 @@ int		 fw_batch_commit(struct fw_batch *b, const char *what,
 		    char *err, size_t errlen);
 int		 fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb,
 		    void *arg);
+
+void		 fw_sbx_names(const char *ifname, char set[FW_NAMEMAX],
+		    char chain[FW_NAMEMAX]);
+int		 fw_sbx_queue_objects(struct fw_batch *b, const char *table,
+		    const char *ifname, uint16_t group, int v6);
+int		 fw_sbx_queue_restrict(struct fw_batch *b, const char *table,
+		    const char *ifname, uint16_t group, int v6);
 
 /* fw_elem.c */
 int		 fw_cidr_range(uint8_t family, const uint8_t *addr,

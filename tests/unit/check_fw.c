@@ -926,6 +926,135 @@ START_TEST(test_restrict)
 }
 END_TEST
 
+/* Issue 8: a link whose @sbx_dispatch entry is missing (never added, or
+ * removed) reaches no sandbox chain and meets the default denial: the
+ * per-sandbox rules are only ever reached through that one lookup. */
+START_TEST(test_dispatch_fail_closed)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_rule		allow[1];
+	int			l;
+
+	WORLD();
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	allow[0] = rule("198.51.100.0/24", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(sh("nft list map inet sluice sbx_dispatch | "
+	    "grep -q '\"sl-1\" : jump sb_sl-1'"), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	ck_assert_int_eq(sh("nft delete element inet sluice sbx_dispatch "
+	    "'{ \"sl-1\" }'"), 0);
+	/* Chain and set are still there, but nothing leads to them. */
+	ck_assert_int_eq(sh("nft list chain inet sluice sb_sl-1 "
+	    ">/dev/null 2>&1"), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_REFUSED);
+	/* Deleting tolerates the missing entry and removes the rest. */
+	ck_assert_msg(fw_sandbox_del(fw, &sb, err, sizeof(err)) == 0, "%s",
+	    err);
+	ck_assert_int_eq(sh("nft list chain inet sluice sb_sl-1 "
+	    ">/dev/null 2>&1"), 1);
+	ck_assert_int_eq(sh("nft list set inet sluice s_sl-1 "
+	    ">/dev/null 2>&1"), 1);
+	close(l);
+}
+END_TEST
+
+/* Issue 8: fw_restrict puts its rules in once however often it is called;
+ * fw_sandbox_update replaces the statics only, keeping the restriction,
+ * the keep list and learned port ranges in the same per-sandbox set. */
+START_TEST(test_restrict_twice_then_update)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_rule		allow[1], keep[1], nallow[1];
+	struct fw_elem		e;
+	int			l443, l8443;
+
+	WORLD();
+	l443 = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	l8443 = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 8443);
+	allow[0] = rule("198.51.100.0/24", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	e = elem("198.51.100.11", IPPROTO_TCP, 8000, 8999, 600000);
+	e.flags = FW_ELEM_KEEP;
+	ck_assert_msg(fw_learn(fw, &e, 1, err, sizeof(err)) == 0, "%s", err);
+	keep[0] = rule("198.51.100.10/32", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 1, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 1, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_int_eq(sh("test $(nft list chain inet sluice sb_sl-1 | "
+	    "grep -c deny:tainted) -eq 1"), 0);
+	/* The narrowing comes before the established accept. */
+	ck_assert_int_eq(sh("nft list chain inet sluice sb_sl-1 | "
+	    "grep -n 'deny:tainted\\|ct state' | head -n 1 | "
+	    "grep -q deny:tainted"), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.20", 443), T_REFUSED);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 8443), T_OK);
+	nallow[0] = rule("203.0.113.0/24", IPPROTO_TCP, 80, 80);
+	ck_assert_msg(fw_sandbox_update(fw, &sb, nallow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(fw_count_elems(fw, "allow4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "keep4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "lrange4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "lkrange4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "restricted", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.20", 443), T_REFUSED);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 8443), T_OK);
+	close(l443);
+	close(l8443);
+}
+END_TEST
+
+/* Issue 8: a table of the layout before per-sandbox chains (shared static
+ * interval sets, no @sbx_dispatch) cannot be adopted: fw_init refuses it
+ * and leaves it as it is; without FW_ADOPT it is replaced (what
+ * gateway/sandbox.c does next). */
+START_TEST(test_adopt_old_layout_refused)
+{
+	struct fw_config	cfg;
+	struct fw_sandbox	sb = sandbox();
+
+	WORLD();
+	ck_assert_int_eq(sh("nft delete table inet sluice && "
+	    "nft add table inet sluice && "
+	    "nft add set inet sluice allow4 '{ type ifname . ipv4_addr . "
+	    "inet_proto . inet_service; flags interval; }' && "
+	    "nft add set inet sluice sbx4 '{ type ifname . ipv4_addr; }' && "
+	    "nft add element inet sluice sbx4 '{ \"sl-9\" . 10.231.0.9 }'"),
+	    0);
+	fw_free(fw);
+	fw = fw_new(err, sizeof(err));
+	ck_assert(fw != NULL);
+	config(&cfg, "sluice");
+	errno = 0;
+	ck_assert_int_eq(fw_init(fw, &cfg, FW_ADOPT, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_msg(strstr(err, "layout") != NULL, "%s", err);
+	ck_assert_int_eq(sh("nft list set inet sluice allow4 "
+	    ">/dev/null 2>&1"), 0);
+	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice allow4 "
+	    ">/dev/null 2>&1"), 1);
+	ck_assert_int_eq(fw_list_sandboxes(fw, NULL, NULL, err, sizeof(err)),
+	    0);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	/* And the new layout adopts. */
+	ck_assert_int_eq(fw_init(fw, &cfg, FW_ADOPT, err, sizeof(err)), 1);
+	ck_assert_int_eq(fw_list_sandboxes(fw, NULL, NULL, err, sizeof(err)),
+	    1);
+}
+END_TEST
+
 /* Every per-sandbox set; "learned4" also counts its port-range half
  * "lrange4", "lkeep4" its "lkrange4" (and the same for v6). */
 static const char *persistent_sets[] = { "sbx4", "sbx6", "sbx_deny4",
@@ -1087,8 +1216,10 @@ START_TEST(test_learn_hash_and_range)
 	    sizeof(err)), 3);
 	ck_assert_int_eq(sh("nft list set inet sluice learned4 | "
 	    "grep -q '198.51.100.10 . tcp . 8443'"), 0);
-	ck_assert_int_eq(sh("nft list set inet sluice lrange4 | "
-	    "grep -q '198.51.100.11 . tcp . 8000-'"), 0);
+	/* Ranges sit in the sandbox's own set, under the learned range
+	 * role (0x0000000a), the address in its IPv4-mapped form. */
+	ck_assert_int_eq(sh("nft list set inet sluice s_sl-1 | grep -q "
+	    "'0x0000000a . ::ffff:198.51.100.11 . tcp . 8000-'"), 0);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 8443), T_OK);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 8443), T_OK);
 	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 8443), T_REFUSED);
@@ -1911,6 +2042,9 @@ fw_suite(void)
 	tcase_add_test(tc, test_nflog);
 	tcase_add_test(tc, test_uplink_masquerade);
 	tcase_add_test(tc, test_quota);
+	tcase_add_test(tc, test_dispatch_fail_closed);
+	tcase_add_test(tc, test_restrict_twice_then_update);
+	tcase_add_test(tc, test_adopt_old_layout_refused);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("Limits");

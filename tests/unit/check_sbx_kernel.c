@@ -499,21 +499,49 @@ START_TEST(test_audit_down)
 }
 END_TEST
 
-/* Elements of set for ifname as `nft list set` prints them. */
+/*
+ * Whether any sandbox has element needle ("198.51.100.0/24 . tcp . 443")
+ * in what the fw module calls set "allow4" or "pallow4", as `nft list`
+ * prints it: since issue 8 these are roles (0x00000001, 0x00000003) in
+ * each sandbox's own set s_<ifname>, IPv4 addresses in their mapped form
+ * ("::ffff:198.51.100.0/120").
+ */
 static int
 nft_has(const char *set, const char *needle)
 {
-	char cmd[160], buf[4096];
+	static char buf[1 << 16];
+	char cmd[160], want[160], addr[64];
+	const char *rest;
+	unsigned role, prefix = 32;
 	size_t n;
 	FILE *fp;
 
-	snprintf(cmd, sizeof(cmd), "nft list set inet sluice %s 2>&1", set);
+	if (strcmp(set, "allow4") == 0)
+		role = 1;
+	else if (strcmp(set, "pallow4") == 0)
+		role = 3;
+	else
+		ck_abort_msg("nft_has: unknown set %s", set);
+	ck_assert_ptr_nonnull(rest = strchr(needle, ' '));
+	ck_assert_uint_lt((size_t)(rest - needle), sizeof(addr));
+	snprintf(addr, sizeof(addr), "%.*s", (int)(rest - needle), needle);
+	if (strchr(addr, '/') != NULL) {
+		prefix = (unsigned)atoi(strchr(addr, '/') + 1);
+		*strchr(addr, '/') = '\0';
+	}
+	if (prefix == 32)
+		snprintf(want, sizeof(want), "0x%08x . ::ffff:%s%s", role,
+		    addr, rest);
+	else
+		snprintf(want, sizeof(want), "0x%08x . ::ffff:%s/%u%s", role,
+		    addr, prefix + 96, rest);
+	snprintf(cmd, sizeof(cmd), "nft list table inet sluice 2>&1");
 	ck_assert_ptr_nonnull(fp = popen(cmd, "r"));
 	n = fread(buf, 1, sizeof(buf) - 1, fp);
 	buf[n] = '\0';
 	pclose(fp);
-	if (strstr(buf, needle) == NULL) {
-		fprintf(stderr, "no '%s' in:\n%s\n", needle, buf);
+	if (strstr(buf, want) == NULL) {
+		fprintf(stderr, "no '%s' in the table\n", want);
 		return 0;
 	}
 	return 1;
