@@ -20,10 +20,21 @@
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 
+/* Records of one loop turn held for one submission burst; a turn that
+ * makes more is submitted in slices of this many. */
+#define REC_DNS_PENDING	256
+
 struct rec_dns {
 	struct dns_proxy	*proxy;
 	struct gw		*gw;
 	struct sbx		*sbx;
+	struct ev_loop		*loop;
+	struct ev_timer		*flush;		/* deferred submission, or NULL */
+	struct {
+		const char	*kind;		/* a literal */
+		json_t		*fields;
+	}			 pending[REC_DNS_PENDING];
+	size_t			 npending;
 	uint64_t		 record_failures;
 };
 
@@ -84,6 +95,67 @@ h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
 	return fw_learn(fw, e, n, err, errlen);
 }
 
+/*
+ * Submits the records held since the last flush, in the order they were
+ * made. Async: a DNS decision must never wait for the disk. A full queue is
+ * counted by audit/ and written as log.gap, so nothing is lost silently;
+ * the log line is for the operator.
+ */
+static void
+flush_records(struct rec_dns *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->npending; i++) {
+		const char *kind = d->pending[i].kind;
+
+		if (rec_async(kind, d->pending[i].fields) == 0)
+			continue;
+		if (strcmp(kind, "finding") == 0)
+			log_warn("finding record of a DNS decision");
+		else if (d->record_failures++ % 1000 == 0)
+			log_warn("dns.decision record (%llu failed so far)",
+			    (unsigned long long)d->record_failures);
+	}
+	d->npending = 0;
+}
+
+static void
+on_flush(struct ev_loop *loop, void *arg)
+{
+	struct rec_dns *d = arg;
+
+	(void)loop;
+	d->flush = NULL;
+	flush_records(d);
+}
+
+/*
+ * Holds one record (fields stolen) until the end of the loop turn. Every
+ * submission may wake the audit writer, and the writer commits what it
+ * finds queued as one transaction: records handed over one by one between
+ * answers reach it a few at a time, the records of a whole turn handed over
+ * back to back make one batch. The record is built now, while the event and
+ * the policy it names are valid, so what is held is final.
+ */
+static void
+hold_record(struct rec_dns *d, const char *kind, json_t *fields)
+{
+	/* NULL (the converter ran out of memory) is held too: rec_async
+	 * counts it as a failure and it is logged like one. */
+	d->pending[d->npending].kind = kind;
+	d->pending[d->npending++].fields = fields;
+	if (d->npending == REC_DNS_PENDING) {
+		flush_records(d);
+		return;
+	}
+	/* Without a deferred callback the record goes now: later is only
+	 * an optimisation, never a reason to lose it. */
+	if (d->flush == NULL &&
+	    (d->flush = ev_defer(d->loop, on_flush, d)) == NULL)
+		flush_records(d);
+}
+
 static void
 h_record(void *ctx, const struct dns_event *ev)
 {
@@ -94,15 +166,9 @@ h_record(void *ctx, const struct dns_event *ev)
 	if (ev->sandbox[0] != '\0' &&
 	    sbx_lookup_id(d->sbx, ev->sandbox, &v) == 0)
 		p = current_policy(d->gw, v.policy);
-	/* Async: a DNS decision must never wait for the disk. A full queue
-	 * is counted by audit/ and written as log.gap, so nothing is lost
-	 * silently; the log line is for the operator. */
-	if (rec_async("dns.decision", rec_dns_fields(ev, p)) == -1 &&
-	    d->record_failures++ % 1000 == 0)
-		log_warn("dns.decision record (%llu failed so far)",
-		    (unsigned long long)d->record_failures);
-	if (ev->finding && rec_async("finding", rec_dns_finding(ev)) == -1)
-		log_warn("finding record for %s", ev->qname);
+	hold_record(d, "dns.decision", rec_dns_fields(ev, p));
+	if (ev->finding)
+		hold_record(d, "finding", rec_dns_finding(ev));
 }
 
 static int
@@ -168,6 +234,12 @@ rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
 	dc->timeout_ms = cfg->dns_timeout_ms;
 	dc->treat_as_public = cfg->treat_as_public;
 	dc->ntreat_as_public = cfg->ntreat_as_public;
+	/* cache_max 0 means "the proxy's default" to dns.c, so the config's
+	 * 0 (no cache) has to become no_cache rather than pass through. */
+	if (cfg->dns_cache_entries == 0)
+		dc->no_cache = true;
+	else
+		dc->cache_max = cfg->dns_cache_entries;
 	return 0;
 }
 
@@ -196,6 +268,7 @@ rec_dns_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	}
 	d->gw = gw;
 	d->sbx = sbx;
+	d->loop = loop;
 	memset(&h, 0, sizeof(h));
 	h.lookup = h_lookup;
 	h.learn = h_learn;
@@ -217,6 +290,10 @@ rec_dns_stop(struct rec_dns *d)
 	if (d == NULL)
 		return;
 	dns_free(d->proxy);
+	/* What the last turn decided is still recorded. */
+	ev_timer_cancel(d->loop, d->flush);
+	d->flush = NULL;
+	flush_records(d);
 	free(d);
 }
 

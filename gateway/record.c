@@ -573,7 +573,8 @@ rec_string(const char *s)
 static int
 put(json_t *o, const char *key, json_t *v)
 {
-	if (v == NULL || json_object_set_new(o, key, v) == -1)
+	/* Keys are this file's literals: no UTF-8 check needed. */
+	if (v == NULL || json_object_set_new_nocheck(o, key, v) == -1)
 		return -1;
 	return 0;
 }
@@ -584,67 +585,316 @@ sandbox_json(const char *id)
 	return json_pack("{s:o}", "id", str(id));
 }
 
+/*
+ * The dns.decision record is written once per query, on the loop thread, so
+ * its construction is on the proxy's hot path. A jansson tree costs an
+ * allocation per value and per key, and most of a DNS record is the same
+ * from one query to the next: the transport, the class, the decision and
+ * rcode words, the answer classes, the protocol names, small counts, and
+ * (while one sandbox is busy) its {id} and {id, sha256, rule}. Those are
+ * kept here as shared, never-modified values and handed out with an extra
+ * reference: the audit writer serialises a record in the submitting thread
+ * and then only drops its references, so sharing is invisible in the log.
+ * Loop thread only, like every converter.
+ */
+static json_t *
+shared(json_t **slot, const char *s)
+{
+	if (*slot == NULL)
+		*slot = json_string_nocheck(s);
+	return json_incref(*slot);
+}
+
+/* Small counts (naddrs, nkept, ...) are nearly always within the stored
+ * arrays' size. */
+#define REC_SMALL_INTS	(DNS_EV_MAX_ADDRS + DNS_EV_MAX_ELEMS + 1)
+
+static json_t *
+small_int(uint64_t v)
+{
+	static json_t *ints[REC_SMALL_INTS];
+
+	if (v >= REC_SMALL_INTS)
+		return json_integer((json_int_t)(v > (uint64_t)AUD_INT_MAX ?
+		    (uint64_t)AUD_INT_MAX : v));
+	if (ints[v] == NULL)
+		ints[v] = json_integer((json_int_t)v);
+	return json_incref(ints[v]);
+}
+
+static json_t *
+rcode_json(uint8_t rc)
+{
+	static json_t *names[8];
+	unsigned i = rc <= 5 ? rc : rc == 255 ? 6 : 7;
+
+	return shared(&names[i], rcode_name(rc));
+}
+
+static json_t *
+outcome_json(enum dns_decision d)
+{
+	static json_t *names[DNS_DEC_MALFORMED + 2];
+	unsigned i = (unsigned)d <= DNS_DEC_MALFORMED ? (unsigned)d :
+	    DNS_DEC_MALFORMED + 1;
+
+	return shared(&names[i], outcome_name(d));
+}
+
+static json_t *
+qtype_shared(uint16_t t)
+{
+	static json_t *a, *aaaa;
+
+	/* The types a sandbox asks for nearly always. */
+	if (t == LDNS_RR_TYPE_A)
+		return shared(&a, "A");
+	if (t == LDNS_RR_TYPE_AAAA)
+		return shared(&aaaa, "AAAA");
+	return qtype_json(t);
+}
+
+static json_t *
+proto_json(uint8_t p)
+{
+	static json_t *tcp, *udp;
+	char pb[8];
+
+	if (p == IPPROTO_TCP)
+		return shared(&tcp, "tcp");
+	if (p == IPPROTO_UDP)
+		return shared(&udp, "udp");
+	return json_string(proto_name(p, pb, sizeof(pb)));
+}
+
+/* The address class words of pol_addr_class_name, a dozen of them; an
+ * unexpected one is still written, only not shared. */
+static json_t *
+class_json(const char *cls, size_t len)
+{
+	static struct {
+		char	 name[16];
+		json_t	*v;
+	} tab[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		if (tab[i].v == NULL) {
+			if (len >= sizeof(tab[i].name) ||
+			    (tab[i].v = json_stringn(cls, len)) == NULL)
+				break;
+			memcpy(tab[i].name, cls, len);
+			tab[i].name[len] = '\0';
+			return json_incref(tab[i].v);
+		}
+		if (strncmp(tab[i].name, cls, len) == 0 &&
+		    tab[i].name[len] == '\0')
+			return json_incref(tab[i].v);
+	}
+	return json_stringn(cls, len);
+}
+
+/* inet_ntop formats IPv4 through stdio; an answer's address is one of the
+ * few values of a record that is new every time. */
+static json_t *
+addr_fast(uint8_t family, const uint8_t *a)
+{
+	char buf[16], *p = buf;
+	int i;
+
+	if (family == AF_INET6)
+		return addr_json(family, a);
+	for (i = 0; i < 4; i++) {
+		unsigned v = a[i];
+
+		if (v >= 100)
+			*p++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*p++ = (char)('0' + v / 10 % 10);
+		*p++ = (char)('0' + v % 10);
+		if (i < 3)
+			*p++ = '.';
+	}
+	return json_stringn_nocheck(buf, (size_t)(p - buf));
+}
+
+/* Builds {k1: v1, ...} from n pairs, stealing every value (also on
+ * failure); NULL if any value or the object is missing. */
+static json_t *
+obj_of(size_t n, const char *const *keys, json_t **vals)
+{
+	json_t *o = json_object();
+	size_t i;
+	int bad = o == NULL;
+
+	for (i = 0; i < n; i++) {
+		if (bad || vals[i] == NULL ||
+		    json_object_set_new_nocheck(o, keys[i], vals[i]) == -1) {
+			json_decref(vals[i]);
+			bad = 1;
+		}
+	}
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* {id} of the sandbox of the last record: a busy sandbox asks many
+ * queries in a row. */
+static json_t *
+sandbox_shared(const char *id)
+{
+	static char last[sizeof(((struct dns_event *)0)->sandbox)];
+	static json_t *v;
+
+	if (v != NULL && strcmp(last, id) == 0)
+		return json_incref(v);
+	json_decref(v);
+	v = NULL;
+	if (strlen(id) >= sizeof(last))
+		return sandbox_json(id);
+	if ((v = sandbox_json(id)) == NULL)
+		return NULL;
+	snprintf(last, sizeof(last), "%s", id);
+	return json_incref(v);
+}
+
+/* {id, sha256, rule} for the last (policy, rule) seen. Compared by the
+ * name and digest, not the pointer: a reload may free a policy and a new
+ * one may take its address. */
+static json_t *
+policy_shared(const struct pol_policy *policy, const char *rule)
+{
+	static char name[128], digest[72], lrule[sizeof(((struct dns_event *)
+	    0)->rule)];
+	static json_t *v;
+	static const char *const keys[] = { "id", "sha256", "rule" };
+	const char *n = pol_policy_name(policy);
+	const char *d = pol_policy_digest(policy);
+	json_t *vals[3];
+	int fits;
+
+	if (v != NULL && strcmp(name, n) == 0 && strcmp(digest, d) == 0 &&
+	    strcmp(lrule, rule) == 0)
+		return json_incref(v);
+	vals[0] = str(n);
+	vals[1] = str(d);
+	vals[2] = str(rule);
+	json_decref(v);
+	v = NULL;
+	fits = strlen(n) < sizeof(name) && strlen(d) < sizeof(digest) &&
+	    strlen(rule) < sizeof(lrule);
+	if (!fits)
+		return obj_of(3, keys, vals);
+	if ((v = obj_of(3, keys, vals)) == NULL)
+		return NULL;
+	snprintf(name, sizeof(name), "%s", n);
+	snprintf(digest, sizeof(digest), "%s", d);
+	snprintf(lrule, sizeof(lrule), "%s", rule);
+	return json_incref(v);
+}
+
+static json_t *
+dns_answers(const struct dns_event *ev, bool kept)
+{
+	static const char *const keys[] = { "ip", "ttl", "class" };
+	static json_t *empty;
+	json_t *arr = NULL, *vals[3];
+	size_t i;
+
+	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
+		const struct dns_ev_addr *a = &ev->addrs[i];
+
+		if (a->kept != kept)
+			continue;
+		if (arr == NULL && (arr = json_array()) == NULL)
+			return NULL;
+		vals[0] = addr_fast(a->family, a->addr);
+		vals[1] = json_integer((json_int_t)a->ttl);
+		vals[2] = class_json(a->cls, strnlen(a->cls, sizeof(a->cls)));
+		if (json_array_append_new(arr, obj_of(3, keys, vals)) == -1) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	/* Most records have nothing removed (or nothing kept): one shared
+	 * empty array, never appended to once built. */
+	if (arr == NULL) {
+		if (empty == NULL)
+			empty = json_array();
+		return json_incref(empty);
+	}
+	return arr;
+}
+
+static json_t *
+dns_elements(const struct dns_event *ev)
+{
+	static const char *const keys[] = { "ip", "proto", "port_lo",
+	    "port_hi", "timeout_ms", "keep" };
+	json_t *arr, *vals[6];
+	size_t i, n;
+
+	if ((arr = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
+		const struct fw_elem *e = &ev->elems[i];
+
+		vals[0] = addr_fast(e->family, e->addr);
+		vals[1] = proto_json(e->proto);
+		vals[2] = json_integer((json_int_t)e->port_lo);
+		vals[3] = e->port_hi == e->port_lo ? json_incref(vals[2]) :
+		    json_integer((json_int_t)e->port_hi);
+		vals[4] = json_integer((json_int_t)e->timeout_ms);
+		/* Kept through a taint (a keep-listed host); absent, not
+		 * false, otherwise so that the common record stays short. */
+		n = 5;
+		if (e->flags & FW_ELEM_KEEP)
+			vals[n++] = json_true();
+		if (json_array_append_new(arr, obj_of(n, keys, vals)) == -1) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 json_t *
 rec_dns_fields(const struct dns_event *ev, const struct pol_policy *policy)
 {
-	json_t *o, *kept, *removed, *elems;
-	char pb[8];
-	size_t i;
+	static json_t *k_udp, *k_tcp, *k_allow, *k_deny, *k_in;
+	static const char *const qkeys[] = { "name", "type", "class" };
+	json_t *o, *q[3];
 	int bad = 0;
 
 	if ((o = json_object()) == NULL)
 		return NULL;
-	kept = json_array();
-	removed = json_array();
-	elems = json_array();
-	if (kept == NULL || removed == NULL || elems == NULL) {
-		json_decref(kept);
-		json_decref(removed);
-		json_decref(elems);
-		json_decref(o);
-		return NULL;
-	}
-	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
-		const struct dns_ev_addr *a = &ev->addrs[i];
-		char cls[sizeof(a->cls) + 1];
-
-		memcpy(cls, a->cls, sizeof(a->cls));
-		cls[sizeof(a->cls)] = '\0';
-		if (json_array_append_new(a->kept ? kept : removed,
-		    json_pack("{s:o, s:I, s:s}", "ip", addr_json(a->family,
-		    a->addr), "ttl", (json_int_t)a->ttl, "class", cls)) == -1)
-			bad = 1;
-	}
-	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
-		const struct fw_elem *e = &ev->elems[i];
-
-		if (json_array_append_new(elems, json_pack("{s:o, s:s, s:I, "
-		    "s:I, s:I}", "ip", addr_json(e->family, e->addr), "proto",
-		    proto_name(e->proto, pb, sizeof(pb)), "port_lo",
-		    (json_int_t)e->port_lo, "port_hi", (json_int_t)e->port_hi,
-		    "timeout_ms", (json_int_t)e->timeout_ms)) == -1)
-			bad = 1;
-	}
 	if (ev->sandbox[0] != '\0')
-		bad |= put(o, "sandbox", sandbox_json(ev->sandbox));
+		bad |= put(o, "sandbox", sandbox_shared(ev->sandbox));
 	bad |= put(o, "client", str(ev->client));
-	bad |= put(o, "transport", json_string(ev->tcp ? "tcp" : "udp"));
-	bad |= put(o, "q", json_pack("{s:o, s:o, s:s}", "name", str(ev->qname),
-	    "type", qtype_json(ev->qtype), "class", "IN"));
+	bad |= put(o, "transport", ev->tcp ? shared(&k_tcp, "tcp") :
+	    shared(&k_udp, "udp"));
+	q[0] = str(ev->qname);
+	q[1] = qtype_shared(ev->qtype);
+	q[2] = shared(&k_in, "IN");
+	bad |= put(o, "q", obj_of(3, qkeys, q));
 	/* decision keeps to the common vocabulary (allow/deny) that OCSF and
 	 * the SOC read; outcome says which kind of answer it was. */
-	bad |= put(o, "decision", json_string(ev->decision == DNS_DEC_ALLOW ||
-	    ev->decision == DNS_DEC_SYNTHETIC ? "allow" : "deny"));
-	bad |= put(o, "outcome", json_string(outcome_name(ev->decision)));
+	bad |= put(o, "decision", ev->decision == DNS_DEC_ALLOW ||
+	    ev->decision == DNS_DEC_SYNTHETIC ? shared(&k_allow, "allow") :
+	    shared(&k_deny, "deny"));
+	bad |= put(o, "outcome", outcome_json(ev->decision));
 	bad |= put(o, "reason", str(ev->reason));
-	bad |= put(o, "rcode", json_string(rcode_name(ev->rcode)));
-	bad |= put(o, "answers", kept);
-	bad |= put(o, "removed", removed);
-	bad |= put(o, "elements", elems);
-	bad |= put(o, "naddrs", json_integer((json_int_t)ev->naddrs));
-	bad |= put(o, "nkept", json_integer((json_int_t)ev->nkept));
-	bad |= put(o, "nremoved", json_integer((json_int_t)ev->nremoved));
-	bad |= put(o, "nelems", json_integer((json_int_t)ev->nelems));
+	bad |= put(o, "rcode", rcode_json(ev->rcode));
+	bad |= put(o, "answers", dns_answers(ev, true));
+	bad |= put(o, "removed", dns_answers(ev, false));
+	bad |= put(o, "elements", dns_elements(ev));
+	bad |= put(o, "naddrs", small_int(ev->naddrs));
+	bad |= put(o, "nkept", small_int(ev->nkept));
+	bad |= put(o, "nremoved", small_int(ev->nremoved));
+	bad |= put(o, "nelems", small_int(ev->nelems));
 	if (ev->upstream[0] != '\0')
 		bad |= put(o, "resolver", str(ev->upstream));
 	bad |= put(o, "latency_us", json_integer((json_int_t)(ev->latency_us >
@@ -652,9 +902,7 @@ rec_dns_fields(const struct dns_event *ev, const struct pol_policy *policy)
 	if (ev->finding)
 		bad |= put(o, "finding", json_true());
 	if (policy != NULL)
-		bad |= put(o, "policy", json_pack("{s:o, s:s, s:o}", "id",
-		    str(pol_policy_name(policy)), "sha256",
-		    pol_policy_digest(policy), "rule", str(ev->rule)));
+		bad |= put(o, "policy", policy_shared(policy, ev->rule));
 	else if (ev->rule[0] != '\0')
 		bad |= put(o, "rule", str(ev->rule));
 	if (bad) {

@@ -91,8 +91,11 @@ void	rec_metrics_print(FILE *fp);
 
 /* rec_dns_fields: a dns.decision record: sandbox {id}, client, transport,
  * q {name, type, class}, decision, reason, rule, rcode, answers (kept
- * addresses), removed, elements {ip, proto, ports, timeout_ms}, upstream,
- * latency_us; policy {id, sha256, rule} when policy is not NULL. */
+ * addresses), removed, elements {ip, proto, port_lo, port_hi, timeout_ms,
+ * keep: true when the element carries FW_ELEM_KEEP}, resolver, latency_us;
+ * policy {id, sha256, rule} when policy is not NULL. Constant parts are
+ * shared between records (extra references to immutable values): do not
+ * modify the result. Loop thread only. */
 json_t	*rec_dns_fields(const struct dns_event *ev,
 	    const struct pol_policy *policy);
 /* rec_dns_finding: the finding record that accompanies a dns.decision with
@@ -138,7 +141,8 @@ struct sbx;
 /*
  * rec_dns_config: fills *dc from cfg: listen on the service address port 53
  * (listen_port overrides 53 when non-zero, for tests), the upstreams,
- * timeout and treat_as_public (borrowed from cfg). 0, or -1 with err.
+ * timeout and treat_as_public (borrowed from cfg), and the answer cache
+ * (dns_cache_entries: 0 sets no_cache, else cache_max). 0, or -1 with err.
  */
 int	rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
 	    struct dns_config *dc, char *err, size_t errlen);
@@ -148,9 +152,12 @@ struct rec_dns;
  * the service address (port 53, or listen_port when non-zero). Call after
  * the sandbox manager set up the host (the service address must exist on
  * lo). Its hooks: lookup -> sbx_lookup_addr4 and the policy of that name in
- * gw's current set; learn -> fw_learn on sbx_fw(sbx); record ->
- * rec_async(dns.decision), plus a finding when the event asks for one. gw,
- * sbx and loop are borrowed and must outlive it. NULL with err on failure.
+ * gw's current set; learn -> fw_learn on sbx_fw(sbx); record -> the
+ * dns.decision fields (plus a finding when the event asks for one), built
+ * at once and handed to rec_async together with the rest of that loop
+ * turn's records when the turn ends (ev_defer; at once if that fails), in
+ * order. gw, sbx and loop are borrowed and must outlive it. NULL with err
+ * on failure.
  */
 struct rec_dns	*rec_dns_start(struct ev_loop *loop, struct gw *gw,
 		    struct sbx *sbx, uint16_t listen_port, char *err,

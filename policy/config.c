@@ -204,7 +204,8 @@ ynetwork(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 static void
 ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 {
-	static const char *const keys[] = { "upstreams", "timeout_ms", NULL };
+	static const char *const keys[] = { "upstreams", "timeout_ms",
+	    "cache_entries", NULL };
 	const struct ynode *v, *it;
 	uint64_t	 u;
 	size_t		 i;
@@ -239,6 +240,11 @@ ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 			yerr(w, v, "timeout_ms must be at least 1");
 		c->dns_timeout_ms = (uint32_t)u;
 	}
+	/* 0 is meaningful (no cache); the cap bounds what a typo could make
+	 * the daemon hold (the proxy also caps the cache's bytes). */
+	if ((v = yget(n, "cache_entries")) != NULL &&
+	    yuint(w, v, POL_DNS_CACHE_MAX, &u) == 0)
+		c->dns_cache_entries = (uint32_t)u;
 }
 
 static void
@@ -497,6 +503,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	pol_addr_parse("10.231.255.254", &c->service_addr);
 	c->bridge_port = 8080;
 	c->dns_timeout_ms = 2000;
+	c->dns_cache_entries = POL_DNS_CACHE_DEFAULT;
 	c->max_sandboxes = 4096;
 	c->nflog_group = 7;
 	if (ycheck_map(&w, root, "the config", keys)) {

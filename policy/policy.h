@@ -222,6 +222,12 @@ struct pol_config {
 	uint16_t		*dns_upstream_ports; /* parallel, default 53 */
 	size_t			 ndns_upstreams;
 	uint32_t		 dns_timeout_ms; /* default 2000 */
+	/* Upstream answers the DNS proxy keeps for reuse: 0 disables the
+	 * cache (every query goes upstream), default 16384, at most
+	 * 1,000,000. */
+	uint32_t		 dns_cache_entries;
+#define POL_DNS_CACHE_DEFAULT	16384
+#define POL_DNS_CACHE_MAX	1000000
 	struct pol_cidr		*treat_as_public;
 	size_t			 ntreat_as_public;
 	uint32_t		 max_sandboxes;	/* default 4096 */

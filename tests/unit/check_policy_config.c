@@ -144,6 +144,7 @@ START_TEST(defaults)
 	ck_assert_ptr_null(c->uplink);
 	ck_assert(!c->ipv6);
 	ck_assert_uint_eq(c->dns_timeout_ms, 2000);
+	ck_assert_uint_eq(c->dns_cache_entries, 16384);
 	ck_assert_uint_eq(c->ntreat_as_public, 0);
 	ck_assert_uint_eq(c->max_sandboxes, 4096);
 	ck_assert_uint_eq(c->default_ttl_s, 0);
@@ -166,6 +167,36 @@ START_TEST(defaults)
 	assert_addr(&c->service_addr, "10.9.8.254");
 	ck_assert_uint_eq(c->default_ttl_s, 7200);
 	ck_assert_uint_eq(c->dns_upstream_ports[0], 5353);
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+/* dns.cache_entries: 0 turns the answer cache off (the bench runs both
+ * sides uncached with it), the bounds are inclusive. */
+static const struct {
+	const char	*val;
+	uint32_t	 want;
+} cache_ok[] = {
+	{ "0", 0 },
+	{ "1", 1 },
+	{ "16384", 16384 },
+	{ "999999", 999999 },
+	{ "1000000", 1000000 },
+};
+
+START_TEST(dns_cache_entries)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256], text[256];
+
+	snprintf(text, sizeof(text), "version: 1\ndns:\n  upstreams: "
+	    "[192.0.2.53]\n  cache_entries: %s\n", cache_ok[_i].val);
+	c = load_text(text, e, path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->dns_cache_entries, cache_ok[_i].want);
+	ck_assert_uint_eq(pol_errors_count(e), 0);
 	pol_config_free(c);
 	pol_errors_free(e);
 }
@@ -272,6 +303,38 @@ static const struct {
 	  "3:1: unknown key \"policies\" in the config\n" },
 	{ "version: 1\ndns: &d {upstreams: [192.0.2.1]}\n",
 	  "2:6: anchors are not allowed\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 1000001}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 4294967296}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 18446744073709551616}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: -1}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: \"16\"}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 1e3}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 0x10}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 16k}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 1.5}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: [1]}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: {n: 1}}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: ~}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: true}\n",
+	  "2:46: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns:\n  upstreams: [192.0.2.1]\n  cache_entries:\n",
+	  "4:17: expected an integer from 0 to 1000000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 5, "
+	  "cache_entries: 6}\n", "2:49: duplicate key \"cache_entries\"\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache: 0}\n",
+	  "2:31: unknown key \"cache\" in dns\n" },
 };
 
 START_TEST(error_messages)
@@ -328,6 +391,8 @@ main(void)
 	tcase_add_test(core, example_config);
 	tcase_add_test(core, defaults);
 	tcase_add_test(core, world_config);
+	tcase_add_loop_test(core, dns_cache_entries, 0,
+	    sizeof(cache_ok) / sizeof(cache_ok[0]));
 	tcase_add_test(core, policy_checks_servers);
 	tcase_add_unchecked_fixture(lim, setup, teardown);
 	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
