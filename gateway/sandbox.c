@@ -380,6 +380,9 @@ sb_fields(const struct sandbox *s, const char *decision, const char *result,
 	bad |= json_object_set_new(o, "labels", json_incref(s->labels));
 	bad |= json_object_set_new(o, "address", json_string(s->rec.addr));
 	bad |= json_object_set_new(o, "iface", json_string(s->spec.host_if));
+	/* ns_create turns IPv6 off at both ends of every sandbox's link; the
+	 * record says so, since an IPv6 attempt leaves no packet to deny. */
+	bad |= json_object_set_new(o, "ipv6", json_string("disabled"));
 	if (s->rec.expires > 0) {
 		iso_time(s->rec.expires, exp, sizeof(exp));
 		bad |= json_object_set_new(o, "expires_at", json_string(exp));

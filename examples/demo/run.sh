@@ -233,7 +233,9 @@ ID=demo$$
 sl sandbox create --policy demo --id "$ID" --subject demo-agent \
     --label demo=make-demo >"$E2E_TMP/sandbox.json" ||
     die "sluice sandbox create"
-info "sandbox: $ID (policy demo, address $(jq -r .address "$E2E_TMP/sandbox.json"))"
+IFACE=$(jq -r '.interface // empty' "$E2E_TMP/sandbox.json")
+[ -n "$IFACE" ] || die "sluice sandbox create named no interface"
+info "sandbox: $ID (policy demo, address $(jq -r .address "$E2E_TMP/sandbox.json"), host link ${IFACE:-?})"
 pause
 
 # agent ACT: run the scripted agent inside the sandbox; its own report of
@@ -251,7 +253,7 @@ agent() {
 # The summary table is built from those records.
 
 ACT_IDS=()
-declare -A ACT_TITLE ACT_SEL ACT_FAR ACT_QUIET FAR
+declare -A ACT_TITLE ACT_SEL ACT_FAR ACT_NUM FAR
 # def_act ID TITLE FILTER FAR: FAR names the far side that shows whether
 # the attempt arrived: pkg, attacker, metadata (packets counted where they
 # would arrive) or resolver (the upstream resolver's query log).
@@ -259,7 +261,11 @@ def_act() {
 	ACT_IDS+=("$1"); ACT_TITLE[$1]=$2; ACT_SEL[$1]=$3; ACT_FAR[$1]=$4
 }
 
-SB="(.sandbox.id // \"\") == \"$ID\""
+# The sandbox's records: those naming it, and denied packets from its link
+# that name no sandbox. sluiced aggregates denied packets for up to a
+# second before it writes them, and an aggregate written after the sandbox
+# was removed (at the latest when sluiced stops) carries only the link.
+SB="((.sandbox.id // \"\") == \"$ID\" or (.kind == \"net.deny\" and (.sandbox.id // \"\") == \"\" and .iface == \"$IFACE\"))"
 def_act install "install demo-pkg from the index" \
     "$SB and .kind == \"dns.decision\" and .q.name == \"pkg.example.com\"" pkg
 def_act exfil-name "exfiltrate by name (evil.example.net)" \
@@ -272,13 +278,20 @@ def_act exfil-dns "exfiltrate over DNS tunnelling" \
     "$SB and ((.kind == \"dns.decision\" and (.q.name | endswith(\".t.evil.example.net\"))) or (.kind == \"finding\" and (.detail // \"\" | test(\"[.]t[.]evil[.]example[.]net\"))))" resolver
 def_act meta-v4 "metadata over IPv4 (169.254.169.254)" \
     "$SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_META\"" metadata
+# IPv6 is off on both ends of every sandbox link, so a packet to the IPv6
+# metadata address dies in the host's kernel before any nftables rule sees
+# it: there is no decision to record. What the log holds about it is the
+# sandbox's creation record, which states the sandbox's IPv6 (its "ipv6"
+# field); the act shows the kernel state beside it, and any denied packet
+# to the address would be selected too.
 def_act meta-v6 "metadata over IPv6 (fd00:ec2::254)" \
-    "$SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_META6\"" metadata
+    "$SB and ((.kind == \"net.deny\" and .dst.ip == \"$WORLD_META6\") or (.kind == \"sandbox.create\" and .decision == \"allow\"))" metadata
 def_act meta-rebind "metadata through a rebinding name" \
     "$SB and ((.kind == \"dns.decision\" and .q.name == \"rebind.example.com\") or (.kind == \"finding\" and (.detail // \"\" | test(\"rebind[.]example[.]com\"))))" metadata
 # The MCP acts: mcp.call records of the tool each act calls (the two echo
 # acts told apart by their argument), and for the taint act its taint
-# findings and any denied packet to the web server. Their far
+# findings, what the DNS proxy decided about the web server's name (before
+# and after the taint) and any denied packet to its address. Their far
 # side is none (the calls go to Sluice's bridge), except the taint act's:
 # the web server, counted from the moment the sandbox was tainted.
 MCALL="$SB and .kind == \"mcp.call\" and .server == \"ev\""
@@ -293,7 +306,7 @@ def_act mcp-budget "MCP: a budget exhausted" \
 def_act mcp-redaction "MCP: credential redacted in a result" \
     "$MCALL and .tool == \"get-env\"" none
 def_act mcp-taint "MCP: a tainting result narrows egress" \
-    "($MCALL and .tool == \"get-tiny-image\") or ($SB and .kind == \"finding\" and (.type // \"\" | test(\"taint\"))) or ($SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_WEB\")" web
+    "($MCALL and .tool == \"get-tiny-image\") or ($SB and .kind == \"finding\" and (.type // \"\" | test(\"taint\"))) or ($SB and .kind == \"dns.decision\" and .q.name == \"web.example.org\") or ($SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_WEB\")" web
 # Acts the daemon cannot do (none now): announced and skipped, not faked.
 NOT_YET="not yet: this act is not implemented by sluiced"
 declare -A ACT_NOTYET
@@ -304,9 +317,29 @@ ACT_APPROVE[mcp-approval]=1
 # An act with a first step before its far side is counted: the taint act
 # receives the confidential result first, then tries the web server.
 ACT_PRE[mcp-taint]=mcp-taint-call
-# An act the log may rightly have nothing about, and why. Shown under the
-# table; such an act's row still says "no record", never a made-up outcome.
-ACT_QUIET[meta-v6]="sandbox links carry no IPv6 (sluiced disables it), so the host's kernel drops these packets before any nftables rule: there is no decision to record. The packet counter at the metadata side (FAR) is the evidence."
+# An act with kernel evidence shown around the agent's attempt (from
+# outside the sandbox): ACT_PROOF names the function.
+declare -A ACT_PROOF
+ACT_PROOF[meta-v6]=v6_proof
+
+# v6_proof WHEN: the IPv6 state of the sandbox's link, read from the kernel
+# on both ends (ip and sysctl, from outside the sandbox).
+v6_proof() {
+	local ns=sluice-$ID a r d h ha
+	a=$(ip -n "$ns" -6 -o addr show 2>/dev/null | awk '{ print $2 " " $4 }' |
+	    paste -sd, - | sed 's/,/, /g')
+	# Destinations only: "default" is the one that matters.
+	r=$(ip -n "$ns" -6 route show 2>/dev/null | awk '{ print $1 }' |
+	    paste -sd, - | sed 's/,/, /g')
+	d=$(world_sandbox "$ID" sysctl -n net.ipv6.conf.eth0.disable_ipv6 2>/dev/null)
+	info "${C_C}kernel, $1: in the sandbox: IPv6 addresses: ${a:-none}; routes: ${r:-none}; eth0 disable_ipv6=${d:-?}${C_0}"
+	if [ -n "${IFACE:-}" ]; then
+		h=$(world_host sysctl -n "net.ipv6.conf.$IFACE.disable_ipv6" 2>/dev/null)
+		ha=$(world_host ip -6 -o addr show dev "$IFACE" 2>/dev/null |
+		    awk '{ print $4 }' | paste -sd, -)
+		info "${C_C}kernel, $1: host side $IFACE: disable_ipv6=${h:-?}, IPv6 addresses: ${ha:-none}${C_0}"
+	fi
+}
 
 # Packet counters at the far end, in the world's internet namespace (a
 # throwaway namespace of this run, never the machine's own ruleset): what
@@ -371,6 +404,7 @@ approve_pending() {
 run_act() {
 	local a=$1 why=$2 rc
 	act "${ACT_TITLE[$a]}" "$why"
+	ACT_NUM[$a]=$ACTN
 	if [ -n "${ACT_NOTYET[$a]:-}" ]; then
 		info "${C_Y}$NOT_YET${C_0}"
 		return 0
@@ -382,6 +416,7 @@ run_act() {
 		*) info "${C_Y}agent's first step did not get through${C_0}" ;;
 		esac
 	fi
+	[ -n "${ACT_PROOF[$a]:-}" ] && "${ACT_PROOF[$a]}" before
 	far_clear "$a"
 	if [ -n "${ACT_APPROVE[$a]:-}" ]; then
 		agent "$a" &
@@ -397,6 +432,7 @@ run_act() {
 	*) info "${C_Y}agent exited $rc${C_0}" ;;
 	esac
 	FAR[$a]=$(far_count "$a")
+	[ -n "${ACT_PROOF[$a]:-}" ] && "${ACT_PROOF[$a]}" after
 	if [ "${ACT_FAR[$a]}" = none ]; then
 		:
 	elif [ "${ACT_FAR[$a]}" = resolver ]; then
@@ -420,7 +456,7 @@ run_act exfil-dns \
 run_act meta-v4 \
     "Cloud metadata hands out instance credentials. Always denied, whatever a policy says."
 run_act meta-v6 \
-    "The same service over IPv6, after root in the sandbox re-enables IPv6. No IPv6 path bypasses the rules."
+    "The same service over IPv6, after root in the sandbox re-enables IPv6. No IPv6 path bypasses the rules: the host's end of the link has no IPv6 at all."
 run_act meta-rebind \
     "A name the policy allows answers with the metadata address (DNS rebinding). Answers are classified, not trusted."
 
@@ -437,7 +473,7 @@ run_act mcp-budget \
 run_act mcp-redaction \
     "The MCP server holds a credential (API_TOKEN) in its environment; get-env returns that environment. Secrets in a tool result never reach the sandbox."
 run_act mcp-taint \
-    "After confidential data arrives, the sandbox's outbound access shrinks at once (nftables) to the policy's keep list: the web server it used closes, the package index stays."
+    "After confidential data arrives, the sandbox's outbound access shrinks at once (nftables) to the policy's keep list: the web server it used by name closes, by name and by address; the package index, kept by name, stays."
 pause
 
 # ------------------------------------------------------------ the log
@@ -451,7 +487,7 @@ have_all() {
 	local a sel=
 	au tail --db "$DB" --format json >"$E2E_TMP/tail.json" 2>/dev/null || return 1
 	for a in "${ACT_IDS[@]}"; do
-		[ -n "${ACT_QUIET[$a]:-}${ACT_NOTYET[$a]:-}" ] && continue
+		[ -n "${ACT_NOTYET[$a]:-}" ] && continue
 		sel="$sel and any(.[]; $(printf '%s' "${ACT_SEL[$a]}"))"
 	done
 	jq -e -s "true $sel" "$E2E_TMP/tail.json" >/dev/null
@@ -483,8 +519,14 @@ for a in "${ACT_IDS[@]}"; do
 	printf '%s\t%s\n' "$a" "${FAR[$a]:-}" >>"$E2E_TMP/far.tsv"
 	jq -r -s --arg act "$a" "
 	    [.[] | select(${ACT_SEL[$a]}) |
-	     {kind, decision: (.decision // (if .kind == \"finding\" then \"finding\" else \"-\" end)),
-	      reason: (if .kind == \"mcp.call\" and (.approver // \"\") != \"\"
+	     {kind, decision: (if .kind == \"sandbox.create\"
+	        then (if has(\"ipv6\") and (.ipv6 == \"disabled\" or .ipv6 == false)
+	          then \"no path\" else \"unstated\" end)
+	        else (.decision // (if .kind == \"finding\" then \"finding\" else \"-\" end)) end),
+	      reason: (if .kind == \"sandbox.create\"
+	        then (if has(\"ipv6\") then \"ipv6=\\(.ipv6), seq \\(.seq)\"
+	          else \"no ipv6 field, seq \\(.seq)\" end)
+	        elif .kind == \"mcp.call\" and (.approver // \"\") != \"\"
 	        then \"\\(.approval // \"?\") by \\(.approver)\"
 	        elif .kind == \"mcp.call\" and (.redactions // 0) > 0
 	        then \"redacted x\\(.redactions)\"
@@ -498,7 +540,7 @@ for a in "${ACT_IDS[@]}"; do
 done
 # FAR: what reached the destination's side (packets, or queries at the
 # upstream resolver), once per act: a second witness, not from the log.
-printf '\n  %s%-38s %-12s %-9s %-22s %5s %4s%s\n' "$C_B" ACT KIND DECISION \
+printf '\n  %s%-38s %-14s %-9s %-22s %5s %4s%s\n' "$C_B" ACT KIND DECISION \
     REASON COUNT FAR "$C_0"
 prev=
 while IFS=$'\t' read -r a kind dec reason n _; do
@@ -508,24 +550,33 @@ while IFS=$'\t' read -r a kind dec reason n _; do
 	case $dec in
 	allow) col=$C_G ;; deny) col=$C_R ;; *) col=$C_Y ;;
 	esac
-	printf '  %-38s %-12s %s%-9s%s %-22s %5s %4s\n' "${t:0:38}" "$kind" \
+	printf '  %-38s %-14s %s%-9s%s %-22s %5s %4s\n' "${t:0:38}" "$kind" \
 	    "$col" "$dec" "$C_0" "${reason:0:22}" "$n" "$far"
 done <"$E2E_TMP/summary.tsv"
 for a in "${ACT_IDS[@]}"; do
 	[ -n "${ACT_NOTYET[$a]:-}" ] || continue
-	printf '  %-38s %-12s %s%s%s\n' "${ACT_TITLE[$a]:0:38}" - "$C_Y" \
+	printf '  %-38s %-14s %s%s%s\n' "${ACT_TITLE[$a]:0:38}" - "$C_Y" \
 	    "not yet" "$C_0"
 done
 FAIL=0
 for a in "${ACT_IDS[@]}"; do
 	grep -q "^$a"$'\t-\tno record\t' "$E2E_TMP/summary.tsv" || continue
-	if [ -n "${ACT_QUIET[$a]:-}" ] && [ "${FAR[$a]}" = 0 ]; then
-		wrap "no record for \"${ACT_TITLE[$a]}\": ${ACT_QUIET[$a]}" "$C_Y"
-	else
-		bad "no record for \"${ACT_TITLE[$a]}\" in the audit log"
-		FAIL=1
-	fi
+	bad "no record for \"${ACT_TITLE[$a]}\" in the audit log"
+	FAIL=1
 done
+# The IPv6 act's row is the sandbox's creation record: say what it does
+# and does not prove. Its decision column is derived from the record's
+# "ipv6" field, never assumed.
+v6=$(awk -F'\t' '$1 == "meta-v6" && $2 == "sandbox.create" { print $3; exit }' \
+    "$E2E_TMP/summary.tsv")
+case $v6 in
+"no path")
+	wrap "metadata over IPv6: no deny record, because there was no decision: the sandbox.create record says its IPv6 is disabled, the host's kernel dropped the packets before any nftables rule (the kernel state is shown in act ${ACT_NUM[meta-v6]:-?}), and nothing arrived at the metadata side (FAR)." "$C_D"
+	;;
+unstated)
+	wrap "metadata over IPv6: no deny record, because there was no decision; the sandbox.create record does not state the sandbox's IPv6 (no \"ipv6\" field), so the log alone does not show why. The kernel state shown in act ${ACT_NUM[meta-v6]:-?} and the metadata side's packet counter (FAR) are the evidence." "$C_Y"
+	;;
+esac
 # Anything that reached a server it must not reach fails the demo, whatever
 # the log says.
 for a in "${ACT_IDS[@]}"; do

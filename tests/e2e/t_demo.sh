@@ -47,7 +47,7 @@ check_fails "no colour escapes when stdout is not a TTY" grep -q $'\e\\[' "$OUT"
 check_eq "no act is skipped as 'not yet'" 0 \
     "$(grep -cE 'not yet: |^  .* not yet$' "$OUT")"
 check_eq "the table has a row for each of the six MCP acts" 6 \
-    "$(grep -cE '^  MCP: .* mcp\.call|^  MCP: .* finding ' "$OUT")"
+    "$(grep -cE '^  MCP: .* (mcp\.call|finding|dns\.decision|net\.deny) ' "$OUT")"
 check_eq "every act is announced, 8 network and 6 MCP" 14 \
     "$(grep -cE '^\[ ?([1-9]|1[0-4])\] ' "$OUT")"
 
@@ -64,8 +64,15 @@ check_eq "every summary row is in the printed table" 0 "$missing"
 
 # ------------------------------------------------------------ from the log
 # The kept log, read independently of the demo's filters.
-tailj() { "$SLUICE" audit tail --db "$KEEP/audit.db" --format json --sandbox "$ID"; }
-tailj >"$E2E_TMP/tail.json" 2>/dev/null
+# The sandbox's records: those naming it, and denied packets from its link
+# that name no sandbox (an aggregate sluiced wrote after the sandbox was
+# removed, when it stopped).
+"$SLUICE" audit tail --db "$KEEP/audit.db" --format json >"$E2E_TMP/all.json" 2>/dev/null
+IFACE=$(jq -r -s --arg id "$ID" '[.[] | select(.kind == "sandbox.create" and .sandbox.id == $id)] | .[0].iface // empty' "$E2E_TMP/all.json")
+check_match "the sandbox.create record names the sandbox's link" '^sl-' "$IFACE"
+jq -c --arg id "$ID" --arg link "$IFACE" 'select((.sandbox.id // "") == $id or
+    (.kind == "net.deny" and (.sandbox.id // "") == "" and .iface == $link))' \
+    "$E2E_TMP/all.json" >"$E2E_TMP/tail.json" 2>/dev/null
 check "audit tail reads the kept log" test -s "$E2E_TMP/tail.json"
 # row ACT KIND DECISION: the count the summary gives (0 when no row).
 row() {
@@ -119,15 +126,33 @@ check_eq "rebinding: denied rebind.example.com answers, as in the log" \
     "$(row meta-rebind dns.decision deny)"
 check "rebinding: a dns_rebinding finding" \
     grep -qP '^meta-rebind\tfinding\t[^\t]*\tdns_rebinding\t[1-9]' "$S"
-# A row may only say "no record" when the log indeed has none for it.
-while IFS=$'\t' read -r act _ dec _; do
-	[ "$dec" = "no record" ] || continue
-	case $act in
-	meta-v6) f='.dst.ip == "fd00:ec2::254"' ;;
-	*) f=false ;;
-	esac
-	check_eq "'no record' for $act is true of the log" 0 "$(logn "$f")"
-done <"$S"
+check_eq "no act's row says 'no record'" "" \
+    "$(awk -F'\t' '$3 == "no record" { print $1 }' "$S")"
+# IPv6 metadata: no decision exists to record (the host's end of the link
+# has no IPv6), so the row cites the sandbox's creation record, and its
+# decision column is what that record's "ipv6" field says.
+CREC=$(jq -s -c '[.[] | select(.kind == "sandbox.create" and .decision == "allow")] | .[0] // {}' "$E2E_TMP/tail.json")
+check_eq "metadata v6: the row cites the sandbox.create record's seq" \
+    "$(printf '%s' "$CREC" | jq -r .seq)" \
+    "$(awk -F'\t' '$1 == "meta-v6" && $2 == "sandbox.create" { print $6 }' "$S")"
+check_eq "metadata v6: the row's decision is the record's ipv6 field's" \
+    "$(printf '%s' "$CREC" | jq -r 'if has("ipv6") and (.ipv6 == "disabled" or .ipv6 == false) then "no path" else "unstated" end')" \
+    "$(awk -F'\t' '$1 == "meta-v6" && $2 == "sandbox.create" { print $3 }' "$S")"
+check_eq "metadata v6: no net.deny row is claimed without a record" \
+    "$(logn '.kind == "net.deny" and .dst.ip == "fd00:ec2::254"')" \
+    "$(row meta-v6 net.deny deny)"
+check_match "metadata v6: the kernel showed no IPv6 in the sandbox before" \
+    'kernel, before: in the sandbox: IPv6 addresses: none; routes: none; eth0 disable_ipv6=1' \
+    "$(cat "$OUT")"
+check_match "metadata v6: the kernel showed no IPv6 on the host's end after" \
+    'kernel, after: host side sl[-a-z0-9]*: disable_ipv6=1, IPv6 addresses: none' \
+    "$(cat "$OUT")"
+check_match "metadata v6: the agent did re-enable IPv6 inside (control)" \
+    'kernel, after: in the sandbox: IPv6 addresses: .*eth0 2001:db8:ffff::99/64' \
+    "$(cat "$OUT")"
+check_match "metadata v6: the table's note says why there is no deny record" \
+    'metadata over IPv6: no deny record, because there was no decision' \
+    "$(cat "$OUT")"
 
 # ------------------------------------------------------------ the MCP acts
 # mcpn JQ-FILTER: how many mcp.call records of server ev match.
@@ -163,7 +188,6 @@ check "redaction: get-env's record counts redactions > 0" test \
 check_match "redaction: the agent saw API_TOKEN, redacted" '"API_TOKEN": "\[REDACTED' "$(cat "$OUT")"
 # The demo's fake credential is demo-secret-PID-RANDOM: its value must be
 # nowhere the agent, the table or the log shows.
-"$SLUICE" audit tail --db "$KEEP/audit.db" --format json >"$E2E_TMP/all.json" 2>/dev/null
 check_fails "redaction: the credential is not in the demo's output" grep -q 'demo-secret-' "$OUT"
 check_fails "redaction: the credential is not in the audit log" grep -q 'demo-secret-' "$E2E_TMP/all.json"
 TAINT=$(jq -s '[.[] | select(.kind == "finding" and .type == "sandbox.taint")] | .[0].seq // -1' "$E2E_TMP/tail.json")
@@ -176,9 +200,18 @@ check "taint: after it, the keep-list name was allowed by mcp.taint.keep" test \
     "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq > $TAINT and .q.name == \"pkg.example.com\" and .decision == \"allow\" and (.policy.rule // \"\" | startswith(\"mcp.taint.keep\")))] | length" "$E2E_TMP/tail.json")" -ge 1
 check_eq "taint: no other name was allowed after it" 0 \
     "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq > $TAINT and .decision == \"allow\" and .q.name != \"pkg.example.com\")] | length" "$E2E_TMP/tail.json")"
-check_match "taint: the post-taint request to the web server failed" 'stopped: 203\.0\.113\.80 is closed after the taint' "$(cat "$OUT")"
-check_match "taint: the web server answered before the taint (control)" 'before: GET http://203\.0\.113\.80/ip.*HTTP 200' "$(tr '\n' ' ' <"$OUT")"
-check_match "taint: the keep-list host still answered after it" 'package index \(on the keep list\): HTTP 200' "$(cat "$OUT")"
+check_match "taint: the post-taint requests to the web server failed" 'stopped: web\.example\.org \(203\.0\.113\.80\) is closed after the taint' "$(cat "$OUT")"
+check_match "taint: the web server answered by name before the taint (control)" 'before: GET http://web\.example\.org/ip.*HTTP 200 from 203\.0\.113\.80' "$(tr '\n' ' ' <"$OUT")"
+check "taint: before it, web.example.org was allowed by the proxy" test \
+    "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq < $TAINT and .q.name == \"web.example.org\" and .decision == \"allow\")] | length" "$E2E_TMP/tail.json")" -ge 1
+check "taint: after it, web.example.org was refused as tainted" test \
+    "$(jq -s "[.[] | select(.kind == \"dns.decision\" and .seq > $TAINT and .q.name == \"web.example.org\" and .decision == \"deny\" and .reason == \"tainted\")] | length" "$E2E_TMP/tail.json")" -ge 1
+check "taint: after it, the address learned before was cut in the kernel" test \
+    "$(logn '.kind == "net.deny" and .dst.ip == "203.0.113.80" and .reason == "tainted"')" -ge 1
+check_eq "taint: the summary's tainted denials are the log's" \
+    "$(logn '(.kind == "net.deny" and .dst.ip == "203.0.113.80") or (.kind == "dns.decision" and .q.name == "web.example.org" and .decision == "deny")')" \
+    "$(($(row mcp-taint net.deny deny) + $(row mcp-taint dns.decision deny)))"
+check_match "taint: the keep-list host still answered by name after it" 'package index by name \(on the keep list\): HTTP 200' "$(cat "$OUT")"
 
 # The far side's own counters: the control (the index saw the install)
 # proves they count; every attempt at the attacker or the metadata service
