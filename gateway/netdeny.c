@@ -23,6 +23,9 @@
 
 #define ND_FLUSH_MS	1000
 
+_Static_assert(sizeof(((struct nd_entry *)0)->sandbox) == SBX_ID_MAX + 1,
+    "nd_entry.sandbox holds a sandbox id");
+
 struct nd_slot {
 	int		used;
 	struct nd_entry	e;
@@ -129,10 +132,31 @@ nd_table_add(struct nd_table *t, const struct fw_denied *d, int64_t ts_ms)
 	}
 	s->used = 1;
 	s->e.d = k;
+	s->e.sandbox[0] = '\0';
 	s->e.count = 1;
 	s->e.first_ms = s->e.last_ms = ts_ms;
 	t->n++;
 	return 1;
+}
+
+int
+nd_table_tag(struct nd_table *t, const struct fw_denied *d, const char *sandbox)
+{
+	struct fw_denied k;
+	struct nd_slot *s;
+	size_t i, mask = t->nslots - 1;
+
+	norm_key(d, &k);
+	for (i = key_hash(&k) & mask; t->slots[i].used; i = (i + 1) & mask) {
+		s = &t->slots[i];
+		if (memcmp(&s->e.d, &k, sizeof(k)) == 0) {
+			snprintf(s->e.sandbox, sizeof(s->e.sandbox), "%s",
+			    sandbox);
+			return 0;
+		}
+	}
+	errno = ENOENT;
+	return -1;
 }
 
 size_t
@@ -283,7 +307,11 @@ emit(const struct nd_entry *e, void *arg)
 
 	memcpy(ifname, e->d.ifname, sizeof(ifname));
 	ifname[sizeof(ifname) - 1] = '\0';
-	if (nd->sbx != NULL && sbx_lookup_ifname(nd->sbx, ifname, &v) == 0)
+	/* The sandbox of the first packet: by now it may have been removed
+	 * (or its link reused), so only an untagged key is looked up. */
+	if (e->sandbox[0] != '\0')
+		sandbox = e->sandbox;
+	else if (nd->sbx != NULL && sbx_lookup_ifname(nd->sbx, ifname, &v) == 0)
 		sandbox = v.id;
 	if (inet_ntop(af, e->d.src, src, sizeof(src)) == NULL)
 		snprintf(src, sizeof(src), "?");
@@ -334,9 +362,17 @@ static void
 on_packet(const struct fw_denied *d, void *arg)
 {
 	struct nd *nd = arg;
+	struct sbx_view v;
+	char ifname[FW_IFNAMSIZ];
 
 	nd->packets++;
-	(void)nd_table_add(nd->t, d, wall_ms());
+	if (nd_table_add(nd->t, d, wall_ms()) != 1 || nd->sbx == NULL)
+		return;
+	/* A new key: name its sandbox now, while the link is still its. */
+	snprintf(ifname, sizeof(ifname), "%.*s", (int)sizeof(ifname) - 1,
+	    d->ifname);
+	if (sbx_lookup_ifname(nd->sbx, ifname, &v) == 0)
+		(void)nd_table_tag(nd->t, d, v.id);
 }
 
 static void
@@ -399,6 +435,10 @@ nd_free(struct nd *nd)
 		return;
 	if (nd->flush != NULL)
 		ev_timer_cancel(nd->loop, nd->flush);
+	/* Packets the kernel reported but the loop has not read yet are
+	 * denials too: read what is queued (the read is non-blocking and
+	 * bounded by the socket buffer) before the last flush. */
+	(void)fw_nflog_read(nd->nl, on_packet, nd);
 	flush(nd);
 	ev_del(nd->loop, fw_nflog_fd(nd->nl));
 	fw_nflog_free(nd->nl);

@@ -32,6 +32,7 @@ struct nd_entry {
 	struct fw_denied	d;
 	uint64_t		count;
 	int64_t			first_ms, last_ms;
+	char			sandbox[33];	/* id ("" = unknown) */
 };
 
 struct nd_table;
@@ -56,6 +57,12 @@ uint64_t	 nd_table_dropped(const struct nd_table *t);
  * dropped in the period. */
 uint64_t	 nd_table_flush(struct nd_table *t,
 		    void (*cb)(const struct nd_entry *e, void *arg), void *arg);
+
+/* nd_table_tag: names the sandbox (id, copied, cut to fit) of the key of
+ * d, so the aggregate keeps it even if the sandbox is gone when the table is
+ * flushed. 0, or -1/ENOENT when d has no key in t. */
+int		 nd_table_tag(struct nd_table *t, const struct fw_denied *d,
+		    const char *sandbox);
 
 /* nd_reason: the net.deny reason of an nflog prefix ("deny:always",
  * "deny:default", ...), refined with the class of the destination for

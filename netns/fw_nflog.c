@@ -81,6 +81,7 @@ fw_nflog_open(uint16_t group, char *err, size_t errlen)
 	struct nlmsghdr			*nlh;
 	struct nfulnl_msg_config_cmd	 cmd;
 	struct nfulnl_msg_config_mode	 mode;
+	uint32_t			 qthresh;
 	char				 buf[256] = { 0 };
 	int				 one = 1;
 
@@ -123,6 +124,19 @@ fw_nflog_open(uint16_t group, char *err, size_t errlen)
 	mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof(mode), &mode);
 	if (cfg_send(nl, nlh) == -1) {
 		fw_seterr(err, errlen, "fw_nflog_open: copy mode: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	/* The kernel batches up to 100 packets or 1 s per message by
+	 * default: a denial would reach us a second late, after the sandbox
+	 * (and its link's name) may be gone. One packet per message; a flood
+	 * is bounded by the socket buffer and aggregated by the caller. */
+	memset(buf, 0, sizeof(buf));
+	nlh = cfg_hdr(buf, group, 3);
+	qthresh = htonl(1);
+	mnl_attr_put(nlh, NFULA_CFG_QTHRESH, sizeof(qthresh), &qthresh);
+	if (cfg_send(nl, nlh) == -1) {
+		fw_seterr(err, errlen, "fw_nflog_open: queue threshold: %s",
 		    strerror(errno));
 		goto fail;
 	}

@@ -90,6 +90,45 @@ START_TEST(test_aggregate_same)
 }
 END_TEST
 
+/* The sandbox named when the first packet arrived stays with the key until
+ * the flush (the sandbox may be gone by then); a new period starts untagged,
+ * and tagging a packet that has no key fails. */
+START_TEST(test_aggregate_tag)
+{
+	struct nd_table *t = nd_table_new(16);
+	struct fw_denied d, other;
+	struct seen s = { .n = 0 };
+
+	ck_assert_ptr_nonnull(t);
+	pkt(&d, "sl-3", "10.231.0.14", "198.51.100.66", IPPROTO_TCP, 40000,
+	    443, "deny:default");
+	pkt(&other, "sl-3", "10.231.0.14", "198.51.100.66", IPPROTO_TCP,
+	    40001, 443, "deny:default");
+	ck_assert_int_eq(nd_table_tag(t, &d, "sbx-a"), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(nd_table_add(t, &d, 1000), 1);
+	ck_assert_int_eq(nd_table_tag(t, &d, "sbx-a"), 0);
+	ck_assert_int_eq(nd_table_tag(t, &other, "sbx-b"), -1);
+	ck_assert_int_eq(nd_table_add(t, &d, 1001), 0);
+	/* Longer than an id: cut, never overflowing. */
+	ck_assert_int_eq(nd_table_add(t, &other, 1002), 1);
+	ck_assert_int_eq(nd_table_tag(t, &other,
+	    "0123456789012345678901234567890123456789"), 0);
+	nd_table_flush(t, seen_cb, &s);
+	ck_assert_uint_eq(s.n, 2);
+	ck_assert_str_eq(s.e[0].d.sport == 40000 ? s.e[0].sandbox :
+	    s.e[1].sandbox, "sbx-a");
+	ck_assert_str_eq(s.e[0].d.sport == 40001 ? s.e[0].sandbox :
+	    s.e[1].sandbox, "01234567890123456789012345678901");
+	s.n = 0;
+	ck_assert_int_eq(nd_table_add(t, &d, 2000), 1);
+	nd_table_flush(t, seen_cb, &s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_str_eq(s.e[0].sandbox, "");
+	nd_table_free(t);
+}
+END_TEST
+
 /* Each variant differs from the base in exactly one part of the key. */
 START_TEST(test_aggregate_distinct)
 {
@@ -263,6 +302,7 @@ nd_suite(void)
 
 	tcase_add_test(tc, test_aggregate_same);
 	tcase_add_test(tc, test_aggregate_distinct);
+	tcase_add_test(tc, test_aggregate_tag);
 	tcase_add_loop_test(tc, test_reason, 0,
 	    sizeof(reasons) / sizeof(reasons[0]));
 	suite_add_tcase(s, tc);
