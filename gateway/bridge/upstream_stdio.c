@@ -7,8 +7,13 @@
  * ev loop, to cap what a hostile child can make us buffer, and to notice
  * when one dies so the upstream layer can restart it.
  */
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+
+#include <linux/capability.h>
+#include <linux/securebits.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +71,45 @@ env_free(char **env)
 	free(env);
 }
 
+/*
+ * In the child, before exec: sluiced runs as root with CAP_SYS_ADMIN and
+ * CAP_NET_ADMIN, which an MCP server (third-party code meeting agent input)
+ * must not inherit. Root regains every capability in the bounding set at
+ * exec, so: empty the inheritable and ambient sets, drop the whole bounding
+ * set, and lock SECBIT_NOROOT so uid 0 means no capabilities; no_new_privs
+ * keeps setuid binaries from giving any back. Either of the last two
+ * suffices (with CAP_SETPCAP both work); when neither can be had, the child
+ * does not run: 0 ready, -1 refuse. Only raw syscalls (async-signal-safe).
+ */
+static int
+child_drop_caps(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	int c, bset_left = 0, noroot;
+
+	if (syscall(SYS_capget, &h, d) == -1)
+		return -1;
+	for (c = 0; c < _LINUX_CAPABILITY_U32S_3; c++)
+		d[c].inheritable = 0;
+	if (syscall(SYS_capset, &h, d) == -1)
+		return -1;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	for (c = 0; c <= 63; c++) {
+		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) != 1)
+			continue;	/* not in the set, or past the last */
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == -1)
+			bset_left = 1;
+	}
+	noroot = prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+	    SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+	    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+	    0, 0, 0) == 0;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		return -1;
+	return bset_left && !noroot ? -1 : 0;
+}
+
 int
 br_stdio_spawn(struct br_up *u)
 {
@@ -90,6 +134,8 @@ br_stdio_spawn(struct br_up *u)
 		    (devnull != -1 && dup2(devnull, 2) == -1))
 			_exit(127);
 		signal(SIGPIPE, SIG_DFL);
+		if (child_drop_caps() == -1)
+			_exit(126);
 		/* The daemon's PATH finds the program; the child gets only
 		 * the declared environment. */
 		execvpe(u->srv->argv[0], u->srv->argv, env);

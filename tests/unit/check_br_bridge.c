@@ -358,6 +358,7 @@ static const char mock_js[] =
 "    { name: 'die', description: 'exits', inputSchema: obj },\n"
 "    { name: 'pattern', description: 'p', inputSchema: obj },\n"
 "    { name: 'sizer', description: 'z', inputSchema: obj },\n"
+"    { name: 'caps', description: 'c', inputSchema: obj },\n"
 "  ];\n"
 "}\n"
 "const AK = 'AKIAABCDEFGHIJKLMNOP';\n"
@@ -377,6 +378,10 @@ static const char mock_js[] =
 "      text: 'id ' + AK } }] };\n"
 "  case 'classified': return { content: [{ type: 'text', text: 'payroll data' }] };\n"
 "  case 'noop': return { content: [{ type: 'text', text: 'ok noop' }] };\n"
+"  case 'caps': return { content: [{ type: 'text', text:\n"
+"    fs.readFileSync('/proc/self/status', 'utf8').split('\\n').filter(l =>\n"
+"    /^(Uid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):/.test(l))\n"
+"    .map(l => l.replace(/\\s+/g, ' ')).join('; ') }] };\n"
 "  case 'pattern': return { content: [{ type: 'text', text: 'id payroll-1234' }] };\n"
 "  case 'big': return { content: [{ type: 'text', text: 'x'.repeat(200000) }] };\n"
 "  default: return { content: [{ type: 'text', text: 'ok ' + n }] };\n"
@@ -459,6 +464,8 @@ static const char policy_fmt[] =
 "    - tool: mock/big\n"
 "      decision: allow\n"
 "    - tool: mock/noop\n"
+"      decision: allow\n"
+"    - tool: mock/caps\n"
 "      decision: allow\n"
 "    - tool: mock/die\n"
 "      decision: allow\n"
@@ -1719,6 +1726,30 @@ START_TEST(test_large_args_stdio)
 }
 END_TEST
 
+/* A stdio server runs without the daemon's capabilities: sluiced is root
+ * with CAP_SYS_ADMIN and CAP_NET_ADMIN (this test is root too), the child
+ * is uid 0 with every capability set empty and no_new_privs. */
+START_TEST(test_stdio_no_caps)
+{
+	char sid[96];
+	const char *t;
+	struct resp r;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/mock", NULL, sid, "caps", "{}", &r);
+	ck_assert_msg(!is_error(&r), "%s", r.body);
+	ck_assert_ptr_nonnull(t = first_text(&r));
+	ck_assert_msg(strstr(t, "Uid: 0 ") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "CapInh: 0000000000000000") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "CapPrm: 0000000000000000") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "CapEff: 0000000000000000") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "CapBnd: 0000000000000000") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "CapAmb: 0000000000000000") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, "NoNewPrivs: 1") != NULL, "%s", t);
+	resp_free(&r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ protocol */
 
 struct proto_case {
@@ -2179,6 +2210,7 @@ bridge_suite(void)
 	tcase_add_test(lim, test_record_fails_closed);
 	tcase_add_test(lim, test_result_cap);
 	tcase_add_test(lim, test_large_args_stdio);
+	tcase_add_test(lim, test_stdio_no_caps);
 	tcase_add_loop_test(lim, test_protocol, 0,
 	    sizeof(proto_cases) / sizeof(proto_cases[0]));
 	tcase_add_loop_test(parse, test_rpc_parse, 0,
