@@ -134,6 +134,11 @@ br_stdio_spawn(struct br_up *u)
 		    (devnull != -1 && dup2(devnull, 2) == -1))
 			_exit(127);
 		signal(SIGPIPE, SIG_DFL);
+		/* Its own session: a signal the server sends its process
+		 * group (kill(0, ...), common in Node tooling) must not reach
+		 * sluiced, and a terminal's signals meant for sluiced do not
+		 * reach the child (sluiced closes it in order). */
+		(void)setsid();
 		if (child_drop_caps() == -1)
 			_exit(126);
 		/* The daemon's PATH finds the program; the child gets only
