@@ -452,6 +452,14 @@ world_start_sluiced() {
 		tail -n 30 "$WORLD_DIR/log/sluiced.log" | sed 's/^/#   /' >&2
 		return 1
 	fi
+	# The socket is bound before the daemon adopts its sandboxes and
+	# opens the DNS proxy and the bridge (so a second daemon fails
+	# early); it answers only once its loop runs, after all of them.
+	if ! wait_for 10 "$SLUICE" -s "$WORLD_SOCK" status >/dev/null 2>&1; then
+		_world_fail "sluiced: the control API did not answer within 10 s:"
+		tail -n 30 "$WORLD_DIR/log/sluiced.log" | sed 's/^/#   /' >&2
+		return 1
+	fi
 	return 0
 }
 
