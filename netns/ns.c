@@ -410,22 +410,31 @@ conf6_open(int pfd, int *none)
 	return fd;
 }
 
-/* Sets disable_ipv6 of dev (or "all", "default") in the namespace of the
- * conf6_open directory c6; c6 == -1 (no IPv6 in the kernel) is a no-op. */
+/* Opens dev's disable_ipv6 (dev may be "all", "default") under the
+ * conf6_open directory c6 with flags; the fd, or -1 with errno. */
 static int
-ipv6_disable(int c6, const char *dev)
+ipv6_conf_open(int c6, const char *dev, int flags)
 {
 	char	rel[64];
-	int	fd;
 
-	if (c6 == -1)
-		return 0;
 	if ((size_t)snprintf(rel, sizeof(rel), "%s/disable_ipv6", dev) >=
 	    sizeof(rel)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if ((fd = openat(c6, rel, O_WRONLY | O_CLOEXEC)) == -1)
+	return openat(c6, rel, flags | O_CLOEXEC);
+}
+
+/* Sets disable_ipv6 of dev (or "all", "default") in the namespace of the
+ * conf6_open directory c6; c6 == -1 (no IPv6 in the kernel) is a no-op. */
+static int
+ipv6_disable(int c6, const char *dev)
+{
+	int	fd;
+
+	if (c6 == -1)
+		return 0;
+	if ((fd = ipv6_conf_open(c6, dev, O_WRONLY)) == -1)
 		return -1;
 	return sysctl_put(fd, "1");
 }
@@ -444,18 +453,13 @@ ipv6_disable(int c6, const char *dev)
 static int
 ipv6_ensure_off(int c6, const char *dev)
 {
-	char	rel[64], buf[8];
+	char	buf[8];
 	ssize_t	n;
 	int	fd;
 
 	if (c6 == -1)
 		return 0;
-	if ((size_t)snprintf(rel, sizeof(rel), "%s/disable_ipv6", dev) >=
-	    sizeof(rel)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if ((fd = openat(c6, rel, O_RDONLY | O_CLOEXEC)) == -1)
+	if ((fd = ipv6_conf_open(c6, dev, O_RDONLY)) == -1)
 		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
