@@ -87,6 +87,7 @@ START_TEST(example_config)
 	assert_addr(&c->dns_upstreams[1], "2001:db8::53");
 	ck_assert_uint_eq(c->dns_upstream_ports[1], 5353);
 	ck_assert_uint_eq(c->dns_timeout_ms, 2000);
+	ck_assert_uint_eq(c->dns_cache_entries, 16384);
 	ck_assert_uint_eq(c->max_sandboxes, 4096);
 	ck_assert_uint_eq(c->default_ttl_s, 0);
 	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
