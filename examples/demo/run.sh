@@ -12,8 +12,7 @@
 # inside a sandbox, on the network and through the capability bridge. What
 # was allowed and denied is then read back FROM THE AUDIT LOG, the log is
 # verified, a copy is tampered with and verify catches it, and everything
-# made is removed (also on Ctrl-C or failure). An act the daemon cannot do
-# would be listed as "not yet" and skipped, never faked (ACT_NOTYET).
+# made is removed (also on Ctrl-C or failure).
 #
 #   examples/demo/run.sh [--step] [--keep DIR]
 #     --step      pause between acts (Enter to go on; ignored without a TTY)
@@ -307,9 +306,6 @@ def_act mcp-redaction "MCP: credential redacted in a result" \
     "$MCALL and .tool == \"get-env\"" none
 def_act mcp-taint "MCP: a tainting result narrows egress" \
     "($MCALL and .tool == \"get-tiny-image\") or ($SB and .kind == \"finding\" and (.type // \"\" | test(\"taint\"))) or ($SB and .kind == \"dns.decision\" and .q.name == \"web.example.org\") or ($SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_WEB\")" web
-# Acts the daemon cannot do (none now): announced and skipped, not faked.
-NOT_YET="not yet: this act is not implemented by sluiced"
-declare -A ACT_NOTYET
 # An act whose agent call waits for a person: run.sh approves it from
 # outside the sandbox (sluice approve) while the call is held.
 declare -A ACT_APPROVE ACT_PRE
@@ -405,10 +401,6 @@ run_act() {
 	local a=$1 why=$2 rc
 	act "${ACT_TITLE[$a]}" "$why"
 	ACT_NUM[$a]=$ACTN
-	if [ -n "${ACT_NOTYET[$a]:-}" ]; then
-		info "${C_Y}$NOT_YET${C_0}"
-		return 0
-	fi
 	if [ -n "${ACT_PRE[$a]:-}" ]; then
 		agent "${ACT_PRE[$a]}"
 		case $? in
@@ -487,7 +479,6 @@ have_all() {
 	local a sel=
 	au tail --db "$DB" --format json >"$E2E_TMP/tail.json" 2>/dev/null || return 1
 	for a in "${ACT_IDS[@]}"; do
-		[ -n "${ACT_NOTYET[$a]:-}" ] && continue
 		sel="$sel and any(.[]; $(printf '%s' "${ACT_SEL[$a]}"))"
 	done
 	jq -e -s "true $sel" "$E2E_TMP/tail.json" >/dev/null
@@ -515,7 +506,6 @@ info "$NREC records, seq 0..$((NREC - 1)), in $DB"
 : >"$E2E_TMP/summary.tsv"
 : >"$E2E_TMP/far.tsv"
 for a in "${ACT_IDS[@]}"; do
-	[ -n "${ACT_NOTYET[$a]:-}" ] && continue
 	printf '%s\t%s\n' "$a" "${FAR[$a]:-}" >>"$E2E_TMP/far.tsv"
 	jq -r -s --arg act "$a" "
 	    [.[] | select(${ACT_SEL[$a]}) |
@@ -553,11 +543,6 @@ while IFS=$'\t' read -r a kind dec reason n _; do
 	printf '  %-38s %-14s %s%-9s%s %-22s %5s %4s\n' "${t:0:38}" "$kind" \
 	    "$col" "$dec" "$C_0" "${reason:0:22}" "$n" "$far"
 done <"$E2E_TMP/summary.tsv"
-for a in "${ACT_IDS[@]}"; do
-	[ -n "${ACT_NOTYET[$a]:-}" ] || continue
-	printf '  %-38s %-14s %s%s%s\n' "${ACT_TITLE[$a]:0:38}" - "$C_Y" \
-	    "not yet" "$C_0"
-done
 FAIL=0
 for a in "${ACT_IDS[@]}"; do
 	grep -q "^$a"$'\t-\tno record\t' "$E2E_TMP/summary.tsv" || continue
@@ -580,7 +565,7 @@ esac
 # Anything that reached a server it must not reach fails the demo, whatever
 # the log says.
 for a in "${ACT_IDS[@]}"; do
-	[ "$a" = install ] || [ -n "${ACT_NOTYET[$a]:-}" ] && continue
+	[ "$a" = install ] && continue
 	case ${FAR[$a]:-} in 0|-) ;; *) bad "${ACT_TITLE[$a]}: the far side saw ${FAR[$a]} packet(s) or queries"; FAIL=1 ;; esac
 done
 # Everything the log holds, by kind: lifecycle, heartbeats, the rest.
