@@ -15,9 +15,20 @@
  *	WINDOW queries outstanding for SECS seconds; prints
  *	"qps <answered per second> sent <n> answered <n> errors <n>".
  *
+ *   bench_dns serve ADDRESS SECS
+ *	A minimal authoritative upstream on ADDRESS:53 (UDP) for SECS
+ *	seconds: every A question gets one answer, 192.0.2.10 with TTL
+ *	300; any other type gets NOERROR without answers. It exists so
+ *	the queries/s comparison measures the proxies (Sluice, dnsmasq
+ *	--nftset), not the upstream: the world's dnsmasq logs every
+ *	query and caps both proxies at its own rate.
+ *
  * Only NOERROR answers with at least one answer record count; anything
  * else counts as an error, so a refusing server can never look fast.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE		/* recvmmsg, sendmmsg */
+#endif
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
@@ -86,6 +97,100 @@ good(const uint8_t *p, ssize_t n)
 	    (p[6] << 8 | p[7]) > 0;
 }
 
+/*
+ * answer: turn the query in p (n bytes, room for MAXPKT) into its answer in
+ * place; its length, or 0 to drop it (not a plain one-question query).
+ */
+static size_t
+answer(uint8_t *p, size_t n)
+{
+	static const uint8_t	rr[] = { 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0x01,
+				    0x2c, 0, 4, 192, 0, 2, 10 };
+	size_t			o = 12;
+
+	if (n < 12 || (p[2] & 0x80) || p[4] != 0 || p[5] != 1)
+		return 0;
+	while (o < n && p[o] != 0) {
+		if (p[o] > 63)
+			return 0;
+		o += (size_t)p[o] + 1;
+	}
+	if (o + 5 > n)
+		return 0;
+	o += 5;			/* root label, type, class */
+	p[2] = (uint8_t)(0x84 | (p[2] & 0x01));	/* QR AA, RD echoed */
+	p[3] = 0;				/* NOERROR */
+	p[6] = p[7] = p[8] = p[9] = p[10] = p[11] = 0;
+	if (p[o - 4] == 0 && p[o - 3] == 1 && o + sizeof(rr) <= MAXPKT) {
+		memcpy(p + o, rr, sizeof(rr));
+		o += sizeof(rr);
+		p[7] = 1;
+	}
+	return o;
+}
+
+/* serve: the upstream of "bench_dns serve"; 0, or exits on a setup error. */
+static int
+serve(const char *addr, long secs)
+{
+	enum { BATCH = 64 };
+	static uint8_t		buf[BATCH][MAXPKT];
+	struct sockaddr_in	sa, from[BATCH];
+	struct mmsghdr		in[BATCH], out[BATCH];
+	struct iovec		iv[BATCH], ov[BATCH];
+	int64_t			end = now_us() + secs * 1000000;
+	int			s, one = 1, i, n, k;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(53);
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+		fprintf(stderr, "bench_dns: bad address %s\n", addr);
+		return 2;
+	}
+	if ((s = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
+		fail("socket");
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) == -1)
+		fail("bind");
+	while (now_us() < end) {
+		struct pollfd	pfd = { s, POLLIN, 0 };
+
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		memset(in, 0, sizeof(in));
+		for (i = 0; i < BATCH; i++) {
+			iv[i].iov_base = buf[i];
+			iv[i].iov_len = MAXPKT;
+			in[i].msg_hdr.msg_iov = &iv[i];
+			in[i].msg_hdr.msg_iovlen = 1;
+			in[i].msg_hdr.msg_name = &from[i];
+			in[i].msg_hdr.msg_namelen = sizeof(from[i]);
+		}
+		n = recvmmsg(s, in, BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			continue;
+		memset(out, 0, sizeof(out));
+		for (i = 0, k = 0; i < n; i++) {
+			size_t	l = answer(buf[i], in[i].msg_len);
+
+			if (l == 0)
+				continue;
+			ov[k].iov_base = buf[i];
+			ov[k].iov_len = l;
+			out[k].msg_hdr.msg_iov = &ov[k];
+			out[k].msg_hdr.msg_iovlen = 1;
+			out[k].msg_hdr.msg_name = &from[i];
+			out[k].msg_hdr.msg_namelen = in[i].msg_hdr.msg_namelen;
+			k++;
+		}
+		if (k > 0)
+			(void)sendmmsg(s, out, (unsigned)k, 0);
+	}
+	close(s);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -97,9 +202,17 @@ main(int argc, char **argv)
 	int			 s;
 	int64_t			 end;
 
+	if (argc == 4 && strcmp(argv[1], "serve") == 0) {
+		secs = strtol(argv[3], NULL, 10);
+		if (secs <= 0 || secs > 3600) {
+			fprintf(stderr, "bench_dns: bad arguments\n");
+			return 2;
+		}
+		return serve(argv[2], secs);
+	}
 	if (argc != 7 || (strcmp(argv[1], "lat") && strcmp(argv[1], "qps"))) {
 		fprintf(stderr, "usage: bench_dns lat|qps SERVER SUFFIX NAMES "
-		    "COUNT|WINDOW SECS\n");
+		    "COUNT|WINDOW SECS\n       bench_dns serve ADDRESS SECS\n");
 		return 2;
 	}
 	memset(&sa, 0, sizeof(sa));

@@ -604,7 +604,7 @@ dns_rounds() {
 	for ((r = 0; r < 3; r++)); do
 		world_sandbox "$DNS_ID" "$T" lat "$WORLD_SERVICE" "$tag$r.$S" $names $lat 20 >"$D/s.lat.$r" ||
 		    { note "dns: load tool failed (Sluice, $label)"; return 1; }
-		in_ns c "$T" lat "$WORLD_DNS" "$tag$r.$S" $names $lat 20 >"$D/d.lat.$r" ||
+		in_ns c "$T" lat "$DNS_UP" "$tag$r.$S" $names $lat 20 >"$D/d.lat.$r" ||
 		    { note "dns: load tool failed (direct, $label)"; return 1; }
 		grep -h '^lost' "$D/s.lat.$r" "$D/d.lat.$r" | sed "s/^/dns: $label: round $r: /" | while read -r l; do note "$l"; done
 		awk -v a="$(stats "$D/s.lat.$r" | cut -d' ' -f1)" -v b="$(stats "$D/d.lat.$r" | cut -d' ' -f1)" \
@@ -633,6 +633,11 @@ dns_rounds() {
 		    { note "dns: load tool failed (anchor q/s, new names, $label)"; return 1; }
 		say "  dnsmasq --nftset, every name new: $out"
 		printf '%s\n' "$out" | awk '{ print $2 }' >>"$D/a.qpsu"
+		# The ceiling: the upstream queried directly at the same load.
+		out=$(in_ns c "$T" qps "$DNS_UP" "v$tag$r.$S" $uniq $win $secs) ||
+		    { note "dns: load tool failed (upstream q/s, $label)"; return 1; }
+		say "  upstream directly, every name new: $out"
+		printf '%s\n' "$out" | awk '{ print $2 }' >>"$D/u.qpsu"
 		rs=$(tail -n 1 "$D/s.qpsu"); ra=$(tail -n 1 "$D/a.qpsu")
 		awk -v a="$rs" -v b="$ra" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$D/ratiou"
 	done
@@ -656,6 +661,9 @@ dns_rounds() {
 	read -r rm _ rmin rmax _ < <(stats "$D/ratiou")
 	row dns "Queries/s with insertions, $label, every name new (no cache can answer; $win outstanding)" q/s \
 	    "$sm" "$smin" "$smax" "dnsmasq --nftset" "$am" "$amin" "$amax" "≥ 2× dnsmasq" ratio_ge 2 "$rm" "$rmin" "$rmax"
+	read -r am _ amin amax _ < <(stats "$D/u.qpsu")
+	row dns "Queries/s of the upstream queried directly, $label, every name new (the ceiling of both proxies)" q/s \
+	    "$am" "$amin" "$amax" - - - - "(reported)" none -
 	kill -0 "$dpid" 2>/dev/null || note "dns: the anchor dnsmasq died during the run ($label)"
 	return 0
 }
@@ -678,6 +686,20 @@ sec_dns() {
 	world_up 2>"$W/world.err" || { note "dns: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
 	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
 	world_sluiced_config "$CFG" "$POL" || return 1
+	# The upstream of every DNS line: bench_dns serve on 192.0.2.54 in
+	# inet (answers any A question, no log, no cache). The world's
+	# dnsmasq logs every query and would cap Sluice and the anchor alike
+	# at its own rate, so the comparison would measure it, not them.
+	local UP=192.0.2.54 i
+	world_inet ip addr add "$UP/32" dev lo || { note "dns: upstream address failed"; return 1; }
+	bg_ns w-inet "$W/upstream.log" "$BIN/bench_dns" serve "$UP" "${LIMIT[dns]}"
+	local upid=$BG_PID
+	for ((i = 0; i < 50; i++)); do
+		world_inet dig +time=1 +tries=1 +short @"$UP" n0.wild.example.com 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
+	sed -i "s/^    - $WORLD_DNS\$/    - $UP/" "$CFG"
+	grep -q "^    - $UP\$" "$CFG" || { note "dns: could not point the daemon at the bench upstream"; return 1; }
 	cat >"$POL/dnsbench.yaml" <<-'EOF'
 	version: 1
 	name: dnsbench
@@ -735,7 +757,7 @@ sec_dns() {
 	bg_ns d "$W/dnsmasq.log" dnsmasq --keep-in-foreground --no-resolv \
 	    --no-hosts --conf-file=/dev/null --user=root --pid-file= \
 	    --bind-interfaces --listen-address=198.51.100.202 --port=53 \
-	    --cache-size=0 --server="$WORLD_DNS" \
+	    --cache-size=0 --server="$UP" \
 	    --nftset=/wild.example.com/4#inet#dmt#s
 	local dpid=$BG_PID i
 	for ((i = 0; i < 50; i++)); do
@@ -750,7 +772,7 @@ sec_dns() {
 
 	# Growth (issue 8 item 7): the same rounds with 1 sandbox and with
 	# 1,000 (999 idle ones added through the control API between the two).
-	DNS_ID=$ID DNS_SPID=$SPID
+	DNS_ID=$ID DNS_SPID=$SPID DNS_UP=$UP
 	dns_rounds 1 "1 sandbox" || return 1
 	local got
 	got=$(mass_create "$WORLD_SOCK" dnsbench "$BENCH_TAG-n" 1 999 75 "$W/mass")
