@@ -209,4 +209,30 @@ head -c 3000 /dev/urandom >"$T/junk.db"
 "$SLUICE" audit verify --db "$T/junk.db" >/dev/null 2>&1; rc=$?
 check_eq "random bytes as database: error, no crash" 2 "$rc"
 
+# A database file that shrinks while verify has it mapped raises SIGBUS;
+# verify must end with its error result, not die of the signal. Sent here
+# while verify waits deterministically: its --checkpoint is a FIFO nobody
+# writes yet (the handler is in place before the options are read).
+mkfifo "$T/ckpt.fifo"
+for fmt in --json ""; do
+	# shellcheck disable=SC2086 # $fmt is one word or none
+	"$SLUICE" audit verify $fmt --db "$DB" --checkpoint "$T/ckpt.fifo" \
+	    >"$T/bus.out" 2>&1 &
+	bp=$!
+	for ((i = 0; i < 100; i++)); do
+		grep -Eq 'fifo|wait_for_partner' "/proc/$bp/wchan" 2>/dev/null && break
+		sleep 0.05
+	done
+	kill -BUS "$bp"
+	wait "$bp"; rc=$?
+	check_eq "SIGBUS during verify${fmt:+ ($fmt)}: exits 2 (error), not killed" 2 "$rc"
+	if [ -n "$fmt" ]; then
+		check_eq "SIGBUS during verify: JSON result error" error \
+		    "$(jq -r .result "$T/bus.out" 2>/dev/null)"
+	else
+		check_match "SIGBUS during verify: says the file shrank" \
+		    "result: +error.*shrank while it was being read" "$(tr '\n' ' ' <"$T/bus.out")"
+	fi
+done
+
 [ "$E2E_FAILS" -eq 0 ]
