@@ -25,49 +25,12 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
-
-static char dir[64], keypath[128], dbpath[128], vkey[256], origin[128];
-
-static void
-remove_dir(void)
-{
-	char cmd[128];
-
-	if (dir[0] == '\0')
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
-	dir[0] = '\0';
-}
+#include "tests/unit/audit_fixture.h"
 
 static void
 setup(void)
 {
-	static int registered;
-	struct aud_key *k;
-
-	/* A failed assertion ends the test process with exit(), which skips
-	 * teardown but not atexit: the temp dir goes either way. */
-	if (!registered++)
-		atexit(remove_dir);
-	snprintf(dir, sizeof(dir), "/tmp/check_audit_log.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(origin, sizeof(origin), "audit.%d.test.example/seg/0",
-	    (int)getpid());
-	snprintf(keypath, sizeof(keypath), "%s/key.pem", dir);
-	snprintf(dbpath, sizeof(dbpath), "%s/audit.db", dir);
-	k = aud_key_new(origin, NULL, 0);
-	ck_assert_ptr_nonnull(k);
-	ck_assert_int_eq(aud_key_save(k, keypath, NULL, 0), 0);
-	ck_assert_int_eq(aud_key_vkey(k, vkey, sizeof(vkey)), 0);
-	aud_key_free(k);
-}
-
-static void
-teardown(void)
-{
-	remove_dir();
+	af_setup("check_audit_log", "test.example");
 }
 
 static struct aud_log *
@@ -78,8 +41,8 @@ open_log(const char *db, unsigned queue_max)
 	char err[256];
 
 	o.db_path = db;
-	o.origin = origin;
-	o.key_path = keypath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
 	o.queue_max = queue_max;
 	l = aud_open(&o, err, sizeof(err));
 	ck_assert_msg(l != NULL, "aud_open: %s", err);
@@ -224,7 +187,7 @@ copy_db(const char *from, const char *to)
 START_TEST(test_durable)
 {
 	struct acks *a = calloc(1, sizeof(*a));
-	struct aud_log *l = open_log(dbpath, 0);
+	struct aud_log *l = open_log(af_dbpath, 0);
 	json_t *rep;
 	int i, n = 1000;
 	struct timespec t0, t1;
@@ -247,7 +210,7 @@ START_TEST(test_durable)
 	ck_assert_uint_eq(aud_next_seq(l), (uint64_t)n + 1);
 	aud_close(l);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	printf("# verify: %d records in %.3f s = %.0f/s\n", n + 2, dt,
@@ -264,7 +227,7 @@ END_TEST
 
 START_TEST(test_submit_refuses)
 {
-	struct aud_log *l = open_log(dbpath, 0);
+	struct aud_log *l = open_log(af_dbpath, 0);
 
 	ck_assert_int_eq(aud_submit_async(l, "no.such", json_object()), -1);
 	ck_assert_int_eq(errno, EINVAL);
@@ -289,7 +252,7 @@ END_TEST
 
 START_TEST(test_overflow_gap)
 {
-	struct aud_log *l = open_log(dbpath, 2);
+	struct aud_log *l = open_log(af_dbpath, 2);
 	uint64_t refused = 0, accepted = 0, i, lost = 0;
 	json_t *rep, *gaps;
 	size_t k;
@@ -309,7 +272,7 @@ START_TEST(test_overflow_gap)
 	ck_assert_uint_eq(aud_dropped(l), refused);
 	ck_assert_int_eq(aud_sync(l), 0);
 	aud_close(l);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	gaps = json_object_get(rep, "gaps");
 	ck_assert_uint_gt(json_array_size(gaps), 0);
 	for (k = 0; k < json_array_size(gaps); k++) {
@@ -333,13 +296,13 @@ START_TEST(test_reopen_continues)
 	sqlite3_stmt *st;
 	json_t *rep;
 
-	make_log(dbpath, 10);
-	make_log(dbpath, 10);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	make_log(af_dbpath, 10);
+	make_log(af_dbpath, 10);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert_int_eq(rep_int(rep, "size", NULL), 24);
 	json_decref(rep);
 	/* The second log.open says it follows a clean close. */
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT canon FROM records "
 	    "WHERE seq = 12", -1, &st, NULL), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
@@ -355,11 +318,11 @@ START_TEST(test_reopen_continues)
 	{
 		struct aud_opts o = { 0 };
 
-		o.db_path = dbpath;
+		o.db_path = af_dbpath;
 		o.origin = "other.example";
 		ck_assert_ptr_null(aud_open(&o, NULL, 0));
 	}
-	l = open_log(dbpath, 0);
+	l = open_log(af_dbpath, 0);
 	aud_close(l);
 }
 END_TEST
@@ -385,7 +348,7 @@ START_TEST(test_crash_recovery)
 		int sent = 0;
 
 		close(fds[0]);
-		cl = open_log(dbpath, 0);
+		cl = open_log(af_dbpath, 0);
 		for (i = 0; i < 400; i++)
 			aud_submit_durable(cl, "mcp.call", mcp_fields(i),
 			    on_done, a);
@@ -408,14 +371,14 @@ START_TEST(test_crash_recovery)
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_int_ge(nacked, 150);
 
-	l = open_log(dbpath, 0);
+	l = open_log(af_dbpath, 0);
 	ck_assert_int_eq(aud_submit_async(l, "mcp.call", mcp_fields(9999)), 0);
 	aud_close(l);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert(json_is_null(json_object_get(rep, "first_failure")));
 	json_decref(rep);
 	/* Every acknowledged record is there, with its content. */
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT mcp_tool FROM records "
 	    "WHERE seq = ?", -1, &st, NULL), SQLITE_OK);
 	for (i = 0; i < nacked; i++) {
@@ -461,18 +424,18 @@ START_TEST(test_cadence_and_heartbeat)
 	struct stat sb;
 	int i, before;
 
-	o.db_path = dbpath;
-	o.origin = origin;
-	o.key_path = keypath;
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
 	o.ckpt_ms = 3600 * 1000;	/* time never triggers here */
 	o.ckpt_every = 10;
 	o.batch_max = 5;
 	l = aud_open(&o, NULL, 0);
 	ck_assert_ptr_nonnull(l);
 	/* The DB is private to the gateway. */
-	ck_assert_int_eq(stat(dbpath, &sb), 0);
+	ck_assert_int_eq(stat(af_dbpath, &sb), 0);
 	ck_assert_int_eq(sb.st_mode & 077, 0);
-	before = count_ckpts(dbpath);
+	before = count_ckpts(af_dbpath);
 	ck_assert_int_eq(before, 1);	/* log.open forces one */
 	for (i = 0; i < 100; i++) {
 		ck_assert_int_eq(aud_submit_async(l, "net.deny",
@@ -482,16 +445,16 @@ START_TEST(test_cadence_and_heartbeat)
 	}
 	ck_assert_int_eq(aud_sync(l), 0);
 	/* Every 10 records (at batch ends of 5): 10 more checkpoints. */
-	ck_assert_int_eq(count_ckpts(dbpath), before + 10);
+	ck_assert_int_eq(count_ckpts(af_dbpath), before + 10);
 	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
 	ck_assert_int_eq(aud_sync(l), 0);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert_int_eq(rep_int(rep, "unsealed_tail", NULL), 1);
 	json_decref(rep);
 	/* The idle heartbeat seals the tail (and itself). */
 	ck_assert_int_eq(aud_heartbeat(l), 0);
 	ck_assert_int_eq(aud_sync(l), 0);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert_int_eq(rep_int(rep, "unsealed_tail", NULL), 0);
 	json_decref(rep);
 	aud_close(l);
@@ -500,7 +463,7 @@ END_TEST
 
 START_TEST(test_key_rotation_reopen)
 {
-	struct aud_key *k2 = aud_key_new(origin, NULL, 0);
+	struct aud_key *k2 = aud_key_new(af_origin, NULL, 0);
 	struct aud_opts o = { 0 };
 	struct aud_log *l;
 	char k2path[160], vk2[256];
@@ -508,23 +471,23 @@ START_TEST(test_key_rotation_reopen)
 	struct aud_verify_opts vo = { 0 };
 	json_t *rep;
 
-	make_log(dbpath, 5);
-	snprintf(k2path, sizeof(k2path), "%s/key2.pem", dir);
+	make_log(af_dbpath, 5);
+	snprintf(k2path, sizeof(k2path), "%s/key2.pem", af_dir);
 	ck_assert_int_eq(aud_key_save(k2, k2path, NULL, 0), 0);
 	aud_key_vkey(k2, vk2, sizeof(vk2));
 	aud_key_free(k2);
 	/* A new key can continue a log signed by the old one. */
-	o.db_path = dbpath;
+	o.db_path = af_dbpath;
 	o.key_path = k2path;
 	l = aud_open(&o, NULL, 0);
 	ck_assert_ptr_nonnull(l);
 	aud_submit_async(l, "mcp.call", mcp_fields(1));
 	aud_close(l);
 	/* Pinning only the new key: the old checkpoints are not vouched. */
-	ck_assert_int_eq(verify(dbpath, vk2, NULL, 0, NULL), AUD_TAMPERED);
-	both[0] = vkey;
+	ck_assert_int_eq(verify(af_dbpath, vk2, NULL, 0, NULL), AUD_TAMPERED);
+	both[0] = af_vkey;
 	both[1] = vk2;
-	vo.db_path = dbpath;
+	vo.db_path = af_dbpath;
 	vo.vkeys = both;
 	vo.nvkeys = 2;
 	ck_assert_int_eq(aud_verify(&vo, &rep), AUD_WARNINGS);
@@ -536,13 +499,13 @@ END_TEST
 START_TEST(test_write_error_gap)
 {
 	struct acks *a = calloc(1, sizeof(*a));
-	struct aud_log *l = open_log(dbpath, 0);
+	struct aud_log *l = open_log(af_dbpath, 0);
 	sqlite3 *h;
 	json_t *rep, *gaps;
 
 	/* Another writer holds the database: the batch cannot commit (after
 	 * SQLite's busy timeout). The outcome, not its timing, is asserted. */
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL),
 	    SQLITE_OK);
 	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
@@ -556,7 +519,7 @@ START_TEST(test_write_error_gap)
 	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
 	ck_assert_int_eq(aud_sync(l), 0);
 	aud_close(l);
-	ck_assert_int_eq(verify(dbpath, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	gaps = json_object_get(rep, "gaps");
 	ck_assert_uint_eq(json_array_size(gaps), 1);
 	ck_assert_str_eq(rstr(json_array_get(gaps, 0), "reason", NULL),
@@ -572,8 +535,8 @@ START_TEST(test_triggers_guard)
 {
 	sqlite3 *h;
 
-	make_log(dbpath, 3);
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	make_log(af_dbpath, 3);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
 	ck_assert_int_ne(sqlite3_exec(h, "DELETE FROM records WHERE seq = 1",
 	    NULL, NULL, NULL), SQLITE_OK);
 	ck_assert_int_ne(sqlite3_exec(h, "UPDATE records SET ts_ns = 0", NULL,
@@ -597,11 +560,11 @@ static void
 tamper_setup(void)
 {
 	setup();
-	make_log(dbpath, 50);
-	ext_ckpt = aud_latest_checkpoint(dbpath, NULL, 0);
+	make_log(af_dbpath, 50);
+	ext_ckpt = aud_latest_checkpoint(af_dbpath, NULL, 0);
 	ck_assert_ptr_nonnull(ext_ckpt);
-	snprintf(tdb, sizeof(tdb), "%s/tampered.db", dir);
-	copy_db(dbpath, tdb);
+	snprintf(tdb, sizeof(tdb), "%s/tampered.db", af_dir);
+	copy_db(af_dbpath, tdb);
 	exec_sql(tdb, drop_triggers);
 }
 
@@ -609,7 +572,7 @@ static void
 tamper_teardown(void)
 {
 	free(ext_ckpt);
-	teardown();
+	af_teardown();
 }
 
 START_TEST(test_untampered_external)
@@ -618,7 +581,7 @@ START_TEST(test_untampered_external)
 	json_t *rep;
 
 	/* Same log, external checkpoint matches: the best assurance. */
-	ck_assert_int_eq(verify(tdb, vkey, ext, 1, &rep), AUD_VERIFIED);
+	ck_assert_int_eq(verify(tdb, af_vkey, ext, 1, &rep), AUD_VERIFIED);
 	ck_assert_str_eq(rstr(rep, "assurance", NULL), "external");
 	ck_assert_str_eq(rstr(rep, "result", NULL), "verified");
 	json_decref(rep);
@@ -655,7 +618,7 @@ START_TEST(test_tamper_byte)
 	sqlite3_finalize(st);
 	sqlite3_close(h);
 	free(c);
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_int_eq(rep_int(rep, "first_failure", "seq"), 17);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "rec_hash");
 	ck_assert_str_eq(rstr(rep, "result", NULL), "tampered");
@@ -668,7 +631,7 @@ START_TEST(test_tamper_delete)
 	json_t *rep;
 
 	exec_sql(tdb, "DELETE FROM records WHERE seq = 20");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_int_eq(rep_int(rep, "first_failure", "seq"), 20);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "contiguity");
 	ck_assert_ptr_nonnull(strstr(rstr(rep, "first_failure", "detail"),
@@ -688,7 +651,7 @@ START_TEST(test_tamper_swap)
 	    "rec_hash = (SELECT rec_hash FROM t WHERE seq = 11) WHERE seq = 10;"
 	    "UPDATE records SET canon = (SELECT canon FROM t WHERE seq = 10), "
 	    "rec_hash = (SELECT rec_hash FROM t WHERE seq = 10) WHERE seq = 11;");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_int_eq(rep_int(rep, "first_failure", "seq"), 10);
 	json_decref(rep);
 }
@@ -704,17 +667,17 @@ START_TEST(test_tamper_truncate)
 	    "DELETE FROM merkle_nodes WHERE ((idx + 1) << level) > 40;"
 	    "DELETE FROM checkpoints WHERE size > 40;");
 	/* Without an external checkpoint the cut is not visible... */
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert(json_is_null(json_object_get(rep, "first_failure")));
 	json_decref(rep);
 	/* ...with one it is, with the number of missing records. */
-	ck_assert_int_eq(verify(tdb, vkey, ext, 1, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, ext, 1, &rep), AUD_TAMPERED);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "TRUNCATION");
 	ck_assert_int_eq(rep_int(rep, "missing", NULL), 52 - 40);
 	json_decref(rep);
 	/* The writer refuses to extend a log whose stored checkpoint is
 	 * beyond its records. */
-	copy_db(dbpath, tdb);
+	copy_db(af_dbpath, tdb);
 	exec_sql(tdb, drop_triggers);
 	exec_sql(tdb, "DELETE FROM records WHERE seq >= 40;"
 	    "DELETE FROM merkle_nodes WHERE ((idx + 1) << level) > 40;");
@@ -723,7 +686,7 @@ START_TEST(test_tamper_truncate)
 		char err[256];
 
 		o.db_path = tdb;
-		o.key_path = keypath;
+		o.key_path = af_keypath;
 		ck_assert_ptr_null(aud_open(&o, err, sizeof(err)));
 	}
 }
@@ -738,16 +701,16 @@ START_TEST(test_tamper_fork)
 	int i;
 
 	/* Root rewrites history and re-signs it with the host key. */
-	snprintf(fdb, sizeof(fdb), "%s/forged.db", dir);
+	snprintf(fdb, sizeof(fdb), "%s/forged.db", af_dir);
 	l = open_log(fdb, 0);
 	for (i = 0; i < 50; i++)
 		aud_submit_async(l, "mcp.call", mcp_fields(i + 1000));
 	aud_sync(l);
 	aud_close(l);
-	ck_assert_int_eq(verify(fdb, vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(verify(fdb, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
 	ck_assert_str_eq(rstr(rep, "assurance", NULL), "local-key");
 	json_decref(rep);
-	ck_assert_int_eq(verify(fdb, vkey, ext, 1, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(fdb, af_vkey, ext, 1, &rep), AUD_TAMPERED);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "FORK");
 	json_decref(rep);
 }
@@ -758,7 +721,7 @@ START_TEST(test_tamper_index_column)
 	json_t *rep;
 
 	exec_sql(tdb, "UPDATE records SET mcp_tool = 'innocent' WHERE seq = 5");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_int_eq(rep_int(rep, "first_failure", "seq"), 5);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "index");
 	json_decref(rep);
@@ -771,21 +734,21 @@ START_TEST(test_tamper_merkle_and_ckpt)
 
 	exec_sql(tdb, "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE "
 	    "level = 2 AND idx = 3");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "merkle");
 	ck_assert_int_eq(rep_int(rep, "first_failure", "seq"), 15);
 	json_decref(rep);
-	copy_db(dbpath, tdb);
+	copy_db(af_dbpath, tdb);
 	exec_sql(tdb, drop_triggers);
 	exec_sql(tdb, "INSERT INTO merkle_nodes VALUES (9, 9, zeroblob(32))");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, NULL), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, NULL), AUD_TAMPERED);
 	/* A checkpoint whose signature no longer matches its body. */
-	copy_db(dbpath, tdb);
+	copy_db(af_dbpath, tdb);
 	exec_sql(tdb, drop_triggers);
 	exec_sql(tdb, "UPDATE checkpoints SET note = CAST(replace(CAST(note AS "
 	    "TEXT), char(10) || '52' || char(10), char(10) || '51' || char(10)) "
 	    "AS BLOB) WHERE size = 52");
-	ck_assert_int_eq(verify(tdb, vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_int_eq(verify(tdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "checkpoint");
 	json_decref(rep);
 }
@@ -793,7 +756,7 @@ END_TEST
 
 START_TEST(test_wrong_key)
 {
-	struct aud_key *k = aud_key_new(origin, NULL, 0);
+	struct aud_key *k = aud_key_new(af_origin, NULL, 0);
 	char other[256];
 	json_t *rep;
 
@@ -841,7 +804,7 @@ START_TEST(test_hostile_db)
 		    "CAST(replace(CAST(canon AS TEXT), ',', ', ') AS BLOB) "
 		    "WHERE seq = 3", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
-	rc = verify(tdb, vkey, NULL, 0, &rep);
+	rc = verify(tdb, af_vkey, NULL, 0, &rep);
 	ck_assert_msg(rc == AUD_TAMPERED || rc == AUD_ERROR,
 	    "hostile %d: rc %d", _i, rc);
 	ck_assert(json_is_string(json_object_get(rep, "result")));
@@ -854,27 +817,27 @@ START_TEST(test_not_a_db)
 	char path[160];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/missing.db", dir);
-	ck_assert_int_eq(verify(path, vkey, NULL, 0, NULL), AUD_ERROR);
+	snprintf(path, sizeof(path), "%s/missing.db", af_dir);
+	ck_assert_int_eq(verify(path, af_vkey, NULL, 0, NULL), AUD_ERROR);
 	/* verify never creates the file it was asked to read. */
 	ck_assert_int_eq(access(path, F_OK), -1);
-	snprintf(path, sizeof(path), "%s/garbage.db", dir);
+	snprintf(path, sizeof(path), "%s/garbage.db", af_dir);
 	f = fopen(path, "w");
 	fputs("this is not SQLite, just bytes pretending\n", f);
 	fclose(f);
-	ck_assert_int_eq(verify(path, vkey, NULL, 0, NULL), AUD_ERROR);
+	ck_assert_int_eq(verify(path, af_vkey, NULL, 0, NULL), AUD_ERROR);
 }
 END_TEST
 
 START_TEST(test_proofs)
 {
-	struct aud_key *k = aud_key_from_vkey(vkey, NULL, 0), *o;
+	struct aud_key *k = aud_key_from_vkey(af_vkey, NULL, 0), *o;
 	char *p, err[256];
 	json_t *rec;
 	int i;
 
 	for (i = 0; i < 52; i += 7) {
-		p = aud_proof(dbpath, (uint64_t)i, err, sizeof(err));
+		p = aud_proof(af_dbpath, (uint64_t)i, err, sizeof(err));
 		ck_assert_msg(p != NULL, "proof %d: %s", i, err);
 		ck_assert_int_eq(aud_check_proof(p, strlen(p), k, &rec, err,
 		    sizeof(err)), 0);
@@ -887,8 +850,8 @@ START_TEST(test_proofs)
 		    sizeof(err)), -1);
 		free(p);
 	}
-	p = aud_proof(dbpath, 9, err, sizeof(err));
-	o = aud_key_new(origin, NULL, 0);
+	p = aud_proof(af_dbpath, 9, err, sizeof(err));
+	o = aud_key_new(af_origin, NULL, 0);
 	ck_assert_int_eq(aud_check_proof(p, strlen(p), o, NULL, err,
 	    sizeof(err)), -1);
 	/* Pretending it is another index fails too. */
@@ -898,7 +861,7 @@ START_TEST(test_proofs)
 	ck_assert_int_eq(aud_check_proof("garbage", 7, k, NULL, err,
 	    sizeof(err)), -1);
 	free(p);
-	ck_assert_ptr_null(aud_proof(dbpath, 52, err, sizeof(err)));
+	ck_assert_ptr_null(aud_proof(af_dbpath, 52, err, sizeof(err)));
 	aud_key_free(k);
 	aud_key_free(o);
 }
@@ -911,7 +874,7 @@ START_TEST(test_ocsf)
 	json_t *ev;
 	char uid[200];
 
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
 	sqlite3_prepare_v2(h, "SELECT canon, hex(rec_hash) FROM records WHERE "
 	    "seq = 3", -1, &st, NULL);
 	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
@@ -924,7 +887,7 @@ START_TEST(test_ocsf)
 	    600399);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(ev,
 	    "metadata"), "version")), "1.8.0");
-	snprintf(uid, sizeof(uid), "%s#3", origin);
+	snprintf(uid, sizeof(uid), "%s#3", af_origin);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(ev,
 	    "metadata"), "uid")), uid);
 	ck_assert_int_eq(strcasecmp(json_string_value(json_object_get(
@@ -970,15 +933,15 @@ START_TEST(test_ship_file)
 	int nck, lines;
 	FILE *f;
 
-	snprintf(out, sizeof(out), "%s/sink.ndjson", dir);
-	snprintf(oc, sizeof(oc), "%s/sink.ocsf", dir);
-	nck = count_ckpts(dbpath);
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 1000, err,
+	snprintf(out, sizeof(out), "%s/sink.ndjson", af_dir);
+	snprintf(oc, sizeof(oc), "%s/sink.ocsf", af_dir);
+	nck = count_ckpts(af_dbpath);
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 1000, err,
 	    sizeof(err)), 52);
 	lines = count_lines(out, last, sizeof(last));
 	ck_assert_int_eq(lines, 52 + nck);
 	/* The cursor is durable: nothing is sent twice. */
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 1000, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 1000, err,
 	    sizeof(err)), 0);
 	ck_assert_int_eq(count_lines(out, NULL, 0), lines);
 	/* The shipped checkpoint is an external one for verify. */
@@ -986,22 +949,22 @@ START_TEST(test_ship_file)
 	ck_assert_ptr_nonnull(j);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "size")), 52);
 	ext[0] = json_string_value(json_object_get(j, "checkpoint"));
-	ck_assert_int_eq(verify(dbpath, vkey, ext, 1, &rep), AUD_VERIFIED);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, ext, 1, &rep), AUD_VERIFIED);
 	ck_assert_str_eq(rstr(rep, "assurance", NULL), "external");
 	json_decref(rep);
 	json_decref(j);
 	/* New records follow, in batches of at most max. */
-	l = open_log(dbpath, 0);
+	l = open_log(af_dbpath, 0);
 	aud_submit_async(l, "mcp.call", mcp_fields(7));
 	aud_close(l);
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 2, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 2, err,
 	    sizeof(err)), 2);
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 2, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 2, err,
 	    sizeof(err)), 1);
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 2, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 2, err,
 	    sizeof(err)), 0);
 	/* Each sink has its own cursor; OCSF events carry origin#seq. */
-	ck_assert_int_eq(aud_ship_file(dbpath, "ocsf-1", oc, 1, 1000, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "ocsf-1", oc, 1, 1000, err,
 	    sizeof(err)), 55);
 	f = fopen(oc, "r");
 	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
@@ -1011,33 +974,33 @@ START_TEST(test_ship_file)
 	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j,
 	    "metadata"), "sequence")), 0);
 	json_decref(j);
-	ck_assert_int_eq(aud_ship_file(dbpath, "Bad Name", oc, 0, 10, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "Bad Name", oc, 0, 10, err,
 	    sizeof(err)), -1);
-	snprintf(line, sizeof(line), "%s/none.db", dir);
+	snprintf(line, sizeof(line), "%s/none.db", af_dir);
 	ck_assert_int_eq(aud_ship_file(line, "soc", oc, 0, 10, err,
 	    sizeof(err)), -1);
 	ck_assert_int_eq(access(line, F_OK), -1);
 	/* A relative path is the working directory's; a sink of its own
 	 * gets the same stream as the one shipped in small batches. */
-	ck_assert_int_eq(chdir(dir), 0);
-	ck_assert_int_eq(aud_ship_file(dbpath, "rel", "rel.ndjson", 0, 1000,
+	ck_assert_int_eq(chdir(af_dir), 0);
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "rel", "rel.ndjson", 0, 1000,
 	    err, sizeof(err)), 55);
-	snprintf(line, sizeof(line), "%s/rel.ndjson", dir);
+	snprintf(line, sizeof(line), "%s/rel.ndjson", af_dir);
 	ck_assert_int_eq(count_lines(line, NULL, 0), count_lines(out, NULL,
 	    0));
 	/* The feed never follows a symlink nor writes into a non-file:
 	 * nothing is shipped and the cursor stays. */
-	snprintf(line, sizeof(line), "%s/link.ndjson", dir);
+	snprintf(line, sizeof(line), "%s/link.ndjson", af_dir);
 	ck_assert_int_eq(symlink(out, line), 0);
-	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", line, 0, 10, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "lnk", line, 0, 10, err,
 	    sizeof(err)), -1);
-	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", dir, 0, 10, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "lnk", af_dir, 0, 10, err,
 	    sizeof(err)), -1);
-	ck_assert_int_eq(aud_ship_file(dbpath, "soc", out, 0, 0, err,
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "soc", out, 0, 0, err,
 	    sizeof(err)), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	snprintf(line, sizeof(line), "%s/lnk.ndjson", dir);
-	ck_assert_int_eq(aud_ship_file(dbpath, "lnk", line, 0, 1, err,
+	snprintf(line, sizeof(line), "%s/lnk.ndjson", af_dir);
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "lnk", line, 0, 1, err,
 	    sizeof(err)), 1);
 	f = fopen(line, "r");
 	ck_assert_ptr_nonnull(f);
@@ -1049,7 +1012,7 @@ START_TEST(test_ship_file)
 	json_decref(j);
 	/* A damaged log is not shipped with a hole in it. */
 	exec_sql(tdb, "DELETE FROM records WHERE seq = 3");
-	snprintf(line, sizeof(line), "%s/t.ndjson", dir);
+	snprintf(line, sizeof(line), "%s/t.ndjson", af_dir);
 	ck_assert_int_eq(aud_ship_file(tdb, "soc2", line, 0, 100, err,
 	    sizeof(err)), -1);
 }
@@ -1064,7 +1027,7 @@ main(void)
 	SRunner *sr;
 	int nf;
 
-	tcase_add_checked_fixture(core, setup, teardown);
+	tcase_add_checked_fixture(core, setup, af_teardown);
 	tcase_add_test(core, test_durable);
 	tcase_add_test(core, test_reopen_continues);
 	tcase_add_test(core, test_crash_recovery);
@@ -1072,7 +1035,7 @@ main(void)
 	tcase_add_test(core, test_cadence_and_heartbeat);
 	tcase_add_test(core, test_key_rotation_reopen);
 	tcase_set_timeout(core, 300);
-	tcase_add_checked_fixture(lim, setup, teardown);
+	tcase_add_checked_fixture(lim, setup, af_teardown);
 	tcase_add_test(lim, test_submit_refuses);
 	tcase_add_test(lim, test_overflow_gap);
 	tcase_add_test(lim, test_write_error_gap);

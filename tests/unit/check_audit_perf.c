@@ -29,48 +29,12 @@
 
 #include "audit/audit.h"
 #include "audit/priv.h"
-
-static char dir[64], keypath[128], dbpath[128], vkey[256], origin[128];
-
-static void
-remove_dir(void)
-{
-	char cmd[128];
-
-	if (dir[0] == '\0')
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
-	dir[0] = '\0';
-}
+#include "tests/unit/audit_fixture.h"
 
 static void
 setup(void)
 {
-	static int registered;
-	struct aud_key *k;
-
-	/* exit() on a failed assertion skips teardown, not atexit. */
-	if (!registered++)
-		atexit(remove_dir);
-	snprintf(dir, sizeof(dir), "/tmp/check_audit_perf.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(origin, sizeof(origin), "audit.%d.perf.example/seg/0",
-	    (int)getpid());
-	snprintf(keypath, sizeof(keypath), "%s/key.pem", dir);
-	snprintf(dbpath, sizeof(dbpath), "%s/audit.db", dir);
-	k = aud_key_new(origin, NULL, 0);
-	ck_assert_ptr_nonnull(k);
-	ck_assert_int_eq(aud_key_save(k, keypath, NULL, 0), 0);
-	ck_assert_int_eq(aud_key_vkey(k, vkey, sizeof(vkey)), 0);
-	aud_key_free(k);
-}
-
-static void
-teardown(void)
-{
-	remove_dir();
+	af_setup("check_audit_perf", "perf.example");
 }
 
 static struct aud_log *
@@ -80,9 +44,9 @@ open_log(unsigned batch_max, unsigned queue_max)
 	struct aud_log *l;
 	char err[256];
 
-	o.db_path = dbpath;
-	o.origin = origin;
-	o.key_path = keypath;
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
 	o.batch_max = batch_max;
 	o.queue_max = queue_max;
 	l = aud_open(&o, err, sizeof(err));
@@ -94,9 +58,9 @@ static int
 verify(json_t **rep)
 {
 	struct aud_verify_opts o = { 0 };
-	const char *keys[1] = { vkey };
+	const char *keys[1] = { af_vkey };
 
-	o.db_path = dbpath;
+	o.db_path = af_dbpath;
 	o.vkeys = keys;
 	o.nvkeys = 1;
 	return aud_verify(&o, rep);
@@ -462,7 +426,7 @@ START_TEST(test_built_records)
 	ck_assert_int_eq(aud_sync(l), 0);
 	aud_close(l);
 	/* Every stored record is canonical and holds exactly its fields. */
-	ck_assert_int_eq(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY,
+	ck_assert_int_eq(sqlite3_open_v2(af_dbpath, &db, SQLITE_OPEN_READONLY,
 	    NULL), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT canon FROM records "
 	    "WHERE seq BETWEEN 1 AND 200 ORDER BY seq", -1, &st, NULL),
@@ -525,7 +489,7 @@ START_TEST(test_span_columns_tamper)
 	aud_close(l);
 	ck_assert_int_eq(verify(&rep), AUD_WARNINGS);
 	json_decref(rep);
-	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "DROP TRIGGER rec_no_upd", NULL,
 	    NULL, NULL), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, col_tamper[_i], NULL, NULL, NULL),
@@ -718,7 +682,7 @@ START_TEST(test_wal_bounded)
 	json_t *rep;
 	int i;
 
-	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	snprintf(wal, sizeof(wal), "%s-wal", af_dbpath);
 	for (i = 0; i < 30000; i++) {
 		ck_assert_int_eq(aud_submit_async(l, "mcp.call",
 		    call_fields(9, i)), 0);
@@ -817,7 +781,7 @@ START_TEST(test_pipeline_first_failure)
 	aud_close(l);
 	ck_assert_int_eq(verify(&rep), AUD_WARNINGS);
 	json_decref(rep);
-	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "DROP TRIGGER rec_no_upd;"
 	    "DROP TRIGGER rec_no_del;DROP TRIGGER mn_no_upd;"
 	    "DROP TRIGGER mn_no_del", NULL, NULL, NULL), SQLITE_OK);
@@ -845,8 +809,8 @@ main(void)
 
 	tcase_set_timeout(core, 600);
 	tcase_set_timeout(lim, 600);
-	tcase_add_checked_fixture(core, setup, teardown);
-	tcase_add_checked_fixture(lim, setup, teardown);
+	tcase_add_checked_fixture(core, setup, af_teardown);
+	tcase_add_checked_fixture(lim, setup, af_teardown);
 	tcase_add_test(core, test_members_and_spans);
 	tcase_add_test(core, test_built_records);
 	tcase_add_loop_test(core, test_many_durable_producers, 0, 2);

@@ -38,21 +38,9 @@
 #define TOKEN	"s3cr3t-T0ken.abc"
 #define SINK_BIG	5000	/* larger than any token a sink accepts */
 
-static char dir[64], keypath[128], dbpath[128], origin[128];
+#include "tests/unit/audit_fixture.h"
+
 static char tokpath[128];
-
-static void
-remove_dir(void)
-{
-	char cmd[128];
-
-	if (dir[0] == '\0')
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
-	dir[0] = '\0';
-}
 
 static void
 write_file(const char *path, const char *text)
@@ -67,31 +55,9 @@ write_file(const char *path, const char *text)
 static void
 setup(void)
 {
-	static int registered;
-	struct aud_key *k;
-
-	/* A failed assertion exits the test process, skipping teardown but
-	 * not atexit: the temp dir goes either way. */
-	if (!registered++)
-		atexit(remove_dir);
-	snprintf(dir, sizeof(dir), "/tmp/check_audit_sink.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(origin, sizeof(origin), "audit.%d.sink.example/seg/0",
-	    (int)getpid());
-	snprintf(keypath, sizeof(keypath), "%s/key.pem", dir);
-	snprintf(dbpath, sizeof(dbpath), "%s/audit.db", dir);
-	snprintf(tokpath, sizeof(tokpath), "%s/token", dir);
+	af_setup("check_audit_sink", "sink.example");
+	snprintf(tokpath, sizeof(tokpath), "%s/token", af_dir);
 	write_file(tokpath, TOKEN "\n");
-	k = aud_key_new(origin, NULL, 0);
-	ck_assert_ptr_nonnull(k);
-	ck_assert_int_eq(aud_key_save(k, keypath, NULL, 0), 0);
-	aud_key_free(k);
-}
-
-static void
-teardown(void)
-{
-	remove_dir();
 }
 
 /* A log that signs a checkpoint every 7 records and never on a clock, so
@@ -103,9 +69,9 @@ open_log_every(unsigned every)
 	struct aud_log *l;
 	char err[256];
 
-	o.db_path = dbpath;
-	o.origin = origin;
-	o.key_path = keypath;
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
 	o.ckpt_every = every;
 	o.ckpt_ms = 3600000;
 	l = aud_open(&o, err, sizeof(err));
@@ -142,7 +108,7 @@ new_sink(const struct aud_sink_conf *c, const struct aud_sink_hooks *h)
 	struct aud_sink *s;
 	char err[256];
 
-	s = aud_sink_new(dbpath, c, h, err, sizeof(err));
+	s = aud_sink_new(af_dbpath, c, h, err, sizeof(err));
 	ck_assert_msg(s != NULL, "aud_sink_new: %s", err);
 	return s;
 }
@@ -171,7 +137,7 @@ db_int(const char *sql)
 	sqlite3_stmt *st;
 	int64_t v = -1;
 
-	ck_assert_int_eq(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY,
+	ck_assert_int_eq(sqlite3_open_v2(af_dbpath, &db, SQLITE_OPEN_READONLY,
 	    NULL), SQLITE_OK);
 	sqlite3_busy_timeout(db, 5000);
 	ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL),
@@ -206,7 +172,7 @@ db_exec(const char *sql)
 	sqlite3 *db;
 	char *msg = NULL;
 
-	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &db), SQLITE_OK);
 	sqlite3_busy_timeout(db, 5000);
 	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK,
 	    "%s: %s", sql, msg ? msg : "?");
@@ -341,7 +307,7 @@ stream_check(const struct stream *st, int64_t want)
 	size_t i, dups = 0, cks = 0;
 
 	for (i = 0; i < st->n; i++) {
-		ck_assert_str_eq(st->e[i].origin, origin);
+		ck_assert_str_eq(st->e[i].origin, af_origin);
 		if (st->e[i].ckpt) {
 			size_t j;
 
@@ -764,7 +730,7 @@ START_TEST(file_in_order)
 	int64_t n;
 
 	write_records(l, 40);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -804,7 +770,7 @@ START_TEST(file_restart_resumes)
 	int64_t n;
 
 	write_records(l, 30);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -850,7 +816,7 @@ START_TEST(file_ocsf)
 	size_t len, i, rec = 0;
 
 	write_records(l, 20);
-	snprintf(path, sizeof(path), "%s/ocsf.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/ocsf.ndjson", af_dir);
 	c.name = "ocsf-spool";
 	c.type = AUD_SINK_FILE;
 	c.format = AUD_SINK_OCSF;
@@ -996,7 +962,7 @@ hec_run(int format)
 			    "sourcetype"));
 			ck_assert_ptr_nonnull(stype);
 			ck_assert_str_eq(json_string_value(json_object_get(f,
-			    "sluice_origin")), origin);
+			    "sluice_origin")), af_origin);
 			if (strcmp(stype, "sluice:checkpoint") == 0)
 				ck_assert(json_is_integer(json_object_get(f,
 				    "sluice_checkpoint_size")));
@@ -1170,7 +1136,7 @@ slog_start_paused(struct slog *r, int tcp, int paused)
 		    &sl), 0);
 		r->port = ntohs(sin.sin_port);
 	} else if (!tcp) {
-		snprintf(r->path, sizeof(r->path), "%s/syslog.sock", dir);
+		snprintf(r->path, sizeof(r->path), "%s/syslog.sock", af_dir);
 		r->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		memset(&sun, 0, sizeof(sun));
 		sun.sun_family = AF_UNIX;
@@ -1282,7 +1248,7 @@ slog_parse(struct stream *st, const char *m, size_t len)
 	ck_assert_ptr_nonnull(msg);
 	msg += 2;
 	ck_assert_ptr_nonnull(sd_param(p, "origin", org, sizeof(org)));
-	ck_assert_str_eq(org, origin);
+	ck_assert_str_eq(org, af_origin);
 	if (strcmp(tok[4], "checkpoint") == 0) {
 		ck_assert_ptr_nonnull(sd_param(p, "size", seq, sizeof(seq)));
 		stream_line(st, msg, len - (size_t)(msg - m));
@@ -1376,7 +1342,7 @@ START_TEST(file_crash_resumes)
 	int i, status;
 
 	write_records(l, 1000);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -1384,7 +1350,7 @@ START_TEST(file_crash_resumes)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		s = aud_sink_new(dbpath, &c, NULL, NULL, 0);
+		s = aud_sink_new(af_dbpath, &c, NULL, NULL, 0);
 		if (s == NULL || aud_sink_start(s, NULL, 0) == -1)
 			_exit(1);
 		for (;;)
@@ -1516,7 +1482,7 @@ START_TEST(late_checkpoint)
 	int64_t n, cursor_at;
 
 	write_records(l, 10);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -1530,7 +1496,7 @@ START_TEST(late_checkpoint)
 	/* What the writer does a moment after the commit. */
 	snprintf(sql, sizeof(sql), "INSERT INTO checkpoints (size, note, "
 	    "signed_ns) VALUES (%lld, CAST('%s\n%lld\nAAAA\n\n— %s x\n' AS "
-	    "BLOB), 1)", (long long)n, origin, (long long)n, origin);
+	    "BLOB), 1)", (long long)n, af_origin, (long long)n, af_origin);
 	db_exec(sql);
 	cursor_at = head();
 	ck_assert_int_eq(aud_sink_ship(s, NULL, 0), 0);
@@ -1642,8 +1608,8 @@ START_TEST(resume_after_ship_file)
 	size_t len, i, recs = 0;
 
 	write_records(l, 30);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
-	ck_assert_int_eq(aud_ship_file(dbpath, "spool", path, 0, 16, err,
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
+	ck_assert_int_eq(aud_ship_file(af_dbpath, "spool", path, 0, 16, err,
 	    sizeof(err)), 16);
 	ck_assert_int_eq(cursor_of("spool"), 16);
 	/* The newest checkpoint delivered, as a running sink keeps it. */
@@ -1660,7 +1626,7 @@ START_TEST(resume_after_ship_file)
 	write_records(l, 5);
 	ck_assert_int_eq(aud_sync(l), 0);
 	before = cursor_of("spool");
-	n = aud_ship_file(dbpath, "spool", path, 0, 1000, err, sizeof(err));
+	n = aud_ship_file(af_dbpath, "spool", path, 0, 1000, err, sizeof(err));
 	ck_assert_msg(n >= 5, "ship: %s", err);
 	ck_assert_int_eq(before + n, head());
 	ck_assert_int_eq(cursor_of("spool"), head());
@@ -1701,7 +1667,7 @@ START_TEST(resume_after_legacy_cursor)
 	ck_assert_int_eq(db_int("SELECT count(*) FROM checkpoints WHERE "
 	    "size = 16"), 1);
 	write_records(l, 15);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -1804,12 +1770,12 @@ START_TEST(bad_conf)
 	c.target = b->target;
 	c.splunk_hec = b->hec;
 	if (b->token != NULL) {
-		snprintf(tp, sizeof(tp), "%s/badtoken", dir);
+		snprintf(tp, sizeof(tp), "%s/badtoken", af_dir);
 		write_file(tp, b->token);
 		c.token_file = tp;
 	}
 	errno = 0;
-	ck_assert_msg(aud_sink_new(dbpath, &c, NULL, err, sizeof(err)) ==
+	ck_assert_msg(aud_sink_new(af_dbpath, &c, NULL, err, sizeof(err)) ==
 	    NULL, "accepted: %s", b->why);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_msg(err[0] != '\0', "no message: %s", b->why);
@@ -1829,22 +1795,22 @@ START_TEST(bad_token_files)
 	c.type = AUD_SINK_WEBHOOK;
 	c.target = "http://127.0.0.1:9/";
 	c.token_file = "/nonexistent/token";
-	ck_assert_ptr_null(aud_sink_new(dbpath, &c, NULL, err, sizeof(err)));
+	ck_assert_ptr_null(aud_sink_new(af_dbpath, &c, NULL, err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "token_file"));
 	/* A directory, and a token too large to be one. */
-	c.token_file = dir;
-	ck_assert_ptr_null(aud_sink_new(dbpath, &c, NULL, err, sizeof(err)));
+	c.token_file = af_dir;
+	ck_assert_ptr_null(aud_sink_new(af_dbpath, &c, NULL, err, sizeof(err)));
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	snprintf(tp, sizeof(tp), "%s/big", dir);
+	snprintf(tp, sizeof(tp), "%s/big", af_dir);
 	write_file(tp, big);
 	c.token_file = tp;
-	ck_assert_ptr_null(aud_sink_new(dbpath, &c, NULL, err, sizeof(err)));
+	ck_assert_ptr_null(aud_sink_new(af_dbpath, &c, NULL, err, sizeof(err)));
 	/* A symlink is not followed to a token elsewhere. */
-	snprintf(big, sizeof(big), "%s/link", dir);
+	snprintf(big, sizeof(big), "%s/link", af_dir);
 	ck_assert_int_eq(symlink(tokpath, big), 0);
 	c.token_file = big;
-	ck_assert_ptr_null(aud_sink_new(dbpath, &c, NULL, err, sizeof(err)));
+	ck_assert_ptr_null(aud_sink_new(af_dbpath, &c, NULL, err, sizeof(err)));
 	/* And the good one works. */
 	c.token_file = tokpath;
 	aud_sink_free(new_sink(&c, NULL));
@@ -1861,15 +1827,15 @@ START_TEST(bad_database)
 	c.name = "x";
 	c.type = AUD_SINK_FILE;
 	c.target = "/tmp/never-written";
-	snprintf(p, sizeof(p), "%s/none.db", dir);
+	snprintf(p, sizeof(p), "%s/none.db", af_dir);
 	ck_assert_ptr_null(aud_sink_new(p, &c, NULL, err, sizeof(err)));
 	/* Sinks never create a log. */
 	ck_assert_int_eq(access(p, F_OK), -1);
-	snprintf(p, sizeof(p), "%s/junk.db", dir);
+	snprintf(p, sizeof(p), "%s/junk.db", af_dir);
 	write_file(p, "this is not a database, just text long enough to be "
 	    "read as a header by SQLite\n");
 	ck_assert_ptr_null(aud_sink_new(p, &c, NULL, err, sizeof(err)));
-	snprintf(p, sizeof(p), "%s/empty.db", dir);
+	snprintf(p, sizeof(p), "%s/empty.db", af_dir);
 	ck_assert_int_eq(sqlite3_open(p, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE t (x)", NULL, NULL,
 	    NULL), SQLITE_OK);
@@ -1931,7 +1897,7 @@ START_TEST(damaged_log_stops)
 
 	write_records(l, 20);
 	aud_close(l);
-	snprintf(path, sizeof(path), "%s/feed.ndjson", dir);
+	snprintf(path, sizeof(path), "%s/feed.ndjson", af_dir);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
 	c.target = path;
@@ -1967,7 +1933,7 @@ START_TEST(file_not_regular)
 	char path[160];
 
 	write_records(l, 3);
-	snprintf(path, sizeof(path), "%s/fifo", dir);
+	snprintf(path, sizeof(path), "%s/fifo", af_dir);
 	ck_assert_int_eq(mkfifo(path, 0600), 0);
 	c.name = "spool";
 	c.type = AUD_SINK_FILE;
@@ -1975,7 +1941,7 @@ START_TEST(file_not_regular)
 	s = new_sink(&c, NULL);
 	ck_assert_int_eq(aud_sink_ship(s, NULL, 0), -1);
 	aud_sink_free(s);
-	c.target = dir;
+	c.target = af_dir;
 	s = new_sink(&c, NULL);
 	ck_assert_int_eq(aud_sink_ship(s, NULL, 0), -1);
 	ck_assert_int_eq(cursor_of("spool"), -1);
@@ -2067,7 +2033,7 @@ sink_suite(void)
 	Suite *su = suite_create("audit_sink");
 	TCase *tc = tcase_create("Core"), *lim = tcase_create("Limits");
 
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, af_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, file_in_order);
 	tcase_add_test(tc, file_restart_resumes);
@@ -2087,7 +2053,7 @@ sink_suite(void)
 	tcase_add_test(tc, resume_after_legacy_cursor);
 	suite_add_tcase(su, tc);
 
-	tcase_add_checked_fixture(lim, setup, teardown);
+	tcase_add_checked_fixture(lim, setup, af_teardown);
 	tcase_set_timeout(lim, 120);
 	tcase_add_loop_test(lim, bad_conf, 0,
 	    (int)(sizeof(badconfs) / sizeof(badconfs[0])));
