@@ -798,34 +798,61 @@ sec_dns() {
 # client, bench_mcp.mjs, one session, sequential calls of server-everything's
 # echo over stdio, each recorded durably before it is forwarded) against the
 # same server called directly over stdio and behind supergateway (a Node MCP
-# proxy from npm, installed into the run's work directory), three rounds
-# side by side.
-# bridge_rounds TAG LABEL: three rounds of sequential tools/call through
-# Sluice from the sandbox BR_ID, the server directly over stdio, and
+# proxy from npm, installed into the run's work directory), four rounds
+# side by side, the order of each pair alternating.
+# bridge_rounds TAG LABEL: BR_ROUNDS rounds of sequential tools/call
+# through Sluice from the sandbox BR_ID, the server directly over stdio, and
 # supergateway (when SG is set), then the rows for LABEL (the scale: "1
 # sandbox", "1,000 sandboxes"). Files under $W/TAG.
+#
+# Fairness. Every side is Node (client and server), whose JIT makes the
+# first few hundred calls slower: a side that always ran first paid the
+# warm-up of the shared server and looked slower by up to a millisecond.
+# So each run starts with $warm untimed calls, the shared http server gets
+# an untimed pass through both paths before round 0, and the order of each
+# Sluice/direct pair alternates from round to round (an even number of
+# rounds, so neither side goes first more often).
+br_s() {	# br_s R: Sluice over stdio, round R
+	world_sandbox "$BR_ID" "$NODE" "$B" --url "$BR_URL" --header \
+	    "Authorization: Bearer $BR_TOK" --n $n --warm $warm --secs 30 \
+	    >"$D/s.$1" 2>"$D/s.err"
+}
+br_d() {	# br_d R: the server directly over stdio (its own child)
+	world_host "$NODE" "$B" --n $n --warm $warm --secs 30 \
+	    --stdio "$NODE" "$EVERYTHING" stdio >"$D/d.$1" 2>"$D/d.err"
+}
+br_sh() {	# br_sh R: Sluice to the http upstream
+	world_sandbox "$BR_ID" "$NODE" "$B" --url "$BR_URL_H" --header \
+	    "Authorization: Bearer $BR_TOK" --n $n --warm $warm --secs 30 \
+	    >"$D/sh.$1" 2>"$D/sh.err"
+}
+br_dh() {	# br_dh R: the http upstream directly
+	world_host "$NODE" "$B" --url "http://$WORLD_MCP:3102/mcp" \
+	    --n $n --warm $warm --secs 30 >"$D/dh.$1" 2>"$D/dh.err"
+}
 bridge_rounds() {
 	local tag=$1 label=$2 r x sm dm pm D=$W/$1
 	mkdir -p "$D"
-	say "bridge, $label: 3 rounds of $n sequential tools/call (after $warm untimed) per side"
+	say "bridge, $label: $BR_ROUNDS rounds of $n sequential tools/call (after $warm untimed) per side, order alternating"
 	local ok=0
-	for ((r = 0; r < 3; r++)); do
+	if [ -n "$BR_URL_H" ]; then
+		br_sh warm >/dev/null 2>&1 || true
+		br_dh warm >/dev/null 2>&1 || true
+		rm -f "$D/sh.warm" "$D/dh.warm"
+	fi
+	for ((r = 0; r < BR_ROUNDS; r++)); do
 		# A round that fails (bench_mcp.mjs stops at 30 s on a machine
 		# too loaded to finish) is left out, with a note; the rows need
 		# at least one complete round.
-		if ! world_sandbox "$BR_ID" "$NODE" "$B" --url "$BR_URL" --header \
-		    "Authorization: Bearer $BR_TOK" --n $n --warm $warm --secs 30 \
-		    >"$D/s.$r" 2>"$D/s.err"; then
-			note "bridge: round $r through Sluice failed ($label), round left out: $(head -c 200 "$D/s.err")"
-			rm -f "$D/s.$r"
-			continue
-		fi
-		if ! world_host "$NODE" "$B" --n $n --warm $warm --secs 30 \
-		    --stdio "$NODE" "$EVERYTHING" stdio >"$D/d.$r" 2>"$D/d.err"; then
-			note "bridge: round $r direct failed ($label), round left out: $(head -c 200 "$D/d.err")"
+		if ((r % 2 == 0)); then
+			br_s $r && br_d $r
+		else
+			br_d $r && br_s $r
+		fi || {
+			note "bridge: round $r over stdio failed ($label), round left out: $(head -c 200 "$D/s.err" "$D/d.err" 2>/dev/null)"
 			rm -f "$D/s.$r" "$D/d.$r"
 			continue
-		fi
+		}
 		ok=$((ok + 1))
 		if [ -n "$SG" ] && ! world_host "$NODE" "$B" --url "http://$WORLD_MCP:3101/mcp" \
 		    --n $n --warm $warm --secs 30 >"$D/p.$r" 2>"$D/p.err"; then
@@ -852,11 +879,8 @@ bridge_rounds() {
 		# http upstream) and directly: the client's HTTP stack is on
 		# both sides, so the difference is Sluice's own.
 		[ -n "$BR_URL_H" ] || continue
-		if world_sandbox "$BR_ID" "$NODE" "$B" --url "$BR_URL_H" --header \
-		    "Authorization: Bearer $BR_TOK" --n $n --warm $warm --secs 30 \
-		    >"$D/sh.$r" 2>"$D/sh.err" &&
-		    world_host "$NODE" "$B" --url "http://$WORLD_MCP:3102/mcp" \
-		    --n $n --warm $warm --secs 30 >"$D/dh.$r" 2>"$D/dh.err"; then
+		if { ((r % 2 == 0)) && br_sh $r && br_dh $r; } ||
+		    { ((r % 2 == 1)) && br_dh $r && br_sh $r; }; then
 			grep -v '^rate' "$D/sh.$r" >"$D/tmp"; sm=$(stats "$D/tmp" | cut -d' ' -f1)
 			cat "$D/tmp" >>"$D/sh.lat"
 			grep -v '^rate' "$D/dh.$r" >"$D/tmp"; dm=$(stats "$D/tmp" | cut -d' ' -f1)
@@ -878,7 +902,7 @@ bridge_rounds() {
 	    "$sm" "$smin" "$smax" "server directly (stdio)" "$am" "$amin" "$amax" "(reported)" none -
 	read -r xm _ xmin xmax _ < <(stats "$D/s.added")
 	read -r ym _ ymin ymax _ < <(stats "$D/p.added")
-	row bridge "tools/call added latency over direct, incl. the durable record, $label (median of 3 rounds)" µs \
+	row bridge "tools/call added latency over direct, incl. the durable record, $label (median of $BR_ROUNDS rounds)" µs \
 	    "$xm" "$xmin" "$xmax" "supergateway, added over direct" "$ym" "$ymin" "$ymax" "≤ 1,000 µs" s_le 1000
 	read -r sm _ smin smax _ < <(stats "$D/s.rate")
 	read -r am _ amin amax _ < <(stats "$D/p.rate")
@@ -894,14 +918,14 @@ bridge_rounds() {
 		row bridge "tools/call latency, median, Streamable HTTP upstream, $label (n=$sn; direct n=$an)" µs \
 		    "$sm" "$smin" "$smax" "server directly (Streamable HTTP)" "$am" "$amin" "$amax" "(reported)" none -
 		read -r xm _ xmin xmax _ < <(stats "$D/h.added")
-		row bridge "tools/call added latency over the same server directly, both over Streamable HTTP, incl. the durable record, $label (median of rounds)" µs \
+		row bridge "tools/call added latency over the same server directly, both over Streamable HTTP, incl. the durable record, $label (median of $BR_ROUNDS rounds)" µs \
 		    "$xm" "$xmin" "$xmax" - - - - "≤ 1,000 µs" s_le 1000
 	fi
 	return 0
 }
 
 sec_bridge() {
-	local W=$BENCH_WORK/bridge r out n=300 warm=30
+	local W=$BENCH_WORK/bridge r out n=300 warm=100 BR_ROUNDS=4
 	local E2E=$top/tests/e2e EVERYTHING NODE SG='' B
 	mkdir -p "$W"
 	NODE=$(command -v node) || { not_yet "node missing"; return 0; }
