@@ -1353,7 +1353,7 @@ clamp_ttl(const struct pol_dns_limits *l, uint32_t ttl)
  * private class without an explicit CIDR allow and the always-denied
  * classes are removed. */
 static bool
-addr_keep(struct dns_pq *pq, const struct pol_addr *a,
+addr_keep(const struct dns_filter_in *in, const struct pol_addr *a,
     const struct pol_net_rule *ports, size_t nports, struct dns_ev_addr *ea)
 {
 	struct pol_addr_info info;
@@ -1361,8 +1361,8 @@ addr_keep(struct dns_pq *pq, const struct pol_addr *a,
 	struct pol_decision d;
 	char lit[INET6_ADDRSTRLEN];
 
-	pol_addr_classify(a, pq->p->cfg.treat_as_public,
-	    pq->p->cfg.ntreat_as_public, &info);
+	pol_addr_classify(a, in->treat_as_public, in->ntreat_as_public,
+	    &info);
 	if (ea != NULL)
 		copystr(ea->cls, sizeof(ea->cls),
 		    pol_addr_class_name(info.cls));
@@ -1374,12 +1374,12 @@ addr_keep(struct dns_pq *pq, const struct pol_addr *a,
 	eq.host = lit;
 	eq.proto = nports > 0 ? ports[0].proto : IPPROTO_TCP;
 	eq.port = nports > 0 ? ports[0].port_lo : 443;
-	eq.tainted = pq->c.tainted;
-	eq.treat_as_public = pq->p->cfg.treat_as_public;
-	eq.ntreat_as_public = pq->p->cfg.ntreat_as_public;
+	eq.tainted = in->c->tainted;
+	eq.treat_as_public = in->treat_as_public;
+	eq.ntreat_as_public = in->ntreat_as_public;
 	memset(&d, 0, sizeof(d));
 	d.verdict = POL_DENY;
-	pol_egress_decide(pq->c.policy, &eq, &d);
+	pol_egress_decide(in->c->policy, &eq, &d);
 	if (d.verdict == POL_ALLOW)
 		return true;
 	if (info.cls != POL_ADDR_PUBLIC || d.reason == NULL)
@@ -1391,50 +1391,37 @@ addr_keep(struct dns_pq *pq, const struct pol_addr *a,
 	    strcmp(d.reason, "tainted") == 0;
 }
 
-/* The upstream (or cached) answer passed the checks: filter it, build the
- * answer and the elements, and queue both for dns_flush, which learns the
- * elements of every answer of this loop iteration in one batch and only
- * then releases the answers. relookup: the query crossed a loop turn, so
- * its sandbox and policy are looked up again. */
-static void
-pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
+void
+dns_filter_out_free(struct dns_filter_out *out)
 {
-	struct dns_event *ev = &pq->ev;
+	if (out == NULL)
+		return;
+	free(out->keep);
+	free(out->ttls);
+	free(out->el);
+	memset(out, 0, sizeof(*out));
+}
+
+int
+dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
+    struct dns_event *ev, struct dns_filter_out *out)
+{
+	const struct pol_dns_limits *lim = in->lim;
+	const struct dns_query *q = in->q;
 	ldns_rr_list *an = ldns_pkt_answer(pkt);
-	size_t nan = ldns_rr_list_rr_count(an), i, k, nports, nel = 0, nout = 0;
+	size_t nan = ldns_rr_list_rr_count(an), i, k, nports, nel = 0;
 	ldns_rdf *chain[DNS_MAX_CHAIN + 1];
 	size_t nchain = 0;
 	struct pol_net_rule ports[DNS_MAX_PORTS], kports[DNS_MAX_PORTS];
 	struct dns_seg segs[DNS_MAX_SEGS];
 	size_t nkports, nsegs, elcap;
-	struct fw_elem *el = NULL;
-	uint32_t *ttls = NULL;
-	bool *keep = NULL, grew;
-	ldns_rdf *qn = NULL;
-	ldns_buffer *b = NULL;
-	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
+	bool grew;
+	ldns_rdf *qn;
 
-	/* Ask again who the client is: the policy pointer of the first
-	 * lookup is not held across loop turns (a reload may have replaced
-	 * it), and a sandbox removed meanwhile learns nothing. */
-	if (relookup) {
-		struct dns_client c;
-
-		memset(&c, 0, sizeof(c));
-		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
-		    pq->srclen, &c) != 0 || c.policy == NULL ||
-		    strcmp(c.id, pq->c.id) != 0) {
-			pq_fail(pq, "sandbox_gone");
-			goto out;
-		}
-		pq->c = c;
-		pol_dns_limits(c.policy, &pq->lim);
-		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
-			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
-	}
-	if ((qn = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, pq->q.qwire_len,
-	    pq->q.qwire)) == NULL)
-		goto servfail;
+	memset(out, 0, sizeof(*out));
+	if ((qn = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, q->qwire_len,
+	    q->qwire)) == NULL)
+		return -1;
 	chain[nchain++] = qn;
 	/* Follow the CNAME chain from the queried name; records whose owner
 	 * is not on it are dropped, so an upstream cannot slip in
@@ -1445,7 +1432,11 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 			ldns_rr *rr = ldns_rr_list_rr(an, i);
 			ldns_rdf *t;
 
+			/* Only links that are sent on: a CNAME of another
+			 * class would lead to records whose way from the
+			 * question the sandbox never sees. */
 			if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME ||
+			    ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN ||
 			    ldns_rr_rd_count(rr) != 1 ||
 			    !chain_has(chain, nchain, ldns_rr_owner(rr)))
 				continue;
@@ -1460,27 +1451,30 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		}
 	} while (grew && nchain <= DNS_MAX_CHAIN);
 
-	nports = pol_egress_ports_for_name(pq->c.policy, pq->q.qname,
-	    pq->c.tainted, ports, DNS_MAX_PORTS);
+	nports = pol_egress_ports_for_name(in->c->policy, q->qname,
+	    in->c->tainted, ports, DNS_MAX_PORTS);
 	if (nports > DNS_MAX_PORTS)
 		nports = DNS_MAX_PORTS;
 	/* The taint keep-list is asked for also while the sandbox is not
 	 * tainted: elements learned now must still work right after a
 	 * taint narrows it (FW_ELEM_KEEP). */
-	nkports = pol_egress_ports_for_name(pq->c.policy, pq->q.qname, true,
+	nkports = pol_egress_ports_for_name(in->c->policy, q->qname, true,
 	    kports, DNS_MAX_PORTS);
 	if (nkports > DNS_MAX_PORTS)
 		nkports = DNS_MAX_PORTS;
-	nsegs = dns_port_segments(pq->c.policy, pq->q.qname, ports, nports,
+	nsegs = dns_port_segments(in->c->policy, q->qname, ports, nports,
 	    kports, nkports, segs, DNS_MAX_SEGS);
-	keep = calloc(nan + 1, sizeof(*keep));
-	ttls = calloc(nan + 1, sizeof(*ttls));
+	out->keep = calloc(nan + 1, sizeof(*out->keep));
+	out->ttls = calloc(nan + 1, sizeof(*out->ttls));
 	/* Every address yields nsegs elements: size for that, not for the
 	 * worst case, as this runs once per answer. */
 	elcap = nan * nsegs < DNS_MAX_ELEMS ? nan * nsegs : DNS_MAX_ELEMS;
-	el = calloc(elcap ? elcap : 1, sizeof(*el));
-	if (keep == NULL || ttls == NULL || el == NULL)
-		goto servfail;
+	out->el = calloc(elcap ? elcap : 1, sizeof(*out->el));
+	if (out->keep == NULL || out->ttls == NULL || out->el == NULL) {
+		ldns_rdf_deep_free(qn);
+		dns_filter_out_free(out);
+		return -1;
+	}
 	for (i = 0; i < nan; i++) {
 		ldns_rr *rr = ldns_rr_list_rr(an, i);
 		ldns_rr_type t = ldns_rr_get_type(rr);
@@ -1493,24 +1487,23 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		    !chain_has(chain, nchain, ldns_rr_owner(rr)))
 			continue;
 		if (t == LDNS_RR_TYPE_CNAME) {
-			keep[i] = true;
-			ttls[i] = pq->lim.max_ttl_s && ttl > pq->lim.max_ttl_s ?
-			    pq->lim.max_ttl_s : ttl;
+			out->keep[i] = true;
+			out->ttls[i] = lim->max_ttl_s && ttl > lim->max_ttl_s ?
+			    lim->max_ttl_s : ttl;
 			continue;
 		}
 		if (t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA) {
 			/* Other types only when they were asked for. */
-			if ((uint16_t)t == pq->q.qtype) {
-				keep[i] = true;
-				ttls[i] = pq->lim.max_ttl_s &&
-				    ttl > pq->lim.max_ttl_s ?
-				    pq->lim.max_ttl_s : ttl;
+			if ((uint16_t)t == q->qtype) {
+				out->keep[i] = true;
+				out->ttls[i] = lim->max_ttl_s &&
+				    ttl > lim->max_ttl_s ? lim->max_ttl_s : ttl;
 			}
 			continue;
 		}
 		/* Addresses only for an A/AAAA question: an address that the
 		 * kernel will not learn must not reach the sandbox either. */
-		if ((uint16_t)t != pq->q.qtype)
+		if ((uint16_t)t != q->qtype)
 			continue;
 		rd = ldns_rr_rdf(rr, 0);
 		memset(&a, 0, sizeof(a));
@@ -1531,56 +1524,103 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 			memcpy(ea->addr, a.a, sizeof(ea->addr));
 			ea->ttl = ttl;
 		}
-		if (!addr_keep(pq, &a, ports, nports, ea)) {
+		if (!addr_keep(in, &a, ports, nports, ea)) {
 			ev->nremoved++;
 			continue;
 		}
 		if (ea != NULL)
 			ea->kept = true;
 		ev->nkept++;
-		keep[i] = true;
-		ttls[i] = clamp_ttl(&pq->lim, ttl);
+		out->keep[i] = true;
+		out->ttls[i] = clamp_ttl(lim, ttl);
 		for (k = 0; k < nsegs; k++) {
-			struct fw_elem *e = &el[nel++];
+			struct fw_elem *e = &out->el[nel++];
 
-			copystr(e->ifname, sizeof(e->ifname), pq->c.ifname);
+			copystr(e->ifname, sizeof(e->ifname), in->c->ifname);
 			e->family = a.family;
 			memcpy(e->addr, a.a, sizeof(e->addr));
 			e->proto = segs[k].proto;
 			e->port_lo = segs[k].lo;
 			e->port_hi = segs[k].hi;
 			e->flags = segs[k].flags;
-			e->timeout_ms = ttls[i] * 1000u;
+			e->timeout_ms = out->ttls[i] * 1000u;
 		}
 		/* The sandbox's cache must not outlive the kernel element. */
-		if (ttl < ttls[i])
-			ttls[i] = ttl;
+		if (ttl < out->ttls[i])
+			out->ttls[i] = ttl;
 	}
 	if (ev->nremoved > 0)
 		ev->finding = true;
+	out->nel = nel;
+	ldns_rdf_deep_free(qn);
+	return 0;
+}
+
+/* The upstream (or cached) answer passed the checks: filter it, build the
+ * answer and the elements, and queue both for dns_flush, which learns the
+ * elements of every answer of this loop iteration in one batch and only
+ * then releases the answers. relookup: the query crossed a loop turn, so
+ * its sandbox and policy are looked up again. */
+static void
+pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
+{
+	struct dns_event *ev = &pq->ev;
+	ldns_rr_list *an = ldns_pkt_answer(pkt);
+	size_t nan = ldns_rr_list_rr_count(an), i, nout = 0;
+	struct dns_filter_in fin;
+	struct dns_filter_out fo;
+	ldns_buffer *b = NULL;
+	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
+
+	memset(&fo, 0, sizeof(fo));
+	/* Ask again who the client is: the policy pointer of the first
+	 * lookup is not held across loop turns (a reload may have replaced
+	 * it), and a sandbox removed meanwhile learns nothing. */
+	if (relookup) {
+		struct dns_client c;
+
+		memset(&c, 0, sizeof(c));
+		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
+		    pq->srclen, &c) != 0 || c.policy == NULL ||
+		    strcmp(c.id, pq->c.id) != 0) {
+			pq_fail(pq, "sandbox_gone");
+			goto out;
+		}
+		pq->c = c;
+		pol_dns_limits(c.policy, &pq->lim);
+		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
+			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
+	}
+	fin.q = &pq->q;
+	fin.c = &pq->c;
+	fin.lim = &pq->lim;
+	fin.treat_as_public = pq->p->cfg.treat_as_public;
+	fin.ntreat_as_public = pq->p->cfg.ntreat_as_public;
+	if (dns_filter_answer(&fin, pkt, ev, &fo) == -1)
+		goto servfail;
 	if (ev->naddrs > 0 && ev->nkept == 0) {
 		ev->decision = DNS_DEC_DENY;
 		copystr(ev->reason, sizeof(ev->reason), "rebinding");
 		pq_finish(pq, NULL, deny_rcode(&pq->lim));
 		goto out;
 	}
-	ev->nelems = nel;
-	memcpy(ev->elems, el, (nel < DNS_EV_MAX_ELEMS ? nel :
-	    DNS_EV_MAX_ELEMS) * sizeof(*el));
+	ev->nelems = fo.nel;
+	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
+	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
 
 	if ((b = ldns_buffer_new(1024)) == NULL)
 		goto servfail;
 	for (i = 0; i < nan; i++)
-		nout += keep[i];
+		nout += fo.keep[i];
 	if (rcode != RCODE_NOERROR && rcode != RCODE_NXDOMAIN)
 		rcode = RCODE_SERVFAIL;
 	put_head(b, &pq->q, true, rcode, false, (uint16_t)nout);
 	for (i = 0; i < nan; i++) {
 		ldns_rr *rr = ldns_rr_list_rr(an, i);
 
-		if (!keep[i])
+		if (!fo.keep[i])
 			continue;
-		ldns_rr_set_ttl(rr, ttls[i]);
+		ldns_rr_set_ttl(rr, fo.ttls[i]);
 		if (ldns_rr2buffer_wire(b, rr, LDNS_SECTION_ANSWER) !=
 		    LDNS_STATUS_OK)
 			goto servfail;
@@ -1591,20 +1631,17 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		goto servfail;
 	pq->ans = b;
 	pq->ans_rcode = rcode;
-	pq->el = el;
-	pq->nel = nel;
+	pq->el = fo.el;
+	pq->nel = fo.nel;
+	fo.el = NULL;
 	b = NULL;
-	el = NULL;
 	ready_push(pq);
 	goto out;
 servfail:
 	pq_fail(pq, "internal");
 out:
 	ldns_buffer_free(b);
-	ldns_rdf_deep_free(qn);
-	free(keep);
-	free(ttls);
-	free(el);
+	dns_filter_out_free(&fo);
 }
 
 /* Check an upstream message against what we asked; 1 use it, 0 ignore it

@@ -179,4 +179,41 @@ enum dns_parse_result {
 enum dns_parse_result dns_parse_query(const uint8_t *buf, size_t len,
 			    struct dns_query *q);
 
+/*
+ * The answer filter, exposed for the fuzz target and unit tests: what the
+ * proxy keeps of an upstream (or cached) answer that passed the id and
+ * question checks. Pure apart from allocation: no I/O, no clock, no proxy
+ * state. in and everything it points to are borrowed for the call.
+ */
+struct dns_filter_in {
+	const struct dns_query		*q;	/* the sandbox's question */
+	const struct dns_client		*c;	/* its sandbox and policy */
+	const struct pol_dns_limits	*lim;	/* min_ttl <= max_ttl */
+	const struct pol_cidr		*treat_as_public;
+	size_t				 ntreat_as_public;
+};
+struct dns_filter_out {
+	bool		*keep;	/* per answer-section record: sent on */
+	uint32_t	*ttls;	/* per answer-section record: its new TTL */
+	struct fw_elem	*el;	/* the elements to learn, nel of them */
+	size_t		 nel;
+};
+struct ldns_struct_pkt;
+/*
+ * dns_filter_answer: follow the CNAME chain from the question's name
+ * through pkt's answer section (records of other owners are dropped),
+ * classify every A/AAAA of the asked type with policy/ (always-denied
+ * classes, private ranges without an explicit allow and explicit denies
+ * are removed), and for each kept address make one element per port
+ * segment the name is allowed on, with timeout clamp(TTL, min, max). Adds
+ * the answered addresses to ev (addrs, naddrs, nkept, nremoved, finding).
+ * 0 with *out filled (release with dns_filter_out_free), or -1 (ENOMEM)
+ * with *out empty. pkt is not modified.
+ */
+int	dns_filter_answer(const struct dns_filter_in *in,
+	    struct ldns_struct_pkt *pkt, struct dns_event *ev,
+	    struct dns_filter_out *out);
+/* dns_filter_out_free: free what out holds and empty it; NULL is a no-op. */
+void	dns_filter_out_free(struct dns_filter_out *out);
+
 #endif /* SLUICE_GATEWAY_DNS_H */

@@ -2193,11 +2193,177 @@ START_TEST(latency_figure)
 }
 END_TEST
 
+/*
+ * dns_filter_answer alone (no proxy, no kernel): what is kept of an answer,
+ * table by table. The policy allows *.example.com on 443 and 8000-8010 and
+ * one private range, and denies one public range; TTLs clamp to 30 s..1 h.
+ */
+static const char filter_policy[] =
+    "version: 1\n"
+    "name: filter\n"
+    "egress:\n"
+    "  allow:\n"
+    "    - host: \"*.example.com\"\n"
+    "      ports: [443, \"8000-8010\"]\n"
+    "    - cidr: 10.9.0.0/16\n"
+    "      ports: [443]\n"
+    "  deny:\n"
+    "    - cidr: 93.184.0.0/24\n"
+    "dns:\n"
+    "  types: [A, AAAA, CNAME]\n"
+    "  min_ttl: 30s\n"
+    "  max_ttl: 1h\n";
+
+static const struct filter_case {
+	const char	*what;
+	uint16_t	 qtype;
+	const char	*rrs[4];	/* answer section, zone-file text */
+	const char	*kept;		/* per record: 'k' kept, '-' not */
+	size_t		 naddrs, nremoved;
+	uint32_t	 elem_timeout_s;	/* of every element; 0: none */
+	uint32_t	 ttl0;		/* the first record's TTL as sent on */
+} filter_cases[] = {
+	{ "public address kept, two port segments", LDNS_RR_TYPE_A,
+	  { "www.example.com. 300 IN A 93.184.216.34" }, "k", 1, 0, 300, 300 },
+	{ "metadata removed", LDNS_RR_TYPE_A,
+	  { "www.example.com. 300 IN A 169.254.169.254" }, "-", 1, 1, 0, 0 },
+	{ "loopback removed, public kept", LDNS_RR_TYPE_A,
+	  { "www.example.com. 300 IN A 127.0.0.1",
+	    "www.example.com. 300 IN A 93.184.216.34" }, "-k", 2, 1, 300, 0 },
+	{ "private kept only inside the CIDR allow", LDNS_RR_TYPE_A,
+	  { "www.example.com. 300 IN A 10.9.1.1",
+	    "www.example.com. 300 IN A 10.1.2.3" }, "k-", 2, 1, 300, 300 },
+	{ "an explicitly denied range removed", LDNS_RR_TYPE_A,
+	  { "www.example.com. 300 IN A 93.184.0.7" }, "-", 1, 1, 0, 0 },
+	{ "another owner's address dropped unseen", LDNS_RR_TYPE_A,
+	  { "evil.example.net. 300 IN A 93.184.216.34" }, "-", 0, 0, 0, 0 },
+	{ "CNAME chain followed", LDNS_RR_TYPE_A,
+	  { "www.example.com. 600 IN CNAME cdn.example.net.",
+	    "cdn.example.net. 300 IN A 93.184.216.34" }, "kk", 1, 0, 300,
+	  600 },
+	{ "a CNAME link of another class is not followed", LDNS_RR_TYPE_A,
+	  { "www.example.com. 600 CH CNAME cdn.example.net.",
+	    "cdn.example.net. 300 IN A 93.184.216.34" }, "--", 0, 0, 0, 0 },
+	{ "short TTL: element min_ttl, record keeps its own", LDNS_RR_TYPE_A,
+	  { "www.example.com. 5 IN A 93.184.216.34" }, "k", 1, 0, 30, 5 },
+	{ "long TTL clamped to max_ttl on both", LDNS_RR_TYPE_A,
+	  { "www.example.com. 604800 IN A 93.184.216.34" }, "k", 1, 0, 3600,
+	  3600 },
+	{ "an A record does not answer an AAAA question", LDNS_RR_TYPE_AAAA,
+	  { "www.example.com. 300 IN A 93.184.216.34" }, "-", 0, 0, 0, 0 },
+	{ "IPv4-mapped metadata in AAAA removed", LDNS_RR_TYPE_AAAA,
+	  { "www.example.com. 300 IN AAAA ::ffff:169.254.169.254" }, "-", 1,
+	  1, 0, 0 },
+};
+
+/* The question for name/qtype, as the query parser leaves it. */
+static bool
+parse_name_into(struct dns_query *q, const char *name, uint16_t qtype)
+{
+	uint8_t m[300];
+	size_t o = 12, l;
+	const char *p = name, *dot;
+
+	memset(m, 0, sizeof(m));
+	m[5] = 1;
+	while (*p != '\0') {
+		dot = strchr(p, '.');
+		l = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		if (l == 0 || l > 63 || o + l + 6 > sizeof(m))
+			return false;
+		m[o++] = (uint8_t)l;
+		memcpy(m + o, p, l);
+		o += l;
+		p += l + (dot != NULL);
+	}
+	m[o++] = 0;
+	m[o++] = (uint8_t)(qtype >> 8);
+	m[o++] = (uint8_t)qtype;
+	m[o++] = 0;
+	m[o++] = 1;
+	return dns_parse_query(m, o, q) == DNS_PARSE_OK;
+}
+
+START_TEST(filter_table)
+{
+	const struct filter_case *fc = &filter_cases[_i];
+	struct pol_errors *errs = pol_errors_new(5);
+	struct pol_policy *pol;
+	struct pol_dns_limits lim;
+	struct dns_client c;
+	struct dns_query q;
+	struct dns_filter_in in;
+	struct dns_filter_out out;
+	struct dns_event *ev = calloc(1, sizeof(*ev));
+	ldns_pkt *pkt = ldns_pkt_new();
+	ldns_rr_list *an;
+	size_t i, nrr = 0, nkept_addr = 0;
+
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_ptr_nonnull(pkt);
+	pol = pol_policy_load_buf("filter.yaml", filter_policy,
+	    sizeof(filter_policy) - 1, NULL, errs);
+	ck_assert_msg(pol != NULL, "%s: policy did not load", fc->what);
+	pol_errors_free(errs);
+	for (i = 0; i < 4 && fc->rrs[i] != NULL; i++, nrr++) {
+		ldns_rr *rr = NULL;
+
+		ck_assert_int_eq(ldns_rr_new_frm_str(&rr, fc->rrs[i], 0, NULL,
+		    NULL), LDNS_STATUS_OK);
+		ck_assert(ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr));
+	}
+	ck_assert_msg(parse_name_into(&q, "www.example.com", fc->qtype),
+	    "question");
+	memset(&c, 0, sizeof(c));
+	snprintf(c.id, sizeof(c.id), "filt");
+	snprintf(c.ifname, sizeof(c.ifname), "sl-filt");
+	c.policy = pol;
+	pol_dns_limits(pol, &lim);
+	memset(&in, 0, sizeof(in));
+	in.q = &q;
+	in.c = &c;
+	in.lim = &lim;
+	ck_assert_int_eq(dns_filter_answer(&in, pkt, ev, &out), 0);
+	an = ldns_pkt_answer(pkt);
+	ck_assert_uint_eq(ldns_rr_list_rr_count(an), nrr);
+	for (i = 0; i < nrr; i++) {
+		ck_assert_msg(out.keep[i] == (fc->kept[i] == 'k'),
+		    "%s: record %zu kept=%d", fc->what, i, (int)out.keep[i]);
+		if (out.keep[i] && (ldns_rr_get_type(ldns_rr_list_rr(an, i)) ==
+		    LDNS_RR_TYPE_A || ldns_rr_get_type(ldns_rr_list_rr(an, i)) ==
+		    LDNS_RR_TYPE_AAAA))
+			nkept_addr++;
+	}
+	if (fc->ttl0 != 0)
+		ck_assert_uint_eq(out.ttls[0], fc->ttl0);
+	ck_assert_uint_eq(ev->naddrs, fc->naddrs);
+	ck_assert_uint_eq(ev->nremoved, fc->nremoved);
+	ck_assert_uint_eq(ev->nkept, nkept_addr);
+	ck_assert(ev->finding == (fc->nremoved > 0));
+	/* One element per allowed port segment (443, 8000-8010) per kept
+	 * address, all for this sandbox's link, with the clamped TTL. */
+	ck_assert_uint_eq(out.nel, 2 * nkept_addr);
+	for (i = 0; i < out.nel; i++) {
+		ck_assert_str_eq(out.el[i].ifname, "sl-filt");
+		ck_assert_uint_eq(out.el[i].timeout_ms,
+		    fc->elem_timeout_s * 1000u);
+		ck_assert(out.el[i].port_lo == 443 ?
+		    out.el[i].port_hi == 443 :
+		    out.el[i].port_lo == 8000 && out.el[i].port_hi == 8010);
+	}
+	dns_filter_out_free(&out);
+	dns_filter_out_free(NULL);
+	ldns_pkt_free(pkt);
+	pol_policy_free(pol);
+	free(ev);
+}
+END_TEST
+
 static Suite *
 dns_suite(void)
 {
 	Suite *s = suite_create("dns");
-	TCase *tc = tcase_create("Core"), *tl = tcase_create("Limits");
+	TCase *tc = tcase_create("Core"), *tl = tcase_create("Limits"), *tf;
 
 	tcase_add_unchecked_fixture(tc, world_up, world_down);
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -2246,6 +2412,11 @@ dns_suite(void)
 	tcase_add_test(tl, cache_bounded);
 	tcase_add_test(tl, cache_off);
 	suite_add_tcase(s, tl);
+
+	tf = tcase_create("Filter");
+	tcase_add_loop_test(tf, filter_table, 0,
+	    sizeof(filter_cases) / sizeof(filter_cases[0]));
+	suite_add_tcase(s, tf);
 	return s;
 }
 
