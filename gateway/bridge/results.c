@@ -14,7 +14,12 @@
  * enum, length...) or under one we cannot follow, structuredContent is
  * dropped and the result becomes isError, so that the official SDK (which
  * validates structuredContent against outputSchema, and demands it unless
- * isError) never receives an invalid or half-redacted object.
+ * isError) never receives an invalid or half-redacted object. Two places
+ * cannot be rewritten without breaking what they mean: object keys, and
+ * the binary payloads and type tags of content (data, blob, type,
+ * mimeType). They are still searched, and a secret found there withholds
+ * the whole result: an upstream must not be able to carry a credential
+ * out by putting it where redaction does not look.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +121,27 @@ schema_plain_string(const json_t *schema)
 	return true;
 }
 
+/* Does s hold anything redaction would replace? 0 no, 1 yes, -1 failure
+ * (both of the latter withhold the result). */
+static int
+holds_secret(struct br *br, const struct pol_policy *p, const char *s)
+{
+	char *red;
+	int k;
+
+	k = br_redact_string(br, p, s, &red);
+	free(red);
+	return k == 0 ? 0 : k > 0 ? 1 : -1;
+}
+
+/* A content member that is not text to rewrite: binary payloads and tags. */
+static bool
+opaque_key(const char *key)
+{
+	return strcmp(key, "data") == 0 || strcmp(key, "blob") == 0 ||
+	    strcmp(key, "type") == 0 || strcmp(key, "mimeType") == 0;
+}
+
 /* How redact_tree treats what it walks. */
 enum walk {
 	W_CONTENT = 0,	/* skip binary payloads and type tags */
@@ -139,11 +165,17 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
 
 	if (json_is_object(v)) {
 		json_object_foreach(v, key, x) {
-			if (mode == W_CONTENT && (strcmp(key, "data") == 0 ||
-			    strcmp(key, "blob") == 0 ||
-			    strcmp(key, "type") == 0 ||
-			    strcmp(key, "mimeType") == 0))
+			/* A key cannot be rewritten: a secret in one
+			 * withholds the result. */
+			if (holds_secret(br, p, key) != 0)
+				return -1;
+			if (mode == W_CONTENT && opaque_key(key) &&
+			    json_is_string(x)) {
+				if (holds_secret(br, p,
+				    json_string_value(x)) != 0)
+					return -1;
 				continue;
+			}
 			if (json_is_string(x)) {
 				k = br_redact_string(br, p,
 				    json_string_value(x), &red);
@@ -209,6 +241,8 @@ br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
 	char *red;
 
 	json_object_foreach(result, key, x) {
+		if (holds_secret(br, p, key) != 0)
+			return -1;
 		if (strcmp(key, "structuredContent") == 0)
 			continue;
 		if (json_is_string(x)) {

@@ -476,6 +476,10 @@ static const char policy_fmt[] =
 "      allow_other_args: true\n"
 "    - tool: jhttp/whoami\n"
 "      decision: allow\n"
+"    - tool: jhttp/leaky\n"
+"      decision: allow\n"
+"      args:\n"
+"        where: {type: string, max_length: 8}\n"
 "    - tool: evhttp/echo\n"
 "      decision: allow\n"
 "      args:\n"
@@ -957,6 +961,33 @@ START_TEST(test_http_credential)
 	/* initialize, initialized, tools/list, tools/call at least. */
 	ck_assert_int_ge(n, 4);
 	ck_assert_int_eq(records_with("whoami", "allow"), 1);
+}
+END_TEST
+
+/* The held credential must not reach the sandbox through any string of a
+ * result, whatever its place: fields redaction cannot rewrite (binary
+ * data, type tags, mimeType, a nested "type") and object keys, of content,
+ * _meta and structuredContent. Each such result is withheld, and says so. */
+START_TEST(test_http_credential_everywhere)
+{
+	static const char *const where[] = { "mime", "data", "type", "key",
+	    "skey" };
+	char sid[96], args[64];
+	struct resp r;
+	size_t i;
+
+	mcp_open("/mcp/jhttp", NULL, NULL, sid, sizeof(sid));
+	for (i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+		snprintf(args, sizeof(args), "{\"where\":\"%s\"}", where[i]);
+		mcp_call("/mcp/jhttp", NULL, sid, "leaky", args, &r);
+		ck_assert_int_eq(r.status, 200);
+		ck_assert_msg(strstr(r.body, cred_http) == NULL,
+		    "credential leaked via %s: %s", where[i], r.body);
+		ck_assert_msg(is_error(&r) && strstr(first_text(&r),
+		    "withheld") != NULL, "%s: %s", where[i], r.body);
+		resp_free(&r);
+	}
+	ck_assert_int_eq(records_with("leaky", "deny"), 5);
 }
 END_TEST
 
@@ -2201,6 +2232,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_sandbox_gone);
 	tcase_add_test(core, test_taint);
 	tcase_add_test(core, test_redaction);
+	tcase_add_test(core, test_http_credential_everywhere);
 	tcase_add_test(core, test_delete_session);
 	tcase_add_test(core, test_latency);
 	tcase_add_test(core, test_upstream_restart);
@@ -2253,10 +2285,25 @@ static const char json_js[] =
 "    if (m.id === undefined) { res.writeHead(202); return res.end(); }\n"
 "    if (m.method === 'tools/list')\n"
 "      return reply(res, { jsonrpc: '2.0', id: m.id, result: { tools: [\n"
-"        { name: 'whoami', description: 'w', inputSchema: { type: 'object' } }] } });\n"
+"        { name: 'whoami', description: 'w', inputSchema: { type: 'object' } },\n"
+"        { name: 'leaky', description: 'l', inputSchema: { type: 'object' } }] } });\n"
+"    const a = req.headers['authorization'];\n"
+"    if (m.method === 'tools/call' && m.params.name === 'leaky')\n"
+"      return reply(res, { jsonrpc: '2.0', id: m.id, result: {\n"
+"        content: m.params.arguments.where === 'mime' ?\n"
+"          [{ type: 'text', text: 'x', mimeType: a }] :\n"
+"          m.params.arguments.where === 'data' ?\n"
+"          [{ type: 'image', data: a, mimeType: 'image/png' }] :\n"
+"          m.params.arguments.where === 'type' ?\n"
+"          [{ type: 'text', text: 'x', _meta: { type: a } }] :\n"
+"          m.params.arguments.where === 'key' ?\n"
+"          [{ type: 'text', text: 'x', _meta: { [a]: 1 } }] :\n"
+"          [{ type: 'text', text: 'x' }],\n"
+"        structuredContent: m.params.arguments.where === 'skey' ?\n"
+"          { [a]: 'v' } : undefined } });\n"
 "    if (m.method === 'tools/call')\n"
 "      return reply(res, { jsonrpc: '2.0', id: m.id, result: { content: [\n"
-"        { type: 'text', text: 'auth=' + req.headers['authorization'] }] } });\n"
+"        { type: 'text', text: 'auth=' + a }] } });\n"
 "    reply(res, { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'no' } });\n"
 "  });\n"
 "});\n"

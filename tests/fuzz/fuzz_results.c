@@ -1,0 +1,121 @@
+/*
+ * fuzz_results: what the bridge lets back into a sandbox from a tool result
+ * (gateway/bridge/results.c, br_result_process) under hostile results.
+ *
+ * A tool result is written by the upstream MCP server, which the security
+ * team does not control: it may try to carry out the credential Sluice
+ * holds for it, or secrets the policy redacts, by placing them anywhere a
+ * JSON value can go. The input is a JSON result object; the first byte
+ * picks the tool's outputSchema (none, plain, constrained). Beyond "does
+ * not crash", whenever the result is passed on (return >= 0):
+ *   - the held credentials appear nowhere in its serialisation;
+ *   - nor does any text the policy's patterns match (the AWS key pattern
+ *     and the policy's own pattern are checked independently here);
+ *   - structuredContent, when still present, is an object;
+ *   - when the tool has an outputSchema and structuredContent was dropped,
+ *     the result is marked isError (the SDK demands one or the other).
+ */
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "gateway/bridge/br_int.h"
+#include "policy/policy.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define REQUIRE(cond) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "fuzz_results: %s:%d: %s\n", __FILE__,	\
+		    __LINE__, #cond);					\
+		abort();						\
+	}								\
+} while (0)
+
+static const char policy_text[] =
+    "version: 1\n"
+    "name: fuzz-results\n"
+    "mcp:\n"
+    "  results:\n"
+    "    redact: [aws_keys, private_keys, bearer_tokens, "
+    "upstream_credentials]\n"
+    "    redact_patterns: [\"payroll-[0-9]{4}\"]\n";
+
+static char *secrets[] = { "up-cred-7f3a9c2e51", "sk_live_0123456789ab" };
+
+static const char *const schemas[] = {
+	NULL,
+	"{\"outputSchema\":{\"type\":\"object\",\"properties\":"
+	"{\"note\":{\"type\":\"string\"}}}}",
+	"{\"outputSchema\":{\"type\":\"object\",\"properties\":"
+	"{\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z0-9]+$\"},"
+	"\"list\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}}",
+	"{\"outputSchema\":{\"type\":\"object\",\"additionalProperties\":"
+	"{\"type\":\"string\",\"maxLength\":64}}}",
+};
+
+static struct pol_policy *policy;
+static regex_t aws, own;
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct br br;
+	json_t *result, *tool = NULL, *sc;
+	const char *schema;
+	char *text;
+	size_t i;
+	int n;
+	bool had_sc;
+
+	if (policy == NULL) {
+		struct pol_errors *errs = pol_errors_new(5);
+
+		REQUIRE(errs != NULL);
+		policy = pol_policy_load_buf("fuzz-results.yaml", policy_text,
+		    sizeof(policy_text) - 1, NULL, errs);
+		pol_errors_free(errs);
+		REQUIRE(policy != NULL);
+		REQUIRE(regcomp(&aws, "AKIA[0-9A-Z]{16}", REG_EXTENDED) == 0);
+		REQUIRE(regcomp(&own, "payroll-[0-9]{4}", REG_EXTENDED) == 0);
+	}
+	if (size < 1)
+		return 0;
+	/* As the bridge parses upstream messages. */
+	result = json_loadb((const char *)data + 1, size - 1,
+	    JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(result)) {
+		json_decref(result);
+		return 0;
+	}
+	schema = schemas[data[0] % (sizeof(schemas) / sizeof(schemas[0]))];
+	if (schema != NULL)
+		REQUIRE((tool = json_loads(schema, 0, NULL)) != NULL);
+	had_sc = json_object_get(result, "structuredContent") != NULL;
+	memset(&br, 0, sizeof(br));
+	br.secrets = secrets;
+	br.nsecrets = sizeof(secrets) / sizeof(secrets[0]);
+	n = br_result_process(&br, policy, result, tool);
+	if (n >= 0) {
+		text = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
+		REQUIRE(text != NULL);
+		for (i = 0; i < br.nsecrets; i++)
+			REQUIRE(strstr(text, secrets[i]) == NULL);
+		REQUIRE(regexec(&aws, text, 0, NULL, 0) != 0);
+		REQUIRE(regexec(&own, text, 0, NULL, 0) != 0);
+		free(text);
+		sc = json_object_get(result, "structuredContent");
+		REQUIRE(sc == NULL || json_is_object(sc));
+		if (tool != NULL && sc == NULL && had_sc)
+			REQUIRE(json_is_true(json_object_get(result,
+			    "isError")));
+	}
+	json_decref(tool);
+	json_decref(result);
+	return 0;
+}
