@@ -8,6 +8,8 @@
  * an mcp.tool_drift finding, once per change, until the baseline is accepted
  * again (br_pins_accept) or the policy pins the new definition. Policy pins
  * (pol_tool_visible_q / pol_tool_decide) are checked on top by the callers.
+ * A definition that carries a credential Sluice holds is never offered at
+ * all (a finding says why): no pin or acceptance can make a sandbox see it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,11 +67,24 @@ drift(struct br_up *u, const char *name, const char *pin, const char *what)
 	br_finding(u->br, BR_EV_TOOL_DRIFT, NULL, u->srv->name, name, detail);
 }
 
+/* Does the serialised definition s hold a credential Sluice holds? */
+static bool
+holds_credential(const struct br *br, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < br->nsecrets; i++)
+		if (br->secrets[i] != NULL && strlen(br->secrets[i]) >= 4 &&
+		    strstr(s, br->secrets[i]) != NULL)
+			return true;
+	return false;
+}
+
 static void
 finalize(struct br_up *u, int ok)
 {
 	struct br_tool_waiter *w;
-	json_t *tools, *pins, *t;
+	json_t *tools, *pins, *t, *refused = NULL;
 	const char *name, *base, *key;
 	char pin[80], *s;
 	size_t i, n;
@@ -78,7 +93,8 @@ finalize(struct br_up *u, int ok)
 	if (ok) {
 		tools = json_array();
 		pins = json_object();
-		if (tools == NULL || pins == NULL) {
+		refused = json_object();
+		if (tools == NULL || pins == NULL || refused == NULL) {
 			json_decref(tools);
 			json_decref(pins);
 			ok = 0;
@@ -93,6 +109,17 @@ finalize(struct br_up *u, int ok)
 			s = json_dumps(t, JSON_COMPACT);
 			if (s == NULL || pol_tool_pin(s, pin, sizeof(pin)) ==
 			    -1) {
+				free(s);
+				continue;
+			}
+			if (holds_credential(u->br, s)) {
+				/* Through drift() for its one finding per
+				 * change; kept out of tools and pins, so it
+				 * is unknown to listing and calling alike. */
+				drift(u, name, pin, "carries a credential "
+				    "Sluice holds for this server");
+				json_object_set_new(refused, name,
+				    json_true());
 				free(s);
 				continue;
 			}
@@ -117,7 +144,8 @@ finalize(struct br_up *u, int ok)
 				json_object_del(u->drifted, name);
 		}
 		json_object_foreach(u->baseline, key, t)
-			if (json_object_get(pins, key) == NULL)
+			if (json_object_get(pins, key) == NULL &&
+			    json_object_get(refused, key) == NULL)
 				drift(u, key, NULL, "disappeared");
 		json_decref(u->tools);
 		json_decref(u->pins);
@@ -128,6 +156,7 @@ finalize(struct br_up *u, int ok)
 		u->stale = false;
 	}
 done:
+	json_decref(refused);
 	json_decref(u->acc);
 	u->acc = NULL;
 	u->listing = false;
