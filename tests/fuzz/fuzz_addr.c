@@ -33,17 +33,7 @@
 #include <string.h>
 
 #include "policy/policy.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* A failed invariant is a crash: the driver and libFuzzer save the input. */
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_addr: %s:%d: %s\n", __FILE__,	\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
+#include "tests/fuzz/fuzz.h"
 
 static int
 alen(int family)

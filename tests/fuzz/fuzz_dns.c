@@ -24,16 +24,7 @@
 #include <string.h>
 
 #include "gateway/dns.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_dns: %s:%d: %s\n", __FILE__,	\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
+#include "tests/fuzz/fuzz.h"
 
 /* The wire name, rendered the way the parser promises to. */
 static void

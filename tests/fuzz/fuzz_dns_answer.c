@@ -33,16 +33,7 @@
 
 #include "gateway/dns.h"
 #include "policy/policy.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_dns_answer: %s:%d: %s\n",		\
-		    __FILE__, __LINE__, #cond);				\
-		abort();						\
-	}								\
-} while (0)
+#include "tests/fuzz/fuzz.h"
 
 static const char policy_text[] =
     "version: 1\n"
@@ -124,13 +115,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t i, j, nan;
 
 	if (policy == NULL) {
-		struct pol_errors *errs = pol_errors_new(5);
-
-		REQUIRE(errs != NULL);
-		policy = pol_policy_load_buf("fuzz-answer.yaml", policy_text,
-		    sizeof(policy_text) - 1, NULL, errs);
-		pol_errors_free(errs);
-		REQUIRE(policy != NULL);
+		policy = fuzz_policy_text("fuzz-answer.yaml", policy_text,
+		    sizeof(policy_text) - 1);
 	}
 	if (size < 1 + 12)
 		return 0;

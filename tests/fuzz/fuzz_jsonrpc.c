@@ -24,16 +24,7 @@
 #include <jansson.h>
 
 #include "gateway/bridge/bridge.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_jsonrpc: %s:%d: %s\n", __FILE__,	\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
+#include "tests/fuzz/fuzz.h"
 
 static void
 check(const struct br_rpc *r, const char *buf, size_t len)

@@ -32,19 +32,9 @@
 #include <string.h>
 
 #include "policy/policy.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define NAME	"fuzz.yaml"
-
-/* A failed invariant is a crash: the driver and libFuzzer save the input. */
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_policy: %s:%d: %s\n", __FILE__,	\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
 
 static void
 check_message(const char *m)

@@ -26,16 +26,7 @@
 
 #include "gateway/bridge/br_int.h"
 #include "policy/policy.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define REQUIRE(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "fuzz_results: %s:%d: %s\n", __FILE__,	\
-		    __LINE__, #cond);					\
-		abort();						\
-	}								\
-} while (0)
+#include "tests/fuzz/fuzz.h"
 
 static const char policy_text[] =
     "version: 1\n"
@@ -74,13 +65,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool had_sc;
 
 	if (policy == NULL) {
-		struct pol_errors *errs = pol_errors_new(5);
-
-		REQUIRE(errs != NULL);
-		policy = pol_policy_load_buf("fuzz-results.yaml", policy_text,
-		    sizeof(policy_text) - 1, NULL, errs);
-		pol_errors_free(errs);
-		REQUIRE(policy != NULL);
+		policy = fuzz_policy_text("fuzz-results.yaml", policy_text,
+		    sizeof(policy_text) - 1);
 		REQUIRE(regcomp(&aws, "AKIA[0-9A-Z]{16}", REG_EXTENDED) == 0);
 		REQUIRE(regcomp(&own, "payroll-[0-9]{4}", REG_EXTENDED) == 0);
 	}

@@ -993,41 +993,19 @@ START_TEST(test_http_credential_everywhere)
 }
 END_TEST
 
-static bool	listed(const struct resp *, const char *);
+static bool	list_all_at(const char *, const char *, const char *);
 
 /* A tool definition that carries the held credential (here in its
  * description) is never listed nor callable, and raises one finding. */
 START_TEST(test_http_credential_in_definition)
 {
 	char sid[96];
-	struct hreq q = { .path = "/mcp/jhttp" };
 	struct resp r;
 
-	char body[256], cursor[64] = "";
-	bool whoami = false;
-	int pages = 0;
-
 	mcp_open("/mcp/jhttp", NULL, NULL, sid, sizeof(sid));
-	q.sid = sid;
-	do {	/* every page: the list is paged by two */
-		snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":2,"
-		    "\"method\":\"tools/list\"%s%s%s}", cursor[0] ?
-		    ",\"params\":{\"cursor\":\"" : "", cursor,
-		    cursor[0] ? "\"}" : "");
-		q.body = body;
-		http(&q, &r);
-		ck_assert_int_eq(r.status, 200);
-		ck_assert_ptr_null(strstr(r.body, cred_http));
-		whoami |= listed(&r, "whoami");
-		ck_assert(!listed(&r, "sneaky"));
-		snprintf(cursor, sizeof(cursor), "%s", json_string_value(
-		    json_object_get(result_of(&r), "nextCursor")) ?
-		    json_string_value(json_object_get(result_of(&r),
-		    "nextCursor")) : "");
-		resp_free(&r);
-		ck_assert_int_lt(++pages, 10);
-	} while (cursor[0] != '\0');
-	ck_assert(whoami);
+	/* Every page (http() checks each body for the credential). */
+	ck_assert(list_all_at("/mcp/jhttp", sid, "whoami"));
+	ck_assert(!list_all_at("/mcp/jhttp", sid, "sneaky"));
 	mcp_call("/mcp/jhttp", NULL, sid, "sneaky", "{}", &r);
 	ck_assert(is_error(&r));
 	resp_free(&r);
@@ -1451,12 +1429,13 @@ listed(const struct resp *r, const char *name)
 	return false;
 }
 
-/* All pages of tools/list into one flag: is name listed? */
+/* All pages of tools/list of server path (NULL: the mock) into one flag:
+ * is name listed? */
 static bool
-list_all(const char *sid, const char *name)
+list_all_at(const char *path, const char *sid, const char *name)
 {
 	char body[256], cursor[64] = "";
-	struct hreq q = { .sid = sid };
+	struct hreq q = { .path = path, .sid = sid };
 	struct resp r;
 	bool found = false;
 	int pages = 0;
@@ -1485,6 +1464,12 @@ list_all(const char *sid, const char *name)
 		ck_assert_int_lt(++pages, 20);
 	} while (cursor[0] != '\0');
 	return found;
+}
+
+static bool
+list_all(const char *sid, const char *name)
+{
+	return list_all_at(NULL, sid, name);
 }
 
 static char	*snippet;
