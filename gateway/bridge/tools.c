@@ -115,9 +115,14 @@ finalize(struct br_up *u, int ok)
 			if (holds_credential(u->br, s)) {
 				/* Through drift() for its one finding per
 				 * change; kept out of tools and pins, so it
-				 * is unknown to listing and calling alike. */
-				drift(u, name, pin, "carries a credential "
-				    "Sluice holds for this server");
+				 * is unknown to listing and calling alike.
+				 * The finding and the log name the tool
+				 * unless the name is where the credential
+				 * is. */
+				drift(u, holds_credential(u->br, name) ?
+				    "(a name carrying the credential)" : name,
+				    pin, "carries a credential Sluice holds "
+				    "for this server");
 				json_object_set_new(refused, name,
 				    json_true());
 				free(s);
