@@ -117,6 +117,24 @@ req_new(struct br_up *u, const char *method, json_t *params, br_up_cb *cb,
 	return r;
 }
 
+/*
+ * The revisions an upstream may answer with. Anything else ends the
+ * handshake (the specification's rule for a client): the string is the
+ * upstream's own, so it is neither kept, logged nor sent back in a header.
+ */
+static bool
+version_known(const char *v)
+{
+	static const char *const known[] = { "2025-11-25", "2025-06-18",
+	    "2025-03-26", "2024-11-05", NULL };
+	size_t i;
+
+	for (i = 0; known[i] != NULL; i++)
+		if (strcmp(known[i], v) == 0)
+			return true;
+	return false;
+}
+
 static void
 on_init_reply(void *arg, json_t *msg, const char *err)
 {
@@ -126,6 +144,11 @@ on_init_reply(void *arg, json_t *msg, const char *err)
 	if (msg == NULL || (res = json_object_get(msg, "result")) == NULL ||
 	    !json_is_string(v = json_object_get(res, "protocolVersion"))) {
 		br_up_failed(u, err != NULL ? err : "initialize failed");
+		return;
+	}
+	if (!version_known(json_string_value(v))) {
+		br_up_failed(u, "initialize answered an unknown protocol "
+		    "version");
 		return;
 	}
 	snprintf(u->version, sizeof(u->version), "%s", json_string_value(v));

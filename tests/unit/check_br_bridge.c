@@ -390,6 +390,7 @@ static const char mock_js[] =
 "function handle(m) {\n"
 "  if (m.method === 'initialize')\n"
 "    return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion:\n"
+"      fs.existsSync(dir + '/badver') ? 'v-evil-9f8e7d' :\n"
 "      m.params.protocolVersion, capabilities: { tools: {} },\n"
 "      serverInfo: { name: 'mock', version: '1' } } });\n"
 "  if (m.id === undefined || m.method === undefined) return;\n"
@@ -2245,6 +2246,36 @@ START_TEST(test_upstream_restart)
 }
 END_TEST
 
+/* An upstream that answers initialize with a revision nobody defined is
+ * not used: its calls fail as unreachable, and its string appears in no
+ * finding or record (nor in the log: it is never kept). */
+START_TEST(test_upstream_unknown_version)
+{
+	char sid[96], path[256];
+	struct resp r;
+
+	snprintf(path, sizeof(path), "%s/badver", tdir);
+	write_file(path, "1");
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	/* The running child still has its handshake; one that starts now
+	 * does not get one. */
+	mcp_call("/mcp/mock", NULL, sid, "die", "{}", &r);
+	ck_assert(is_error(&r));
+	resp_free(&r);
+	mcp_call("/mcp/mock", NULL, sid, "noop", "{}", &r);
+	ck_assert_msg(is_error(&r), "%s", r.body);
+	ck_assert_ptr_null(strstr(r.body, "v-evil"));
+	resp_free(&r);
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < nfindings; i++)
+		ck_assert(strstr(findings[i].detail, "v-evil") == NULL);
+	for (int i = 0; i < nrecords; i++)
+		ck_assert(strstr(records[i].detail, "v-evil") == NULL &&
+		    strcmp(records[i].decision, "allow") != 0);
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static Suite *
@@ -2278,6 +2309,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_delete_session);
 	tcase_add_test(core, test_latency);
 	tcase_add_test(core, test_upstream_restart);
+	tcase_add_test(core, test_upstream_unknown_version);
 	tcase_add_test(lim, test_budget_concurrent);
 	tcase_add_test(lim, test_budget_persists);
 	tcase_add_test(lim, test_taint_fails_closed);
