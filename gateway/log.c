@@ -2,6 +2,9 @@
  * log.c: stderr or syslog, nothing more. Kept deliberately small so that every
  * daemon process (and later the unprivileged children) share one behaviour:
  * errno is saved around every call, and the fatals exit with status 1.
+ * Messages carry text from outside (an upstream's tool names, a sandbox's
+ * request path), so control characters are shown as '?': one call is one
+ * line, and nobody can forge a log line or a terminal escape through us.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,13 +49,16 @@ static void
 vlog(int pri, const char *fmt, va_list ap, int with_errno)
 {
 	int saved = errno;
-	char msg[2048];
+	char msg[2048], *c;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (with_errno) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(saved));
 	}
+	for (c = msg; *c != '\0'; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	if (log_foreground) {
 		struct timespec ts;
 		struct tm tm;
