@@ -222,6 +222,26 @@ mass_create() {
 	echo "$n"
 }
 
+# at_1_and_1000 NAME POLICY ROUNDS OUT: growth (issue 8 item 7) for the
+# dns and bridge sections. Runs "ROUNDS 1 '1 sandbox'", adds 999 idle
+# sandboxes of POLICY through the control API (files OUT.*), then runs
+# "ROUNDS 1k LABEL" at the scale reached, labelled so: a row never claims
+# 1,000 it did not have. 1 when a round fails.
+at_1_and_1000() {
+	local name=$1 pol=$2 rounds=$3 out=$4 got
+	"$rounds" 1 "1 sandbox" || return 1
+	got=$(mass_create "$WORLD_SOCK" "$pol" "$BENCH_TAG-n" 1 999 75 "$out")
+	say "$name: $((got)) sandboxes now (1 measured + idle)"
+	if ((got >= 1000)); then
+		"$rounds" 1k "1,000 sandboxes" || return 1
+	elif ((got > 1)); then
+		note "$name: only $got sandboxes were created within 75 s; the growth rows are at $got, not 1,000"
+		"$rounds" 1k "$got sandboxes (1,000 not reached)" || return 1
+	else
+		note "$name: no idle sandboxes could be created; no growth rows"
+	fi
+}
+
 # world_fast_down: before the e2e world's own cleanup, remove the
 # sandboxes sluiced made in it in a few commands, not a few per sandbox
 # (with 1,000 of them the world's per-namespace teardown would outlast the
@@ -770,23 +790,8 @@ sec_dns() {
 	world_sandbox "$ID" dig +time=2 +tries=1 +short @"$WORLD_SERVICE" n0.wild.example.com 2>/dev/null | grep -q 192.0.2.10 ||
 	    { note "dns: the proxy did not answer an allowed name"; return 1; }
 
-	# Growth (issue 8 item 7): the same rounds with 1 sandbox and with
-	# 1,000 (999 idle ones added through the control API between the two).
 	DNS_ID=$ID DNS_SPID=$SPID DNS_UP=$UP
-	dns_rounds 1 "1 sandbox" || return 1
-	local got
-	got=$(mass_create "$WORLD_SOCK" dnsbench "$BENCH_TAG-n" 1 999 75 "$W/mass")
-	say "dns: $((got)) sandboxes now (1 measured + idle)"
-	if ((got >= 1000)); then
-		dns_rounds 1k "1,000 sandboxes" || return 1
-	elif ((got > 1)); then
-		# Measured at the scale reached, and labelled so: the row
-		# claims nothing about 1,000.
-		note "dns: only $got sandboxes were created within 75 s; the growth rows are at $got, not 1,000"
-		dns_rounds 1k "$got sandboxes (1,000 not reached)" || return 1
-	else
-		note "dns: no idle sandboxes could be created; no growth rows"
-	fi
+	at_1_and_1000 dns dnsbench dns_rounds "$W/mass" || return 1
 	n=$(world_host nft list set inet sluice learned4 2>/dev/null | grep -c 192.0.2.10)
 	((n > 0)) || note "dns: no learned element for 192.0.2.10 in inet sluice after the run (set name learned4 assumed)"
 	return 0
@@ -1012,23 +1017,7 @@ sec_bridge() {
 	fi
 	B=$top/tests/bench/bench_mcp.mjs
 	BR_ID=$ID BR_TOK=$TOK BR_URL=$URL BR_SPID=$SPID
-	# Growth (issue 8 item 7): the same rounds with 1 sandbox and with
-	# 1,000 (999 idle ones added through the control API between the two).
-	bridge_rounds 1 "1 sandbox" || return 1
-	local got
-	got=$(mass_create "$WORLD_SOCK" mcpbench "$BENCH_TAG-n" 1 999 75 "$W/mass")
-	say "bridge: $((got)) sandboxes now (1 measured + idle)"
-	if ((got >= 1000)); then
-		bridge_rounds 1k "1,000 sandboxes" || return 1
-	elif ((got > 1)); then
-		# Measured at the scale reached, and labelled so: the row
-		# claims nothing about 1,000.
-		note "bridge: only $got sandboxes were created within 75 s; the growth rows are at $got, not 1,000"
-		bridge_rounds 1k "$got sandboxes (1,000 not reached)" || return 1
-	else
-		note "bridge: no idle sandboxes could be created; no growth rows"
-	fi
-	return 0
+	at_1_and_1000 bridge mcpbench bridge_rounds "$W/mass"
 }
 
 # ======================================================= section: audit
