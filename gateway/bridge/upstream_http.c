@@ -5,8 +5,10 @@
  * upstream call ever blocks the daemon or needs a thread. It exists to speak
  * the client half of transports.mdx: one POST per message with both Accept
  * types, the upstream's Mcp-Session-Id and MCP-Protocol-Version once known,
- * answers as JSON or as an SSE stream (parsed as it arrives, so a stream the
- * server keeps open still delivers), and the credential header added here
+ * answers as JSON or as an SSE stream (parsed as it arrives and delivered
+ * once libcurl has returned, so that an answer in a stream the server keeps
+ * open is not held back until the stream ends, and the transfer is dropped
+ * as soon as its request is answered), and the credential header added here
  * and nowhere else. Redirects are never followed (a redirect could carry the
  * credential elsewhere) and response sizes are capped.
  */
@@ -27,6 +29,12 @@ struct hx {
 	char			*body;		/* request */
 	char			*buf;		/* response so far */
 	size_t			 len, cap, used;
+	size_t			 folded;	/* CR/LF folded up to here */
+	json_t			*pending;	/* SSE messages not delivered yet */
+	json_int_t		 rid;		/* the request's id ... */
+	bool			 want;		/* ... if it carried one */
+	bool			 answered;	/* its answer has arrived */
+	struct ev_timer		*grace;		/* then: how long it may stay */
 	bool			 sse;
 	bool			 is_init;
 	char			 session[128];
@@ -34,6 +42,7 @@ struct hx {
 };
 
 static void	check_done(struct br *br);
+static void	deliver_pending(struct br *br);
 
 static void
 on_sock(struct ev_loop *loop, int fd, unsigned events, void *arg)
@@ -50,6 +59,7 @@ on_sock(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		flags |= CURL_CSELECT_ERR;
 	(void)curl_multi_socket_action(br->multi, fd, flags, &running);
 	check_done(br);
+	deliver_pending(br);
 }
 
 static int
@@ -90,6 +100,7 @@ on_curl_timer(struct ev_loop *loop, void *arg)
 	(void)curl_multi_socket_action(br->multi, CURL_SOCKET_TIMEOUT, 0,
 	    &running);
 	check_done(br);
+	deliver_pending(br);
 }
 
 static int
@@ -131,7 +142,9 @@ hx_free(struct br *br, struct hx *x)
 		curl_multi_remove_handle(br->multi, x->easy);
 		curl_easy_cleanup(x->easy);
 	}
+	ev_timer_cancel(br->loop, x->grace);
 	curl_slist_free_all(x->hdrs);
+	json_decref(x->pending);
 	free(x->body);
 	free(x->buf);
 	free(x);
@@ -202,30 +215,126 @@ sse_event(json_t *out, const char *ev, size_t len)
 	free(data);
 }
 
-/* Consume the complete events in buf[used..len]. CRLF is folded. */
+/*
+ * Consume the complete events in buf[used..len]. CR LF and lone CR are
+ * folded into LF once (buf[..folded] is done); a CR that ends the data so
+ * far waits, since it may be the first half of a CR LF still in flight.
+ */
 static void
 sse_drain(struct hx *x, json_t *out)
 {
 	char *p, *sep;
-	size_t i, j;
+	size_t i, j, end = x->len;
 
-	/* Fold CR LF and lone CR into LF in the unread part. */
-	for (i = j = x->used; i < x->len; i++) {
+	if (end > x->folded && x->buf[end - 1] == '\r')
+		end--;
+	for (i = j = x->folded; i < end; i++) {
 		if (x->buf[i] == '\r') {
-			if (i + 1 < x->len && x->buf[i + 1] == '\n')
+			if (i + 1 < end && x->buf[i + 1] == '\n')
 				continue;
 			x->buf[j++] = '\n';
 		} else
 			x->buf[j++] = x->buf[i];
 	}
+	if (end < x->len)
+		x->buf[j++] = '\r';
+	x->folded = end < x->len ? j - 1 : j;
 	x->len = j;
 	for (;;) {
 		p = x->buf + x->used;
-		sep = memmem(p, x->len - x->used, "\n\n", 2);
+		sep = memmem(p, x->folded - x->used, "\n\n", 2);
 		if (sep == NULL)
 			break;
 		x->used = (size_t)(sep - x->buf) + 2;
 		sse_event(out, p, (size_t)(sep - p));
+	}
+}
+
+/* True when msg answers the request transfer x carried. */
+static bool
+answers(const struct hx *x, json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id");
+
+	return x->want && json_is_integer(id) &&
+	    json_integer_value(id) == x->rid &&
+	    json_object_get(msg, "method") == NULL &&
+	    (json_object_get(msg, "result") != NULL ||
+	    json_object_get(msg, "error") != NULL);
+}
+
+/*
+ * The SSE events complete so far, kept in x->pending: delivering here, in
+ * libcurl's write callback, could send requests or close the transfer from
+ * inside libcurl. deliver_pending() hands them on afterwards.
+ */
+static void
+sse_collect(struct hx *x)
+{
+	json_t *msg;
+	size_t i, from;
+
+	if (x->pending == NULL && (x->pending = json_array()) == NULL)
+		return;
+	from = json_array_size(x->pending);
+	sse_drain(x, x->pending);
+	for (i = from; i < json_array_size(x->pending); i++) {
+		msg = json_array_get(x->pending, i);
+		if (answers(x, msg))
+			x->answered = true;
+	}
+}
+
+/* An answered stream still open after its grace: nothing more on it is for
+ * us, so it goes (and its connection with it). */
+static void
+on_grace(struct ev_loop *loop, void *arg)
+{
+	struct hx *x = arg;
+
+	(void)loop;
+	x->grace = NULL;
+	hx_free(x->up->br, x);
+}
+
+/*
+ * Hands on what SSE streams delivered so far. A transfer whose request is
+ * answered may still finish normally (the usual end, which keeps its
+ * connection for the next request), but a server that keeps the stream
+ * open loses it after ANSWERED_GRACE_MS. A delivery may send or close
+ * transfers, so the list is walked again from its head each time.
+ */
+#define ANSWERED_GRACE_MS	1000
+
+static void
+deliver_pending(struct br *br)
+{
+	struct hx *x;
+	struct br_up *u;
+	json_t *msgs, *msg;
+	size_t i;
+
+	for (;;) {
+		for (x = br->hx_list; x != NULL; x = x->next)
+			if (x->pending != NULL &&
+			    json_array_size(x->pending) > 0)
+				break;
+		if (x == NULL)
+			return;
+		u = x->up;
+		msgs = x->pending;
+		x->pending = NULL;
+		if (x->answered) {
+			if (x->is_init && x->session[0] != '\0' &&
+			    u->session == NULL)
+				u->session = strdup(x->session);
+			if (x->grace == NULL && (x->grace = ev_timer_add(
+			    br->loop, ANSWERED_GRACE_MS, on_grace, x)) == NULL)
+				hx_free(br, x);
+		}
+		json_array_foreach(msgs, i, msg)
+			br_up_deliver(u, msg);
+		json_decref(msgs);
 	}
 }
 
@@ -259,6 +368,8 @@ on_write(char *data, size_t sz, size_t n, void *arg)
 		x->sse = ct != NULL && strncasecmp(ct, "text/event-stream",
 		    17) == 0;
 	}
+	if (x->sse && !x->answered)
+		sse_collect(x);
 	return len;
 }
 
@@ -301,7 +412,14 @@ hx_done(struct br *br, struct hx *x, CURLcode rc)
 	why[0] = '\0';
 	if ((msgs = json_array()) == NULL)
 		snprintf(why, sizeof(why), "out of memory");
-	else if (rc != CURLE_OK)
+	else if (x->answered) {
+		/* What broke after the answer (a stream cut) is no
+		 * failure; what is still pending goes out now. */
+		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
+			u->session = strdup(x->session);
+		if (x->pending != NULL)
+			json_array_extend(msgs, x->pending);
+	} else if (rc != CURLE_OK)
 		snprintf(why, sizeof(why), "HTTP transfer failed (%s)",
 		    curl_easy_strerror(rc));
 	else if (status == 404 && u->session != NULL)
@@ -312,9 +430,13 @@ hx_done(struct br *br, struct hx *x, CURLcode rc)
 		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
 			u->session = strdup(x->session);
 		if (x->sse) {
-			if (x->len > x->used && x->buf[x->len - 1] != '\n')
+			/* The stream's end ends its last event. */
+			if (x->len > x->used)
 				(void)on_write("\n\n", 1, 2, x);
-			sse_drain(x, msgs);
+			else
+				sse_collect(x);
+			if (x->pending != NULL)
+				json_array_extend(msgs, x->pending);
 		} else if (x->len > 0 && (msg = json_loadb(x->buf, x->len,
 		    JSON_REJECT_DUPLICATES, &jerr)) != NULL)
 			json_array_append_new(msgs, msg);
@@ -360,6 +482,11 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 		return -1;
 	x->up = u;
 	x->is_init = is_init;
+	if (json_is_integer(json_object_get(msg, "id")) &&
+	    json_is_string(json_object_get(msg, "method"))) {
+		x->want = true;
+		x->rid = json_integer_value(json_object_get(msg, "id"));
+	}
 	if ((x->body = json_dumps(msg, JSON_COMPACT)) == NULL ||
 	    (x->easy = curl_easy_init()) == NULL)
 		goto fail;

@@ -479,6 +479,8 @@ static const char policy_fmt[] =
 "      decision: allow\n"
 "    - tool: jhttp/sneaky\n"
 "      decision: allow\n"
+"    - tool: jhttp/held\n"
+"      decision: allow\n"
 "    - tool: jhttp/leaky\n"
 "      decision: allow\n"
 "      args:\n"
@@ -991,6 +993,32 @@ START_TEST(test_http_credential_everywhere)
 		resp_free(&r);
 	}
 	ck_assert_int_eq(records_with("leaky", "deny"), 5);
+}
+END_TEST
+
+/* An upstream may answer in an SSE stream it keeps open (and split a CR
+ * LF across writes): the answer reaches the sandbox when it arrives, not
+ * when the stream ends, which here is never. The upstream stays usable. */
+START_TEST(test_http_sse_held_open)
+{
+	char sid[96];
+	struct resp r;
+
+	mcp_open("/mcp/jhttp", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/jhttp", NULL, sid, "held", "{}", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(!is_error(&r), "%s", r.body);
+	ck_assert_str_eq(first_text(&r), "held ok");
+	resp_free(&r);
+	mcp_call("/mcp/jhttp", NULL, sid, "held", "{}", &r);
+	ck_assert_msg(!is_error(&r), "%s", r.body);
+	ck_assert_str_eq(first_text(&r), "held ok");
+	resp_free(&r);
+	mcp_call("/mcp/jhttp", NULL, sid, "whoami", "{}", &r);
+	ck_assert_msg(!is_error(&r), "%s", r.body);
+	resp_free(&r);
+	ck_assert_int_eq(records_with("held", "allow"), 2);
+	ck_assert_int_eq(records_with("whoami", "allow"), 1);
 }
 END_TEST
 
@@ -2305,6 +2333,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_taint);
 	tcase_add_test(core, test_redaction);
 	tcase_add_test(core, test_http_credential_everywhere);
+	tcase_add_test(core, test_http_sse_held_open);
 	tcase_add_test(core, test_http_credential_in_definition);
 	tcase_add_test(core, test_delete_session);
 	tcase_add_test(core, test_latency);
@@ -2361,11 +2390,19 @@ static const char json_js[] =
 "      return reply(res, { jsonrpc: '2.0', id: m.id, result: { tools: [\n"
 "        { name: 'whoami', description: 'w', inputSchema: { type: 'object' } },\n"
 "        { name: 'leaky', description: 'l', inputSchema: { type: 'object' } },\n"
+"        { name: 'held', description: 'h', inputSchema: { type: 'object' } },\n"
 "        { name: 'sneaky', description: 'send ' + req.headers['authorization'],\n"
 "          inputSchema: { type: 'object' } },\n"
 "        { name: 'n-' + req.headers['authorization'], description: 'd',\n"
 "          inputSchema: { type: 'object' } }] } });\n"
 "    const a = req.headers['authorization'];\n"
+"    if (m.method === 'tools/call' && m.params.name === 'held') {\n"
+"      res.writeHead(200, { 'Content-Type': 'text/event-stream' });\n"
+"      res.write(': open\\r\\n\\r\\nevent: message\\r');\n"
+"      return setTimeout(() => res.write('\\ndata: ' + JSON.stringify({\n"
+"        jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text',\n"
+"        text: 'held ' + (a ? 'ok' : 'none') }] } }) + '\\r\\n\\r\\n'), 50);\n"
+"    }\n"
 "    if (m.method === 'tools/call' && m.params.name === 'leaky')\n"
 "      return reply(res, { jsonrpc: '2.0', id: m.id, result: {\n"
 "        content: m.params.arguments.where === 'mime' ?\n"
