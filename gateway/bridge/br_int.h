@@ -129,6 +129,21 @@ void	br_http_fini(struct br *br);
 int	br_http_send(struct br_up *u, json_t *msg, bool is_init);
 void	br_http_close(struct br_up *u);
 
+/* SSE stream reader (sse.c). br_sse_new: a reader for one stream of at
+ * most max bytes; NULL without memory. br_sse_free(NULL) is a no-op. */
+struct br_sse;
+struct br_sse	*br_sse_new(size_t max);
+void		 br_sse_free(struct br_sse *s);
+/* br_sse_feed: the next len bytes of the stream (split anywhere). Every
+ * event they complete whose data is one JSON value is appended to out (an
+ * array) as that value, in stream order. -1 when the stream would exceed
+ * its max or memory ran out: nothing of data is taken, the reader stays
+ * usable for br_sse_end. */
+int		 br_sse_feed(struct br_sse *s, const char *data, size_t len,
+		    json_t *out);
+/* br_sse_end: the stream ended; an event it left unterminated counts. */
+void		 br_sse_end(struct br_sse *s, json_t *out);
+
 /* ------------------------------------------------------------ tools */
 
 /* br_tools_refresh: list the upstream's tools again (all pages), update pins

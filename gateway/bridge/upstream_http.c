@@ -28,14 +28,14 @@ struct hx {
 	struct curl_slist	*hdrs;
 	char			*body;		/* request */
 	char			*buf;		/* response so far */
-	size_t			 len, cap, used;
-	size_t			 folded;	/* CR/LF folded up to here */
+	size_t			 len, cap;
+	struct br_sse		*sse_rd;	/* an SSE answer's reader */
 	json_t			*pending;	/* SSE messages not delivered yet */
 	json_int_t		 rid;		/* the request's id ... */
 	bool			 want;		/* ... if it carried one */
 	bool			 answered;	/* its answer has arrived */
 	struct ev_timer		*grace;		/* then: how long it may stay */
-	bool			 sse;
+	bool			 sse, typed;
 	bool			 is_init;
 	char			 session[128];
 	char			 ctype[64];
@@ -145,6 +145,7 @@ hx_free(struct br *br, struct hx *x)
 	ev_timer_cancel(br->loop, x->grace);
 	curl_slist_free_all(x->hdrs);
 	json_decref(x->pending);
+	br_sse_free(x->sse_rd);
 	free(x->body);
 	free(x->buf);
 	free(x);
@@ -178,78 +179,6 @@ br_http_close(struct br_up *u)
 	}
 }
 
-/* One SSE event's data (several data: lines joined by '\n'). */
-static void
-sse_event(json_t *out, const char *ev, size_t len)
-{
-	char *data;
-	size_t dl = 0;
-	const char *p = ev, *e, *end = ev + len;
-	json_t *msg;
-	json_error_t jerr;
-
-	if ((data = malloc(len + 1)) == NULL)
-		return;
-	while (p < end) {
-		e = memchr(p, '\n', (size_t)(end - p));
-		if (e == NULL)
-			e = end;
-		if ((size_t)(e - p) >= 5 && strncmp(p, "data:", 5) == 0) {
-			const char *v = p + 5;
-
-			if (v < e && *v == ' ')
-				v++;
-			if (dl > 0)
-				data[dl++] = '\n';
-			memcpy(data + dl, v, (size_t)(e - v));
-			dl += (size_t)(e - v);
-		}
-		/* id:, event:, retry: and ':' comments need no action: we
-		 * never resume, and a priming event has empty data. */
-		p = e + 1;
-	}
-	if (dl > 0 && (msg = json_loadb(data, dl, JSON_REJECT_DUPLICATES,
-	    &jerr)) != NULL) {
-		json_array_append_new(out, msg);
-	}
-	free(data);
-}
-
-/*
- * Consume the complete events in buf[used..len]. CR LF and lone CR are
- * folded into LF once (buf[..folded] is done); a CR that ends the data so
- * far waits, since it may be the first half of a CR LF still in flight.
- */
-static void
-sse_drain(struct hx *x, json_t *out)
-{
-	char *p, *sep;
-	size_t i, j, end = x->len;
-
-	if (end > x->folded && x->buf[end - 1] == '\r')
-		end--;
-	for (i = j = x->folded; i < end; i++) {
-		if (x->buf[i] == '\r') {
-			if (i + 1 < end && x->buf[i + 1] == '\n')
-				continue;
-			x->buf[j++] = '\n';
-		} else
-			x->buf[j++] = x->buf[i];
-	}
-	if (end < x->len)
-		x->buf[j++] = '\r';
-	x->folded = end < x->len ? j - 1 : j;
-	x->len = j;
-	for (;;) {
-		p = x->buf + x->used;
-		sep = memmem(p, x->folded - x->used, "\n\n", 2);
-		if (sep == NULL)
-			break;
-		x->used = (size_t)(sep - x->buf) + 2;
-		sse_event(out, p, (size_t)(sep - p));
-	}
-}
-
 /* True when msg answers the request transfer x carried. */
 static bool
 answers(const struct hx *x, json_t *msg)
@@ -261,28 +190,6 @@ answers(const struct hx *x, json_t *msg)
 	    json_object_get(msg, "method") == NULL &&
 	    (json_object_get(msg, "result") != NULL ||
 	    json_object_get(msg, "error") != NULL);
-}
-
-/*
- * The SSE events complete so far, kept in x->pending: delivering here, in
- * libcurl's write callback, could send requests or close the transfer from
- * inside libcurl. deliver_pending() hands them on afterwards.
- */
-static void
-sse_collect(struct hx *x)
-{
-	json_t *msg;
-	size_t i, from;
-
-	if (x->pending == NULL && (x->pending = json_array()) == NULL)
-		return;
-	from = json_array_size(x->pending);
-	sse_drain(x, x->pending);
-	for (i = from; i < json_array_size(x->pending); i++) {
-		msg = json_array_get(x->pending, i);
-		if (answers(x, msg))
-			x->answered = true;
-	}
 }
 
 /* An answered stream still open after its grace: nothing more on it is for
@@ -338,17 +245,48 @@ deliver_pending(struct br *br)
 	}
 }
 
+/*
+ * libcurl's body callback. An SSE answer goes through its reader as it
+ * arrives; its messages wait in x->pending, since delivering here, inside
+ * libcurl, could send requests or close the transfer (deliver_pending hands
+ * them on once libcurl has returned). Once the request is answered the
+ * rest of the stream is not for us. A JSON answer is kept whole. Returning
+ * less than len (too big, no memory) aborts the transfer.
+ */
 static size_t
 on_write(char *data, size_t sz, size_t n, void *arg)
 {
 	struct hx *x = arg;
-	size_t len = sz * n;
+	size_t len = sz * n, i, from;
+	char *ct = NULL, *p;
 
+	if (!x->typed) {
+		x->typed = true;
+		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+		if (ct != NULL)
+			snprintf(x->ctype, sizeof(x->ctype), "%s", ct);
+		x->sse = ct != NULL && strncasecmp(ct, "text/event-stream",
+		    17) == 0;
+		if (x->sse && (x->sse_rd = br_sse_new(BR_LINE_MAX)) == NULL)
+			return 0;
+	}
+	if (x->sse) {
+		if (x->answered)
+			return len;
+		if (x->pending == NULL && (x->pending = json_array()) == NULL)
+			return 0;
+		from = json_array_size(x->pending);
+		if (br_sse_feed(x->sse_rd, data, len, x->pending) == -1)
+			return 0;
+		for (i = from; i < json_array_size(x->pending); i++)
+			if (answers(x, json_array_get(x->pending, i)))
+				x->answered = true;
+		return len;
+	}
 	if (x->len + len > BR_LINE_MAX)
-		return 0;	/* aborts the transfer */
+		return 0;
 	if (x->len + len + 1 > x->cap) {
 		size_t cap = x->cap ? x->cap : 8192;
-		char *p;
 
 		while (cap < x->len + len + 1)
 			cap *= 2;
@@ -359,17 +297,6 @@ on_write(char *data, size_t sz, size_t n, void *arg)
 	}
 	memcpy(x->buf + x->len, data, len);
 	x->len += len;
-	if (x->len > 0 && x->used == 0 && x->ctype[0] == '\0') {
-		char *ct = NULL;
-
-		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
-		if (ct != NULL)
-			snprintf(x->ctype, sizeof(x->ctype), "%s", ct);
-		x->sse = ct != NULL && strncasecmp(ct, "text/event-stream",
-		    17) == 0;
-	}
-	if (x->sse && !x->answered)
-		sse_collect(x);
 	return len;
 }
 
@@ -430,11 +357,9 @@ hx_done(struct br *br, struct hx *x, CURLcode rc)
 		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
 			u->session = strdup(x->session);
 		if (x->sse) {
-			/* The stream's end ends its last event. */
-			if (x->len > x->used)
-				(void)on_write("\n\n", 1, 2, x);
-			else
-				sse_collect(x);
+			if (x->sse_rd != NULL && (x->pending != NULL ||
+			    (x->pending = json_array()) != NULL))
+				br_sse_end(x->sse_rd, x->pending);
 			if (x->pending != NULL)
 				json_array_extend(msgs, x->pending);
 		} else if (x->len > 0 && (msg = json_loadb(x->buf, x->len,

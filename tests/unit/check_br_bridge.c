@@ -44,6 +44,7 @@
 #include <jansson.h>
 
 #include "gateway/bridge/bridge.h"
+#include "gateway/bridge/br_int.h"
 #include "gateway/ev.h"
 #include "gateway/log.h"
 
@@ -2304,6 +2305,114 @@ START_TEST(test_upstream_unknown_version)
 }
 END_TEST
 
+/*
+ * The SSE reader, by table: what an upstream's answer stream yields, as the
+ * "id"s of its messages in order ("n" for one without), both before the
+ * stream ends (complete events only) and after. Each stream is fed whole
+ * and one byte at a time, which must not matter.
+ */
+static const struct sse_case {
+	const char	*in;
+	const char	*before, *after;
+} sse_cases[] = {
+	/* LF, CR LF and lone CR line ends. */
+	{ "data: {\"id\":1}\n\n", "1", "1" },
+	{ "event: message\r\ndata: {\"id\":1}\r\n\r\n", "1", "1" },
+	{ "data: {\"id\":1}\r\rdata: {\"id\":2}\r\r", "1,2", "1,2" },
+	/* A CR ends its line at once (the LF of a CR LF may come later). */
+	{ "data: {\"id\":1}\r\n\r", "1", "1" },
+	{ "data: {\"id\":1}\r\r\ndata: {\"id\":2}\n\r\n", "1,2", "1,2" },
+	/* Unterminated last event: counts only at the end. */
+	{ "data: {\"id\":1}\n\ndata: {\"id\":2}", "1", "1,2" },
+	{ "data: {\"id\":1}\n", "", "1" },
+	/* A message split over data: lines; "data" alone is an empty line. */
+	{ "data: {\"id\":\ndata: 3}\n\n", "3", "3" },
+	{ "data: [1,\ndata\ndata: 2]\n\n", "n", "n" },
+	/* Priming event, comments, id/retry fields: no message. */
+	{ ": open\n\nid: 7\ndata:\n\nretry: 5\n\n", "", "" },
+	/* Not JSON, or two values: skipped, the stream goes on. */
+	{ "data: nope\n\ndata: {\"a\":1}{\"b\":2}\n\ndata: {\"id\":4}\n\n",
+	    "4", "4" },
+	/* Duplicate keys are refused like everywhere else. */
+	{ "data: {\"id\":1,\"id\":2}\n\n", "", "" },
+	/* "data:" needs the colon at once; other fields are ignored. */
+	{ "datax: {\"id\":1}\n\nDATA: {\"id\":2}\n\n", "", "" },
+	/* Blank lines in a row, and an event after a CR CR LF. */
+	{ "\n\n\n\ndata: {\"id\":5}\r\r\ndata: {\"id\":6}\n\n", "5,6", "5,6" },
+	{ "", "", "" },
+};
+
+static void
+sse_ids(json_t *msgs, char *buf, size_t len)
+{
+	json_t *m, *id;
+	size_t i, at = 0;
+
+	buf[0] = '\0';
+	json_array_foreach(msgs, i, m) {
+		id = json_object_get(m, "id");
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "," : "",
+		    "");
+		if (json_is_integer(id))
+			at += (size_t)snprintf(buf + at, len - at, "%lld",
+			    (long long)json_integer_value(id));
+		else
+			at += (size_t)snprintf(buf + at, len - at, "n");
+	}
+}
+
+START_TEST(test_sse_reader)
+{
+	const struct sse_case *c = &sse_cases[_i];
+	size_t n = strlen(c->in), i, step;
+	char got[64];
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		struct br_sse *rd = br_sse_new(1 << 20);
+		json_t *out = json_array();
+
+		ck_assert(rd != NULL && out != NULL);
+		step = pass == 0 ? (n ? n : 1) : 1;
+		for (i = 0; i < n; i += step)
+			ck_assert_int_eq(br_sse_feed(rd, c->in + i,
+			    step < n - i ? step : n - i, out), 0);
+		sse_ids(out, got, sizeof(got));
+		ck_assert_msg(strcmp(got, c->before) == 0,
+		    "case %d pass %d before end: got \"%s\", want \"%s\"", _i,
+		    pass, got, c->before);
+		br_sse_end(rd, out);
+		sse_ids(out, got, sizeof(got));
+		ck_assert_msg(strcmp(got, c->after) == 0,
+		    "case %d pass %d at end: got \"%s\", want \"%s\"", _i,
+		    pass, got, c->after);
+		br_sse_free(rd);
+		json_decref(out);
+	}
+}
+END_TEST
+
+/* The stream's bound: what would exceed it is refused whole (the transfer
+ * is then aborted), and what was taken before stays. */
+START_TEST(test_sse_bound)
+{
+	static const char ev[] = "data: {\"id\":1}\n\n";
+	struct br_sse *rd = br_sse_new(sizeof(ev) - 1 + 4);
+	json_t *out = json_array();
+
+	ck_assert_int_eq(br_sse_feed(rd, ev, sizeof(ev) - 1, out), 0);
+	ck_assert_int_eq(json_array_size(out), 1);
+	ck_assert_int_eq(br_sse_feed(rd, "data: {}\n\n", 10, out), -1);
+	ck_assert_int_eq(br_sse_feed(rd, ": x\n", 4, out), 0);
+	ck_assert_int_eq(br_sse_feed(rd, "d", 1, out), -1);
+	br_sse_end(rd, out);
+	ck_assert_int_eq(json_array_size(out), 1);
+	br_sse_free(rd);
+	br_sse_free(NULL);
+	json_decref(out);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static Suite *
@@ -2350,6 +2459,9 @@ bridge_suite(void)
 	    sizeof(proto_cases) / sizeof(proto_cases[0]));
 	tcase_add_loop_test(parse, test_rpc_parse, 0,
 	    sizeof(rpc_cases) / sizeof(rpc_cases[0]));
+	tcase_add_loop_test(parse, test_sse_reader, 0,
+	    sizeof(sse_cases) / sizeof(sse_cases[0]));
+	tcase_add_test(parse, test_sse_bound);
 	suite_add_tcase(s, parse);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);

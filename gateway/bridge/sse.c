@@ -1,0 +1,158 @@
+/*
+ * sse: the reader of the Server-Sent Events streams an MCP server may answer
+ * a POST with (transports.mdx, Streamable HTTP). It exists apart from the
+ * HTTP client so that the one property the client relies on can be tested
+ * and fuzzed by itself: a stream yields the same messages however the
+ * network splits it, and yields each as soon as its event is complete, so
+ * that an answer in a stream the server keeps open is not held back.
+ *
+ * Lines end in CR LF, LF or a lone CR (a CR ends its line at once, and an LF
+ * that follows it, perhaps in the next read, is part of the same end, so
+ * an event is never held back waiting for a byte). An event ends
+ * at a blank line; its data: lines, joined by LF, are one JSON-RPC message.
+ * id:, event:, retry: and comments need nothing from us (we never resume a
+ * stream). Data that is not one JSON value is skipped: the request it
+ * should have answered then times out, which is the caller's failure path.
+ * Consumed bytes are dropped, so memory holds at most one unfinished event;
+ * the whole stream is bounded by the max given at creation.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/bridge/br_int.h"
+
+struct br_sse {
+	char	*buf;		/* unconsumed bytes */
+	size_t	 len, cap;
+	size_t	 folded;	/* buf[..folded] has its line ends as LF */
+	bool	 cr;		/* the last byte folded was a CR */
+	size_t	 total, max;	/* bytes fed so far, and the bound */
+};
+
+struct br_sse *
+br_sse_new(size_t max)
+{
+	struct br_sse *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->max = max;
+	return s;
+}
+
+void
+br_sse_free(struct br_sse *s)
+{
+	if (s == NULL)
+		return;
+	free(s->buf);
+	free(s);
+}
+
+/* One event (its lines, LF-separated, without the blank line): the JSON
+ * value of its data, appended to out. */
+static void
+event(const char *ev, size_t len, json_t *out)
+{
+	const char *p = ev, *e, *v, *end = ev + len;
+	char *data;
+	size_t dl = 0;
+	bool any = false;
+	json_t *msg;
+	json_error_t jerr;
+
+	if ((data = malloc(len + 1)) == NULL)
+		return;
+	while (p < end) {
+		if ((e = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			e = end;
+		v = NULL;
+		if ((size_t)(e - p) >= 5 && memcmp(p, "data:", 5) == 0) {
+			v = p + 5;
+			if (v < e && *v == ' ')
+				v++;
+		} else if (e - p == 4 && memcmp(p, "data", 4) == 0)
+			v = e;		/* a field name alone: empty value */
+		if (v != NULL) {
+			if (any)
+				data[dl++] = '\n';
+			memcpy(data + dl, v, (size_t)(e - v));
+			dl += (size_t)(e - v);
+			any = true;
+		}
+		p = e + 1;
+	}
+	/* A priming event (an id and empty data) carries no message. */
+	if (dl > 0 && (msg = json_loadb(data, dl, JSON_REJECT_DUPLICATES,
+	    &jerr)) != NULL)
+		json_array_append_new(out, msg);
+	free(data);
+}
+
+/*
+ * Folds the new line ends into LF and consumes every complete event. A CR
+ * ends its line at once; an LF right after it (possibly in the next feed)
+ * is the same line end and is dropped. At the stream's end an event the
+ * server did not close with a blank line still counts: its data is all
+ * there.
+ */
+static void
+drain(struct br_sse *s, json_t *out, bool end)
+{
+	size_t i, j, p = 0;
+	const char *sep;
+
+	for (i = j = s->folded; i < s->len; i++) {
+		if (s->buf[i] == '\n' && s->cr) {
+			s->cr = false;
+			continue;
+		}
+		s->cr = s->buf[i] == '\r';
+		s->buf[j++] = s->cr ? '\n' : s->buf[i];
+	}
+	s->len = s->folded = j;
+	if (s->len == 0)
+		return;
+	while ((sep = memmem(s->buf + p, s->len - p, "\n\n", 2)) != NULL) {
+		event(s->buf + p, (size_t)(sep - (s->buf + p)), out);
+		p = (size_t)(sep - s->buf) + 2;
+	}
+	if (end && p < s->len) {
+		event(s->buf + p, s->len - p, out);
+		p = s->len;
+	}
+	if (p > 0)
+		memmove(s->buf, s->buf + p, s->len - p);
+	s->len -= p;
+	s->folded = s->len;
+}
+
+int
+br_sse_feed(struct br_sse *s, const char *data, size_t len, json_t *out)
+{
+	size_t cap;
+	char *nb;
+
+	if (len > s->max - s->total)
+		return -1;
+	if (s->len + len > s->cap) {
+		cap = s->cap ? s->cap : 4096;
+		while (cap < s->len + len)
+			cap *= 2;
+		if ((nb = realloc(s->buf, cap)) == NULL)
+			return -1;
+		s->buf = nb;
+		s->cap = cap;
+	}
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+	s->total += len;
+	drain(s, out, false);
+	return 0;
+}
+
+void
+br_sse_end(struct br_sse *s, json_t *out)
+{
+	drain(s, out, true);
+}
