@@ -268,6 +268,9 @@ int	br_result_process(struct br *br, const struct pol_policy *p,
 	    json_t *result, const json_t *tool);
 /* br_redact_string: *out a new redacted copy and the count (> 0), 0 and
  * *out NULL when nothing matched, -1 on failure. */
+/* br_holds_credential: does s contain a credential Sluice holds for an
+ * upstream (the ones redaction replaces)? */
+bool	br_holds_credential(const struct br *br, const char *s);
 int	br_redact_string(struct br *br, const struct pol_policy *p,
 	    const char *in, char **out);
 

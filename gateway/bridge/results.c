@@ -27,6 +27,21 @@
 #include "gateway/bridge/br_int.h"
 
 #define REDACTED	"[REDACTED]"
+/* Too short a secret would shred every text: shorter ones are not used. */
+#define SECRET_MIN	4
+
+bool
+br_holds_credential(const struct br *br, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < br->nsecrets; i++)
+		if (br->secrets[i] != NULL &&
+		    strlen(br->secrets[i]) >= SECRET_MIN &&
+		    strstr(s, br->secrets[i]) != NULL)
+			return true;
+	return false;
+}
 
 int
 br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
@@ -43,8 +58,7 @@ br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
 		return -1;
 	for (i = 0; i < br->nsecrets; i++) {
 		sec = br->secrets[i];
-		/* Too short a secret would shred every text. */
-		if (sec == NULL || (slen = strlen(sec)) < 4)
+		if (sec == NULL || (slen = strlen(sec)) < SECRET_MIN)
 			continue;
 		while ((hit = strstr(cur, sec)) != NULL) {
 			len = strlen(cur);

@@ -67,19 +67,6 @@ drift(struct br_up *u, const char *name, const char *pin, const char *what)
 	br_finding(u->br, BR_EV_TOOL_DRIFT, NULL, u->srv->name, name, detail);
 }
 
-/* Does the serialised definition s hold a credential Sluice holds? */
-static bool
-holds_credential(const struct br *br, const char *s)
-{
-	size_t i;
-
-	for (i = 0; i < br->nsecrets; i++)
-		if (br->secrets[i] != NULL && strlen(br->secrets[i]) >= 4 &&
-		    strstr(s, br->secrets[i]) != NULL)
-			return true;
-	return false;
-}
-
 static void
 finalize(struct br_up *u, int ok)
 {
@@ -112,14 +99,14 @@ finalize(struct br_up *u, int ok)
 				free(s);
 				continue;
 			}
-			if (holds_credential(u->br, s)) {
+			if (br_holds_credential(u->br, s)) {
 				/* Through drift() for its one finding per
 				 * change; kept out of tools and pins, so it
 				 * is unknown to listing and calling alike.
 				 * The finding and the log name the tool
 				 * unless the name is where the credential
 				 * is. */
-				drift(u, holds_credential(u->br, name) ?
+				drift(u, br_holds_credential(u->br, name) ?
 				    "(a name carrying the credential)" : name,
 				    pin, "carries a credential Sluice holds "
 				    "for this server");

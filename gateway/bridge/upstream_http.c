@@ -38,7 +38,6 @@ struct hx {
 	bool			 sse, typed;
 	bool			 is_init;
 	char			 session[128];
-	char			 ctype[64];
 };
 
 static void	check_done(struct br *br);
@@ -179,6 +178,14 @@ br_http_close(struct br_up *u)
 	}
 }
 
+/* An initialize answered with an Mcp-Session-Id opens the session. */
+static void
+take_session(struct hx *x)
+{
+	if (x->is_init && x->session[0] != '\0' && x->up->session == NULL)
+		x->up->session = strdup(x->session);
+}
+
 /* True when msg answers the request transfer x carried. */
 static bool
 answers(const struct hx *x, json_t *msg)
@@ -232,9 +239,7 @@ deliver_pending(struct br *br)
 		msgs = x->pending;
 		x->pending = NULL;
 		if (x->answered) {
-			if (x->is_init && x->session[0] != '\0' &&
-			    u->session == NULL)
-				u->session = strdup(x->session);
+			take_session(x);
 			if (x->grace == NULL && (x->grace = ev_timer_add(
 			    br->loop, ANSWERED_GRACE_MS, on_grace, x)) == NULL)
 				hx_free(br, x);
@@ -263,8 +268,6 @@ on_write(char *data, size_t sz, size_t n, void *arg)
 	if (!x->typed) {
 		x->typed = true;
 		curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
-		if (ct != NULL)
-			snprintf(x->ctype, sizeof(x->ctype), "%s", ct);
 		x->sse = ct != NULL && strncasecmp(ct, "text/event-stream",
 		    17) == 0;
 		if (x->sse && (x->sse_rd = br_sse_new(BR_LINE_MAX)) == NULL)
@@ -342,8 +345,7 @@ hx_done(struct br *br, struct hx *x, CURLcode rc)
 	else if (x->answered) {
 		/* What broke after the answer (a stream cut) is no
 		 * failure; what is still pending goes out now. */
-		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
-			u->session = strdup(x->session);
+		take_session(x);
 		if (x->pending != NULL)
 			json_array_extend(msgs, x->pending);
 	} else if (rc != CURLE_OK)
@@ -354,8 +356,7 @@ hx_done(struct br *br, struct hx *x, CURLcode rc)
 	else if (status != 200 && status != 202 && status != 204)
 		snprintf(why, sizeof(why), "HTTP status %ld", status);
 	else {
-		if (x->is_init && x->session[0] != '\0' && u->session == NULL)
-			u->session = strdup(x->session);
+		take_session(x);
 		if (x->sse) {
 			if (x->sse_rd != NULL && (x->pending != NULL ||
 			    (x->pending = json_array()) != NULL))
