@@ -2,9 +2,12 @@
 # lines unless V=1, dependency files, PREFIX/DESTDIR for install.
 #
 #   make            build/sluiced and build/sluice (optimised, -Werror)
-#   make test       deps, ASan+UBSan build, unit suites and end-to-end scenarios
+#   make test       deps, cppcheck, ASan+UBSan build, unit suites and
+#                   end-to-end scenarios, then memcheck over the unit suites
 #   make demo       the guided demo (examples/demo/)
 #   make bench      benchmarks against the anchors (tests/bench/)
+#   make lint       cppcheck over every C file (part of make test)
+#   make valgrind   unit suites and fuzz targets under memcheck (in make test)
 #
 # Module objects are grouped so that a unit suite links only the module it
 # tests (check_policy* -> policy/, check_audit* -> audit/, check_ns*/check_fw*
@@ -77,7 +80,8 @@ unit_deps = $(strip \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
   $(LIB_OBJ)))))
 
-.PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins
+.PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \
+        lint valgrind
 all: $(B)/sluiced $(B)/sluice
 
 $(B)/sluiced: $(B)/obj/gateway/sluiced.o $(LIB_OBJ)
@@ -113,10 +117,31 @@ deps:
 	$(Q)tests/deps.sh
 
 # The test build is separate (build/asan) so `make` and `make test` never
-# mix objects built with different flags.
+# mix objects built with different flags. Lint first: it is the fastest to
+# fail; memcheck last, over the suites it can run (see valgrind below).
 test: deps
+	$(Q)$(MAKE) --no-print-directory lint
 	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins
 	$(Q)tests/run.sh all build/asan
+	$(Q)$(MAKE) --no-print-directory valgrind
+
+# cppcheck's findings fail the build; tests/lint/ holds its macro
+# definitions and the suppressions, each with its reason.
+LINT_DIRS := policy audit netns gateway tests/unit tests/fuzz tests/bench
+lint:
+	$(Q)echo "== lint: cppcheck"
+	$(Q)cppcheck -q -j2 --std=c11 -D_GNU_SOURCE -I. \
+	    --enable=warning,portability,performance --inline-suppr \
+	    --library=posix --library=tests/lint/sluice.cfg \
+	    --suppressions-list=tests/lint/suppressions.txt \
+	    --error-exitcode=1 $(LINT_DIRS)
+
+# Memcheck over the unit suites that need no kernel state and the fuzz
+# targets, built without sanitizers (build/valgrind): what ASan cannot see,
+# such as reads of uninitialised memory. See tests/lint/valgrind.sh.
+valgrind:
+	$(Q)$(MAKE) --no-print-directory B=build/valgrind unit-bins fuzz-bins
+	$(Q)tests/lint/valgrind.sh build/valgrind
 
 unit:
 	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins

@@ -101,12 +101,16 @@ print_json(json_t *o)
 static const char *
 default_subject(void)
 {
-	const char *u = getenv("SUDO_USER");
-	struct passwd *pw;
+	static char	 buf[1024];
+	static struct passwd pwd;
+	const char	*u = getenv("SUDO_USER");
+	struct passwd	*pw = NULL;
 
 	if (u != NULL && sbx_subject_valid(u))
 		return u;
-	if ((pw = getpwuid(getuid())) != NULL && sbx_subject_valid(pw->pw_name))
+	/* The reentrant form: nothing else can overwrite the result. */
+	if (getpwuid_r(getuid(), &pwd, buf, sizeof(buf), &pw) == 0 &&
+	    pw != NULL && sbx_subject_valid(pw->pw_name))
 		return pw->pw_name;
 	return "unknown";
 }

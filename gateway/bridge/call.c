@@ -330,8 +330,6 @@ on_result(void *arg, json_t *msg, const char *err)
 			    c->dec.res[i].budget, c->dec.res[i].window_s,
 			    now_s, 0, 0, len) == -1;
 		if (bad || br_db_commit(br) == -1) {
-			if (!bad)
-				bad = 1;
 			br_db_rollback(br);
 			json_decref(c->result);
 			c->result = NULL;

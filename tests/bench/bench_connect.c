@@ -88,10 +88,13 @@ serve(const struct sockaddr_in *sin, const char *ready)
 	    bind(s, (const struct sockaddr *)sin, sizeof(*sin)) == -1 ||
 	    listen(s, 4096) == -1) {
 		perror("bench_connect: listen");
+		if (s != -1)
+			close(s);
 		return 1;
 	}
 	if ((f = fopen(ready, "w")) == NULL || fclose(f) == EOF) {
 		perror(ready);
+		close(s);
 		return 1;
 	}
 	for (;;) {

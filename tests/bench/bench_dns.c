@@ -89,6 +89,16 @@ build(uint8_t *buf, uint16_t id, unsigned idx, const char *suffix)
 	return o;
 }
 
+/* ask: builds that query in buf and sends it on connected socket s (a
+ * lost send shows up as an unanswered query, counted by the caller). */
+static void
+ask(int s, uint8_t *buf, uint16_t id, unsigned idx, const char *suffix)
+{
+	size_t	len = build(buf, id, idx, suffix);
+
+	(void)send(s, buf, len, 0);
+}
+
 /* good: a NOERROR response with an answer. */
 static int
 good(const uint8_t *p, ssize_t n)
@@ -285,7 +295,7 @@ main(int argc, char **argv)
 		start = now_us();
 		for (k = 0; k < win; k++) {
 			ids[k] = (uint16_t)((seq++ << 10) | k);
-			send(s, q, build(q, ids[k], idx++ % names, suffix), 0);
+			ask(s, q, ids[k], idx++ % names, suffix);
 			t0[k] = now_us();
 			sent++;
 		}
@@ -300,8 +310,7 @@ main(int argc, char **argv)
 					continue;
 				err++;
 				ids[k] = (uint16_t)((seq++ << 10) | k);
-				send(s, q, build(q, ids[k], idx++ % names,
-				    suffix), 0);
+				ask(s, q, ids[k], idx++ % names, suffix);
 				t0[k] = t;
 				sent++;
 			}
@@ -318,7 +327,7 @@ main(int argc, char **argv)
 			else
 				err++;
 			ids[k] = (uint16_t)((seq++ << 10) | k);
-			send(s, q, build(q, ids[k], idx++ % names, suffix), 0);
+			ask(s, q, ids[k], idx++ % names, suffix);
 			t0[k] = now_us();
 			sent++;
 		}

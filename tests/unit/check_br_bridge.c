@@ -2073,7 +2073,7 @@ cmp_double(const void *a, const void *b)
 static double
 median_echo(int port, const char *path, const char *sid, int n, bool direct)
 {
-	double t[64];
+	double t[64] = { 0 };	/* n == 0 then yields 0, not garbage */
 	struct timespec a, b;
 	struct curl_slist *l = NULL;
 	struct resp r;
@@ -2121,7 +2121,7 @@ median_echo(int port, const char *path, const char *sid, int n, bool direct)
 static double
 median_stdio_direct(int n)
 {
-	double t[64];
+	double t[64] = { 0 };	/* n == 0 then yields 0, not garbage */
 	struct timespec a, b;
 	int in[2], out[2], i;
 	pid_t pid;
@@ -2170,7 +2170,7 @@ median_stdio_direct(int n)
 static double
 median_bridge_noop(const char *sid, int n)
 {
-	double t[64];
+	double t[64] = { 0 };	/* n == 0 then yields 0, not garbage */
 	struct timespec a, b;
 	struct curl_slist *l = NULL;
 	struct resp r;

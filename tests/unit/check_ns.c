@@ -436,6 +436,7 @@ settings_wrong(const struct ns_spec *s)
 	size_t	i;
 	int	fd;
 
+	memset(host, 0, sizeof(host));
 	snprintf(host[0].path, sizeof(host[0].path),
 	    "/proc/sys/net/ipv6/conf/%s/disable_ipv6", s->host_if);
 	host[0].want = "1\n";

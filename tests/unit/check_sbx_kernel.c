@@ -392,7 +392,10 @@ records_of(int kind, const char *id)
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		size_t n = (size_t)sqlite3_column_bytes(st, 0);
 
-		ck_assert_ptr_nonnull(out = realloc(out, len + n + 2));
+		char *grown = realloc(out, len + n + 2);
+
+		ck_assert_ptr_nonnull(grown);
+		out = grown;
 		memcpy(out + len, sqlite3_column_blob(st, 0), n);
 		len += n;
 		out[len++] = '\n';
