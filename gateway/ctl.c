@@ -57,6 +57,7 @@ struct ctl_req {
 	char			*path;
 	char			*body_buf;
 	size_t			 body_len, body_cap;
+	size_t			 drained;	/* refused bytes read so far */
 	int			 too_big;
 	json_t			*body;
 	char			*pathbuf;		/* split copy of path */
@@ -665,18 +666,27 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return MHD_YES;
 	}
 	if (r->state == REQ_QUEUED) {
+		/* Answered already (a 413 sent before the body): read on only
+		 * up to the drain bound, then drop the connection, so that no
+		 * client holds one of the few connections by sending without
+		 * end. */
+		if (r->too_big && (r->drained += *upload_size) > CTL_DRAIN_MAX)
+			return MHD_NO;
 		*upload_size = 0;
 		return MHD_YES;
 	}
 	if (*upload_size != 0) {
 		/* A chunked body has no length up front: count as it
-		 * arrives, keep nothing past the cap. */
+		 * arrives, keep nothing past the cap, and read a refused one
+		 * only up to the drain bound. */
 		if (!r->too_big && r->body_len + *upload_size > CTL_BODY_MAX) {
 			r->too_big = 1;
 			free(r->body_buf);
 			r->body_buf = NULL;
 			r->body_len = r->body_cap = 0;
 		}
+		if (r->too_big && (r->drained += *upload_size) > CTL_DRAIN_MAX)
+			return MHD_NO;
 		if (!r->too_big) {
 			if (r->body_len + *upload_size > r->body_cap) {
 				size_t cap = r->body_cap ? r->body_cap : 1024;

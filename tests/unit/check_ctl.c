@@ -795,6 +795,75 @@ START_TEST(oversized_body_413)
 }
 END_TEST
 
+/* A chunked body without end: what a client sends, counted by libcurl's
+ * read callback; it stops at limit. */
+struct flood {
+	size_t	sent, limit;
+};
+
+static size_t
+flood_read(char *buf, size_t sz, size_t n, void *arg)
+{
+	struct flood *f = arg;
+	size_t len = sz * n;
+
+	if (f->sent >= f->limit)
+		return 0;
+	if (len > f->limit - f->sent)
+		len = f->limit - f->sent;
+	memset(buf, ' ', len);
+	f->sent += len;
+	return len;
+}
+
+/* A refused body is read only up to the drain bound, chunked or not: a
+ * client streaming without end is cut off instead of holding one of the
+ * control connections forever, and the API keeps serving. */
+START_TEST(refused_body_drain_bounded)
+{
+	struct flood f = { 0, (size_t)64 * 1024 * 1024 };
+	struct curl_slist *h = NULL;
+	struct resp r;
+	CURL *c = curl_easy_init();
+	CURLcode cc;
+	int chunked = _i;
+
+	memset(&r, 0, sizeof(r));
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
+	curl_easy_setopt(c, CURLOPT_URL, "http://localhost/v1/echo");
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, flood_read);
+	curl_easy_setopt(c, CURLOPT_READDATA, &f);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+	h = curl_slist_append(h, "Expect:");
+	h = curl_slist_append(h, "Content-Type: application/json");
+	if (chunked)
+		h = curl_slist_append(h, "Transfer-Encoding: chunked");
+	else
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)f.limit);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	cc = curl_easy_perform(c);
+	if (cc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	/* Cut off (or answered 413) well before the 64 MiB were sent. */
+	ck_assert_msg(f.sent < (size_t)16 * 1024 * 1024,
+	    "server read %zu bytes of a refused body (curl: %d, status %ld)",
+	    f.sent, (int)cc, r.status);
+	ck_assert_msg(cc != CURLE_OK || r.status == 413, "status %ld",
+	    r.status);
+	free(r.body);
+	get("/v1/ping", &r);
+	ck_assert_int_eq(r.status, 200);
+	resp_free(&r);
+}
+END_TEST
+
 START_TEST(bad_content_length_413)
 {
 	struct resp r;
@@ -1058,6 +1127,7 @@ ctl_suite(void)
 	tcase_add_test(lim, body_cap_boundary);
 	tcase_add_test(lim, oversized_body_413);
 	tcase_add_test(lim, bad_content_length_413);
+	tcase_add_loop_test(lim, refused_body_drain_bounded, 0, 2);
 	tcase_add_loop_test(lim, wrong_content_type_415, 0,
 	    sizeof(bad_types) / sizeof(bad_types[0]));
 	tcase_add_test(lim, route_registration_errors);
