@@ -502,6 +502,18 @@ ctl_reply_error(struct ctl_req *r, unsigned status, const char *code,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	o = json_pack("{s:s, s:s}", "error", code, "message", msg);
+	if (o == NULL) {
+		size_t i;
+
+		/* Not UTF-8: quoted input cut inside a character (by a
+		 * precision or by the buffer). Keep the answer's status and
+		 * show such bytes as '?' rather than turn it into a 500. */
+		for (i = 0; msg[i] != '\0'; i++)
+			if ((unsigned char)msg[i] < 0x20 ||
+			    (unsigned char)msg[i] >= 0x7f)
+				msg[i] = '?';
+		o = json_pack("{s:s, s:s}", "error", code, "message", msg);
+	}
 	return ctl_reply_json(r, status, o);
 }
 

@@ -711,10 +711,23 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 	free(fk);
 	if (rc == -1)
 		return -1;
-	s->rec.tainted = 1;
-	if (sbx_db_set_tainted(m->db, id, err, errlen) == -1)
+	/* Tainted only once the row says so: a taint the state database
+	 * lost would hand a restart that cannot adopt the table the full
+	 * egress back. On failure the kernel stays narrowed (fw_restrict is
+	 * idempotent), the caller withholds what tainted, and the next
+	 * taint tries the row again. */
+	if (sbx_db_set_tainted(m->db, id, err, errlen) == -1) {
 		log_warnx("sandbox %s: taint not persisted: %s", id, err);
-	sbx_event("sandbox.taint", id, s, "keep=%zu", nk);
+		errno = EIO;
+		return -1;
+	}
+	s->rec.tainted = 1;
+	if (sbx_event("sandbox.taint", id, s, "keep=%zu", nk) == -1) {
+		snprintf(err, errlen, "the taint's audit record was not "
+		    "committed");
+		errno = EIO;
+		return -1;
+	}
 	return 0;
 }
 
@@ -1140,7 +1153,15 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		goto fail;
 	}
 	made_fw = 1;
-	if (sbx_db_insert(m->db, &s->rec, msg, sizeof(msg)) == -1) {
+	/* The id and the slot are free in memory, so a row holding either
+	 * is stale: one whose delete failed (the database was locked or
+	 * full then). Left in place it would refuse every later create
+	 * that draws the same lowest free slot. */
+	if (sbx_db_insert(m->db, &s->rec, msg, sizeof(msg)) == -1 &&
+	    (errno != EEXIST ||
+	    sbx_db_purge(m->db, s->rec.id, s->rec.index, msg,
+	    sizeof(msg)) == -1 ||
+	    sbx_db_insert(m->db, &s->rec, msg, sizeof(msg)) == -1)) {
 		status = 500, code = "state_db";
 		goto fail;
 	}
@@ -1193,7 +1214,10 @@ fail:
 	if (status >= 500 || status == 409)
 		log_warnx("sandbox create%s%s: %s: %s", r.id[0] ? " " : "",
 		    r.id, code, msg);
-	*reply = json_pack("{s:s, s:s}", "error", code, "message", msg);
+	/* rec_string: msg may quote input cut inside a UTF-8 character,
+	 * which a plain "s" would refuse, turning this 4xx into a 500. */
+	*reply = json_pack("{s:s, s:o}", "error", code, "message",
+	    rec_string(msg));
 	return status;
 }
 

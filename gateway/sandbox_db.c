@@ -155,6 +155,30 @@ sbx_db_delete(struct sqlite3 *db, const char *id, char *err, size_t errlen)
 }
 
 int
+sbx_db_purge(struct sqlite3 *db, const char *id, uint32_t index, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE id = ?1 OR "
+	    "idx = ?2", -1, &st, NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, "purge");
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, index);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		db_err(db, err, errlen, "purge");
+		sqlite3_finalize(st);
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+int
 sbx_db_set_tainted(struct sqlite3 *db, const char *id, char *err,
     size_t errlen)
 {

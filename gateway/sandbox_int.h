@@ -38,6 +38,11 @@ void		 sbx_db_close(struct sqlite3 *db);
  * duplicate id or index). */
 int		 sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r,
 		    char *err, size_t errlen);
+/* sbx_db_purge: deletes the rows holding id or slot index (stale rows a
+ * failed delete left behind; the caller knows both free). 0, or -1 with
+ * err. */
+int		 sbx_db_purge(struct sqlite3 *db, const char *id,
+		    uint32_t index, char *err, size_t errlen);
 /* sbx_db_delete: the row of id; a missing row is not an error. */
 int		 sbx_db_delete(struct sqlite3 *db, const char *id, char *err,
 		    size_t errlen);

@@ -257,6 +257,25 @@ START_TEST(test_lifecycle)
 	ck_assert_uint_eq(create("{\"policy\":\"nope\",\"subject\":\"a\"}",
 	    &r), 422);
 	json_decref(r);
+	/* An unknown member whose name the message cuts inside a UTF-8
+	 * character is still a 400 with a readable message, not a 500. */
+	{
+		char big[200];
+		size_t k = 0;
+		int j;
+
+		k += (size_t)snprintf(big, sizeof(big), "{\"a");
+		for (j = 0; j < 32; j++)
+			k += (size_t)snprintf(big + k, sizeof(big) - k,
+			    "\xc3\xa9");
+		snprintf(big + k, sizeof(big) - k, "\":1}");
+		ck_assert_uint_eq(create(big, &r), 400);
+		ck_assert_str_eq(json_string_value(json_object_get(r,
+		    "error")), "bad_request");
+		ck_assert_ptr_nonnull(strstr(json_string_value(
+		    json_object_get(r, "message")), "unknown member"));
+		json_decref(r);
+	}
 	ck_assert_uint_eq(sbx_count(m), 1);
 	ck_assert_int_eq(count_pins(), 1);
 
@@ -299,6 +318,89 @@ START_TEST(test_lifecycle)
 	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, ENOENT);
 	ck_assert_uint_eq(sbx_count(m), 0);
+	stop();
+}
+END_TEST
+
+/* Holds the state database locked (another connection inside an
+ * exclusive transaction) so that the daemon's writes fail after their
+ * busy timeout, as with an operator's sqlite3 shell or a backup. */
+static sqlite3 *
+state_lock(void)
+{
+	sqlite3 *db;
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/state/state.db", sdir);
+	ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE,
+	    NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL,
+	    NULL), SQLITE_OK);
+	return db;
+}
+
+static void
+state_unlock(sqlite3 *db)
+{
+	ck_assert_int_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* The state database refusing a write: a delete that could not remove its
+ * row must not block the slot for every later create, and a taint that
+ * could not be saved is not reported done (the kernel stays narrowed; the
+ * next try saves it), so a restart cannot hand the full egress back. */
+START_TEST(test_state_db_locked)
+{
+	struct sbx_view v;
+	sqlite3 *lk;
+	json_t *r;
+	char a[40], b[40], err[256], text[160];
+
+	if (!isolated)
+		return;
+	start("locked", 2);
+	snprintf(a, sizeof(a), "k%ld-la", (long)getpid());
+	snprintf(b, sizeof(b), "k%ld-lb", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", a);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+
+	/* Taint with the row locked: refused, not marked; then saved. */
+	lk = state_lock();
+	ck_assert_int_eq(sbx_taint(m, a, err, sizeof(err)), -1);
+	state_unlock(lk);
+	ck_assert_int_eq(sbx_lookup_id(m, a, &v), 0);
+	ck_assert(!v.tainted);
+	ck_assert_int_eq(sbx_taint(m, a, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_lookup_id(m, a, &v), 0);
+	ck_assert(v.tainted);
+	sbx_free(m);
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(sbx_lookup_id(m, a, &v), 0);
+	ck_assert(v.tainted);
+
+	/* Delete with the row locked: the sandbox goes, its row stays. */
+	lk = state_lock();
+	ck_assert_int_eq(sbx_delete(m, a, err, sizeof(err)), 0);
+	state_unlock(lk);
+	ck_assert_uint_eq(sbx_count(m), 0);
+	/* The next create draws the same slot and still succeeds. */
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", b);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	/* A restart sees only the live one. */
+	sbx_free(m);
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_uint_eq(sbx_count(m), 1);
+	ck_assert_int_eq(sbx_lookup_id(m, b, &v), 0);
+	ck_assert_int_eq(sbx_lookup_id(m, a, &v), -1);
+	ck_assert_int_eq(sbx_delete(m, b, err, sizeof(err)), 0);
 	stop();
 }
 END_TEST
@@ -769,6 +871,7 @@ kernel_suite(void)
 	tcase_add_test(tl, test_kernel_refuses);
 	tcase_add_test(tl, test_audit_down);
 	tcase_add_test(tl, test_fw_update_bad);
+	tcase_add_test(tl, test_state_db_locked);
 	suite_add_tcase(s, tl);
 	return s;
 }
