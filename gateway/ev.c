@@ -37,6 +37,8 @@ struct ev_loop {
 	struct ev_timer	**heap;
 	size_t		  nheap, capheap;
 	uint64_t	  order;
+	int		  in_timers;	/* run_timers is running callbacks */
+	uint64_t	  timers_now;	/* the clock it read when it began */
 };
 
 uint64_t
@@ -228,11 +230,17 @@ ev_timer_add(struct ev_loop *l, uint64_t ms, ev_timer_cb *cb, void *arg)
 /* A deadline of 0 is always due and sorts before every real deadline, so a
  * deferred job runs in the run_timers that follows this iteration's fd
  * callbacks (they are dispatched before run_timers, and run_timers takes
- * every entry whose order is below the counter it read when it started). */
+ * every entry whose order is below the counter it read when it started).
+ * A job deferred by a timer or deferred callback runs in the next
+ * iteration instead; it gets the deadline run_timers began with, so that
+ * it sorts after every timer already due: at the top of the heap it would
+ * end this run_timers (its order is past the limit) and hold back due
+ * timers for as long as each iteration defers again, as the DNS proxy
+ * does on every answer. */
 struct ev_timer *
 ev_defer(struct ev_loop *l, ev_timer_cb *cb, void *arg)
 {
-	return timer_push(l, 0, cb, arg);
+	return timer_push(l, l->in_timers ? l->timers_now : 0, cb, arg);
 }
 
 void
@@ -256,6 +264,8 @@ run_timers(struct ev_loop *l)
 {
 	uint64_t now = ev_now_ms(), limit = l->order;
 
+	l->in_timers = 1;
+	l->timers_now = now;
 	while (l->nheap > 0 && l->heap[0]->when <= now &&
 	    l->heap[0]->order < limit) {
 		struct ev_timer *t = l->heap[0];
@@ -268,6 +278,7 @@ run_timers(struct ev_loop *l)
 		if (cb != NULL)
 			cb(l, arg);
 	}
+	l->in_timers = 0;
 }
 
 static int

@@ -203,6 +203,69 @@ START_TEST(defer_from_timer_and_defer)
 }
 END_TEST
 
+/* Jobs that defer again every iteration must not hold back due timers:
+ * an fd always ready defers a job, which defers another (the DNS proxy's
+ * answer path does this on every answer). A 1 ms timer must still fire;
+ * the iteration bound turns the bug into a failure instead of a hang. */
+#define SPIN_MAX	2000000
+
+static void
+spin_inner_cb(struct ev_loop *loop, void *arg)
+{
+	(void)loop;
+	(void)arg;
+}
+
+static void
+spin_outer_cb(struct ev_loop *loop, void *arg)
+{
+	ck_assert_ptr_nonnull(ev_defer(loop, spin_inner_cb, arg));
+}
+
+static void
+spin_fd_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct st *s = arg;
+
+	(void)fd;
+	(void)events;
+	if (++s->fdcalls >= SPIN_MAX)
+		ev_stop(loop);
+	else
+		ck_assert_ptr_nonnull(ev_defer(loop, spin_outer_cb, s));
+}
+
+static void
+spin_timer_cb(struct ev_loop *loop, void *arg)
+{
+	struct st *s = arg;
+
+	s->timers++;
+	ev_stop(loop);
+}
+
+START_TEST(defer_chain_does_not_starve_timers)
+{
+	struct st s;
+
+	memset(&s, 0, sizeof(s));
+	s.loop = ev_new();
+	ck_assert_ptr_nonnull(s.loop);
+	ck_assert_int_eq(pipe(s.pipes[0]), 0);
+	ck_assert_int_eq(write(s.pipes[0][1], "x", 1), 1);	/* never read */
+	ck_assert_int_eq(ev_add(s.loop, s.pipes[0][0], EV_READ, spin_fd_cb,
+	    &s), 0);
+	ck_assert_ptr_nonnull(ev_timer_add(s.loop, 1, spin_timer_cb, &s));
+	ck_assert_int_eq(ev_run(s.loop), 0);
+	ck_assert_msg(s.timers == 1, "the timer never fired in %d iterations",
+	    s.fdcalls);
+	ck_assert_int_lt(s.fdcalls, SPIN_MAX);
+	ev_del(s.loop, s.pipes[0][0]);
+	close_pipes(&s, 1);
+	ev_free(s.loop);
+}
+END_TEST
+
 /* A pending deferred job is freed with the loop (ASan's leak check). */
 START_TEST(defer_pending_freed_with_loop)
 {
@@ -250,6 +313,7 @@ main(void)
 	tcase_add_test(tc, defer_cancelled_never_runs);
 	tcase_add_test(tc, defer_from_timer_and_defer);
 	tcase_add_test(tc, defer_pending_freed_with_loop);
+	tcase_add_test(tc, defer_chain_does_not_starve_timers);
 	suite_add_tcase(s, tc);
 	tcase_add_test(tl, ev_bad_arguments);
 	suite_add_tcase(s, tl);
