@@ -41,6 +41,7 @@
 #include "gateway/log.h"
 
 #define DNS_HDR			12
+#define DNS_OPT_LEN		11	/* our OPT record (put_opt) */
 #define DNS_MAX_QUERY		4096	/* larger "queries" are hostile */
 #define DNS_MAX_MSG		65535
 #define DNS_UDP_BURST		64	/* datagrams per wakeup, for fairness */
@@ -149,6 +150,7 @@ struct dns_conn {
 	size_t			 inflight;
 	bool			 eof;		/* client half-closed */
 	struct ev_timer		*idle;
+	bool			 moved;		/* output written since idle armed */
 };
 
 struct dns_bucket {
@@ -352,8 +354,25 @@ out:
 
 /* --------------------------------------------------------------- answers */
 
+/*
+ * Makes room for n more bytes at b's position. ldns_buffer_write_* never
+ * grow a buffer (they only assert that there is room, and write past the
+ * end when asserts are compiled out), while ldns_rr2buffer_wire grows it
+ * just enough for each record, so an answer can end anywhere up to its
+ * capacity: every ldns_buffer_write_* here comes after this. false when
+ * an earlier write failed or the memory cannot be had; b's status then
+ * says so (ldns_buffer_reserve sets it), and every sender checks the
+ * status before anything leaves.
+ */
+static bool
+buf_room(ldns_buffer *b, size_t n)
+{
+	return ldns_buffer_status_ok(b) && ldns_buffer_reserve(b, n);
+}
+
 /* Header + the client's question (+ OPT when the client used EDNS). Every
- * locally generated answer starts here. */
+ * locally generated answer starts here. On failure writes nothing and
+ * leaves b's status an error (buf_room). */
 static void
 put_head(ldns_buffer *b, const struct dns_query *q, bool has_q, uint8_t rcode,
     bool tc, uint16_t ancount)
@@ -361,6 +380,8 @@ put_head(ldns_buffer *b, const struct dns_query *q, bool has_q, uint8_t rcode,
 	uint16_t flags = 0x8000 | 0x0080 | (q->rd ? 0x0100 : 0) |
 	    (tc ? 0x0200 : 0) | (rcode & 0xf);
 
+	if (!buf_room(b, DNS_HDR + (has_q ? q->qwire_len + 4 : 0)))
+		return;
 	ldns_buffer_write_u16(b, q->id);
 	ldns_buffer_write_u16(b, flags);
 	ldns_buffer_write_u16(b, has_q ? 1 : 0);
@@ -374,9 +395,13 @@ put_head(ldns_buffer *b, const struct dns_query *q, bool has_q, uint8_t rcode,
 	}
 }
 
+/* Our OPT record advertising size. On failure writes nothing and leaves
+ * b's status an error (buf_room). */
 static void
 put_opt(ldns_buffer *b, uint16_t size)
 {
+	if (!buf_room(b, DNS_OPT_LEN))
+		return;
 	ldns_buffer_write_u8(b, 0);		/* root owner */
 	ldns_buffer_write_u16(b, LDNS_RR_TYPE_OPT);
 	ldns_buffer_write_u16(b, size);
@@ -422,6 +447,8 @@ conn_flush(struct dns_conn *cn)
 		}
 		memmove(cn->out, cn->out + n, cn->outlen - (size_t)n);
 		cn->outlen -= (size_t)n;
+		if (n > 0)
+			cn->moved = true;
 	}
 	if (conn_done(cn))
 		return -1;
@@ -540,6 +567,11 @@ reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
 		put_head(tb, q, true, rcode, true, 0);
 		if (q->edns)
 			put_opt(tb, p->cfg.max_udp_size);
+		if (!ldns_buffer_status_ok(tb)) {
+			/* No memory even for the header: nothing to send. */
+			ldns_buffer_free(tb);
+			return;
+		}
 		m = ldns_buffer_begin(tb);
 		len = ldns_buffer_position(tb);
 	}
@@ -634,15 +666,21 @@ synth_answer(struct dns_proxy *p, struct dns_conn *cn,
 	size_t alen = a->family == AF_INET ? 4 : 16;
 
 	if ((b = ldns_buffer_new(DNS_HDR + 300)) == NULL)
-		return;
+		goto fail;
 	put_head(b, q, true, RCODE_NOERROR, false, match ? 1 : 0);
-	if (match) {
+	if (match && buf_room(b, 12 + alen)) {
 		ldns_buffer_write_u16(b, 0xc00c);	/* the question's name */
 		ldns_buffer_write_u16(b, q->qtype);
 		ldns_buffer_write_u16(b, LDNS_RR_CLASS_IN);
 		ldns_buffer_write_u32(b, DNS_SYNTH_TTL);
 		ldns_buffer_write_u16(b, (uint16_t)alen);
 		ldns_buffer_write(b, a->a, alen);
+	}
+	if (q->edns)
+		put_opt(b, p->cfg.max_udp_size);
+	if (!ldns_buffer_status_ok(b))
+		goto fail;
+	if (match) {
 		ev->addrs[0].family = a->family;
 		memcpy(ev->addrs[0].addr, a->a, alen);
 		ev->addrs[0].ttl = DNS_SYNTH_TTL;
@@ -650,12 +688,19 @@ synth_answer(struct dns_proxy *p, struct dns_conn *cn,
 		copystr(ev->addrs[0].cls, sizeof(ev->addrs[0].cls), "service");
 		ev->naddrs = ev->nkept = 1;
 	}
-	if (q->edns)
-		put_opt(b, p->cfg.max_udp_size);
 	ev->rcode = RCODE_NOERROR;
 	record(p, ev, t0);
-	if (ldns_buffer_status_ok(b))
-		reply(p, cn, src, srclen, q, true, b);
+	reply(p, cn, src, srclen, q, true, b);
+	ldns_buffer_free(b);
+	return;
+fail:
+	/* The answer could not be built (no memory): SERVFAIL, recorded as
+	 * such, never a half-written answer. */
+	ev->decision = DNS_DEC_ERROR;
+	ev->rcode = RCODE_SERVFAIL;
+	copystr(ev->reason, sizeof(ev->reason), "no_memory");
+	record(p, ev, t0);
+	reply_simple(p, cn, src, srclen, q, true, RCODE_SERVFAIL);
 	ldns_buffer_free(b);
 }
 
@@ -1261,8 +1306,9 @@ keep_confirmed(const struct pol_policy *pol, const char *name, uint8_t proto,
  * get FW_ELEM_KEEP, confirmed by the pure decision for a tainted sandbox
  * (pol_egress_decide with tainted=true on both ends), so the piece stays
  * usable after a taint and nothing outside the keep-list does. Pieces are
- * disjoint and cover exactly the ranges of ports. Returns the count
- * (at most max; ranges past it are left out, which only narrows).
+ * disjoint and cover exactly the ranges of ports. Rules of protocols other
+ * than TCP and UDP (ICMP) yield no piece (see ports_learnable). Returns the
+ * count (at most max; ranges past it are left out, which only narrows).
  */
 static size_t
 dns_port_segments(const struct pol_policy *pol, const char *name,
@@ -1275,19 +1321,10 @@ dns_port_segments(const struct pol_policy *pol, const char *name,
 	for (i = 0; i < nports && n < max; i++) {
 		uint32_t cur = ports[i].port_lo, hi = ports[i].port_hi;
 
-		/* Rules without ports (ICMP) are one piece: kept when a
-		 * keep entry names the same protocol. */
-		if (cur == 0 && hi == 0) {
-			out[n].proto = ports[i].proto;
-			out[n].lo = out[n].hi = 0;
-			out[n].flags = 0;
-			for (k = 0; k < nkeep; k++)
-				if (keep[k].proto == ports[i].proto &&
-				    keep[k].port_lo == 0 && keep[k].port_hi == 0)
-					out[n].flags = FW_ELEM_KEEP;
-			n++;
+		/* The kernel learns TCP and UDP elements only. */
+		if (ports[i].proto != IPPROTO_TCP &&
+		    ports[i].proto != IPPROTO_UDP)
 			continue;
-		}
 		while (cur <= hi && n < max) {
 			uint32_t end = hi, next = hi + 1;
 			bool in = false;
@@ -1322,6 +1359,26 @@ dns_port_segments(const struct pol_policy *pol, const char *name,
 		}
 	}
 	return n;
+}
+
+/*
+ * ports_learnable: keeps, in order, only the TCP and UDP rules of
+ * r[0..n) and returns their count. A learned element is an address with
+ * a protocol and a port range, and the firewall takes TCP and UDP ones
+ * only (fw_learn refuses any other, failing the whole answer). ICMP to a
+ * name is not opened by learning: the firewall's ICMP allowance is by
+ * address (CIDR rules). So a name's ICMP rule neither reaches learn nor
+ * stops the name resolving and its TCP/UDP rules being learned.
+ */
+static size_t
+ports_learnable(struct pol_net_rule *r, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (r[i].proto == IPPROTO_TCP || r[i].proto == IPPROTO_UDP)
+			r[k++] = r[i];
+	return k;
 }
 
 static bool
@@ -1415,6 +1472,7 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 	struct pol_net_rule ports[DNS_MAX_PORTS], kports[DNS_MAX_PORTS];
 	struct dns_seg segs[DNS_MAX_SEGS];
 	size_t nkports, nsegs, elcap;
+	uint64_t tmo;
 	bool grew;
 	ldns_rdf *qn;
 
@@ -1455,6 +1513,8 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 	    in->c->tainted, ports, DNS_MAX_PORTS);
 	if (nports > DNS_MAX_PORTS)
 		nports = DNS_MAX_PORTS;
+	/* Also before addr_keep, which decides with the first of them. */
+	nports = ports_learnable(ports, nports);
 	/* The taint keep-list is asked for also while the sandbox is not
 	 * tainted: elements learned now must still work right after a
 	 * taint narrows it (FW_ELEM_KEEP). */
@@ -1462,6 +1522,7 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 	    kports, DNS_MAX_PORTS);
 	if (nkports > DNS_MAX_PORTS)
 		nkports = DNS_MAX_PORTS;
+	nkports = ports_learnable(kports, nkports);
 	nsegs = dns_port_segments(in->c->policy, q->qname, ports, nports,
 	    kports, nkports, segs, DNS_MAX_SEGS);
 	out->keep = calloc(nan + 1, sizeof(*out->keep));
@@ -1532,7 +1593,17 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 			ea->kept = true;
 		ev->nkept++;
 		out->keep[i] = true;
-		out->ttls[i] = clamp_ttl(lim, ttl);
+		/* In milliseconds the clamped TTL may not fit 32 bits (max_ttl
+		 * can be years), and 0 (min_ttl 0 and an upstream TTL 0) is
+		 * an element fw_learn refuses: the element lives at least a
+		 * second and at most UINT32_MAX ms, and the TTL the sandbox
+		 * gets is cut to that below. */
+		tmo = (uint64_t)clamp_ttl(lim, ttl) * 1000u;
+		if (tmo < 1000)
+			tmo = 1000;
+		if (tmo > UINT32_MAX)
+			tmo = UINT32_MAX;
+		out->ttls[i] = (uint32_t)(tmo / 1000u);
 		for (k = 0; k < nsegs; k++) {
 			struct fw_elem *e = &out->el[nel++];
 
@@ -1543,9 +1614,10 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 			e->port_lo = segs[k].lo;
 			e->port_hi = segs[k].hi;
 			e->flags = segs[k].flags;
-			e->timeout_ms = out->ttls[i] * 1000u;
+			e->timeout_ms = (uint32_t)tmo;
 		}
-		/* The sandbox's cache must not outlive the kernel element. */
+		/* The sandbox's cache must not outlive the kernel element:
+		 * no longer than it lives, nor than the upstream said. */
 		if (ttl < out->ttls[i])
 			out->ttls[i] = ttl;
 	}
@@ -1927,6 +1999,15 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 static void	conn_touch(struct dns_conn *);
 
+/*
+ * conn_idle: the idle timer of cn fired (nothing was read for tcp_idle_ms).
+ * Idle means the client is silent and we owe it nothing: then cn is
+ * closed. A query still upstream, or queued output that is moving, keeps
+ * it for another period. Queued output of which not one byte went out in
+ * a whole period means a client that does not read: it is closed too, or
+ * it would keep its slot of max_tcp_conns (shared by every sandbox) for
+ * ever.
+ */
 static void
 conn_idle(struct ev_loop *loop, void *arg)
 {
@@ -1934,7 +2015,10 @@ conn_idle(struct ev_loop *loop, void *arg)
 
 	(void)loop;
 	cn->idle = NULL;
-	/* Idle means the client is silent and we owe it nothing. */
+	if (cn->outlen > 0 && !cn->moved) {
+		conn_close(cn);
+		return;
+	}
 	if (cn->inflight > 0 || cn->outlen > 0) {
 		conn_touch(cn);
 		return;
@@ -1942,9 +2026,12 @@ conn_idle(struct ev_loop *loop, void *arg)
 	conn_close(cn);
 }
 
+/* conn_touch: (re)arm cn's idle timer for tcp_idle_ms, and start counting
+ * the output's progress afresh for that period (conn_idle). */
 static void
 conn_touch(struct dns_conn *cn)
 {
+	cn->moved = false;
 	ev_timer_cancel(cn->p->loop, cn->idle);
 	cn->idle = ev_timer_add(cn->p->loop, cn->p->cfg.tcp_idle_ms,
 	    conn_idle, cn);

@@ -205,7 +205,10 @@ struct ldns_struct_pkt;
  * classify every A/AAAA of the asked type with policy/ (always-denied
  * classes, private ranges without an explicit allow and explicit denies
  * are removed), and for each kept address make one element per port
- * segment the name is allowed on, with timeout clamp(TTL, min, max). Adds
+ * segment the name is allowed on over TCP or UDP (ICMP rules for a name
+ * are not learned: the firewall allows ICMP by address), with timeout
+ * clamp(TTL, min, max) kept within [1 s, UINT32_MAX ms]; a kept address's
+ * record gets a TTL no longer than its elements live. Adds
  * the answered addresses to ev (addrs, naddrs, nkept, nremoved, finding).
  * 0 with *out filled (release with dns_filter_out_free), or -1 (ENOMEM)
  * with *out empty. pkt is not modified.
