@@ -666,7 +666,7 @@ cli_audit(int argc, char **argv)
 	/* Subcommands parse their own options from argv[1]. */
 	argc--;
 	argv++;
-	optind = 1;
+	optind = 0;	/* 0, not 1: also resets getopt's "+" mode left from sluice.c */
 	if (strcmp(sub, "verify") == 0)
 		return cmd_verify(argc, argv);
 	if (strcmp(sub, "keygen") == 0)

@@ -429,7 +429,7 @@ int
 cli_run(int argc, char **argv)
 {
 	json_t *body = json_object(), *reply = NULL;
-	struct sigaction sa, old_int, old_term;
+	struct sigaction sa, old_int, old_term, old_hup, old_quit;
 	sigset_t block, oldmask;
 	struct target t;
 	const char *id;
@@ -453,11 +453,14 @@ cli_run(int argc, char **argv)
 		json_decref(body);
 		return usage_run();
 	}
-	/* From before the sandbox exists until the child runs, SIGINT and
-	 * SIGTERM wait: whichever comes, the sandbox is removed. */
+	/* From before the sandbox exists until the child runs, SIGINT,
+	 * SIGTERM, SIGHUP (the terminal or ssh session gone) and SIGQUIT
+	 * wait: whichever comes, the sandbox is removed. */
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &block, &oldmask);
 	rc = request("run", "POST", "/v1/sandboxes", body, 201, &reply);
 	json_decref(body);
@@ -494,6 +497,8 @@ cli_run(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGHUP, &sa, &old_hup);
+	sigaction(SIGQUIT, &sa, &old_quit);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 	while (waitpid(pid, &st, 0) == -1) {
 		if (errno != EINTR) {
@@ -505,6 +510,8 @@ cli_run(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+	sigaction(SIGQUIT, &old_quit, NULL);
 	if (WIFEXITED(st))
 		rc = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))

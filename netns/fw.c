@@ -212,7 +212,7 @@ fw_new(char *err, size_t errlen)
 	/* Zeroed: libmnl sends attribute padding as it finds it. */
 	if ((fw->buf = calloc(1, FW_BUFSZ)) == NULL)
 		goto fail;
-	if ((fw->nl = mnl_socket_open(NETLINK_NETFILTER)) == NULL)
+	if ((fw->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) == NULL)
 		goto fail;
 	if (mnl_socket_bind(fw->nl, 0, MNL_SOCKET_AUTOPID) == -1)
 		goto fail;

@@ -119,6 +119,9 @@ check_eq "proof starts with the tlog-proof header" "c2sp.org/tlog-proof@v1" \
 out=$("$SLUICE" audit check-proof --key "$VK" "$T/7.proof" 2>&1); rc=$?
 check_eq "check-proof accepts a good proof" 0 "$rc"
 check_match "check-proof prints the record" '"seq":7' "$out"
+# Options after the file are options too (GNU order), as for any command.
+"$SLUICE" audit check-proof "$T/7.proof" --key "$VK" >/dev/null 2>&1
+check_eq "check-proof takes --key after the file" 0 "$?"
 sed '2s/^extra ./extra A/' "$T/7.proof" >"$T/bad.proof"
 if cmp -s "$T/7.proof" "$T/bad.proof"; then
 	sed '2s/^extra ./extra B/' "$T/7.proof" >"$T/bad.proof"

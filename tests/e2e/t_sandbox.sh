@@ -164,24 +164,28 @@ check_fails "run: the sandbox is gone from ls" grep -qw "$rid" <<<"$(ls_ids)"
 check_fails "run: its namespace is gone" test -e "/run/netns/sluice-$rid"
 check_eq "run: no link left" "$before" "$(hostlinks)"
 check_eq "run: no row left" 0 "$(sqlite3 "$DB" "SELECT count(*) FROM sandboxes WHERE id = '$rid'")"
-# SIGTERM to `sluice run` reaches the command, and the sandbox still goes.
-ids0=$(ls_ids)
-nsenter --net="/run/netns/$WORLD_HOST_NS" -- \
-    "$SLUICE" -s "$WORLD_SOCK" run --policy web -- sleep 60 >/dev/null 2>&1 &
-rp=$!
-cleanup_push "kill -KILL $rp"
-ids_changed() { [ "$(ls_ids)" != "$ids0" ]; }
-if wait_for 20 ids_changed; then
-	rid2=$(for i in $(ls_ids); do grep -qw -- "$i" <<<"$ids0" || echo "$i"; done)
-	kill -TERM "$rp"
-	wait "$rp"
-	check_eq "run: SIGTERM gives 128+15" 143 "$?"
-	check_fails "run: the sandbox is gone after SIGTERM" grep -qw "$rid2" <<<"$(ls_ids)"
-	check_fails "run: its namespace is gone after SIGTERM" \
-	    test -e "/run/netns/sluice-$rid2"
-else
-	not_ok "run: the sandbox of a running command is listed"
-fi
+# SIGTERM to `sluice run` reaches the command, and the sandbox still goes;
+# so does SIGHUP (a terminal or ssh session that went away).
+for sig in TERM:143 HUP:129; do
+	sn=${sig%%:*} want=${sig#*:}
+	ids0=$(ls_ids)
+	nsenter --net="/run/netns/$WORLD_HOST_NS" -- \
+	    "$SLUICE" -s "$WORLD_SOCK" run --policy web -- sleep 60 >/dev/null 2>&1 &
+	rp=$!
+	cleanup_push "kill -KILL $rp"
+	ids_changed() { [ "$(ls_ids)" != "$ids0" ]; }
+	if wait_for 20 ids_changed; then
+		rid2=$(for i in $(ls_ids); do grep -qw -- "$i" <<<"$ids0" || echo "$i"; done)
+		kill -"$sn" "$rp"
+		wait "$rp"
+		check_eq "run: SIG$sn gives 128+its number" "$want" "$?"
+		check_fails "run: the sandbox is gone after SIG$sn" grep -qw "$rid2" <<<"$(ls_ids)"
+		check_fails "run: its namespace is gone after SIG$sn" \
+		    test -e "/run/netns/sluice-$rid2"
+	else
+		not_ok "run: the sandbox of a running command is listed (SIG$sn)"
+	fi
+done
 sl run --policy nope -- true 2>/dev/null
 check_eq "run: unknown policy fails" 1 "$?"
 sl run --policy web 2>/dev/null

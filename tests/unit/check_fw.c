@@ -36,6 +36,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1928,6 +1929,41 @@ START_TEST(test_bad_learn)
 }
 END_TEST
 
+/* Descriptors of this process not marked close-on-exec. */
+static int
+count_inheritable(void)
+{
+	struct dirent *de;
+	DIR *d;
+	int n = 0, fd, fl;
+
+	ck_assert_ptr_nonnull(d = opendir("/proc/self/fd"));
+	while ((de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		if ((fl = fcntl(fd, F_GETFD)) != -1 && !(fl & FD_CLOEXEC))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The netfilter socket is close-on-exec: the stdio MCP servers sluiced
+ * starts must not inherit it (one could steal the kernel's replies and
+ * hang or fail the daemon's batches). */
+START_TEST(test_socket_cloexec)
+{
+	struct fw *f;
+	char err[256];
+	int before = count_inheritable();
+
+	ck_assert_ptr_nonnull(f = fw_new(err, sizeof(err)));
+	ck_assert_int_eq(count_inheritable(), before);
+	fw_free(f);
+}
+END_TEST
+
 START_TEST(test_null_and_free)
 {
 	WORLD();
@@ -2055,6 +2091,7 @@ fw_suite(void)
 	tcase_add_test(tc, test_overlapping_rules);
 	tcase_add_test(tc, test_bad_learn);
 	tcase_add_test(tc, test_null_and_free);
+	tcase_add_test(tc, test_socket_cloexec);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("Bench");
