@@ -202,8 +202,11 @@ struct aud_log;
  */
 struct aud_log	*aud_open(const struct aud_opts *o, char *err, size_t errlen);
 /* aud_close: writes log.close and a final checkpoint, stops the writer and
- * runs every pending callback. NULL is a no-op. */
-void		 aud_close(struct aud_log *l);
+ * runs every pending callback. Returns the number of accepted records that
+ * are neither in the log nor counted in a log.gap (0 unless the database
+ * refused even the final gap, e.g. locked or full at shutdown), for the
+ * caller to report. NULL is a no-op (0). */
+uint64_t	 aud_close(struct aud_log *l);
 /*
  * aud_submit_async: queue one record; never blocks on I/O. fields (a JSON
  * object, always stolen) holds kind-specific fields; the writer adds v,

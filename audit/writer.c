@@ -90,6 +90,8 @@ struct aud_log {
 	struct aud_tree	*tree;
 	uint8_t		 prev[AUD_HASH_LEN];
 	uint64_t	 next_seq;
+	uint64_t	 committed_seq;	/* next_seq after the last commit; mu */
+	uint64_t	 unwritten;	/* lost at close, not even a gap */
 	char		 origin[256];
 	struct aud_key	*key;
 	uint64_t	 last_ckpt_size;
@@ -481,6 +483,8 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 		    (int64_t)l->ckpt_ms * 1000000;
 	}
 	pthread_mutex_lock(&l->mu);
+	if (ok)
+		l->committed_seq = l->next_seq;
 	if (!ok) {
 		l->failures++;
 		/* Neither the drop count nor the async records of a failed
@@ -621,8 +625,24 @@ writer_main(void *arg)
 		}
 		while (l->qh == NULL && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
-		if (l->qh == NULL && l->stop)
+		if (l->qh == NULL && l->stop) {
+			/* A failed last batch left records only as counts
+			 * meant for a later log.gap: one more try, gap only,
+			 * before the writer ends; what still cannot be
+			 * written is handed to aud_close's caller. */
+			if (l->drop_pending > 0 || l->werr_pending > 0) {
+				lost = l->drop_pending;
+				from = l->drop_from;
+				to = l->drop_to;
+				werr = l->werr_pending;
+				l->drop_pending = l->werr_pending = 0;
+				pthread_mutex_unlock(&l->mu);
+				(void)process(l, NULL, lost, from, to, werr);
+				pthread_mutex_lock(&l->mu);
+			}
+			l->unwritten = l->drop_pending + l->werr_pending;
 			break;
+		}
 		/*
 		 * Group commit. By default a batch closes as soon as the queue
 		 * is drained: records that arrive during one commit's fsync
@@ -928,10 +948,11 @@ aud_next_seq(const struct aud_log *l)
 {
 	uint64_t n;
 
-	/* next_seq moves in the writer between batches; lock for a clean
-	 * read rather than a torn one. */
+	/* The writer moves next_seq without the lock while it builds a
+	 * batch (and winds it back if the batch fails); what it published
+	 * under the lock after a commit is what other threads may read. */
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
-	n = l->next_seq;
+	n = l->committed_seq;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
 	return n;
 }
@@ -953,17 +974,16 @@ check_last_ckpt(struct aud_log *l, uint64_t n, char *err, size_t errlen)
 	}
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		keys[0] = l->key;
+		/* Signed by an earlier key (rotation) or unsigned: parsed
+		 * without a key, and the checks below apply all the same
+		 * (verify judges keys; this judges the records). */
 		if (aud_ckpt_parse(sqlite3_column_blob(st, 1),
 		    (size_t)sqlite3_column_bytes(st, 1), keys, l->key ? 1 : 0,
-		    &ck, err, errlen) == -1) {
-			/* Signed by an earlier key (rotation) or unsigned:
-			 * the root must still match; verify judges keys. */
-			if (errno != EPERM || aud_ckpt_parse(
-			    sqlite3_column_blob(st, 1),
-			    (size_t)sqlite3_column_bytes(st, 1), NULL, 0, &ck,
-			    err, errlen) == -1)
-				rc = -1;
-		}
+		    &ck, err, errlen) == -1 && (errno != EPERM ||
+		    aud_ckpt_parse(sqlite3_column_blob(st, 1),
+		    (size_t)sqlite3_column_bytes(st, 1), NULL, 0, &ck,
+		    err, errlen) == -1))
+			rc = -1;
 		else if (strcmp(ck.origin, l->origin) != 0 || ck.size > n ||
 		    (uint64_t)sqlite3_column_int64(st, 0) != ck.size ||
 		    aud_root_at(ck.size, aud_store_subtree, l->db, root) == -1 ||
@@ -1142,7 +1162,7 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		errno = EBADMSG;
 		goto fail;
 	}
-	l->next_seq = n;
+	l->next_seq = l->committed_seq = n;
 	if (n > 0) {
 		if (sqlite3_prepare_v2(l->db, "SELECT rec_hash FROM records "
 		    "WHERE seq = ?", -1, &st, NULL) != SQLITE_OK)
@@ -1208,11 +1228,13 @@ fail:
 	return NULL;
 }
 
-void
+uint64_t
 aud_close(struct aud_log *l)
 {
+	uint64_t lost;
+
 	if (l == NULL)
-		return;
+		return 0;
 	if (l->started) {
 		enqueue(l, "log.close", json_object(), 0, NULL, NULL, 1);
 		pthread_mutex_lock(&l->mu);
@@ -1223,5 +1245,7 @@ aud_close(struct aud_log *l)
 		l->started = 0;
 	}
 	aud_dispatch(l);
+	lost = l->unwritten;
 	free_log(l);
+	return lost;
 }

@@ -267,6 +267,8 @@ rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
 void
 rec_close(struct rec *r)
 {
+	uint64_t lost;
+
 	if (r == NULL)
 		return;
 	if (cur == r)
@@ -277,7 +279,10 @@ rec_close(struct rec *r)
 	 * the log, and their cursors say where to resume. */
 	close_sinks(r);
 	/* aud_close runs the pending done callbacks itself. */
-	aud_close(r->log);
+	if ((lost = aud_close(r->log)) > 0)
+		log_warnx("audit: %llu records could not be written at "
+		    "shutdown, not even as a gap (database locked, full or "
+		    "failing)", (unsigned long long)lost);
 	free(r->db_path);
 	free(r);
 }

@@ -531,6 +531,30 @@ START_TEST(test_write_error_gap)
 }
 END_TEST
 
+/* The database refusing the last batch before close: the async records
+ * it held are neither silently gone nor pretended written; aud_close
+ * reports them (after one more try as a gap), so the daemon can say so. */
+START_TEST(test_close_unwritten_counted)
+{
+	struct aud_log *l = open_log(af_dbpath, 0);
+	sqlite3 *h;
+	int i;
+
+	ck_assert_int_eq(aud_sync(l), 0);	/* log.open is in */
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+	    SQLITE_OK);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(aud_submit_async(l, "net.deny",
+		    json_object()), 0);
+	/* The three, and the log.close record aud_close itself wrote. */
+	ck_assert_uint_eq(aud_close(l), 4);
+	ck_assert_int_eq(sqlite3_exec(h, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	ck_assert_uint_eq(aud_close(NULL), 0);
+}
+END_TEST
+
 START_TEST(test_triggers_guard)
 {
 	sqlite3 *h;
@@ -685,9 +709,21 @@ START_TEST(test_tamper_truncate)
 		struct aud_opts o = { 0 };
 		char err[256];
 
+		struct aud_key *k2 = aud_key_new(af_origin, NULL, 0);
+		char k2path[160];
+
 		o.db_path = tdb;
 		o.key_path = af_keypath;
 		ck_assert_ptr_null(aud_open(&o, err, sizeof(err)));
+		/* Nor with another key (after a rotation): the records are
+		 * judged whoever signed the checkpoint. */
+		ck_assert_ptr_nonnull(k2);
+		snprintf(k2path, sizeof(k2path), "%s/key-other.pem", af_dir);
+		ck_assert_int_eq(aud_key_save(k2, k2path, NULL, 0), 0);
+		aud_key_free(k2);
+		o.key_path = k2path;
+		ck_assert_ptr_null(aud_open(&o, err, sizeof(err)));
+		ck_assert_ptr_nonnull(strstr(err, "rewritten or truncated"));
 	}
 }
 END_TEST
@@ -1039,6 +1075,7 @@ main(void)
 	tcase_add_test(lim, test_submit_refuses);
 	tcase_add_test(lim, test_overflow_gap);
 	tcase_add_test(lim, test_write_error_gap);
+	tcase_add_test(lim, test_close_unwritten_counted);
 	tcase_set_timeout(lim, 300);
 	tcase_add_checked_fixture(tam, tamper_setup, tamper_teardown);
 	tcase_add_test(tam, test_untampered_external);
