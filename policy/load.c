@@ -1020,6 +1020,12 @@ pol_tool_approval_timeout_ms(const struct pol_policy *p)
 	return p->approval_timeout_s * 1000;
 }
 
+bool
+pol_tool_audit_digest(const struct pol_policy *p)
+{
+	return p == NULL || p->audit_digest;
+}
+
 /* ------------------------------------------------------------ sets */
 
 struct pol_set {

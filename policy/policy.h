@@ -445,6 +445,12 @@ bool	pol_tool_visible_q(const struct pol_policy *p,
 	    const struct pol_tool_q *q, const char **reason);
 /* pol_tool_approval_timeout_ms: how long an `ask` is held. */
 uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
+/* pol_tool_audit_digest: does the policy's `mcp.audit_args: digest` keep
+ * the arguments of every call out of its records (their digest only)? The
+ * same for all of the policy's calls, decided or not, so that a call denied
+ * before any rule is evaluated does not record what a decided one would
+ * hide. NULL: true (nothing known, nothing revealed). */
+bool	pol_tool_audit_digest(const struct pol_policy *p);
 
 /* ------------------------------------------------------------------ pins */
 

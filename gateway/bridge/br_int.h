@@ -30,6 +30,7 @@
 #define BR_MAX_PAGES		50	/* upstream tools/list pages */
 #define BR_SESSIONS_MAX		4096
 #define BR_SESSIONS_PER_SB	64
+#define BR_SESSION_IDLE_MS	(60u * 60 * 1000) /* unused this long: gone */
 #define BR_APPROVALS_MAX	1024
 #define BR_APPROVALS_PER_SB	64
 #define BR_TOOLS_MAX		2000	/* definitions per upstream */
@@ -109,7 +110,9 @@ struct br_up {
 int	br_up_start(struct br_up *u);
 void	br_up_stop(struct br_up *u);
 /* br_up_request: send method(params) (params stolen, may be NULL); cb runs
- * exactly once, from the loop, unless br_up_cancel is called first. */
+ * exactly once, from the loop (never before this returns: a down upstream
+ * is started from the loop too), unless br_up_cancel is called first. NULL
+ * when the request could not be made; cb then never runs. */
 struct br_up_req *br_up_request(struct br_up *u, const char *method,
 	    json_t *params, br_up_cb *cb, void *arg);
 void	br_up_cancel(struct br_up_req *r);
@@ -159,13 +162,17 @@ int	br_tools_load_baseline(struct br_up *u);
 /* ------------------------------------------------------------ sessions */
 
 struct br_session {
-	TAILQ_ENTRY(br_session)	 entry;
+	TAILQ_ENTRY(br_session)	 entry;		/* least recently used
+						   first */
 	char			 id[65];
 	char			 sandbox[64];
 	char			 server[40];
 	char			 version[16];
 	bool			 initialized;
-	uint64_t		 used_ms;
+	uint64_t		 used_ms;	/* ev_now_ms of the last use */
+	unsigned		 inflight;	/* its requests waiting for an
+						   answer: never evicted
+						   while > 0 */
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -239,6 +246,9 @@ struct br_call {
 	char			*rtext;		/* result, serialized once */
 	char			*result_text;	/* serialized JSON-RPC answer */
 	unsigned		 redactions;
+	bool			 taint_done;	/* the answer went out under
+						   narrowed egress (the
+						   record's taints) */
 	char			 result_digest[72];
 	uint64_t		 result_bytes;
 	const char		*decision;	/* "allow" | "deny" */

@@ -166,9 +166,10 @@ struct br;
  * use, a database that does not open); the message never holds a secret. */
 struct br	*br_new(struct ev_loop *loop, const struct br_config *c,
 		    const struct br_hooks *h, char *err, size_t errlen);
-/* br_free: answers parked requests with 503, denies pending approvals
- * (recorded), stops the children (SIGTERM, then SIGKILL) and closes
- * everything. br_free(NULL) is a no-op. */
+/* br_free: denies pending approvals and the calls in flight (forwarded
+ * ones too: the upstream may have acted), each recorded, answers the other
+ * parked requests with 503, stops the children (SIGTERM, then SIGKILL) and
+ * closes everything. br_free(NULL) is a no-op. */
 void		 br_free(struct br *br);
 /* br_port: the TCP port listened on. */
 uint16_t	 br_port(const struct br *br);

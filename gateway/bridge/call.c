@@ -199,7 +199,10 @@ finish(struct br_call *c)
 	ev.session = c->session;
 	ev.server = c->up->srv->name;
 	ev.tool = c->tool;
-	ev.args = c->dec.args_digest_only ? NULL : c->args_json;
+	/* From the policy, not the decision: a call refused before any rule
+	 * ran (unknown tool, drift, visibility) has no decision to ask. */
+	ev.args = pol_tool_audit_digest(c->client.policy) ? NULL :
+	    c->args_json;
 	ev.args_digest = c->args_digest;
 	ev.decision = c->decision;
 	ev.rule = c->rule;
@@ -211,7 +214,7 @@ finish(struct br_call *c)
 	ev.approver_note = c->approver_note;
 	ev.approval = c->approval;
 	ev.classification = c->dec.classification;
-	ev.taints = c->dec.taints && strcmp(c->decision, "allow") == 0;
+	ev.taints = c->taint_done;
 	ev.upstream_latency_us = c->latency_us;
 	ev.result_bytes = c->result_bytes;
 	ev.result_digest = c->result_digest[0] != '\0' ? c->result_digest :
@@ -241,6 +244,43 @@ deny(struct br_call *c, const char *rule, const char *reason,
 
 /* ------------------------------------------------------------ results */
 
+/*
+ * The taint step. Whatever a tainting tool answers (its result, or the text
+ * of the error it returned) is its data: it reaches the sandbox only once
+ * the sandbox's other egress is gone. 0: the answer may be released, and
+ * c->taint_done says whether it taints (egress narrowed now or already).
+ * -1: narrowing failed, and c is denied with the answer withheld (c may be
+ * gone).
+ */
+static int
+taint_step(struct br_call *c)
+{
+	struct br *br = c->br;
+	char detail[320];
+
+	if (!c->dec.taints)
+		return 0;
+	if (!c->client.tainted) {
+		if (br->h.restrict_egress == NULL ||
+		    br->h.restrict_egress(br->h.ctx, c->client.id) == -1) {
+			deny(c, NULL, "taint_failed", "The result is withheld "
+			    "because the sandbox's network could not be "
+			    "narrowed.");
+			return -1;
+		}
+		c->client.tainted = true;
+		snprintf(detail, sizeof(detail), "sandbox %s received %s data "
+		    "from %s/%s; egress narrowed to the taint keep-list",
+		    c->client.id, c->dec.classification != NULL ?
+		    c->dec.classification : "classified", c->up->srv->name,
+		    c->tool);
+		br_finding(br, BR_EV_TAINT, c->client.id, c->up->srv->name,
+		    c->tool, detail);
+	}
+	c->taint_done = true;
+	return 0;
+}
+
 static void
 on_result(void *arg, json_t *msg, const char *err)
 {
@@ -251,6 +291,7 @@ on_result(void *arg, json_t *msg, const char *err)
 	char buf[320], *red;
 	size_t i, len;
 	int red_n;
+	bool theirs = false;
 	uint64_t now_s = (uint64_t)time(NULL);
 
 	c->ureq = NULL;
@@ -261,6 +302,7 @@ on_result(void *arg, json_t *msg, const char *err)
 	if (msg == NULL || !json_is_object(res)) {
 		if (msg != NULL && json_is_object(json_object_get(msg,
 		    "error"))) {
+			theirs = true;
 			emsg = json_string_value(json_object_get(
 			    json_object_get(msg, "error"), "message"));
 			/* The upstream's message can hold anything: redact
@@ -279,6 +321,10 @@ on_result(void *arg, json_t *msg, const char *err)
 			    "reached: %s", err != NULL ? err :
 			    "malformed answer");
 		c->reason = "upstream_error";
+		/* An error the upstream wrote carries its text: taint
+		 * before it is released, as for a result. */
+		if (theirs && taint_step(c) == -1)
+			return;
 		snprintf(c->message, sizeof(c->message), "%.250s", buf);
 		c->result = error_result(buf);
 		finish(c);
@@ -339,27 +385,10 @@ on_result(void *arg, json_t *msg, const char *err)
 		}
 	}
 	/* Taint before release: once the sandbox holds the data, its other
-	 * egress must already be gone. */
-	if (c->dec.taints && !c->client.tainted &&
-	    strcmp(c->reason, "result_too_large") != 0) {
-		if (br->h.restrict_egress == NULL ||
-		    br->h.restrict_egress(br->h.ctx, c->client.id) == -1) {
-			json_decref(c->result);
-			c->result = NULL;
-			deny(c, NULL, "taint_failed", "The result is withheld "
-			    "because the sandbox's network could not be "
-			    "narrowed.");
-			return;
-		}
-		c->client.tainted = true;
-		snprintf(buf, sizeof(buf), "sandbox %s received %s data from "
-		    "%s/%s; egress narrowed to the taint keep-list",
-		    c->client.id, c->dec.classification != NULL ?
-		    c->dec.classification : "classified", c->up->srv->name,
-		    c->tool);
-		br_finding(br, BR_EV_TAINT, c->client.id, c->up->srv->name,
-		    c->tool, buf);
-	}
+	 * egress must already be gone. A result too large to release
+	 * releases nothing. */
+	if (strcmp(c->reason, "result_too_large") != 0 && taint_step(c) == -1)
+		return;
 	finish(c);
 }
 
@@ -788,6 +817,30 @@ br_call_abort_all(struct br *br)
 		c->approver_uid = -1;
 		deny(c, NULL, "shutdown", "Sluice stopped before anyone "
 		    "approved this call.");
+	}
+	/* So are calls the upstream may already have acted on, and calls
+	 * waiting for a listing: nothing a sandbox asked for goes
+	 * unrecorded because Sluice stopped. Their answers will not come
+	 * (the listing waiters are gone, the upstream request is
+	 * cancelled). */
+	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
+		if (c->state != CALL_FORWARDED && c->state != CALL_LISTING)
+			continue;
+		if (c->ureq != NULL) {
+			br_up_cancel(c->ureq);
+			c->ureq = NULL;
+		}
+		if (c->state == CALL_FORWARDED) {
+			/* A latency says it went upstream. */
+			c->latency_us = (int64_t)(now_us() - c->sent_us);
+			c->state = CALL_NEW;
+			deny(c, NULL, "shutdown", "Sluice stopped before the "
+			    "tool answered.");
+		} else {
+			c->state = CALL_NEW;
+			deny(c, NULL, "shutdown", "Sluice stopped before this "
+			    "call could be evaluated.");
+		}
 	}
 	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
 		TAILQ_REMOVE(&br->calls, c, all);

@@ -14,8 +14,12 @@
  * bound to the sandbox and the server path that created it: presented by
  * another sandbox (or on another path) it is unknown (404), never a way in.
  * Authentication is per request (source address + bearer token), never by
- * session. The 2026-07-28 revision drops sessions and initialize: it plugs
- * in at session_check() below, where a request carrying
+ * session. The table is bounded without locking anyone out: a session
+ * unused for BR_SESSION_IDLE_MS expires, a sandbox at BR_SESSIONS_PER_SB
+ * loses its own least recently used one, and a full table gives up one of
+ * the sandbox holding the most; a session with a request in flight is
+ * neither expired nor given up. The 2026-07-28 revision drops sessions and
+ * initialize: it plugs in at session_check() below, where a request carrying
  * MCP-Protocol-Version 2026-07-28 would take its version and capabilities
  * from params._meta instead of a session (and Mcp-Method/Mcp-Name headers
  * would be checked against the body), leaving the rest of the pipeline as
@@ -45,6 +49,8 @@
 #define SLUICE_BR_VERSION	"0.1.0"
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", NULL };
+
+static void	session_hold(struct br *br, const struct br_req *rq, int delta);
 
 /* ------------------------------------------------------------ utilities */
 
@@ -290,6 +296,7 @@ reply_raw(struct br_req *rq, unsigned status, const char *ctype,
 	}
 	if (rq->state == RQ_PARKED) {
 		TAILQ_REMOVE(&rq->br->parked, rq, entry);
+		session_hold(rq->br, rq, -1);
 		rq->state = RQ_RESUMING;
 		mhd_resume(rq->br->mhd, rq->conn);
 	}
@@ -500,24 +507,120 @@ session_free(struct br *br, struct br_session *s)
 	free(s);
 }
 
+/* A request of rq's session starts (delta 1) or stops (-1) waiting for
+ * its answer. By id, not by pointer: the session may be gone meanwhile
+ * (DELETE, a removed sandbox), and then there is nothing to count. */
+static void
+session_hold(struct br *br, const struct br_req *rq, int delta)
+{
+	struct br_session *s;
+
+	if (rq->session[0] == '\0' ||
+	    (s = session_find(br, rq->session)) == NULL)
+		return;
+	if (delta > 0)
+		s->inflight++;
+	else if (s->inflight > 0)
+		s->inflight--;
+}
+
+/* Frees the sessions unused for BR_SESSION_IDLE_MS, except those with a
+ * request in flight. The list is least recently used first: the walk ends
+ * at the first recent one. */
+static void
+session_expire(struct br *br)
+{
+	struct br_session *s, *t;
+	uint64_t now = ev_now_ms();
+
+	TAILQ_FOREACH_SAFE(s, &br->sessions, entry, t) {
+		if (now - s->used_ms < BR_SESSION_IDLE_MS)
+			break;
+		if (s->inflight == 0)
+			session_free(br, s);
+	}
+}
+
+/* qsort order: by sandbox, least recently used first within one. */
+static int
+session_cmp(const void *a, const void *b)
+{
+	const struct br_session *x = *(const struct br_session *const *)a;
+	const struct br_session *y = *(const struct br_session *const *)b;
+	int r;
+
+	if ((r = strcmp(x->sandbox, y->sandbox)) != 0)
+		return r;
+	return x->used_ms < y->used_ms ? -1 : x->used_ms > y->used_ms;
+}
+
+/*
+ * The session to give up when the table is full: the least recently used
+ * idle one of the sandbox that holds the most sessions (ties: the one
+ * unused longest), so that however many sandboxes fill the table, the ones
+ * with few sessions keep them and a new sandbox still gets one. NULL when
+ * every session has a request in flight. Runs only on a full table.
+ */
+static struct br_session *
+session_victim(struct br *br)
+{
+	struct br_session **v, *s, *idle, *best = NULL;
+	size_t i, j, n = 0, bestn = 0;
+
+	if ((v = calloc(br->nsessions, sizeof(*v))) == NULL) {
+		/* Without memory to count: the least recently used idle
+		 * session of anyone. */
+		TAILQ_FOREACH(s, &br->sessions, entry)
+			if (s->inflight == 0)
+				return s;
+		return NULL;
+	}
+	TAILQ_FOREACH(s, &br->sessions, entry)
+		v[n++] = s;
+	qsort(v, n, sizeof(*v), session_cmp);
+	for (i = 0; i < n; i = j) {
+		idle = NULL;
+		for (j = i; j < n && strcmp(v[j]->sandbox, v[i]->sandbox) ==
+		    0; j++)
+			if (idle == NULL && v[j]->inflight == 0)
+				idle = v[j];
+		if (idle != NULL && (j - i > bestn || (j - i == bestn &&
+		    idle->used_ms < best->used_ms))) {
+			best = idle;
+			bestn = j - i;
+		}
+	}
+	free(v);
+	return best;
+}
+
 static struct br_session *
 session_new(struct br *br, struct br_req *rq, const char *version)
 {
-	struct br_session *s, *t, *oldest = NULL;
+	struct br_session *s, *t, *own = NULL;
 	size_t mine = 0;
 
-	/* A sandbox that opens sessions without end loses its oldest ones
-	 * rather than anyone else's. */
+	session_expire(br);
+	/* A sandbox that opens sessions without end loses its least
+	 * recently used idle one rather than anyone else's. */
 	TAILQ_FOREACH(t, &br->sessions, entry) {
 		if (strcmp(t->sandbox, rq->client.id) != 0)
 			continue;
 		mine++;
-		if (oldest == NULL || t->used_ms < oldest->used_ms)
-			oldest = t;
+		if (own == NULL && t->inflight == 0)
+			own = t;
 	}
-	if (mine >= BR_SESSIONS_PER_SB && oldest != NULL)
-		session_free(br, oldest);
-	if (br->nsessions >= BR_SESSIONS_MAX) {
+	if (mine >= BR_SESSIONS_PER_SB)
+		s = own;
+	else if (br->nsessions >= BR_SESSIONS_MAX)
+		s = session_victim(br);
+	else
+		s = NULL;
+	if (s != NULL)
+		session_free(br, s);
+	else if (mine >= BR_SESSIONS_PER_SB ||
+	    br->nsessions >= BR_SESSIONS_MAX) {
+		/* Every candidate has a request in flight. */
 		errno = ENOSPC;
 		return NULL;
 	}
@@ -582,7 +685,10 @@ session_check(struct br_req *rq, const struct br_rpc *rpc, bool *fresh)
 		*fresh = true;
 		return NULL;
 	}
+	/* Kept in order of use, for session_expire and the victims. */
 	s->used_ms = ev_now_ms();
+	TAILQ_REMOVE(&rq->br->sessions, s, entry);
+	TAILQ_INSERT_TAIL(&rq->br->sessions, s, entry);
 	snprintf(rq->session, sizeof(rq->session), "%s", s->id);
 	return s;
 }
@@ -973,6 +1079,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		mhd_suspend(br->mhd, conn);
 		rq->state = RQ_PARKED;
 		TAILQ_INSERT_TAIL(&br->parked, rq, entry);
+		session_hold(br, rq, 1);
 		return MHD_YES;
 	}
 	return MHD_NO;
@@ -989,8 +1096,10 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (rq == NULL)
 		return;
-	if (rq->state == RQ_PARKED)
+	if (rq->state == RQ_PARKED) {
 		TAILQ_REMOVE(&br->parked, rq, entry);
+		session_hold(br, rq, -1);
+	}
 	req_free(rq);
 	*con_cls = NULL;
 }

@@ -17,6 +17,7 @@
 #include "gateway/log.h"
 
 static void	up_restart_later(struct br_up *u);
+static void	on_restart(struct ev_loop *loop, void *arg);
 
 static int
 transport_send(struct br_up *u, json_t *msg, bool is_init)
@@ -287,9 +288,22 @@ br_up_request(struct br_up *u, const char *method, json_t *params,
 			req_free(r);
 			return NULL;
 		}
-	} else if (u->state == UP_DOWN && u->restart == NULL)
-		(void)br_up_start(u);
-	/* else queued until the handshake completes (or times out) */
+	} else if (u->state == UP_DOWN && u->restart == NULL) {
+		/*
+		 * Started from the loop, never from here: a handshake that
+		 * fails at once finishes every request, r with them, and
+		 * the callback would run (and free its caller's state)
+		 * before our caller even holds r. The deferred start is the
+		 * upstream's pending restart, so nothing starts it twice.
+		 */
+		if ((u->restart = ev_defer(u->br->loop, on_restart, u)) ==
+		    NULL) {
+			req_free(r);
+			return NULL;
+		}
+	}
+	/* r waits in the queue until the handshake completes (or r times
+	 * out) */
 	return r;
 }
 

@@ -63,7 +63,7 @@ static char		 http_dir[128];
 static struct ev_loop	*loop;
 static struct br	*br;
 static struct pol_config *cfg;
-static struct pol_policy *pol_main, *pol_short;
+static struct pol_policy *pol_main, *pol_short, *pol_digest;
 static pthread_t	 loop_thr;
 static int		 ctl_fd = -1;
 static int		 loop_running;
@@ -74,6 +74,7 @@ struct rec {
 	int	 kind;
 	char	 tool[64], decision[16], reason[48], approval[16];
 	char	 approver[32], sandbox[32], args[256], budget[256];
+	char	 args_digest[80];
 	char	 approver_note[32];
 	int64_t	 approver_uid;
 	char	 detail[320];
@@ -159,6 +160,18 @@ h_identify(void *ctx, const struct sockaddr *sa, socklen_t len,
 		snprintf(out->id, sizeof(out->id), "sb-B");
 		snprintf(out->subject, sizeof(out->subject), "bob");
 		out->policy = pol_main;
+	} else if (strcmp(a, "127.0.0.1") == 0 &&
+	    strcmp(token, "tok-D") == 0) {
+		/* D's policy records argument digests only. */
+		snprintf(out->id, sizeof(out->id), "sb-D");
+		snprintf(out->subject, sizeof(out->subject), "dave");
+		out->policy = pol_digest;
+	} else if (strcmp(a, "127.0.0.1") == 0 &&
+	    strncmp(token, "tok-N", 5) == 0 && strlen(token) < 12) {
+		/* Any number of sandboxes, to fill the session table. */
+		snprintf(out->id, sizeof(out->id), "sb-N%s", token + 5);
+		snprintf(out->subject, sizeof(out->subject), "nobody");
+		out->policy = pol_main;
 	} else
 		return -1;
 	snprintf(out->label_keys[0], sizeof(out->label_keys[0]), "team");
@@ -188,6 +201,8 @@ copy_ev(struct rec *r, const struct br_event *ev)
 	snprintf(r->sandbox, sizeof(r->sandbox), "%s",
 	    ev->sandbox ? ev->sandbox : "");
 	snprintf(r->args, sizeof(r->args), "%s", ev->args ? ev->args : "");
+	snprintf(r->args_digest, sizeof(r->args_digest), "%s",
+	    ev->args_digest ? ev->args_digest : "");
 	snprintf(r->budget, sizeof(r->budget), "%s",
 	    ev->budget ? ev->budget : "");
 	snprintf(r->detail, sizeof(r->detail), "%s",
@@ -360,6 +375,8 @@ static const char mock_js[] =
 "    { name: 'pattern', description: 'p', inputSchema: obj },\n"
 "    { name: 'sizer', description: 'z', inputSchema: obj },\n"
 "    { name: 'caps', description: 'c', inputSchema: obj },\n"
+"    { name: 'classified_err', description: 'fails', inputSchema: obj },\n"
+"    { name: 'slow', description: 'answers in a minute', inputSchema: obj },\n"
 "  ];\n"
 "}\n"
 "const AK = 'AKIAABCDEFGHIJKLMNOP';\n"
@@ -401,6 +418,12 @@ static const char mock_js[] =
 "    if (m.params.name === 'die') process.exit(3);\n"
 "    if (m.params.name !== 'noop')\n"
 "      fs.appendFileSync(dir + '/calls.log', m.params.name + '\\n');\n"
+"    if (m.params.name === 'classified_err')\n"
+"      return send({ jsonrpc: '2.0', id: m.id, error: { code: -32000,\n"
+"        message: 'salary of bob: 91234' } });\n"
+"    if (m.params.name === 'slow')\n"
+"      return setTimeout(() => send({ jsonrpc: '2.0', id: m.id,\n"
+"        result: call('slow') }), 60000);\n"
 "    return send({ jsonrpc: '2.0', id: m.id, result: call(m.params.name,\n"
 "      m.params.arguments) });\n"
 "  }\n"
@@ -421,7 +444,7 @@ static const char policy_fmt[] =
 "name: %s\n"
 "mcp:\n"
 "  approval_timeout: %s\n"
-"  audit_args: full\n"
+"  audit_args: %s\n"
 "  taint:\n"
 "    level: confidential\n"
 "  results:\n"
@@ -463,6 +486,11 @@ static const char policy_fmt[] =
 "    - tool: mock/classified\n"
 "      decision: allow\n"
 "      classification: confidential\n"
+"    - tool: mock/classified_err\n"
+"      decision: allow\n"
+"      classification: confidential\n"
+"    - tool: mock/slow\n"
+"      decision: allow\n"
 "    - tool: mock/big\n"
 "      decision: allow\n"
 "    - tool: mock/noop\n"
@@ -492,14 +520,14 @@ static const char policy_fmt[] =
 "        message: {type: string, max_length: 40}\n";
 
 static struct pol_policy *
-load_policy(const char *name, const char *timeout)
+load_policy(const char *name, const char *timeout, const char *audit)
 {
 	char path[256], text[4096];
 	struct pol_errors *errs = pol_errors_new(8);
 	struct pol_policy *p;
 
 	snprintf(path, sizeof(path), "%s/%s.yaml", tdir, name);
-	snprintf(text, sizeof(text), policy_fmt, name, timeout);
+	snprintf(text, sizeof(text), policy_fmt, name, timeout, audit);
 	write_file(path, text);
 	p = pol_policy_load(path, cfg, errs);
 	ck_assert_msg(p != NULL, "policy: %s", pol_errors_get(errs, 0));
@@ -585,8 +613,9 @@ setup(void)
 	cfg = pol_config_load(path, errs);
 	ck_assert_msg(cfg != NULL, "config: %s", pol_errors_get(errs, 0));
 	pol_errors_free(errs);
-	pol_main = load_policy("main", "60s");
-	pol_short = load_policy("short", "1s");
+	pol_main = load_policy("main", "60s", "full");
+	pol_short = load_policy("short", "1s", "full");
+	pol_digest = load_policy("digest", "60s", "digest");
 	nrecords = nfindings = 0;
 	seq = restrict_seq = 0;
 	restrict_calls = fail_record = fail_restrict = 0;
@@ -611,6 +640,7 @@ teardown(void)
 	ev_free(loop);
 	pol_policy_free(pol_main);
 	pol_policy_free(pol_short);
+	pol_policy_free(pol_digest);
 	pol_config_free(cfg);
 	sem_destroy(&job_done);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tdir);
@@ -766,6 +796,11 @@ http(const struct hreq *q, struct resp *r)
 	curl_easy_cleanup(c);
 }
 
+static const char init_body[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+    "\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\","
+    "\"capabilities\":{},\"clientInfo\":{\"name\":\"check\",\"version\":"
+    "\"0\"}}}";
+
 /* initialize + notifications/initialized on path; the session id. */
 static void
 mcp_open(const char *path, const char *token, const char *iface, char *sid,
@@ -774,9 +809,7 @@ mcp_open(const char *path, const char *token, const char *iface, char *sid,
 	struct hreq q = { .path = path, .token = token, .iface = iface };
 	struct resp r;
 
-	q.body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
-	    "\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":"
-	    "{},\"clientInfo\":{\"name\":\"check\",\"version\":\"0\"}}}";
+	q.body = init_body;
 	http(&q, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(
@@ -790,6 +823,31 @@ mcp_open(const char *path, const char *token, const char *iface, char *sid,
 	http(&q, &r);
 	ck_assert_int_eq(r.status, 202);
 	resp_free(&r);
+}
+
+/* n sessions of token's sandbox (NULL: A) on the mock, each initialized
+ * only: one kept-alive connection, so that thousands take seconds. */
+static void
+open_many(const char *token, int n)
+{
+	struct hreq q = { .token = token, .body = init_body };
+	struct curl_slist *l;
+	struct resp r;
+	CURL *c = make_easy(&q, &r, &l);
+	CURLcode rc;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		rc = curl_easy_perform(c);
+		ck_assert_msg(rc == CURLE_OK, "curl: %s",
+		    curl_easy_strerror(rc));
+		resp_finish(c, &r);
+		ck_assert_msg(r.status == 200, "%s: session %d: status %ld",
+		    token != NULL ? token : "tok-A", i, r.status);
+		resp_free(&r);
+	}
+	curl_slist_free_all(l);
+	curl_easy_cleanup(c);
 }
 
 /* tools/call name(args) on an open session; the result object in *r. */
@@ -1094,6 +1152,47 @@ START_TEST(test_denials)
 }
 END_TEST
 
+/* audit_args: digest keeps the arguments out of every record of the
+ * policy's calls: those refused before any rule ran (a tool the policy
+ * does not list, a name the upstream does not have) as well as decided
+ * ones. The same calls under audit_args: full keep them, which shows the
+ * records are the ones we look at. */
+START_TEST(test_audit_digest)
+{
+	static const char *const tools[] = { "hidden", "no-such-tool",
+	    "sizer" };
+	static const char args[] = "{\"blob\":\"hunter2-secret\"}";
+	char sid[96];
+	struct resp r;
+	size_t i;
+	int k;
+
+	mcp_open("/mcp/mock", "tok-D", NULL, sid, sizeof(sid));
+	for (i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		mcp_call("/mcp/mock", "tok-D", sid, tools[i], args, &r);
+		resp_free(&r);
+	}
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/mock", NULL, sid, "hidden", args, &r);
+	resp_free(&r);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nrecords, 4);
+	ck_assert_str_eq(records[0].reason, "no_matching_rule");
+	ck_assert_str_eq(records[1].reason, "unknown_tool");
+	ck_assert_str_eq(records[2].decision, "allow");
+	for (k = 0; k < 3; k++) {
+		ck_assert_str_eq(records[k].sandbox, "sb-D");
+		ck_assert_msg(records[k].args[0] == '\0', "%s: args %s",
+		    records[k].tool, records[k].args);
+		ck_assert_int_eq(strlen(records[k].args_digest), 71);
+	}
+	ck_assert_str_eq(records[3].sandbox, "sb-A");
+	ck_assert_str_eq(records[3].args, args);
+	ck_assert_str_eq(records[3].args_digest, records[0].args_digest);
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
 /* 50 concurrent calls against a budget of 10: exactly 10 forwarded. */
 START_TEST(test_budget_concurrent)
 {
@@ -1189,8 +1288,11 @@ struct ask_ctx {
 	char		 sid[96];
 };
 
+/* A new session of token's sandbox and, on it, a call of the mock's tool
+ * name(args) left in flight: ask_finish waits for its answer. */
 static void
-ask_start(struct ask_ctx *a, const char *token, const char *args)
+call_start(struct ask_ctx *a, const char *token, const char *name,
+    const char *args)
 {
 	struct hreq q = { .token = token };
 	char body[512];
@@ -1198,14 +1300,38 @@ ask_start(struct ask_ctx *a, const char *token, const char *args)
 
 	mcp_open("/mcp/mock", token, NULL, a->sid, sizeof(a->sid));
 	snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":3,"
-	    "\"method\":\"tools/call\",\"params\":{\"name\":\"approve_me\","
-	    "\"arguments\":%s}}", args);
+	    "\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+	    "\"arguments\":%s}}", name, args);
 	q.sid = a->sid;
 	q.body = body;
 	a->m = curl_multi_init();
 	a->e = make_easy(&q, &a->r, &a->l);
 	curl_multi_add_handle(a->m, a->e);
 	(void)curl_multi_perform(a->m, &running);
+}
+
+static void
+ask_start(struct ask_ctx *a, const char *token, const char *args)
+{
+	call_start(a, token, "approve_me", args);
+}
+
+/* Polls (bounded) until the mock has received a call of tool, keeping a's
+ * request moving. */
+static void
+wait_called(struct ask_ctx *a, const char *tool)
+{
+	char path[256];
+	int i, running;
+
+	snprintf(path, sizeof(path), "%s/calls.log", tdir);
+	for (i = 0; i < 2000; i++) {
+		(void)curl_multi_perform(a->m, &running);
+		if (count_lines(path, tool) > 0)
+			return;
+		usleep(5000);
+	}
+	ck_abort_msg("the mock never received %s", tool);
 }
 
 static void
@@ -1433,6 +1559,29 @@ START_TEST(test_ask_shutdown)
 	/* Sluice decided, not a person: no uid is claimed. */
 	ck_assert_str_eq(records[0].approver, "sluice");
 	ck_assert_int_eq(records[0].approver_uid, -1);
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
+/* A call the upstream holds when the bridge stops is recorded too (the
+ * upstream may have acted on it), as forwarded, and answered. */
+START_TEST(test_call_shutdown)
+{
+	struct ask_ctx a;
+
+	call_start(&a, NULL, "slow", "{}");
+	wait_called(&a, "slow");
+	in_loop(job_reopen, NULL);
+	ask_finish(&a);
+	ck_assert_int_eq(a.r.status, 200);
+	ck_assert(is_error(&a.r));
+	ck_assert_ptr_nonnull(strstr(first_text(&a.r), "stopped"));
+	resp_free(&a.r);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nrecords, 1);
+	ck_assert_str_eq(records[0].tool, "slow");
+	ck_assert_str_eq(records[0].reason, "shutdown");
+	ck_assert_int_ge(records[0].latency_us, 0);
 	pthread_mutex_unlock(&mu);
 }
 END_TEST
@@ -1700,6 +1849,43 @@ START_TEST(test_taint_fails_closed)
 	ck_assert_ptr_nonnull(strstr(first_text(&r), "withheld"));
 	resp_free(&r);
 	ck_assert_int_eq(records_with("classified", "deny"), 1);
+}
+END_TEST
+
+/* The error a tainting tool returns is its data too: its text goes out
+ * only after egress is narrowed, and the record says it tainted only when
+ * it did. When narrowing fails, the text is withheld. */
+START_TEST(test_taint_error)
+{
+	char sid[96];
+	struct resp r;
+	long rseq;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	fail_restrict = 1;
+	mcp_call("/mcp/mock", NULL, sid, "classified_err", "{}", &r);
+	ck_assert(is_error(&r));
+	ck_assert_msg(strstr(r.body, "91234") == NULL, "%s", r.body);
+	ck_assert_ptr_nonnull(strstr(first_text(&r), "withheld"));
+	resp_free(&r);
+	fail_restrict = 0;
+	mcp_call("/mcp/mock", NULL, sid, "classified_err", "{}", &r);
+	ck_assert(is_error(&r));
+	ck_assert_str_eq(first_text(&r), "The tool failed: salary of bob: "
+	    "91234");
+	resp_free(&r);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(restrict_calls, 2);
+	ck_assert_int_eq(nrecords, 2);
+	ck_assert_str_eq(records[0].reason, "taint_failed");
+	ck_assert(!records[0].taints);
+	ck_assert_str_eq(records[1].reason, "upstream_error");
+	ck_assert(records[1].taints);
+	rseq = records[1].seq;
+	pthread_mutex_unlock(&mu);
+	/* Narrowed before the record, and the record before the answer. */
+	ck_assert_int_lt(restrict_seq, rseq);
+	ck_assert_int_eq(findings_of(BR_EV_TAINT, "classified_err"), 1);
 }
 END_TEST
 
@@ -1996,6 +2182,102 @@ START_TEST(test_delete_session)
 	http(&q, &r);
 	ck_assert_int_eq(r.status, 404);
 	resp_free(&r);
+}
+END_TEST
+
+struct count_job {
+	const char	*sandbox;
+	size_t		 n, mine;
+};
+
+static void
+job_count(void *arg)
+{
+	struct count_job *j = arg;
+	struct br_session *s;
+
+	j->n = br->nsessions;
+	j->mine = 0;
+	TAILQ_FOREACH(s, &br->sessions, entry)
+		if (strcmp(s->sandbox, j->sandbox) == 0)
+			j->mine++;
+}
+
+/* Every session was last used longer ago than they may stay idle (ages
+ * are unsigned differences: this holds on a machine up for less than
+ * that too). */
+static void
+job_age(void *arg)
+{
+	struct br_session *s;
+
+	(void)arg;
+	TAILQ_FOREACH(s, &br->sessions, entry)
+		s->used_ms -= BR_SESSION_IDLE_MS + 1000;
+}
+
+static void
+ping_ok(const char *sid)
+{
+	struct hreq q = { .sid = sid };
+	struct resp r;
+
+	q.body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
+	http(&q, &r);
+	ck_assert_int_eq(r.status, 200);
+	resp_free(&r);
+}
+
+/*
+ * Sandboxes that fill the session table do not lock the others out: a new
+ * sandbox still opens sessions (one is taken from a sandbox holding the
+ * most, so the newcomer keeps its own), and sessions idle for longer than
+ * BR_SESSION_IDLE_MS expire.
+ */
+START_TEST(test_sessions_full)
+{
+	struct count_job j = { .sandbox = "sb-A" };
+	char tok[32], sid[96], sid2[96];
+	int k;
+
+	for (k = 0; k < BR_SESSIONS_MAX / BR_SESSIONS_PER_SB; k++) {
+		snprintf(tok, sizeof(tok), "tok-N%d", k);
+		open_many(tok, BR_SESSIONS_PER_SB);
+	}
+	in_loop(job_count, &j);
+	ck_assert_uint_eq(j.n, BR_SESSIONS_MAX);
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_open("/mcp/mock", NULL, NULL, sid2, sizeof(sid2));
+	ping_ok(sid);
+	ping_ok(sid2);
+	in_loop(job_count, &j);
+	ck_assert_uint_eq(j.n, BR_SESSIONS_MAX);
+	ck_assert_uint_eq(j.mine, 2);
+	in_loop(job_age, NULL);
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	in_loop(job_count, &j);
+	ck_assert_uint_eq(j.n, 1);
+	ck_assert_uint_eq(j.mine, 1);
+}
+END_TEST
+
+/* A session with a call in flight is not the one a sandbox at its own cap
+ * loses, even when it is its least recently used. */
+START_TEST(test_session_busy)
+{
+	struct count_job j = { .sandbox = "sb-A" };
+	struct ask_ctx a;
+
+	call_start(&a, NULL, "slow", "{}");
+	wait_called(&a, "slow");
+	open_many(NULL, BR_SESSIONS_PER_SB);
+	in_loop(job_count, &j);
+	ck_assert_uint_eq(j.mine, BR_SESSIONS_PER_SB);
+	ping_ok(a.sid);
+	/* Stopping answers the slow call. */
+	in_loop(job_reopen, NULL);
+	ask_finish(&a);
+	resp_free(&a.r);
 }
 END_TEST
 
@@ -2305,6 +2587,75 @@ START_TEST(test_upstream_unknown_version)
 }
 END_TEST
 
+static struct br_up_req *up_req;
+static int	 up_cb_runs, up_cb_ok, up_inline_runs, up_inline_state;
+static bool	 up_was_down;
+
+static void
+up_cb(void *arg, json_t *msg, const char *err)
+{
+	(void)arg;
+	(void)err;
+	up_cb_runs++;
+	up_cb_ok = json_is_object(json_object_get(msg, "result"));
+}
+
+/* A request to an upstream that is down: nothing of it (the start, the
+ * handshake, a callback) may happen before br_up_request returns. */
+static void
+job_up_request(void *arg)
+{
+	struct br_up *u = br_up_find(br, "mock");
+
+	(void)arg;
+	br_up_stop(u);
+	/* Down, and no restart pending: the request must start it. */
+	up_was_down = u->state == UP_DOWN && u->restart == NULL;
+	up_cb_runs = up_cb_ok = 0;
+	up_req = br_up_request(u, "tools/list", NULL, up_cb, NULL);
+	up_inline_runs = up_cb_runs;
+	up_inline_state = (int)u->state;
+}
+
+static void
+job_up_runs(void *arg)
+{
+	*(int *)arg = up_cb_runs;
+}
+
+/*
+ * br_up_request on a down upstream starts it from the loop, never inline:
+ * a handshake that failed at once would otherwise run the callback (which
+ * may free its caller's call) before the caller holds the request. The
+ * failing send itself cannot be forced from here; that the start waits for
+ * the loop is what makes it harmless.
+ */
+START_TEST(test_upstream_deferred_start)
+{
+	char sid[96];
+	struct resp r;
+	int i, runs = 0;
+
+	/* Ready first: stopping it mid-handshake would schedule a
+	 * restart. */
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/mock", NULL, sid, "noop", "{}", &r);
+	resp_free(&r);
+	in_loop(job_up_request, NULL);
+	ck_assert(up_was_down);
+	ck_assert_ptr_nonnull(up_req);
+	ck_assert_int_eq(up_inline_runs, 0);
+	ck_assert_int_eq(up_inline_state, UP_DOWN);
+	/* Then the loop starts it and the request is answered. */
+	for (i = 0; i < 2000 && runs == 0; i++) {
+		usleep(5000);
+		in_loop(job_up_runs, &runs);
+	}
+	ck_assert_int_eq(runs, 1);
+	ck_assert(up_cb_ok);
+}
+END_TEST
+
 /*
  * The SSE reader, by table: what an upstream's answer stream yields, as the
  * "id"s of its messages in order ("n" for one without), both before the
@@ -2448,6 +2799,12 @@ bridge_suite(void)
 	tcase_add_test(core, test_latency);
 	tcase_add_test(core, test_upstream_restart);
 	tcase_add_test(core, test_upstream_unknown_version);
+	tcase_add_test(core, test_upstream_deferred_start);
+	tcase_add_test(core, test_taint_error);
+	tcase_add_test(core, test_audit_digest);
+	tcase_add_test(core, test_call_shutdown);
+	tcase_add_test(lim, test_sessions_full);
+	tcase_add_test(lim, test_session_busy);
 	tcase_add_test(lim, test_budget_concurrent);
 	tcase_add_test(lim, test_budget_persists);
 	tcase_add_test(lim, test_taint_fails_closed);
