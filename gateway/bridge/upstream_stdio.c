@@ -129,10 +129,21 @@ br_stdio_spawn(struct br_up *u)
 		goto fail;
 	if (pid == 0) {
 		/* Only async-signal-safe calls from here on. */
+		sigset_t none;
+
 		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (dup2(in[0], 0) == -1 || dup2(out[1], 1) == -1 ||
 		    (devnull != -1 && dup2(devnull, 2) == -1))
 			_exit(127);
+		/* Nothing of sluiced's but the three: a descriptor some
+		 * library opened without close-on-exec (libcurl's sockets,
+		 * the audit database) must not reach third-party code. */
+		(void)syscall(SYS_close_range, 3U, ~0U, 0U);
+		/* sluiced blocks SIGTERM, SIGINT and SIGHUP for its
+		 * signalfd; the mask survives exec, and the server must
+		 * get the SIGTERM that asks it to stop. */
+		sigemptyset(&none);
+		(void)sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		/* Its own session: a signal the server sends its process
 		 * group (kill(0, ...), common in Node tooling) must not reach

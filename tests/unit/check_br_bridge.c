@@ -399,7 +399,8 @@ static const char mock_js[] =
 "  case 'caps': return { content: [{ type: 'text', text:\n"
 "    fs.readFileSync('/proc/self/status', 'utf8').split('\\n').filter(l =>\n"
 "    /^(Uid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):/.test(l))\n"
-"    .map(l => l.replace(/\\s+/g, ' ')).join('; ') }] };\n"
+"    .map(l => l.replace(/\\s+/g, ' ')).join('; ') + '; Fds: ,' +\n"
+"    fs.readdirSync('/proc/self/fd').join(',') + ',' }] };\n"
 "  case 'pattern': return { content: [{ type: 'text', text: 'id payroll-1234' }] };\n"
 "  case 'big': return { content: [{ type: 'text', text: 'x'.repeat(200000) }] };\n"
 "  default: return { content: [{ type: 'text', text: 'ok ' + n }] };\n"
@@ -519,6 +520,8 @@ static const char policy_fmt[] =
 "      args:\n"
 "        message: {type: string, max_length: 40}\n";
 
+#define LEAK_FD	200	/* see open_bridge and test_stdio_no_caps */
+
 static struct pol_policy *
 load_policy(const char *name, const char *timeout, const char *audit)
 {
@@ -538,6 +541,9 @@ load_policy(const char *name, const char *timeout, const char *audit)
 static void
 open_bridge(void)
 {
+	char marker[256];
+	sigset_t blk, oldblk;
+	int mfd;
 	struct br_config bc;
 	struct br_hooks h;
 	char err[256];
@@ -555,7 +561,23 @@ open_bridge(void)
 	h.record = h_record;
 	h.finding = h_finding;
 	h.restrict_egress = h_restrict;
+	/* A descriptor left inheritable (as libraries leave theirs): the
+	 * stdio servers started now must not get it (test_stdio_no_caps). */
+	snprintf(marker, sizeof(marker), "%s/leak-marker", tdir);
+	mfd = open(marker, O_RDONLY | O_CREAT, 0600);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_eq(dup2(mfd, LEAK_FD), LEAK_FD);
+	close(mfd);
+	mfd = LEAK_FD;
+	/* And signals blocked as sluiced blocks them for its signalfd. */
+	sigemptyset(&blk);
+	sigaddset(&blk, SIGTERM);
+	sigaddset(&blk, SIGINT);
+	sigaddset(&blk, SIGHUP);
+	sigprocmask(SIG_BLOCK, &blk, &oldblk);
 	br = br_new(loop, &bc, &h, err, sizeof(err));
+	sigprocmask(SIG_SETMASK, &oldblk, NULL);
+	close(mfd);
 	ck_assert_msg(br != NULL, "br_new: %s", err);
 }
 
@@ -598,7 +620,10 @@ setup(void)
 	    "    env: {PATH: /usr/local/bin:/usr/bin:/bin}\n"
 	    "    credential: {env: SLUICE_TEST_STDIO_CRED, child_env: EV_TOKEN}\n"
 	    "  - name: mock\n    transport: stdio\n"
-	    "    command: [node, %s/mock.js, %s]\n"
+	    /* Through sh, which keeps the signal mask it was started
+	     * with (node resets its own), to show that mask. */
+	    "    command: [sh, -c, \"grep SigBlk /proc/$$/status > %s/sigblk;"
+	    " exec node %s/mock.js %s\"]\n"
 	    "  - name: evhttp\n    transport: http\n"
 	    "    url: http://127.0.0.1:%d/mcp\n"
 	    "    credential: {env: SLUICE_TEST_HTTP_CRED, header: Authorization,"
@@ -607,7 +632,7 @@ setup(void)
 	    "    url: http://127.0.0.1:%d/mcp\n"
 	    "    credential: {env: SLUICE_TEST_HTTP_CRED, header: Authorization,"
 	    " prefix: \"Bearer \"}\n",
-	    tdir, cwd, tdir, tdir, http_port, json_port);
+	    tdir, cwd, tdir, tdir, tdir, http_port, json_port);
 	snprintf(path, sizeof(path), "%s/sluice.yaml", tdir);
 	write_file(path, text);
 	cfg = pol_config_load(path, errs);
@@ -2019,7 +2044,7 @@ END_TEST
  * is uid 0 with every capability set empty and no_new_privs. */
 START_TEST(test_stdio_no_caps)
 {
-	char sid[96];
+	char sid[96], fdname[16], path[256];
 	const char *t;
 	struct resp r;
 
@@ -2034,7 +2059,16 @@ START_TEST(test_stdio_no_caps)
 	ck_assert_msg(strstr(t, "CapBnd: 0000000000000000") != NULL, "%s", t);
 	ck_assert_msg(strstr(t, "CapAmb: 0000000000000000") != NULL, "%s", t);
 	ck_assert_msg(strstr(t, "NoNewPrivs: 1") != NULL, "%s", t);
+	/* None of the daemon's descriptors inherited (open_bridge left
+	 * LEAK_FD inheritable), and no signal blocked (open_bridge blocked
+	 * some, as sluiced does for its signalfd). */
+	snprintf(fdname, sizeof(fdname), ",%d,", LEAK_FD);
+	ck_assert_msg(strstr(t, "Fds: ,0,") != NULL, "%s", t);
+	ck_assert_msg(strstr(t, fdname) == NULL, "%s", t);
 	resp_free(&r);
+	snprintf(path, sizeof(path), "%s/sigblk", tdir);
+	ck_assert_int_eq(count_lines(path, "SigBlk:"), 1);
+	ck_assert_int_eq(count_lines(path, "SigBlk:\t0000000000000000"), 1);
 }
 END_TEST
 
