@@ -351,7 +351,16 @@ fw_batch_commit(struct fw_batch *b, const char *what, char *err,
 	 * so "no error and the ACK" means the whole batch committed. */
 	b->last->nlmsg_flags |= NLM_F_ACK;
 	nftnl_batch_end(mnl_nlmsg_batch_current(b->b), fw->seq++);
-	mnl_nlmsg_batch_next(b->b);
+	if (!mnl_nlmsg_batch_next(b->b)) {
+		/* The END did not fit under the limit and libmnl left it out.
+		 * The kernel aborts a batch without END yet still sends the
+		 * ACK its last message asked for, which would read as a
+		 * commit: refuse it here instead. */
+		fw_batch_abort(b);
+		errno = E2BIG;
+		fw_seterr(err, errlen, "%s: batch too large", what);
+		return -1;
+	}
 	/* Replies left over from an earlier failed call must not be counted. */
 	(void)fw_drain(fw, &acks, &kerr, &kseq);
 	acks = kerr = 0;

@@ -1929,6 +1929,65 @@ START_TEST(test_bad_learn)
 }
 END_TEST
 
+/* Appends a NEWTABLE for table t with u bytes of userdata (at most 256,
+ * as the kernel takes) to b. */
+static void
+put_table_msg(struct fw_batch *b, const char *t, size_t u)
+{
+	static const char pad[256];
+	struct nftnl_table *nt = nftnl_table_alloc();
+
+	ck_assert_ptr_nonnull(nt);
+	ck_assert_uint_le(u, sizeof(pad));
+	nftnl_table_set_str(nt, NFTNL_TABLE_NAME, t);
+	nftnl_table_set_u32(nt, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	if (u > 0)
+		nftnl_table_set_data(nt, NFTNL_TABLE_USERDATA, pad,
+		    (uint32_t)u);
+	nftnl_table_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWTABLE,
+	    NLM_F_CREATE), nt);
+	nftnl_table_free(nt);
+	fw_batch_next(b);
+}
+
+/* A batch that ends within 20 bytes of the size limit: libmnl leaves the
+ * END message out, and the kernel aborts such a batch but still sends the
+ * ACK its last message asked for. It must be refused, not reported
+ * committed (and nothing of it may exist afterwards). */
+START_TEST(test_batch_end_does_not_fit)
+{
+	struct fw_batch b;
+	struct fw *f;
+	char err[256];
+	size_t left, base, u;
+
+	ck_assert_ptr_nonnull(f = fw_new(err, sizeof(err)));
+	ck_assert_int_eq(fw_batch_begin(f, &b), 0);
+	put_table_msg(&b, "sluice_endfit", 0);
+	base = mnl_nlmsg_batch_size(b.b);
+	put_table_msg(&b, "sluice_endfit", 0);
+	base = mnl_nlmsg_batch_size(b.b) - base;	/* one, no userdata */
+	/* Large messages while far from the limit, then one sized to
+	 * leave 12 bytes: less than the 20 of the END message. */
+	while ((left = FW_BATCH_LIMIT - mnl_nlmsg_batch_size(b.b)) >
+	    2 * (base + 4 + 256))
+		put_table_msg(&b, "sluice_endfit", 256);
+	while ((left = FW_BATCH_LIMIT - mnl_nlmsg_batch_size(b.b)) >
+	    base + 4 + 256 + 12)
+		put_table_msg(&b, "sluice_endfit", 128);
+	ck_assert_uint_ge(left, base + 4 + 12);
+	u = left - 12 - base - 4;
+	put_table_msg(&b, "sluice_endfit", u);
+	ck_assert_uint_eq(FW_BATCH_LIMIT - mnl_nlmsg_batch_size(b.b), 12);
+	errno = 0;
+	ck_assert_int_eq(fw_batch_commit(&b, "endfit", err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, E2BIG);
+	ck_assert_int_eq(system("nft list table inet sluice_endfit "
+	    ">/dev/null 2>&1"), 256);	/* exit 1: no such table */
+	fw_free(f);
+}
+END_TEST
+
 /* Descriptors of this process not marked close-on-exec. */
 static int
 count_inheritable(void)
@@ -2092,6 +2151,7 @@ fw_suite(void)
 	tcase_add_test(tc, test_bad_learn);
 	tcase_add_test(tc, test_null_and_free);
 	tcase_add_test(tc, test_socket_cloexec);
+	tcase_add_test(tc, test_batch_end_does_not_fit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("Bench");
