@@ -35,14 +35,17 @@
  *       # 1/2 allow4/6, 3/4 pallow4/6 (rules inside private ranges),
  *       # 5/6 deny4/6 and 7 icmp4 (proto and port 0), 8/9 keep4/6,
  *       # 10/11 learned port ranges (timeout), 12/13 the same on the
- *       # keep-list. "@s_X role R" below: role R . ip daddr (mapped) .
+ *       # keep-list, 14/15 keep4/6 rules inside a private range. "@s_X role R" below: role R . ip daddr (mapped) .
  *       # meta l4proto . th dport (or . 0 . 0 for 5-7) in @s_X.
  *     chain sb_X {
- *       (only once fw_restrict narrowed X:)
+ *       (only once fw_restrict narrowed X, checked in the policy's order:)
+ *       @s_X role 5 log prefix "deny:rule" group G reject ...
+ *       ip daddr @private4 @s_X role 14 accept
+ *       ip daddr @private4 log prefix "deny:private" group G reject ...
  *       @s_X role 8 accept
  *       iifname . ip daddr . meta l4proto . th dport @lkeep4 accept
  *       @s_X role 12 accept
- *       (the same three for IPv6: roles 9, 13 and @lkeep6)
+ *       (the same for IPv6: roles 6, 15, 9, 13, @private6, @lkeep6)
  *       log prefix "deny:tainted" group G reject with icmpx admin-prohibited
  *       (always:)
  *       ct state established,related accept
@@ -1248,7 +1251,8 @@ oom:
 
 /*
  * fw_sbx_queue_restrict: queues the rules that narrow sandbox ifname
- * (its keep roles, the shared learned keep hash, then "deny:tainted"),
+ * (its explicit denies and the private ranges as the policy checks them,
+ * its keep roles, the shared learned keep hash, then "deny:tainted"),
  * each inserted at the head of its chain, so they end up first, in the
  * order of the ruleset comment, above the established accept: a taint
  * cuts open flows too. Queue once per sandbox; IPv6 rules only when v6.
@@ -1285,6 +1289,31 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 			e_verdict(&rb, NF_ACCEPT);
 		});
 	}
+	/* Above the keep list, what the policy checks before it for a
+	 * tainted sandbox too (pol_egress_decide): the explicit denies,
+	 * then the private ranges, which only a keep rule lying inside one
+	 * opens. Without them a broad keep rule (0.0.0.0/0 tcp 443) would
+	 * reach what the policy denies and 10/8, wider than untainted. */
+	for (six = v6; six >= 0; six--) {
+		IRULE(chain, {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_log(&rb, g, "deny:private");
+			e_reject_admin(&rb);
+		});
+		IRULE(chain, {
+			e_daddr_in(&rb, six, six ? "private6" : "private4");
+			e_role(&rb, set, six, six ? FW_R_PKEEP6 :
+			    FW_R_PKEEP4, 1);
+			e_verdict(&rb, NF_ACCEPT);
+		});
+	}
+	for (six = v6; six >= 0; six--)
+		IRULE(chain, {
+			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
+			    0);
+			e_log(&rb, g, "deny:rule");
+			e_reject_admin(&rb);
+		});
 	return 0;
 oom:
 	return -1;

@@ -2059,9 +2059,9 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct fw_batch	 b;
 	struct eq	 q;
 	struct key	 k;
-	struct fw_rule	*kp;
+	struct fw_rule	*kp, *tmp, *pub, *prv;
 	struct rawvec	 rv = { NULL, 0, 0, 0 };
-	size_t		 i, nk;
+	size_t		 i, nk, nt, npubin, npub, nprv;
 	int		 ret, restricted, v6;
 	char		 set[FW_NAMEMAX];
 
@@ -2078,11 +2078,42 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 			    "invalid", i);
 			return -1;
 		}
-	if ((kp = rules_normalize(keep, n, &nk)) == NULL) {
+	/* As for allows (statics_prepare): keep rules inside a private
+	 * range open it (role PKEEP) and must not be folded into a broader
+	 * public one, so each group is normalised alone; kp holds the
+	 * public ones first (npub of them). */
+	if ((tmp = calloc(n + 1, sizeof(*tmp))) == NULL) {
 		errno = ENOMEM;
 		fw_seterr(err, errlen, "fw_restrict: out of memory");
 		return -1;
 	}
+	for (i = 0, nt = 0; i < n; i++)
+		if (!rule_private(fw, &keep[i]))
+			tmp[nt++] = keep[i];
+	npubin = nt;
+	for (i = 0; i < n; i++)
+		if (rule_private(fw, &keep[i]))
+			tmp[nt++] = keep[i];
+	pub = rules_normalize(tmp, npubin, &npub);
+	prv = rules_normalize(tmp + npubin, nt - npubin, &nprv);
+	free(tmp);
+	kp = NULL;
+	if (pub == NULL || prv == NULL ||
+	    (kp = calloc(npub + nprv + 1, sizeof(*kp))) == NULL) {
+		free(pub);
+		free(prv);
+		free(kp);
+		errno = ENOMEM;
+		fw_seterr(err, errlen, "fw_restrict: out of memory");
+		return -1;
+	}
+	if (npub > 0)
+		memcpy(kp, pub, npub * sizeof(*kp));
+	if (nprv > 0)
+		memcpy(kp + npub, prv, nprv * sizeof(*kp));
+	nk = npub + nprv;
+	free(pub);
+	free(prv);
 	/* IPv6 rules only for a sandbox with an IPv6 address (unknown
 	 * without the index: then with them, which only costs). */
 	v6 = !fw->idx_valid || sbx_has_set(idx_find(fw, ifname), "sbx6");
@@ -2103,8 +2134,10 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	fw_sbx_names(ifname, set, NULL);
 	eq_init(&q, &b, fw->table, set, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
 	for (i = 0; i < nk; i++)
-		add_rule_tuple(&q, kp[i].family == AF_INET6 ? FW_R_KEEP6 :
-		    FW_R_KEEP4, &kp[i]);
+		add_rule_tuple(&q, i >= npub ?
+		    (kp[i].family == AF_INET6 ? FW_R_PKEEP6 : FW_R_PKEEP4) :
+		    (kp[i].family == AF_INET6 ? FW_R_KEEP6 : FW_R_KEEP4),
+		    &kp[i]);
 	if (eq_done(&q) == -1)
 		goto oom;
 	if (!restricted && fw_sbx_queue_restrict(&b, fw->table, ifname,
@@ -2213,7 +2246,8 @@ static const struct {
 	{ "icmp4", FW_R_ICMP4 }, { "keep4", FW_R_KEEP4 },
 	{ "keep6", FW_R_KEEP6 }, { "lrange4", FW_R_LRANGE4 },
 	{ "lrange6", FW_R_LRANGE6 }, { "lkrange4", FW_R_LKRANGE4 },
-	{ "lkrange6", FW_R_LKRANGE6 }, { NULL, 0 }
+	{ "lkrange6", FW_R_LKRANGE6 }, { "pkeep4", FW_R_PKEEP4 },
+	{ "pkeep6", FW_R_PKEEP6 }, { NULL, 0 }
 };
 
 static uint32_t

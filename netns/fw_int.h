@@ -141,7 +141,8 @@ struct fw_range {
 enum fw_role {
 	FW_R_ALLOW4 = 1, FW_R_ALLOW6, FW_R_PALLOW4, FW_R_PALLOW6,
 	FW_R_DENY4, FW_R_DENY6, FW_R_ICMP4, FW_R_KEEP4, FW_R_KEEP6,
-	FW_R_LRANGE4, FW_R_LRANGE6, FW_R_LKRANGE4, FW_R_LKRANGE6
+	FW_R_LRANGE4, FW_R_LRANGE6, FW_R_LKRANGE4, FW_R_LKRANGE6,
+	FW_R_PKEEP4, FW_R_PKEEP6	/* keep rules inside a private range */
 };
 
 extern const struct fw_setdef fw_sets[];

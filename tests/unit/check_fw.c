@@ -927,6 +927,45 @@ START_TEST(test_restrict)
 }
 END_TEST
 
+/* A taint narrows, never widens: a broad keep rule (0.0.0.0/0 tcp 443)
+ * still meets the sandbox's explicit denies and the private ranges, in
+ * the policy's order (pol_egress_decide), and a keep rule lying inside a
+ * private range opens that range, as an allow would. */
+START_TEST(test_restrict_keeps_policy_order)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_rule		allow[1], deny[1], keep[2];
+	int			l;
+
+	WORLD();
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	allow[0] = rule("198.51.100.0/24", IPPROTO_TCP, 443, 443);
+	deny[0] = rule("198.51.100.11/32", 0, 0, 0);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, deny, 1, err,
+	    sizeof(err)) == 0, "%s", err);
+	keep[0] = rule("0.0.0.0/0", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 1, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_OK);
+	/* The explicit deny wins over the keep list... */
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_REFUSED);
+	/* ...the broad rule does not open a private range... */
+	ck_assert_int_eq(tcp_try(NULL, "172.16.5.5", 443), T_REFUSED);
+	/* ...and one inside it does, even next to the broad one. */
+	keep[1] = rule("172.16.5.0/24", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 2, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "172.16.5.5", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_REFUSED);
+	ck_assert_int_eq(fw_count_elems(fw, "pkeep4", "sl-1", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(fw_count_elems(fw, "keep4", "sl-1", err,
+	    sizeof(err)), 1);
+	close(l);
+}
+END_TEST
+
 /* Issue 8: a link whose @sbx_dispatch entry is missing (never added, or
  * removed) reaches no sandbox chain and meets the default denial: the
  * per-sandbox rules are only ever reached through that one lookup. */
@@ -2139,6 +2178,7 @@ fw_suite(void)
 	tcase_add_test(tc, test_quota);
 	tcase_add_test(tc, test_dispatch_fail_closed);
 	tcase_add_test(tc, test_restrict_twice_then_update);
+	tcase_add_test(tc, test_restrict_keeps_policy_order);
 	tcase_add_test(tc, test_adopt_old_layout_refused);
 	suite_add_tcase(s, tc);
 
