@@ -733,9 +733,20 @@ ymcp(struct lctx *c, const struct ynode *n)
 		    (p->taint_level = pol_class_index(x->str)) == -1)
 			yerr(&c->w, x, "invalid taint level \"%s\" (public, "
 			    "internal, confidential or secret)", x->str);
-		if ((x = yget(v, "keep")) != NULL)
-			yerules(c, x, "mcp.taint.keep", true, &p->keep,
-			    &p->nkeep);
+		if ((x = yget(v, "keep")) != NULL &&
+		    yerules(c, x, "mcp.taint.keep", true, &p->keep,
+		    &p->nkeep) == 0) {
+			size_t i;
+
+			/* The kernel keeps TCP and UDP destinations only
+			 * (fw_restrict); an ICMP rule here would make every
+			 * taint fail, so it is refused where it is written. */
+			for (i = 0; i < p->nkeep && i < x->n; i++)
+				if (p->keep[i].proto == IPPROTO_ICMP)
+					yerr(&c->w, x->vals[i], "mcp.taint.keep"
+					    "[%zu]: the keep list takes tcp and "
+					    "udp rules only", i);
+		}
 	}
 	if ((v = yget(n, "results")) != NULL &&
 	    ycheck_map(&c->w, v, "mcp.results", rkeys)) {
