@@ -330,6 +330,11 @@ fw_apply(struct sbx *m, struct sandbox *s, int update, char *err,
 	if (update) {
 		rc = fw_sandbox_update(m->fw, &s->fsb, st.fa, st.na, st.fd,
 		    st.nd, err, errlen);
+		/* A tainted sandbox follows the new keep list too: one the
+		 * reload narrowed must not stay reachable. */
+		if (rc == 0 && s->rec.tainted)
+			rc = fw_restrict(m->fw, s->fsb.ifname, st.fk, st.nk,
+			    err, errlen);
 		statics_free(&st);
 		return rc;
 	}

@@ -198,9 +198,10 @@ int		 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n,
  * the head of its chain and ifname to @restricted, in one batch. From then
  * on only keep destinations (still subject to the always-deny ranges)
  * pass: these keep rules, and destinations learned with FW_ELEM_KEEP
- * (before or after the taint) while they live. Calling it again adds keep
- * rules only. Undone only by fw_sandbox_del. ENOENT if the sandbox is not
- * registered. */
+ * (before or after the taint) while they live. Calling it again replaces
+ * the keep rules (old ones out, new ones in, one batch; a reload that
+ * changed the keep list). Undone only by fw_sandbox_del. ENOENT if the
+ * sandbox is not registered. */
 int		 fw_restrict(struct fw *fw, const char *ifname,
 		    const struct fw_rule *keep, size_t n, char *err,
 		    size_t errlen);

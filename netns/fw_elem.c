@@ -1547,6 +1547,33 @@ del_static(struct nftnl_set_elem *e, void *arg)
 	return 0;
 }
 
+/* The roles of the static keep rules fw_restrict writes. */
+static int
+role_keep(uint32_t role)
+{
+	return role == FW_R_KEEP4 || role == FW_R_KEEP6 ||
+	    role == FW_R_PKEEP4 || role == FW_R_PKEEP6;
+}
+
+/* each_elem callback: queues the deletion of a keep-rule element. */
+static int
+del_keep(struct nftnl_set_elem *e, void *arg)
+{
+	struct eq	*q = arg;
+	const void	*key, *kend;
+	uint32_t	 klen = 0, elen = 0;
+
+	if (!role_keep(elem_role(e)))
+		return 0;
+	key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	kend = nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_KEY_END) ?
+	    nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY_END, &elen) : NULL;
+	if (kend == NULL || elen != klen)
+		return 0;
+	eq_add(q, key, klen, kend, 0, 0, NULL);
+	return 0;
+}
+
 int
 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
     const struct fw_rule *allow, size_t nallow, const struct fw_rule *deny,
@@ -2060,6 +2087,7 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct eq	 q;
 	struct key	 k;
 	struct fw_rule	*kp, *tmp, *pub, *prv;
+	struct nftnl_set *old;
 	struct rawvec	 rv = { NULL, 0, 0, 0 };
 	size_t		 i, nk, nt, npubin, npub, nprv;
 	int		 ret, restricted, v6;
@@ -2117,21 +2145,42 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	/* IPv6 rules only for a sandbox with an IPv6 address (unknown
 	 * without the index: then with them, which only costs). */
 	v6 = !fw->idx_valid || sbx_has_set(idx_find(fw, ifname), "sbx6");
-	/* Narrowed already: only more keep elements; the rules are in. */
+	/* Narrowed already: the rules are in; the keep list is replaced. */
 	if ((restricted = elem_exists(fw, "restricted", ifname)) == -1) {
 		free(kp);
 		fw_seterr(err, errlen, "fw_restrict: %s", strerror(errno));
 		return -1;
 	}
+	/* The old keep rules, to replace (dumped before the batch: a dump
+	 * is a request of its own on the same socket). */
+	fw_sbx_names(ifname, set, NULL);
+	old = NULL;
+	if (restricted && (old = dump_set(fw, set)) == NULL) {
+		free(kp);
+		fw_seterr(err, errlen, "fw_restrict: dump %s: %s", set,
+		    strerror(errno));
+		return -1;
+	}
 	if (fw_batch_begin(fw, &b) == -1) {
 		free(kp);
+		if (old != NULL)
+			nftnl_set_free(old);
 		fw_seterr(err, errlen, "fw_restrict: %s", strerror(errno));
 		return -1;
 	}
 	/* Keep elements first, then the rules that narrow (at the head of
 	 * the sandbox's chain), in one batch: the moment they apply, the
-	 * keep list is there. */
-	fw_sbx_names(ifname, set, NULL);
+	 * keep list is there. Narrowed already (a reload changed the keep
+	 * list): the old keep rules go in the same batch, so no moment has
+	 * neither list, and a rule the policy dropped stops at once. */
+	if (old != NULL) {
+		eq_init(&q, &b, fw->table, set, NFT_MSG_DELSETELEM, 0);
+		each_elem(old, del_keep, &q);
+		nftnl_set_free(old);
+		old = NULL;
+		if (eq_done(&q) == -1)
+			goto oom;
+	}
 	eq_init(&q, &b, fw->table, set, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
 	for (i = 0; i < nk; i++)
 		add_rule_tuple(&q, i >= npub ?

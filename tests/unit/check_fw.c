@@ -962,6 +962,18 @@ START_TEST(test_restrict_keeps_policy_order)
 	    sizeof(err)), 1);
 	ck_assert_int_eq(fw_count_elems(fw, "keep4", "sl-1", err,
 	    sizeof(err)), 1);
+	/* Restricting again (a reload changed the keep list) replaces the
+	 * list: what the new one drops stops at once. */
+	keep[0] = rule("192.0.2.10/32", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 1, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_OK);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_REFUSED);
+	ck_assert_int_eq(tcp_try(NULL, "172.16.5.5", 443), T_REFUSED);
+	ck_assert_int_eq(fw_count_elems(fw, "pkeep4", "sl-1", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(fw, "keep4", "sl-1", err,
+	    sizeof(err)), 1);
 	close(l);
 }
 END_TEST

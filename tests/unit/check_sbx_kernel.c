@@ -279,12 +279,14 @@ START_TEST(test_lifecycle)
 	ck_assert_uint_eq(sbx_count(m), 1);
 	ck_assert_int_eq(count_pins(), 1);
 
-	/* Taint: narrowed in the kernel at once, idempotent. */
+	/* Taint: narrowed in the kernel at once, idempotent. The keep rule
+	 * (192.0.2.10/32, a documentation address, private here) opens
+	 * that private address: role pkeep4. */
 	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
 	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "restricted", ifname, err,
 	    sizeof(err)), 1);
-	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "keep4", ifname, err,
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "pkeep4", ifname, err,
 	    sizeof(err)), 1);
 	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
 	ck_assert(v.tainted);
@@ -313,7 +315,7 @@ START_TEST(test_lifecycle)
 	    sizeof(err)), 0);
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "restricted", ifname, err,
 	    sizeof(err)), 0);
-	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "keep4", ifname, err,
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "pkeep4", ifname, err,
 	    sizeof(err)), 0);
 	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, ENOENT);
