@@ -131,6 +131,12 @@ br_stdio_spawn(struct br_up *u)
 		/* Only async-signal-safe calls from here on. */
 		sigset_t none;
 
+		/* Its own session first: a signal the server sends its
+		 * process group (kill(0, ...), common in Node tooling) must
+		 * not reach sluiced, nor a terminal's signals meant for
+		 * sluiced reach the child (sluiced closes it in order); the
+		 * sooner, the smaller the window in which it shares ours. */
+		(void)setsid();
 		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (dup2(in[0], 0) == -1 || dup2(out[1], 1) == -1 ||
 		    (devnull != -1 && dup2(devnull, 2) == -1))
@@ -145,11 +151,6 @@ br_stdio_spawn(struct br_up *u)
 		sigemptyset(&none);
 		(void)sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
-		/* Its own session: a signal the server sends its process
-		 * group (kill(0, ...), common in Node tooling) must not reach
-		 * sluiced, and a terminal's signals meant for sluiced do not
-		 * reach the child (sluiced closes it in order). */
-		(void)setsid();
 		if (child_drop_caps() == -1)
 			_exit(126);
 		/* The daemon's PATH finds the program; the child gets only
