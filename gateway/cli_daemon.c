@@ -155,10 +155,20 @@ cli_reload(int argc, char **argv)
 		return 1;
 	}
 	if (status == 200) {
+		json_int_t nu = json_integer_value(json_object_get(r,
+		    "sandboxes_not_updated"));
+
 		printf("reloaded: %zu policies\n",
 		    json_array_size(json_object_get(r, "policies")));
 		print_policies(json_object_get(r, "policies"));
 		json_decref(r);
+		if (nu > 0) {
+			fprintf(stderr, "sluice: %lld sandboxes stay on their "
+			    "old rules (their update failed: see the "
+			    "sandbox.reapply_failed findings); the next reload "
+			    "tries again\n", (long long)nu);
+			return 1;
+		}
 		return 0;
 	}
 	if (status == 422) {

@@ -34,6 +34,8 @@ struct gw {
 	uint64_t		 reloads_ok;
 	uint64_t		 reload_failures;
 	json_t			*last_error;	/* array of strings, or NULL */
+	size_t			 not_updated;	/* sandboxes the last reload
+						   left on old rules */
 	time_t			 last_reload_at;
 	struct ctl		*ctl;		/* for /metrics; borrowed */
 	struct sbx		*sbx;		/* borrowed, may be NULL */
@@ -184,10 +186,17 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	if (rec_async("policy.reload", rec_reload_fields(true,
 	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
 		log_warn("policy.reload record");
-	/* Live sandboxes follow the new set (after its record). */
-	sbx_reapply(gw->sbx);
+	/* Live sandboxes follow the new set (after its record); those that
+	 * could not are reported with the reload. */
+	gw->not_updated = sbx_reapply(gw->sbx);
 	pol_errors_free(own);
 	return 0;
+}
+
+size_t
+gw_not_updated(const struct gw *gw)
+{
+	return gw->not_updated;
 }
 
 json_t *
@@ -313,8 +322,12 @@ h_reload(struct ctl_req *req, void *arg)
 		return ctl_reply_error(req, 500, "internal", "out of memory");
 	if (gw_reload(gw, errs) == 0) {
 		pol_errors_free(errs);
-		o = json_pack("{s:s, s:o*}", "result", "ok", "policies",
-		    gw_policies_json(gw));
+		/* The set is in force either way; sandboxes left on their
+		 * old rules (sandbox.reapply_failed findings) are said, so
+		 * that "reloaded" never hides them. */
+		o = json_pack("{s:s, s:o*, s:I}", "result", "ok", "policies",
+		    gw_policies_json(gw), "sandboxes_not_updated",
+		    (json_int_t)gw->not_updated);
 		if (o == NULL)
 			return ctl_reply_error(req, 500, "internal",
 			    "out of memory");

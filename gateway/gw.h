@@ -48,6 +48,10 @@ const struct pol_set	*gw_pset_set(const struct gw_pset *ps);
  * and the errors are kept as the last reload error (gw_status_json). The
  * failure is logged with each FILE:LINE:COL. Returns 0 or -1. */
 int			 gw_reload(struct gw *gw, struct pol_errors *errs);
+/* gw_not_updated: sandboxes the last successful reload left on their old
+ * rules (their re-application failed, with a sandbox.reapply_failed
+ * finding; the next reload tries again). /v1/reload reports it. */
+size_t			 gw_not_updated(const struct gw *gw);
 
 /* gw_policies_json: [{"name":..., "digest":...}] of the set in force; a
  * new reference, NULL on allocation failure. */

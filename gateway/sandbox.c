@@ -769,7 +769,7 @@ policy_update_commit(const struct sandbox *s, const char *detail, char *err,
  * (fw_sandbox_update keeps learned elements and a taint restriction),
  * after a record of the change is durable.
  */
-static void
+static int
 sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 {
 	const struct pol_policy *np, *op;
@@ -781,7 +781,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 	op = sb_policy(s);
 	if (np == NULL) {
 		if (s->orphaned)
-			return;
+			return 0;
 		s->orphaned = 1;
 		snprintf(detail, sizeof(detail), "policy %s is no longer "
 		    "loaded: the sandbox keeps the rules it was created with",
@@ -790,7 +790,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		if (rec_async("finding", rec_finding_fields(s->rec.id,
 		    "sandbox.policy_removed", "medium", detail)) == -1)
 			log_warn("sandbox %s: finding", s->rec.id);
-		return;
+		return 0;
 	}
 	od = op != NULL ? pol_policy_digest(op) : "";
 	if (op == NULL || strcmp(od, pol_policy_digest(np)) != 0) {
@@ -812,14 +812,14 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 			    "sandbox.reapply_failed", "high", e)) == -1)
 				log_warn("sandbox %s: finding", s->rec.id);
 			m->failures++;
-			return;
+			return 1;
 		}
 		gw_pset_unref(old);
 		s->orphaned = 0;
 		m->reapplied++;
 		log_info("sandbox %s: policy %s re-applied", s->rec.id,
 		    s->rec.policy);
-		return;
+		return 0;
 	}
 	/* Same policy file: only the set it lives in changes, so the old
 	 * set can be freed once no sandbox is left on it. */
@@ -827,21 +827,24 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 	s->ps = gw_pset_ref(m->gw);
 	gw_pset_unref(old);
 	s->orphaned = 0;
+	return 0;
 }
 
-void
+size_t
 sbx_reapply(struct sbx *m)
 {
 	struct gw_pset *ps;
 	uint32_t i;
+	size_t failed = 0;
 
 	if (m == NULL)
-		return;
+		return 0;
 	ps = gw_pset_ref(m->gw);
 	for (i = 0; i < m->nslots; i++)
 		if (m->by_slot[i] != NULL)
-			sb_reapply(m, m->by_slot[i], ps);
+			failed += (size_t)sb_reapply(m, m->by_slot[i], ps);
 	gw_pset_unref(ps);
+	return failed;
 }
 
 struct fw *

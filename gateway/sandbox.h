@@ -214,9 +214,10 @@ int		 sbx_taint(struct sbx *m, const char *id, char *err,
  * the snapshot it was running under (its rules unchanged) with a
  * sandbox.policy_removed finding. A sandbox that cannot be updated (the
  * record or the kernel refused) stays on its old rules, with a finding,
- * and the next reload tries again. NULL is a no-op.
+ * and the next reload tries again. Returns how many sandboxes stay on
+ * their old rules so (0 for NULL), for the reload to report.
  */
-void		 sbx_reapply(struct sbx *m);
+size_t		 sbx_reapply(struct sbx *m);
 
 /* sbx_fw: the nftables handle (borrowed), for the DNS proxy's fw_learn. */
 struct fw	*sbx_fw(struct sbx *m);

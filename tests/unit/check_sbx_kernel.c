@@ -707,6 +707,34 @@ START_TEST(test_reload_reapplies)
 	ck_assert_int_eq(gw_reload(gw, NULL), 0);
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
 	    sizeof(err)), 1);
+	ck_assert_uint_eq(gw_not_updated(gw), 0);
+	/* Rules the kernel refuses (a nested CIDR whose ports overlap the
+	 * outer rule's only in part): the set is in force, the sandbox
+	 * stays on its old rules, and the reload says so. */
+	write_file(path,
+	    "version: 1\n"
+	    "name: tp\n"
+	    "egress:\n"
+	    "  allow:\n"
+	    "    - cidr: 198.51.100.0/24\n"
+	    "      ports: [\"400-500\"]\n"
+	    "    - cidr: 198.51.100.128/25\n"
+	    "      ports: [\"450-600\"]\n");
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_uint_eq(gw_not_updated(gw), 1);
+	ck_assert(nft_has("allow4", "198.51.100.128/25 . tcp . 8443"));
+	/* Back to the good file: updated again, nothing left behind. */
+	write_file(path,
+	    "version: 1\n"
+	    "name: tp\n"
+	    "egress:\n"
+	    "  allow:\n"
+	    "    - cidr: 198.51.100.128/25\n"
+	    "      ports: [8443]\n"
+	    "  deny:\n"
+	    "    - cidr: 198.51.100.192/26\n");
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_uint_eq(gw_not_updated(gw), 0);
 
 	/* The policy goes: the sandbox keeps the rules it runs under, and
 	 * a new sandbox of that policy is refused. */
@@ -728,7 +756,10 @@ START_TEST(test_reload_reapplies)
 	rec_close(rec);
 	rec = NULL;
 	recs = records_of(5, id);
-	ck_assert_int_eq(count_substr(recs, "sandbox.policy_update"), 1);
+	/* The update, and the attempt the kernel refused (recorded before
+	 * it was tried, then its failure). */
+	ck_assert_int_eq(count_substr(recs, "sandbox.policy_update"), 2);
+	ck_assert_int_eq(count_substr(recs, "sandbox.reapply_failed"), 1);
 	ck_assert_int_eq(count_substr(recs, "sandbox.policy_removed"), 1);
 	free(recs);
 	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
