@@ -654,6 +654,17 @@ nft_has(const char *set, const char *needle)
 	return 1;
 }
 
+/* The policy tp after test_reload_reapplies changes its CIDR rule. */
+static const char tp_narrow[] =
+    "version: 1\n"
+    "name: tp\n"
+    "egress:\n"
+    "  allow:\n"
+    "    - cidr: 198.51.100.128/25\n"
+    "      ports: [8443]\n"
+    "  deny:\n"
+    "    - cidr: 198.51.100.192/26\n";
+
 START_TEST(test_reload_reapplies)
 {
 	struct sbx_view v;
@@ -683,15 +694,7 @@ START_TEST(test_reload_reapplies)
 
 	/* The CIDR rule changes: the live sandbox follows at reload. */
 	snprintf(path, sizeof(path), "%s/pol/tp.yaml", sdir);
-	write_file(path,
-	    "version: 1\n"
-	    "name: tp\n"
-	    "egress:\n"
-	    "  allow:\n"
-	    "    - cidr: 198.51.100.128/25\n"
-	    "      ports: [8443]\n"
-	    "  deny:\n"
-	    "    - cidr: 198.51.100.192/26\n");
+	write_file(path, tp_narrow);
 	ck_assert_int_eq(gw_reload(gw, NULL), 0);
 	ck_assert(!nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
 	ck_assert(nft_has("allow4", "198.51.100.128/25 . tcp . 8443"));
@@ -724,15 +727,7 @@ START_TEST(test_reload_reapplies)
 	ck_assert_uint_eq(gw_not_updated(gw), 1);
 	ck_assert(nft_has("allow4", "198.51.100.128/25 . tcp . 8443"));
 	/* Back to the good file: updated again, nothing left behind. */
-	write_file(path,
-	    "version: 1\n"
-	    "name: tp\n"
-	    "egress:\n"
-	    "  allow:\n"
-	    "    - cidr: 198.51.100.128/25\n"
-	    "      ports: [8443]\n"
-	    "  deny:\n"
-	    "    - cidr: 198.51.100.192/26\n");
+	write_file(path, tp_narrow);
 	ck_assert_int_eq(gw_reload(gw, NULL), 0);
 	ck_assert_uint_eq(gw_not_updated(gw), 0);
 
