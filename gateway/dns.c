@@ -1306,9 +1306,10 @@ keep_confirmed(const struct pol_policy *pol, const char *name, uint8_t proto,
  * get FW_ELEM_KEEP, confirmed by the pure decision for a tainted sandbox
  * (pol_egress_decide with tainted=true on both ends), so the piece stays
  * usable after a taint and nothing outside the keep-list does. Pieces are
- * disjoint and cover exactly the ranges of ports. Rules of protocols other
- * than TCP and UDP (ICMP) yield no piece (see ports_learnable). Returns the
- * count (at most max; ranges past it are left out, which only narrows).
+ * disjoint and cover exactly the ranges of ports. ports and keep hold TCP
+ * and UDP rules only (the caller filters them with ports_learnable).
+ * Returns the count (at most max; ranges past it are left out, which only
+ * narrows).
  */
 static size_t
 dns_port_segments(const struct pol_policy *pol, const char *name,
@@ -1321,10 +1322,6 @@ dns_port_segments(const struct pol_policy *pol, const char *name,
 	for (i = 0; i < nports && n < max; i++) {
 		uint32_t cur = ports[i].port_lo, hi = ports[i].port_hi;
 
-		/* The kernel learns TCP and UDP elements only. */
-		if (ports[i].proto != IPPROTO_TCP &&
-		    ports[i].proto != IPPROTO_UDP)
-			continue;
 		while (cur <= hi && n < max) {
 			uint32_t end = hi, next = hi + 1;
 			bool in = false;

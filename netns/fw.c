@@ -35,8 +35,9 @@
  *       # 1/2 allow4/6, 3/4 pallow4/6 (rules inside private ranges),
  *       # 5/6 deny4/6 and 7 icmp4 (proto and port 0), 8/9 keep4/6,
  *       # 10/11 learned port ranges (timeout), 12/13 the same on the
- *       # keep-list, 14/15 keep4/6 rules inside a private range. "@s_X role R" below: role R . ip daddr (mapped) .
- *       # meta l4proto . th dport (or . 0 . 0 for 5-7) in @s_X.
+ *       # keep-list, 14/15 keep4/6 rules inside a private range.
+ *       # "@s_X role R" below: role R . ip daddr (mapped) . meta l4proto
+ *       # . th dport (or . 0 . 0 for 5-7) in @s_X.
  *     chain sb_X {
  *       (only once fw_restrict narrowed X, checked in the policy's order:)
  *       @s_X role 5 log prefix "deny:rule" group G reject ...

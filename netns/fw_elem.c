@@ -485,6 +485,46 @@ rules_normalize(const struct fw_rule *in, size_t n, size_t *outn)
 	return r;
 }
 
+/*
+ * rules_split: in[0..n) normalised in two groups, in one malloc'ed array
+ * (caller frees; *nout rules): first the public ones (*npub of them), then
+ * those lying wholly inside a private range (ICMP counts as public). A
+ * private one opens its range (roles PALLOW, PKEEP) and so must not be
+ * folded into a broader public rule, hence the groups are normalised
+ * apart. NULL (ENOMEM) on failure.
+ */
+static struct fw_rule *
+rules_split(const struct fw *fw, const struct fw_rule *in, size_t n,
+    size_t *nout, size_t *npub)
+{
+	struct fw_rule	*tmp, *pub, *prv, *out = NULL;
+	size_t		 i, k = 0, npubin, nprv;
+
+	if ((tmp = calloc(n + 1, sizeof(*tmp))) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (in[i].proto == IPPROTO_ICMP || !rule_private(fw, &in[i]))
+			tmp[k++] = in[i];
+	npubin = k;
+	for (i = 0; i < n; i++)
+		if (in[i].proto != IPPROTO_ICMP && rule_private(fw, &in[i]))
+			tmp[k++] = in[i];
+	pub = rules_normalize(tmp, npubin, npub);
+	prv = rules_normalize(tmp + npubin, k - npubin, &nprv);
+	free(tmp);
+	if (pub != NULL && prv != NULL &&
+	    (out = calloc(*npub + nprv + 1, sizeof(*out))) != NULL) {
+		if (*npub > 0)
+			memcpy(out, pub, *npub * sizeof(*out));
+		if (nprv > 0)
+			memcpy(out + *npub, prv, nprv * sizeof(*out));
+		*nout = *npub + nprv;
+	}
+	free(pub);
+	free(prv);
+	return out;
+}
+
 /* --------------------------------------------------------------- index */
 
 /*
@@ -803,8 +843,8 @@ statics_prepare(struct fw *fw, const char *what, const struct fw_rule *allow,
     struct fw_rule **al, size_t *nal, struct fw_rule **dn, size_t *ndn,
     char *err, size_t errlen)
 {
-	struct fw_rule	*tmp, *pub, *prv;
-	size_t		 i, n = 0, npubin, npub, nprv;
+	struct fw_rule	*tmp;
+	size_t		 i, npub;
 	uint8_t		 lo[16], hi[16];
 
 	*al = *dn = NULL;
@@ -830,36 +870,8 @@ statics_prepare(struct fw *fw, const char *what, const struct fw_rule *allow,
 			    what, i);
 			return -1;
 		}
-	/* Rules inside private ranges go to @pallow and must not be folded
-	 * into a broader public rule, so each group is normalised alone:
-	 * partition into tmp (public first, npubin of them), then normalise. */
-	if ((tmp = calloc(nallow + 1, sizeof(*tmp))) == NULL)
+	if ((*al = rules_split(fw, allow, nallow, nal, &npub)) == NULL)
 		goto oom;
-	for (i = 0; i < nallow; i++)
-		if (allow[i].proto == IPPROTO_ICMP || !rule_private(fw,
-		    &allow[i]))
-			tmp[n++] = allow[i];
-	npubin = n;
-	for (i = 0; i < nallow; i++)
-		if (allow[i].proto != IPPROTO_ICMP && rule_private(fw,
-		    &allow[i]))
-			tmp[n++] = allow[i];
-	pub = rules_normalize(tmp, npubin, &npub);
-	prv = rules_normalize(tmp + npubin, n - npubin, &nprv);
-	free(tmp);
-	if (pub == NULL || prv == NULL ||
-	    (*al = calloc(npub + nprv + 1, sizeof(**al))) == NULL) {
-		free(pub);
-		free(prv);
-		goto oom;
-	}
-	if (npub > 0)
-		memcpy(*al, pub, npub * sizeof(**al));
-	if (nprv > 0)
-		memcpy(*al + npub, prv, nprv * sizeof(**al));
-	*nal = npub + nprv;
-	free(pub);
-	free(prv);
 	/* Denies are CIDRs only: drop proto/ports before normalizing. */
 	if ((tmp = calloc(ndeny + 1, sizeof(*tmp))) == NULL)
 		goto oom;
@@ -2093,10 +2105,10 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct eq	 q;
 	struct rdel_ctx	 dc;
 	struct key	 k;
-	struct fw_rule	*kp, *tmp, *pub, *prv;
+	struct fw_rule	*kp;
 	struct nftnl_set *old;
 	struct rawvec	 rv = { NULL, 0, 0, 0 };
-	size_t		 i, nk, nt, npubin, npub, nprv;
+	size_t		 i, nk, npub;
 	int		 ret, restricted, v6;
 	char		 set[FW_NAMEMAX];
 
@@ -2113,42 +2125,13 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 			    "invalid", i);
 			return -1;
 		}
-	/* As for allows (statics_prepare): keep rules inside a private
-	 * range open it (role PKEEP) and must not be folded into a broader
-	 * public one, so each group is normalised alone; kp holds the
-	 * public ones first (npub of them). */
-	if ((tmp = calloc(n + 1, sizeof(*tmp))) == NULL) {
+	/* As for allows: a keep rule inside a private range opens it
+	 * (role PKEEP); kp holds the public ones first. */
+	if ((kp = rules_split(fw, keep, n, &nk, &npub)) == NULL) {
 		errno = ENOMEM;
 		fw_seterr(err, errlen, "fw_restrict: out of memory");
 		return -1;
 	}
-	for (i = 0, nt = 0; i < n; i++)
-		if (!rule_private(fw, &keep[i]))
-			tmp[nt++] = keep[i];
-	npubin = nt;
-	for (i = 0; i < n; i++)
-		if (rule_private(fw, &keep[i]))
-			tmp[nt++] = keep[i];
-	pub = rules_normalize(tmp, npubin, &npub);
-	prv = rules_normalize(tmp + npubin, nt - npubin, &nprv);
-	free(tmp);
-	kp = NULL;
-	if (pub == NULL || prv == NULL ||
-	    (kp = calloc(npub + nprv + 1, sizeof(*kp))) == NULL) {
-		free(pub);
-		free(prv);
-		free(kp);
-		errno = ENOMEM;
-		fw_seterr(err, errlen, "fw_restrict: out of memory");
-		return -1;
-	}
-	if (npub > 0)
-		memcpy(kp, pub, npub * sizeof(*kp));
-	if (nprv > 0)
-		memcpy(kp + npub, prv, nprv * sizeof(*kp));
-	nk = npub + nprv;
-	free(pub);
-	free(prv);
 	/* IPv6 rules only for a sandbox with an IPv6 address (unknown
 	 * without the index: then with them, which only costs). */
 	v6 = !fw->idx_valid || sbx_has_set(idx_find(fw, ifname), "sbx6");

@@ -493,7 +493,9 @@ session_find(struct br *br, const char *id)
 {
 	struct br_session *s;
 
-	TAILQ_FOREACH(s, &br->sessions, entry)
+	/* From the most recently used end: a request's session is there
+	 * (session_check moves it), so the common lookup is one step. */
+	TAILQ_FOREACH_REVERSE(s, &br->sessions, br_sessions, entry)
 		if (strcmp(s->id, id) == 0)
 			return s;
 	return NULL;

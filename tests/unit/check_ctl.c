@@ -695,6 +695,13 @@ START_TEST(wrong_method_405_with_allow)
 	ck_assert_str_eq(r.allow, "POST");
 	assert_error(&r, 405, "method_not_allowed");
 	resp_free(&r);
+	/* A method that is not UTF-8, quoted in the message: still a 405
+	 * with a JSON body (those bytes shown as '?'), not a 500. */
+	ck_assert_int_eq(request("\xc3X", "/v1/ping", NULL, NULL, 0, 0, &r),
+	    0);
+	assert_error(&r, 405, "method_not_allowed");
+	ck_assert_ptr_nonnull(strstr(jstr(&r, "message"), "?X"));
+	resp_free(&r);
 }
 END_TEST
 

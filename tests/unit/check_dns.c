@@ -741,16 +741,24 @@ parse_ans(const uint8_t *m, size_t len, struct ans *a)
 	ldns_pkt_free(pkt);
 }
 
+/* A client socket of type (SOCK_DGRAM or SOCK_STREAM) connected to the
+ * proxy, bound to ip first unless NULL; rcvbuf, when not 0, is its receive
+ * buffer, set before connecting so a TCP window stays small. */
 static int
-udp_client(const char *ip)
+client(int type, const char *ip, int rcvbuf)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd = socket(AF_INET, type, 0);
 
 	ck_assert_int_ne(fd, -1);
-	sa_lo(&ss, &sl, ip, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&ss, sl), 0);
+	if (rcvbuf != 0)
+		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF,
+		    &rcvbuf, sizeof(rcvbuf)), 0);
+	if (ip != NULL) {
+		sa_lo(&ss, &sl, ip, 0);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&ss, sl), 0);
+	}
 	sa_lo(&ss, &sl, "127.0.0.1", pport);
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&ss, sl), 0);
 	return fd;
@@ -776,7 +784,7 @@ ask_from(const char *ip, const char *name, uint16_t type, uint16_t edns,
 	size_t ql;
 	ssize_t n;
 	uint16_t id = (uint16_t)(rand() & 0xffff);
-	int fd = udp_client(ip);
+	int fd = client(SOCK_DGRAM, ip, 0);
 
 	ql = mkquery(q, sizeof(q), name, type, id, edns);
 	pthread_mutex_lock(&L.mu);
@@ -1130,19 +1138,6 @@ START_TEST(rate_limit_holds)
 }
 END_TEST
 
-static int
-tcp_client(void)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ck_assert_int_ne(fd, -1);
-	sa_lo(&ss, &sl, "127.0.0.1", pport);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&ss, sl), 0);
-	return fd;
-}
-
 /* Read one framed message; length or -1 (EOF, error, bound). */
 static ssize_t
 tcp_read_msg(int fd, uint8_t *buf, size_t cap)
@@ -1176,7 +1171,7 @@ START_TEST(tcp_two_queries_one_connection)
 	int fd, seen = 0;
 
 	proxy_default();
-	fd = tcp_client();
+	fd = client(SOCK_STREAM, NULL, 0);
 	l1 = mkquery(q + 2, 500, "allowed.example.test", 1, 0x1111, 0);
 	q[0] = 0; q[1] = (uint8_t)l1;
 	l2 = mkquery(q + 4 + l1, 500, "big.example.test", 1, 0x2222, 0);
@@ -1218,7 +1213,7 @@ START_TEST(tcp_half_close_still_answered)
 	int fd;
 
 	proxy_default();
-	fd = tcp_client();
+	fd = client(SOCK_STREAM, NULL, 0);
 	l = mkquery(q + 2, 500, "allowed.example.test", 1, 0x5555, 0);
 	q[0] = 0; q[1] = (uint8_t)l;
 	/* The query goes upstream; the client is done writing at once. */
@@ -1334,7 +1329,7 @@ START_TEST(upstream_answers_checked)
 	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	proxy_up(&pc);
 	for (int round = 0; round < 2; round++) {
-		cfd = udp_client("127.0.0.1");
+		cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 		ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x4242,
 		    0);
 		ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
@@ -1419,7 +1414,7 @@ START_TEST(sandbox_gone_mid_query)
 	getsockname(sfd, (struct sockaddr *)&ss, &sl);
 	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	proxy_up(&pc);
-	cfd = udp_client("127.0.0.1");
+	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x4343, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
 	pfd.fd = sfd;
@@ -1608,7 +1603,7 @@ START_TEST(malformed_then_good)
 	proxy_default();
 	n = bad_packet(_i, b, sizeof(b), &expect);
 	ck_assert_int_ne(expect, -2);
-	fd = udp_client("127.0.0.1");
+	fd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ck_assert_int_eq(send(fd, b, n, 0), (ssize_t)n);
 	/* The good query goes second; if the bad one was answered its
 	 * answer arrives first (one socket, loopback, one proxy thread). */
@@ -1646,8 +1641,8 @@ START_TEST(mutations_keep_serving)
 
 	proxy_default();
 	ql = mkquery(q, sizeof(q), "a.wild.example.test", 1, 0x1234, 1232);
-	fd = udp_client("127.0.0.1");
-	tfd = tcp_client();
+	fd = client(SOCK_DGRAM, "127.0.0.1", 0);
+	tfd = client(SOCK_STREAM, NULL, 0);
 	for (int i = 0; i < 2000; i++) {
 		size_t len = ql, k;
 
@@ -1694,7 +1689,7 @@ START_TEST(tcp_idle_and_cap)
 
 	proxy_up(&pc);
 	for (i = 0; i < 5; i++)
-		fds[i] = tcp_client();
+		fds[i] = client(SOCK_STREAM, NULL, 0);
 	/* The first three are served, the rest closed by the proxy. */
 	ql = mkquery(q + 2, 500, "allowed.example.test", 1, 0x3333, 0);
 	q[0] = 0; q[1] = (uint8_t)ql;
@@ -1716,7 +1711,7 @@ START_TEST(tcp_idle_and_cap)
 	for (i = 0; i < 5; i++)
 		close(fds[i]);
 	/* A fresh connection still works once the idle ones are gone. */
-	fds[0] = tcp_client();
+	fds[0] = client(SOCK_STREAM, NULL, 0);
 	(void)send(fds[0], q, ql + 2, MSG_NOSIGNAL);
 	n = tcp_read_msg(fds[0], r, sizeof(r));
 	ck_assert_int_gt(n, 0);
@@ -1735,7 +1730,7 @@ START_TEST(malformed_costs_tokens)
 	struct ans a;
 
 	proxy_default();
-	fd = udp_client("127.0.0.3");		/* burst 5, 1 qps */
+	fd = client(SOCK_DGRAM, "127.0.0.3", 0);		/* burst 5, 1 qps */
 	n = bad_packet(3, b, sizeof(b), &expect);	/* lying counts */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < 20; i++)
@@ -1774,7 +1769,7 @@ START_TEST(tcp_bad_frames)
 	int fd;
 
 	proxy_default();
-	fd = tcp_client();
+	fd = client(SOCK_STREAM, NULL, 0);
 	/* An oversized frame (5000 bytes), then a zero-length one, then a
 	 * good query: FORMERR, nothing (no id to answer), the answer. */
 	l = mkquery(q + 2, 500, "allowed.example.test", 1, 0x0bad, 0);
@@ -2007,10 +2002,10 @@ START_TEST(batch_one_learn_per_iteration)
 	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
 	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
 	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
-	c0 = udp_client("127.0.0.1");
-	c1 = udp_client("127.0.0.1");
-	c2 = udp_client("127.0.0.1");
-	c3 = udp_client("127.0.0.1");
+	c0 = client(SOCK_DGRAM, "127.0.0.1", 0);
+	c1 = client(SOCK_DGRAM, "127.0.0.1", 0);
+	c2 = client(SOCK_DGRAM, "127.0.0.1", 0);
+	c3 = client(SOCK_DGRAM, "127.0.0.1", 0);
 	hold_next();
 	send_q(c0, "allowed.example.test", LDNS_RR_TYPE_A, 100);
 	hold_wait();
@@ -2068,9 +2063,9 @@ START_TEST(batch_failure_isolated)
 	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
 	ask("a.wild.example.test", LDNS_RR_TYPE_A, &a);
 	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
-	c0 = udp_client("127.0.0.1");
-	c1 = udp_client("127.0.0.1");
-	c2 = udp_client("127.0.0.1");
+	c0 = client(SOCK_DGRAM, "127.0.0.1", 0);
+	c1 = client(SOCK_DGRAM, "127.0.0.1", 0);
+	c2 = client(SOCK_DGRAM, "127.0.0.1", 0);
 	hold_next();
 	send_q(c0, "allowed.example.test", LDNS_RR_TYPE_A, 200);
 	hold_wait();
@@ -2451,26 +2446,6 @@ fake_answer(int sfd, const char *const *rrs, size_t n)
 	ldns_pkt_free(pkt);
 }
 
-/* A TCP client from ip (bound there) to the proxy; rcvbuf, when not 0, is
- * its receive buffer, set before connecting so the window stays small. */
-static int
-tcp_client_from(const char *ip, int rcvbuf)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ck_assert_int_ne(fd, -1);
-	if (rcvbuf != 0)
-		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF,
-		    &rcvbuf, sizeof(rcvbuf)), 0);
-	sa_lo(&ss, &sl, ip, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&ss, sl), 0);
-	sa_lo(&ss, &sl, "127.0.0.1", pport);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&ss, sl), 0);
-	return fd;
-}
-
 /* One query for name/type with EDNS size edns from ip, over UDP or TCP,
  * answered by the fake upstream sfd with rrs[0..n). */
 static void
@@ -2482,7 +2457,7 @@ ask_fake(int sfd, bool tcp, const char *ip, const char *name, uint16_t type,
 	uint16_t id = (uint16_t)(rand() & 0xffff);
 	size_t ql = mkquery(q + 2, sizeof(q) - 2, name, type, id, edns);
 	ssize_t got;
-	int fd = tcp ? tcp_client_from(ip, 0) : udp_client(ip);
+	int fd = client(tcp ? SOCK_STREAM : SOCK_DGRAM, ip, 0);
 
 	q[0] = (uint8_t)(ql >> 8);
 	q[1] = (uint8_t)ql;
@@ -2716,7 +2691,7 @@ START_TEST(tcp_unread_answers_closed)
 	int fd, sfd, fd2, sb = 4096, i;
 
 	proxy_up(&pc);
-	fd = tcp_client_from("127.0.0.1", 4096);
+	fd = client(SOCK_STREAM, "127.0.0.1", 4096);
 	/* Denied: answered locally, 39 bytes each with the frame. */
 	ql = mkquery(q + 2, 500, "denied.example.test", 1, 0x0d0d, 0);
 	q[0] = 0;
@@ -2749,7 +2724,7 @@ START_TEST(tcp_unread_answers_closed)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		fd2 = tcp_client();
+		fd2 = client(SOCK_STREAM, NULL, 0);
 		(void)send(fd2, q, ql + 2, MSG_NOSIGNAL);
 		n = tcp_read_msg(fd2, r, sizeof(r));
 		close(fd2);
