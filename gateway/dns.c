@@ -3,7 +3,7 @@
  * parse strictly, identify the sandbox by source address, rate-limit and
  * screen the name for tunnelling, ask the policy, and then either answer
  * locally (uniform deny, NODATA, synthetic) or forward upstream with a fresh
- * random id and source port. The upstream answer is checked against the
+ * random id on a short-lived socket of random port. The upstream answer is checked against the
  * question, cut down to the CNAME chain of the queried name, every address
  * is classified, and the answer waits with its elements until the end of
  * the loop iteration: then the elements of every answer that became ready
@@ -56,6 +56,12 @@
 #define DNS_MAX_SEGS		(DNS_MAX_PORTS * 4)
 #define DNS_RECV_BATCH		16	/* datagrams per recvmmsg */
 #define DNS_OUT_SLOTS		64	/* UDP answers per sendmmsg */
+/* Upstream UDP sockets (see "upstream sockets" below). */
+#define DNS_USOCK_POOL		8	/* live sockets per upstream */
+#define DNS_USOCK_USES		64	/* queries one socket carries, at most */
+#define DNS_USOCK_AGE_MS	1000	/* a socket takes new queries this long */
+#define DNS_USOCK_INFLIGHT	64	/* outstanding queries per socket */
+#define DNS_PQ_SPARE		64	/* freed queries kept for reuse */
 #define DNS_OUT_SLOT_SIZE	1500
 #define DNS_CACHE_MAX		16384	/* default cfg.cache_max */
 #define DNS_CACHE_BUCKETS	8192
@@ -73,6 +79,23 @@
 
 struct dns_proxy;
 struct dns_conn;
+struct dns_pq;
+
+/* An upstream UDP socket: connected to one upstream, on a port the kernel
+ * picked at random, shared by the queries in flight on it (each with an
+ * id unique on the socket) and retired after a few queries or a second. */
+struct dns_usock {
+	struct dns_proxy	*p;
+	struct dns_usock	*next, *prev;		/* proxy's list */
+	int			 fd;
+	size_t			 up;			/* upstream index */
+	bool			 retired;		/* takes no new query */
+	bool			 in_cb;			/* inside usock_cb */
+	uint32_t		 uses;
+	uint64_t		 born_ms;
+	struct dns_pq		*pqs;			/* in flight on it */
+	size_t			 inflight;
+};
 
 /* A query in flight upstream. */
 struct dns_pq {
@@ -90,7 +113,9 @@ struct dns_pq {
 	uint64_t		 t0_us;
 	size_t			 up;			/* upstream index */
 	size_t			 tries;
-	int			 fd;
+	int			 fd;			/* TCP upstream */
+	struct dns_usock	*us;			/* UDP upstream */
+	struct dns_pq		*unext, *uprev;		/* us's list */
 	bool			 tcp;			/* upstream over TCP */
 	bool			 sent;
 	uint16_t		 upid;
@@ -167,6 +192,9 @@ struct dns_proxy {
 	uint16_t		 port;
 	struct dns_pq		*pqs;
 	size_t			 npending;
+	struct dns_usock	*usocks;
+	struct dns_pq		*spare;			/* freed, for reuse */
+	size_t			 nspare;
 	struct dns_conn		*conns;
 	size_t			 nconns;
 	struct dns_bucket	*rl;
@@ -706,6 +734,20 @@ fail:
 
 /* Everything that happens before a query goes upstream. The caller's buffer
  * holds one message from (cn | src). */
+/* A zeroed query: a spare one if there is one. NULL without memory. */
+static struct dns_pq *
+pq_alloc(struct dns_proxy *p)
+{
+	struct dns_pq *pq;
+
+	if ((pq = p->spare) == NULL)
+		return calloc(1, sizeof(*pq));
+	p->spare = pq->next;
+	p->nspare--;
+	memset(pq, 0, sizeof(*pq));
+	return pq;
+}
+
 static void
 handle_query(struct dns_proxy *p, struct dns_conn *cn,
     const struct sockaddr *src, socklen_t srclen, const uint8_t *m, size_t len)
@@ -832,7 +874,7 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 		reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
 		return;
 	}
-	if ((pq = calloc(1, sizeof(*pq))) == NULL) {
+	if ((pq = pq_alloc(p)) == NULL) {
 		ev.decision = DNS_DEC_ERROR;
 		ev.rcode = RCODE_SERVFAIL;
 		copystr(ev.reason, sizeof(ev.reason), "no_memory");
@@ -871,9 +913,177 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 
 /* -------------------------------------------------------------- upstream */
 
+/*
+ * Upstream sockets. A fresh socket per query (socket, connect, two epoll
+ * changes, close, and a new conntrack entry in the host's table) was half
+ * the proxy's work per query. Queries now share a few connected UDP
+ * sockets per upstream, as dnsmasq's random-port pool does, without
+ * giving up what fresh sockets were for (off-path forgery needs the
+ * source port and the id): every socket gets its port at random from the
+ * kernel; a socket carries at most DNS_USOCK_USES queries and takes new
+ * ones for at most DNS_USOCK_AGE_MS, so no port stays guessable for long;
+ * a query picks one of up to DNS_USOCK_POOL live sockets at random; ids
+ * are random and unique among the queries in flight on a socket; and a
+ * reply must still match its query's id and question.
+ */
+static void	usock_cb(struct ev_loop *, int, unsigned, void *);
+
+static void
+usock_close(struct dns_usock *us)
+{
+	struct dns_proxy *p = us->p;
+
+	ev_del(p->loop, us->fd);
+	close(us->fd);
+	if (us->prev != NULL)
+		us->prev->next = us->next;
+	else
+		p->usocks = us->next;
+	if (us->next != NULL)
+		us->next->prev = us->prev;
+	free(us);
+}
+
+/* Stops us taking new queries, and closes it once none is in flight (not
+ * from inside its own callback, which closes it on the way out). */
+static void
+usock_retire(struct dns_usock *us)
+{
+	us->retired = true;
+	if (us->inflight == 0 && !us->in_cb)
+		usock_close(us);
+}
+
+static struct dns_usock *
+usock_open(struct dns_proxy *p, size_t up)
+{
+	const struct sockaddr *ua = (struct sockaddr *)&p->cfg.upstreams[up];
+	struct dns_usock *us;
+
+	if ((us = calloc(1, sizeof(*us))) == NULL)
+		return NULL;
+	us->p = p;
+	us->up = up;
+	us->born_ms = ev_now_ms();
+	us->fd = socket(ua->sa_family, SOCK_DGRAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (us->fd == -1 || connect(us->fd, ua, p->cfg.upstream_lens[up]) ==
+	    -1 || ev_add(p->loop, us->fd, EV_READ, usock_cb, us) == -1) {
+		if (us->fd != -1)
+			close(us->fd);
+		free(us);
+		return NULL;
+	}
+	us->next = p->usocks;
+	if (p->usocks != NULL)
+		p->usocks->prev = us;
+	p->usocks = us;
+	return us;
+}
+
+static uint8_t
+rnd_byte(struct dns_proxy *p)
+{
+	uint8_t b;
+
+	if (p->rndpos + 1 > sizeof(p->rnd) &&
+	    getrandom(p->rnd, sizeof(p->rnd), 0) == sizeof(p->rnd))
+		p->rndpos = 0;
+	if (p->rndpos + 1 > sizeof(p->rnd))
+		return (uint8_t)(now_us() >> 3);
+	b = p->rnd[p->rndpos];
+	p->rnd[p->rndpos++] = 0;
+	return b;
+}
+
+/* A socket to upstream up with room for one more query: one of the live
+ * ones at random, or a new one while the pool is not full (or every live
+ * one is full). Retires what is too old or used up on the way. NULL when
+ * no socket can be opened. */
+static struct dns_usock *
+usock_get(struct dns_proxy *p, size_t up)
+{
+	struct dns_usock *us, *next, *live[DNS_USOCK_POOL];
+	size_t nlive = 0, nroom = 0, pick;
+	uint64_t now = ev_now_ms();
+
+	for (us = p->usocks; us != NULL; us = next) {
+		next = us->next;
+		if (us->up != up || us->retired)
+			continue;
+		if (us->uses >= DNS_USOCK_USES ||
+		    now - us->born_ms >= DNS_USOCK_AGE_MS) {
+			usock_retire(us);
+			continue;
+		}
+		if (nlive < DNS_USOCK_POOL)
+			live[nlive++] = us;
+	}
+	for (pick = 0; pick < nlive; pick++)
+		nroom += live[pick]->inflight < DNS_USOCK_INFLIGHT;
+	if (nlive < DNS_USOCK_POOL || nroom == 0)
+		return usock_open(p, up);
+	pick = rnd_byte(p) % nroom;
+	for (size_t i = 0; i < nlive; i++) {
+		if (live[i]->inflight >= DNS_USOCK_INFLIGHT)
+			continue;
+		if (pick-- == 0)
+			return live[i];
+	}
+	return NULL;	/* not reached: nroom counted one */
+}
+
+static bool
+usock_id_taken(const struct dns_usock *us, uint16_t id)
+{
+	const struct dns_pq *q;
+
+	for (q = us->pqs; q != NULL; q = q->unext)
+		if (q->upid == id)
+			return true;
+	return false;
+}
+
+static void
+usock_attach(struct dns_usock *us, struct dns_pq *pq)
+{
+	pq->us = us;
+	pq->uprev = NULL;
+	pq->unext = us->pqs;
+	if (us->pqs != NULL)
+		us->pqs->uprev = pq;
+	us->pqs = pq;
+	us->inflight++;
+	if (++us->uses >= DNS_USOCK_USES)
+		us->retired = true;
+}
+
+static void
+usock_detach(struct dns_pq *pq)
+{
+	struct dns_usock *us = pq->us;
+
+	if (us == NULL)
+		return;
+	if (pq->uprev != NULL)
+		pq->uprev->unext = pq->unext;
+	else
+		us->pqs = pq->unext;
+	if (pq->unext != NULL)
+		pq->unext->uprev = pq->uprev;
+	pq->us = NULL;
+	pq->unext = pq->uprev = NULL;
+	us->inflight--;
+	/* An idle socket past its age goes now, not at the next query. */
+	if (us->inflight == 0 && (us->retired ||
+	    ev_now_ms() - us->born_ms >= DNS_USOCK_AGE_MS))
+		usock_retire(us);
+}
+
 static void
 pq_close_fd(struct dns_pq *pq)
 {
+	usock_detach(pq);
 	if (pq->fd != -1) {
 		ev_del(pq->p->loop, pq->fd);
 		close(pq->fd);
@@ -912,7 +1122,14 @@ pq_free(struct dns_pq *pq)
 	p->npending--;
 	ldns_buffer_free(pq->ans);
 	free(pq->el);
-	free(pq);
+	/* Kept for the next query: a query is ~5 KiB, and allocating and
+	 * freeing that much per query made malloc consolidate each time. */
+	if (p->nspare < DNS_PQ_SPARE) {
+		pq->next = p->spare;
+		p->spare = pq;
+		p->nspare++;
+	} else
+		free(pq);
 }
 
 /* Answer the client (if it is still there), record, and free. */
@@ -1677,7 +1894,9 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
 	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
 
-	if ((b = ldns_buffer_new(1024)) == NULL)
+	/* Under 1 KiB: the common answer fits, and a small request stays
+	 * out of malloc's large bins; the buffer grows when it must. */
+	if ((b = ldns_buffer_new(512)) == NULL)
 		goto servfail;
 	for (i = 0; i < nan; i++)
 		nout += fo.keep[i];
@@ -1776,41 +1995,65 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 	ldns_pkt_free(pkt);
 }
 
+/* Replies on a shared upstream socket, up to DNS_RECV_BATCH per system
+ * call: each goes to the query in flight with its id, and is used only if
+ * it answers that query's question. */
 static void
-pq_udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
-	struct dns_pq *pq = arg;
-	struct dns_proxy *p = pq->p;
-	struct sockaddr_storage from;
-	socklen_t fl;
+	struct dns_usock *us = arg;
+	struct dns_proxy *p = us->p;
+	struct mmsghdr mh[DNS_RECV_BATCH];
+	struct iovec iov[DNS_RECV_BATCH];
+	struct sockaddr_storage from[DNS_RECV_BATCH];
+	struct dns_pq *pq;
 	ldns_pkt *pkt;
-	ssize_t n;
-	int i;
+	int n, i;
 
 	(void)loop;
 	(void)events;
-	for (i = 0; i < 16; i++) {
-		fl = sizeof(from);
-		n = recvfrom(fd, p->buf, sizeof(p->buf), 0,
-		    (struct sockaddr *)&from, &fl);
-		if (n == -1) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK ||
-			    errno == EINTR)
-				return;
-			/* ICMP port unreachable and friends. */
-			pq_next_upstream(pq);
-			return;
-		}
-		/* The socket is connected, so the kernel already filters by
-		 * source; this is a second look at the same fact. */
-		if (fl != p->cfg.upstream_lens[pq->up] || memcmp(&from,
-		    &p->cfg.upstreams[pq->up], fl) != 0)
-			continue;
-		if (pq_check(pq, p->buf, (size_t)n, &pkt) == 1) {
-			pq_reply(pq, pkt, p->buf, (size_t)n);
-			return;
-		}
+	for (i = 0; i < DNS_RECV_BATCH; i++) {
+		iov[i].iov_base = p->rbufs + (size_t)i * (DNS_MAX_QUERY + 1);
+		iov[i].iov_len = DNS_MAX_QUERY + 1;
+		memset(&mh[i], 0, sizeof(mh[i]));
+		mh[i].msg_hdr.msg_iov = &iov[i];
+		mh[i].msg_hdr.msg_iovlen = 1;
+		mh[i].msg_hdr.msg_name = &from[i];
+		mh[i].msg_hdr.msg_namelen = sizeof(from[i]);
 	}
+	us->in_cb = true;
+	n = recvmmsg(fd, mh, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
+	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		/* ICMP port unreachable and friends: the error is the
+		 * socket's, so every query on it moves on. */
+		us->retired = true;
+		while ((pq = us->pqs) != NULL)
+			pq_next_upstream(pq);
+	}
+	for (i = 0; i < n && us->pqs != NULL; i++) {
+		const uint8_t *m = iov[i].iov_base;
+		size_t len = mh[i].msg_len;
+		uint16_t id;
+
+		/* The socket is connected, so the kernel already filters by
+		 * source; this is a second look at the same fact. An answer
+		 * longer than the buffer is cut (MSG_TRUNC): no use. */
+		if ((mh[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+		    mh[i].msg_hdr.msg_namelen != p->cfg.upstream_lens[us->up] ||
+		    memcmp(&from[i], &p->cfg.upstreams[us->up],
+		    mh[i].msg_hdr.msg_namelen) != 0 || len < DNS_HDR)
+			continue;
+		id = (uint16_t)(m[0] << 8 | m[1]);
+		for (pq = us->pqs; pq != NULL && pq->upid != id;
+		    pq = pq->unext)
+			;
+		if (pq != NULL && pq_check(pq, m, len, &pkt) == 1)
+			pq_reply(pq, pkt, m, len);
+	}
+	us->in_cb = false;
+	if (us->inflight == 0 && us->retired)
+		usock_close(us);
 }
 
 static void
@@ -1910,43 +2153,56 @@ pq_build(struct dns_pq *pq)
 	pq->upqlen = o;
 }
 
-/* (Re)send the question to upstream pq->up over UDP or TCP with a fresh
- * socket: a new random source port and a new random id every attempt. */
+/* (Re)send the question to upstream pq->up: over UDP on a shared socket
+ * (usock_get) with a new random id unique on it, over TCP on a fresh
+ * connection; a new id every attempt. */
 static void
 pq_start(struct dns_pq *pq)
 {
 	struct dns_proxy *p = pq->p;
 	const struct sockaddr *ua = (struct sockaddr *)&p->cfg.upstreams[pq->up];
 	socklen_t ul = p->cfg.upstream_lens[pq->up];
-	int fd;
+	struct dns_usock *us;
+	int fd, i;
 
-	pq_build(pq);
 	pq->sent = false;
 	sa_format(ua, pq->ev.upstream, sizeof(pq->ev.upstream));
-	fd = socket(ua->sa_family, (pq->tcp ? SOCK_STREAM : SOCK_DGRAM) |
-	    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd == -1)
-		goto fail;
-	if (connect(fd, ua, ul) == -1 && errno != EINPROGRESS) {
-		close(fd);
-		goto fail;
-	}
-	pq->fd = fd;
 	if (!pq->tcp) {
-		if (send(fd, pq->upq, pq->upqlen, 0) != (ssize_t)pq->upqlen)
+		if ((us = usock_get(p, pq->up)) == NULL)
+			goto fail;
+		/* 64 in flight at most among 65,536 ids: a few draws. */
+		for (i = 0; i < 16; i++) {
+			pq_build(pq);
+			if (!usock_id_taken(us, pq->upid))
+				break;
+		}
+		if (i == 16)
+			goto fail;
+		usock_attach(us, pq);
+		if (send(us->fd, pq->upq, pq->upqlen, 0) != (ssize_t)pq->upqlen)
 			goto fail;
 		pq->sent = true;
+	} else {
+		pq_build(pq);
+		fd = socket(ua->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		if (fd == -1)
+			goto fail;
+		if (connect(fd, ua, ul) == -1 && errno != EINPROGRESS) {
+			close(fd);
+			goto fail;
+		}
+		pq->fd = fd;
+		if (ev_add(p->loop, fd, EV_WRITE, pq_tcp_cb, pq) == -1)
+			goto fail;
 	}
-	if (ev_add(p->loop, fd, pq->tcp ? EV_WRITE : EV_READ,
-	    pq->tcp ? pq_tcp_cb : pq_udp_cb, pq) == -1)
-		goto fail;
 	if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms, pq_timeout,
 	    pq)) == NULL)
 		goto fail;
 	return;
 fail:
-	/* pq_close_fd (via the failover) closes pq->fd; ev_del of an fd
-	 * that was never registered is a no-op. */
+	/* pq_close_fd (via the failover) detaches pq from its socket or
+	 * closes pq->fd; ev_del of an fd never registered is a no-op. */
 	pq_next_upstream(pq);
 }
 
@@ -2227,6 +2483,9 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 		p->cfg.max_pending = 4096;
 	if (p->cfg.max_udp_size < 512)
 		p->cfg.max_udp_size = 1232;
+	/* What we advertise upstream must fit a receive slot (usock_cb). */
+	if (p->cfg.max_udp_size > DNS_MAX_QUERY)
+		p->cfg.max_udp_size = DNS_MAX_QUERY;
 	if (p->cfg.cache_max == 0)
 		p->cfg.cache_max = DNS_CACHE_MAX;
 
@@ -2311,6 +2570,14 @@ dns_free(struct dns_proxy *p)
 		conn_close(p->conns);
 	while (p->pqs != NULL)
 		pq_free(p->pqs);
+	while (p->usocks != NULL)
+		usock_close(p->usocks);
+	while (p->spare != NULL) {
+		struct dns_pq *pq = p->spare;
+
+		p->spare = pq->next;
+		free(pq);
+	}
 	ev_del(p->loop, p->ufd);
 	ev_del(p->loop, p->tfd);
 	close(p->ufd);

@@ -126,7 +126,7 @@ struct dns_config {
 	uint32_t		tcp_idle_ms;	/* 0 = 10000 */
 	uint32_t		max_tcp_conns;	/* 0 = 256 */
 	uint32_t		max_pending;	/* queries in flight; 0 = 4096 */
-	uint16_t		max_udp_size;	/* EDNS clamp; 0 = 1232 */
+	uint16_t		max_udp_size;	/* EDNS clamp; 0 = 1232, at most 4096 */
 	/* Upstream answers kept for reuse (each use is still filtered,
 	 * decided and learned like a fresh answer); 0 = 16384, and 4 MiB
 	 * at most whatever the count. no_cache sends every query upstream. */

@@ -1384,11 +1384,156 @@ START_TEST(upstream_answers_checked)
 		ck_assert_uint_ne(upid, 0x4242);
 		close(cfd);
 	}
-	/* A fresh socket per query: the two source ports differ. */
+	/* The first queries each open a socket of the pool: the two source
+	 * ports differ. */
 	ck_assert_uint_ne(ports[0], ports[1]);
 	pthread_mutex_lock(&L.mu);
 	ck_assert_int_eq(L.calls, 2);
 	pthread_mutex_unlock(&L.mu);
+	close(sfd);
+}
+END_TEST
+
+/* The upstream socket pool: 150 queries in flight at once are spread over
+ * several random ports, no port carries more than 64 of them, ids are
+ * unique per port, every answer reaches the query it answers (the
+ * upstream answers in reverse order, each name with its own address), and
+ * a socket older than a second takes no new query. */
+START_TEST(upstream_socket_pool)
+{
+	enum { N = 150 };
+	int sfd = socket(AF_INET, SOCK_DGRAM, 0), cfd;
+	struct sockaddr_storage ss, from[N];
+	socklen_t sl, fl[N];
+	struct pcfg pc = { .timeout_ms = 5000, .no_cache = true };
+	uint8_t q[512], buf[2048], fwd[N][512];
+	size_t ql, fwdlen[N];
+	uint16_t port[N], id[N], nports = 0, ports[N], late;
+	size_t per[N];
+	bool seen[N];
+	ssize_t n;
+	struct ans *a = calloc(1, sizeof(*a));
+	int i, j, got = 0;
+
+	ck_assert_ptr_nonnull(a);
+	sa_lo(&ss, &sl, "127.0.0.1", 0);
+	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
+	sl = sizeof(ss);
+	getsockname(sfd, (struct sockaddr *)&ss, &sl);
+	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	proxy_up(&pc);
+	cfd = client(SOCK_DGRAM, "127.0.0.1", 1 << 20);
+	for (i = 0; i < N; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "q%d.wild.example.test", i);
+		ql = mkquery(q, sizeof(q), name, LDNS_RR_TYPE_A, (uint16_t)i, 0);
+		ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
+	}
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < N; i++) {
+		ldns_pkt *pkt = NULL;
+		char *owner;
+		int k = -1;
+
+		fl[i] = sizeof(from[i]);
+		n = -1;
+		{
+			struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+
+			ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+			n = recvfrom(sfd, fwd[i], sizeof(fwd[i]), 0,
+			    (struct sockaddr *)&from[i], &fl[i]);
+		}
+		ck_assert_int_gt(n, 12);
+		fwdlen[i] = (size_t)n;
+		port[i] = ntohs(((struct sockaddr_in *)&from[i])->sin_port);
+		id[i] = (uint16_t)(fwd[i][0] << 8 | fwd[i][1]);
+		ck_assert_int_eq(ldns_wire2pkt(&pkt, fwd[i], fwdlen[i]),
+		    LDNS_STATUS_OK);
+		owner = ldns_rdf2str(ldns_rr_owner(ldns_rr_list_rr(
+		    ldns_pkt_question(pkt), 0)));
+		ck_assert_int_eq(sscanf(owner, "q%d.", &k), 1);
+		ck_assert(k >= 0 && k < N && !seen[k]);
+		seen[k] = true;
+		free(owner);
+		ldns_pkt_free(pkt);
+	}
+	/* Spread, capped and unique per port. */
+	memset(per, 0, sizeof(per));
+	for (i = 0; i < N; i++) {
+		for (j = 0; j < nports && ports[j] != port[i]; j++)
+			;
+		if (j == nports)
+			ports[nports++] = port[i];
+		per[j]++;
+		for (j = 0; j < i; j++)
+			ck_assert(port[j] != port[i] || id[j] != id[i]);
+	}
+	ck_assert_uint_ge(nports, 8);
+	for (j = 0; j < nports; j++)
+		ck_assert_uint_le(per[j], 64);
+	/* Answer in reverse order, each name with an address of its own. */
+	for (i = N - 1; i >= 0; i--) {
+		ldns_pkt *pkt = NULL;
+		ldns_rr *rr = NULL;
+		char *owner, line[128];
+		uint8_t *w;
+		size_t wl;
+		int k;
+
+		ck_assert_int_eq(ldns_wire2pkt(&pkt, fwd[i], fwdlen[i]),
+		    LDNS_STATUS_OK);
+		ldns_pkt_set_qr(pkt, true);
+		owner = ldns_rdf2str(ldns_rr_owner(ldns_rr_list_rr(
+		    ldns_pkt_question(pkt), 0)));
+		ck_assert_int_eq(sscanf(owner, "q%d.", &k), 1);
+		snprintf(line, sizeof(line), "%s 60 IN A 192.0.2.%d", owner,
+		    k % 200 + 1);
+		free(owner);
+		ck_assert_int_eq(ldns_rr_new_frm_str(&rr, line, 0, NULL, NULL),
+		    LDNS_STATUS_OK);
+		ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr);
+		ck_assert_int_eq(ldns_pkt2wire(&w, pkt, &wl), LDNS_STATUS_OK);
+		ldns_pkt_free(pkt);
+		ck_assert_int_eq(sendto(sfd, w, wl, 0,
+		    (struct sockaddr *)&from[i], fl[i]), (ssize_t)wl);
+		LDNS_FREE(w);
+	}
+	memset(seen, 0, sizeof(seen));
+	for (got = 0; got < N; got++) {
+		char want[32];
+
+		n = recv_bounded(cfd, buf, sizeof(buf), RECV_MS);
+		ck_assert_int_gt(n, 0);
+		parse_ans(buf, (size_t)n, a);
+		ck_assert_int_eq(a->rcode, LDNS_RCODE_NOERROR);
+		ck_assert_uint_lt(a->id, N);
+		ck_assert(!seen[a->id]);
+		seen[a->id] = true;
+		ck_assert_uint_eq(a->nan, 1);
+		snprintf(want, sizeof(want), "192.0.2.%d", a->id % 200 + 1);
+		ck_assert_str_eq(a->addrs[0], want);
+	}
+	/* Past the age limit no pooled socket takes the next query. */
+	usleep(1100 * 1000);
+	ql = mkquery(q, sizeof(q), "late.wild.example.test", LDNS_RR_TYPE_A,
+	    0x7777, 0);
+	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
+	{
+		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+		struct sockaddr_storage lf;
+		socklen_t ll = sizeof(lf);
+
+		ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+		ck_assert_int_gt(recvfrom(sfd, buf, sizeof(buf), 0,
+		    (struct sockaddr *)&lf, &ll), 12);
+		late = ntohs(((struct sockaddr_in *)&lf)->sin_port);
+	}
+	for (j = 0; j < nports; j++)
+		ck_assert_uint_ne(late, ports[j]);
+	free(a);
+	close(cfd);
 	close(sfd);
 }
 END_TEST
@@ -2776,6 +2921,7 @@ dns_suite(void)
 	tcase_add_test(tc, upstream_failover);
 	tcase_add_test(tc, upstream_silent_timeout);
 	tcase_add_test(tc, upstream_answers_checked);
+	tcase_add_test(tc, upstream_socket_pool);
 	tcase_add_test(tc, sandbox_gone_mid_query);
 	tcase_add_test(tc, ipv6_client);
 	tcase_add_test(tc, learn_failure_servfail);
