@@ -24,6 +24,7 @@
 #ifndef SLUICE_AUDIT_AUDIT_H
 #define SLUICE_AUDIT_AUDIT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -180,6 +181,8 @@ int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
  * ip, port}, server, tool (reference/audit.md §3.3).
  */
 
+#define AUD_LINGER_NONE	UINT_MAX
+
 struct aud_opts {
 	const char	*db_path;
 	const char	*origin;	/* NULL: take it from an existing DB */
@@ -188,6 +191,9 @@ struct aud_opts {
 	unsigned	 batch_usec;	/* extra wait to fill a batch; 0 = none:
 					 * a batch is what queued during the
 					 * previous commit */
+	unsigned	 async_linger_usec;	/* how long a batch of async
+					 * records only waits to grow;
+					 * 0 = 2000, AUD_LINGER_NONE = none */
 	unsigned	 queue_max;	/* pending records; 0 = 65536 */
 	unsigned	 ckpt_ms;	/* min interval between checkpoints; 0 = 1000 */
 	unsigned	 ckpt_every;	/* records that force one; 0 = 4096 */

@@ -97,6 +97,10 @@ struct aud_log {
 	uint64_t	 last_ckpt_size;
 	int64_t		 last_ckpt_mono;
 	unsigned	 batch_max, batch_usec, queue_max, ckpt_ms, ckpt_every;
+	unsigned	 linger_usec;	/* async-only batches; see writer_main */
+	size_t		 qdurable;	/* durable items in the queue; mu */
+	int		 lingering;	/* writer waits for more async; mu */
+	int		 syncers;	/* threads inside aud_sync; mu */
 	int		 node_err;
 };
 
@@ -596,6 +600,18 @@ ckpt_stop(struct aud_log *l)
 	l->ckdb = NULL;
 }
 
+/* dl = now + usec on the clock the condition variables wait on. */
+static void
+deadline_in(struct timespec *dl, unsigned usec)
+{
+	clock_gettime(CLOCK_REALTIME, dl);
+	dl->tv_nsec += (long)usec * 1000;
+	while (dl->tv_nsec >= 1000000000) {
+		dl->tv_nsec -= 1000000000;
+		dl->tv_sec++;
+	}
+}
+
 static void *
 writer_main(void *arg)
 {
@@ -650,20 +666,38 @@ writer_main(void *arg)
 		 * latency. A caller may still ask for a window (batch_usec).
 		 */
 		if (l->batch_usec > 0 && l->qlen < l->batch_max && !l->stop) {
-			clock_gettime(CLOCK_REALTIME, &dl);
-			dl.tv_nsec += (long)l->batch_usec * 1000;
-			while (dl.tv_nsec >= 1000000000) {
-				dl.tv_nsec -= 1000000000;
-				dl.tv_sec++;
-			}
+			deadline_in(&dl, l->batch_usec);
 			while (l->qlen < l->batch_max && !l->stop &&
 			    pthread_cond_timedwait(&l->cv, &l->mu, &dl) == 0)
 				;
+		} else if (l->linger_usec > 0 && l->qdurable == 0 &&
+		    l->qlen < l->batch_max && !l->stop && l->syncers == 0) {
+			/*
+			 * Only async records queued: nobody waits for their
+			 * commit, and a commit costs mostly per commit (the
+			 * same B-tree pages written to the WAL again, one
+			 * fdatasync). At tens of thousands of DNS decisions a
+			 * second, commits of a few records each took most of a
+			 * core, so such a batch waits up to linger_usec to
+			 * grow (reference/audit.md §3.5: 256 records or 2 ms).
+			 * A durable record, a full batch, aud_sync or closing
+			 * ends the wait at once.
+			 */
+			deadline_in(&dl, l->linger_usec);
+			l->lingering = 1;
+			while (l->qdurable == 0 && l->qlen < l->batch_max &&
+			    !l->stop && l->syncers == 0 &&
+			    pthread_cond_timedwait(&l->cv, &l->mu, &dl) == 0)
+				;
+			l->lingering = 0;
 		}
 		batch = l->qh;
 		tail = &batch;
-		for (n = 0; *tail != NULL && n < l->batch_max; n++)
+		for (n = 0; *tail != NULL && n < l->batch_max; n++) {
+			if ((*tail)->durable)
+				l->qdurable--;
 			tail = &(*tail)->next;
+		}
 		l->qh = *tail;
 		*tail = NULL;
 		if (l->qh == NULL)
@@ -856,7 +890,12 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	l->qt = it;
 	l->qlen++;
 	l->enq++;
-	pthread_cond_signal(&l->cv);
+	if (durable)
+		l->qdurable++;
+	/* A lingering writer is woken only by what ends its wait: a wake-up
+	 * per async record would cost the producer a futex call each. */
+	if (!l->lingering || durable || l->qlen >= l->batch_max)
+		pthread_cond_signal(&l->cv);
 	pthread_mutex_unlock(&l->mu);
 	return 0;
 }
@@ -921,8 +960,11 @@ aud_sync(struct aud_log *l)
 	pthread_mutex_lock(&l->mu);
 	ticket = l->enq;
 	f = l->failures;
+	l->syncers++;
+	pthread_cond_signal(&l->cv);	/* a lingering writer commits now */
 	while (l->done < ticket && l->started)
 		pthread_cond_wait(&l->idle, &l->mu);
+	l->syncers--;
 	f = l->failures - f;
 	pthread_mutex_unlock(&l->mu);
 	if (f != 0) {
@@ -1078,6 +1120,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	 * during the previous commit); they amortise the fsync. */
 	l->batch_max = o->batch_max ? o->batch_max : 4096;
 	l->batch_usec = o->batch_usec;
+	l->linger_usec = o->async_linger_usec == 0 ? 2000 :
+	    o->async_linger_usec == AUD_LINGER_NONE ? 0 : o->async_linger_usec;
 	l->queue_max = o->queue_max ? o->queue_max : 65536;
 	l->ckpt_ms = o->ckpt_ms ? o->ckpt_ms : 1000;
 	l->ckpt_every = o->ckpt_every ? o->ckpt_every : 4096;

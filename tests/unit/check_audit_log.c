@@ -225,6 +225,50 @@ START_TEST(test_durable)
 }
 END_TEST
 
+/* Async records may wait to fill a batch (async_linger_usec); that wait
+ * never delays what someone waits for. With a linger of ten minutes, an
+ * aud_sync, a durable record and aud_close each commit at once (a wait
+ * that did not end would run into the test's timeout). */
+START_TEST(test_async_linger_ends)
+{
+	struct acks *a = calloc(1, sizeof(*a));
+	struct aud_opts o = { 0 };
+	struct aud_log *l;
+	char err[256];
+	json_t *rep;
+	int i;
+
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
+	o.async_linger_usec = 600u * 1000 * 1000;
+	l = aud_open(&o, err, sizeof(err));
+	ck_assert_msg(l != NULL, "aud_open: %s", err);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(aud_submit_async(l, "net.deny",
+		    json_object()), 0);
+	ck_assert_int_eq(aud_sync(l), 0);
+	ck_assert_uint_eq(aud_next_seq(l), 6);	/* log.open and the five */
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(aud_submit_async(l, "net.deny",
+		    json_object()), 0);
+	ck_assert_int_eq(aud_submit_durable(l, "mcp.call", mcp_fields(1),
+	    on_done, a), 0);
+	wait_acks(l, a, 1);
+	ck_assert_int_eq(a->ok, 1);
+	ck_assert_uint_eq(a->seqs[0], 9);	/* after the three async */
+	ck_assert_uint_eq(aud_next_seq(l), 10);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(aud_submit_async(l, "net.deny",
+		    json_object()), 0);
+	ck_assert_uint_eq(aud_close(l), 0);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
+	ck_assert_int_eq(rep_int(rep, "size", NULL), 13);	/* and log.close */
+	json_decref(rep);
+	free(a);
+}
+END_TEST
+
 START_TEST(test_submit_refuses)
 {
 	struct aud_log *l = open_log(af_dbpath, 0);
@@ -1065,6 +1109,7 @@ main(void)
 
 	tcase_add_checked_fixture(core, setup, af_teardown);
 	tcase_add_test(core, test_durable);
+	tcase_add_test(core, test_async_linger_ends);
 	tcase_add_test(core, test_reopen_continues);
 	tcase_add_test(core, test_crash_recovery);
 	tcase_add_test(core, test_triggers_guard);
