@@ -1408,7 +1408,7 @@ START_TEST(upstream_socket_pool)
 	struct pcfg pc = { .timeout_ms = 5000, .no_cache = true };
 	uint8_t q[512], buf[2048], fwd[N][512];
 	size_t ql, fwdlen[N];
-	uint16_t port[N], id[N], nports = 0, ports[N], late;
+	uint16_t port[N], id[N], nports = 0, ports[N] = { 0 }, late;
 	size_t per[N];
 	bool seen[N];
 	ssize_t n;
@@ -1516,7 +1516,7 @@ START_TEST(upstream_socket_pool)
 		ck_assert_str_eq(a->addrs[0], want);
 	}
 	/* Past the age limit no pooled socket takes the next query. */
-	usleep(1100 * 1000);
+	nanosleep(&(struct timespec){ .tv_sec = 1, .tv_nsec = 100000000 }, NULL);
 	ql = mkquery(q, sizeof(q), "late.wild.example.test", LDNS_RR_TYPE_A,
 	    0x7777, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
