@@ -56,6 +56,30 @@ char	*aud_canon_dump(const json_t *v, size_t *lenp, char *err, size_t errlen);
  */
 json_t	*aud_canon_parse(const char *buf, size_t len, char *err, size_t errlen);
 
+/*
+ * aud_cw: canonical bytes written value by value into the caller's fixed
+ * buffer, for producers that make records at the rate of packets or
+ * queries (the DNS proxy) and cannot afford a JSON tree per record. The
+ * caller writes structure and keys itself, keys in bytewise order;
+ * aud_submit_canon checks the whole result before it is logged, so a
+ * mistake is refused, never logged. A write that does not fit sets
+ * overflow and writes nothing more.
+ */
+struct aud_cw {
+	char	*p;
+	size_t	 len, cap;
+	int	 overflow;
+};
+void	aud_cw_init(struct aud_cw *w, char *mem, size_t cap);
+/* Bytes as they are: punctuation and keys ("{\"key\":"). */
+void	aud_cw_raw(struct aud_cw *w, const char *s, size_t n);
+/* A string value with its quotes and minimal escapes. -1 (w unchanged)
+ * when s[0..n) holds NUL or invalid UTF-8, which no canonical string can
+ * carry. */
+int	aud_cw_str(struct aud_cw *w, const char *s, size_t n);
+/* An integer value; -1 (w unchanged) beyond ±(2^53-1). */
+int	aud_cw_int(struct aud_cw *w, long long v);
+
 /* ---- merkle (audit/merkle.c): RFC 6962 / RFC 9162 hashing ---- */
 
 /* SHA-256(data) */
@@ -221,6 +245,14 @@ uint64_t	 aud_close(struct aud_log *l);
  * drop is counted and later written as one log.gap), EPIPE after close.
  */
 int	aud_submit_async(struct aud_log *l, const char *kind, json_t *fields);
+/*
+ * aud_submit_canon: as aud_submit_async, with fields given as the canonical
+ * bytes of an object (len bytes at body, copied; see aud_cw). They are
+ * checked in one pass, as the verifier checks them: -1 with EINVAL when
+ * they are not canonical, not an object or name a reserved member.
+ */
+int	aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
+	    size_t len);
 /*
  * aud_submit_durable: as aud_submit_async, but done(arg, ok, seq) runs in the
  * thread that calls aud_dispatch() after the FULL commit holding the record

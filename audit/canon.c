@@ -1284,3 +1284,72 @@ aud_cv_int(const char *val, size_t vlen, long long *out)
 	*out = neg ? -v : v;
 	return 0;
 }
+
+/* ------------------------------------------------------- canonical writer */
+
+void
+aud_cw_init(struct aud_cw *w, char *mem, size_t cap)
+{
+	w->p = mem;
+	w->len = 0;
+	w->cap = cap;
+	w->overflow = 0;
+}
+
+void
+aud_cw_raw(struct aud_cw *w, const char *s, size_t n)
+{
+	if (w->overflow || n > w->cap - w->len) {
+		w->overflow = 1;
+		return;
+	}
+	memcpy(w->p + w->len, s, n);
+	w->len += n;
+}
+
+int
+aud_cw_str(struct aud_cw *w, const char *s, size_t n)
+{
+	/* dump_string's rules, into a buffer that never grows: a borrowed
+	 * struct buf whose growth is treated as overflow. */
+	struct buf b = { w->p + w->len, 0, w->cap - w->len, 0, 1 };
+
+	if (w->overflow)
+		return 0;
+	buf_c(&b, '"');
+	if (dump_string(&b, s, n, NULL, 0) == -1) {
+		if (!b.borrowed)
+			free(b.p);
+		return -1;
+	}
+	buf_c(&b, '"');
+	if (!b.borrowed || b.oom) {
+		/* It grew: the value does not fit the caller's buffer. */
+		if (!b.borrowed)
+			free(b.p);
+		w->overflow = 1;
+		return 0;
+	}
+	w->len += b.len;
+	return 0;
+}
+
+int
+aud_cw_int(struct aud_cw *w, long long v)
+{
+	char t[24], *e = t + sizeof(t), *p = e;
+	unsigned long long u;
+
+	if (v > AUD_INT_MAX || v < -AUD_INT_MAX)
+		return -1;
+	/* By hand: stdio formatting was a visible cost at this rate. */
+	u = v < 0 ? (unsigned long long)-v : (unsigned long long)v;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		*--p = '-';
+	aud_cw_raw(w, p, (size_t)(e - p));
+	return 0;
+}

@@ -101,6 +101,11 @@ struct aud_log {
 	size_t		 qdurable;	/* durable items in the queue; mu */
 	int		 lingering;	/* writer waits for more async; mu */
 	int		 syncers;	/* threads inside aud_sync; mu */
+	/* aud_submit_canon's scratch, reused so that it allocates nothing
+	 * per record: the member scan and a decoding buffer per column. */
+	pthread_mutex_t	 cmu;
+	struct aud_scan	 csc;
+	struct aud_strbuf csb[6];
 	int		 node_err;
 };
 
@@ -781,6 +786,50 @@ slen(const char *s)
 	return s != NULL ? strlen(s) + 1 : 0;
 }
 
+/* Stamps it and appends it to the queue, or counts and recycles it when the
+ * queue is full or closed (-1 with EAGAIN or EPIPE). */
+static int
+queue_item(struct aud_log *l, struct item *it)
+{
+	int durable = it->durable;
+
+	pthread_mutex_lock(&l->mu);
+	it->ts = now_ns(CLOCK_REALTIME);
+	it->mono = now_ns(CLOCK_MONOTONIC);
+	if (l->stop || l->qlen >= l->queue_max) {
+		int stopped = l->stop;
+
+		if (!stopped && !durable) {
+			if (l->drop_pending == 0)
+				l->drop_from = it->ts;
+			l->drop_to = it->ts;
+			l->drop_pending++;
+			l->dropped++;
+		}
+		it->next = NULL;
+		it = recycle_locked(l, it);
+		pthread_mutex_unlock(&l->mu);
+		free_items(it);
+		errno = stopped ? EPIPE : EAGAIN;
+		return -1;
+	}
+	if (l->qt != NULL)
+		l->qt->next = it;
+	else
+		l->qh = it;
+	l->qt = it;
+	l->qlen++;
+	l->enq++;
+	if (durable)
+		l->qdurable++;
+	/* A lingering writer is woken only by what ends its wait: a wake-up
+	 * per async record would cost the producer a futex call each. */
+	if (!l->lingering || durable || l->qlen >= l->batch_max)
+		pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
 static int
 enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
     aud_done_fn done, void *arg, int force)
@@ -863,47 +912,156 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	it->done = done;
 	it->arg = arg;
 	it->force_ckpt = force;
-	pthread_mutex_lock(&l->mu);
-	it->ts = now_ns(CLOCK_REALTIME);
-	it->mono = now_ns(CLOCK_MONOTONIC);
-	if (l->stop || l->qlen >= l->queue_max) {
-		int stopped = l->stop;
-
-		if (!stopped && !durable) {
-			if (l->drop_pending == 0)
-				l->drop_from = it->ts;
-			l->drop_to = it->ts;
-			l->drop_pending++;
-			l->dropped++;
-		}
-		it->next = NULL;
-		it = recycle_locked(l, it);
-		pthread_mutex_unlock(&l->mu);
-		free_items(it);
-		errno = stopped ? EPIPE : EAGAIN;
-		return -1;
-	}
-	if (l->qt != NULL)
-		l->qt->next = it;
-	else
-		l->qh = it;
-	l->qt = it;
-	l->qlen++;
-	l->enq++;
-	if (durable)
-		l->qdurable++;
-	/* A lingering writer is woken only by what ends its wait: a wake-up
-	 * per async record would cost the producer a futex call each. */
-	if (!l->lingering || durable || l->qlen >= l->batch_max)
-		pthread_cond_signal(&l->cv);
-	pthread_mutex_unlock(&l->mu);
-	return 0;
+	return queue_item(l, it);
 }
 
 int
 aud_submit_async(struct aud_log *l, const char *kind, json_t *fields)
 {
 	return enqueue(l, kind, fields, 0, NULL, NULL, 0);
+}
+
+/* A string member's decoded bytes up to any NUL (what aud_cols_from keeps
+ * of a JSON string), or NULL. sub: the string at that key of an object
+ * member instead. */
+static const char *
+scan_str(const struct aud_scan *sc, const char *key, const char *sub,
+    struct aud_strbuf *sb, size_t *n)
+{
+	const struct aud_member *m = aud_scan_get(sc, key);
+	const char *val, *out;
+	size_t vlen;
+
+	if (m == NULL)
+		return NULL;
+	val = m->val;
+	vlen = m->vlen;
+	if (sub != NULL && aud_cv_member(m->val, m->vlen, sub, &val,
+	    &vlen) == -1)
+		return NULL;
+	if (aud_cv_str(val, vlen, sb, &out, n) == -1)
+		return NULL;
+	*n = strnlen(out, *n);
+	return out;
+}
+
+static const char *
+stash_n(char **pp, const char *s, size_t n)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	d = *pp;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	*pp += n + 1;
+	return d;
+}
+
+int
+aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
+    size_t len)
+{
+	enum { C_SANDBOX, C_HOST, C_IP, C_RULE, C_SERVER, C_TOOL, C_N };
+	const char *cs[C_N], *d, *val;
+	size_t cn[C_N], need, cap, i, vlen;
+	const struct aud_member *m;
+	const char *const *r;
+	struct aud_cols c;
+	struct item *it;
+	long long port;
+	char *p;
+
+	if (l == NULL || !aud_kind_valid(kind) || body == NULL || len == 0 ||
+	    body[0] != '{' || len > AUD_MAX_RECORD - 1024 - l->origin_jlen) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&l->cmu);
+	if (aud_canon_check(body, len, &l->csc, NULL, 0) == -1)
+		goto invalid;
+	for (r = reserved; *r != NULL; r++)
+		if (aud_scan_get(&l->csc, *r) != NULL)
+			goto invalid;
+	/* The columns, as aud_cols_from derives them from a tree. */
+	memset(&c, 0, sizeof(c));
+	c.kind = aud_kind_code(kind);
+	/* Spans, not C strings: compared with their length. */
+	if ((d = scan_str(&l->csc, "decision", NULL, &l->csb[0], &i)) != NULL)
+		c.decision = i == 5 && memcmp(d, "allow", 5) == 0 ? 1 :
+		    i == 4 && memcmp(d, "deny", 4) == 0 ? 2 :
+		    i == 3 && memcmp(d, "ask", 3) == 0 ? 3 :
+		    i == 3 && memcmp(d, "log", 3) == 0 ? 4 : 0;
+	if ((cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", "id",
+	    &l->csb[C_SANDBOX], &cn[C_SANDBOX])) == NULL)
+		cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", NULL,
+		    &l->csb[C_SANDBOX], &cn[C_SANDBOX]);
+	cs[C_HOST] = scan_str(&l->csc, "dst", "host", &l->csb[C_HOST],
+	    &cn[C_HOST]);
+	cs[C_IP] = scan_str(&l->csc, "dst", "ip", &l->csb[C_IP], &cn[C_IP]);
+	if ((m = aud_scan_get(&l->csc, "dst")) != NULL &&
+	    aud_cv_member(m->val, m->vlen, "port", &val, &vlen) == 0 &&
+	    aud_cv_int(val, vlen, &port) == 0) {
+		c.dst_port = port;
+		c.has_port = 1;
+	}
+	cs[C_RULE] = scan_str(&l->csc, "policy", "rule", &l->csb[C_RULE],
+	    &cn[C_RULE]);
+	cs[C_SERVER] = scan_str(&l->csc, "server", NULL, &l->csb[C_SERVER],
+	    &cn[C_SERVER]);
+	cs[C_TOOL] = scan_str(&l->csc, "tool", NULL, &l->csb[C_TOOL],
+	    &cn[C_TOOL]);
+	need = l->csc.n * sizeof(size_t) + len + 1;
+	for (i = 0; i < C_N; i++)
+		if (cs[i] != NULL)
+			need += cn[i] + 1;
+	pthread_mutex_lock(&l->mu);
+	if ((it = l->cache) != NULL) {
+		l->cache = it->next;
+		l->ncache--;
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (it != NULL && it->cap < need) {
+		free(it);
+		it = NULL;
+	}
+	if (it == NULL) {
+		cap = need < 1024 ? 1024 : (need + 511) & ~(size_t)511;
+		if ((it = malloc(sizeof(*it) + cap)) == NULL) {
+			pthread_mutex_unlock(&l->cmu);
+			errno = ENOMEM;
+			return -1;
+		}
+		it->cap = cap;
+	}
+	cap = it->cap;
+	memset(it, 0, sizeof(*it));
+	it->cap = cap;
+	for (i = 0; i < l->csc.n; i++)
+		it->data[i] = (size_t)(l->csc.m[i].key - body) - 1;
+	it->start = it->data;
+	it->nmem = l->csc.n;
+	p = (char *)(it->data + l->csc.n);
+	memcpy(p, body, len);
+	p[len] = '\0';
+	it->body = p;
+	it->blen = len;
+	p += len + 1;
+	it->cols = c;
+	it->cols.sandbox = stash_n(&p, cs[C_SANDBOX], cn[C_SANDBOX]);
+	it->cols.dst_host = stash_n(&p, cs[C_HOST], cn[C_HOST]);
+	it->cols.dst_ip = stash_n(&p, cs[C_IP], cn[C_IP]);
+	it->cols.rule_id = stash_n(&p, cs[C_RULE], cn[C_RULE]);
+	it->cols.mcp_server = stash_n(&p, cs[C_SERVER], cn[C_SERVER]);
+	it->cols.mcp_tool = stash_n(&p, cs[C_TOOL], cn[C_TOOL]);
+	pthread_mutex_unlock(&l->cmu);
+	snprintf(it->kind, sizeof(it->kind), "%s", kind);
+	return queue_item(l, it);
+invalid:
+	pthread_mutex_unlock(&l->cmu);
+	errno = EINVAL;
+	return -1;
 }
 
 int
@@ -1084,6 +1242,10 @@ free_log(struct aud_log *l)
 	aud_key_free(l->key);
 	if (l->efd != -1)
 		close(l->efd);
+	aud_scan_free(&l->csc);
+	for (size_t i = 0; i < sizeof(l->csb) / sizeof(l->csb[0]); i++)
+		free(l->csb[i].p);
+	pthread_mutex_destroy(&l->cmu);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	pthread_cond_destroy(&l->idle);
@@ -1112,6 +1274,7 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		return NULL;
 	}
 	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->cmu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	pthread_cond_init(&l->idle, NULL);
 	pthread_cond_init(&l->ckcv, NULL);

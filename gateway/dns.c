@@ -243,7 +243,20 @@ sa_format(const struct sockaddr *sa, char *buf, size_t len)
 
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &s->sin_addr, a, sizeof(a));
+		const uint8_t *o = (const uint8_t *)&s->sin_addr;
+		char *p = a;
+
+		/* glibc's inet_ntop formats IPv4 with sprintf. */
+		for (int i = 0; i < 4; i++) {
+			if (o[i] >= 100)
+				*p++ = (char)('0' + o[i] / 100);
+			if (o[i] >= 10)
+				*p++ = (char)('0' + o[i] / 10 % 10);
+			*p++ = (char)('0' + o[i] % 10);
+			if (i < 3)
+				*p++ = '.';
+		}
+		*p = '\0';
 		port = ntohs(s->sin_port);
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;

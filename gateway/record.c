@@ -319,6 +319,21 @@ rec_async(const char *kind, json_t *fields)
 }
 
 int
+rec_canon(const char *kind, const char *body, size_t len)
+{
+	if (cur == NULL) {
+		errno = EPIPE;
+		return -1;
+	}
+	if (aud_submit_canon(cur->log, kind, body, len) == -1) {
+		cur->failures++;
+		return -1;
+	}
+	cur->async_ok++;
+	return 0;
+}
+
+int
 rec_durable(const char *kind, json_t *fields, aud_done_fn done, void *arg)
 {
 	if (cur == NULL)
@@ -864,6 +879,212 @@ dns_elements(const struct dns_event *ev)
 		}
 	}
 	return arr;
+}
+
+/* ------------------------------------------------- dns.decision as bytes */
+
+#define CW_K(w, lit)	aud_cw_raw((w), (lit), sizeof(lit) - 1)
+
+/* str()'s rules as bytes: the string if it can be canonical, else the
+ * same with every byte outside printable ASCII shown as '?'. */
+static void
+cw_s(struct aud_cw *w, const char *s, size_t n)
+{
+	char tmp[512];
+	size_t i;
+
+	if (aud_cw_str(w, s, n) == 0)
+		return;
+	if (n > sizeof(tmp)) {
+		w->overflow = 1;	/* the tree path handles it */
+		return;
+	}
+	for (i = 0; i < n; i++)
+		tmp[i] = (unsigned char)s[i] < 0x20 ||
+		    (unsigned char)s[i] >= 0x7f ? '?' : s[i];
+	(void)aud_cw_str(w, tmp, n);
+}
+
+static void
+cw_cs(struct aud_cw *w, const char *s)
+{
+	cw_s(w, s, strlen(s));
+}
+
+static void
+cw_u(struct aud_cw *w, uint64_t v)
+{
+	(void)aud_cw_int(w, (long long)(v > (uint64_t)AUD_INT_MAX ?
+	    (uint64_t)AUD_INT_MAX : v));
+}
+
+static void
+cw_addr(struct aud_cw *w, uint8_t family, const uint8_t *a)
+{
+	char buf[INET6_ADDRSTRLEN], *p = buf;
+	int i;
+
+	/* addr_fast's forms: IPv4 by hand, IPv6 through inet_ntop. */
+	if (family == AF_INET6) {
+		if (inet_ntop(AF_INET6, a, buf, sizeof(buf)) == NULL)
+			CW_K(w, "\"?\"");
+		else
+			cw_cs(w, buf);
+		return;
+	}
+	for (i = 0; i < 4; i++) {
+		unsigned v = a[i];
+
+		if (v >= 100)
+			*p++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*p++ = (char)('0' + v / 10 % 10);
+		*p++ = (char)('0' + v % 10);
+		if (i < 3)
+			*p++ = '.';
+	}
+	cw_s(w, buf, (size_t)(p - buf));
+}
+
+static void
+cw_answers(struct aud_cw *w, const struct dns_event *ev, bool kept)
+{
+	size_t i;
+	int first = 1;
+
+	CW_K(w, "[");
+	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
+		const struct dns_ev_addr *a = &ev->addrs[i];
+
+		if (a->kept != kept)
+			continue;
+		if (!first)
+			CW_K(w, ",");
+		first = 0;
+		CW_K(w, "{\"class\":");
+		if (aud_cw_str(w, a->cls, strnlen(a->cls, sizeof(a->cls))) ==
+		    -1)
+			w->overflow = 1;	/* the tree path refuses it */
+		CW_K(w, ",\"ip\":");
+		cw_addr(w, a->family, a->addr);
+		CW_K(w, ",\"ttl\":");
+		cw_u(w, a->ttl);
+		CW_K(w, "}");
+	}
+	CW_K(w, "]");
+}
+
+static void
+cw_elements(struct aud_cw *w, const struct dns_event *ev)
+{
+	char pb[8];
+	size_t i;
+
+	CW_K(w, "[");
+	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
+		const struct fw_elem *e = &ev->elems[i];
+
+		if (i > 0)
+			CW_K(w, ",");
+		CW_K(w, "{\"ip\":");
+		cw_addr(w, e->family, e->addr);
+		if (e->flags & FW_ELEM_KEEP)
+			CW_K(w, ",\"keep\":true");
+		CW_K(w, ",\"port_hi\":");
+		cw_u(w, e->port_hi);
+		CW_K(w, ",\"port_lo\":");
+		cw_u(w, e->port_lo);
+		CW_K(w, ",\"proto\":");
+		cw_cs(w, proto_name(e->proto, pb, sizeof(pb)));
+		CW_K(w, ",\"timeout_ms\":");
+		cw_u(w, e->timeout_ms);
+		CW_K(w, "}");
+	}
+	CW_K(w, "]");
+}
+
+/* The members in bytewise key order, as the canonical form sorts them. */
+int
+rec_dns_canon(const struct dns_event *ev, const struct pol_policy *policy,
+    struct aud_cw *w)
+{
+	const ldns_rr_descriptor *d;
+	char tb[16];
+
+	CW_K(w, "{\"answers\":");
+	cw_answers(w, ev, true);
+	CW_K(w, ",\"client\":");
+	cw_cs(w, ev->client);
+	CW_K(w, ",\"decision\":");
+	if (ev->decision == DNS_DEC_ALLOW || ev->decision == DNS_DEC_SYNTHETIC)
+		CW_K(w, "\"allow\"");
+	else
+		CW_K(w, "\"deny\"");
+	CW_K(w, ",\"elements\":");
+	cw_elements(w, ev);
+	if (ev->finding)
+		CW_K(w, ",\"finding\":true");
+	CW_K(w, ",\"latency_us\":");
+	cw_u(w, ev->latency_us);
+	CW_K(w, ",\"naddrs\":");
+	cw_u(w, ev->naddrs);
+	CW_K(w, ",\"nelems\":");
+	cw_u(w, ev->nelems);
+	CW_K(w, ",\"nkept\":");
+	cw_u(w, ev->nkept);
+	CW_K(w, ",\"nremoved\":");
+	cw_u(w, ev->nremoved);
+	CW_K(w, ",\"outcome\":");
+	cw_cs(w, outcome_name(ev->decision));
+	if (policy != NULL) {
+		CW_K(w, ",\"policy\":{\"id\":");
+		cw_cs(w, pol_policy_name(policy));
+		CW_K(w, ",\"rule\":");
+		cw_cs(w, ev->rule);
+		CW_K(w, ",\"sha256\":");
+		cw_cs(w, pol_policy_digest(policy));
+		CW_K(w, "}");
+	}
+	CW_K(w, ",\"q\":{\"class\":\"IN\",\"name\":");
+	cw_cs(w, ev->qname);
+	CW_K(w, ",\"type\":");
+	if (ev->qtype == LDNS_RR_TYPE_A)
+		CW_K(w, "\"A\"");
+	else if (ev->qtype == LDNS_RR_TYPE_AAAA)
+		CW_K(w, "\"AAAA\"");
+	else if ((d = ldns_rr_descript(ev->qtype)) != NULL &&
+	    d->_name != NULL && d->_name[0] != '\0')
+		cw_cs(w, d->_name);
+	else {
+		snprintf(tb, sizeof(tb), "TYPE%u", (unsigned)ev->qtype);
+		cw_cs(w, tb);
+	}
+	CW_K(w, "},\"rcode\":");
+	cw_cs(w, rcode_name(ev->rcode));
+	CW_K(w, ",\"reason\":");
+	cw_cs(w, ev->reason);
+	CW_K(w, ",\"removed\":");
+	cw_answers(w, ev, false);
+	if (ev->upstream[0] != '\0') {
+		CW_K(w, ",\"resolver\":");
+		cw_cs(w, ev->upstream);
+	}
+	if (policy == NULL && ev->rule[0] != '\0') {
+		CW_K(w, ",\"rule\":");
+		cw_cs(w, ev->rule);
+	}
+	if (ev->sandbox[0] != '\0') {
+		CW_K(w, ",\"sandbox\":{\"id\":");
+		cw_cs(w, ev->sandbox);
+		CW_K(w, "}");
+	}
+	CW_K(w, ",\"transport\":");
+	if (ev->tcp)
+		CW_K(w, "\"tcp\"");
+	else
+		CW_K(w, "\"udp\"");
+	CW_K(w, "}");
+	return w->overflow ? -1 : 0;
 }
 
 json_t *

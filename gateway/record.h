@@ -98,6 +98,17 @@ void	rec_metrics_print(FILE *fp);
  * modify the result. Loop thread only. */
 json_t	*rec_dns_fields(const struct dns_event *ev,
 	    const struct pol_policy *policy);
+/*
+ * rec_dns_canon: the same record as rec_dns_fields, written straight as
+ * canonical bytes into w (no JSON tree: the proxy writes one per query).
+ * The bytes are those aud_canon_dump gives for rec_dns_fields' object;
+ * tests/unit/check_record.c holds the two together. 0, or -1 when w
+ * overflowed (use rec_dns_fields then).
+ */
+int	rec_dns_canon(const struct dns_event *ev,
+	    const struct pol_policy *policy, struct aud_cw *w);
+/* rec_canon: as rec_async, for canonical bytes (aud_submit_canon). */
+int	rec_canon(const char *kind, const char *body, size_t len);
 /* rec_dns_finding: the finding record that accompanies a dns.decision with
  * ev->finding (suspected tunnel or rebinding). */
 json_t	*rec_dns_finding(const struct dns_event *ev);

@@ -882,6 +882,18 @@ START_TEST(allowed_learns_before_answer)
 	ck_assert_uint_eq(ev.nelems, 1);
 	ck_assert_uint_eq(ev.rcode, 0);
 	ck_assert(strstr(ev.upstream, "127.0.0.1#") == ev.upstream);
+	{
+		unsigned port = 0;
+		char tail;
+
+		/* Address and port written by hand (sa_format): exact. */
+		ck_assert_int_eq(sscanf(ev.upstream, "127.0.0.1#%u%c", &port,
+		    &tail), 1);
+		ck_assert(port > 0 && port < 65536);
+		ck_assert_int_eq(sscanf(ev.client, "127.0.0.1#%u%c", &port,
+		    &tail), 1);
+		ck_assert(port > 0 && port < 65536);
+	}
 
 	/* AAAA the same way. */
 	ask("allowed.example.test", LDNS_RR_TYPE_AAAA, &a);

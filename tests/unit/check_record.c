@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ldns/ldns.h>
+
 #include "audit/audit.h"
 #include "gateway/record.h"
 #include "policy/policy.h"
@@ -97,6 +99,22 @@ canon_of(const struct dns_event *ev, const struct pol_policy *p)
 	ck_assert_msg(s != NULL, "not canonical: %s", err);
 	ck_assert_uint_eq(strlen(s), len);
 	json_decref(f);
+	/* The proxy writes the same record without a tree (rec_dns_canon):
+	 * every record of this suite must come out byte for byte the same,
+	 * and also through a buffer that is too small for it (then it says
+	 * so and the proxy falls back to the tree). */
+	{
+		static char cb[1 << 20];
+		struct aud_cw w;
+
+		aud_cw_init(&w, cb, sizeof(cb));
+		ck_assert_int_eq(rec_dns_canon(ev, p, &w), 0);
+		ck_assert_uint_eq(w.len, len);
+		ck_assert(memcmp(cb, s, len) == 0);
+		aud_cw_init(&w, cb, len / 2);
+		ck_assert_int_eq(rec_dns_canon(ev, p, &w), -1);
+		ck_assert(w.overflow);
+	}
 	return s;
 }
 
@@ -276,6 +294,7 @@ START_TEST(dns_record_outcomes)
 	typical(&ev, "sbx-a", "o.example.com");
 	ev.decision = (enum dns_decision)outcomes[_i].dec;
 	f = rec_dns_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_str_eq(json_string_value(json_object_get(f, "decision")),
 	    outcomes[_i].decision);
@@ -297,6 +316,7 @@ START_TEST(dns_record_unknown_source)
 	ev.rcode = 5;
 	ev.naddrs = ev.nkept = ev.nelems = 0;
 	f = rec_dns_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_ptr_null(json_object_get(f, "sandbox"));
 	ck_assert_ptr_null(json_object_get(f, "policy"));
@@ -383,6 +403,7 @@ START_TEST(dns_record_not_utf8)
 	snprintf(ev.qname, sizeof(ev.qname), "%s", "a\xff\xfe.b\x80.example.com");
 	snprintf(ev.client, sizeof(ev.client), "%s", "10.0.0.1#\xc3");
 	f = rec_dns_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(f,
 	    "q"), "name")), "a??.b?.example.com");
@@ -418,6 +439,7 @@ START_TEST(dns_record_counts_and_codes)
 	ev.qtype = 65280;
 	ev.rcode = 200;
 	f = rec_dns_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_uint_eq(json_array_size(json_object_get(f, "answers")),
 	    DNS_EV_MAX_ADDRS);
@@ -462,6 +484,7 @@ START_TEST(dns_record_ipv4_format)
 		ck_assert_ptr_nonnull(inet_ntop(AF_INET, a, want,
 		    sizeof(want)));
 		f = rec_dns_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 		ck_assert_ptr_nonnull(f);
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0), "ip")),
@@ -486,6 +509,7 @@ START_TEST(dns_record_odd_class)
 	for (i = 0; i < 3; i++) {
 		memset(ev.addrs[0].cls, 'z', sizeof(ev.addrs[0].cls));
 		f = rec_dns_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 		ck_assert_ptr_nonnull(f);
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0),
@@ -493,11 +517,52 @@ START_TEST(dns_record_odd_class)
 		json_decref(f);
 		snprintf(ev.addrs[0].cls, sizeof(ev.addrs[0].cls), "public");
 		f = rec_dns_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0),
 		    "class")), "public");
 		json_decref(f);
 	}
+}
+END_TEST
+
+/* rec_dns_canon against the tree for what the other tests do not reach:
+ * IPv6 answers and elements, keep-listed elements, TCP, control
+ * characters, quotes and backslashes that need escapes, a finding, and a
+ * policy whose rule needs escaping. canon_of asserts the bytes agree. */
+START_TEST(dns_record_canon_escapes)
+{
+	struct pol_policy *p = load_policy(pol_text);
+	struct dns_event ev;
+
+	typical(&ev, "sbx-6", "six.example.com");
+	ev.addrs[1] = ev.addrs[0];
+	ev.addrs[1].family = AF_INET6;
+	ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::1", ev.addrs[1].addr),
+	    1);
+	ev.addrs[1].kept = false;
+	snprintf(ev.addrs[1].cls, sizeof(ev.addrs[1].cls), "private");
+	ev.naddrs = 2;
+	ev.nremoved = 1;
+	ev.elems[1] = ev.elems[0];
+	ev.elems[1].family = AF_INET6;
+	memcpy(ev.elems[1].addr, ev.addrs[1].addr, 16);
+	ev.elems[1].flags |= FW_ELEM_KEEP;
+	ev.elems[1].proto = IPPROTO_UDP;
+	ev.elems[1].port_hi = 65535;
+	ev.nelems = 2;
+	ev.tcp = true;
+	ev.finding = true;
+	ev.qtype = LDNS_RR_TYPE_HTTPS;
+	snprintf(ev.reason, sizeof(ev.reason), "tab\there \"q\" back\\slash\x01");
+	snprintf(ev.rule, sizeof(ev.rule), "egress.allow[\"0\"]");
+	free(canon_of(&ev, p));
+	free(canon_of(&ev, NULL));
+	ev.elems[0].proto = 47;		/* a number, not a name */
+	ev.qtype = LDNS_RR_TYPE_AAAA;
+	ev.upstream[0] = '\0';
+	free(canon_of(&ev, NULL));
+	pol_policy_free(p);
 }
 END_TEST
 
@@ -540,6 +605,7 @@ main(void)
 	tcase_add_test(lim, dns_record_counts_and_codes);
 	tcase_add_test(lim, dns_record_ipv4_format);
 	tcase_add_test(lim, dns_record_odd_class);
+	tcase_add_test(lim, dns_record_canon_escapes);
 	tcase_add_test(lim, rec_async_without_recorder);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);
