@@ -193,6 +193,13 @@ struct dns_proxy {
 	struct dns_pq		*pqs;
 	size_t			 npending;
 	struct dns_usock	*usocks;
+	/* Upstream queries of one listener wakeup, sent when it ends with
+	 * one sendmmsg per socket (usend_flush), all on one socket while it
+	 * has room (burst_us). */
+	bool			 deferring;
+	struct dns_usock	*burst_us;
+	struct dns_pq		*usend[DNS_UDP_BURST];
+	size_t			 nusend;
 	struct dns_pq		*spare;			/* freed, for reuse */
 	size_t			 nspare;
 	struct dns_conn		*conns;
@@ -935,9 +942,11 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
  * source port and the id): every socket gets its port at random from the
  * kernel; a socket carries at most DNS_USOCK_USES queries and takes new
  * ones for at most DNS_USOCK_AGE_MS, so no port stays guessable for long;
- * a query picks one of up to DNS_USOCK_POOL live sockets at random; ids
- * are random and unique among the queries in flight on a socket; and a
- * reply must still match its query's id and question.
+ * the queries of one listener wakeup share a socket (they leave in one
+ * sendmmsg: usend_flush), the first of them picks one of up to
+ * DNS_USOCK_POOL live sockets at random; ids are random and unique among
+ * the queries in flight on a socket; and a reply must still match its
+ * query's id and question.
  */
 static void	usock_cb(struct ev_loop *, int, unsigned, void *);
 
@@ -2181,7 +2190,11 @@ pq_start(struct dns_pq *pq)
 	pq->sent = false;
 	sa_format(ua, pq->ev.upstream, sizeof(pq->ev.upstream));
 	if (!pq->tcp) {
-		if ((us = usock_get(p, pq->up)) == NULL)
+		us = p->burst_us;
+		if (!p->deferring || us == NULL || us->up != pq->up ||
+		    us->retired || us->inflight >= DNS_USOCK_INFLIGHT)
+			us = usock_get(p, pq->up);
+		if (us == NULL)
 			goto fail;
 		/* 64 in flight at most among 65,536 ids: a few draws. */
 		for (i = 0; i < 16; i++) {
@@ -2192,9 +2205,13 @@ pq_start(struct dns_pq *pq)
 		if (i == 16)
 			goto fail;
 		usock_attach(us, pq);
-		if (send(us->fd, pq->upq, pq->upqlen, 0) != (ssize_t)pq->upqlen)
-			goto fail;
 		pq->sent = true;
+		if (p->deferring && p->nusend < DNS_UDP_BURST) {
+			p->usend[p->nusend++] = pq;
+			p->burst_us = us;
+		} else if (send(us->fd, pq->upq, pq->upqlen, 0) !=
+		    (ssize_t)pq->upqlen)
+			goto fail;
 	} else {
 		pq_build(pq);
 		fd = socket(ua->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
@@ -2219,6 +2236,46 @@ fail:
 	pq_next_upstream(pq);
 }
 
+/*
+ * Sends the upstream queries queued during a listener wakeup: one sendmmsg
+ * per run of queries on the same socket. Each send wakes the upstream side,
+ * and on a busy machine the woken task preempted the loop after nearly
+ * every single send; one call per run pays that once. A query whose send
+ * failed moves to the next upstream.
+ */
+static void
+usend_flush(struct dns_proxy *p)
+{
+	struct mmsghdr mh[DNS_UDP_BURST];
+	struct iovec iov[DNS_UDP_BURST];
+	struct dns_pq *fail[DNS_UDP_BURST];
+	size_t n = p->nusend, i = 0, j, k, nfail = 0;
+	int r;
+
+	p->nusend = 0;
+	p->deferring = false;
+	p->burst_us = NULL;
+	while (i < n) {
+		struct dns_usock *us = p->usend[i]->us;
+
+		for (j = i; j < n && p->usend[j]->us == us; j++) {
+			k = j - i;
+			iov[k].iov_base = p->usend[j]->upq;
+			iov[k].iov_len = p->usend[j]->upqlen;
+			memset(&mh[k], 0, sizeof(mh[k]));
+			mh[k].msg_hdr.msg_iov = &iov[k];
+			mh[k].msg_hdr.msg_iovlen = 1;
+		}
+		r = us != NULL ? sendmmsg(us->fd, mh, (unsigned)(j - i), 0) :
+		    -1;
+		for (k = i + (r > 0 ? (size_t)r : 0); k < j; k++)
+			fail[nfail++] = p->usend[k];
+		i = j;
+	}
+	for (i = 0; i < nfail; i++)
+		pq_next_upstream(fail[i]);
+}
+
 /* ------------------------------------------------------------- listeners */
 
 /* Up to DNS_UDP_BURST queries per wakeup, DNS_RECV_BATCH per system call.
@@ -2235,6 +2292,7 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 	(void)loop;
 	(void)events;
+	p->deferring = true;
 	while (got < DNS_UDP_BURST) {
 		for (i = 0; i < DNS_RECV_BATCH; i++) {
 			memset(&mm[i], 0, sizeof(mm[i]));
@@ -2248,7 +2306,7 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		}
 		n = recvmmsg(fd, mm, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
-			return;
+			break;
 		for (i = 0; i < n; i++) {
 			size_t len = mm[i].msg_len;
 
@@ -2259,8 +2317,9 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		}
 		got += n;
 		if (n < DNS_RECV_BATCH)
-			return;
+			break;
 	}
+	usend_flush(p);
 }
 
 static void	conn_touch(struct dns_conn *);

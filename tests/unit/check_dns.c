@@ -1482,7 +1482,9 @@ START_TEST(upstream_socket_pool)
 		for (j = 0; j < i; j++)
 			ck_assert(port[j] != port[i] || id[j] != id[i]);
 	}
-	ck_assert_uint_ge(nports, 8);
+	/* A wakeup's queries share a socket (sent with one sendmmsg), so the
+	 * guaranteed spread is what the per-socket cap of 64 forces. */
+	ck_assert_uint_ge(nports, (N + 63) / 64);
 	for (j = 0; j < nports; j++)
 		ck_assert_uint_le(per[j], 64);
 	/* Answer in reverse order, each name with an address of its own. */
