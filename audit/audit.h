@@ -217,7 +217,7 @@ struct aud_opts {
 					 * previous commit */
 	unsigned	 async_linger_usec;	/* how long a batch of async
 					 * records only waits to grow;
-					 * 0 = 2000, AUD_LINGER_NONE = none */
+					 * 0 = 10000, AUD_LINGER_NONE = none */
 	unsigned	 queue_max;	/* pending records; 0 = 65536 */
 	unsigned	 ckpt_ms;	/* min interval between checkpoints; 0 = 1000 */
 	unsigned	 ckpt_every;	/* records that force one; 0 = 4096 */
