@@ -605,6 +605,15 @@ ckpt_stop(struct aud_log *l)
 	l->ckdb = NULL;
 }
 
+/* Enough queued that a lingering writer must commit now: a full batch,
+ * or half the queue (with a queue smaller than a batch, waiting for a
+ * full batch would drop records). Under l->mu. */
+static int
+batch_full(const struct aud_log *l)
+{
+	return l->qlen >= l->batch_max || l->qlen >= l->queue_max / 2;
+}
+
 /* dl = now + usec on the clock the condition variables wait on. */
 static void
 deadline_in(struct timespec *dl, unsigned usec)
@@ -676,7 +685,7 @@ writer_main(void *arg)
 			    pthread_cond_timedwait(&l->cv, &l->mu, &dl) == 0)
 				;
 		} else if (l->linger_usec > 0 && l->qdurable == 0 &&
-		    l->qlen < l->batch_max && !l->stop && l->syncers == 0) {
+		    !batch_full(l) && !l->stop && l->syncers == 0) {
 			/*
 			 * Only async records queued: nobody waits for their
 			 * commit, and a commit costs mostly per commit (the
@@ -693,7 +702,7 @@ writer_main(void *arg)
 			 */
 			deadline_in(&dl, l->linger_usec);
 			l->lingering = 1;
-			while (l->qdurable == 0 && l->qlen < l->batch_max &&
+			while (l->qdurable == 0 && !batch_full(l) &&
 			    !l->stop && l->syncers == 0 &&
 			    pthread_cond_timedwait(&l->cv, &l->mu, &dl) == 0)
 				;
@@ -827,7 +836,7 @@ queue_item(struct aud_log *l, struct item *it)
 		l->qdurable++;
 	/* A lingering writer is woken only by what ends its wait: a wake-up
 	 * per async record would cost the producer a futex call each. */
-	if (!l->lingering || durable || l->qlen >= l->batch_max)
+	if (!l->lingering || durable || batch_full(l))
 		pthread_cond_signal(&l->cv);
 	pthread_mutex_unlock(&l->mu);
 	return 0;

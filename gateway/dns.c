@@ -955,6 +955,10 @@ usock_close(struct dns_usock *us)
 {
 	struct dns_proxy *p = us->p;
 
+	/* Not reached with queries queued on it (they count as in flight);
+	 * cleared anyway so that no pointer to it outlives it. */
+	if (p->burst_us == us)
+		p->burst_us = NULL;
 	ev_del(p->loop, us->fd);
 	close(us->fd);
 	if (us->prev != NULL)
@@ -2059,10 +2063,8 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		uint16_t id;
 
 		/* The socket is connected, so the kernel already filters by
-		 * source; this is a second look at the same fact. An answer
-		 * longer than the buffer is cut (MSG_TRUNC): no use. */
-		if ((mh[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-		    mh[i].msg_hdr.msg_namelen != p->cfg.upstream_lens[us->up] ||
+		 * source; this is a second look at the same fact. */
+		if (mh[i].msg_hdr.msg_namelen != p->cfg.upstream_lens[us->up] ||
 		    memcmp(&from[i], &p->cfg.upstreams[us->up],
 		    mh[i].msg_hdr.msg_namelen) != 0 || len < DNS_HDR)
 			continue;
@@ -2070,7 +2072,17 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		for (pq = us->pqs; pq != NULL && pq->upid != id;
 		    pq = pq->unext)
 			;
-		if (pq != NULL && pq_check(pq, m, len, &pkt) == 1)
+		if (pq == NULL)
+			continue;
+		if (mh[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			/* Longer than we advertised: we cannot read it, so
+			 * ask over TCP, as for a truncated answer. */
+			pq_close_fd(pq);
+			pq->tcp = true;
+			pq_start(pq);
+			continue;
+		}
+		if (pq_check(pq, m, len, &pkt) == 1)
 			pq_reply(pq, pkt, m, len);
 	}
 	us->in_cb = false;
@@ -2204,6 +2216,11 @@ pq_start(struct dns_pq *pq)
 		}
 		if (i == 16)
 			goto fail;
+		/* The timer first: once pq is queued for usend_flush no
+		 * failure path may run (it would leave pq in the queue). */
+		if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms,
+		    pq_timeout, pq)) == NULL)
+			goto fail;
 		usock_attach(us, pq);
 		pq->sent = true;
 		if (p->deferring && p->nusend < DNS_UDP_BURST) {
@@ -2225,10 +2242,10 @@ pq_start(struct dns_pq *pq)
 		pq->fd = fd;
 		if (ev_add(p->loop, fd, EV_WRITE, pq_tcp_cb, pq) == -1)
 			goto fail;
+		if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms,
+		    pq_timeout, pq)) == NULL)
+			goto fail;
 	}
-	if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms, pq_timeout,
-	    pq)) == NULL)
-		goto fail;
 	return;
 fail:
 	/* pq_close_fd (via the failover) detaches pq from its socket or
@@ -2268,6 +2285,9 @@ usend_flush(struct dns_proxy *p)
 		}
 		r = us != NULL ? sendmmsg(us->fd, mh, (unsigned)(j - i), 0) :
 		    -1;
+		/* A socket that failed a send takes no more queries. */
+		if (us != NULL && r < (int)(j - i))
+			us->retired = true;
 		for (k = i + (r > 0 ? (size_t)r : 0); k < j; k++)
 			fail[nfail++] = p->usend[k];
 		i = j;

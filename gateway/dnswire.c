@@ -178,12 +178,19 @@ h_record(void *ctx, const struct dns_event *ev)
 	if (rec_dns_canon(ev, p, &w) == 0) {
 		if (d->npending > 0)
 			flush_records(d);
-		if (rec_canon("dns.decision", w.p, w.len) == -1 &&
-		    d->record_failures++ % 1000 == 0)
+		if (rec_canon("dns.decision", w.p, w.len) == 0)
+			goto finding;
+		/* Bytes the log refused (a bug here, never expected): the
+		 * tree path still gets the decision recorded. A full queue
+		 * is counted by audit/ and written as log.gap instead. */
+		if (errno == EINVAL)
+			hold_record(d, "dns.decision", rec_dns_fields(ev, p));
+		if (d->record_failures++ % 1000 == 0)
 			log_warn("dns.decision record (%llu failed so far)",
 			    (unsigned long long)d->record_failures);
 	} else
 		hold_record(d, "dns.decision", rec_dns_fields(ev, p));
+finding:
 	if (ev->finding)
 		hold_record(d, "finding", rec_dns_finding(ev));
 }

@@ -269,6 +269,34 @@ START_TEST(test_async_linger_ends)
 }
 END_TEST
 
+/* A queue smaller than a batch: the linger ends once half the queue is
+ * taken, not at a full batch that could never queue (records beyond the
+ * queue would be dropped meanwhile). Bounded wait, not a timing claim. */
+START_TEST(test_linger_small_queue)
+{
+	struct aud_opts o = { 0 };
+	struct aud_log *l;
+	char err[256];
+	int i;
+
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
+	o.queue_max = 4;
+	o.async_linger_usec = 600u * 1000 * 1000;
+	l = aud_open(&o, err, sizeof(err));
+	ck_assert_msg(l != NULL, "aud_open: %s", err);
+	ck_assert_int_eq(aud_sync(l), 0);	/* log.open is in */
+	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
+	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
+	for (i = 0; i < 600 && aud_next_seq(l) < 3; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 100000000 }, NULL);
+	ck_assert_uint_eq(aud_next_seq(l), 3);
+	ck_assert_uint_eq(aud_dropped(l), 0);
+	ck_assert_uint_eq(aud_close(l), 0);
+}
+END_TEST
+
 /* The fields part of the canonical record seq, as JSON. */
 static json_t *
 stored_fields(const char *db, int seq)
@@ -1199,6 +1227,7 @@ main(void)
 	tcase_add_checked_fixture(core, setup, af_teardown);
 	tcase_add_test(core, test_durable);
 	tcase_add_test(core, test_async_linger_ends);
+	tcase_add_test(core, test_linger_small_queue);
 	tcase_add_test(core, test_submit_canon);
 	tcase_add_test(core, test_reopen_continues);
 	tcase_add_test(core, test_crash_recovery);

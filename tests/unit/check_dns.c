@@ -1406,6 +1406,88 @@ START_TEST(upstream_answers_checked)
 }
 END_TEST
 
+/* An upstream UDP answer longer than the size we advertised cannot be read
+ * whole: the query is asked again over TCP (as for a truncated answer),
+ * not left to time out. The test plays the upstream on UDP and TCP. */
+START_TEST(upstream_oversized_udp_to_tcp)
+{
+	int sfd = socket(AF_INET, SOCK_DGRAM, 0), lfd, afd, cfd, one = 1;
+	struct sockaddr_storage ss, from;
+	socklen_t sl, fl = sizeof(from);
+	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
+	struct pollfd pfd;
+	uint8_t q[512], buf[2048], *big = calloc(1, 6000), *w;
+	size_t ql, wl, got = 0, want;
+	ssize_t n;
+	struct ans a;
+	ldns_pkt *pkt = NULL;
+	ldns_rr *rr = NULL;
+
+	ck_assert_ptr_nonnull(big);
+	sa_lo(&ss, &sl, "127.0.0.1", 0);
+	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
+	sl = sizeof(ss);
+	getsockname(sfd, (struct sockaddr *)&ss, &sl);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&ss, sl), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	proxy_up(&pc);
+	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
+	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x5151, 0);
+	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
+	pfd.fd = sfd;
+	pfd.events = POLLIN;
+	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+	n = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+	ck_assert_int_gt(n, 12);
+	/* 6,000 bytes under the query's id, flagged as an answer. */
+	memcpy(big, buf, (size_t)n);
+	big[2] |= 0x80;
+	ck_assert_int_eq(sendto(sfd, big, 6000, 0, (struct sockaddr *)&from,
+	    fl), 6000);
+	/* The retry over TCP, answered properly. */
+	pfd.fd = lfd;
+	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+	afd = accept(lfd, NULL, NULL);
+	ck_assert_int_ge(afd, 0);
+	pfd.fd = afd;
+	while (got < 2 || got < 2 + (size_t)(buf[0] << 8 | buf[1])) {
+		ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+		n = recv(afd, buf + got, sizeof(buf) - got, 0);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+	}
+	want = (size_t)(buf[0] << 8 | buf[1]);
+	ck_assert_int_eq(ldns_wire2pkt(&pkt, buf + 2, want), LDNS_STATUS_OK);
+	ldns_pkt_set_qr(pkt, true);
+	ck_assert_int_eq(ldns_rr_new_frm_str(&rr,
+	    "allowed.example.test. 60 IN A 192.0.2.10", 0, NULL, NULL),
+	    LDNS_STATUS_OK);
+	ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr);
+	ck_assert_int_eq(ldns_pkt2wire(&w, pkt, &wl), LDNS_STATUS_OK);
+	ldns_pkt_free(pkt);
+	buf[0] = (uint8_t)(wl >> 8);
+	buf[1] = (uint8_t)wl;
+	ck_assert_int_eq(send(afd, buf, 2, 0), 2);
+	ck_assert_int_eq(send(afd, w, wl, 0), (ssize_t)wl);
+	LDNS_FREE(w);
+	n = recv_bounded(cfd, buf, sizeof(buf), RECV_MS);
+	ck_assert_int_gt(n, 0);
+	parse_ans(buf, (size_t)n, &a);
+	ck_assert_uint_eq(a.id, 0x5151);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	ck_assert_uint_eq(a.nan, 1);
+	ck_assert_str_eq(a.addrs[0], "192.0.2.10");
+	free(big);
+	close(afd);
+	close(lfd);
+	close(cfd);
+	close(sfd);
+}
+END_TEST
+
 /* The upstream socket pool: 150 queries in flight at once are spread over
  * several random ports, no port carries more than 64 of them, ids are
  * unique per port, every answer reaches the query it answers (the
@@ -2936,6 +3018,7 @@ dns_suite(void)
 	tcase_add_test(tc, upstream_silent_timeout);
 	tcase_add_test(tc, upstream_answers_checked);
 	tcase_add_test(tc, upstream_socket_pool);
+	tcase_add_test(tc, upstream_oversized_udp_to_tcp);
 	tcase_add_test(tc, sandbox_gone_mid_query);
 	tcase_add_test(tc, ipv6_client);
 	tcase_add_test(tc, learn_failure_servfail);
