@@ -716,14 +716,13 @@ class_json(const char *cls, size_t len)
 
 /* inet_ntop formats IPv4 through stdio; an answer's address is one of the
  * few values of a record that is new every time. */
-static json_t *
-addr_fast(uint8_t family, const uint8_t *a)
+/* Dotted IPv4 into buf (16 bytes), unterminated; returns the length. */
+static size_t
+ipv4_fmt(char *buf, const uint8_t *a)
 {
-	char buf[16], *p = buf;
+	char *p = buf;
 	int i;
 
-	if (family == AF_INET6)
-		return addr_json(family, a);
 	for (i = 0; i < 4; i++) {
 		unsigned v = a[i];
 
@@ -735,7 +734,17 @@ addr_fast(uint8_t family, const uint8_t *a)
 		if (i < 3)
 			*p++ = '.';
 	}
-	return json_stringn_nocheck(buf, (size_t)(p - buf));
+	return (size_t)(p - buf);
+}
+
+static json_t *
+addr_fast(uint8_t family, const uint8_t *a)
+{
+	char buf[16];
+
+	if (family == AF_INET6)
+		return addr_json(family, a);
+	return json_stringn_nocheck(buf, ipv4_fmt(buf, a));
 }
 
 /* Builds {k1: v1, ...} from n pairs, stealing every value (also on
@@ -921,8 +930,7 @@ cw_u(struct aud_cw *w, uint64_t v)
 static void
 cw_addr(struct aud_cw *w, uint8_t family, const uint8_t *a)
 {
-	char buf[INET6_ADDRSTRLEN], *p = buf;
-	int i;
+	char buf[INET6_ADDRSTRLEN];
 
 	/* addr_fast's forms: IPv4 by hand, IPv6 through inet_ntop. */
 	if (family == AF_INET6) {
@@ -932,18 +940,7 @@ cw_addr(struct aud_cw *w, uint8_t family, const uint8_t *a)
 			cw_cs(w, buf);
 		return;
 	}
-	for (i = 0; i < 4; i++) {
-		unsigned v = a[i];
-
-		if (v >= 100)
-			*p++ = (char)('0' + v / 100);
-		if (v >= 10)
-			*p++ = (char)('0' + v / 10 % 10);
-		*p++ = (char)('0' + v % 10);
-		if (i < 3)
-			*p++ = '.';
-	}
-	cw_s(w, buf, (size_t)(p - buf));
+	cw_s(w, buf, ipv4_fmt(buf, a));
 }
 
 static void
