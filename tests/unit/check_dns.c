@@ -1316,6 +1316,69 @@ START_TEST(upstream_silent_timeout)
 }
 END_TEST
 
+/* A fake upstream: a UDP socket on loopback that the test answers from
+ * (fake_answer). Its port becomes pc's only upstream. */
+static int
+fake_upstream(struct pcfg *pc)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int sfd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	ck_assert_int_ne(sfd, -1);
+	sa_lo(&ss, &sl, "127.0.0.1", 0);
+	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
+	sl = sizeof(ss);
+	ck_assert_int_eq(getsockname(sfd, (struct sockaddr *)&ss, &sl), 0);
+	pc->up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return sfd;
+}
+
+/* The wire answer to the forwarded question q[0..qlen): the question with
+ * QR set and the records rrs[0..n) (zone-file text). Free with LDNS_FREE. */
+static void
+answer_wire(const uint8_t *q, size_t qlen, const char *const *rrs, size_t n,
+    uint8_t **w, size_t *wl)
+{
+	ldns_pkt *pkt = NULL;
+	size_t i;
+
+	ck_assert_int_eq(ldns_wire2pkt(&pkt, q, qlen), LDNS_STATUS_OK);
+	ldns_pkt_set_qr(pkt, true);
+	for (i = 0; i < n; i++) {
+		ldns_rr *rr = NULL;
+
+		ck_assert_int_eq(ldns_rr_new_frm_str(&rr, rrs[i], 0, NULL,
+		    NULL), LDNS_STATUS_OK);
+		ck_assert(ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr));
+	}
+	ck_assert_int_eq(ldns_pkt2wire(w, pkt, wl), LDNS_STATUS_OK);
+	ldns_pkt_free(pkt);
+}
+
+/* Plays the upstream for one query: waits (bounded) for the question the
+ * proxy forwards to sfd and answers it with the records rrs[0..n)
+ * (zone-file text). */
+static void
+fake_answer(int sfd, const char *const *rrs, size_t n)
+{
+	struct sockaddr_storage from;
+	socklen_t fl = sizeof(from);
+	struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+	uint8_t buf[2048], *w = NULL;
+	size_t wl;
+	ssize_t got;
+
+	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+	got = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+	    &fl);
+	ck_assert_int_gt(got, 12);
+	answer_wire(buf, (size_t)got, rrs, n, &w, &wl);
+	ck_assert_int_eq(sendto(sfd, w, wl, 0, (struct sockaddr *)&from, fl),
+	    (ssize_t)wl);
+	LDNS_FREE(w);
+}
+
 /* The test plays the upstream: it sees the forwarded query and answers
  * with forgeries before the real answer. */
 START_TEST(upstream_answers_checked)
@@ -1411,7 +1474,7 @@ END_TEST
  * not left to time out. The test plays the upstream on UDP and TCP. */
 START_TEST(upstream_oversized_udp_to_tcp)
 {
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0), lfd, afd, cfd, one = 1;
+	int sfd, lfd, afd, cfd, one = 1;
 	struct sockaddr_storage ss, from;
 	socklen_t sl, fl = sizeof(from);
 	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
@@ -1420,19 +1483,15 @@ START_TEST(upstream_oversized_udp_to_tcp)
 	size_t ql, wl, got = 0, want;
 	ssize_t n;
 	struct ans a;
-	ldns_pkt *pkt = NULL;
-	ldns_rr *rr = NULL;
+	const char *rr = "allowed.example.test. 60 IN A 192.0.2.10";
 
 	ck_assert_ptr_nonnull(big);
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	getsockname(sfd, (struct sockaddr *)&ss, &sl);
+	sfd = fake_upstream(&pc);
+	sa_lo(&ss, &sl, "127.0.0.1", pc.up[0]);	/* TCP on the same port */
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&ss, sl), 0);
 	ck_assert_int_eq(listen(lfd, 4), 0);
-	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	proxy_up(&pc);
 	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x5151, 0);
@@ -1460,14 +1519,7 @@ START_TEST(upstream_oversized_udp_to_tcp)
 		got += (size_t)n;
 	}
 	want = (size_t)(buf[0] << 8 | buf[1]);
-	ck_assert_int_eq(ldns_wire2pkt(&pkt, buf + 2, want), LDNS_STATUS_OK);
-	ldns_pkt_set_qr(pkt, true);
-	ck_assert_int_eq(ldns_rr_new_frm_str(&rr,
-	    "allowed.example.test. 60 IN A 192.0.2.10", 0, NULL, NULL),
-	    LDNS_STATUS_OK);
-	ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr);
-	ck_assert_int_eq(ldns_pkt2wire(&w, pkt, &wl), LDNS_STATUS_OK);
-	ldns_pkt_free(pkt);
+	answer_wire(buf + 2, want, &rr, 1, &w, &wl);
 	buf[0] = (uint8_t)(wl >> 8);
 	buf[1] = (uint8_t)wl;
 	ck_assert_int_eq(send(afd, buf, 2, 0), 2);
@@ -1496,9 +1548,9 @@ END_TEST
 START_TEST(upstream_socket_pool)
 {
 	enum { N = 150 };
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0), cfd;
-	struct sockaddr_storage ss, from[N];
-	socklen_t sl, fl[N];
+	int sfd, cfd;
+	struct sockaddr_storage from[N];
+	socklen_t fl[N];
 	struct pcfg pc = { .timeout_ms = 5000, .no_cache = true };
 	uint8_t q[512], buf[2048], fwd[N][512];
 	size_t ql, fwdlen[N];
@@ -1510,11 +1562,7 @@ START_TEST(upstream_socket_pool)
 	int i, j, got = 0;
 
 	ck_assert_ptr_nonnull(a);
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	getsockname(sfd, (struct sockaddr *)&ss, &sl);
-	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	sfd = fake_upstream(&pc);
 	proxy_up(&pc);
 	cfd = client(SOCK_DGRAM, "127.0.0.1", 1 << 20);
 	for (i = 0; i < N; i++) {
@@ -1572,26 +1620,22 @@ START_TEST(upstream_socket_pool)
 	/* Answer in reverse order, each name with an address of its own. */
 	for (i = N - 1; i >= 0; i--) {
 		ldns_pkt *pkt = NULL;
-		ldns_rr *rr = NULL;
 		char *owner, line[128];
+		const char *rr = line;
 		uint8_t *w;
 		size_t wl;
 		int k;
 
 		ck_assert_int_eq(ldns_wire2pkt(&pkt, fwd[i], fwdlen[i]),
 		    LDNS_STATUS_OK);
-		ldns_pkt_set_qr(pkt, true);
 		owner = ldns_rdf2str(ldns_rr_owner(ldns_rr_list_rr(
 		    ldns_pkt_question(pkt), 0)));
+		ldns_pkt_free(pkt);
 		ck_assert_int_eq(sscanf(owner, "q%d.", &k), 1);
 		snprintf(line, sizeof(line), "%s 60 IN A 192.0.2.%d", owner,
 		    k % 200 + 1);
 		free(owner);
-		ck_assert_int_eq(ldns_rr_new_frm_str(&rr, line, 0, NULL, NULL),
-		    LDNS_STATUS_OK);
-		ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr);
-		ck_assert_int_eq(ldns_pkt2wire(&w, pkt, &wl), LDNS_STATUS_OK);
-		ldns_pkt_free(pkt);
+		answer_wire(fwd[i], fwdlen[i], &rr, 1, &w, &wl);
 		ck_assert_int_eq(sendto(sfd, w, wl, 0,
 		    (struct sockaddr *)&from[i], fl[i]), (ssize_t)wl);
 		LDNS_FREE(w);
@@ -2633,59 +2677,6 @@ START_TEST(filter_table)
 END_TEST
 
 /* ------------------------------------------ fake upstream: sizes, ICMP, TTL */
-
-/* A fake upstream: a UDP socket on loopback that the test answers from
- * (fake_answer). Its port becomes pc's only upstream. */
-static int
-fake_upstream(struct pcfg *pc)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	ck_assert_int_ne(sfd, -1);
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	ck_assert_int_eq(getsockname(sfd, (struct sockaddr *)&ss, &sl), 0);
-	pc->up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	return sfd;
-}
-
-/* Plays the upstream for one query: waits (bounded) for the question the
- * proxy forwards to sfd and answers it with the records rrs[0..n)
- * (zone-file text). */
-static void
-fake_answer(int sfd, const char *const *rrs, size_t n)
-{
-	struct sockaddr_storage from;
-	socklen_t fl = sizeof(from);
-	struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-	uint8_t buf[2048], *w = NULL;
-	ldns_pkt *pkt = NULL;
-	size_t wl, i;
-	ssize_t got;
-
-	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-	got = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
-	    &fl);
-	ck_assert_int_gt(got, 12);
-	ck_assert_int_eq(ldns_wire2pkt(&pkt, buf, (size_t)got),
-	    LDNS_STATUS_OK);
-	ldns_pkt_set_qr(pkt, true);
-	for (i = 0; i < n; i++) {
-		ldns_rr *rr = NULL;
-
-		ck_assert_int_eq(ldns_rr_new_frm_str(&rr, rrs[i], 0, NULL,
-		    NULL), LDNS_STATUS_OK);
-		ck_assert(ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, rr));
-	}
-	ck_assert_int_eq(ldns_pkt2wire(&w, pkt, &wl), LDNS_STATUS_OK);
-	ck_assert_int_eq(sendto(sfd, w, wl, 0, (struct sockaddr *)&from, fl),
-	    (ssize_t)wl);
-	LDNS_FREE(w);
-	ldns_pkt_free(pkt);
-}
 
 /* One query for name/type with EDNS size edns from ip, over UDP or TCP,
  * answered by the fake upstream sfd with rrs[0..n). */
