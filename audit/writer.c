@@ -798,6 +798,39 @@ slen(const char *s)
 	return s != NULL ? strlen(s) + 1 : 0;
 }
 
+/* A zeroed item with room for need bytes of data: a cached one if it
+ * fits, else a new one. NULL with ENOMEM. */
+static struct item *
+item_take(struct aud_log *l, size_t need)
+{
+	struct item *it;
+	size_t cap;
+
+	pthread_mutex_lock(&l->mu);
+	if ((it = l->cache) != NULL) {
+		l->cache = it->next;
+		l->ncache--;
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (it != NULL && it->cap < need) {
+		free(it);
+		it = NULL;
+	}
+	if (it == NULL) {
+		/* Round up so that a cached item fits most later records. */
+		cap = need < 1024 ? 1024 : (need + 511) & ~(size_t)511;
+		if ((it = malloc(sizeof(*it) + cap)) == NULL) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		it->cap = cap;
+	}
+	cap = it->cap;
+	memset(it, 0, sizeof(*it));
+	it->cap = cap;
+	return it;
+}
+
 /* Stamps it and appends it to the queue, or counts and recycles it when the
  * queue is full or closed (-1 with EAGAIN or EPIPE). */
 static int
@@ -851,7 +884,7 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	struct item *it;
 	const char *const *r;
 	char *d;
-	size_t need, cap;
+	size_t need;
 
 	if (l == NULL || !aud_kind_valid(kind) || !json_is_object(fields)) {
 		json_decref(fields);
@@ -878,30 +911,11 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	need = m.n * sizeof(size_t) + m.len + 1 + slen(c.sandbox) +
 	    slen(c.dst_host) + slen(c.dst_ip) + slen(c.rule_id) +
 	    slen(c.mcp_server) + slen(c.mcp_tool);
-	pthread_mutex_lock(&l->mu);
-	if ((it = l->cache) != NULL) {
-		l->cache = it->next;
-		l->ncache--;
+	if ((it = item_take(l, need)) == NULL) {
+		aud_members_free(&m);
+		json_decref(fields);
+		return -1;
 	}
-	pthread_mutex_unlock(&l->mu);
-	if (it != NULL && it->cap < need) {
-		free(it);
-		it = NULL;
-	}
-	if (it == NULL) {
-		/* Round up so that a cached item fits most later records. */
-		cap = need < 1024 ? 1024 : (need + 511) & ~(size_t)511;
-		if ((it = malloc(sizeof(*it) + cap)) == NULL) {
-			aud_members_free(&m);
-			json_decref(fields);
-			errno = ENOMEM;
-			return -1;
-		}
-		it->cap = cap;
-	}
-	cap = it->cap;
-	memset(it, 0, sizeof(*it));
-	it->cap = cap;
 	memcpy(it->data, m.start, m.n * sizeof(size_t));
 	it->start = it->data;
 	it->nmem = m.n;
@@ -977,7 +991,7 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 {
 	enum { C_SANDBOX, C_HOST, C_IP, C_RULE, C_SERVER, C_TOOL, C_N };
 	const char *cs[C_N], *d, *val;
-	size_t cn[C_N], need, cap, i, vlen;
+	size_t cn[C_N], need, i, vlen;
 	const struct aud_member *m;
 	const char *const *r;
 	struct aud_cols c;
@@ -1028,28 +1042,10 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 	for (i = 0; i < C_N; i++)
 		if (cs[i] != NULL)
 			need += cn[i] + 1;
-	pthread_mutex_lock(&l->mu);
-	if ((it = l->cache) != NULL) {
-		l->cache = it->next;
-		l->ncache--;
+	if ((it = item_take(l, need)) == NULL) {
+		pthread_mutex_unlock(&l->cmu);
+		return -1;
 	}
-	pthread_mutex_unlock(&l->mu);
-	if (it != NULL && it->cap < need) {
-		free(it);
-		it = NULL;
-	}
-	if (it == NULL) {
-		cap = need < 1024 ? 1024 : (need + 511) & ~(size_t)511;
-		if ((it = malloc(sizeof(*it) + cap)) == NULL) {
-			pthread_mutex_unlock(&l->cmu);
-			errno = ENOMEM;
-			return -1;
-		}
-		it->cap = cap;
-	}
-	cap = it->cap;
-	memset(it, 0, sizeof(*it));
-	it->cap = cap;
 	for (i = 0; i < l->csc.n; i++)
 		it->data[i] = (size_t)(l->csc.m[i].key - body) - 1;
 	it->start = it->data;
