@@ -1007,18 +1007,30 @@ usock_open(struct dns_proxy *p, size_t up)
 	return us;
 }
 
+/* n bytes of kernel randomness into out, from the proxy's pool (refilled
+ * with getrandom when it runs out). Used once, then wiped: no byte is
+ * handed out twice. -1 when the kernel gave none (the caller falls back). */
+static int
+rnd_take(struct dns_proxy *p, void *out, size_t n)
+{
+	if (p->rndpos + n > sizeof(p->rnd) &&
+	    getrandom(p->rnd, sizeof(p->rnd), 0) == sizeof(p->rnd))
+		p->rndpos = 0;
+	if (p->rndpos + n > sizeof(p->rnd))
+		return -1;
+	memcpy(out, p->rnd + p->rndpos, n);
+	memset(p->rnd + p->rndpos, 0, n);
+	p->rndpos += n;
+	return 0;
+}
+
 static uint8_t
 rnd_byte(struct dns_proxy *p)
 {
 	uint8_t b;
 
-	if (p->rndpos + 1 > sizeof(p->rnd) &&
-	    getrandom(p->rnd, sizeof(p->rnd), 0) == sizeof(p->rnd))
-		p->rndpos = 0;
-	if (p->rndpos + 1 > sizeof(p->rnd))
+	if (rnd_take(p, &b, 1) == -1)
 		return (uint8_t)(now_us() >> 3);
-	b = p->rnd[p->rndpos];
-	p->rnd[p->rndpos++] = 0;
 	return b;
 }
 
@@ -2021,6 +2033,26 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 	ldns_pkt_free(pkt);
 }
 
+/* Points DNS_RECV_BATCH message headers at the proxy's receive slots
+ * (DNS_MAX_QUERY + 1 bytes each: one more than anything we accept, so
+ * that MSG_TRUNC marks what is too long) and at from[] for the sender. */
+static void
+rbufs_prep(struct dns_proxy *p, struct mmsghdr *mh, struct iovec *iov,
+    struct sockaddr_storage *from)
+{
+	int i;
+
+	for (i = 0; i < DNS_RECV_BATCH; i++) {
+		iov[i].iov_base = p->rbufs + (size_t)i * (DNS_MAX_QUERY + 1);
+		iov[i].iov_len = DNS_MAX_QUERY + 1;
+		memset(&mh[i], 0, sizeof(mh[i]));
+		mh[i].msg_hdr.msg_iov = &iov[i];
+		mh[i].msg_hdr.msg_iovlen = 1;
+		mh[i].msg_hdr.msg_name = &from[i];
+		mh[i].msg_hdr.msg_namelen = sizeof(from[i]);
+	}
+}
+
 /* Replies on a shared upstream socket, up to DNS_RECV_BATCH per system
  * call: each goes to the query in flight with its id, and is used only if
  * it answers that query's question. */
@@ -2038,15 +2070,7 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 	(void)loop;
 	(void)events;
-	for (i = 0; i < DNS_RECV_BATCH; i++) {
-		iov[i].iov_base = p->rbufs + (size_t)i * (DNS_MAX_QUERY + 1);
-		iov[i].iov_len = DNS_MAX_QUERY + 1;
-		memset(&mh[i], 0, sizeof(mh[i]));
-		mh[i].msg_hdr.msg_iov = &iov[i];
-		mh[i].msg_hdr.msg_iovlen = 1;
-		mh[i].msg_hdr.msg_name = &from[i];
-		mh[i].msg_hdr.msg_namelen = sizeof(from[i]);
-	}
+	rbufs_prep(p, mh, iov, from);
 	us->in_cb = true;
 	n = recvmmsg(fd, mh, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
 	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -2154,15 +2178,7 @@ pq_build(struct dns_pq *pq)
 	uint8_t *m = pq->upq;
 	size_t o = 0;
 
-	if (p->rndpos + sizeof(pq->upid) > sizeof(p->rnd) &&
-	    getrandom(p->rnd, sizeof(p->rnd), 0) == sizeof(p->rnd))
-		p->rndpos = 0;
-	if (p->rndpos + sizeof(pq->upid) <= sizeof(p->rnd)) {
-		/* Used once, then wiped: no id is handed out twice. */
-		memcpy(&pq->upid, p->rnd + p->rndpos, sizeof(pq->upid));
-		memset(p->rnd + p->rndpos, 0, sizeof(pq->upid));
-		p->rndpos += sizeof(pq->upid);
-	} else
+	if (rnd_take(p, &pq->upid, sizeof(pq->upid)) == -1)
 		pq->upid = (uint16_t)(now_us() ^ (uintptr_t)pq);
 	m[o++] = (uint8_t)(pq->upid >> 8);
 	m[o++] = (uint8_t)pq->upid;
@@ -2314,16 +2330,7 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	(void)events;
 	p->deferring = true;
 	while (got < DNS_UDP_BURST) {
-		for (i = 0; i < DNS_RECV_BATCH; i++) {
-			memset(&mm[i], 0, sizeof(mm[i]));
-			iov[i].iov_base = p->rbufs + (size_t)i *
-			    (DNS_MAX_QUERY + 1);
-			iov[i].iov_len = DNS_MAX_QUERY + 1;
-			mm[i].msg_hdr.msg_name = &src[i];
-			mm[i].msg_hdr.msg_namelen = sizeof(src[i]);
-			mm[i].msg_hdr.msg_iov = &iov[i];
-			mm[i].msg_hdr.msg_iovlen = 1;
-		}
+		rbufs_prep(p, mm, iov, src);
 		n = recvmmsg(fd, mm, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
