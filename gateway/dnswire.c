@@ -70,9 +70,11 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	if (sbx_lookup_addr4(d->sbx, (const uint8_t *)&sin->sin_addr,
 	    &v) == -1)
 		return -1;
+	/* Once per query: copies into the zeroed client (a cut copy stays
+	 * terminated), not snprintf. */
 	memset(c, 0, sizeof(*c));
-	snprintf(c->id, sizeof(c->id), "%s", v.id);
-	snprintf(c->ifname, sizeof(c->ifname), "%s", v.ifname);
+	memcpy(c->id, v.id, strnlen(v.id, sizeof(c->id) - 1));
+	memcpy(c->ifname, v.ifname, strnlen(v.ifname, sizeof(c->ifname) - 1));
 	/* A sandbox whose policy vanished in a reload resolves nothing:
 	 * refusing is the closed way to fail. */
 	if ((c->policy = current_policy(d->gw, v.policy)) == NULL)

@@ -716,27 +716,6 @@ class_json(const char *cls, size_t len)
 
 /* inet_ntop formats IPv4 through stdio; an answer's address is one of the
  * few values of a record that is new every time. */
-/* Dotted IPv4 into buf (16 bytes), unterminated; returns the length. */
-static size_t
-ipv4_fmt(char *buf, const uint8_t *a)
-{
-	char *p = buf;
-	int i;
-
-	for (i = 0; i < 4; i++) {
-		unsigned v = a[i];
-
-		if (v >= 100)
-			*p++ = (char)('0' + v / 100);
-		if (v >= 10)
-			*p++ = (char)('0' + v / 10 % 10);
-		*p++ = (char)('0' + v % 10);
-		if (i < 3)
-			*p++ = '.';
-	}
-	return (size_t)(p - buf);
-}
-
 static json_t *
 addr_fast(uint8_t family, const uint8_t *a)
 {
@@ -744,7 +723,7 @@ addr_fast(uint8_t family, const uint8_t *a)
 
 	if (family == AF_INET6)
 		return addr_json(family, a);
-	return json_stringn_nocheck(buf, ipv4_fmt(buf, a));
+	return json_stringn_nocheck(buf, pol_ipv4_format(a, buf));
 }
 
 /* Builds {k1: v1, ...} from n pairs, stealing every value (also on
@@ -940,7 +919,7 @@ cw_addr(struct aud_cw *w, uint8_t family, const uint8_t *a)
 			cw_cs(w, buf);
 		return;
 	}
-	cw_s(w, buf, ipv4_fmt(buf, a));
+	cw_s(w, buf, pol_ipv4_format(a, buf));
 }
 
 static void

@@ -282,12 +282,44 @@ bad:
 	return -1;
 }
 
+size_t
+pol_ipv4_format(const uint8_t *a, char *buf)
+{
+	char *p = buf;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		unsigned v = a[i];
+
+		if (v >= 100)
+			*p++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*p++ = (char)('0' + v / 10 % 10);
+		*p++ = (char)('0' + v % 10);
+		if (i < 3)
+			*p++ = '.';
+	}
+	*p = '\0';
+	return (size_t)(p - buf);
+}
+
 const char *
 pol_addr_format(const struct pol_addr *a, char *buf, size_t len)
 {
 	if (a == NULL || buf == NULL || addr_len(a->family) == 0) {
 		errno = EAFNOSUPPORT;
 		return NULL;
+	}
+	if (a->family == AF_INET) {
+		char tmp[16];
+		size_t n = pol_ipv4_format(a->a, tmp);
+
+		if (n >= len) {
+			errno = ENOSPC;
+			return NULL;
+		}
+		memcpy(buf, tmp, n + 1);
+		return buf;
 	}
 	if (len > (size_t)INT32_MAX)
 		len = INT32_MAX;

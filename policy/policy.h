@@ -119,6 +119,11 @@ int	pol_addr_parse(const char *s, struct pol_addr *out);
  * result parses back to the same address. Returns buf, or NULL with errno
  * ENOSPC (buf too small) or EAFNOSUPPORT (bad family, NULL pointers). */
 const char *pol_addr_format(const struct pol_addr *a, char *buf, size_t len);
+/* pol_ipv4_format: the dotted quad of the 4 bytes at a (network order)
+ * into buf, which holds at least 16 bytes, NUL-terminated; returns its
+ * length. The form pol_addr_format gives, without inet_ntop's sprintf: the
+ * DNS proxy formats addresses at the rate of queries. */
+size_t	pol_ipv4_format(const uint8_t *a, char *buf);
 /* pol_cidr_parse: "ADDR/PREFIX" or a bare address (full-length prefix).
  * ADDR as pol_addr_parse; PREFIX plain decimal 0..32 or 0..128 with no sign,
  * space or leading zero ("/08", "/+8", "/-1", "/33" are refused). Host bits
