@@ -2800,6 +2800,60 @@ START_TEST(edns_answer_near_buffer_end)
 }
 END_TEST
 
+/* The cache's index under churn: room for 8 answers (16 slots), 300
+ * names through it, so every slot is freed and refilled many times, runs
+ * wrap around the table's end and entries move back as others leave. The
+ * 8 newest must then all be answered from the cache (an entry the index
+ * lost would go upstream, where nobody answers: SERVFAIL), with their own
+ * address (a slot pointing at another entry would answer another name's),
+ * and an evicted name must reach the upstream again. */
+START_TEST(cache_index_churn)
+{
+	enum { N = 300, ROOM = 8 };
+	struct pcfg pc = { .cache_max = ROOM, .timeout_ms = 500 };
+	struct pollfd pfd;
+	struct ans a;
+	char name[64], rr[128], want[32];
+	const char *rrs[1] = { rr };
+	int sfd = fake_upstream(&pc), i;
+
+	proxy_up(&pc);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "n%d.wild.example.test", i);
+		snprintf(rr, sizeof(rr), "%s. 600 IN A 192.0.2.%d", name,
+		    i % 250 + 1);
+		ask_fake(sfd, false, "127.0.0.1", name, LDNS_RR_TYPE_A, 0,
+		    rrs, 1, &a);
+		ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+		/* Now and then the newest few again: hits in a churning
+		 * table. */
+		if (i % 37 == 0 && i >= 3) {
+			snprintf(name, sizeof(name), "n%d.wild.example.test",
+			    i - 3);
+			ask(name, LDNS_RR_TYPE_A, &a);
+			ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+		}
+	}
+	for (i = N - ROOM; i < N; i++) {
+		snprintf(name, sizeof(name), "n%d.wild.example.test", i);
+		snprintf(want, sizeof(want), "192.0.2.%d", i % 250 + 1);
+		ask(name, LDNS_RR_TYPE_A, &a);
+		ck_assert_msg(a.rcode == LDNS_RCODE_NOERROR,
+		    "%s: rcode %d, not from the cache", name, a.rcode);
+		ck_assert_uint_eq(a.nan, 1);
+		ck_assert_str_eq(a.addrs[0], want);
+	}
+	pfd.fd = sfd;
+	pfd.events = POLLIN;
+	ck_assert_int_eq(poll(&pfd, 1, 0), 0);	/* nothing went upstream */
+	snprintf(rr, sizeof(rr), "n0.wild.example.test. 600 IN A 192.0.2.1");
+	ask_fake(sfd, false, "127.0.0.1", "n0.wild.example.test",
+	    LDNS_RR_TYPE_A, 0, rrs, 1, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	close(sfd);
+}
+END_TEST
+
 /* A name with an ICMP rule beside its TCP rule resolves, and only the TCP
  * element is learned: ICMP to a name is not opened by learning (the
  * firewall allows ICMP by address), and fw_learn would refuse it. */
@@ -3042,6 +3096,7 @@ dns_suite(void)
 	tcase_add_test(tl, parser_table);
 	tcase_add_test(tl, cache_bounded);
 	tcase_add_test(tl, cache_off);
+	tcase_add_test(tl, cache_index_churn);
 	suite_add_tcase(s, tl);
 
 	tf = tcase_create("Filter");
