@@ -1295,27 +1295,6 @@ START_TEST(upstream_failover)
 }
 END_TEST
 
-START_TEST(upstream_silent_timeout)
-{
-	/* An upstream that receives but never answers. */
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0);
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	struct pcfg pc = { .timeout_ms = 200 };
-	struct ans a;
-
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	getsockname(sfd, (struct sockaddr *)&ss, &sl);
-	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	proxy_up(&pc);
-	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
-	ck_assert_int_eq(a.rcode, LDNS_RCODE_SERVFAIL);
-	close(sfd);
-}
-END_TEST
-
 /* A fake upstream: a UDP socket on loopback that the test answers from
  * (fake_answer). Its port becomes pc's only upstream. */
 static int
@@ -1333,6 +1312,37 @@ fake_upstream(struct pcfg *pc)
 	pc->up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	return sfd;
 }
+
+/* Waits (bounded) for the next question the proxy forwards to the fake
+ * upstream sfd: into buf (len bytes), the sender into from/fl. Returns
+ * the question's length (a whole header at least). */
+static size_t
+fake_question(int sfd, uint8_t *buf, size_t len, struct sockaddr_storage *from,
+    socklen_t *fl)
+{
+	struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+	ssize_t n;
+
+	*fl = sizeof(*from);
+	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
+	n = recvfrom(sfd, buf, len, 0, (struct sockaddr *)from, fl);
+	ck_assert_int_gt(n, 12);
+	return (size_t)n;
+}
+
+START_TEST(upstream_silent_timeout)
+{
+	/* An upstream that receives but never answers. */
+	struct pcfg pc = { .timeout_ms = 200 };
+	int sfd = fake_upstream(&pc);
+	struct ans a;
+
+	proxy_up(&pc);
+	ask("allowed.example.test", LDNS_RR_TYPE_A, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_SERVFAIL);
+	close(sfd);
+}
+END_TEST
 
 /* The wire answer to the forwarded question q[0..qlen): the question with
  * QR set and the records rrs[0..n) (zone-file text). Free with LDNS_FREE. */
@@ -1363,17 +1373,11 @@ static void
 fake_answer(int sfd, const char *const *rrs, size_t n)
 {
 	struct sockaddr_storage from;
-	socklen_t fl = sizeof(from);
-	struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+	socklen_t fl;
 	uint8_t buf[2048], *w = NULL;
-	size_t wl;
-	ssize_t got;
+	size_t wl, got = fake_question(sfd, buf, sizeof(buf), &from, &fl);
 
-	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-	got = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
-	    &fl);
-	ck_assert_int_gt(got, 12);
-	answer_wire(buf, (size_t)got, rrs, n, &w, &wl);
+	answer_wire(buf, got, rrs, n, &w, &wl);
 	ck_assert_int_eq(sendto(sfd, w, wl, 0, (struct sockaddr *)&from, fl),
 	    (ssize_t)wl);
 	LDNS_FREE(w);
@@ -1383,41 +1387,26 @@ fake_answer(int sfd, const char *const *rrs, size_t n)
  * with forgeries before the real answer. */
 START_TEST(upstream_answers_checked)
 {
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0), cfd;
-	struct sockaddr_storage ss, from;
-	socklen_t sl, fl;
 	/* Both rounds must reach the upstream: no cache. */
 	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
+	int sfd = fake_upstream(&pc), cfd;
+	struct sockaddr_storage from;
+	socklen_t fl;
 	uint8_t q[512], buf[2048], fake[2048];
-	size_t ql;
-	ssize_t n;
+	size_t ql, n;
 	uint16_t upid, ports[2];
 	struct ans a;
 	ldns_pkt *pkt;
 	uint8_t *w;
 	size_t wl;
 
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	getsockname(sfd, (struct sockaddr *)&ss, &sl);
-	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	proxy_up(&pc);
 	for (int round = 0; round < 2; round++) {
 		cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 		ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x4242,
 		    0);
 		ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
-		fl = sizeof(from);
-		n = -1;
-		{
-			struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-
-			ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-			n = recvfrom(sfd, buf, sizeof(buf), 0,
-			    (struct sockaddr *)&from, &fl);
-		}
-		ck_assert_int_gt(n, 12);
+		n = fake_question(sfd, buf, sizeof(buf), &from, &fl);
 		upid = (uint16_t)(buf[0] << 8 | buf[1]);
 		ports[round] = ntohs(((struct sockaddr_in *)&from)->sin_port);
 		/* Build a real answer for the forwarded question. */
@@ -1476,9 +1465,9 @@ START_TEST(upstream_oversized_udp_to_tcp)
 {
 	int sfd, lfd, afd, cfd, one = 1;
 	struct sockaddr_storage ss, from;
-	socklen_t sl, fl = sizeof(from);
+	socklen_t sl, fl;
 	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
-	struct pollfd pfd;
+	struct pollfd pfd = { .events = POLLIN };
 	uint8_t q[512], buf[2048], *big = calloc(1, 6000), *w;
 	size_t ql, wl, got = 0, want;
 	ssize_t n;
@@ -1496,13 +1485,8 @@ START_TEST(upstream_oversized_udp_to_tcp)
 	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x5151, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
-	pfd.fd = sfd;
-	pfd.events = POLLIN;
-	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-	n = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
-	ck_assert_int_gt(n, 12);
 	/* 6,000 bytes under the query's id, flagged as an answer. */
-	memcpy(big, buf, (size_t)n);
+	memcpy(big, buf, fake_question(sfd, buf, sizeof(buf), &from, &fl));
 	big[2] |= 0x80;
 	ck_assert_int_eq(sendto(sfd, big, 6000, 0, (struct sockaddr *)&from,
 	    fl), 6000);
@@ -1578,17 +1562,8 @@ START_TEST(upstream_socket_pool)
 		char *owner;
 		int k = -1;
 
-		fl[i] = sizeof(from[i]);
-		n = -1;
-		{
-			struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-
-			ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-			n = recvfrom(sfd, fwd[i], sizeof(fwd[i]), 0,
-			    (struct sockaddr *)&from[i], &fl[i]);
-		}
-		ck_assert_int_gt(n, 12);
-		fwdlen[i] = (size_t)n;
+		fwdlen[i] = fake_question(sfd, fwd[i], sizeof(fwd[i]), &from[i],
+		    &fl[i]);
 		port[i] = ntohs(((struct sockaddr_in *)&from[i])->sin_port);
 		id[i] = (uint16_t)(fwd[i][0] << 8 | fwd[i][1]);
 		ck_assert_int_eq(ldns_wire2pkt(&pkt, fwd[i], fwdlen[i]),
@@ -1661,13 +1636,10 @@ START_TEST(upstream_socket_pool)
 	    0x7777, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
 	{
-		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
 		struct sockaddr_storage lf;
-		socklen_t ll = sizeof(lf);
+		socklen_t ll;
 
-		ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-		ck_assert_int_gt(recvfrom(sfd, buf, sizeof(buf), 0,
-		    (struct sockaddr *)&lf, &ll), 12);
+		fake_question(sfd, buf, sizeof(buf), &lf, &ll);
 		late = ntohs(((struct sockaddr_in *)&lf)->sin_port);
 	}
 	for (j = 0; j < nports; j++)
@@ -1682,31 +1654,21 @@ END_TEST
  * no sandbox, nothing is learned, the client gets SERVFAIL. */
 START_TEST(sandbox_gone_mid_query)
 {
-	int sfd = socket(AF_INET, SOCK_DGRAM, 0), cfd;
-	struct sockaddr_storage ss, from;
-	socklen_t sl, fl = sizeof(from);
 	struct pcfg pc = { .timeout_ms = 3000 };
-	struct pollfd pfd;
+	int sfd = fake_upstream(&pc), cfd;
+	struct sockaddr_storage from;
+	socklen_t fl;
 	uint8_t q[512], buf[2048];
 	size_t ql;
 	ssize_t n;
 	struct ans a;
 	struct dns_event ev;
 
-	sa_lo(&ss, &sl, "127.0.0.1", 0);
-	ck_assert_int_eq(bind(sfd, (struct sockaddr *)&ss, sl), 0);
-	sl = sizeof(ss);
-	getsockname(sfd, (struct sockaddr *)&ss, &sl);
-	pc.up[0] = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	proxy_up(&pc);
 	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x4343, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
-	pfd.fd = sfd;
-	pfd.events = POLLIN;
-	ck_assert_int_eq(poll(&pfd, 1, RECV_MS), 1);
-	n = recvfrom(sfd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
-	ck_assert_int_gt(n, 12);
+	fake_question(sfd, buf, sizeof(buf), &from, &fl);
 	pthread_mutex_lock(&L.mu);
 	L.gone = 1;
 	pthread_mutex_unlock(&L.mu);
