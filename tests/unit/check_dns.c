@@ -1469,7 +1469,7 @@ START_TEST(upstream_oversized_udp_to_tcp)
 	struct pcfg pc = { .timeout_ms = 3000, .no_cache = true };
 	struct pollfd pfd = { .events = POLLIN };
 	uint8_t q[512], buf[2048], *big = calloc(1, 6000), *w;
-	size_t ql, wl, got = 0, want;
+	size_t ql, wl, got = 0, want, fq;
 	ssize_t n;
 	struct ans a;
 	const char *rr = "allowed.example.test. 60 IN A 192.0.2.10";
@@ -1485,8 +1485,9 @@ START_TEST(upstream_oversized_udp_to_tcp)
 	cfd = client(SOCK_DGRAM, "127.0.0.1", 0);
 	ql = mkquery(q, sizeof(q), "allowed.example.test", 1, 0x5151, 0);
 	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
+	fq = fake_question(sfd, buf, sizeof(buf), &from, &fl);
 	/* 6,000 bytes under the query's id, flagged as an answer. */
-	memcpy(big, buf, fake_question(sfd, buf, sizeof(buf), &from, &fl));
+	memcpy(big, buf, fq);
 	big[2] |= 0x80;
 	ck_assert_int_eq(sendto(sfd, big, 6000, 0, (struct sockaddr *)&from,
 	    fl), 6000);
