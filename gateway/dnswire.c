@@ -165,7 +165,6 @@ h_record(void *ctx, const struct dns_event *ev)
 	struct rec_dns *d = ctx;
 	const struct pol_policy *p = NULL;
 	struct sbx_view v;
-
 	char buf[REC_DNS_CANON_BUF];
 	struct aud_cw w;
 

@@ -517,15 +517,25 @@ outcome_name(enum dns_decision d)
 	return "unknown";
 }
 
-/* The query type as DNS people write it ("A", "HTTPS"), else "TYPEn". */
-static json_t *
-qtype_json(uint16_t t)
+/* The query type as DNS people write it ("A", "HTTPS"), else "TYPEn"
+ * written into buf (len bytes; 16 is enough). */
+static const char *
+qtype_name(uint16_t t, char *buf, size_t len)
 {
 	const ldns_rr_descriptor *d = ldns_rr_descript(t);
 
 	if (d != NULL && d->_name != NULL && d->_name[0] != '\0')
-		return json_string(d->_name);
-	return json_sprintf("TYPE%u", (unsigned)t);
+		return d->_name;
+	snprintf(buf, len, "TYPE%u", (unsigned)t);
+	return buf;
+}
+
+static json_t *
+qtype_json(uint16_t t)
+{
+	char buf[16];
+
+	return json_string(qtype_name(t, buf, sizeof(buf)));
 }
 
 static json_t *
@@ -984,7 +994,6 @@ int
 rec_dns_canon(const struct dns_event *ev, const struct pol_policy *policy,
     struct aud_cw *w)
 {
-	const ldns_rr_descriptor *d;
 	char tb[16];
 
 	CW_K(w, "{\"answers\":");
@@ -1024,17 +1033,7 @@ rec_dns_canon(const struct dns_event *ev, const struct pol_policy *policy,
 	CW_K(w, ",\"q\":{\"class\":\"IN\",\"name\":");
 	cw_cs(w, ev->qname);
 	CW_K(w, ",\"type\":");
-	if (ev->qtype == LDNS_RR_TYPE_A)
-		CW_K(w, "\"A\"");
-	else if (ev->qtype == LDNS_RR_TYPE_AAAA)
-		CW_K(w, "\"AAAA\"");
-	else if ((d = ldns_rr_descript(ev->qtype)) != NULL &&
-	    d->_name != NULL && d->_name[0] != '\0')
-		cw_cs(w, d->_name);
-	else {
-		snprintf(tb, sizeof(tb), "TYPE%u", (unsigned)ev->qtype);
-		cw_cs(w, tb);
-	}
+	cw_cs(w, qtype_name(ev->qtype, tb, sizeof(tb)));
 	CW_K(w, "},\"rcode\":");
 	cw_cs(w, rcode_name(ev->rcode));
 	CW_K(w, ",\"reason\":");
