@@ -28,6 +28,9 @@ struct aud_cols {
 	int		 has_port;
 };
 int	aud_kind_code(const char *kind);
+/* aud_decision_code: records.decision for the n bytes at s ("allow" 1,
+ * "deny" 2, "ask" 3, "log" 4), 0 (NULL) for anything else. */
+int	aud_decision_code(const char *s, size_t n);
 void	aud_cols_from(const json_t *rec, struct aud_cols *c);
 
 /* Nanosecond times as canonical decimal strings (they exceed 2^53). */

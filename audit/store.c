@@ -161,6 +161,18 @@ str_at(const json_t *o, const char *a, const char *b)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+int
+aud_decision_code(const char *s, size_t n)
+{
+	static const char *const names[] = { "allow", "deny", "ask", "log" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && memcmp(s, names[i], n) == 0)
+			return (int)i + 1;
+	return 0;
+}
+
 void
 aud_cols_from(const json_t *rec, struct aud_cols *c)
 {
@@ -169,16 +181,8 @@ aud_cols_from(const json_t *rec, struct aud_cols *c)
 
 	memset(c, 0, sizeof(*c));
 	c->kind = aud_kind_code(str_at(rec, "kind", NULL));
-	if ((d = str_at(rec, "decision", NULL)) != NULL) {
-		if (strcmp(d, "allow") == 0)
-			c->decision = 1;
-		else if (strcmp(d, "deny") == 0)
-			c->decision = 2;
-		else if (strcmp(d, "ask") == 0)
-			c->decision = 3;
-		else if (strcmp(d, "log") == 0)
-			c->decision = 4;
-	}
+	if ((d = str_at(rec, "decision", NULL)) != NULL)
+		c->decision = aud_decision_code(d, strlen(d));
 	c->sandbox = str_at(rec, "sandbox", "id");
 	if (c->sandbox == NULL)
 		c->sandbox = str_at(rec, "sandbox", NULL);

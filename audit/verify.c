@@ -764,16 +764,8 @@ cols_match(const struct vbatch *b, const struct vrow *r,
 
 	if (!cv_int_eq(&r->col[1], 1, tsns) || !cv_int_eq(&r->col[2], 1, kind))
 		return 0;
-	if ((s = mstr(f[K_DECISION], sb, &n)) != NULL) {
-		if (n == 5 && memcmp(s, "allow", 5) == 0)
-			decision = 1;
-		else if (n == 4 && memcmp(s, "deny", 4) == 0)
-			decision = 2;
-		else if (n == 3 && memcmp(s, "ask", 3) == 0)
-			decision = 3;
-		else if (n == 3 && memcmp(s, "log", 3) == 0)
-			decision = 4;
-	}
+	if ((s = mstr(f[K_DECISION], sb, &n)) != NULL)
+		decision = aud_decision_code(s, n);
 	if (!cv_int_eq(&r->col[5], decision != 0, decision))
 		return 0;
 	if ((s = mstr2(f[K_SANDBOX], "id", sb, &n)) == NULL)

@@ -1015,10 +1015,7 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 	c.kind = aud_kind_code(kind);
 	/* Spans, not C strings: compared with their length. */
 	if ((d = scan_str(&l->csc, "decision", NULL, &l->csb[0], &i)) != NULL)
-		c.decision = i == 5 && memcmp(d, "allow", 5) == 0 ? 1 :
-		    i == 4 && memcmp(d, "deny", 4) == 0 ? 2 :
-		    i == 3 && memcmp(d, "ask", 3) == 0 ? 3 :
-		    i == 3 && memcmp(d, "log", 3) == 0 ? 4 : 0;
+		c.decision = aud_decision_code(d, i);
 	if ((cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", "id",
 	    &l->csb[C_SANDBOX], &cn[C_SANDBOX])) == NULL)
 		cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", NULL,
