@@ -100,6 +100,10 @@ $(B)/tests/check_%: $(B)/obj/tests/unit/check_%.o $$(call unit_deps,check_$$*)
 	@mkdir -p $(dir $@)
 	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 
+# check_policy_oom fails the loaders' allocations one at a time: it wraps
+# the allocators policy/ calls (tests/unit/check_policy_oom.c).
+$(B)/tests/check_policy_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=reallocarray,--wrap=strdup,--wrap=strndup,--wrap=asprintf
+
 unit-bins: $(UNIT_BIN)
 
 $(B)/fuzz/fuzz_%: $(B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $$(call fuzz_deps,fuzz_$$*)

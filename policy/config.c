@@ -185,7 +185,8 @@ ynetwork(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 		c->nflog_group = (uint32_t)u;
 	if ((v = yget(n, "treat_as_public")) != NULL &&
 	    yis(w, v, Y_SEQ, "treat_as_public") && v->n > 0 &&
-	    (c->treat_as_public = calloc(v->n, sizeof(struct pol_cidr)))) {
+	    ((c->treat_as_public = calloc(v->n, sizeof(struct pol_cidr))) !=
+	    NULL || ynomem(w, v) == 0)) {
 		for (i = 0; i < v->n; i++) {
 			it = v->vals[i];
 			if (!yis(w, it, Y_SCALAR, "a CIDR"))
@@ -220,6 +221,8 @@ ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 		}
 		c->dns_upstreams = calloc(v->n, sizeof(struct pol_addr));
 		c->dns_upstream_ports = calloc(v->n, sizeof(uint16_t));
+		if (c->dns_upstreams == NULL || c->dns_upstream_ports == NULL)
+			ynomem(w, v);
 		for (i = 0; c->dns_upstreams && c->dns_upstream_ports &&
 		    i < v->n; i++) {
 			it = v->vals[i];
@@ -281,8 +284,10 @@ ysinks(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 
 	if (!yis(w, n, Y_SEQ, "audit_sinks") || n->n == 0)
 		return;
-	if ((c->sinks = calloc(n->n, sizeof(*c->sinks))) == NULL)
+	if ((c->sinks = calloc(n->n, sizeof(*c->sinks))) == NULL) {
+		ynomem(w, n);
 		return;
+	}
 	for (i = 0; i < n->n; i++) {
 		it = n->vals[i];
 		snprintf(where, sizeof(where), "audit_sinks[%zu]", i);
@@ -392,8 +397,10 @@ yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 
 	if (!yis(w, n, Y_SEQ, "servers") || n->n == 0)
 		return;
-	if ((c->servers = calloc(n->n, sizeof(*c->servers))) == NULL)
+	if ((c->servers = calloc(n->n, sizeof(*c->servers))) == NULL) {
+		ynomem(w, n);
 		return;
+	}
 	for (i = 0; i < n->n; i++) {
 		it = n->vals[i];
 		snprintf(where, sizeof(where), "servers[%zu]", i);
@@ -431,13 +438,15 @@ yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 			    s->url);
 		if ((v = yget(it, "command")) != NULL &&
 		    yis(w, v, Y_SEQ, "command") && v->n > 0 &&
-		    (s->argv = calloc(v->n + 1, sizeof(char *)))) {
+		    ((s->argv = calloc(v->n + 1, sizeof(char *))) != NULL ||
+		    ynomem(w, v) == 0)) {
 			for (j = 0; j < v->n; j++)
 				if (ystr(w, v->vals[j], &s->argv[s->argc]) == 0)
 					s->argc++;
 		}
 		if ((v = yget(it, "env")) != NULL && yis(w, v, Y_MAP, "env") &&
-		    v->n > 0 && (s->env = calloc(v->n + 1, sizeof(char *)))) {
+		    v->n > 0 && ((s->env = calloc(v->n + 1, sizeof(char *))) !=
+		    NULL || ynomem(w, v) == 0)) {
 			for (j = 0; j < v->n; j++) {
 				x = v->vals[j];
 				if (!yis(w, x, Y_SCALAR, "an env value"))
@@ -449,6 +458,8 @@ yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 				else if (asprintf(&s->env[s->nenv], "%s=%s",
 				    v->keys[j]->str, x->str) != -1)
 					s->nenv++;
+				else
+					ynomem(w, x);
 			}
 		}
 		if (s->transport == POL_MCP_HTTP && (s->url == NULL ||
@@ -461,8 +472,8 @@ yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 			    "(and no url)");
 		if ((v = yget(it, "credential")) != NULL)
 			ycred(w, v, s);
-		if (s->name == NULL)
-			s->name = strdup("");
+		if (s->name == NULL && (s->name = strdup("")) == NULL)
+			ynomem(w, it);
 	}
 }
 

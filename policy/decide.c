@@ -233,8 +233,9 @@ pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
 		set(out, POL_DENY, "input", "bad_name");
 		return;
 	}
-	if (len == strlen(q->name) &&
-	    pol_dns_name_suspect(&p->limits, q->name, &why)) {
+	/* pol_dns_name_suspect takes the absolute form too: a trailing dot
+	 * must not skip the tunnelling checks. */
+	if (pol_dns_name_suspect(&p->limits, q->name, &why)) {
 		set(out, POL_DENY, "dns.limits", why);
 		return;
 	}

@@ -62,6 +62,11 @@ struct ywalk {
 
 void	 yerr(struct ywalk *w, const struct ynode *n, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
+/* ynomem: the error for an allocation that failed while reading n. Every
+ * such failure must be an error: a loader that carried on would hand back a
+ * policy or config missing the ports, rule or limit that n holds. Returns
+ * -1, for use in conditions. */
+int	 ynomem(struct ywalk *w, const struct ynode *n);
 const char *ykind_name(enum ynode_kind k);
 /* ycheck_keys: every key of map must be in allowed (NULL-terminated);
  * others are reported as unknown in where. Returns false if n is not a

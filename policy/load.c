@@ -83,7 +83,7 @@ yports(struct lctx *c, const struct ynode *n, struct erule *r)
 		return -1;
 	}
 	if ((r->ports = calloc(n->n, sizeof(*r->ports))) == NULL)
-		return -1;
+		return ynomem(&c->w, n);
 	for (i = 0; i < n->n; i++) {
 		it = n->vals[i];
 		if (it->kind != Y_SCALAR) {
@@ -189,7 +189,7 @@ yerules(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 	if (n->n == 0)
 		return 0;
 	if ((*out = calloc(n->n, sizeof(**out))) == NULL)
-		return -1;
+		return ynomem(&c->w, n);
 	for (i = 0; i < n->n; i++) {
 		snprintf(wbuf, sizeof(wbuf), "%s[%zu]", where, i);
 		snprintf((*out)[i].name, sizeof((*out)[i].name), "%s", wbuf);
@@ -277,8 +277,10 @@ ydns(struct lctx *c, const struct ynode *n)
 		free(c->p->dns_types);
 		c->p->ndns_types = 0;
 		if ((c->p->dns_types = calloc(v->n + 1,
-		    sizeof(uint16_t))) == NULL)
+		    sizeof(uint16_t))) == NULL) {
+			ynomem(&c->w, v);
 			return;
+		}
 		for (i = 0; i < v->n; i++) {
 			it = v->vals[i];
 			for (j = 0; it->kind == Y_SCALAR &&
@@ -373,8 +375,10 @@ ybudgets(struct lctx *c, const struct ynode *n)
 
 	if (!yis(&c->w, n, Y_SEQ, "mcp.budgets") || n->n == 0)
 		return;
-	if ((c->p->budgets = calloc(n->n, sizeof(*b))) == NULL)
+	if ((c->p->budgets = calloc(n->n, sizeof(*b))) == NULL) {
+		ynomem(&c->w, n);
 		return;
+	}
 	for (i = 0; i < n->n; i++) {
 		it = n->vals[i];
 		snprintf(where, sizeof(where), "mcp.budgets[%zu]", i);
@@ -390,8 +394,8 @@ ybudgets(struct lctx *c, const struct ynode *n)
 			    "[a-z0-9][a-z0-9_-]{0,31})");
 		else if (budget_index(c->p, v->str) != -1)
 			yerr(&c->w, v, "duplicate budget name \"%s\"", v->str);
-		else
-			b->name = strdup(v->str);
+		else if ((b->name = strdup(v->str)) == NULL)
+			ynomem(&c->w, v);
 		if ((v = yget(it, "scope")) != NULL &&
 		    yis(&c->w, v, Y_SCALAR, "scope")) {
 			if (strcmp(v->str, "sandbox") == 0)
@@ -404,12 +408,24 @@ ybudgets(struct lctx *c, const struct ynode *n)
 				yerr(&c->w, v, "invalid scope \"%s\" (sandbox, "
 				    "subject or policy)", v->str);
 		}
-		if ((v = yget(it, "calls")) != NULL)
-			yuint(&c->w, v, UINT32_MAX, &b->calls);
-		if ((v = yget(it, "cost")) != NULL)
-			yuint(&c->w, v, UINT32_MAX, &b->cost);
-		if ((v = yget(it, "result_bytes")) != NULL)
-			ysize(&c->w, v, &b->result_bytes);
+		/* A stored 0 means "no limit", so a written 0 (which reads
+		 * as "none allowed") is refused rather than enforcing
+		 * nothing. */
+		if ((v = yget(it, "calls")) != NULL &&
+		    yuint(&c->w, v, UINT32_MAX, &b->calls) == 0 &&
+		    b->calls == 0)
+			yerr(&c->w, v, "calls must be at least 1 (leave it out "
+			    "for no limit)");
+		if ((v = yget(it, "cost")) != NULL &&
+		    yuint(&c->w, v, UINT32_MAX, &b->cost) == 0 &&
+		    b->cost == 0)
+			yerr(&c->w, v, "cost must be at least 1 (leave it out "
+			    "for no limit)");
+		if ((v = yget(it, "result_bytes")) != NULL &&
+		    ysize(&c->w, v, &b->result_bytes) == 0 &&
+		    b->result_bytes == 0)
+			yerr(&c->w, v, "result_bytes must be at least 1 (leave "
+			    "it out for no limit)");
 		if ((v = yget(it, "window")) != NULL)
 			yduration(&c->w, v, &b->window_s);
 		if (yget(it, "calls") == NULL && yget(it, "cost") == NULL &&
@@ -418,8 +434,8 @@ ybudgets(struct lctx *c, const struct ynode *n)
 			    "result_bytes)", where);
 		/* Count it even when unnamed so pol_policy_free frees it. */
 		c->p->nbudgets++;
-		if (b->name == NULL)
-			b->name = strdup("");
+		if (b->name == NULL && (b->name = strdup("")) == NULL)
+			ynomem(&c->w, it);
 	}
 }
 
@@ -492,14 +508,17 @@ yargc(struct lctx *c, const struct ynode *n, const char *where,
 				yerr(&c->w, v, "path_prefix must be an absolute "
 				    "normalised path");
 			else if (asprintf(&a->path_prefix, "%s%s", v->str,
-			    v->str[strlen(v->str) - 1] == '/' ? "" : "/") == -1)
+			    v->str[strlen(v->str) - 1] == '/' ? "" : "/") == -1) {
 				a->path_prefix = NULL;
+				ynomem(&c->w, v);
+			}
 		}
 	}
 	if ((v = yget(n, "url_hosts")) != NULL) {
 		strish = true;
 		if (yis(&c->w, v, Y_SEQ, "url_hosts") && v->n > 0 &&
-		    (a->url_hosts = calloc(v->n, sizeof(*a->url_hosts)))) {
+		    ((a->url_hosts = calloc(v->n, sizeof(*a->url_hosts))) !=
+		    NULL || ynomem(&c->w, v) == 0)) {
 			for (i = 0; i < v->n; i++) {
 				it = v->vals[i];
 				if (!yis(&c->w, it, Y_SCALAR, "a url host"))
@@ -534,6 +553,11 @@ yargc(struct lctx *c, const struct ynode *n, const char *where,
 		if (v->kind == Y_SEQ && v->n == 0)
 			yerr(&c->w, v, "enum must not be empty");
 	}
+	/* Without a type, both kinds together would make it a string and
+	 * drop min/max unseen. */
+	if (strish && numish && a->type == AT_ANY)
+		yerr(&c->w, n, "%s: string constraints and min/max cannot be "
+		    "combined", where);
 	if (strish && a->type != AT_ANY && a->type != AT_STRING)
 		yerr(&c->w, n, "%s: string constraints need type string",
 		    where);
@@ -598,14 +622,17 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 		slash = strchr(v->str, '/');
 		if (slash == NULL || slash == v->str ||
 		    (size_t)(slash - v->str) > 32 ||
-		    !tool_name_ok(slash + 1) ||
-		    (t->server = strndup(v->str,
+		    !tool_name_ok(slash + 1)) {
+			yerr(&c->w, v, "invalid tool reference \"%s\" (use "
+			    "SERVER/TOOL, TOOL may be \"*\")", v->str);
+		} else if ((t->server = strndup(v->str,
 		    (size_t)(slash - v->str))) == NULL ||
-		    !name_ok(t->server, 32)) {
+		    (t->tool = strdup(slash + 1)) == NULL) {
+			ynomem(&c->w, v);
+		} else if (!name_ok(t->server, 32)) {
 			yerr(&c->w, v, "invalid tool reference \"%s\" (use "
 			    "SERVER/TOOL, TOOL may be \"*\")", v->str);
 		} else {
-			t->tool = strdup(slash + 1);
 			if (c->cfg != NULL &&
 			    pol_config_server(c->cfg, t->server) == NULL)
 				yerr(&c->w, v, "unknown MCP server \"%s\"",
@@ -632,18 +659,23 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 	    && v->n > 0) {
 		t->label_keys = calloc(v->n, sizeof(char *));
 		t->label_values = calloc(v->n, sizeof(char *));
+		if (t->label_keys == NULL || t->label_values == NULL)
+			ynomem(&c->w, v);
+		/* A key and its value are counted together, so that a label
+		 * is matched whole or the policy is refused. */
 		for (i = 0; t->label_keys && t->label_values && i < v->n; i++)
 			if (ystr(&c->w, v->vals[i],
-			    &t->label_values[t->nlabels]) == 0)
-				t->label_keys[t->nlabels++] =
-				    strdup(v->keys[i]->str);
+			    &t->label_values[t->nlabels]) == 0 &&
+			    (t->label_keys[t->nlabels++] =
+			    strdup(v->keys[i]->str)) == NULL)
+				ynomem(&c->w, v->keys[i]);
 	}
 	if ((v = yget(n, "pin")) != NULL && yis(&c->w, v, Y_SCALAR, "pin")) {
 		if (!pin_ok(v->str))
 			yerr(&c->w, v, "invalid pin (use \"sha256:\" and 64 "
 			    "lower-case hex digits)");
-		else
-			t->pin = strdup(v->str);
+		else if ((t->pin = strdup(v->str)) == NULL)
+			ynomem(&c->w, v);
 	}
 	if ((v = yget(n, "classification")) != NULL &&
 	    yis(&c->w, v, Y_SCALAR, "classification") &&
@@ -655,7 +687,8 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 	if ((v = yget(n, "cost")) != NULL)
 		yuint(&c->w, v, UINT32_MAX, &t->cost);
 	if ((v = yget(n, "budgets")) != NULL && yis(&c->w, v, Y_SEQ, "budgets")
-	    && v->n > 0 && (t->budgets = calloc(v->n, sizeof(size_t)))) {
+	    && v->n > 0 && ((t->budgets = calloc(v->n, sizeof(size_t))) !=
+	    NULL || ynomem(&c->w, v) == 0)) {
 		if (v->n > POL_MAX_RESERVATIONS)
 			yerr(&c->w, v, "at most %d budgets per tool rule",
 			    POL_MAX_RESERVATIONS);
@@ -663,19 +696,34 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 			it = v->vals[i];
 			if (!yis(&c->w, it, Y_SCALAR, "a budget name"))
 				continue;
-			if ((bi = budget_index(c->p, it->str)) == -1)
+			if ((bi = budget_index(c->p, it->str)) == -1) {
 				yerr(&c->w, it, "unknown budget \"%s\"",
+				    it->str);
+				continue;
+			}
+			/* Listed twice it would be reserved twice per call
+			 * but checked for one. */
+			for (j = 0; j < t->nbudgets; j++)
+				if (t->budgets[j] == (size_t)bi)
+					break;
+			if (j < t->nbudgets)
+				yerr(&c->w, it, "budget \"%s\" is listed twice",
 				    it->str);
 			else if (t->nbudgets < POL_MAX_RESERVATIONS)
 				t->budgets[t->nbudgets++] = (size_t)bi;
 		}
 	}
 	if ((v = yget(n, "args")) != NULL && yis(&c->w, v, Y_MAP, "args") &&
-	    v->n > 0 && (t->args = calloc(v->n, sizeof(*t->args)))) {
+	    v->n > 0 && ((t->args = calloc(v->n, sizeof(*t->args))) != NULL ||
+	    ynomem(&c->w, v) == 0)) {
 		for (i = 0; i < v->n; i++) {
 			snprintf(w2, sizeof(w2), "%s.args.%s", where,
 			    v->keys[i]->str);
-			t->args[i].name = strdup(v->keys[i]->str);
+			if ((t->args[i].name = strdup(v->keys[i]->str)) ==
+			    NULL) {
+				ynomem(&c->w, v->keys[i]);
+				break;
+			}
 			t->nargs++;
 			yargc(c, v->vals[i], w2, &t->args[i]);
 		}
@@ -767,7 +815,8 @@ ymcp(struct lctx *c, const struct ynode *n)
 		}
 		if ((x = yget(v, "redact_patterns")) != NULL &&
 		    yis(&c->w, x, Y_SEQ, "redact_patterns") && x->n > 0 &&
-		    (p->redact_re = calloc(x->n, sizeof(pcre2_code *)))) {
+		    ((p->redact_re = calloc(x->n, sizeof(pcre2_code *))) !=
+		    NULL || ynomem(&c->w, x) == 0)) {
 			for (i = 0; i < x->n; i++) {
 				it = x->vals[i];
 				if (!yis(&c->w, it, Y_SCALAR, "a pattern"))
@@ -787,7 +836,8 @@ ymcp(struct lctx *c, const struct ynode *n)
 		ybudgets(c, v);
 	if ((v = yget(n, "tools")) != NULL && yis(&c->w, v, Y_SEQ,
 	    "mcp.tools") && v->n > 0 &&
-	    (p->tools = calloc(v->n, sizeof(*p->tools)))) {
+	    ((p->tools = calloc(v->n, sizeof(*p->tools))) != NULL ||
+	    ynomem(&c->w, v) == 0)) {
 		for (i = 0; i < v->n; i++) {
 			snprintf(where, sizeof(where), "mcp.tools[%zu]", i);
 			snprintf(p->tools[i].name, sizeof(p->tools[i].name),
@@ -1087,13 +1137,17 @@ pol_set_load_dir(const char *dir, const struct pol_config *cfg,
 			continue;
 		if (nnames >= 4096 || (t = reallocarray(names, nnames + 1,
 		    sizeof(*names))) == NULL) {
-			pol_errors_add(errs, dir, 0, 0, "too many files");
+			pol_errors_add(errs, dir, 0, 0, nnames >= 4096 ?
+			    "too many files" : "out of memory");
 			bad = true;
 			break;
 		}
 		names = t;
-		if (asprintf(&names[nnames], "%s/%s", dir, de->d_name) == -1)
+		if (asprintf(&names[nnames], "%s/%s", dir, de->d_name) == -1) {
+			pol_errors_add(errs, dir, 0, 0, "out of memory");
+			bad = true;
 			break;
+		}
 		nnames++;
 	}
 	closedir(d);

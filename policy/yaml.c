@@ -351,6 +351,7 @@ yaml_load_buf(const char *name, const unsigned char *buf, size_t len,
 	yaml_event_t	 ev;
 	struct ynode	*root = NULL;
 	unsigned	 line, col;
+	size_t		 nerr0;
 
 	if (len > POL_MAX_FILE) {
 		pol_errors_add(errs, name, 0, 0,
@@ -365,6 +366,7 @@ yaml_load_buf(const char *name, const unsigned char *buf, size_t len,
 		pol_errors_add(errs, name, 0, 0, "NUL byte in file");
 		return NULL;
 	}
+	nerr0 = pol_errors_count(errs);
 	memset(&yp, 0, sizeof(yp));
 	yp.file = name;
 	yp.errs = errs;
@@ -409,6 +411,10 @@ fail:
 	root = NULL;
 out:
 	yaml_parser_delete(&yp.p);
+	/* Every refusal above names its cause except a failed allocation
+	 * (node, array, libyaml's own): say so rather than fail silently. */
+	if (root == NULL && pol_errors_count(errs) == nerr0)
+		pol_errors_add(errs, name, 0, 0, "out of memory");
 	return root;
 }
 
@@ -510,6 +516,13 @@ yerr(struct ywalk *w, const struct ynode *n, const char *fmt, ...)
 	pol_errors_add(w->errs, w->file, n ? n->line : 0, n ? n->col : 0,
 	    "%s", buf);
 	w->nerr++;
+}
+
+int
+ynomem(struct ywalk *w, const struct ynode *n)
+{
+	yerr(w, n, "out of memory");
+	return -1;
 }
 
 const char *

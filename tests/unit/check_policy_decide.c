@@ -382,6 +382,9 @@ static const struct {
 	{ "py pi.org", 1, 0, D, "input", "bad_name" },
 	{ "q7x9k2m4v8b1n5c3z6l0p2w8j4h6.pythonhosted.org", 1, 0, D,
 	  "dns.limits", "high_entropy" },
+	/* The absolute form gets the same tunnelling checks. */
+	{ "q7x9k2m4v8b1n5c3z6l0p2w8j4h6.pythonhosted.org.", 1, 0, D,
+	  "dns.limits", "high_entropy" },
 	{ "pypi.org", 1, 1, A, "mcp.taint.keep[0]", "allowed" },
 	{ "x.pythonhosted.org", 1, 1, D, "mcp.taint", "tainted" },
 	{ "sluice.internal", 1, 1, SYN, "synthetic", "synthetic" },

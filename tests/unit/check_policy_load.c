@@ -287,6 +287,22 @@ static const struct {
 	{ "# only a comment\n", "1:1: empty file\n" },
 	{ "version: 1\n  bad: indent\n", "2:6: syntax error: mapping values "
 	  "are not allowed in this context\n" },
+	/* A limit of 0 would read as "no limit": refused, not guessed. */
+	{ "version: 1\nmcp: {budgets: [{name: b, calls: 0}]}\n",
+	  "2:34: calls must be at least 1 (leave it out for no limit)\n" },
+	{ "version: 1\nmcp: {budgets: [{name: b, cost: 0, result_bytes: 0}]}\n",
+	  "2:33: cost must be at least 1 (leave it out for no limit)\n"
+	  "2:50: result_bytes must be at least 1 (leave it out for no "
+	  "limit)\n" },
+	/* One budget listed twice would be reserved twice, checked once. */
+	{ "version: 1\nmcp: {budgets: [{name: b, calls: 5}], tools: [{tool: "
+	  "a/b, decision: allow, budgets: [b, b]}]}\n",
+	  "2:89: budget \"b\" is listed twice\n" },
+	/* String and number constraints together: one would be dropped. */
+	{ "version: 1\nmcp: {tools: [{tool: a/b, decision: allow, args: {x: "
+	  "{pattern: \"^[0-9]+$\", max: 10}}}]}\n",
+	  "2:54: mcp.tools[0].args.x: string constraints and min/max cannot "
+	  "be combined\n" },
 	/* Several errors in one file: all of them, in file order. */
 	{ "version: 3\negress:\n  allow:\n    - host: \"*\"\n      ports: "
 	  "[0]\n  bogus: 1\n", "1:10: unsupported version 3 (expected 1)\n"

@@ -1,0 +1,266 @@
+/*
+ * check_policy_oom: the loaders stay all-or-nothing when memory runs out.
+ *
+ * A loader that meets a failed allocation and carries on can hand the daemon
+ * a policy missing a port list, a deny rule, a budget or a redaction pattern:
+ * the file read fine, so nobody would know the rule was never enforced. The
+ * contract is "NULL on any error; nothing is half-loaded", and this suite
+ * holds the loaders to it at every allocation they make: it counts the
+ * allocations of a good load, then repeats the load once per allocation with
+ * exactly that one failing, and requires each such load to fail with an
+ * error. The link wraps the allocators (-Wl,--wrap, see the Makefile), so
+ * the injection reaches every allocation policy/ makes itself; allocations
+ * inside libc and PCRE2 are out of its reach and report failure through
+ * their own return values.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE		/* vasprintf */
+#endif
+#include <check.h>
+#include <execinfo.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy.h"
+
+#define CONFIG		"tests/policy/config.yaml"	/* names every server */
+#define POLICY_DIR	"examples/policies"
+
+/* ----------------------------------------------------- allocation faults */
+
+/* armed: count allocations; fail_at: the index (from 0) of the one to fail,
+ * or -1 for none. Only the test's own thread allocates while armed. */
+static int	armed;
+static long	fail_at = -1, seen;
+
+void	*__real_malloc(size_t);
+void	*__real_calloc(size_t, size_t);
+void	*__real_reallocarray(void *, size_t, size_t);
+char	*__real_strdup(const char *);
+char	*__real_strndup(const char *, size_t);
+
+static int
+fault(void)
+{
+	if (!armed)
+		return 0;
+	if (seen++ != fail_at)
+		return 0;
+	/* OOM_TRACE=N prints where allocation N is made (to find it). */
+	if (getenv("OOM_TRACE") != NULL && atol(getenv("OOM_TRACE")) == seen - 1) {
+		void *bt[16];
+
+		backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
+	}
+	return 1;
+}
+
+void *
+__wrap_malloc(size_t n)
+{
+	return fault() ? NULL : __real_malloc(n);
+}
+
+void *
+__wrap_calloc(size_t n, size_t sz)
+{
+	return fault() ? NULL : __real_calloc(n, sz);
+}
+
+void *
+__wrap_reallocarray(void *p, size_t n, size_t sz)
+{
+	return fault() ? NULL : __real_reallocarray(p, n, sz);
+}
+
+char *
+__wrap_strdup(const char *s)
+{
+	return fault() ? NULL : __real_strdup(s);
+}
+
+char *
+__wrap_strndup(const char *s, size_t n)
+{
+	return fault() ? NULL : __real_strndup(s, n);
+}
+
+int
+__wrap_asprintf(char **out, const char *fmt, ...)
+{
+	va_list	ap;
+	int	r;
+
+	if (fault()) {
+		*out = NULL;
+		return -1;
+	}
+	va_start(ap, fmt);
+	r = vasprintf(out, fmt, ap);	/* not wrapped */
+	va_end(ap);
+	return r;
+}
+
+static void
+arm(long at)
+{
+	seen = 0;
+	fail_at = at;
+	armed = 1;
+}
+
+static long
+disarm(void)
+{
+	armed = 0;
+	fail_at = -1;
+	return seen;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static struct pol_config *
+config(struct pol_errors *e)
+{
+	struct pol_config *cfg = pol_config_load(CONFIG, e);
+
+	ck_assert_msg(cfg != NULL, "%s: %s", CONFIG, pol_errors_get(e, 0));
+	return cfg;
+}
+
+/* One loader run: true when it returned something (and frees it). */
+typedef bool	 load_fn(const char *, const struct pol_config *,
+		    struct pol_errors *);
+
+static bool
+load_policy(const char *path, const struct pol_config *cfg,
+    struct pol_errors *e)
+{
+	struct pol_policy *p = pol_policy_load(path, cfg, e);
+
+	pol_policy_free(p);
+	return p != NULL;
+}
+
+static bool
+load_config(const char *path, const struct pol_config *cfg,
+    struct pol_errors *e)
+{
+	struct pol_config *c = pol_config_load(path, e);
+
+	(void)cfg;
+	pol_config_free(c);
+	return c != NULL;
+}
+
+static bool
+load_dir(const char *path, const struct pol_config *cfg,
+    struct pol_errors *e)
+{
+	struct pol_set *s = pol_set_load_dir(path, cfg, e);
+
+	pol_set_free(s);
+	return s != NULL;
+}
+
+/* sweep: a clean run of load over path must succeed; then, once per
+ * allocation that run made, the same run with that allocation failing must
+ * fail and report an error. The failures are listed together, each as
+ * "N loaded" or "N silent" (OOM_TRACE=N shows where N is made). */
+static void
+sweep(load_fn *load, const char *path, const struct pol_config *cfg)
+{
+	struct pol_errors	*e = pol_errors_new(8);
+	char			 bad[512];
+	size_t			 blen = 0;
+	long			 n, i, nbad = 0;
+	bool			 ok;
+
+	ck_assert_ptr_nonnull(e);
+	arm(-1);
+	ok = load(path, cfg, e);
+	n = disarm();
+	ck_assert_msg(ok, "%s: %s", path, pol_errors_get(e, 0));
+	ck_assert_int_gt(n, 10);
+	pol_errors_free(e);
+
+	bad[0] = '\0';
+	for (i = 0; i < n; i++) {
+		ck_assert_ptr_nonnull(e = pol_errors_new(8));
+		arm(i);
+		ok = load(path, cfg, e);
+		disarm();
+		if (ok || pol_errors_count(e) == 0) {
+			nbad++;
+			if (blen < sizeof(bad) - 32)
+				blen += (size_t)snprintf(bad + blen,
+				    sizeof(bad) - blen, " %ld %s", i,
+				    ok ? "loaded" : "silent");
+		}
+		pol_errors_free(e);
+	}
+	ck_assert_msg(nbad == 0, "%s: %ld of %ld failed allocations were not "
+	    "refused with an error:%s", path, nbad, n, bad);
+}
+
+/* The example files, the ones a deployment starts from: between them they
+ * use every section (egress, dns, mcp tools with args, labels, pins,
+ * budgets, redaction). */
+static const char *const policies[] = {
+	POLICY_DIR "/coding-agent.yaml",
+	POLICY_DIR "/data-analyst.yaml",
+	POLICY_DIR "/locked-down.yaml",
+};
+
+START_TEST(policy_load_fails_whole)
+{
+	struct pol_errors	*e = pol_errors_new(8);
+	struct pol_config	*cfg = config(e);
+
+	sweep(load_policy, policies[_i], cfg);
+	pol_config_free(cfg);
+	pol_errors_free(e);
+}
+END_TEST
+
+/* Both configs: the example (sinks, servers) and the tests' own. */
+START_TEST(config_load_fails_whole)
+{
+	sweep(load_config, _i == 0 ? CONFIG : "examples/sluice.yaml", NULL);
+}
+END_TEST
+
+START_TEST(set_load_fails_whole)
+{
+	struct pol_errors	*e = pol_errors_new(8);
+	struct pol_config	*cfg = config(e);
+
+	sweep(load_dir, POLICY_DIR, cfg);
+	pol_config_free(cfg);
+	pol_errors_free(e);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("policy_oom");
+	TCase	*tc = tcase_create("Core");
+	SRunner	*sr;
+	int	 nf;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, policy_load_fails_whole, 0,
+	    (int)(sizeof(policies) / sizeof(policies[0])));
+	tcase_add_loop_test(tc, config_load_fails_whole, 0, 2);
+	tcase_add_test(tc, set_load_fails_whole);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
