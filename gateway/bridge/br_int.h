@@ -238,6 +238,8 @@ struct br_call {
 	int64_t			 approver_uid;	/* -1: Sluice itself */
 	char			*approver_note;
 	const char		*approval;
+	bool			 approved;	/* a person said yes: decide
+						   again without asking */
 	/* upstream */
 	struct br_up_req	*ureq;
 	uint64_t		 sent_us;

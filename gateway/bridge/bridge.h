@@ -191,9 +191,10 @@ struct br_approver {
 
 /* br_approval_decide: approve or deny pending call id as who (copied into
  * the record with reason, which may be NULL). An approval re-checks budgets
- * (they may have run out while it waited). 0, or -1 with errno ENOENT (no
- * such pending call: unknown, already decided or timed out) or EINVAL
- * (NULL id, who or who->name, or a negative uid). */
+ * (they may have run out while it waited) and the tool's definition (listed
+ * again first when the listing is stale, as for any call). 0, or -1 with
+ * errno ENOENT (no such pending call: unknown, already decided or timed
+ * out) or EINVAL (NULL id, who or who->name, or a negative uid). */
 int		 br_approval_decide(struct br *br, const char *id,
 		    bool approve, const struct br_approver *who,
 		    const char *reason);

@@ -515,7 +515,10 @@ decide_pending(struct br *br, const char *id, bool approve, const char *name,
 	}
 	if (approve) {
 		c->approval = "approved";
-		reserve(c, true);
+		/* The wait may have outlasted the listing it was asked on:
+		 * the call meets a recent definition, as any other does. */
+		c->approved = true;
+		decide(c);
 		return 0;
 	}
 	c->approval = "denied";
@@ -722,7 +725,7 @@ on_listed(void *arg, int ok)
 		return;
 	}
 	/* Listed once: a tool still unknown is refused, not re-listed. */
-	reserve(c, false);
+	reserve(c, c->approved);
 }
 
 static void
@@ -740,7 +743,7 @@ decide(struct br_call *c)
 		br_tools_refresh(c->up, on_listed, c);
 		return;
 	}
-	reserve(c, false);
+	reserve(c, c->approved);
 }
 
 void

@@ -43,15 +43,63 @@ br_holds_credential(const struct br *br, const char *s)
 	return false;
 }
 
+/* The first sec (slen bytes) in [p, end), or NULL. Bounded by end rather
+ * than by a NUL: each search looks at what it passes and no further. */
+static const char *
+find(const char *p, const char *end, const char *sec, size_t slen)
+{
+	while ((size_t)(end - p) >= slen &&
+	    (p = memchr(p, sec[0], (size_t)(end - p) - slen + 1)) != NULL) {
+		if (memcmp(p, sec, slen) == 0)
+			return p;
+		p++;
+	}
+	return NULL;
+}
+
+/*
+ * cur with every occurrence of sec (slen bytes) replaced, left to right, in
+ * one pass: an upstream controls how often its own credential appears, and
+ * rebuilding the string once per occurrence would make a result of a few
+ * megabytes hold the loop for minutes. The scan resumes after each
+ * replacement (what the marker itself may form with its neighbours is the
+ * caller's concern). *hits gets the count; NULL without memory.
+ */
+static char *
+replace_all(const char *cur, const char *sec, size_t slen, size_t *hits)
+{
+	const char *p, *hit, *end;
+	char *out, *o;
+	size_t count = 0, len = strlen(cur), rl = sizeof(REDACTED) - 1;
+
+	end = cur + len;
+	for (p = cur; (hit = find(p, end, sec, slen)) != NULL; p = hit + slen)
+		count++;
+	*hits = count;
+	/* count <= len / slen and slen >= SECRET_MIN: at most 1.5 len. */
+	if ((out = malloc(len + count * (rl > slen ? rl - slen : 0) + 1)) ==
+	    NULL)
+		return NULL;
+	for (o = out, p = cur; (hit = find(p, end, sec, slen)) != NULL;
+	    p = hit + slen) {
+		memcpy(o, p, (size_t)(hit - p));
+		o += hit - p;
+		memcpy(o, REDACTED, rl);
+		o += rl;
+	}
+	strcpy(o, p);
+	return out;
+}
+
 int
 br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
     char **out)
 {
-	char *cur, *next, *hit;
+	char *cur, *next;
 	const char *sec;
-	size_t i, slen, len, rl = sizeof(REDACTED) - 1;
+	size_t i, slen, hits;
 	unsigned k = 0;
-	int n = 0;
+	int n = 0, round;
 
 	*out = NULL;
 	if ((cur = strdup(in)) == NULL)
@@ -60,18 +108,18 @@ br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
 		sec = br->secrets[i];
 		if (sec == NULL || (slen = strlen(sec)) < SECRET_MIN)
 			continue;
-		while ((hit = strstr(cur, sec)) != NULL) {
-			len = strlen(cur);
-			if ((next = malloc(len - slen + rl + 1)) == NULL) {
+		/* Again while the text still holds it: only a secret that
+		 * overlaps the marker itself can survive a pass, and one that
+		 * keeps doing so withholds the text rather than loop. */
+		for (round = 0; strstr(cur, sec) != NULL; round++) {
+			if (round == 4 || (next = replace_all(cur, sec, slen,
+			    &hits)) == NULL) {
 				free(cur);
 				return -1;
 			}
-			memcpy(next, cur, (size_t)(hit - cur));
-			memcpy(next + (hit - cur), REDACTED, rl);
-			strcpy(next + (hit - cur) + rl, hit + slen);
 			free(cur);
 			cur = next;
-			n++;
+			n += (int)(hits > 1000000 ? 1000000 : hits);
 		}
 	}
 	if (p != NULL && pol_redact_enabled(p)) {

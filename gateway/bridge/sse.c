@@ -99,9 +99,14 @@ event(const char *ev, size_t len, json_t *out)
 static void
 drain(struct br_sse *s, json_t *out, bool end)
 {
-	size_t i, j, p = 0;
+	size_t i, j, p = 0, from;
 	const char *sep;
 
+	/* What was there before holds no blank line (every complete event
+	 * was consumed): the search starts at its last byte, which may pair
+	 * with a new one. Searching from the start each time would make an
+	 * event sent in many pieces cost its size squared. */
+	from = s->folded > 0 ? s->folded - 1 : 0;
 	for (i = j = s->folded; i < s->len; i++) {
 		if (s->buf[i] == '\n' && s->cr) {
 			s->cr = false;
@@ -113,9 +118,10 @@ drain(struct br_sse *s, json_t *out, bool end)
 	s->len = s->folded = j;
 	if (s->len == 0)
 		return;
-	while ((sep = memmem(s->buf + p, s->len - p, "\n\n", 2)) != NULL) {
+	while ((sep = memmem(s->buf + from, s->len - from, "\n\n", 2)) !=
+	    NULL) {
 		event(s->buf + p, (size_t)(sep - (s->buf + p)), out);
-		p = (size_t)(sep - s->buf) + 2;
+		from = p = (size_t)(sep - s->buf) + 2;
 	}
 	if (end && p < s->len) {
 		event(s->buf + p, s->len - p, out);

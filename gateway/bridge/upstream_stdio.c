@@ -325,6 +325,7 @@ on_out(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
 	struct br_up *u = arg;
 	char *nl, *p;
+	size_t from, off = 0;
 	ssize_t n;
 	json_t *msg;
 	json_error_t jerr;
@@ -349,22 +350,34 @@ on_out(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		br_up_failed(u, "the child exited");
 		return;
 	}
+	/* The bytes held before this read have no LF (every line was
+	 * taken): only the new ones are searched, and the lines taken are
+	 * moved out once, at the end. Searching from the start, or moving
+	 * the rest after each line, would make a long line sent in small
+	 * writes, or a read of many short lines, cost its size squared. */
+	from = u->rlen;
 	u->rlen += (size_t)n;
-	/* Deliver whole lines; the upstream may be freed by a callback, so
-	 * re-check the fd each time. */
-	while (u->out_fd == fd && (nl = memchr(u->rbuf, '\n', u->rlen)) !=
-	    NULL) {
-		size_t llen = (size_t)(nl - u->rbuf);
-
-		msg = json_loadb(u->rbuf, llen, JSON_REJECT_DUPLICATES, &jerr);
-		memmove(u->rbuf, nl + 1, u->rlen - llen - 1);
-		u->rlen -= llen + 1;
+	/* Deliver whole lines; the upstream may be closed by a callback
+	 * (its buffer freed), so re-check the fd each time. */
+	while (u->out_fd == fd && (nl = memchr(u->rbuf + from, '\n',
+	    u->rlen - from)) != NULL) {
+		/* Empty lines carry nothing: not worth a parse. */
+		msg = nl == u->rbuf + off ? NULL : json_loadb(u->rbuf + off,
+		    (size_t)(nl - (u->rbuf + off)), JSON_REJECT_DUPLICATES,
+		    &jerr);
+		from = off = (size_t)(nl - u->rbuf) + 1;
 		/* Non-JSON lines are the server's bug; skip them. */
 		if (msg != NULL) {
 			br_up_deliver(u, msg);
 			json_decref(msg);
 		}
 	}
-	if (u->out_fd == fd && u->rlen > BR_LINE_MAX)
+	if (u->out_fd != fd)
+		return;
+	if (off > 0) {
+		memmove(u->rbuf, u->rbuf + off, u->rlen - off);
+		u->rlen -= off;
+	}
+	if (u->rlen > BR_LINE_MAX)
 		br_up_failed(u, "message too long");
 }
