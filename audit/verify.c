@@ -1389,6 +1389,19 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 		goto out;
 	}
 	json_object_set_new(v.rep, "origin", json_string(v.origin));
+	/* A log key is named after its log's origin (reference §3.6): a
+	 * log under another origin is not the log the pinned keys vouch
+	 * for, even when one of them signed its checkpoints. */
+	if (v.npinned > 0) {
+		for (i = 0; i < v.npinned; i++)
+			if (strcmp(aud_key_name(v.pinned[i]), v.origin) == 0)
+				break;
+		if (i == v.npinned) {
+			fail(&v, -1, "meta", "log origin %s is not the name of "
+			    "a pinned key", v.origin);
+			goto out;
+		}
+	}
 	check_ok(&v, "meta", v.origin);
 
 	/* Sizes whose roots steps 4 and 5 need, gathered before the scan. */

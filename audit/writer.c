@@ -38,6 +38,8 @@ struct item {
 	const size_t	*start;		/* member offsets, in data[] */
 	struct aud_cols	 cols;		/* strings point into data[] */
 	int		 durable, force_ckpt, ok;
+	int		 closing;	/* aud_close's log.close: never
+					 * refused for a full queue */
 	aud_done_fn	 done;
 	void		*arg;
 	int64_t		 ts, mono;
@@ -667,7 +669,12 @@ writer_main(void *arg)
 				werr = l->werr_pending;
 				l->drop_pending = l->werr_pending = 0;
 				pthread_mutex_unlock(&l->mu);
+				n = aud_tree_size(l->tree);
 				(void)process(l, NULL, lost, from, to, werr);
+				/* The gap is the log's last row: sealed now,
+				 * not left to a next open. */
+				if (aud_tree_size(l->tree) > n)
+					checkpoint(l);
 				pthread_mutex_lock(&l->mu);
 			}
 			l->unwritten = l->drop_pending + l->werr_pending;
@@ -841,7 +848,10 @@ queue_item(struct aud_log *l, struct item *it)
 	pthread_mutex_lock(&l->mu);
 	it->ts = now_ns(CLOCK_REALTIME);
 	it->mono = now_ns(CLOCK_MONOTONIC);
-	if (l->stop || l->qlen >= l->queue_max) {
+	/* log.close may take one slot past the bound: dropped as a flood
+	 * record would be, it would leave the tail unsealed and the log
+	 * looking crashed. */
+	if (l->stop || (l->qlen >= l->queue_max && !it->closing)) {
 		int stopped = l->stop;
 
 		if (!stopped && !durable) {
@@ -874,6 +884,11 @@ queue_item(struct aud_log *l, struct item *it)
 	pthread_mutex_unlock(&l->mu);
 	return 0;
 }
+
+/* enqueue's force: a checkpoint after the record; ENQ_CLOSE also lets it
+ * past a full queue. */
+#define ENQ_CKPT	1
+#define ENQ_CLOSE	2
 
 static int
 enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
@@ -937,7 +952,8 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	it->durable = durable;
 	it->done = done;
 	it->arg = arg;
-	it->force_ckpt = force;
+	it->force_ckpt = force != 0;
+	it->closing = force == ENQ_CLOSE;
 	return queue_item(l, it);
 }
 
@@ -1079,7 +1095,8 @@ aud_submit_durable(struct aud_log *l, const char *kind, json_t *fields,
 int
 aud_heartbeat(struct aud_log *l)
 {
-	return enqueue(l, "log.heartbeat", json_object(), 0, NULL, NULL, 1);
+	return enqueue(l, "log.heartbeat", json_object(), 0, NULL, NULL,
+	    ENQ_CKPT);
 }
 
 int
@@ -1425,7 +1442,7 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		json_object_set_new(f, "vkey", json_string(vkey));
 	else
 		json_object_set_new(f, "vkey", json_null());
-	if (enqueue(l, "log.open", f, 0, NULL, NULL, 1) == -1 ||
+	if (enqueue(l, "log.open", f, 0, NULL, NULL, ENQ_CKPT) == -1 ||
 	    aud_sync(l) == -1) {
 		seterr(err, errlen, "cannot append log.open");
 		aud_close(l);
@@ -1448,7 +1465,8 @@ aud_close(struct aud_log *l)
 	if (l == NULL)
 		return 0;
 	if (l->started) {
-		enqueue(l, "log.close", json_object(), 0, NULL, NULL, 1);
+		enqueue(l, "log.close", json_object(), 0, NULL, NULL,
+		    ENQ_CLOSE);
 		pthread_mutex_lock(&l->mu);
 		l->stop = 1;
 		pthread_cond_signal(&l->cv);

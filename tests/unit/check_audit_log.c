@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -716,6 +717,63 @@ START_TEST(test_close_unwritten_counted)
 }
 END_TEST
 
+/* Releases a write lock held by another connection after a pause. */
+static void *
+release_later(void *arg)
+{
+	sqlite3 *h = arg;
+
+	usleep(300000);
+	sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+	return NULL;
+}
+
+/*
+ * aud_close with the queue full (a flood at shutdown): log.close and the
+ * final checkpoint must still be written, not dropped like a flood record
+ * and left as an unsealed tail without a close marker.
+ */
+START_TEST(test_close_full_queue)
+{
+	struct aud_log *l = open_log(af_dbpath, 8);
+	pthread_t th;
+	sqlite3 *h;
+	sqlite3_stmt *st;
+	json_t *rep, *last;
+	int i, refused = 0;
+
+	ck_assert_int_eq(aud_sync(l), 0);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+	    SQLITE_OK);
+	/* The writer is held by the lock: fill the queue to the brim. */
+	for (i = 0; i < 1000 && refused == 0; i++)
+		if (aud_submit_async(l, "net.deny", json_object()) == -1)
+			refused++;
+	ck_assert_int_eq(refused, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, release_later, h), 0);
+	ck_assert_uint_eq(aud_close(l), 0);
+	pthread_join(th, NULL);
+	sqlite3_close(h);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep),
+	    AUD_WARNINGS);
+	ck_assert_int_eq(rep_int(rep, "unsealed_tail", NULL), 0);
+	json_decref(rep);
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT canon FROM records "
+	    "ORDER BY seq DESC LIMIT 1", -1, &st, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	last = aud_canon_parse(sqlite3_column_blob(st, 0),
+	    (size_t)sqlite3_column_bytes(st, 0), NULL, 0);
+	ck_assert_ptr_nonnull(last);
+	ck_assert_str_eq(json_string_value(json_object_get(last, "kind")),
+	    "log.close");
+	json_decref(last);
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+}
+END_TEST
+
 START_TEST(test_triggers_guard)
 {
 	sqlite3 *h;
@@ -964,6 +1022,73 @@ START_TEST(test_wrong_key)
 	ck_assert_str_eq(rstr(rep, "first_failure", "check"), "checkpoint");
 	json_decref(rep);
 	ck_assert_int_eq(verify(tdb, "not a vkey", NULL, 0, NULL), AUD_ERROR);
+}
+END_TEST
+
+/*
+ * The pinned key names the log it vouches for (its name is the origin):
+ * a log renamed to another origin, its checkpoints signed by the host key
+ * under the pinned name, is not the pinned log, and must not pass as
+ * "local-key" (nor turn a FORK into a mere error against an external
+ * checkpoint of the real origin).
+ */
+START_TEST(test_origin_not_pinned)
+{
+	struct aud_opts o = { 0 };
+	struct aud_log *l;
+	struct aud_key *k;
+	sqlite3 *h;
+	sqlite3_stmt *st;
+	char rdb[160], other[160], *body, *note;
+	uint8_t root[32];
+	const char *hex;
+	json_t *rep;
+	long long size;
+	int i;
+
+	snprintf(rdb, sizeof(rdb), "%s/renamed.db", af_dir);
+	snprintf(other, sizeof(other), "%s.renamed", af_origin);
+	o.db_path = rdb;
+	o.origin = other;
+	l = aud_open(&o, NULL, 0);
+	ck_assert_ptr_nonnull(l);
+	for (i = 0; i < 5; i++)
+		aud_submit_async(l, "mcp.call", mcp_fields(i));
+	aud_close(l);
+	ck_assert_int_eq(verify(rdb, NULL, NULL, 0, &rep), AUD_WARNINGS);
+	size = rep_int(rep, "size", NULL);
+	hex = rstr(rep, "root", NULL);
+	ck_assert_uint_eq(strlen(hex), 64);
+	for (i = 0; i < 32; i++)
+		sscanf(hex + 2 * i, "%2hhx", &root[i]);
+	json_decref(rep);
+	/* The host key, under the pinned name, signs the renamed log. */
+	k = aud_key_load(af_keypath, af_origin, NULL, 0);
+	ck_assert_ptr_nonnull(k);
+	body = aud_ckpt_body(other, (uint64_t)size, root);
+	note = aud_note_sign(k, body, NULL, 0);
+	ck_assert_ptr_nonnull(note);
+	ck_assert_int_eq(sqlite3_open(rdb, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, "INSERT INTO checkpoints "
+	    "(size, note, signed_ns) VALUES (?, ?, 0)", -1, &st, NULL),
+	    SQLITE_OK);
+	sqlite3_bind_int64(st, 1, size);
+	sqlite3_bind_blob(st, 2, note, (int)strlen(note), SQLITE_STATIC);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	free(body);
+	free(note);
+	aud_key_free(k);
+	ck_assert_int_eq(verify(rdb, af_vkey, NULL, 0, &rep), AUD_TAMPERED);
+	ck_assert_str_eq(rstr(rep, "assurance", NULL), "none");
+	json_decref(rep);
+	{
+		const char *ext[1] = { ext_ckpt };
+
+		ck_assert_int_eq(verify(rdb, af_vkey, ext, 1, NULL),
+		    AUD_TAMPERED);
+	}
 }
 END_TEST
 
@@ -1240,6 +1365,7 @@ main(void)
 	tcase_add_test(lim, test_overflow_gap);
 	tcase_add_test(lim, test_write_error_gap);
 	tcase_add_test(lim, test_close_unwritten_counted);
+	tcase_add_test(lim, test_close_full_queue);
 	tcase_set_timeout(lim, 300);
 	tcase_add_checked_fixture(tam, tamper_setup, tamper_teardown);
 	tcase_add_test(tam, test_untampered_external);
@@ -1251,6 +1377,7 @@ main(void)
 	tcase_add_test(tam, test_tamper_index_column);
 	tcase_add_test(tam, test_tamper_merkle_and_ckpt);
 	tcase_add_test(tam, test_wrong_key);
+	tcase_add_test(tam, test_origin_not_pinned);
 	tcase_add_loop_test(tam, test_hostile_db, 0,
 	    sizeof(hostile_sql) / sizeof(hostile_sql[0]));
 	tcase_add_test(tam, test_not_a_db);
