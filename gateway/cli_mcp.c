@@ -54,7 +54,9 @@ path_safe(const char *s, size_t max)
 
 /* Arguments as one line: the compact JSON, with control characters shown
  * as '?' (a hostile sandbox must not drive the approver's terminal), cut
- * at max bytes with "..." appended. Caller frees. */
+ * at max bytes with "..." appended. Caller frees. Non-ASCII is escaped
+ * (\uXXXX): raw, U+009B is a CSI to terminals that take C1 controls in
+ * UTF-8, and bidi overrides (U+202E) make the row read other than it is. */
 static char *
 args_line(json_t *args, size_t max)
 {
@@ -63,7 +65,7 @@ args_line(json_t *args, size_t max)
 	if (args == NULL)
 		return strdup("-");
 	if ((s = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY |
-	    JSON_SORT_KEYS)) == NULL)
+	    JSON_SORT_KEYS | JSON_ENSURE_ASCII)) == NULL)
 		return strdup("?");
 	for (p = s; *p != '\0'; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)

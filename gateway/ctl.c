@@ -72,6 +72,7 @@ struct ctl_req {
 	void			*cancel_arg;
 	struct ucred		 peer;		/* valid when has_peer */
 	int			 has_peer;
+	int			 refused;	/* by the peer check */
 	int			 peer_errno;
 	TAILQ_ENTRY(ctl_req)	 entry;
 };
@@ -82,6 +83,8 @@ struct ctl {
 	char			*path;
 	dev_t			 sock_dev;
 	ino_t			 sock_ino;
+	ctl_peer_check		*peer_check;	/* may refuse a caller */
+	void			*peer_arg;
 	struct ctl_route	*routes;
 	size_t			 nroutes;
 	uint64_t		 counts[CTL_CODES];
@@ -102,6 +105,13 @@ ctl_new(struct ev_loop *loop)
 	ctl->loop = loop;
 	TAILQ_INIT(&ctl->parked);
 	return ctl;
+}
+
+void
+ctl_set_peer_check(struct ctl *ctl, ctl_peer_check *fn, void *arg)
+{
+	ctl->peer_check = fn;
+	ctl->peer_arg = arg;
 }
 
 static void
@@ -370,6 +380,9 @@ peer_get(struct ctl_req *r)
 		return;
 	}
 	r->has_peer = 1;
+	if (r->ctl->peer_check != NULL &&
+	    r->ctl->peer_check(r->peer.pid, r->ctl->peer_arg) != 0)
+		r->refused = 1;
 }
 
 void
@@ -544,6 +557,14 @@ dispatch(struct ctl *ctl, struct ctl_req *r)
 	enum ctl_rc rc;
 
 	allow[0] = '\0';
+	if (r->refused) {
+		log_warnx("control: %s %s refused: pid %ld (uid %ld) runs in "
+		    "a sandbox", r->method, r->path, (long)r->peer.pid,
+		    (long)r->peer.uid);
+		ctl_reply_error(r, 403, "from_sandbox", "control requests "
+		    "are not taken from inside a sandbox");
+		goto send;
+	}
 	if ((r->pathbuf = strdup(r->path)) == NULL)
 		goto internal;
 	n = split_path(r->pathbuf, segs, CTL_MAX_SEGS);

@@ -75,6 +75,14 @@ typedef void ctl_cancel_cb(struct ctl_req *req, void *arg);
  * outlive the ctl). Nothing listens until ctl_listen. NULL with errno on
  * allocation failure. */
 struct ctl	*ctl_new(struct ev_loop *loop);
+/* A check of every caller by its pid (from SO_PEERCRED), made when its
+ * request starts: non-zero refuses the request with 403 "from_sandbox"
+ * before any handler sees it. */
+typedef int ctl_peer_check(pid_t pid, void *arg);
+/* ctl_set_peer_check: installs fn (NULL: none, the default) with arg
+ * (borrowed; it must outlive the ctl). */
+void		 ctl_set_peer_check(struct ctl *ctl, ctl_peer_check *fn,
+		    void *arg);
 /* ctl_free: answers parked requests with 503, stops the HTTP server, closes
  * the listening socket and removes its file. ctl_free(NULL) is a no-op. */
 void		 ctl_free(struct ctl *ctl);

@@ -39,6 +39,45 @@ on_log(void *cls, const char *fmt, va_list ap)
 
 static void	on_timer(struct ev_loop *loop, void *arg);
 
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Percent-decoding of the path and query arguments, as MHD's own (lenient:
+ * a '%' without two hex digits stays as it is) except that "%00" is left
+ * encoded. Decoded, it would end the C string MHD hands us: the path
+ * "/v1/sandboxes/a%00b" would name sandbox "a", a request acting on an id
+ * the client never sent. Kept as text, such an id matches nothing.
+ */
+static size_t
+unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *r = s, *w = s;
+	int hi, lo;
+
+	(void)cls;
+	(void)conn;
+	while (*r != '\0') {
+		if (r[0] == '%' && (hi = hexval(r[1])) != -1 &&
+		    (lo = hexval(r[2])) != -1 && (hi != 0 || lo != 0)) {
+			*w++ = (char)(hi << 4 | lo);
+			r += 3;
+		} else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
 /* Keep one timer that fires no later than MHD needs: an early run is
  * harmless and re-arms, while replacing the timer on every run would leave
  * a cancelled entry per request in the loop's heap. */
@@ -133,6 +172,7 @@ mhd_new(struct ev_loop *loop, const struct mhd_config *c, char *err,
 	    MHD_OPTION_CONNECTION_LIMIT, c->conn_limit != 0 ? c->conn_limit :
 	    (unsigned)FD_SETSIZE - 4,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, c->per_ip_limit,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    MHD_OPTION_END);
 	if (m->d == NULL) {
 		snprintf(err, errlen, "%s: cannot start the HTTP server",

@@ -35,10 +35,12 @@ struct mhd_config {
 };
 
 /* mhd_new: start serving c->listen_fd on loop (borrowed; it must outlive
- * the mhd). On success the listening socket belongs to the mhd (closed by
- * mhd_free); on failure it is left to the caller. Connections may be
- * suspended (MHD_ALLOW_SUSPEND_RESUME); resume them with mhd_resume. NULL
- * with errno and a message in err on failure. */
+ * the mhd). The listening socket belongs to the mhd from this call on:
+ * closed by mhd_free, or already closed when mhd_new fails. Connections may be
+ * suspended (MHD_ALLOW_SUSPEND_RESUME); resume them with mhd_resume. The
+ * path and query arguments are percent-decoded, except "%00", which stays
+ * as it is (a NUL would cut the string short). NULL with errno and a
+ * message in err on failure. */
 struct mhd	*mhd_new(struct ev_loop *loop, const struct mhd_config *c,
 		    char *err, size_t errlen);
 /* mhd_free: leave the loop, let MHD send what resumed connections have

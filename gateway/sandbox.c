@@ -1349,9 +1349,46 @@ h_exec(struct ctl_req *req, void *arg)
 	    "SLUICE_TOKEN", s->rec.token));
 }
 
+/*
+ * The control socket is a path, so a process in a sandbox that still sees
+ * the host's files (`sluice exec` keeps them, and so does a provider that
+ * shares the host's filesystem) could reach it, and approve its own calls
+ * or make itself a laxer sandbox. A caller whose network namespace is one
+ * of the sandboxes' is refused, and so is one whose namespace cannot be
+ * read (it exited). Only callers outside the daemon's own namespace pay
+ * for the walk over the sandboxes.
+ */
+static int
+peer_in_sandbox(pid_t pid, void *arg)
+{
+	const struct sbx *m = arg;
+	const struct sandbox *s;
+	struct stat ps, st;
+	char path[PATH_MAX];
+	size_t i;
+
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", (long)pid);
+	if (stat(path, &ps) == -1)
+		return 1;
+	if (stat("/proc/self/ns/net", &st) == 0 && st.st_dev == ps.st_dev &&
+	    st.st_ino == ps.st_ino)
+		return 0;
+	for (i = 0; i < SBX_HASH; i++) {
+		for (s = m->by_id[i]; s != NULL; s = s->hnext) {
+			snprintf(path, sizeof(path), "%s/%s",
+			    s->spec.netns_dir, s->spec.netns);
+			if (stat(path, &st) == 0 && st.st_dev == ps.st_dev &&
+			    st.st_ino == ps.st_ino)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 int
 sbx_routes(struct sbx *m, struct ctl *ctl)
 {
+	ctl_set_peer_check(ctl, peer_in_sandbox, m);
 	if (ctl_route(ctl, "POST", "/v1/sandboxes", h_create, m) == -1 ||
 	    ctl_route(ctl, "GET", "/v1/sandboxes", h_list, m) == -1 ||
 	    ctl_route(ctl, "GET", "/v1/sandboxes/{id}", h_get, m) == -1 ||

@@ -154,8 +154,9 @@ void		 sbx_free(struct sbx *m);
 int		 sbx_reopen(struct sbx *m, char *err, size_t errlen);
 
 /* sbx_routes: registers POST/GET /v1/sandboxes, GET/DELETE
- * /v1/sandboxes/{id} and POST /v1/sandboxes/{id}/exec on ctl. m is
- * borrowed by the handlers. -1 with errno. */
+ * /v1/sandboxes/{id} and POST /v1/sandboxes/{id}/exec on ctl, and makes ctl
+ * refuse every request from a process in a sandbox's network namespace
+ * (ctl_set_peer_check). m is borrowed by the handlers. -1 with errno. */
 int		 sbx_routes(struct sbx *m, struct ctl *ctl);
 
 /* sbx_create: what POST /v1/sandboxes does, for callers other than the

@@ -151,6 +151,13 @@ sl exec "$A" true 2>/dev/null
 check_eq "exec: without -- is a usage error" 2 "$?"
 sl exec "../$A" -- true 2>/dev/null
 check_eq "exec: a bad id is a usage error" 2 "$?"
+# A command in the sandbox still sees the host's files, so the control
+# socket's path too: the daemon refuses it, so sandboxed code cannot
+# approve its own calls or make itself a laxer sandbox.
+out=$(sl exec "$A" -- curl -s --unix-socket "$WORLD_SOCK" -o /dev/null -w '%{http_code}' http://localhost/v1/sandboxes)
+check_eq "exec: the control API refuses a caller inside a sandbox" 403 "$out"
+out=$(sl exec "$A" -- "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy web 2>&1)
+check_match "exec: sandbox create from inside a sandbox is refused" "from_sandbox|inside a sandbox" "$out"
 
 # ------------------------------------------------------------ run
 before=$(hostlinks)

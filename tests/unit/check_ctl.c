@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +220,20 @@ stop_loop(void)
 	loop_running = 0;
 }
 
+/* The peer check every test's server runs (the daemon's refuses callers
+ * in a sandbox's network namespace): here, any namespace but ours. */
+static int
+other_netns(pid_t pid, void *arg)
+{
+	struct stat a, b;
+	char path[64];
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", (long)pid);
+	return stat(path, &a) == -1 || stat("/proc/self/ns/net", &b) == -1 ||
+	    a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+}
+
 static void
 setup(void)
 {
@@ -251,6 +266,7 @@ setup(void)
 	ck_assert_int_eq(ctl_route(ctl, "GET", "/v1/who", h_who, NULL), 0);
 	ck_assert_int_eq(ctl_route(ctl, "POST", "/v1/release", h_release,
 	    NULL), 0);
+	ctl_set_peer_check(ctl, other_netns, NULL);
 	held = NULL;
 	ck_assert_msg(ctl_listen(ctl, sock, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_ge(stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), 0);
@@ -447,6 +463,54 @@ START_TEST(route_two_params)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_str_eq(jstr(&r, "a"), "one");
 	ck_assert_str_eq(jstr(&r, "b"), "two");
+	resp_free(&r);
+}
+END_TEST
+
+/* Percent-encoded path parameters: decoded once, and a "%00" never cuts an
+ * id short ("abc%00def" must not name "abc"). */
+static const struct {
+	const char	*path;
+	long		 status;
+	const char	*id;	/* what the handler saw, for a 200 */
+} odd_ids[] = {
+	{ "/v1/things/abc%00def", 200, "abc%00def" },
+	{ "/v1/things/abc%00", 200, "abc%00" },
+	{ "/v1/things/%00", 200, "%00" },
+	{ "/v1/things/%00abc?q=x", 200, "%00abc" },
+	{ "/v1/things/a%2db", 200, "a-b" },
+	{ "/v1/things/%2e%2e", 200, ".." },
+	{ "/v1/things/abc%2500", 200, "abc%00" },
+	{ "/v1/things/a%zz", 200, "a%zz" },
+	{ "/v1/things/a%2", 200, "a%2" },
+	{ "/v1/things/a%2Fb", 404, NULL },	/* a '/' in an id: no route */
+};
+
+START_TEST(odd_path_params)
+{
+	struct resp r;
+
+	get(odd_ids[_i].path, &r);
+	ck_assert_msg(r.status == odd_ids[_i].status, "%s: %ld %s",
+	    odd_ids[_i].path, r.status, r.body ? r.body : "");
+	if (odd_ids[_i].id != NULL)
+		ck_assert_str_eq(jstr(&r, "id"), odd_ids[_i].id);
+	resp_free(&r);
+}
+END_TEST
+
+/* The same for query arguments. */
+START_TEST(query_nul_not_cut)
+{
+	struct resp r;
+
+	get("/v1/things/x?q=abc%00def", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(jstr(&r, "q"), "abc%00def");
+	resp_free(&r);
+	get("/v1/things/x?q=a%20b+c", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(jstr(&r, "q"), "a b c");
 	resp_free(&r);
 }
 END_TEST
@@ -1098,6 +1162,65 @@ START_TEST(peer_credentials_other_user)
 }
 END_TEST
 
+
+/* Child of peer_check_refuses: one raw request from a new network
+ * namespace (as `sluice exec` puts a command in a sandbox's), with the
+ * same files and uid. Exit 0 only when it was refused with 403
+ * "from_sandbox"; 20 when unshare is not permitted here. */
+static void
+who_from_other_netns(void)
+{
+	static const char req[] = "GET /v1/who HTTP/1.0\r\nHost: x\r\n\r\n";
+	struct sockaddr_un sun;
+	char buf[2048];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	alarm(60);	/* a bound on a broken server, not a wait */
+	if (unshare(CLONE_NEWNET) == -1)
+		_exit(20);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, sock, strlen(sock));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+		_exit(11);
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		_exit(12);
+	while (len < sizeof(buf) - 1 &&
+	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 403 ") == NULL)
+		_exit(13);
+	_exit(strstr(buf, "\"from_sandbox\"") != NULL ? 0 : 14);
+}
+
+/* A caller the peer check refuses (here: one in another network
+ * namespace, as a command started in a sandbox with the host's files) is
+ * refused whatever it asks, before any handler; the same request from
+ * this namespace is answered. */
+START_TEST(peer_check_refuses)
+{
+	struct resp r;
+	int status;
+	pid_t pid;
+
+	get("/v1/who", &r);
+	ck_assert_int_eq(r.status, 200);
+	resp_free(&r);
+	if (getuid() != 0)
+		return;		/* unshare needs root */
+	ck_assert_int_ge(pid = fork(), 0);
+	if (pid == 0)
+		who_from_other_netns();
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "child status %d", status);
+}
+END_TEST
+
 static Suite *
 ctl_suite(void)
 {
@@ -1109,6 +1232,9 @@ ctl_suite(void)
 	tcase_set_timeout(core, 120);
 	tcase_add_test(core, route_with_param_and_query);
 	tcase_add_test(core, route_two_params);
+	tcase_add_loop_test(core, odd_path_params, 0,
+	    sizeof(odd_ids) / sizeof(odd_ids[0]));
+	tcase_add_test(core, query_nul_not_cut);
 	tcase_add_test(core, body_reaches_handler);
 	tcase_add_test(core, empty_body_is_null);
 	tcase_add_test(core, handler_without_reply_is_500);
@@ -1122,6 +1248,7 @@ ctl_suite(void)
 	tcase_add_test(core, free_null);
 	tcase_add_test(core, peer_credentials_self);
 	tcase_add_test(core, peer_credentials_other_user);
+	tcase_add_test(core, peer_check_refuses);
 	suite_add_tcase(s, core);
 
 	tcase_add_checked_fixture(lim, setup, teardown);
