@@ -247,6 +247,8 @@ struct br_call {
 	json_t			*result;	/* what the sandbox will get */
 	char			*rtext;		/* result, serialized once */
 	char			*result_text;	/* serialized JSON-RPC answer */
+	int			 rpc_code;	/* non-zero: answer with this
+						   JSON-RPC error, not a result */
 	unsigned		 redactions;
 	bool			 taint_done;	/* the answer went out under
 						   narrowed egress (the

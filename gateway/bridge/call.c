@@ -163,6 +163,20 @@ answer_text(const json_t *rpc_id, const char *rtext, size_t rlen)
 	return out;
 }
 
+/* The JSON-RPC error answer to rpc_id, or NULL (no memory). */
+static char *
+rpc_error_text(json_t *rpc_id, int code, const char *message)
+{
+	json_t *msg;
+	char *out;
+
+	msg = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
+	    rpc_id, "error", "code", code, "message", message);
+	out = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	return out;
+}
+
 /* Serializes the answer, records it, and replies once it is durable. */
 static void
 finish(struct br_call *c)
@@ -182,7 +196,8 @@ finish(struct br_call *c)
 	if (c->rtext != NULL) {
 		c->result_bytes = strlen(c->rtext);
 		br_sha256_hex(c->rtext, c->result_bytes, c->result_digest);
-		c->result_text = answer_text(c->rpc_id, c->rtext,
+		c->result_text = c->rpc_code != 0 ? rpc_error_text(c->rpc_id,
+		    c->rpc_code, c->message) : answer_text(c->rpc_id, c->rtext,
 		    c->result_bytes);
 	}
 	if (c->result_text == NULL) {
@@ -754,15 +769,12 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	struct br_call *c;
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
+	bool bad;
 
-	if (!json_is_string(name) || json_string_length(name) == 0 ||
+	bad = !json_is_string(name) || json_string_length(name) == 0 ||
 	    json_string_length(name) > 128 ||
 	    strlen(json_string_value(name)) != json_string_length(name) ||
-	    (args != NULL && !json_is_object(args))) {
-		br_reply_rpc_error(rq, 200, rpc_id, -32602, "Invalid params: "
-		    "name must be a tool name and arguments an object");
-		return;
-	}
+	    (args != NULL && !json_is_object(args));
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		br_reply_rpc_error(rq, 500, rpc_id, -32603, "Internal error");
 		return;
@@ -775,8 +787,11 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	c->latency_us = -1;
 	c->approver_uid = -1;
 	c->rpc_id = json_incref(rpc_id);
-	c->tool = strdup(json_string_value(name));
-	c->args = args != NULL ? json_deep_copy(args) : json_object();
+	/* A malformed call is still a call the sandbox tried: refused with
+	 * -32602 and recorded like any denial, with what could be read. */
+	c->tool = strdup(bad ? "" : json_string_value(name));
+	c->args = args != NULL && json_is_object(args) ? json_deep_copy(args) :
+	    json_object();
 	c->args_json = c->args != NULL ? json_dumps(c->args, JSON_COMPACT |
 	    JSON_SORT_KEYS) : NULL;
 	/* The request's policy reference moves to the call. */
@@ -793,6 +808,12 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 		return;
 	}
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
+	if (bad) {
+		c->rpc_code = -32602;
+		deny(c, NULL, "invalid_params", "Invalid params: name must be "
+		    "a tool name and arguments an object");
+		return;
+	}
 	decide(c);
 }
 

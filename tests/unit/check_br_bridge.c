@@ -2264,6 +2264,46 @@ START_TEST(test_protocol)
 }
 END_TEST
 
+/* A malformed tools/call is refused with -32602 and still recorded, as
+ * the denial of a call the sandbox tried (with no tool name to trust). */
+static const char *const bad_call_params[] = {
+	"{\"name\":7}",
+	"{\"name\":\"\"}",
+	"{\"name\":{\"a\":1}}",
+	"{\"name\":\"echo\",\"arguments\":[1]}",
+	"{\"name\":\"echo\",\"arguments\":\"x\"}",
+	"{\"arguments\":{}}",
+	"{\"name\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+};
+
+START_TEST(test_bad_call_recorded)
+{
+	char sid[96], body[512];
+	struct hreq q = { 0 };
+	struct resp r;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	nrecords = 0;
+	snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":9,"
+	    "\"method\":\"tools/call\",\"params\":%s}", bad_call_params[_i]);
+	q.sid = sid;
+	q.body = body;
+	http(&q, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(r.json);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(
+	    r.json, "error"), "code")), -32602);
+	ck_assert_int_eq(json_integer_value(json_object_get(r.json, "id")), 9);
+	resp_free(&r);
+	ck_assert_int_eq(nrecords, 1);
+	ck_assert_str_eq(records[0].decision, "deny");
+	ck_assert_str_eq(records[0].reason, "invalid_params");
+	ck_assert_str_eq(records[0].tool, "");
+	ck_assert_uint_eq(strlen(records[0].args_digest), 7 + 64);
+}
+END_TEST
+
 START_TEST(test_delete_session)
 {
 	char sid[96];
@@ -2974,6 +3014,8 @@ bridge_suite(void)
 	tcase_add_test(core, test_http_sse_held_open);
 	tcase_add_test(core, test_http_credential_in_definition);
 	tcase_add_test(core, test_delete_session);
+	tcase_add_loop_test(core, test_bad_call_recorded, 0,
+	    (int)(sizeof(bad_call_params) / sizeof(bad_call_params[0])));
 	tcase_add_test(core, test_latency);
 	tcase_add_test(core, test_upstream_restart);
 	tcase_add_test(core, test_upstream_unknown_version);
