@@ -207,18 +207,38 @@ aud_key_from_seed(const char *name, const uint8_t seed[32], char *err,
 	return key_wrap(name, pk, 1, err, errlen);
 }
 
+/* OpenSSL's password callback: with none given it would prompt on the
+ * terminal, and a daemon must never wait for a person. An encrypted key is
+ * refused instead, by name. */
+static int
+no_password(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	*(int *)arg = 1;
+	return -1;
+}
+
 struct aud_key *
 aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 {
 	EVP_PKEY *pk;
 	FILE *f;
+	int asked = 0;
 
 	if ((f = fopen(path, "r")) == NULL) {
 		seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	pk = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+	pk = PEM_read_PrivateKey(f, NULL, no_password, &asked);
 	fclose(f);
+	if (pk == NULL && asked) {
+		seterr(err, errlen, "%s: the key is encrypted; the audit key "
+		    "must be an unencrypted PKCS#8 file (mode 0600)", path);
+		errno = EINVAL;
+		return NULL;
+	}
 	if (pk == NULL) {
 		seterr(err, errlen, "%s: not a PEM private key", path);
 		errno = EINVAL;

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <check.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "audit/audit.h"
 
@@ -228,6 +230,21 @@ START_TEST(test_key_files)
 	ck_assert_ptr_null(aud_key_load(path, "x", NULL, 0));
 	unlink(path);
 	ck_assert_ptr_null(aud_key_load(path, "x", NULL, 0));
+	/* An encrypted key is refused by name, never prompted for. */
+	{
+		EVP_PKEY *pk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+		char msg[512];
+
+		ck_assert_ptr_nonnull(pk);
+		ck_assert_ptr_nonnull(f = fopen(path, "w"));
+		ck_assert_int_eq(PEM_write_PKCS8PrivateKey(f, pk,
+		    EVP_aes_256_cbc(), "secret", 6, NULL, NULL), 1);
+		fclose(f);
+		EVP_PKEY_free(pk);
+		ck_assert_ptr_null(aud_key_load(path, "x", msg, sizeof(msg)));
+		ck_assert_msg(strstr(msg, "encrypted") != NULL, "%s", msg);
+		unlink(path);
+	}
 	/* Names with spaces or '+' cannot be key names. */
 	ck_assert_ptr_null(aud_key_new("a+b", NULL, 0));
 	ck_assert_ptr_null(aud_key_new("a b", NULL, 0));
