@@ -85,6 +85,8 @@ struct ctl {
 	ino_t			 sock_ino;
 	ctl_peer_check		*peer_check;	/* may refuse a caller */
 	void			*peer_arg;
+	ctl_refused_cb		*refused_cb;	/* told of our refusals */
+	void			*refused_arg;
 	struct ctl_route	*routes;
 	size_t			 nroutes;
 	uint64_t		 counts[CTL_CODES];
@@ -112,6 +114,32 @@ ctl_set_peer_check(struct ctl *ctl, ctl_peer_check *fn, void *arg)
 {
 	ctl->peer_check = fn;
 	ctl->peer_arg = arg;
+}
+
+void
+ctl_set_refused_hook(struct ctl *ctl, ctl_refused_cb *fn, void *arg)
+{
+	ctl->refused_cb = fn;
+	ctl->refused_arg = arg;
+}
+
+/* A refusal by ctl itself, before any handler: replied as
+ * ctl_reply_error, then told to the refused hook (the owner of the
+ * endpoint records it; a handler records its own). */
+static void
+refuse(struct ctl_req *r, unsigned status, const char *code,
+    const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctl_reply_error(r, status, code, "%s", msg);
+	if (r->ctl->refused_cb != NULL)
+		r->ctl->refused_cb(r->method, r->path, status, code, msg,
+		    r->has_peer ? r->peer.pid : 0, r->ctl->refused_arg);
 }
 
 static void
@@ -561,8 +589,8 @@ dispatch(struct ctl *ctl, struct ctl_req *r)
 		log_warnx("control: %s %s refused: pid %ld (uid %ld) runs in "
 		    "a sandbox", r->method, r->path, (long)r->peer.pid,
 		    (long)r->peer.uid);
-		ctl_reply_error(r, 403, "from_sandbox", "control requests "
-		    "are not taken from inside a sandbox");
+		refuse(r, 403, "from_sandbox", "control requests are not "
+		    "taken from inside a sandbox");
 		goto send;
 	}
 	if ((r->pathbuf = strdup(r->path)) == NULL)
@@ -598,8 +626,8 @@ dispatch(struct ctl *ctl, struct ctl_req *r)
 	}
 	(void)route_match(hit, segs, (size_t)n, r);
 	if (r->too_big) {
-		ctl_reply_error(r, 413, "body_too_large",
-		    "request body over %d bytes", CTL_BODY_MAX);
+		refuse(r, 413, "body_too_large", "request body over %d bytes",
+		    CTL_BODY_MAX);
 		goto send;
 	}
 	if (r->body_len > 0) {
@@ -607,14 +635,14 @@ dispatch(struct ctl *ctl, struct ctl_req *r)
 
 		if (!is_json_type(MHD_lookup_connection_value(r->conn,
 		    MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-			ctl_reply_error(r, 415, "unsupported_media_type",
+			refuse(r, 415, "unsupported_media_type",
 			    "the body must be application/json");
 			goto send;
 		}
 		r->body = json_loadb(r->body_buf, r->body_len,
 		    JSON_REJECT_DUPLICATES, &jerr);
 		if (r->body == NULL) {
-			ctl_reply_error(r, 400, "bad_json",
+			refuse(r, 400, "bad_json",
 			    "malformed JSON at line %d column %d: %s",
 			    jerr.line, jerr.column, jerr.text);
 			goto send;
@@ -689,7 +717,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			}
 			if (errno != 0 || end == cl || v > CTL_BODY_MAX) {
 				r->too_big = 1;
-				ctl_reply_error(r, 413, "body_too_large",
+				refuse(r, 413, "body_too_large",
 				    "request body over %d bytes",
 				    CTL_BODY_MAX);
 				return r->resp != NULL ? queue_reply(r) :

@@ -83,6 +83,18 @@ typedef int ctl_peer_check(pid_t pid, void *arg);
  * (borrowed; it must outlive the ctl). */
 void		 ctl_set_peer_check(struct ctl *ctl, ctl_peer_check *fn,
 		    void *arg);
+/* What ctl refused by itself, before any handler ran: 403 from the peer
+ * check, 413, 415, 400 bad_json (not 404/405: no endpoint was reached).
+ * method and path are the client's, untrusted; pid is 0 when the caller
+ * has no credentials. */
+typedef void ctl_refused_cb(const char *method, const char *path,
+		    unsigned status, const char *code, const char *message,
+		    pid_t pid, void *arg);
+/* ctl_set_refused_hook: fn (NULL: none) is told of each such refusal,
+ * after the reply is built, so that the owner of the endpoint can record
+ * it. arg is borrowed. */
+void		 ctl_set_refused_hook(struct ctl *ctl, ctl_refused_cb *fn,
+		    void *arg);
 /* ctl_free: answers parked requests with 503, stops the HTTP server, closes
  * the listening socket and removes its file. ctl_free(NULL) is a no-op. */
 void		 ctl_free(struct ctl *ctl);

@@ -1357,16 +1357,21 @@ h_exec(struct ctl_req *req, void *arg)
  * of the sandboxes' is refused, and so is one whose namespace cannot be
  * read (it exited). Only callers outside the daemon's own namespace pay
  * for the walk over the sandboxes.
+ *
+ * pid_sandbox: 0 when pid is in the daemon's namespace or in none of the
+ * sandboxes'; 1 when it is in a sandbox's (*out, if given, names it) or its
+ * namespace cannot be read (*out NULL).
  */
 static int
-peer_in_sandbox(pid_t pid, void *arg)
+pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 {
-	const struct sbx *m = arg;
 	const struct sandbox *s;
 	struct stat ps, st;
 	char path[PATH_MAX];
 	size_t i;
 
+	if (out != NULL)
+		*out = NULL;
 	snprintf(path, sizeof(path), "/proc/%ld/ns/net", (long)pid);
 	if (stat(path, &ps) == -1)
 		return 1;
@@ -1378,17 +1383,63 @@ peer_in_sandbox(pid_t pid, void *arg)
 			snprintf(path, sizeof(path), "%s/%s",
 			    s->spec.netns_dir, s->spec.netns);
 			if (stat(path, &st) == 0 && st.st_dev == ps.st_dev &&
-			    st.st_ino == ps.st_ino)
+			    st.st_ino == ps.st_ino) {
+				if (out != NULL)
+					*out = s;
 				return 1;
+			}
 		}
 	}
 	return 0;
+}
+
+static int
+peer_in_sandbox(pid_t pid, void *arg)
+{
+	return pid_sandbox(arg, pid, NULL);
+}
+
+/*
+ * What the control server refused before a handler ran is recorded here,
+ * where the endpoints are: a create refused for its body (400, 413, 415)
+ * is a sandbox.create refusal like one sbx_create refuses; a request from
+ * inside a sandbox is a finding on that sandbox, whatever it asked.
+ */
+static void
+on_refused(const char *method, const char *path, unsigned status,
+    const char *code, const char *message, pid_t pid, void *arg)
+{
+	struct sbx *m = arg;
+	const struct sandbox *s;
+	struct sbx_rec r;
+	char shown[129];
+	size_t i;
+
+	if (strcmp(code, "from_sandbox") == 0 && pid > 0 &&
+	    pid_sandbox(m, pid, &s) == 1 && s != NULL) {
+		/* The path is the caller's: shown as printable ASCII only. */
+		for (i = 0; path[i] != '\0' && i < sizeof(shown) - 1; i++)
+			shown[i] = path[i] >= 0x20 && path[i] < 0x7f ?
+			    path[i] : '?';
+		shown[i] = '\0';
+		(void)sbx_event("sandbox.control_refused", s->rec.id, s,
+		    "%s %s from pid %ld inside the sandbox",
+		    strcmp(method, "POST") == 0 || strcmp(method, "GET") ==
+		    0 || strcmp(method, "DELETE") == 0 ? method : "?", shown,
+		    (long)pid);
+		return;
+	}
+	if (strcmp(method, "POST") == 0 && strcmp(path, "/v1/sandboxes") == 0) {
+		memset(&r, 0, sizeof(r));
+		create_refused(&r, NULL, status, code, message);
+	}
 }
 
 int
 sbx_routes(struct sbx *m, struct ctl *ctl)
 {
 	ctl_set_peer_check(ctl, peer_in_sandbox, m);
+	ctl_set_refused_hook(ctl, on_refused, m);
 	if (ctl_route(ctl, "POST", "/v1/sandboxes", h_create, m) == -1 ||
 	    ctl_route(ctl, "GET", "/v1/sandboxes", h_list, m) == -1 ||
 	    ctl_route(ctl, "GET", "/v1/sandboxes/{id}", h_get, m) == -1 ||

@@ -158,6 +158,8 @@ out=$(sl exec "$A" -- curl -s --unix-socket "$WORLD_SOCK" -o /dev/null -w '%{htt
 check_eq "exec: the control API refuses a caller inside a sandbox" 403 "$out"
 out=$(sl exec "$A" -- "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy web 2>&1)
 check_match "exec: sandbox create from inside a sandbox is refused" "from_sandbox|inside a sandbox" "$out"
+check "exec: the refusal is a finding on the sandbox" wait_for 5 sh -c \
+    "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind finding 2>/dev/null | grep sandbox.control_refused | grep -q '$A'"
 
 # ------------------------------------------------------------ run
 before=$(hostlinks)
@@ -227,6 +229,10 @@ bad "ttl zero" 400 bad_request '{"policy":"web","subject":"a","ttl":0}'
 bad "ttl too long" 400 bad_request '{"policy":"web","subject":"a","ttl":"31d"}'
 bad "ttl garbage" 400 bad_request '{"policy":"web","subject":"a","ttl":"5 minutes"}'
 bad "policy not a string" 400 bad_request '{"policy":7,"subject":"a"}'
+# Refused by the control server before the handler (bad_json), it is
+# recorded all the same, as a refused sandbox.create.
+check "malformed JSON: recorded as a refused create" wait_for 5 sh -c \
+    "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind sandbox.create 2>/dev/null | grep refused | grep -q bad_json"
 out=$(api DELETE "/v1/sandboxes/t$$-none")
 check_eq "delete unknown: 404" 404 "${out%% *}"
 check_eq "delete unknown: not_found" not_found "$(jq -r .error <<<"${out#* }")"

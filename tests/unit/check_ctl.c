@@ -220,6 +220,30 @@ stop_loop(void)
 	loop_running = 0;
 }
 
+/* What the refused hook was told (the loop thread writes, tests read once
+ * the reply is in). */
+static pthread_mutex_t	refused_mu = PTHREAD_MUTEX_INITIALIZER;
+static int		nrefused;
+static char		refused_code[32], refused_path[64];
+
+static void
+on_refused(const char *method, const char *path, unsigned status,
+    const char *code, const char *message, pid_t pid, void *arg)
+{
+	(void)method;
+	(void)status;
+	(void)message;
+	(void)arg;
+	pthread_mutex_lock(&refused_mu);
+	nrefused++;
+	snprintf(refused_code, sizeof(refused_code), "%s", code);
+	snprintf(refused_path, sizeof(refused_path), "%s", path);
+	/* The caller is known: this process (its own credentials). */
+	if (pid != getpid())
+		refused_code[0] = '\0';
+	pthread_mutex_unlock(&refused_mu);
+}
+
 /* The peer check every test's server runs (the daemon's refuses callers
  * in a sandbox's network namespace): here, any namespace but ours. */
 static int
@@ -267,6 +291,8 @@ setup(void)
 	ck_assert_int_eq(ctl_route(ctl, "POST", "/v1/release", h_release,
 	    NULL), 0);
 	ctl_set_peer_check(ctl, other_netns, NULL);
+	ctl_set_refused_hook(ctl, on_refused, NULL);
+	nrefused = 0;
 	held = NULL;
 	ck_assert_msg(ctl_listen(ctl, sock, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_ge(stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), 0);
@@ -797,6 +823,43 @@ START_TEST(malformed_json_400)
 	ck_assert_msg(r.status == 400, "case %d: %ld", _i, r.status);
 	assert_error(&r, 400, "bad_json");
 	resp_free(&r);
+	/* Refused before the handler: the owner is told, so it can record
+	 * the refusal. */
+	pthread_mutex_lock(&refused_mu);
+	ck_assert_int_eq(nrefused, 1);
+	ck_assert_str_eq(refused_code, "bad_json");
+	ck_assert_str_eq(refused_path, "/v1/echo");
+	pthread_mutex_unlock(&refused_mu);
+}
+END_TEST
+
+/* No endpoint reached (404, 405) or the handler's own answer: not a
+ * refusal of ctl's to report. */
+START_TEST(refused_hook_only_for_ctl_refusals)
+{
+	struct resp r;
+
+	get("/v1/nope", &r);
+	ck_assert_int_eq(r.status, 404);
+	resp_free(&r);
+	ck_assert_int_eq(request("DELETE", "/v1/echo", NULL, NULL, 0, 0, &r),
+	    0);
+	ck_assert_int_eq(r.status, 405);
+	resp_free(&r);
+	get("/v1/things/abc", &r);
+	ck_assert_int_eq(r.status, 200);
+	resp_free(&r);
+	pthread_mutex_lock(&refused_mu);
+	ck_assert_int_eq(nrefused, 0);
+	pthread_mutex_unlock(&refused_mu);
+	ck_assert_int_eq(request("POST", "/v1/echo", "text/plain", "{}", 2, 0,
+	    &r), 0);
+	ck_assert_int_eq(r.status, 415);
+	resp_free(&r);
+	pthread_mutex_lock(&refused_mu);
+	ck_assert_int_eq(nrefused, 1);
+	ck_assert_str_eq(refused_code, "unsupported_media_type");
+	pthread_mutex_unlock(&refused_mu);
 }
 END_TEST
 
@@ -1249,6 +1312,7 @@ ctl_suite(void)
 	tcase_add_test(core, peer_credentials_self);
 	tcase_add_test(core, peer_credentials_other_user);
 	tcase_add_test(core, peer_check_refuses);
+	tcase_add_test(core, refused_hook_only_for_ctl_refusals);
 	suite_add_tcase(s, core);
 
 	tcase_add_checked_fixture(lim, setup, teardown);
