@@ -107,6 +107,7 @@ struct dns_pq {
 	socklen_t		 srclen;
 	struct dns_query	 q;
 	struct dns_client	 c;
+	char			 pdigest[65];	/* c.policy's, when asked */
 	struct pol_dns_limits	 lim;
 	struct dns_event	 ev;
 	uint64_t		 t0_us;
@@ -651,14 +652,17 @@ record(struct dns_proxy *p, struct dns_event *ev, uint64_t t0)
 
 /* ------------------------------------------------------------ rate limit */
 
-/* Token bucket per sandbox id. The table is fixed-size; a collision with a
- * full table evicts the slot's owner, which only ever resets a bucket to a
- * full burst for one sandbox, never skips the check. */
+/* Token bucket per sandbox id. The table is fixed-size and keeps the
+ * buckets of sandboxes long gone; when none of the slots an id may take is
+ * its own or free, the one used least recently is taken over. Taking the
+ * home slot instead let two live sandboxes of one home evict each other on
+ * every query, each time with a full burst: never limited at all. Now an
+ * eviction only resets a bucket idle longer than all its neighbours. */
 static bool
 rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l)
 {
 	uint64_t h = 1469598103934665603ull, now = ev_now_ms(), cap, add;
-	struct dns_bucket *b = NULL;
+	struct dns_bucket *b = NULL, *lru = NULL;
 	size_t i, k;
 	const char *s;
 
@@ -673,9 +677,11 @@ rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l)
 			b = &p->rl[i];
 			break;
 		}
+		if (lru == NULL || p->rl[i].last_ms < lru->last_ms)
+			lru = &p->rl[i];
 	}
 	if (b == NULL)
-		b = &p->rl[h % DNS_RL_SLOTS];
+		b = lru;
 	if (strcmp(b->id, id) != 0) {
 		copystr(b->id, sizeof(b->id), id);
 		b->milli = cap;
@@ -902,6 +908,7 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	pq->fd = -1;
 	pq->q = q;
 	pq->c = c;
+	memcpy(pq->pdigest, pol_policy_digest(c.policy), sizeof(pq->pdigest));
 	pq->lim = lim;
 	pq->ev = ev;
 	pq->ev.decision = DNS_DEC_ALLOW;
@@ -1931,7 +1938,7 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
  * answer and the elements, and queue both for dns_flush, which learns the
  * elements of every answer of this loop iteration in one batch and only
  * then releases the answers. relookup: the query crossed a loop turn, so
- * its sandbox and policy are looked up again. */
+ * its sandbox and policy are looked up again and the name decided again. */
 static void
 pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 {
@@ -1940,6 +1947,8 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 	size_t nan = ldns_rr_list_rr_count(an), i, nout = 0;
 	struct dns_filter_in fin;
 	struct dns_filter_out fo;
+	struct pol_dns_q dq;
+	struct pol_decision d;
 	ldns_buffer *b = NULL;
 	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
 
@@ -1949,6 +1958,7 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 	 * it), and a sandbox removed meanwhile learns nothing. */
 	if (relookup) {
 		struct dns_client c;
+		bool same;
 
 		memset(&c, 0, sizeof(c));
 		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
@@ -1957,11 +1967,41 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 			pq_fail(pq, "sandbox_gone");
 			goto out;
 		}
+		/* The same policy text and taint decide the same
+		 * (pol_dns_decide is pure): only a change is decided again
+		 * below. */
+		same = c.tainted == pq->c.tainted && memcmp(pq->pdigest,
+		    pol_policy_digest(c.policy), sizeof(pq->pdigest)) == 0;
 		pq->c = c;
 		pol_dns_limits(c.policy, &pq->lim);
 		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
 			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
+		/* And decided again: a reload or a taint while the query
+		 * was upstream may have taken the name away, and an answer
+		 * is released under the policy in force, never an older
+		 * one (the uniform deny, as for a fresh query). */
+		if (same)
+			goto decided;
+		memset(&dq, 0, sizeof(dq));
+		dq.name = pq->q.qname;
+		dq.qtype = pq->q.qtype;
+		dq.tainted = c.tainted;
+		memset(&d, 0, sizeof(d));
+		d.verdict = POL_DENY;
+		pol_dns_decide(c.policy, &dq, &d);
+		if (d.verdict != POL_ALLOW || (d.reason != NULL &&
+		    strcmp(d.reason, "nodata") == 0)) {
+			bool nodata = d.verdict == POL_ALLOW;
+
+			ev->decision = nodata ? DNS_DEC_NODATA : DNS_DEC_DENY;
+			copystr(ev->reason, sizeof(ev->reason), d.reason);
+			copystr(ev->rule, sizeof(ev->rule), d.rule);
+			pq_finish(pq, NULL, nodata ? RCODE_NOERROR :
+			    deny_rcode(&pq->lim));
+			goto out;
+		}
 	}
+decided:
 	fin.q = &pq->q;
 	fin.c = &pq->c;
 	fin.lim = &pq->lim;
@@ -2399,13 +2439,13 @@ udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 static void	conn_touch(struct dns_conn *);
 
 /*
- * conn_idle: the idle timer of cn fired (nothing was read for tcp_idle_ms).
- * Idle means the client is silent and we owe it nothing: then cn is
- * closed. A query still upstream, or queued output that is moving, keeps
- * it for another period. Queued output of which not one byte went out in
- * a whole period means a client that does not read: it is closed too, or
- * it would keep its slot of max_tcp_conns (shared by every sandbox) for
- * ever.
+ * conn_idle: the idle timer of cn fired (no whole message was read for
+ * tcp_idle_ms; a part of one does not count). Idle means the client sent
+ * no query and we owe it nothing: then cn is closed. A query still
+ * upstream, or queued output that is moving, keeps it for another period.
+ * Queued output of which not one byte went out in a whole period means a
+ * client that does not read: it is closed too, or it would keep its slot
+ * of max_tcp_conns (shared by every sandbox) for ever.
  */
 static void
 conn_idle(struct ev_loop *loop, void *arg)
@@ -2496,7 +2536,9 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		return;
 	}
 	cn->inlen += (size_t)n;
-	conn_touch(cn);
+	/* Only a whole message re-arms the idle timer: a client dripping
+	 * one byte per period would otherwise hold its slot (shared by every
+	 * sandbox) for ever. A message must arrive within one period. */
 	for (;;) {
 		if (cn->inlen < 2)
 			return;
@@ -2517,6 +2559,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 			memcpy(msg, cn->in + 2, need - 2);
 			memmove(cn->in, cn->in + need, cn->inlen - need);
 			cn->inlen -= need;
+			conn_touch(cn);
 			handle_query(p, cn, (struct sockaddr *)&cn->src,
 			    cn->srclen, msg, need - 2);
 			free(msg);

@@ -93,7 +93,9 @@ struct dns_hooks {
 	 * c->policy is used only until the hook's caller returns to the
 	 * loop: a query that went upstream is looked up again when its
 	 * answer arrives (a sandbox gone by then gets SERVFAIL and learns
-	 * nothing), so a reload may free old policies between loop turns. */
+	 * nothing; a name its policy or taint no longer allows gets the
+	 * uniform deny), so a reload may free old policies between loop
+	 * turns. */
 	int	(*lookup)(void *ctx, const struct sockaddr *src, socklen_t len,
 		    struct dns_client *c);
 	/* Insert/refresh kernel elements; synchronous, returns after the

@@ -416,6 +416,9 @@ struct elog {
 	 * held tells the test that the call has begun. */
 	int			hold, held;
 	pthread_cond_t		cv;
+	/* When set, 127.0.0.3 (policy slow) is the sandbox of this id. */
+	char			id_as[33];
+	int			taint5;		/* 127.0.0.5 is tainted now */
 };
 
 static struct elog	L;
@@ -458,7 +461,10 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 		snprintf(c->id, sizeof(c->id), "sbx-main");
 		c->policy = pmain;
 	} else if (strcmp(ip, "127.0.0.3") == 0) {
-		snprintf(c->id, sizeof(c->id), "sbx-slow");
+		pthread_mutex_lock(&l->mu);
+		snprintf(c->id, sizeof(c->id), "%s",
+		    l->id_as[0] != '\0' ? l->id_as : "sbx-slow");
+		pthread_mutex_unlock(&l->mu);
 		c->policy = pslow;
 	} else if (strcmp(ip, "127.0.0.4") == 0) {
 		snprintf(c->id, sizeof(c->id), "sbx-lan");
@@ -466,6 +472,9 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	} else if (strcmp(ip, "127.0.0.5") == 0) {
 		snprintf(c->id, sizeof(c->id), "sbx-keep");
 		c->policy = pkeep;
+		pthread_mutex_lock(&l->mu);
+		c->tainted = l->taint5 != 0;
+		pthread_mutex_unlock(&l->mu);
 	} else if (strcmp(ip, "127.0.0.6") == 0) {
 		snprintf(c->id, sizeof(c->id), "sbx-tainted");
 		c->policy = pkeep;
@@ -1150,6 +1159,78 @@ START_TEST(rate_limit_holds)
 }
 END_TEST
 
+/* The rate buckets' home slot of a sandbox id: the FNV-1a hash rl_take
+ * uses, modulo its 4096 slots (white box: it picks colliding ids). */
+static size_t
+rl_home(const char *id)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *id != '\0'; id++)
+		h = (h ^ (uint8_t)*id) * 1099511628211ull;
+	return (size_t)(h % 4096);
+}
+
+/* Queries from 127.0.0.3 as sandbox id: how many were rate limited. */
+static int
+ask_as(const char *id, int n)
+{
+	struct dns_event ev;
+	struct ans a;
+	int limited = 0;
+
+	pthread_mutex_lock(&L.mu);
+	snprintf(L.id_as, sizeof(L.id_as), "%s", id);
+	pthread_mutex_unlock(&L.mu);
+	for (int i = 0; i < n; i++) {
+		ask_from("127.0.0.3", "nope.other.test", LDNS_RR_TYPE_A, 0,
+		    &a);
+		ck_assert_int_ne(a.rcode, -1);
+		ck_assert(last_event("nope.other.test", &ev));
+		ck_assert_str_eq(ev.sandbox, id);
+		limited += strcmp(ev.reason, "rate_limited") == 0;
+	}
+	return limited;
+}
+
+/*
+ * Two live sandboxes whose buckets share a home slot, once every slot they
+ * may probe is held by other sandboxes (a long-running daemon's table
+ * fills with the buckets of sandboxes long gone): taking a slot must not
+ * hand either of them a fresh full burst on every query, or the two
+ * alternating are never limited at all.
+ */
+START_TEST(rate_limit_survives_full_buckets)
+{
+	char a[33], b[33], fill[8][33];
+	size_t home, nfill = 0;
+	int limited = 0, i;
+	struct timespec ts = { 0, 20 * 1000000 };
+
+	proxy_default();
+	snprintf(a, sizeof(a), "sbx-a");
+	home = rl_home(a);
+	for (i = 0; ; i++) {
+		snprintf(b, sizeof(b), "sbx-b%d", i);
+		if (rl_home(b) == home)
+			break;
+	}
+	/* Eight others with the same home fill its whole probe window. */
+	for (i = 0; nfill < 8; i++) {
+		snprintf(fill[nfill], sizeof(fill[nfill]), "old-%d", i);
+		if (rl_home(fill[nfill]) == home)
+			ask_as(fill[nfill++], 1);
+	}
+	nanosleep(&ts, NULL);
+	/* burst 5, 1 qps: 24 queries in well under a few seconds. */
+	for (i = 0; i < 12; i++) {
+		limited += ask_as(a, 1);
+		limited += ask_as(b, 1);
+	}
+	ck_assert_int_ge(limited, 10);
+}
+END_TEST
+
 /* Read one framed message; length or -1 (EOF, error, bound). */
 static ssize_t
 tcp_read_msg(int fd, uint8_t *buf, size_t cap)
@@ -1699,6 +1780,53 @@ START_TEST(sandbox_gone_mid_query)
 }
 END_TEST
 
+/* A sandbox tainted while its query is upstream: the answer is decided
+ * under the policy and taint in force when it arrives, as a fresh query
+ * would be: a name off the keep-list gets the uniform deny, recorded as
+ * such, and nothing is learned. */
+START_TEST(taint_mid_query_denied)
+{
+	struct pcfg pc = { .timeout_ms = 3000 };
+	int sfd = fake_upstream(&pc), cfd;
+	static const char *const rrs[] = {
+	    "a.wild.example.test. 60 IN A 192.0.2.11" };
+	struct sockaddr_storage from;
+	socklen_t fl;
+	uint8_t q[512], buf[2048], *w = NULL;
+	size_t ql, got, wl;
+	ssize_t n;
+	struct ans a;
+	struct dns_event ev;
+
+	proxy_up(&pc);
+	cfd = client(SOCK_DGRAM, "127.0.0.5", 0);
+	ql = mkquery(q, sizeof(q), "a.wild.example.test", 1, 0x7a17, 0);
+	ck_assert_int_eq(send(cfd, q, ql, 0), (ssize_t)ql);
+	got = fake_question(sfd, buf, sizeof(buf), &from, &fl);
+	pthread_mutex_lock(&L.mu);
+	L.taint5 = 1;
+	pthread_mutex_unlock(&L.mu);
+	answer_wire(buf, got, rrs, 1, &w, &wl);
+	ck_assert_int_eq(sendto(sfd, w, wl, 0, (struct sockaddr *)&from, fl),
+	    (ssize_t)wl);
+	LDNS_FREE(w);
+	n = recv_bounded(cfd, buf, sizeof(buf), RECV_MS);
+	ck_assert_int_gt(n, 0);
+	parse_ans(buf, (size_t)n, &a);
+	ck_assert_uint_eq(a.id, 0x7a17);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NXDOMAIN);
+	ck_assert_uint_eq(a.nan, 0);
+	ck_assert(last_event("a.wild.example.test", &ev));
+	ck_assert_int_eq(ev.decision, DNS_DEC_DENY);
+	ck_assert_str_eq(ev.reason, "tainted");
+	pthread_mutex_lock(&L.mu);
+	ck_assert_int_eq(L.calls, 0);
+	pthread_mutex_unlock(&L.mu);
+	close(cfd);
+	close(sfd);
+}
+END_TEST
+
 START_TEST(ipv6_client)
 {
 	struct pcfg pc = { .up = { dm_port }, .v6 = true };
@@ -1964,6 +2092,47 @@ START_TEST(tcp_idle_and_cap)
 	n = tcp_read_msg(fds[0], r, sizeof(r));
 	ck_assert_int_gt(n, 0);
 	close(fds[0]);
+}
+END_TEST
+
+/*
+ * Slowloris: a client that drips a message byte by byte, each byte within
+ * the idle period, is not "active": the connection slots are shared by
+ * every sandbox. A message must arrive whole within one idle period.
+ */
+START_TEST(tcp_slow_drip_closed)
+{
+	struct pcfg pc = { .up = { dm_port }, .tcp_idle_ms = 300 };
+	uint8_t q[512], r[512];
+	size_t ql, i;
+	bool closed = false;
+	struct ans a;
+	ssize_t n;
+	int fd;
+
+	proxy_up(&pc);
+	fd = client(SOCK_STREAM, NULL, 0);
+	ql = mkquery(q + 2, 500, "allowed.example.test", 1, 0x5105, 0);
+	q[0] = 0; q[1] = (uint8_t)ql;
+	/* One byte every 100 ms: 30 of them take 3 s, ten idle periods. */
+	for (i = 0; i < 30 && i < ql + 2 && !closed; i++) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		(void)send(fd, q + i, 1, MSG_NOSIGNAL);
+		if (poll(&pfd, 1, 100) == 1 && recv(fd, r, sizeof(r), 0) <= 0)
+			closed = true;
+	}
+	ck_assert_msg(closed, "a dripping client kept its slot for %zu bytes",
+	    i);
+	close(fd);
+	/* A client that sends whole messages is served as before. */
+	fd = client(SOCK_STREAM, NULL, 0);
+	ck_assert_int_eq(send(fd, q, ql + 2, 0), (ssize_t)(ql + 2));
+	n = tcp_read_msg(fd, r, sizeof(r));
+	ck_assert_int_gt(n, 0);
+	parse_ans(r + 2, (size_t)n, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+	close(fd);
 }
 END_TEST
 
@@ -3028,6 +3197,7 @@ dns_suite(void)
 	tcase_add_test(tc, upstream_socket_pool);
 	tcase_add_test(tc, upstream_oversized_udp_to_tcp);
 	tcase_add_test(tc, sandbox_gone_mid_query);
+	tcase_add_test(tc, taint_mid_query_denied);
 	tcase_add_test(tc, ipv6_client);
 	tcase_add_test(tc, learn_failure_servfail);
 	tcase_add_test(tc, unknown_source_refused);
@@ -3050,9 +3220,11 @@ dns_suite(void)
 	tcase_set_timeout(tl, 60);
 	tcase_add_test(tl, tunnel_names_refused);
 	tcase_add_test(tl, rate_limit_holds);
+	tcase_add_test(tl, rate_limit_survives_full_buckets);
 	tcase_add_loop_test(tl, malformed_then_good, 0, NBAD);
 	tcase_add_test(tl, mutations_keep_serving);
 	tcase_add_test(tl, tcp_idle_and_cap);
+	tcase_add_test(tl, tcp_slow_drip_closed);
 	tcase_add_test(tl, tcp_unread_answers_closed);
 	tcase_add_test(tl, malformed_costs_tokens);
 	tcase_add_test(tl, tcp_bad_frames);
