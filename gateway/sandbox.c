@@ -46,6 +46,7 @@ struct sandbox {
 	struct ev_timer	*timer;		/* TTL, or NULL */
 	struct gw_pset	*ps;		/* the set its statics came from */
 	int		 orphaned;	/* its policy left the set in force */
+	int		 taint_logged;	/* its sandbox.taint is durable */
 	struct sbx	*m;
 	struct sandbox	*hnext;		/* id hash chain */
 };
@@ -445,6 +446,9 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, char *err,
 	}
 	s->m = m;
 	s->rec = *r;
+	/* A row marked tainted had its taint recorded right after it was
+	 * written (sbx_taint retries a record that failed, in that run). */
+	s->taint_logged = r->tainted != 0;
 	/* The policy it runs under is the one in force now, until a reload
 	 * changes it (sbx_reapply). */
 	s->ps = gw_pset_ref(m->gw);
@@ -706,7 +710,7 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		errno = ENOENT;
 		return -1;
 	}
-	if (s->rec.tainted)
+	if (s->rec.tainted && s->taint_logged)
 		return 0;
 	/* The policy it runs under (kept on its snapshot if a reload dropped
 	 * it); none at all keeps nothing: fail closed. */
@@ -717,6 +721,13 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		return -1;
 	}
 	nk = rules_to_fw(rk, nk, 1, fk, NULL);
+	/* Narrowed and saved already, but its record was not committed:
+	 * only the record is left to do, or the log would never say that
+	 * this sandbox was tainted once the caller goes on. */
+	if (s->rec.tainted) {
+		free(fk);
+		goto record;
+	}
 	rc = fw_restrict(m->fw, s->fsb.ifname, fk, nk, err, errlen);
 	free(fk);
 	if (rc == -1)
@@ -732,12 +743,14 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		return -1;
 	}
 	s->rec.tainted = 1;
+record:
 	if (sbx_event("sandbox.taint", id, s, "keep=%zu", nk) == -1) {
 		snprintf(err, errlen, "the taint's audit record was not "
 		    "committed");
 		errno = EIO;
 		return -1;
 	}
+	s->taint_logged = 1;
 	return 0;
 }
 
@@ -1358,9 +1371,19 @@ h_exec(struct ctl_req *req, void *arg)
  * read (it exited). Only callers outside the daemon's own namespace pay
  * for the walk over the sandboxes.
  *
- * pid_sandbox: 0 when pid is in the daemon's namespace or in none of the
- * sandboxes'; 1 when it is in a sandbox's (*out, if given, names it) or its
- * namespace cannot be read (*out NULL).
+ * Code in a sandbox can leave the sandbox's namespace for one of its own
+ * without any privilege (a new user namespace, and a network namespace in
+ * it: `unshare -Urn`), and then is in none of the sandboxes'. An
+ * unprivileged process can be in a network namespace other than the one
+ * it was put in only that way, so a caller outside the daemon's network
+ * namespace that is also outside its user namespace is refused too.
+ * (Code that is root on the host can rejoin the host's namespaces
+ * anyway: this check is no boundary against it.)
+ *
+ * pid_sandbox: 0 when pid is in the daemon's namespace, or in none of the
+ * sandboxes' and in the daemon's user namespace; 1 when it is in a
+ * sandbox's (*out, if given, names it), in a network namespace of another
+ * user namespace, or its namespaces cannot be read (*out NULL).
  */
 static int
 pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
@@ -1390,6 +1413,10 @@ pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 			}
 		}
 	}
+	snprintf(path, sizeof(path), "/proc/%ld/ns/user", (long)pid);
+	if (stat(path, &ps) == -1 || stat("/proc/self/ns/user", &st) == -1 ||
+	    st.st_dev != ps.st_dev || st.st_ino != ps.st_ino)
+		return 1;
 	return 0;
 }
 
@@ -1418,7 +1445,7 @@ on_refused(const char *method, const char *path, unsigned status,
 	if (strcmp(code, "from_sandbox") == 0 && pid > 0 &&
 	    pid_sandbox(m, pid, &s) == 1 && s != NULL) {
 		/* The path is the caller's: shown as printable ASCII only. */
-		for (i = 0; path[i] != '\0' && i < sizeof(shown) - 1; i++)
+		for (i = 0; i < sizeof(shown) - 1 && path[i] != '\0'; i++)
 			shown[i] = path[i] >= 0x20 && path[i] < 0x7f ?
 			    path[i] : '?';
 		shown[i] = '\0';

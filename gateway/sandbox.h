@@ -155,8 +155,10 @@ int		 sbx_reopen(struct sbx *m, char *err, size_t errlen);
 
 /* sbx_routes: registers POST/GET /v1/sandboxes, GET/DELETE
  * /v1/sandboxes/{id} and POST /v1/sandboxes/{id}/exec on ctl, and makes ctl
- * refuse every request from a process in a sandbox's network namespace
- * (ctl_set_peer_check). m is borrowed by the handlers. -1 with errno. */
+ * refuse every request from a process in a sandbox's network namespace, or
+ * in a network namespace of a user namespace other than the daemon's (one
+ * that sandboxed code made itself) (ctl_set_peer_check). m is borrowed by
+ * the handlers. -1 with errno. */
 int		 sbx_routes(struct sbx *m, struct ctl *ctl);
 
 /* sbx_create: what POST /v1/sandboxes does, for callers other than the

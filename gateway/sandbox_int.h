@@ -18,7 +18,9 @@ struct sbx_rec {
 	char		id[SBX_ID_MAX + 1];
 	char		policy[SBX_POLICY_MAX + 1];
 	char		subject[SBX_SUBJECT_MAX + 1];
-	char		labels[2048];		/* compact JSON object */
+	/* Compact JSON object: room for the most sbx_labels_check allows
+	 * (16 members of 63 + 128 characters, none needing an escape). */
+	char		labels[4096];
 	uint32_t	index;
 	char		addr[16];		/* dotted quad of the sandbox */
 	char		host_addr[16];		/* dotted quad of the host side */

@@ -20,12 +20,16 @@
  * our sandbox namespaces from foreign pins and non-namespaces.
  */
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 
 #include <arpa/inet.h>
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "gateway/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -883,6 +888,196 @@ START_TEST(test_nsid)
 }
 END_TEST
 
+/* A taint whose audit record could not be committed is reported failed
+ * (the bridge withholds what tainted); the next taint must still write
+ * that record, not answer "already tainted" and leave the log without
+ * any sandbox.taint for a sandbox whose egress was narrowed. */
+START_TEST(test_taint_record_retried)
+{
+	struct sbx_view v;
+	json_t *r;
+	char id[40], text[160], err[256], *recs;
+
+	if (!isolated)
+		return;
+	start("taintrec", 4);
+	snprintf(id, sizeof(id), "k%ld-tr", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	rec_close(rec);
+	rec = NULL;
+	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), -1);
+	/* Narrowed all the same: the failure is on the safe side. */
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "restricted", v.ifname,
+	    err, sizeof(err)), 1);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_msg(rec != NULL, "rec_open: %s", err);
+	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(5, id);
+	ck_assert_int_eq(count_substr(recs, "sandbox.taint"), 1);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	/* Once recorded, a taint again is a no-op (no second record). */
+	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(5, id);
+	ck_assert_int_eq(count_substr(recs, "sandbox.taint"), 1);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	stop();
+}
+END_TEST
+
+/* Labels at every limit sbx_labels_check allows (16 of them, keys of 63
+ * and values of 128 characters) make a sandbox, and come back whole from
+ * a restart. */
+START_TEST(test_labels_at_limits)
+{
+	struct sbx_view v;
+	json_t *body, *labels, *r;
+	char key[SBX_LABEL_KEY_MAX + 1], val[SBX_LABEL_VALUE_MAX + 1],
+	    err[256];
+	int i;
+
+	if (!isolated)
+		return;
+	start("labels", 4);
+	ck_assert_ptr_nonnull(labels = json_object());
+	memset(val, 'v', SBX_LABEL_VALUE_MAX);
+	val[SBX_LABEL_VALUE_MAX] = '\0';
+	for (i = 0; i < SBX_LABELS_MAX; i++) {
+		memset(key, 'k', SBX_LABEL_KEY_MAX);
+		key[SBX_LABEL_KEY_MAX] = '\0';
+		key[0] = (char)('a' + i);
+		ck_assert_int_eq(json_object_set_new(labels, key,
+		    json_string(val)), 0);
+	}
+	ck_assert_int_eq(sbx_labels_check(labels, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(body = json_pack("{s:s, s:s, s:s, s:o}", "id",
+	    "lab", "policy", "tp", "subject", "a", "labels", labels));
+	ck_assert_uint_eq(sbx_create(m, body, &r), 201);
+	json_decref(body);
+	json_decref(r);
+	sbx_free(m);
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(sbx_lookup_id(m, "lab", &v), 0);
+	ck_assert_uint_eq(v.nlabels, SBX_LABELS_MAX);
+	ck_assert_str_eq(v.label_values[SBX_LABELS_MAX - 1], val);
+	ck_assert_int_eq(sbx_delete(m, "lab", err, sizeof(err)), 0);
+	stop();
+}
+END_TEST
+
+static char	peer_sock[100];
+static pid_t	peer_pid;
+static int	peer_status;
+
+/* Runs the loop until the child peer_pid has exited. */
+static void
+peer_wait(struct ev_loop *l, void *arg)
+{
+	(void)arg;
+	if (waitpid(peer_pid, &peer_status, WNOHANG) == peer_pid) {
+		ev_stop(l);
+		return;
+	}
+	ck_assert_ptr_nonnull(ev_timer_add(l, 10, peer_wait, NULL));
+}
+
+/* Child: into the sandbox's namespace (as `sluice exec` puts a command),
+ * then, when nested, into a namespace of its own made there (as any
+ * unprivileged user can: a new user namespace with a network namespace),
+ * and one request to the control socket. Exit 0 when refused with 403
+ * from_sandbox, 13 when answered, 20 when the namespaces could not be
+ * entered. */
+static void
+peer_child(const char *id, int nested)
+{
+	static const char req[] = "GET /v1/sandboxes HTTP/1.0\r\nHost: x"
+	    "\r\n\r\n";
+	struct sockaddr_un sun;
+	char path[128], buf[2048];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	alarm(30);
+	snprintf(path, sizeof(path), "/run/netns/sluice-%s", id);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1 ||
+	    setns(fd, CLONE_NEWNET) == -1)
+		_exit(20);
+	close(fd);
+	if (nested && unshare(CLONE_NEWUSER | CLONE_NEWNET) == -1)
+		_exit(20);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", peer_sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+		_exit(11);
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		_exit(12);
+	while (len < sizeof(buf) - 1 &&
+	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	close(fd);
+	if (strstr(buf, " 403 ") != NULL && strstr(buf, "from_sandbox") !=
+	    NULL)
+		_exit(0);
+	_exit(13);
+}
+
+/* The control API refuses code running in a sandbox: in the sandbox's
+ * own namespace, and in a namespace that code made for itself there (a
+ * new user and network namespace needs no privilege), which would
+ * otherwise let it approve its own calls or read other tokens. */
+START_TEST(test_peer_nested_netns)
+{
+	struct ctl *ctl;
+	json_t *r;
+	char id[40], text[160], err[256];
+	int nested;
+
+	if (!isolated)
+		return;
+	start("peer", 4);
+	snprintf(id, sizeof(id), "k%ld-pn", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert_ptr_nonnull(ctl = ctl_new(loop));
+	ck_assert_int_eq(sbx_routes(m, ctl), 0);
+	ck_assert_int_lt(snprintf(peer_sock, sizeof(peer_sock), "%.80s/run/"
+	    "ctl.sock", sdir), (int)sizeof(peer_sock));
+	ck_assert_msg(ctl_listen(ctl, peer_sock, err, sizeof(err)) == 0,
+	    "ctl_listen: %s", err);
+	for (nested = 0; nested <= 1; nested++) {
+		ck_assert_int_ge(peer_pid = fork(), 0);
+		if (peer_pid == 0)
+			peer_child(id, nested);
+		ck_assert_ptr_nonnull(ev_timer_add(loop, 10, peer_wait,
+		    NULL));
+		ck_assert_int_eq(ev_run(loop), 0);
+		ck_assert_msg(WIFEXITED(peer_status) &&
+		    WEXITSTATUS(peer_status) == 0, "nested %d: child status "
+		    "%d", nested, peer_status);
+	}
+	ctl_free(ctl);
+	stop();
+}
+END_TEST
+
 static Suite *
 kernel_suite(void)
 {
@@ -900,6 +1095,9 @@ kernel_suite(void)
 	tcase_add_test(tl, test_audit_down);
 	tcase_add_test(tl, test_fw_update_bad);
 	tcase_add_test(tl, test_state_db_locked);
+	tcase_add_test(tl, test_taint_record_retried);
+	tcase_add_test(tl, test_peer_nested_netns);
+	tcase_add_test(tl, test_labels_at_limits);
 	suite_add_tcase(s, tl);
 	return s;
 }
