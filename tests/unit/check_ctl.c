@@ -1160,23 +1160,17 @@ START_TEST(peer_credentials_self)
 }
 END_TEST
 
-/* Child of peer_credentials_other_user: as uid/gid 65534, one raw request.
- * Exit 0 only when the server named this uid and pid. */
+/* In a test's child: one raw GET /v1/who on the socket, the whole answer
+ * into buf (NUL-terminated). Exits 11/12 when it cannot ask. */
 static void
-who_as_nobody(void)
+raw_who(char *buf, size_t size)
 {
 	static const char req[] = "GET /v1/who HTTP/1.0\r\nHost: x\r\n\r\n";
 	struct sockaddr_un sun;
-	char buf[2048], want[64];
 	size_t len = 0;
 	ssize_t n;
 	int fd;
 
-	/* A bound on a broken server, not a wait: nothing sleeps. */
-	alarm(60);
-	if (setgroups(0, NULL) == -1 || setgid(65534) == -1 ||
-	    setuid(65534) == -1 || getuid() != 65534)
-		_exit(10);
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	memcpy(sun.sun_path, sock, strlen(sock));
@@ -1185,10 +1179,26 @@ who_as_nobody(void)
 		_exit(11);
 	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
 		_exit(12);
-	while (len < sizeof(buf) - 1 &&
-	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+	while (len < size - 1 &&
+	    (n = read(fd, buf + len, size - 1 - len)) > 0)
 		len += (size_t)n;
 	buf[len] = '\0';
+	close(fd);
+}
+
+/* Child of peer_credentials_other_user: as uid/gid 65534, one raw request.
+ * Exit 0 only when the server named this uid and pid. */
+static void
+who_as_nobody(void)
+{
+	char buf[2048], want[64];
+
+	/* A bound on a broken server, not a wait: nothing sleeps. */
+	alarm(60);
+	if (setgroups(0, NULL) == -1 || setgid(65534) == -1 ||
+	    setuid(65534) == -1 || getuid() != 65534)
+		_exit(10);
+	raw_who(buf, sizeof(buf));
 	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 200 ") == NULL)
 		_exit(13);
 	if (strstr(buf, "\"uid\":65534") == NULL)
@@ -1233,28 +1243,12 @@ END_TEST
 static void
 who_from_other_netns(void)
 {
-	static const char req[] = "GET /v1/who HTTP/1.0\r\nHost: x\r\n\r\n";
-	struct sockaddr_un sun;
 	char buf[2048];
-	size_t len = 0;
-	ssize_t n;
-	int fd;
 
 	alarm(60);	/* a bound on a broken server, not a wait */
 	if (unshare(CLONE_NEWNET) == -1)
 		_exit(20);
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, sock, strlen(sock));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
-	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
-		_exit(11);
-	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
-		_exit(12);
-	while (len < sizeof(buf) - 1 &&
-	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	buf[len] = '\0';
+	raw_who(buf, sizeof(buf));
 	if (strncmp(buf, "HTTP/1.", 7) != 0 || strstr(buf, " 403 ") == NULL)
 		_exit(13);
 	_exit(strstr(buf, "\"from_sandbox\"") != NULL ? 0 : 14);
