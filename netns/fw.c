@@ -751,10 +751,12 @@ fw_keylen(const struct fw_setdef *d)
 	return len;
 }
 
-/* Queues the creation of set d, named name (NULL: d->name). */
+/* Queues the creation of set d, named name (NULL: d->name). Without
+ * NLM_F_CREATE in flags it creates nothing: the kernel refuses the batch
+ * (ENOENT) unless the set exists (see fw_sbx_queue_check). */
 static int
-add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d,
-    const char *name)
+add_set_flags(struct fw_batch *b, const char *table,
+    const struct fw_setdef *d, const char *name, uint16_t nlflags)
 {
 	struct nftnl_set	*s;
 	uint32_t		 type = 0;
@@ -800,10 +802,33 @@ add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d,
 		nftnl_set_set_data(s, NFTNL_SET_USERDATA, ud, sizeof(ud));
 	}
 	nftnl_set_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWSET,
-	    NLM_F_CREATE), s);
+	    nlflags), s);
 	nftnl_set_free(s);
 	fw_batch_next(b);
 	return 0;
+}
+
+static int
+add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d,
+    const char *name)
+{
+	return add_set_flags(b, table, d, name, NLM_F_CREATE);
+}
+
+/*
+ * fw_sbx_queue_check: queues into b a message that changes nothing but
+ * fails the whole batch with ENOENT when sandbox ifname is not registered
+ * (its set s_<ifname> is absent, in the kernel's view at commit time): a
+ * NEWSET of that set, as fw_sbx_queue_objects made it, without
+ * NLM_F_CREATE. -1 (ENOMEM) on failure.
+ */
+int
+fw_sbx_queue_check(struct fw_batch *b, const char *table, const char *ifname)
+{
+	char	set[FW_NAMEMAX];
+
+	fw_sbx_names(ifname, set, NULL);
+	return add_set_flags(b, table, &fw_sbx_setdef, set, 0);
 }
 
 static int

@@ -182,9 +182,13 @@ int		 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
  * reset. One-port elements go to hash sets (constant cost at any number
  * of learned elements), port ranges to interval sets; elements with
  * FW_ELEM_KEEP also go to the learned keep sets, which a restricted
- * sandbox still reaches. Port ranges go to the sandbox's own set, so
- * they need a registered sandbox (else the batch fails, ENOENT). EINVAL
- * for a bad element (family, proto, ports, zero timeout). */
+ * sandbox still reaches. Every element needs a registered sandbox: one
+ * for a link with no sandbox (deleted while its DNS answer was on the
+ * way) fails the whole batch with ENOENT, so the next sandbox given that
+ * link name never inherits it. A sandbox this handle registered (or found
+ * when it adopted the table) is taken as registered; any other is checked
+ * by the kernel in the same batch. EINVAL for a bad element (family,
+ * proto, ports, zero timeout). */
 int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
 /* fw_unlearn: removes the n elements in one batch, from the learned and

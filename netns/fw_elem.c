@@ -1854,9 +1854,47 @@ idx_learned(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn)
 	}
 }
 
+/* Queues, once per sandbox named in e[0..n) that this handle's index does
+ * not know as registered, the kernel's check that it is
+ * (fw_sbx_queue_check). The index spares the common case that check,
+ * whose cost (a set found by name) grows with the number of sandboxes; a
+ * sandbox this handle deleted is gone from it. -1 (ENOMEM) on failure. */
+static int
+learn_queue_checks(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
+    size_t n)
+{
+	size_t	i, j;
+
+	for (i = 0; i < n; i++) {
+		/* Answers come in runs of one sandbox: try the last first. */
+		if (i > 0 && strncmp(e[i].ifname, e[i - 1].ifname,
+		    FW_IFNAMSIZ) == 0)
+			continue;
+		if (fw->idx_valid &&
+		    sbx_has_set(idx_find(fw, e[i].ifname), "sbx4"))
+			continue;
+		for (j = 0; j < i; j++)
+			if (strncmp(e[i].ifname, e[j].ifname,
+			    FW_IFNAMSIZ) == 0)
+				break;
+		if (j < i)
+			continue;
+		if (fw_sbx_queue_check(b, fw->table, e[i].ifname) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * check: learn only for registered sandboxes, checked by the kernel in the
+ * same batch. A DNS answer can arrive after its sandbox was deleted; its
+ * elements, keyed on a link name the next sandbox in that pool slot gets,
+ * would open that sandbox to what the old one's policy allowed until they
+ * expire. Only the refresh probe, for a name no sandbox has, goes without.
+ */
 static int
 learn_common(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
-    const char *what, char *err, size_t errlen)
+    int check, const char *what, char *err, size_t errlen)
 {
 	struct fw_batch	b;
 	size_t		i;
@@ -1883,7 +1921,8 @@ learn_common(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
 		fw_seterr(err, errlen, "%s: %s", what, strerror(errno));
 		return -1;
 	}
-	if (learn_batch(&b, fw, e, n, unlearn) == -1) {
+	if ((check && !unlearn && learn_queue_checks(&b, fw, e, n) == -1) ||
+	    learn_batch(&b, fw, e, n, unlearn) == -1) {
 		fw_batch_abort(&b);
 		errno = ENOMEM;
 		fw_seterr(err, errlen, "%s: out of memory", what);
@@ -1899,14 +1938,14 @@ int
 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n, char *err,
     size_t errlen)
 {
-	return learn_common(fw, e, n, 0, "fw_learn", err, errlen);
+	return learn_common(fw, e, n, 0, 1, "fw_learn", err, errlen);
 }
 
 int
 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n, char *err,
     size_t errlen)
 {
-	return learn_common(fw, e, n, 1, "fw_unlearn", err, errlen);
+	return learn_common(fw, e, n, 1, 0, "fw_unlearn", err, errlen);
 }
 
 static int
@@ -2029,13 +2068,13 @@ fw_probe_refresh(struct fw *fw)
 
 	probe_elem(&e, 60000);
 	fw->refresh = FW_REFRESH_READD;	/* one plain add per call below */
-	if (fw_learn(fw, &e, 1, NULL, 0) == -1)
+	if (learn_common(fw, &e, 1, 0, 0, "probe", NULL, 0) == -1)
 		goto safe;
 	e.timeout_ms = 3600000;
-	if (fw_learn(fw, &e, 1, NULL, 0) == -1)
+	if (learn_common(fw, &e, 1, 0, 0, "probe", NULL, 0) == -1)
 		goto safe;
 	exp = fw_elem_expiration(fw, &e, NULL, 0);
-	(void)learn_common(fw, &e, 1, 1, "probe", NULL, 0);
+	(void)learn_common(fw, &e, 1, 1, 0, "probe", NULL, 0);
 	if (exp > 600000)
 		return;
 safe:
@@ -2133,8 +2172,11 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 		return -1;
 	}
 	/* IPv6 rules only for a sandbox with an IPv6 address (unknown
-	 * without the index: then with them, which only costs). */
-	v6 = !fw->idx_valid || sbx_has_set(idx_find(fw, ifname), "sbx6");
+	 * without the index, or for a sandbox another handle registered:
+	 * then with them, which only costs; without them the IPv4 rules,
+	 * which test no family there, would judge IPv6 packets). */
+	v6 = !fw->idx_valid || idx_find(fw, ifname) == NULL ||
+	    sbx_has_set(idx_find(fw, ifname), "sbx6");
 	/* Narrowed already: the rules are in; the keep list is replaced. */
 	if ((restricted = elem_exists(fw, "restricted", ifname)) == -1) {
 		free(kp);

@@ -168,6 +168,8 @@ int		 fw_sbx_queue_objects(struct fw_batch *b, const char *table,
 		    const char *ifname, uint16_t group, int v6);
 int		 fw_sbx_queue_restrict(struct fw_batch *b, const char *table,
 		    const char *ifname, uint16_t group, int v6);
+int		 fw_sbx_queue_check(struct fw_batch *b, const char *table,
+		    const char *ifname);
 
 /* fw_elem.c */
 int		 fw_cidr_range(uint8_t family, const uint8_t *addr,

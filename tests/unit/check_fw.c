@@ -1187,6 +1187,63 @@ START_TEST(test_sandbox_del)
 }
 END_TEST
 
+/* A DNS answer whose sandbox was deleted meanwhile: its elements must not
+ * land keyed on the link name, which the next sandbox in that pool slot
+ * gets (sl-<slot>), or that sandbox would reach what the old one learned.
+ * fw_learn refuses the whole batch (ENOENT), whichever handle deleted the
+ * sandbox, and a handle without an index alike. */
+START_TEST(test_learn_after_del)
+{
+	struct fw_sandbox	sb = sandbox(), sb2 = sandbox();
+	struct fw_elem		e[2];
+	struct fw		*fw2;
+	int			l;
+
+	WORLD();
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	snprintf(sb2.ifname, sizeof(sb2.ifname), "sl-2");
+	sb2.addr4[3] = 6;
+	ck_assert_msg(fw_sandbox_add(fw, &sb2, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(fw_sandbox_del(fw, &sb, err, sizeof(err)) == 0, "%s",
+	    err);
+	/* One port (the shared hash) and a range (the sandbox's set). */
+	e[0] = elem("198.51.100.11", IPPROTO_TCP, 443, 443, 60000);
+	e[1] = elem("198.51.100.10", IPPROTO_TCP, 440, 450, 60000);
+	errno = 0;
+	ck_assert_int_eq(fw_learn(fw, &e[0], 1, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(fw_learn(fw, &e[1], 1, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	/* A batch with a live sandbox's element fails whole. */
+	snprintf(e[1].ifname, sizeof(e[1].ifname), "sl-2");
+	ck_assert_int_eq(fw_learn(fw, e, 2, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(fw_count_elems(fw, "learned4", NULL, err,
+	    sizeof(err)), 0);
+	/* A handle that never ran fw_init (no index) is held alike. */
+	ck_assert_ptr_nonnull(fw2 = fw_new(err, sizeof(err)));
+	ck_assert_int_eq(fw_learn(fw2, &e[0], 1, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_msg(fw_learn(fw2, &e[1], 1, err, sizeof(err)) == 0, "%s",
+	    err);
+	fw_free(fw2);
+	/* The link's next owner reaches nothing the old one learned. */
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(fw_count_elems(fw, "learned4", "sl-1", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_REFUSED);
+	/* Registered again, it learns. */
+	ck_assert_msg(fw_learn(fw, &e[0], 1, err, sizeof(err)) == 0, "%s",
+	    err);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_OK);
+	close(l);
+}
+END_TEST
+
 /* Issue 2: a restricted (tainted) sandbox still reaches destinations
  * learned for its keep-list host names (FW_ELEM_KEEP), one port or a
  * range, whenever they were learned; everything else it learned is
@@ -1594,6 +1651,58 @@ START_TEST(test_ipv6)
 	ck_assert_int_eq(tcp6_try("fd00:ec2::254", 443), T_REFUSED);
 	close(l443);
 	close(l80);
+}
+END_TEST
+
+/* fw_restrict on a handle whose index does not know the sandbox (another
+ * handle registered it after this one adopted the table) must still write
+ * the IPv6 narrowing rules: with IPv4 rules only, which test no family in
+ * a chain believed IPv4-only, an IPv6 packet met the keep4 lookup with
+ * bytes of its source address as destination, and a broad IPv4 keep rule
+ * let every IPv6 destination through. */
+START_TEST(test_restrict_v6_other_handle)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_config	cfg;
+	struct fw_rule		allow[1], keep[1];
+	struct fw		*fw2;
+	static const char	*cmds[] = {
+		"echo 1 > /proc/sys/net/ipv6/conf/all/forwarding",
+		"ip addr add 2001:db8:1::1/64 dev sl-1 nodad",
+		"ip -n sbx addr add 2001:db8:1::2/64 dev eth0 nodad",
+		"ip -n sbx -6 route add default via 2001:db8:1::1",
+		"ip addr add 2001:db8:ff::1/64 dev up0 nodad",
+		"ip -6 route add default via 2001:db8:ff::2",
+		"ip -n inet addr add 2001:db8:ff::2/64 dev eth0 nodad",
+		"ip -n inet addr add 2001:db8:2::10/128 dev lo",
+		"ip -n inet -6 route add default via 2001:db8:ff::1",
+		NULL
+	};
+	int			l443, i;
+
+	WORLD();
+	for (i = 0; cmds[i] != NULL; i++)
+		must(cmds[i]);
+	l443 = listen6_inet(443);
+	ck_assert_ptr_nonnull(fw2 = fw_new(err, sizeof(err)));
+	config(&cfg, "sluice");
+	ck_assert_msg(fw_init(fw2, &cfg, FW_ADOPT, err, sizeof(err)) == 1,
+	    "%s", err);
+	sb.has_addr6 = 1;
+	inet_pton(AF_INET6, "2001:db8:1::2", sb.addr6);
+	allow[0] = rule("::/0", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	/* The first SYNs may wait for neighbour discovery: bounded retry. */
+	for (i = 0; i < 3 && tcp6_try("2001:db8:2::10", 443) != T_OK; i++)
+		;
+	ck_assert_int_lt(i, 3);
+	keep[0] = rule("0.0.0.0/0", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_restrict(fw2, "sl-1", keep, 1, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(tcp6_try("2001:db8:2::10", 443), T_REFUSED);
+	fw_free(fw2);
+	close(l443);
 }
 END_TEST
 
@@ -2177,7 +2286,9 @@ fw_suite(void)
 	tcase_add_test(tc, test_restrict);
 	tcase_add_test(tc, test_restrict_cuts_open_flow);
 	tcase_add_test(tc, test_ipv6);
+	tcase_add_test(tc, test_restrict_v6_other_handle);
 	tcase_add_test(tc, test_sandbox_del);
+	tcase_add_test(tc, test_learn_after_del);
 	tcase_add_test(tc, test_learn_keep);
 	tcase_add_test(tc, test_learn_hash_and_range);
 	tcase_add_test(tc, test_del_leaves_nothing);
