@@ -47,6 +47,7 @@
 #define DNS_UDP_BURST		64	/* datagrams per wakeup, for fairness */
 #define DNS_TCP_MAX_INFLIGHT	16	/* per connection */
 #define DNS_TCP_MAX_OUT		(256 * 1024)
+#define DNS_TCP_PER_SRC		8	/* connections one address may hold */
 #define DNS_MAX_CHAIN		16	/* CNAMEs followed */
 #define DNS_MAX_ELEMS		512	/* elements per answer */
 #define DNS_MAX_PORTS		16
@@ -2572,6 +2573,34 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 }
 
+/* Connections from the host (not port) of src: a sandbox is its source
+ * address. */
+static size_t
+conns_from(const struct dns_proxy *p, const struct sockaddr_storage *src)
+{
+	const struct dns_conn *cn;
+	size_t n = 0;
+
+	for (cn = p->conns; cn != NULL; cn = cn->next) {
+		if (cn->src.ss_family != src->ss_family)
+			continue;
+		if (src->ss_family == AF_INET ? memcmp(
+		    &((const struct sockaddr_in *)&cn->src)->sin_addr,
+		    &((const struct sockaddr_in *)src)->sin_addr, 4) == 0 :
+		    memcmp(&((const struct sockaddr_in6 *)&cn->src)->sin6_addr,
+		    &((const struct sockaddr_in6 *)src)->sin6_addr, 16) == 0)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * A new TCP client. The max_tcp_conns slots are shared by every sandbox,
+ * so one source address may hold at most DNS_TCP_PER_SRC of them (whole
+ * queries keep a connection alive, and a sandbox could otherwise keep all
+ * of them busy within its query rate); past either bound the connection
+ * is closed at once.
+ */
 static void
 tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
@@ -2587,6 +2616,7 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	if (cfd == -1)
 		return;
 	if (p->nconns >= p->cfg.max_tcp_conns ||
+	    conns_from(p, &src) >= DNS_TCP_PER_SRC ||
 	    (cn = calloc(1, sizeof(*cn))) == NULL) {
 		close(cfd);
 		return;

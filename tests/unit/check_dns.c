@@ -2095,6 +2095,45 @@ START_TEST(tcp_idle_and_cap)
 }
 END_TEST
 
+/* One address holds at most 8 of the TCP slots every sandbox shares: its
+ * 9th connection is closed at once, while another address is served. */
+START_TEST(tcp_per_source_cap)
+{
+	struct pcfg pc = { .up = { dm_port }, .max_tcp_conns = 64 };
+	int fds[9], other, i;
+	uint8_t r[512], q[512];
+	size_t ql;
+	ssize_t n;
+	struct ans a;
+
+	proxy_up(&pc);
+	ql = mkquery(q + 2, 500, "allowed.example.test", 1, 0x4444, 0);
+	q[0] = 0; q[1] = (uint8_t)ql;
+	for (i = 0; i < 9; i++)
+		fds[i] = client(SOCK_STREAM, "127.0.0.1", 0);
+	for (i = 0; i < 9; i++) {
+		(void)send(fds[i], q, ql + 2, MSG_NOSIGNAL);
+		n = tcp_read_msg(fds[i], r, sizeof(r));
+		if (i < 8) {
+			ck_assert_msg(n > 0, "connection %d not served", i);
+			parse_ans(r + 2, (size_t)n, &a);
+			ck_assert_int_eq(a.rcode, LDNS_RCODE_NOERROR);
+		} else
+			ck_assert_int_eq(n, -1);
+	}
+	/* Another address (no sandbox: refused, but answered). */
+	other = client(SOCK_STREAM, "127.0.0.9", 0);
+	(void)send(other, q, ql + 2, MSG_NOSIGNAL);
+	n = tcp_read_msg(other, r, sizeof(r));
+	ck_assert_int_gt(n, 0);
+	parse_ans(r + 2, (size_t)n, &a);
+	ck_assert_int_eq(a.rcode, LDNS_RCODE_REFUSED);
+	close(other);
+	for (i = 0; i < 9; i++)
+		close(fds[i]);
+}
+END_TEST
+
 /*
  * Slowloris: a client that drips a message byte by byte, each byte within
  * the idle period, is not "active": the connection slots are shared by
@@ -3225,6 +3264,7 @@ dns_suite(void)
 	tcase_add_test(tl, mutations_keep_serving);
 	tcase_add_test(tl, tcp_idle_and_cap);
 	tcase_add_test(tl, tcp_slow_drip_closed);
+	tcase_add_test(tl, tcp_per_source_cap);
 	tcase_add_test(tl, tcp_unread_answers_closed);
 	tcase_add_test(tl, malformed_costs_tokens);
 	tcase_add_test(tl, tcp_bad_frames);
