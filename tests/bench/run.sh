@@ -1471,7 +1471,7 @@ total=$(fmt_secs "$t_start" "$EPOCHREALTIME")
 	say "Written by \`tests/bench/run.sh\`; do not edit by hand (see README.md"
 	say "beside this file for what each line measures and how to read it)."
 	say ""
-	say "- Command: \`${envs}${cmd}\` (run as root in $top)"
+	say "- Command: \`${envs}${cmd}\` (run as root at the top of the repository)"
 	say "- Started: $started; the benchmarks took ${total} s"
 	say "- Repetitions: data path $BENCH_REPS iperf3 pairs (${BENCH_IPERF_SECS} s each after 1 s"
 	say "  warm-up) and $BENCH_CPS_REPS connection-rate pairs (${BENCH_CPS_SECS} s each) per scale,"
