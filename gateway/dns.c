@@ -771,6 +771,23 @@ pq_alloc(struct dns_proxy *p)
 	return pq;
 }
 
+/* The policy's decision on q's name and type for client c (when a query
+ * arrives, and again when its answer does after a change). */
+static void
+decide_name(const struct dns_client *c, const struct dns_query *q,
+    struct pol_decision *d)
+{
+	struct pol_dns_q dq;
+
+	memset(&dq, 0, sizeof(dq));
+	dq.name = q->qname;
+	dq.qtype = q->qtype;
+	dq.tainted = c->tainted;
+	memset(d, 0, sizeof(*d));
+	d->verdict = POL_DENY;
+	pol_dns_decide(c->policy, &dq, d);
+}
+
 static void
 handle_query(struct dns_proxy *p, struct dns_conn *cn,
     const struct sockaddr *src, socklen_t srclen, const uint8_t *m, size_t len)
@@ -779,7 +796,6 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	struct dns_query q;
 	struct dns_client c;
 	struct pol_dns_limits lim;
-	struct pol_dns_q dq;
 	struct pol_decision d;
 	enum dns_parse_result pr;
 	const char *why = NULL;
@@ -857,13 +873,7 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 		return;
 	}
 
-	memset(&dq, 0, sizeof(dq));
-	dq.name = q.qname;
-	dq.qtype = q.qtype;
-	dq.tainted = c.tainted;
-	memset(&d, 0, sizeof(d));
-	d.verdict = POL_DENY;
-	pol_dns_decide(c.policy, &dq, &d);
+	decide_name(&c, &q, &d);
 	copystr(ev.reason, sizeof(ev.reason), d.reason);
 	copystr(ev.rule, sizeof(ev.rule), d.rule);
 	if (d.verdict == POL_SYNTHETIC) {
@@ -1948,7 +1958,6 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 	size_t nan = ldns_rr_list_rr_count(an), i, nout = 0;
 	struct dns_filter_in fin;
 	struct dns_filter_out fo;
-	struct pol_dns_q dq;
 	struct pol_decision d;
 	ldns_buffer *b = NULL;
 	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
@@ -1983,13 +1992,7 @@ pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		 * one (the uniform deny, as for a fresh query). */
 		if (same)
 			goto decided;
-		memset(&dq, 0, sizeof(dq));
-		dq.name = pq->q.qname;
-		dq.qtype = pq->q.qtype;
-		dq.tainted = c.tainted;
-		memset(&d, 0, sizeof(d));
-		d.verdict = POL_DENY;
-		pol_dns_decide(c.policy, &dq, &d);
+		decide_name(&c, &pq->q, &d);
 		if (d.verdict != POL_ALLOW || (d.reason != NULL &&
 		    strcmp(d.reason, "nodata") == 0)) {
 			bool nodata = d.verdict == POL_ALLOW;

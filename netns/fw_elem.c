@@ -1921,7 +1921,7 @@ learn_common(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
 		fw_seterr(err, errlen, "%s: %s", what, strerror(errno));
 		return -1;
 	}
-	if ((check && !unlearn && learn_queue_checks(&b, fw, e, n) == -1) ||
+	if ((check && learn_queue_checks(&b, fw, e, n) == -1) ||
 	    learn_batch(&b, fw, e, n, unlearn) == -1) {
 		fw_batch_abort(&b);
 		errno = ENOMEM;
@@ -2149,6 +2149,7 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct rawvec	 rv = { NULL, 0, 0, 0 };
 	size_t		 i, nk, npub;
 	int		 ret, restricted, v6;
+	struct fw_sbx	*sx;
 	char		 set[FW_NAMEMAX];
 
 	if (fw == NULL || !valid_ifname(ifname) || (n > 0 && keep == NULL) ||
@@ -2175,8 +2176,8 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	 * without the index, or for a sandbox another handle registered:
 	 * then with them, which only costs; without them the IPv4 rules,
 	 * which test no family there, would judge IPv6 packets). */
-	v6 = !fw->idx_valid || idx_find(fw, ifname) == NULL ||
-	    sbx_has_set(idx_find(fw, ifname), "sbx6");
+	sx = fw->idx_valid ? idx_find(fw, ifname) : NULL;
+	v6 = sx == NULL || sbx_has_set(sx, "sbx6");
 	/* Narrowed already: the rules are in; the keep list is replaced. */
 	if ((restricted = elem_exists(fw, "restricted", ifname)) == -1) {
 		free(kp);
