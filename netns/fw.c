@@ -68,7 +68,7 @@
  *
  *     chain forward { type filter hook forward priority filter; policy accept;
  *       iifname != "sl-*" oifname != "sl-*" return     # not ours
- *       oifname "sl-*" ct state established,related accept
+ *       iifname != "sl-*" oifname "sl-*" ct state established,related accept
  *       oifname "sl-*" drop                             # new flows inbound
  *       quota name iifname map @quota log prefix "deny:quota" group G drop
  *       meta nfproto ipv4 iifname . ip saddr != @sbx4 log prefix "deny:spoof" group G drop
@@ -917,7 +917,11 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		e_sbx_if(&rb, NFT_META_OIFNAME, 0);
 		e_verdict(&rb, NFT_RETURN);
 	});
+	/* Replies come from outside: a packet from one sandbox into
+	 * another's flow (its address forged, conntrack would call it
+	 * established) falls to the drop below even if rp_filter is off. */
 	RULE("forward", {
+		e_sbx_if(&rb, NFT_META_IIFNAME, 0);
 		e_sbx_if(&rb, NFT_META_OIFNAME, 1);
 		e_ct_established(&rb);
 		e_verdict(&rb, NF_ACCEPT);

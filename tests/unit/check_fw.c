@@ -394,7 +394,8 @@ ping_try(const char *dst)
 /* A UDP datagram built by hand and sent on a raw IP_HDRINCL socket in the
  * sandbox (what a root-in-sandbox could do to skip socket-level rules). */
 static void
-raw_udp_send(const char *src, const char *dst, uint16_t dport)
+raw_udp_send_from(const char *src, uint16_t sport, const char *dst,
+    uint16_t dport)
 {
 	struct sockaddr_in	sin = sin_of(dst, 0);
 	uint8_t			pkt[sizeof(struct iphdr) +
@@ -411,7 +412,7 @@ raw_udp_send(const char *src, const char *dst, uint16_t dport)
 	ip->tot_len = htons(sizeof(pkt));
 	inet_pton(AF_INET, src, &ip->saddr);
 	inet_pton(AF_INET, dst, &ip->daddr);
-	udp->source = htons(40000);
+	udp->source = htons(sport);
 	udp->dest = htons(dport);
 	udp->len = htons(sizeof(struct udphdr) + 4);
 	memcpy(pkt + sizeof(*ip) + sizeof(*udp), "raw!", 4);
@@ -419,6 +420,12 @@ raw_udp_send(const char *src, const char *dst, uint16_t dport)
 	ck_assert(sendto(s, pkt, sizeof(pkt), 0, (struct sockaddr *)&sin,
 	    sizeof(sin)) == (ssize_t)sizeof(pkt));
 	close(s);
+}
+
+static void
+raw_udp_send(const char *src, const char *dst, uint16_t dport)
+{
+	raw_udp_send_from(src, 40000, dst, dport);
 }
 
 
@@ -693,6 +700,74 @@ START_TEST(test_raw_socket)
 	ck_assert(!readable(u5001, DROP_WAIT_MS));
 	close(u5000);
 	close(u5001);
+}
+END_TEST
+
+/* A second sandbox, sl-2 10.231.0.6, for the tests between two. */
+static void
+second_sandbox(struct fw_sandbox *sb)
+{
+	must("ip netns add sbx2");
+	must("ip link add sl-2 type veth peer name eth0 netns sbx2");
+	must("ip addr add 10.231.0.5/30 dev sl-2");
+	must("ip link set sl-2 up");
+	must("ip -n sbx2 link set lo up");
+	must("ip -n sbx2 addr add 10.231.0.6/30 dev eth0");
+	must("ip -n sbx2 link set eth0 up");
+	must("ip -n sbx2 route add default via 10.231.0.5");
+	memset(sb, 0, sizeof(*sb));
+	snprintf(sb->ifname, sizeof(sb->ifname), "sl-2");
+	inet_pton(AF_INET, "10.231.0.6", sb->addr4);
+}
+
+START_TEST(test_no_ride_on_other_sandbox_flow)
+{
+	struct fw_sandbox	sa = sandbox(), sb;
+	struct fw_rule		allow[1];
+	struct sockaddr_in	to = sin_of("198.51.100.10", 5001), from,
+				bsin = sin_of("10.231.0.6", 40000);
+	socklen_t		flen = sizeof(from);
+	char			buf[64], natted[INET_ADDRSTRLEN];
+	int			u, b, ns_b;
+
+	WORLD();
+	second_sandbox(&sb);
+	/* Without strict rp_filter (an operator may have turned it off):
+	 * the ruleset alone must keep sandbox A out of B's flows. */
+	must("sysctl -q -w net.ipv4.conf.all.rp_filter=0");
+	must("sysctl -q -w net.ipv4.conf.sl-1.rp_filter=0");
+	allow[0] = rule("198.51.100.10/32", IPPROTO_UDP, 5001, 5001);
+	ck_assert_msg(fw_sandbox_add(fw, &sa, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	/* Bound to the address B sends to, so that its reply comes from
+	 * there and matches B's flow. */
+	u = listen_in(ns_inet, SOCK_DGRAM, "198.51.100.10", 5001);
+	ns_b = open("/run/netns/sbx2", O_RDONLY | O_CLOEXEC);
+	ck_assert(ns_b != -1);
+	b = sock_in(ns_b, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_eq(bind(b, (struct sockaddr *)&bsin, sizeof(bsin)), 0);
+	ck_assert_int_eq(connect(b, (struct sockaddr *)&to, sizeof(to)), 0);
+	ck_assert_int_eq(send(b, "out", 3, 0), 3);
+	ck_assert(readable(u, DROP_WAIT_MS));
+	ck_assert_int_eq(recvfrom(u, buf, sizeof(buf), 0,
+	    (struct sockaddr *)&from, &flen), 3);
+	inet_ntop(AF_INET, &from.sin_addr, natted, sizeof(natted));
+	/* A forges the server's reply to B's masqueraded flow: conntrack
+	 * calls it established and un-NATs it to B. It must not arrive. */
+	raw_udp_send_from("198.51.100.10", 5001, natted,
+	    ntohs(from.sin_port));
+	ck_assert_msg(!readable(b, DROP_WAIT_MS),
+	    "a packet forged in sandbox A reached sandbox B's flow");
+	/* The real reply still does. */
+	ck_assert_int_eq(sendto(u, "back", 4, 0, (struct sockaddr *)&from,
+	    flen), 4);
+	ck_assert(readable(b, DROP_WAIT_MS));
+	ck_assert_int_eq(recv(b, buf, sizeof(buf), 0), 4);
+	close(b);
+	close(u);
+	close(ns_b);
 }
 END_TEST
 
@@ -2274,6 +2349,7 @@ fw_suite(void)
 	tcase_add_test(tc, test_private_needs_rule);
 	tcase_add_test(tc, test_explicit_deny);
 	tcase_add_test(tc, test_spoof_dropped);
+	tcase_add_test(tc, test_no_ride_on_other_sandbox_flow);
 	tcase_add_test(tc, test_raw_socket);
 	tcase_add_test(tc, test_udp_icmp_default);
 	tcase_add_test(tc, test_icmp_allowed);
