@@ -184,6 +184,7 @@ struct dns_conn {
 	bool			 eof;		/* client half-closed */
 	struct ev_timer		*idle;
 	bool			 moved;		/* output written since idle armed */
+	uint64_t		 last;		/* conn_tick, last message */
 };
 
 struct dns_bucket {
@@ -212,6 +213,7 @@ struct dns_proxy {
 	size_t			 nspare;
 	struct dns_conn		*conns;
 	size_t			 nconns;
+	uint64_t		 conn_tick;	/* orders TCP client activity */
 	struct dns_bucket	*rl;
 	uint8_t			 buf[DNS_MAX_MSG + 1];
 	/* Answers whose elements are learned together at the end of the
@@ -234,6 +236,7 @@ struct dns_proxy {
 	size_t			 rndpos;
 	uint64_t		 stat_batches, stat_batched;
 	uint64_t		 stat_cache_hits;
+	uint64_t		 stat_tcp_refused, stat_tcp_evicted;
 };
 
 static void	pq_start(struct dns_pq *);
@@ -2563,6 +2566,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 			memcpy(msg, cn->in + 2, need - 2);
 			memmove(cn->in, cn->in + need, cn->inlen - need);
 			cn->inlen -= need;
+			cn->last = ++p->conn_tick;
 			conn_touch(cn);
 			handle_query(p, cn, (struct sockaddr *)&cn->src,
 			    cn->srclen, msg, need - 2);
@@ -2576,41 +2580,100 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 }
 
-/* Connections from the host (not port) of src: a sandbox is its source
+/* Orders source addresses by host (not port): a sandbox is its source
  * address. */
+static int
+src_cmp(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return a->ss_family < b->ss_family ? -1 : 1;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+		    &((const struct sockaddr_in *)b)->sin_addr, 4);
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+static int
+conn_src_cmp(const void *a, const void *b)
+{
+	const struct dns_conn *x = *(const struct dns_conn *const *)a;
+	const struct dns_conn *y = *(const struct dns_conn *const *)b;
+
+	return src_cmp(&x->src, &y->src);
+}
+
+/* Connections from the host (not port) of src. */
 static size_t
 conns_from(const struct dns_proxy *p, const struct sockaddr_storage *src)
 {
 	const struct dns_conn *cn;
 	size_t n = 0;
 
-	for (cn = p->conns; cn != NULL; cn = cn->next) {
-		if (cn->src.ss_family != src->ss_family)
-			continue;
-		if (src->ss_family == AF_INET ? memcmp(
-		    &((const struct sockaddr_in *)&cn->src)->sin_addr,
-		    &((const struct sockaddr_in *)src)->sin_addr, 4) == 0 :
-		    memcmp(&((const struct sockaddr_in6 *)&cn->src)->sin6_addr,
-		    &((const struct sockaddr_in6 *)src)->sin6_addr, 16) == 0)
+	for (cn = p->conns; cn != NULL; cn = cn->next)
+		if (src_cmp(&cn->src, src) == 0)
 			n++;
-	}
 	return n;
+}
+
+/*
+ * conn_victim: every slot is taken and a client whose source already
+ * holds `mine' connections asks for one. Returns the connection to close
+ * for it: of the source holding the most, the one idle the longest (its
+ * last whole message, or its accept, the earliest), provided `mine' is
+ * fewer than that source holds. NULL (refuse) when mine is the most or ties, or without
+ * memory. Sorting by source keeps this O(n log n) whatever max_tcp_conns.
+ */
+static struct dns_conn *
+conn_victim(struct dns_proxy *p, size_t mine)
+{
+	struct dns_conn **v, *cn, *best = NULL, *gbest;
+	size_t n = 0, i, j, most = 0;
+
+	if (p->nconns == 0 || (v = calloc(p->nconns, sizeof(*v))) == NULL)
+		return NULL;
+	for (cn = p->conns; cn != NULL && n < p->nconns; cn = cn->next)
+		v[n++] = cn;
+	qsort(v, n, sizeof(*v), conn_src_cmp);
+	for (i = 0; i < n; i = j) {
+		gbest = v[i];
+		for (j = i + 1; j < n && src_cmp(&v[j]->src, &v[i]->src) == 0;
+		    j++)
+			if (v[j]->last < gbest->last)
+				gbest = v[j];
+		/* Sources tied for the most give up their longest idle. */
+		if (j - i > most || (j - i == most &&
+		    gbest->last < best->last)) {
+			most = j - i;
+			best = gbest;
+		}
+	}
+	free(v);
+	return mine < most ? best : NULL;
 }
 
 /*
  * A new TCP client. The max_tcp_conns slots are shared by every sandbox,
  * so one source address may hold at most DNS_TCP_PER_SRC of them (whole
  * queries keep a connection alive, and a sandbox could otherwise keep all
- * of them busy within its query rate); past either bound the connection
- * is closed at once.
+ * of them busy within its query rate); past that bound the connection is
+ * closed at once. When every slot is taken, a few sandboxes together
+ * could still hold them all: then a client whose source holds fewer than
+ * the source holding the most takes the slot of that source's connection
+ * idle the longest (conn_victim), whose queries still upstream finish
+ * unanswered, as if its client had left; a client whose source holds the
+ * most (or ties) is closed at once. So every sandbox can get its share
+ * of the slots, at least one. Neither is a query, so neither is recorded;
+ * both are counted.
  */
 static void
 tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
 	struct dns_proxy *p = arg;
-	struct dns_conn *cn;
+	struct dns_conn *cn, *victim = NULL;
 	struct sockaddr_storage src;
 	socklen_t sl = sizeof(src);
+	size_t mine;
 	int cfd;
 
 	(void)events;
@@ -2618,9 +2681,11 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	    SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (cfd == -1)
 		return;
-	if (p->nconns >= p->cfg.max_tcp_conns ||
-	    conns_from(p, &src) >= DNS_TCP_PER_SRC ||
+	mine = conns_from(p, &src);
+	if (mine >= DNS_TCP_PER_SRC || (p->nconns >= p->cfg.max_tcp_conns &&
+	    (victim = conn_victim(p, mine)) == NULL) ||
 	    (cn = calloc(1, sizeof(*cn))) == NULL) {
+		p->stat_tcp_refused++;
 		close(cfd);
 		return;
 	}
@@ -2629,15 +2694,21 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	memcpy(&cn->src, &src, sl);
 	cn->srclen = sl;
 	if (ev_add(loop, cfd, EV_READ, conn_cb, cn) == -1) {
+		p->stat_tcp_refused++;
 		close(cfd);
 		free(cn);
 		return;
+	}
+	if (victim != NULL) {
+		p->stat_tcp_evicted++;
+		conn_close(victim);
 	}
 	cn->next = p->conns;
 	if (p->conns != NULL)
 		p->conns->prev = cn;
 	p->conns = cn;
 	p->nconns++;
+	cn->last = ++p->conn_tick;
 	conn_touch(cn);
 }
 
@@ -2775,10 +2846,13 @@ dns_free(struct dns_proxy *p)
 {
 	if (p == NULL)
 		return;
-	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits",
+	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
+	    "%llu tcp clients refused, %llu evicted for another source",
 	    (unsigned long long)p->stat_batches,
 	    (unsigned long long)p->stat_batched,
-	    (unsigned long long)p->stat_cache_hits);
+	    (unsigned long long)p->stat_cache_hits,
+	    (unsigned long long)p->stat_tcp_refused,
+	    (unsigned long long)p->stat_tcp_evicted);
 	/* Answers waiting for their elements are dropped like every other
 	 * pending query: unanswered, never answered without the learn. */
 	ev_timer_cancel(p->loop, p->flush);

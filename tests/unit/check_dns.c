@@ -2134,6 +2134,151 @@ START_TEST(tcp_per_source_cap)
 }
 END_TEST
 
+/* Sends one framed A query for name with id on the TCP connection fd: the
+ * rcode of its answer, or -1 (closed, or no answer within the bound). */
+static int
+tcp_ask(int fd, const char *name, uint16_t id)
+{
+	uint8_t q[512], r[512];
+	size_t ql = mkquery(q + 2, sizeof(q) - 2, name, 1, id, 0);
+	ssize_t n;
+	struct ans a;
+
+	q[0] = (uint8_t)(ql >> 8);
+	q[1] = (uint8_t)ql;
+	(void)send(fd, q, ql + 2, MSG_NOSIGNAL);
+	n = tcp_read_msg(fd, r, sizeof(r));
+	if (n <= 0)
+		return -1;
+	parse_ans(r + 2, (size_t)n, &a);
+	return a.id == id ? a.rcode : -1;
+}
+
+/* The proxy closed the TCP connection fd (nothing was left to read on
+ * it): EOF or a reset within the bound. */
+static bool
+tcp_closed(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint8_t b[512];
+
+	return poll(&pfd, 1, RECV_MS) == 1 && recv(fd, b, sizeof(b), 0) <= 0;
+}
+
+/*
+ * The TCP slots are shared by every sandbox: when all are taken, a new
+ * connection from a source holding fewer than the source holding the most
+ * takes the slot of that source's connection idle the longest, so however
+ * the others fill the pool each sandbox gets its share. A source that
+ * holds the most (or ties) is refused as before.
+ */
+START_TEST(tcp_pool_full_fair_share)
+{
+	struct pcfg pc = { .up = { dm_port }, .max_tcp_conns = 4 };
+	int a[4], b, c[3], i;
+
+	proxy_up(&pc);
+	/* 127.0.0.1 takes three slots, 127.0.0.4 the last one; each is
+	 * answered, so the proxy accepted them in this order. */
+	for (i = 0; i < 3; i++) {
+		a[i] = client(SOCK_STREAM, "127.0.0.1", 0);
+		ck_assert_int_eq(tcp_ask(a[i], "allowed.example.test",
+		    (uint16_t)(0x6100 + i)), LDNS_RCODE_NOERROR);
+	}
+	b = client(SOCK_STREAM, "127.0.0.4", 0);
+	ck_assert_int_eq(tcp_ask(b, "priv.example.test", 0x6200),
+	    LDNS_RCODE_NOERROR);
+	/* A new sandbox is served: 127.0.0.1 (3 of 4) loses its oldest. */
+	c[0] = client(SOCK_STREAM, "127.0.0.5", 0);
+	ck_assert_msg(tcp_ask(c[0], "allowed.example.test", 0x6300) ==
+	    LDNS_RCODE_NOERROR, "a new source was refused while another "
+	    "held 3 of the 4 slots");
+	ck_assert_msg(tcp_closed(a[0]), "the connection idle the longest "
+	    "of the source holding the most was not the one closed");
+	/* Its second one too (127.0.0.1 holds 2, it holds 1). */
+	c[1] = client(SOCK_STREAM, "127.0.0.5", 0);
+	ck_assert_int_eq(tcp_ask(c[1], "allowed.example.test", 0x6301),
+	    LDNS_RCODE_NOERROR);
+	ck_assert(tcp_closed(a[1]));
+	/* Now it holds the most (2, 1, 1): its third is refused. */
+	c[2] = client(SOCK_STREAM, "127.0.0.5", 0);
+	ck_assert_int_eq(tcp_ask(c[2], "allowed.example.test", 0x6302), -1);
+	/* 127.0.0.1 holds fewer: it takes 127.0.0.5's oldest back. */
+	a[3] = client(SOCK_STREAM, "127.0.0.1", 0);
+	ck_assert_int_eq(tcp_ask(a[3], "allowed.example.test", 0x6103),
+	    LDNS_RCODE_NOERROR);
+	ck_assert(tcp_closed(c[0]));
+	/* Everyone else kept theirs. */
+	ck_assert_int_eq(tcp_ask(a[2], "allowed.example.test", 0x6102),
+	    LDNS_RCODE_NOERROR);
+	ck_assert_int_eq(tcp_ask(b, "priv.example.test", 0x6201),
+	    LDNS_RCODE_NOERROR);
+	ck_assert_int_eq(tcp_ask(c[1], "allowed.example.test", 0x6303),
+	    LDNS_RCODE_NOERROR);
+	for (i = 0; i < 4; i++)
+		close(a[i]);
+	for (i = 0; i < 3; i++)
+		close(c[i]);
+	close(b);
+}
+END_TEST
+
+/*
+ * A connection taken for a new source while its query is upstream: the
+ * answer, when it comes, has nowhere to go; the query is still recorded
+ * (no answer sent) and nothing is used after it is freed (ASan).
+ */
+START_TEST(tcp_evicted_with_query_pending)
+{
+	struct pcfg pc = { .timeout_ms = 3000, .max_tcp_conns = 2 };
+	int sfd = fake_upstream(&pc), a0, a1, c;
+	const char *rr = "allowed.example.test. 60 IN A 192.0.2.10";
+	struct sockaddr_storage from;
+	socklen_t fl;
+	uint8_t q[512], buf[2048], *w = NULL;
+	size_t ql, got, wl;
+	struct dns_event ev;
+	bool seen = false;
+
+	proxy_up(&pc);
+	a0 = client(SOCK_STREAM, "127.0.0.1", 0);
+	ql = mkquery(q + 2, sizeof(q) - 2, "allowed.example.test", 1,
+	    0x7001, 0);
+	q[0] = 0;
+	q[1] = (uint8_t)ql;
+	ck_assert_int_eq(send(a0, q, ql + 2, 0), (ssize_t)(ql + 2));
+	got = fake_question(sfd, buf, sizeof(buf), &from, &fl);
+	/* Denied names are answered locally: no second upstream query. */
+	a1 = client(SOCK_STREAM, "127.0.0.1", 0);
+	ck_assert_int_eq(tcp_ask(a1, "denied.example.test", 0x7002),
+	    LDNS_RCODE_NXDOMAIN);
+	c = client(SOCK_STREAM, "127.0.0.5", 0);
+	ck_assert_int_ne(tcp_ask(c, "denied.example.test", 0x7003), -1);
+	ck_assert(tcp_closed(a0));
+	/* The upstream answers the evicted connection's query now. */
+	answer_wire(buf, got, &rr, 1, &w, &wl);
+	ck_assert_int_eq(sendto(sfd, w, wl, 0, (struct sockaddr *)&from, fl),
+	    (ssize_t)wl);
+	LDNS_FREE(w);
+	for (int i = 0; i < RECV_MS / 10 && !seen; i++) {
+		seen = last_event("allowed.example.test", &ev);
+		if (!seen)
+			usleep(10 * 1000);
+	}
+	ck_assert_msg(seen, "the evicted connection's query not recorded");
+	ck_assert(ev.tcp);
+	ck_assert_uint_eq(ev.rcode, 255);	/* no answer sent */
+	/* The proxy goes on serving the others. */
+	ck_assert_int_eq(tcp_ask(a1, "denied.example.test", 0x7004),
+	    LDNS_RCODE_NXDOMAIN);
+	ck_assert_int_ne(tcp_ask(c, "denied.example.test", 0x7005), -1);
+	close(a0);
+	close(a1);
+	close(c);
+	close(sfd);
+}
+END_TEST
+
 /*
  * Slowloris: a client that drips a message byte by byte, each byte within
  * the idle period, is not "active": the connection slots are shared by
@@ -3265,6 +3410,8 @@ dns_suite(void)
 	tcase_add_test(tl, tcp_idle_and_cap);
 	tcase_add_test(tl, tcp_slow_drip_closed);
 	tcase_add_test(tl, tcp_per_source_cap);
+	tcase_add_test(tl, tcp_pool_full_fair_share);
+	tcase_add_test(tl, tcp_evicted_with_query_pending);
 	tcase_add_test(tl, tcp_unread_answers_closed);
 	tcase_add_test(tl, malformed_costs_tokens);
 	tcase_add_test(tl, tcp_bad_frames);
