@@ -242,14 +242,18 @@ uint64_t	 aud_close(struct aud_log *l);
  * object, always stolen) holds kind-specific fields; the writer adds v,
  * origin, seq, prev, ts, mono and kind. -1 with EINVAL for an unknown kind or
  * fields outside the canonical subset, EAGAIN when the queue is full (the
- * drop is counted and later written as one log.gap), EPIPE after close.
+ * drop is counted and later written as one log.gap), ENOMEM when memory ran
+ * out (fields NULL included: a converter's allocation failure; counted the
+ * same way, and written as a log.gap with reason out_of_memory with the
+ * next batch or at close), EPIPE after close.
  */
 int	aud_submit_async(struct aud_log *l, const char *kind, json_t *fields);
 /*
  * aud_submit_canon: as aud_submit_async, with fields given as the canonical
  * bytes of an object (len bytes at body, copied; see aud_cw). They are
  * checked in one pass, as the verifier checks them: -1 with EINVAL when
- * they are not canonical, not an object or name a reserved member.
+ * they are not canonical, not an object or name a reserved member (not
+ * counted: the caller still holds the record), ENOMEM (counted) as above.
  */
 int	aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 	    size_t len);
@@ -257,8 +261,9 @@ int	aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
  * aud_submit_durable: as aud_submit_async, but done(arg, ok, seq) runs in the
  * thread that calls aud_dispatch() after the FULL commit holding the record
  * (ok = 1) or once it is known that it could not be written (ok = 0). On -1
- * done is never called. A full queue is refused (EAGAIN), not counted as gap:
- * the caller must then not act.
+ * done is never called. A full queue (EAGAIN) or a lack of memory (ENOMEM;
+ * EINVAL for fields NULL) is refused, not counted as gap: the caller must
+ * then not act.
  */
 typedef void (*aud_done_fn)(void *arg, int ok, uint64_t seq);
 int	aud_submit_durable(struct aud_log *l, const char *kind, json_t *fields,
@@ -267,7 +272,9 @@ int	aud_submit_durable(struct aud_log *l, const char *kind, json_t *fields,
 int	aud_notify_fd(const struct aud_log *l);
 /* aud_dispatch: run the pending done callbacks in the calling thread. */
 void	aud_dispatch(struct aud_log *l);
-/* aud_heartbeat: append log.heartbeat and force a checkpoint after it. */
+/* aud_heartbeat: append log.heartbeat and force a checkpoint after it. As
+ * aud_submit_async: a heartbeat refused for a full queue or memory is
+ * counted in a log.gap. */
 int	aud_heartbeat(struct aud_log *l);
 /* aud_sync: block until everything queued so far is committed (tests, CLI). */
 int	aud_sync(struct aud_log *l);

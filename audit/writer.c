@@ -8,7 +8,8 @@
  * caller's thread) and then signs a checkpoint. WAL checkpoints run in a
  * second thread so that their copying and fsync stay off the commit path. A full queue never blocks: the drop is counted and
  * written as one log.gap, because a silent hole would be worse than a signed
- * one (reference/audit.md §3.5).
+ * one (reference/audit.md §3.5). An async record that cannot be queued for
+ * lack of memory is counted the same way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,20 @@ struct item {
 #define CACHE_ITEM_MAX	8192
 #define CACHE_IDLE	1024
 
+/* Async records lost before they reached the queue, for one log.gap. */
+struct lossc {
+	uint64_t	 n;
+	int64_t		 from, to;	/* CLOCK_REALTIME of the first, last */
+};
+
+/* What the next batch writes as log.gap records before its own. */
+struct pending {
+	struct lossc	 drop;		/* queue_overflow */
+	struct lossc	 nomem;		/* out_of_memory */
+	uint64_t	 werr;		/* write_error: async rows of a failed
+					 * batch */
+};
+
 struct aud_log {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 cv;		/* work for the writer */
@@ -68,8 +83,8 @@ struct aud_log {
 	struct item	*cache;		/* free items for reuse */
 	size_t		 ncache;
 	uint64_t	 enq, done;	/* items queued / processed */
-	uint64_t	 dropped, drop_pending, werr_pending;
-	int64_t		 drop_from, drop_to;
+	uint64_t	 dropped;	/* for a full queue, ever */
+	struct pending	 pend;
 	uint64_t	 failures;
 	int		 stop, started;
 	pthread_t	 th;
@@ -137,6 +152,34 @@ now_ns(clockid_t c)
 
 	clock_gettime(c, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Counts one lost record at ts. Under l->mu. */
+static void
+lossc_count(struct lossc *c, int64_t ts)
+{
+	if (c->n++ == 0)
+		c->from = ts;
+	c->to = ts;
+}
+
+/* Adds the counts of src (taken earlier) back into dst. Under l->mu. */
+static void
+lossc_add(struct lossc *dst, const struct lossc *src)
+{
+	if (src->n == 0)
+		return;
+	if (dst->n == 0 || src->from < dst->from)
+		dst->from = src->from;
+	if (dst->n == 0 || src->to > dst->to)
+		dst->to = src->to;
+	dst->n += src->n;
+}
+
+static uint64_t
+pending_total(const struct pending *pd)
+{
+	return pd->drop.n + pd->nomem.n + pd->werr;
 }
 
 static const char *const reserved[] = {
@@ -436,10 +479,10 @@ write_gap(struct aud_log *l, const char *reason, uint64_t lost, int64_t from,
 	return rc;
 }
 
-/* Commits one batch. Returns 1 when a checkpoint is due after it. */
+/* Commits one batch, after the gaps pd counts. Returns 1 when a checkpoint
+ * is due after it. */
 static int
-process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
-    int64_t to, uint64_t werr)
+process(struct aud_log *l, struct item *batch, const struct pending *pd)
 {
 	struct aud_tree *snap;
 	struct fbytes fb;
@@ -454,11 +497,14 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 	if (ok && sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 	    SQLITE_OK)
 		ok = 0;
-	if (ok && lost > 0 && write_gap(l, "queue_overflow", lost, from, to) ==
-	    -1)
+	if (ok && pd->drop.n > 0 && write_gap(l, "queue_overflow", pd->drop.n,
+	    pd->drop.from, pd->drop.to) == -1)
 		ok = 0;
-	if (ok && werr > 0 && write_gap(l, "write_error", werr, batch ?
-	    batch->ts : to, now_ns(CLOCK_REALTIME)) == -1)
+	if (ok && pd->nomem.n > 0 && write_gap(l, "out_of_memory",
+	    pd->nomem.n, pd->nomem.from, pd->nomem.to) == -1)
+		ok = 0;
+	if (ok && pd->werr > 0 && write_gap(l, "write_error", pd->werr, batch ?
+	    batch->ts : pd->drop.to, now_ns(CLOCK_REALTIME)) == -1)
 		ok = 0;
 	for (it = batch; ok && it != NULL; it = it->next) {
 		fb.buf = it->body;
@@ -498,14 +544,15 @@ process(struct aud_log *l, struct item *batch, uint64_t lost, int64_t from,
 		l->committed_seq = l->next_seq;
 	if (!ok) {
 		l->failures++;
-		/* Neither the drop count nor the async records of a failed
+		/* Neither the loss counts nor the async records of a failed
 		 * batch vanish: they become a log.gap once writing works
 		 * again. Durable callers learn it from ok = 0. */
-		l->drop_pending += lost;
-		l->werr_pending += werr;
+		lossc_add(&l->pend.drop, &pd->drop);
+		lossc_add(&l->pend.nomem, &pd->nomem);
+		l->pend.werr += pd->werr;
 		for (it = batch; it != NULL; it = it->next)
 			if (!it->durable)
-				l->werr_pending++;
+				l->pend.werr++;
 	}
 	pthread_mutex_unlock(&l->mu);
 	return due;
@@ -634,8 +681,8 @@ writer_main(void *arg)
 	struct aud_log *l = arg;
 	struct item *batch, *it, *next, **tail, *dh, **dt, *dlast = NULL, *dead;
 	struct timespec dl;
-	uint64_t lost, werr, n, one = 1;
-	int64_t from, to;
+	struct pending pd;
+	uint64_t n, one = 1;
 	int notify, due;
 
 	pthread_mutex_lock(&l->mu);
@@ -662,22 +709,19 @@ writer_main(void *arg)
 			 * meant for a later log.gap: one more try, gap only,
 			 * before the writer ends; what still cannot be
 			 * written is handed to aud_close's caller. */
-			if (l->drop_pending > 0 || l->werr_pending > 0) {
-				lost = l->drop_pending;
-				from = l->drop_from;
-				to = l->drop_to;
-				werr = l->werr_pending;
-				l->drop_pending = l->werr_pending = 0;
+			if (pending_total(&l->pend) > 0) {
+				pd = l->pend;
+				memset(&l->pend, 0, sizeof(l->pend));
 				pthread_mutex_unlock(&l->mu);
 				n = aud_tree_size(l->tree);
-				(void)process(l, NULL, lost, from, to, werr);
+				(void)process(l, NULL, &pd);
 				/* The gap is the log's last row: sealed now,
 				 * not left to a next open. */
 				if (aud_tree_size(l->tree) > n)
 					checkpoint(l);
 				pthread_mutex_lock(&l->mu);
 			}
-			l->unwritten = l->drop_pending + l->werr_pending;
+			l->unwritten = pending_total(&l->pend);
 			break;
 		}
 		/*
@@ -727,15 +771,11 @@ writer_main(void *arg)
 		if (l->qh == NULL)
 			l->qt = NULL;
 		l->qlen -= n;
-		lost = l->drop_pending;
-		from = l->drop_from;
-		to = l->drop_to;
-		l->drop_pending = 0;
-		werr = l->werr_pending;
-		l->werr_pending = 0;
+		pd = l->pend;
+		memset(&l->pend, 0, sizeof(l->pend));
 		pthread_mutex_unlock(&l->mu);
 
-		due = process(l, batch, lost, from, to, werr);
+		due = process(l, batch, &pd);
 
 		/* Split the batch outside the lock: async items die here,
 		 * durable ones go to the completion list in one splice. */
@@ -838,6 +878,27 @@ item_take(struct aud_log *l, size_t need)
 	return it;
 }
 
+/*
+ * An async record lost for lack of memory before it could be queued (its
+ * fields, its copy or its item): nobody waits for it and not every caller
+ * records the failure, so it is counted as a full queue's drop is, and the
+ * next batch writes it as a log.gap (reason out_of_memory). -1 with ENOMEM
+ * (EPIPE once closing, as queue_item).
+ */
+static int
+lost_nomem(struct aud_log *l)
+{
+	int64_t ts = now_ns(CLOCK_REALTIME);
+	int stopped;
+
+	pthread_mutex_lock(&l->mu);
+	if (!(stopped = l->stop))
+		lossc_count(&l->pend.nomem, ts);
+	pthread_mutex_unlock(&l->mu);
+	errno = stopped ? EPIPE : ENOMEM;
+	return -1;
+}
+
 /* Stamps it and appends it to the queue, or counts and recycles it when the
  * queue is full or closed (-1 with EAGAIN or EPIPE). */
 static int
@@ -855,10 +916,7 @@ queue_item(struct aud_log *l, struct item *it)
 		int stopped = l->stop;
 
 		if (!stopped && !durable) {
-			if (l->drop_pending == 0)
-				l->drop_from = it->ts;
-			l->drop_to = it->ts;
-			l->drop_pending++;
+			lossc_count(&l->pend.drop, it->ts);
 			l->dropped++;
 		}
 		it->next = NULL;
@@ -900,7 +958,11 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	const char *const *r;
 	char *d;
 	size_t need;
+	int e;
 
+	/* NULL fields: the producer's converter ran out of memory. */
+	if (l != NULL && aud_kind_valid(kind) && fields == NULL && !durable)
+		return lost_nomem(l);
 	if (l == NULL || !aud_kind_valid(kind) || !json_is_object(fields)) {
 		json_decref(fields);
 		errno = EINVAL;
@@ -916,9 +978,12 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	 * not serialise is refused now, and the writer only copies bytes. */
 	if (aud_canon_members(fields, &m, NULL, 0) == -1 ||
 	    m.len > AUD_MAX_RECORD - 1024 - l->origin_jlen) {
+		e = m.buf == NULL && errno == ENOMEM ? ENOMEM : EINVAL;
 		aud_members_free(&m);
 		json_decref(fields);
-		errno = EINVAL;
+		if (e == ENOMEM && !durable)
+			return lost_nomem(l);
+		errno = e;
 		return -1;
 	}
 	aud_cols_from(fields, &c);
@@ -929,6 +994,9 @@ enqueue(struct aud_log *l, const char *kind, json_t *fields, int durable,
 	if ((it = item_take(l, need)) == NULL) {
 		aud_members_free(&m);
 		json_decref(fields);
+		if (!durable)
+			return lost_nomem(l);
+		errno = ENOMEM;
 		return -1;
 	}
 	memcpy(it->data, m.start, m.n * sizeof(size_t));
@@ -965,10 +1033,11 @@ aud_submit_async(struct aud_log *l, const char *kind, json_t *fields)
 
 /* A string member's decoded bytes up to any NUL (what aud_cols_from keeps
  * of a JSON string), or NULL. sub: the string at that key of an object
- * member instead. */
+ * member instead. *nomem is set when a string was there but sb could not
+ * grow to decode it (the column would be wrong, not absent). */
 static const char *
 scan_str(const struct aud_scan *sc, const char *key, const char *sub,
-    struct aud_strbuf *sb, size_t *n)
+    struct aud_strbuf *sb, size_t *n, int *nomem)
 {
 	const struct aud_member *m = aud_scan_get(sc, key);
 	const char *val, *out;
@@ -981,8 +1050,13 @@ scan_str(const struct aud_scan *sc, const char *key, const char *sub,
 	if (sub != NULL && aud_cv_member(m->val, m->vlen, sub, &val,
 	    &vlen) == -1)
 		return NULL;
-	if (aud_cv_str(val, vlen, sb, &out, n) == -1)
+	if (aud_cv_str(val, vlen, sb, &out, n) == -1) {
+		/* The bytes passed aud_canon_check: a string span fails
+		 * only to grow sb. */
+		if (vlen >= 2 && val[0] == '"')
+			*nomem = 1;
 		return NULL;
+	}
 	*n = strnlen(out, *n);
 	return out;
 }
@@ -1013,6 +1087,7 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 	struct aud_cols c;
 	struct item *it;
 	long long port;
+	int nomem = 0;
 	char *p;
 
 	if (l == NULL || !aud_kind_valid(kind) || body == NULL || len == 0 ||
@@ -1021,8 +1096,14 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 		return -1;
 	}
 	pthread_mutex_lock(&l->cmu);
-	if (aud_canon_check(body, len, &l->csc, NULL, 0) == -1)
+	if (aud_canon_check(body, len, &l->csc, NULL, 0) == -1) {
+		/* The member scan is the check's only allocation, and it fails
+		 * as EINVAL: bytes that pass without it were refused for lack
+		 * of memory, not for what they are. */
+		if (aud_canon_check(body, len, NULL, NULL, 0) == 0)
+			goto nomem;
 		goto invalid;
+	}
 	for (r = reserved; *r != NULL; r++)
 		if (aud_scan_get(&l->csc, *r) != NULL)
 			goto invalid;
@@ -1030,15 +1111,17 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 	memset(&c, 0, sizeof(c));
 	c.kind = aud_kind_code(kind);
 	/* Spans, not C strings: compared with their length. */
-	if ((d = scan_str(&l->csc, "decision", NULL, &l->csb[0], &i)) != NULL)
+	if ((d = scan_str(&l->csc, "decision", NULL, &l->csb[0], &i,
+	    &nomem)) != NULL)
 		c.decision = aud_decision_code(d, i);
 	if ((cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", "id",
-	    &l->csb[C_SANDBOX], &cn[C_SANDBOX])) == NULL)
+	    &l->csb[C_SANDBOX], &cn[C_SANDBOX], &nomem)) == NULL)
 		cs[C_SANDBOX] = scan_str(&l->csc, "sandbox", NULL,
-		    &l->csb[C_SANDBOX], &cn[C_SANDBOX]);
+		    &l->csb[C_SANDBOX], &cn[C_SANDBOX], &nomem);
 	cs[C_HOST] = scan_str(&l->csc, "dst", "host", &l->csb[C_HOST],
-	    &cn[C_HOST]);
-	cs[C_IP] = scan_str(&l->csc, "dst", "ip", &l->csb[C_IP], &cn[C_IP]);
+	    &cn[C_HOST], &nomem);
+	cs[C_IP] = scan_str(&l->csc, "dst", "ip", &l->csb[C_IP], &cn[C_IP],
+	    &nomem);
 	if ((m = aud_scan_get(&l->csc, "dst")) != NULL &&
 	    aud_cv_member(m->val, m->vlen, "port", &val, &vlen) == 0 &&
 	    aud_cv_int(val, vlen, &port) == 0) {
@@ -1046,19 +1129,19 @@ aud_submit_canon(struct aud_log *l, const char *kind, const char *body,
 		c.has_port = 1;
 	}
 	cs[C_RULE] = scan_str(&l->csc, "policy", "rule", &l->csb[C_RULE],
-	    &cn[C_RULE]);
+	    &cn[C_RULE], &nomem);
 	cs[C_SERVER] = scan_str(&l->csc, "server", NULL, &l->csb[C_SERVER],
-	    &cn[C_SERVER]);
+	    &cn[C_SERVER], &nomem);
 	cs[C_TOOL] = scan_str(&l->csc, "tool", NULL, &l->csb[C_TOOL],
-	    &cn[C_TOOL]);
+	    &cn[C_TOOL], &nomem);
+	if (nomem)
+		goto nomem;
 	need = l->csc.n * sizeof(size_t) + len + 1;
 	for (i = 0; i < C_N; i++)
 		if (cs[i] != NULL)
 			need += cn[i] + 1;
-	if ((it = item_take(l, need)) == NULL) {
-		pthread_mutex_unlock(&l->cmu);
-		return -1;
-	}
+	if ((it = item_take(l, need)) == NULL)
+		goto nomem;
 	for (i = 0; i < l->csc.n; i++)
 		it->data[i] = (size_t)(l->csc.m[i].key - body) - 1;
 	it->start = it->data;
@@ -1083,6 +1166,9 @@ invalid:
 	pthread_mutex_unlock(&l->cmu);
 	errno = EINVAL;
 	return -1;
+nomem:
+	pthread_mutex_unlock(&l->cmu);
+	return lost_nomem(l);
 }
 
 int

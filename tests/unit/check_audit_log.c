@@ -451,6 +451,48 @@ START_TEST(test_overflow_gap)
 }
 END_TEST
 
+/* The writer's own heartbeat, refused by a full queue, is counted like any
+ * other async record: no heartbeat vanishes without a log.gap. */
+START_TEST(test_heartbeat_overflow_gap)
+{
+	struct aud_log *l = open_log(af_dbpath, 2);
+	uint64_t refused = 0, hb_refused = 0, accepted = 0, i, lost = 0;
+	json_t *rep, *gaps;
+	size_t k;
+
+	/* Bounded by count: each round fills the queue, then asks for a
+	 * heartbeat while it is (most likely) still full. */
+	for (i = 0; i < 2000000 && hb_refused < 20; i++) {
+		if (aud_submit_async(l, "net.deny", json_pack("{s:I}", "count",
+		    (json_int_t)i)) == 0) {
+			accepted++;
+			continue;
+		}
+		ck_assert_int_eq(errno, EAGAIN);
+		refused++;
+		if (aud_heartbeat(l) == 0)
+			accepted++;
+		else {
+			ck_assert_int_eq(errno, EAGAIN);
+			hb_refused++;
+		}
+	}
+	ck_assert_uint_gt(hb_refused, 0);
+	ck_assert_uint_eq(aud_dropped(l), refused + hb_refused);
+	ck_assert_int_eq(aud_sync(l), 0);
+	aud_close(l);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
+	gaps = json_object_get(rep, "gaps");
+	for (k = 0; k < json_array_size(gaps); k++)
+		lost += (uint64_t)rep_int(json_array_get(gaps, k), "lost", NULL);
+	ck_assert_uint_eq(lost, refused + hb_refused);
+	/* log.open + accepted (records and heartbeats) + gaps + log.close */
+	ck_assert_int_eq(rep_int(rep, "size", NULL),
+	    (long long)(accepted + 2 + json_array_size(gaps)));
+	json_decref(rep);
+}
+END_TEST
+
 START_TEST(test_reopen_continues)
 {
 	struct aud_log *l;
@@ -1363,6 +1405,7 @@ main(void)
 	tcase_add_checked_fixture(lim, setup, af_teardown);
 	tcase_add_test(lim, test_submit_refuses);
 	tcase_add_test(lim, test_overflow_gap);
+	tcase_add_test(lim, test_heartbeat_overflow_gap);
 	tcase_add_test(lim, test_write_error_gap);
 	tcase_add_test(lim, test_close_unwritten_counted);
 	tcase_add_test(lim, test_close_full_queue);
