@@ -57,8 +57,9 @@ const char	*rec_db_path(const struct rec *r);
 
 /*
  * rec_async: queue one record of kind with fields (a JSON object; always
- * stolen, NULL is refused with ENOMEM so that a converter's allocation
- * failure passes straight through). Never blocks. 0, or -1 with errno:
+ * stolen; NULL, a converter's allocation failure, is refused with ENOMEM
+ * and counted by the log as a lost record, written as log.gap). Never
+ * blocks. 0, or -1 with errno:
  * EPIPE when no recorder is open, else aud_submit_async's (EAGAIN: the
  * queue was full, the loss is counted and later written as log.gap). A
  * failure is also counted for rec_metrics_print.
