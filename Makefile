@@ -104,6 +104,10 @@ $(B)/tests/check_%: $(B)/obj/tests/unit/check_%.o $$(call unit_deps,check_$$*)
 # the allocators policy/ calls (tests/unit/check_policy_oom.c).
 $(B)/tests/check_policy_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=reallocarray,--wrap=strdup,--wrap=strndup,--wrap=asprintf
 
+# check_sbx_kernel makes ns_exists and ns_delete fail on demand (a passing
+# kernel error at restart, a rollback that cannot remove what it made).
+$(B)/tests/check_sbx_kernel: LDFLAGS += -Wl,--wrap=ns_exists,--wrap=ns_delete
+
 # check_audit_oom fails the audit writer's submit allocations one at a time
 # (tests/unit/check_audit_oom.c).
 $(B)/tests/check_audit_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc

@@ -37,6 +37,7 @@
 
 #define SBX_HASH	1024		/* id hash buckets */
 #define SBX_DB_NAME	"state.db"
+#define SBX_EXISTS_TRIES 5		/* ns_exists asked at restart */
 
 struct sandbox {
 	struct sbx_rec	 rec;
@@ -66,6 +67,21 @@ struct sbx {
 	uint8_t			 pool4[4], prefix;
 	uint64_t		 creates, deletes, failures, expires;
 	uint64_t		 reapplied;
+	struct leftover		*left;		/* slots held, see below */
+	size_t			 nleft, capleft;
+};
+
+/*
+ * What a create's rollback could not remove (its link sl-<slot>, pin or
+ * elements). Its slot stays taken in m->slots, so later creates draw
+ * other slots instead of failing on the name; each create first tries
+ * to remove what is left (recorded before), and frees the slot once it
+ * is gone. A restart removes them as orphans in any case.
+ */
+struct leftover {
+	struct ns_spec	spec;
+	uint32_t	slot;
+	int		fw;		/* its elements may be left too */
 };
 
 static void	sb_free(struct sandbox *s);
@@ -426,17 +442,23 @@ sb_commit(const struct sandbox *s, const char *kind, const char *decision,
 }
 
 /* Builds the in-memory sandbox of a record: spec, fw view, labels.
- * NULL with err when the record does not describe a sandbox of this
- * pool. */
+ * Create and adoption run the same checks (sbx_rec_valid, the slot in
+ * this pool); a row to adopt must also carry the addresses of its slot,
+ * which a create's record gets here. NULL with err when the record does
+ * not describe a sandbox of this pool. */
 static struct sandbox *
-sb_from_rec(struct sbx *m, const struct sbx_rec *r, char *err,
+sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
     size_t errlen)
 {
 	struct sandbox *s;
 	char a[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
 
-	if (!sbx_id_valid(r->id) || r->index >= m->nslots) {
-		snprintf(err, errlen, "bad id or slot");
+	if (sbx_rec_valid(r, err, errlen) == -1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (r->index >= m->nslots) {
+		snprintf(err, errlen, "slot %u is not in the pool", r->index);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -469,11 +491,12 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, char *err,
 	inet_ntop(AF_INET, &s->spec.sandbox_addr, a, sizeof(a));
 	inet_ntop(AF_INET, &s->spec.host_addr, h, sizeof(h));
 	/* A record whose addresses are not what its slot gives was not
-	 * written by us for this pool (config changed, or tampering). */
-	if (r->addr[0] != '\0' && (strcmp(a, r->addr) != 0 ||
-	    strcmp(h, r->host_addr) != 0)) {
-		snprintf(err, errlen, "addresses %s/%s do not match slot %u "
-		    "(%s/%s)", r->addr, r->host_addr, r->index, a, h);
+	 * written by us for this pool (config changed, or tampering). The
+	 * row's own text is not quoted: it may be anything. */
+	if ((adopt || r->addr[0] != '\0' || r->host_addr[0] != '\0') &&
+	    (strcmp(a, r->addr) != 0 || strcmp(h, r->host_addr) != 0)) {
+		snprintf(err, errlen, "addresses do not match slot %u "
+		    "(%s/%s)", r->index, a, h);
 		errno = EINVAL;
 		sb_free(s);
 		return NULL;
@@ -513,6 +536,91 @@ sb_kernel_remove(struct sbx *m, const struct sandbox *s, char *err,
 	    sizeof(e2)) == -1)
 		rc = -1;
 	return rc;
+}
+
+/* Holds the slot of what a rollback left (spec), until
+ * leftovers_remove removes it. The slot stays taken even when the entry
+ * cannot be kept (no memory): a restart frees it. */
+static void
+leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
+    int fw)
+{
+	struct leftover *nv;
+
+	(void)sbx_slots_take(m->slots, slot);
+	if (m->nleft == m->capleft) {
+		if ((nv = reallocarray(m->left, m->capleft * 2 + 4,
+		    sizeof(*nv))) == NULL) {
+			log_warn("slot %u: held until restart", slot);
+			return;
+		}
+		m->left = nv;
+		m->capleft = m->capleft * 2 + 4;
+	}
+	m->left[m->nleft].spec = *spec;
+	m->left[m->nleft].slot = slot;
+	m->left[m->nleft].fw = fw;
+	m->nleft++;
+}
+
+/* Is id a live sandbox's, or a leftover's? A leftover's pin is removed
+ * by its id: no new sandbox may have that id until it is gone. */
+static int
+id_taken(const struct sbx *m, const char *id)
+{
+	size_t i;
+
+	if (find_id(m, id) != NULL)
+		return 1;
+	for (i = 0; i < m->nleft; i++)
+		if (strcmp(m->left[i].spec.id, id) == 0)
+			return 1;
+	return 0;
+}
+
+/* Tries to remove each leftover, its removal recorded (a sandbox.orphan
+ * finding) before it is made; one gone gives its slot back. With the
+ * audit log down nothing is tried: the slots stay held. */
+static void
+leftovers_remove(struct sbx *m)
+{
+	struct fw_sandbox fsb;
+	struct leftover *l;
+	char err[256];
+	size_t i = 0;
+	int rc;
+
+	while (i < m->nleft) {
+		l = &m->left[i];
+		if (sbx_event("sandbox.orphan", ns_id_valid(l->spec.id) ?
+		    l->spec.id : "-", NULL, "link=%s netns=%s removing (left "
+		    "by a failed create)", l->spec.host_if, l->spec.netns) ==
+		    -1)
+			return;
+		rc = 0;
+		if (l->fw) {
+			memset(&fsb, 0, sizeof(fsb));
+			snprintf(fsb.ifname, sizeof(fsb.ifname), "%s",
+			    l->spec.host_if);
+			if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) ==
+			    -1)
+				rc = -1;
+			else
+				l->fw = 0;
+		}
+		if (rc == 0 && ns_delete(&l->spec, err, sizeof(err)) == -1)
+			rc = -1;
+		if (rc == -1) {
+			log_warnx("slot %u: %s stays: %s", l->slot,
+			    l->spec.host_if, err);
+			i++;
+			continue;
+		}
+		log_info("sandbox.orphan link=%s netns=%s removed",
+		    l->spec.host_if, l->spec.netns);
+		sbx_slots_put(m->slots, l->slot);
+		m->left[i] = m->left[--m->nleft];
+	}
 }
 
 static void	arm_timer(struct sbx *m, struct sandbox *s);
@@ -1027,7 +1135,7 @@ parse_create(struct sbx *m, json_t *body, struct sbx_rec *r, json_t **labels,
 		return 422;
 	}
 	snprintf(r->policy, sizeof(r->policy), "%s", pol);
-	if (r->id[0] != '\0' && find_id(m, r->id) != NULL) {
+	if (r->id[0] != '\0' && id_taken(m, r->id)) {
 		*code = "exists";
 		snprintf(msg, msglen, "sandbox %s already exists", r->id);
 		return 409;
@@ -1103,6 +1211,10 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 
 	memset(&r, 0, sizeof(r));
 	*reply = NULL;
+	/* First what failed creates left: their slots and ids serve again
+	 * once it is gone. */
+	if (m->nleft > 0)
+		leftovers_remove(m);
 	status = parse_create(m, body, &r, &labels, &ttl, &code, msg,
 	    sizeof(msg));
 	if (status != 0)
@@ -1113,7 +1225,7 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		if (random_hex(hex, 6) == -1)
 			break;
 		snprintf(r.id, sizeof(r.id), "sb-%s", hex);
-		if (find_id(m, r.id) != NULL)
+		if (id_taken(m, r.id))
 			r.id[0] = '\0';
 	}
 	if (r.id[0] == '\0') {
@@ -1148,7 +1260,7 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	}
 	r.created = (int64_t)time(NULL);
 	r.expires = ttl > 0 ? r.created + ttl : 0;
-	if ((s = sb_from_rec(m, &r, msg, sizeof(msg))) == NULL) {
+	if ((s = sb_from_rec(m, &r, 0, msg, sizeof(msg))) == NULL) {
 		status = 500, code = "internal";
 		goto fail;
 	}
@@ -1211,20 +1323,37 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 
 fail:
 	if (s != NULL) {
-		char e2[256] = "";
+		char e2[256] = "", left[320] = "";
+		int left_fw = 0, left_ns = 0;
 
 		if (made_fw && fw_sandbox_del(m->fw, &s->fsb, e2,
-		    sizeof(e2)) == -1)
+		    sizeof(e2)) == -1) {
 			log_warnx("sandbox %s: rollback: %s", s->rec.id, e2);
-		if (made_ns && ns_delete(&s->spec, e2, sizeof(e2)) == -1)
-			log_warnx("sandbox %s: rollback: %s", s->rec.id, e2);
+			left_fw = 1;
+		}
+		if (made_ns && ns_delete(&s->spec, left_fw ? NULL : e2,
+		    left_fw ? 0 : sizeof(e2)) == -1) {
+			log_warnx("sandbox %s: rollback: %.200s", s->rec.id,
+			    left_fw ? "namespace or link" : e2);
+			left_ns = 1;
+		}
+		if (left_fw || left_ns) {
+			/* Its slot is held until what is left is removed:
+			 * a later create must not draw it and fail on the
+			 * name. */
+			snprintf(left, sizeof(left), "; left behind: %s "
+			    "(%.200s); slot %u held until it is removed",
+			    s->spec.host_if, e2, s->rec.index);
+			leftover_hold(m, &s->spec, s->rec.index, left_fw);
+		}
 		/* The log holds an "allow" for this id: say it did not
 		 * happen, durably too, so a reader never takes it for a
 		 * sandbox that existed. */
 		if (authorized) {
-			char why[600];
+			char why[900];
 
-			snprintf(why, sizeof(why), "%s: %s", code, msg);
+			snprintf(why, sizeof(why), "%s: %s%s", code, msg,
+			    left);
 			if (sb_commit(s, "sandbox.create", "deny", "failed",
 			    why, e2, sizeof(e2)) == -1)
 				log_warnx("sandbox %s: failure not recorded: "
@@ -1689,6 +1818,56 @@ fw_has(const struct fwlist *fl, const struct sandbox *s)
 	return 0;
 }
 
+/*
+ * ns_exists, asked again a few times (10 + 20 + 40 + 80 ms at most) when
+ * it cannot tell: a passing rtnetlink error, ENOMEM or a full fd table
+ * must not make a live sandbox look gone. -1 with errno of the last try.
+ */
+static int
+sb_exists(const struct sandbox *s)
+{
+	struct timespec ts;
+	int i, r, e = EIO;
+
+	for (i = 0; i < SBX_EXISTS_TRIES; i++) {
+		if (i > 0) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = 10000000L << (i - 1);
+			(void)nanosleep(&ts, NULL);
+		}
+		if ((r = ns_exists(&s->spec)) != -1)
+			return r;
+		e = errno;
+	}
+	errno = e;
+	return -1;
+}
+
+/*
+ * Drops row r, which cannot be adopted (why), recorded first: a finding
+ * sandbox.invalid_row. What the row named in the kernel is no sandbox's
+ * any more, so remove_orphans removes it (recorded too). -1 when the
+ * record is not durable: the start stops, the row stays.
+ */
+static int
+drop_row(struct sbx *m, const struct sbx_rec *r, const char *why)
+{
+	char w[256];
+	size_t i;
+
+	/* why may quote text of the row: printable ASCII only. */
+	for (i = 0; i < sizeof(w) - 1 && why[i] != '\0'; i++)
+		w[i] = why[i] >= 0x20 && why[i] < 0x7f ? why[i] : '?';
+	w[i] = '\0';
+	log_warnx("reconcile: record %s: %s: dropped", sbx_id_valid(r->id) ?
+	    r->id : "(bad id)", w);
+	if (sbx_event("sandbox.invalid_row", sbx_id_valid(r->id) ? r->id :
+	    "-", NULL, "state row dropped: %s", w) == -1)
+		return -1;
+	(void)sbx_db_delete(m->db, r->id, NULL, 0);
+	return 0;
+}
+
 static int
 reconcile(struct sbx *m, char *err, size_t errlen)
 {
@@ -1710,24 +1889,35 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 	for (i = 0; i < rs.n; i++) {
 		const struct sbx_rec *r = &rs.v[i];
 
-		s = rs.bad[i] ? NULL : sb_from_rec(m, r, e, sizeof(e));
+		/* A row we cannot read, or that a create could not have
+		 * written, names nothing we can remove safely but itself;
+		 * its pieces become orphans. */
+		s = rs.bad[i] ? NULL : sb_from_rec(m, r, 1, e, sizeof(e));
 		if (s == NULL) {
-			/* A row we cannot read names nothing we can remove
-			 * safely but itself; its pieces become orphans. */
-			log_warnx("reconcile: record %s: %s: dropped", r->id,
-			    rs.bad[i] ? "unreadable" : e);
-			(void)sbx_db_delete(m->db, r->id, NULL, 0);
+			if (drop_row(m, r, rs.bad[i] ? "unreadable" : e) == -1)
+				goto droprecord;
 			continue;
 		}
 		if (find_id(m, s->rec.id) != NULL ||
 		    sbx_slots_used(m->slots, s->rec.index)) {
-			log_warnx("reconcile: record %s: slot %u taken twice: "
-			    "dropped", r->id, r->index);
-			(void)sbx_db_delete(m->db, r->id, NULL, 0);
+			snprintf(e, sizeof(e), "slot %u taken twice", r->index);
 			sb_free(s);
+			if (drop_row(m, r, e) == -1)
+				goto droprecord;
 			continue;
 		}
-		whole = ns_exists(&s->spec);
+		/* Only "not whole" removes it. A sandbox that cannot be read
+		 * even after a few tries stops the start with nothing
+		 * removed: a supervisor starts us again, and meanwhile
+		 * nothing is served on a guess. */
+		if ((whole = sb_exists(s)) == -1) {
+			snprintf(err, errlen, "reconcile: sandbox %s (%s): "
+			    "cannot tell whether it is whole: %s; nothing "
+			    "removed, not starting", r->id, s->spec.host_if,
+			    strerror(errno));
+			sb_free(s);
+			goto fail;
+		}
 		if (whole == 1 && s->rec.expires > 0 && s->rec.expires <= now) {
 			(void)sb_link(m, s);
 			if (sb_remove(m, s, "sandbox.expire", "ttl", e,
@@ -1744,16 +1934,15 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 		/* Every removal and adoption below is recorded before it is
 		 * made; a log that cannot commit stops the start (the
 		 * daemon must not serve then anyway). */
-		if (whole != 1) {
+		if (whole == 0) {
 			if (sb_commit(s, "sandbox.delete", "log", NULL,
-			    whole == 0 ? "incomplete" : "unreadable", e,
-			    sizeof(e)) == -1)
+			    "incomplete", e, sizeof(e)) == -1)
 				goto norecord;
 			if (sb_kernel_remove(m, s, e, sizeof(e)) == -1)
 				log_warnx("reconcile: %s: %s", r->id, e);
 			(void)sbx_db_delete(m->db, r->id, NULL, 0);
-			log_info("sandbox.delete id=%s reason=%s", r->id,
-			    whole == 0 ? "incomplete" : "unreadable");
+			log_info("sandbox.delete id=%s reason=incomplete",
+			    r->id);
 			sb_free(s);
 			continue;
 		}
@@ -1791,6 +1980,10 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 norecord:
 	snprintf(err, errlen, "reconcile: %s: %s", s->rec.id, e);
 	sb_free(s);
+	goto fail;
+droprecord:
+	snprintf(err, errlen, "reconcile: audit log: dropping a state row "
+	    "not recorded");
 fail:
 	free(rs.v);
 	free(rs.bad);
@@ -1983,6 +2176,7 @@ sbx_free(struct sbx *m)
 		}
 	}
 	free(m->by_slot);
+	free(m->left);
 	sbx_slots_free(m->slots);
 	sbx_db_close(m->db);
 	fw_free(m->fw);

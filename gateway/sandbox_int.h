@@ -29,6 +29,19 @@ struct sbx_rec {
 	int		tainted;
 };
 
+/* sbx_policy_name_valid: 1 if s is a name a loaded policy can have
+ * ([a-z0-9][a-z0-9_-]{0,63}), else 0. */
+int		 sbx_policy_name_valid(const char *s);
+/* sbx_rec_valid: 0 if every field of r that does not depend on the pool
+ * is one a create can write: id, policy name, subject, labels (a JSON
+ * object sbx_labels_check accepts), token (64 lowercase hex digits),
+ * created (> 0), expires (0, or after created by at most a TTL's
+ * 2^32 - 1 seconds), tainted (0 or 1). Else -1 with the first problem in
+ * err (which quotes no field of r). The slot and addresses are the
+ * caller's to check against its pool. */
+int		 sbx_rec_valid(const struct sbx_rec *r, char *err,
+		    size_t errlen);
+
 struct sqlite3;
 
 /* sbx_db_open: opens (creating it mode 0600) the state database at path

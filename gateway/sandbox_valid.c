@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 
 #include "gateway/sandbox.h"
+#include "gateway/sandbox_int.h"
 
 static int
 is_lower_alnum(int c)
@@ -197,6 +198,91 @@ sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err, size_t errlen)
 		return -1;
 	}
 	*secs = (uint32_t)n;
+	return 0;
+}
+
+int
+sbx_policy_name_valid(const char *s)
+{
+	size_t i;
+
+	/* policy/'s rule for a policy's name: only a loaded policy can be
+	 * named in a create. */
+	if (s == NULL || !is_lower_alnum((unsigned char)s[0]))
+		return 0;
+	for (i = 1; s[i] != '\0'; i++) {
+		if (i >= SBX_POLICY_MAX)
+			return 0;
+		if (!is_lower_alnum((unsigned char)s[i]) && s[i] != '_' &&
+		    s[i] != '-')
+			return 0;
+	}
+	return 1;
+}
+
+static int
+is_token(const char *t)
+{
+	size_t i;
+
+	for (i = 0; i < SBX_TOKEN_HEX; i++)
+		if (!((t[i] >= '0' && t[i] <= '9') ||
+		    (t[i] >= 'a' && t[i] <= 'f')))
+			return 0;
+	return t[i] == '\0';
+}
+
+int
+sbx_rec_valid(const struct sbx_rec *r, char *err, size_t errlen)
+{
+	json_t *l;
+	char e[256];
+	int rc;
+
+	/* Nothing of r is quoted: a row that fails here was not written
+	 * by us, and its text goes nowhere. */
+	if (memchr(r->id, '\0', sizeof(r->id)) == NULL ||
+	    !sbx_id_valid(r->id)) {
+		snprintf(err, errlen, "bad id");
+		return -1;
+	}
+	if (memchr(r->policy, '\0', sizeof(r->policy)) == NULL ||
+	    !sbx_policy_name_valid(r->policy)) {
+		snprintf(err, errlen, "bad policy name");
+		return -1;
+	}
+	if (memchr(r->subject, '\0', sizeof(r->subject)) == NULL ||
+	    !sbx_subject_valid(r->subject)) {
+		snprintf(err, errlen, "bad subject");
+		return -1;
+	}
+	if (memchr(r->token, '\0', sizeof(r->token)) == NULL ||
+	    !is_token(r->token)) {
+		snprintf(err, errlen, "bad token");
+		return -1;
+	}
+	if (r->created <= 0 || r->expires < 0 || (r->expires > 0 &&
+	    (r->expires <= r->created ||
+	    r->expires - r->created > (int64_t)UINT32_MAX))) {
+		snprintf(err, errlen, "bad created or expires time");
+		return -1;
+	}
+	if (r->tainted != 0 && r->tainted != 1) {
+		snprintf(err, errlen, "bad taint mark");
+		return -1;
+	}
+	if (memchr(r->labels, '\0', sizeof(r->labels)) == NULL ||
+	    (l = json_loads(r->labels, JSON_REJECT_DUPLICATES, NULL)) ==
+	    NULL) {
+		snprintf(err, errlen, "labels: not JSON");
+		return -1;
+	}
+	rc = json_is_object(l) ? sbx_labels_check(l, e, sizeof(e)) : -1;
+	json_decref(l);
+	if (rc == -1) {
+		snprintf(err, errlen, "labels: not what a create accepts");
+		return -1;
+	}
 	return 0;
 }
 

@@ -7,12 +7,14 @@
  * sandbox gets the lowest free pool slot and a full pool says so; the slot
  * of a source address is found by arithmetic and only for real sandbox
  * addresses; the state database keeps tokens in a file only root can read,
- * and survives a reopen.
+ * and survives a reopen; a row of it is adopted at restart only if a
+ * create could have written it.
  */
 #include <sys/stat.h>
 
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -511,6 +513,130 @@ START_TEST(test_db_symlink)
 }
 END_TEST
 
+/* ------------------------------------------------------------ rows */
+
+/*
+ * A row of the state database is adopted at restart only if a create
+ * could have written it (sbx_rec_valid): each field that reaches the
+ * kernel or the audit log, one bad value at a time, from a good row.
+ */
+enum { F_NONE, F_ID, F_POLICY, F_SUBJECT, F_LABELS, F_TOKEN, F_CREATED,
+    F_EXPIRES, F_TAINTED };
+
+static const struct {
+	int		 field;
+	const char	*text;		/* for the string fields */
+	int64_t		 n;		/* for the numbers */
+	int		 ok;
+} rows[] = {
+	{ F_NONE, NULL, 0, 1 },
+	{ F_ID, "", 0, 0 }, { F_ID, "../etc", 0, 0 }, { F_ID, "A", 0, 0 },
+	{ F_ID, "a b", 0, 0 }, { F_ID, "-x", 0, 0 },
+	{ F_POLICY, "tp", 0, 1 }, { F_POLICY, "a_b-9", 0, 1 },
+	{ F_POLICY, "", 0, 0 }, { F_POLICY, "../tp", 0, 0 },
+	{ F_POLICY, "Tp", 0, 0 }, { F_POLICY, "_tp", 0, 0 },
+	{ F_POLICY, "t p", 0, 0 }, { F_POLICY, "tp\n", 0, 0 },
+	{ F_POLICY, "t*", 0, 0 },
+	{ F_SUBJECT, "bob@example.com", 0, 1 }, { F_SUBJECT, "", 0, 0 },
+	{ F_SUBJECT, "a b", 0, 0 }, { F_SUBJECT, "team-*", 0, 0 },
+	{ F_SUBJECT, "a\"b", 0, 0 }, { F_SUBJECT, "a\x1b[2J", 0, 0 },
+	{ F_LABELS, "{}", 0, 1 }, { F_LABELS, "{\"k\":\"v\"}", 0, 1 },
+	{ F_LABELS, "", 0, 0 }, { F_LABELS, "null", 0, 0 },
+	{ F_LABELS, "[]", 0, 0 }, { F_LABELS, "{\"K\":\"v\"}", 0, 0 },
+	{ F_LABELS, "{\"k\":1}", 0, 0 }, { F_LABELS, "{\"k\":\"a b\"}", 0, 0 },
+	{ F_LABELS, "{\"k\":\"v\",\"k\":\"w\"}", 0, 0 },
+	{ F_LABELS, "{\"k\":\"v\"", 0, 0 },
+	{ F_TOKEN, "", 0, 0 }, { F_TOKEN, "abc", 0, 0 },
+	{ F_TOKEN, "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef01"
+	    "23456789", 0, 0 },
+	{ F_TOKEN, "g0cdef0123456789abcdef0123456789abcdef0123456789abcdef01"
+	    "23456789", 0, 0 },
+	{ F_TOKEN, "abcdef0123456789abcdef0123456789abcdef0123456789abcdef01"
+	    "23456789", 0, 1 },
+	{ F_CREATED, NULL, 0, 0 }, { F_CREATED, NULL, -5, 0 },
+	{ F_CREATED, NULL, 1, 1 },
+	{ F_EXPIRES, NULL, 0, 1 },			/* never */
+	{ F_EXPIRES, NULL, 1700000001, 1 },		/* 1s TTL */
+	{ F_EXPIRES, NULL, 1700000000 + 4294967295LL, 1 },
+	{ F_EXPIRES, NULL, 1700000000 + 4294967296LL, 0 },
+	{ F_EXPIRES, NULL, 1700000000, 0 },		/* = created */
+	{ F_EXPIRES, NULL, 1600000000, 0 },		/* before */
+	{ F_EXPIRES, NULL, -1, 0 },
+	{ F_EXPIRES, NULL, INT64_MAX, 0 },
+	{ F_TAINTED, NULL, 1, 1 }, { F_TAINTED, NULL, 2, 0 },
+	{ F_TAINTED, NULL, -1, 0 },
+};
+
+START_TEST(test_rec_valid)
+{
+	struct sbx_rec r;
+	char err[256] = "", *dst = NULL;
+	size_t len = 0;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.id, sizeof(r.id), "sb-0123456789ab");
+	snprintf(r.policy, sizeof(r.policy), "coding-agent");
+	snprintf(r.subject, sizeof(r.subject), "alice");
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"dev\"}");
+	memset(r.token, 'f', SBX_TOKEN_HEX);
+	r.created = 1700000000;
+	r.expires = 1700003600;
+	switch (rows[_i].field) {
+	case F_ID: dst = r.id, len = sizeof(r.id); break;
+	case F_POLICY: dst = r.policy, len = sizeof(r.policy); break;
+	case F_SUBJECT: dst = r.subject, len = sizeof(r.subject); break;
+	case F_LABELS: dst = r.labels, len = sizeof(r.labels); break;
+	case F_TOKEN: dst = r.token, len = sizeof(r.token); break;
+	case F_CREATED: r.created = rows[_i].n; r.expires = 0; break;
+	case F_EXPIRES: r.expires = rows[_i].n; break;
+	case F_TAINTED: r.tainted = (int)rows[_i].n; break;
+	default: break;
+	}
+	if (dst != NULL)
+		snprintf(dst, len, "%s", rows[_i].text);
+	rc = sbx_rec_valid(&r, err, sizeof(err));
+	ck_assert_msg((rc == 0) == rows[_i].ok, "row %d (field %d '%s' %lld): "
+	    "rc %d (%s)", _i, rows[_i].field, rows[_i].text ? rows[_i].text :
+	    "", (long long)rows[_i].n, rc, err);
+	if (rc == -1) {
+		ck_assert_uint_gt(strlen(err), 0);
+		/* The message never quotes the row. */
+		if (dst != NULL && rows[_i].text[0] != '\0')
+			ck_assert_ptr_null(strstr(err, rows[_i].text));
+	}
+}
+END_TEST
+
+START_TEST(test_rec_valid_unterminated)
+{
+	struct sbx_rec r;
+	char err[256];
+
+	/* Fields filling their buffers without a NUL: refused, not read
+	 * past. */
+	memset(&r, 0, sizeof(r));
+	memset(r.id, 'a', sizeof(r.id));
+	snprintf(r.policy, sizeof(r.policy), "tp");
+	snprintf(r.subject, sizeof(r.subject), "a");
+	snprintf(r.labels, sizeof(r.labels), "{}");
+	memset(r.token, 'f', SBX_TOKEN_HEX);
+	r.created = 1;
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
+	r.id[0] = 'x', r.id[1] = '\0';
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), 0);
+	memset(r.token, 'f', sizeof(r.token));
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
+	r.token[SBX_TOKEN_HEX] = '\0';
+	memset(r.policy, 'p', sizeof(r.policy));
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
+	memset(r.policy, 'p', SBX_POLICY_MAX);
+	r.policy[SBX_POLICY_MAX] = '\0';
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_policy_name_valid(NULL), 0);
+}
+END_TEST
+
 static Suite *
 sbx_suite(void)
 {
@@ -529,6 +655,8 @@ sbx_suite(void)
 	tcase_add_loop_test(tc, test_pool_slot, 0,
 	    sizeof(pool_slots) / sizeof(pool_slots[0]));
 	tcase_add_test(tc, test_pool_nslots);
+	tcase_add_loop_test(tc, test_rec_valid, 0,
+	    sizeof(rows) / sizeof(rows[0]));
 	tcase_add_loop_test(tc, test_subtract, 0,
 	    sizeof(subtracts) / sizeof(subtracts[0]));
 	suite_add_tcase(s, tc);
@@ -539,6 +667,7 @@ sbx_suite(void)
 	tcase_add_test(tl, test_labels_long);
 	tcase_add_test(tl, test_slots_full);
 	tcase_add_test(tl, test_slots_bad_size);
+	tcase_add_test(tl, test_rec_valid_unterminated);
 	suite_add_tcase(s, tl);
 
 	tcase_add_checked_fixture(td, db_setup, db_teardown);

@@ -18,6 +18,11 @@
  * static elements (fw_sandbox_update) and keeps what it learned; a reload
  * that drops the policy keeps the sandbox on its old rules. ns_nsid tells
  * our sandbox namespaces from foreign pins and non-namespaces.
+ *
+ * A restart that cannot read a recorded sandbox asks again and, if it
+ * still cannot, stops with nothing removed; a row a create could not have
+ * written is dropped, recorded, its pieces removed. What a failed
+ * create's rollback could not remove does not refuse later creates.
  */
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -56,6 +61,43 @@ static struct gw	*gw;
 static struct sbx	*m;
 static struct rec	*rec;
 static char		 sdir[128];	/* the current start()'s directory */
+
+/*
+ * ns_exists and ns_delete, failing on demand (the suite links with
+ * -Wl,--wrap): the next exists_fail calls of ns_exists cannot tell (as
+ * with a passing rtnetlink error or a full fd table), the next
+ * delete_fail calls of ns_delete remove nothing and fail.
+ */
+int	__real_ns_exists(const struct ns_spec *s);
+int	__wrap_ns_exists(const struct ns_spec *s);
+int	__real_ns_delete(const struct ns_spec *s, char *err, size_t errlen);
+int	__wrap_ns_delete(const struct ns_spec *s, char *err, size_t errlen);
+static int	exists_fail, exists_calls, delete_fail;
+
+int
+__wrap_ns_exists(const struct ns_spec *s)
+{
+	exists_calls++;
+	if (exists_fail > 0) {
+		exists_fail--;
+		errno = EMFILE;
+		return -1;
+	}
+	return __real_ns_exists(s);
+}
+
+int
+__wrap_ns_delete(const struct ns_spec *s, char *err, size_t errlen)
+{
+	if (delete_fail > 0) {
+		delete_fail--;
+		snprintf(err, errlen, "delete %s: %s", s->host_if,
+		    strerror(EBUSY));
+		errno = EBUSY;
+		return -1;
+	}
+	return __real_ns_delete(s, err, errlen);
+}
 
 static void
 write_file(const char *path, const char *text)
@@ -1078,6 +1120,243 @@ START_TEST(test_peer_nested_netns)
 }
 END_TEST
 
+/* The state database's row of id, or 0 rows: 1 if it is there. */
+static int
+state_has(const char *id)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char path[192];
+	int n;
+
+	snprintf(path, sizeof(path), "%s/state/state.db", sdir);
+	ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY,
+	    NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM "
+	    "sandboxes WHERE id = ?1", -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/* Runs sql on the state database (the daemon not running). */
+static void
+state_exec(const char *sql)
+{
+	sqlite3 *db;
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/state/state.db", sdir);
+	ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE,
+	    NULL), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
+	    "%s: %s", sql, sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+/* A restart that cannot tell whether a recorded sandbox is whole (its
+ * namespace or link cannot be read just then) must not destroy it: a
+ * passing error is asked again, and one that lasts stops the start with
+ * the sandbox and the cause named, everything left as it was. */
+START_TEST(test_reconcile_unreadable)
+{
+	struct sbx_view v;
+	json_t *r;
+	char id[40], text[160], token[80], err[512], *recs;
+
+	if (!isolated)
+		return;
+	start("unread", 4);
+	snprintf(id, sizeof(id), "k%ld-ur", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	snprintf(token, sizeof(token), "%s",
+	    json_string_value(json_object_get(r, "token")));
+	json_decref(r);
+
+	/* A passing error: asked again, adopted whole. */
+	sbx_free(m);
+	exists_fail = 2;
+	exists_calls = 0;
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(exists_calls, 3);
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert(sbx_token_ok(m, id, token));
+
+	/* An error that lasts: the start stops, naming the sandbox and
+	 * the cause; nothing is removed. */
+	sbx_free(m);
+	exists_fail = 1000;
+	exists_calls = 0;
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(err, id) != NULL && strstr(err,
+	    strerror(EMFILE)) != NULL, "error: %s", err);
+	ck_assert_int_gt(exists_calls, 1);
+	ck_assert_int_lt(exists_calls, 20);
+	exists_fail = 0;
+	ck_assert(pin_exists(id));
+	ck_assert_int_eq(state_has(id), 1);
+
+	/* Readable again: the same sandbox, same token, same elements. */
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert(sbx_token_ok(m, id, token));
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
+	    sizeof(err)), 1);
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(7, id);
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.delete\""), 0);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
+	stop();
+}
+END_TEST
+
+/* A create that fails after its link was made, whose rollback cannot
+ * remove it: the link left behind must not refuse every later create
+ * that draws the same slot. The next create removes it (recorded) or,
+ * while it cannot, takes another slot. */
+START_TEST(test_rollback_leftover)
+{
+	struct sbx_view v;
+	sqlite3 *lk;
+	json_t *r;
+	char a[40], b[40], c[40], text[160], err[256], *recs;
+
+	if (!isolated)
+		return;
+	start("leftover", 4);
+	snprintf(a, sizeof(a), "k%ld-lo-a", (long)getpid());
+	snprintf(b, sizeof(b), "k%ld-lo-b", (long)getpid());
+	snprintf(c, sizeof(c), "k%ld-lo-c", (long)getpid());
+	/* The row cannot be written, and the rollback cannot remove the
+	 * namespace and link the create made. */
+	lk = state_lock();
+	delete_fail = 1;
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", a);
+	ck_assert_uint_eq(create(text, &r), 500);
+	json_decref(r);
+	state_unlock(lk);
+	ck_assert_int_eq(delete_fail, 0);
+	ck_assert(pin_exists(a));
+	ck_assert_int_eq(sbx_lookup_id(m, a, &v), -1);
+
+	/* Its removal fails once more: the next create takes another
+	 * slot. */
+	delete_fail = 1;
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", b);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert_int_eq(sbx_lookup_id(m, b, &v), 0);
+	ck_assert_str_ne(v.ifname, "sl-0");
+	ck_assert(pin_exists(a));
+
+	/* Then it goes, and its slot serves again. */
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", c);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert(!pin_exists(a));
+	ck_assert_int_eq(sbx_lookup_id(m, c, &v), 0);
+	ck_assert_str_eq(v.ifname, "sl-0");
+	ck_assert_uint_eq(sbx_count(m), 2);
+
+	/* The failed create says what it left; each removal was recorded
+	 * before it was tried. */
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(7, a);
+	ck_assert_ptr_nonnull(strstr(recs, "\"result\":\"failed\""));
+	ck_assert_ptr_nonnull(strstr(recs, "left behind"));
+	free(recs);
+	recs = records_of(5, a);
+	ck_assert_int_eq(count_substr(recs, "sandbox.orphan"), 2);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_int_eq(sbx_delete(m, b, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_delete(m, c, err, sizeof(err)), 0);
+	stop();
+}
+END_TEST
+
+/* Rows the daemon would never have written (each field that reaches the
+ * kernel or the audit log, out of what a create accepts): at restart the
+ * row is dropped, recorded, and what it named is removed as an orphan. */
+static const struct {
+	const char	*name;
+	const char	*set;
+} bad_rows[] = {
+	{ "subject", "subject = 'a b\"'" },
+	{ "subject empty", "subject = ''" },
+	{ "policy", "policy = '../tp'" },
+	{ "policy empty", "policy = ''" },
+	{ "token short", "token = 'abc'" },
+	{ "token upper", "token = upper(token)" },
+	{ "labels", "labels = '{\"Env\":\"x\"}'" },
+	{ "labels array", "labels = '[]'" },
+	{ "address empty", "address = '', host_address = ''" },
+	{ "address other", "address = '10.231.0.6'" },
+	{ "slot out of pool", "idx = 100000" },
+	{ "expires negative", "expires = -1" },
+	{ "expires before created", "expires = created - 10" },
+	{ "expires far", "expires = created + 5000000000" },
+	{ "created", "created = 0" },
+};
+
+START_TEST(test_adopt_invalid_row)
+{
+	struct sbx_view v;
+	json_t *r;
+	char id[40], text[256], err[256], sql[256], *recs;
+
+	if (!isolated)
+		return;
+	snprintf(text, sizeof(text), "badrow%d", _i);
+	start(text, 4);
+	snprintf(id, sizeof(id), "k%ld-br", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\",\"ttl\":\"1h\"}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	sbx_free(m);
+	m = NULL;
+	snprintf(sql, sizeof(sql), "UPDATE sandboxes SET %s WHERE id = '%s'",
+	    bad_rows[_i].set, id);
+	state_exec(sql);
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "%s: restart: %s", bad_rows[_i].name, err);
+	ck_assert_msg(sbx_lookup_id(m, id, &v) == -1, "%s: adopted",
+	    bad_rows[_i].name);
+	ck_assert_uint_eq(sbx_count(m), 0);
+	ck_assert_int_eq(state_has(id), 0);
+	ck_assert_msg(!pin_exists(id), "%s: pin stays", bad_rows[_i].name);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", NULL, err,
+	    sizeof(err)), 0);
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(5, id);
+	ck_assert_msg(strstr(recs, "sandbox.invalid_row") != NULL,
+	    "%s: not recorded: %s", bad_rows[_i].name, recs);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	stop();
+}
+END_TEST
+
 static Suite *
 kernel_suite(void)
 {
@@ -1098,6 +1377,10 @@ kernel_suite(void)
 	tcase_add_test(tl, test_taint_record_retried);
 	tcase_add_test(tl, test_peer_nested_netns);
 	tcase_add_test(tl, test_labels_at_limits);
+	tcase_add_test(tl, test_reconcile_unreadable);
+	tcase_add_test(tl, test_rollback_leftover);
+	tcase_add_loop_test(tl, test_adopt_invalid_row, 0,
+	    sizeof(bad_rows) / sizeof(bad_rows[0]));
 	suite_add_tcase(s, tl);
 	return s;
 }
