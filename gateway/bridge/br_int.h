@@ -275,9 +275,12 @@ int	br_call_sluice_denies(struct br *br, const char *id,
 /* ------------------------------------------------------------ results */
 
 /* br_result_process: redact every string of result in place (the held
- * credentials always, the rest as policy p says) and keep structuredContent
- * valid against the tool's outputSchema (tool may be NULL) or drop it. The
- * count of redactions, or -1 when redaction failed (withhold the result). */
+ * credentials always, the rest as policy p says), and every number whose
+ * text holds a match (it becomes a string of the redacted text), and keep
+ * structuredContent valid against the tool's outputSchema (tool may be
+ * NULL) or drop it. The count of redactions, or -1 when redaction failed
+ * or a match sits where it cannot be replaced (an object key, a binary
+ * payload): withhold the result. */
 int	br_result_process(struct br *br, const struct pol_policy *p,
 	    json_t *result, const json_t *tool);
 /* br_redact_string: *out a new redacted copy and the count (> 0), 0 and
@@ -285,6 +288,12 @@ int	br_result_process(struct br *br, const struct pol_policy *p,
 /* br_holds_credential: does s contain a credential Sluice holds for an
  * upstream (the ones redaction replaces)? */
 bool	br_holds_credential(const struct br *br, const char *s);
+/* br_def_holds_credential: does JSON value v (a tool definition) carry a
+ * credential Sluice holds anywhere a reader of it would find one: in a
+ * string, an object key or the text of a number, whatever JSON escaping
+ * its serialized form uses? Also true when that cannot be decided (no
+ * memory): such a definition is refused, never offered. */
+bool	br_def_holds_credential(const struct br *br, const json_t *v);
 int	br_redact_string(struct br *br, const struct pol_policy *p,
 	    const char *in, char **out);
 

@@ -2,25 +2,30 @@
  * results: what an upstream's answer may carry back into a sandbox. It
  * exists to remove secrets from tool results before anyone sees them, in
  * text content, embedded resources, structuredContent and anything else
- * that is a string: the credentials Sluice itself holds for its upstreams
- * always (exact text, whatever the policy says: they must never reach a
- * sandbox), and what the sandbox's policy asks for through pol_redact
- * (cloud keys, private keys, bearer tokens, its own patterns, and the
- * encoded forms of the credentials). A redaction that cannot be completed
- * fails the call: the result is withheld, never passed on unredacted.
- * Replacement happens only inside JSON strings, so the structure stays; for
+ * that is a string or a number (a credential made of digits comes back as
+ * one): the credentials Sluice itself holds for its upstreams always
+ * (exact text, whatever the policy says: they must never reach a sandbox),
+ * and what the sandbox's policy asks for through pol_redact (cloud keys,
+ * private keys, bearer tokens, its own patterns, and the encoded forms of
+ * the credentials). A redaction that cannot be completed fails the call:
+ * the result is withheld, never passed on unredacted. Replacement happens
+ * only inside JSON strings, so the structure stays, except that a number
+ * that matched becomes the string of its redacted text; for
  * structuredContent the tool's outputSchema is consulted, and when a
  * replaced string sits under a schema that constrains it (pattern, format,
- * enum, length...) or under one we cannot follow, structuredContent is
- * dropped and the result becomes isError, so that the official SDK (which
- * validates structuredContent against outputSchema, and demands it unless
- * isError) never receives an invalid or half-redacted object. Two places
- * cannot be rewritten without breaking what they mean: object keys, and
- * the binary payloads and type tags of content (data, blob, type,
- * mimeType). They are still searched, and a secret found there withholds
- * the whole result: an upstream must not be able to carry a credential
- * out by putting it where redaction does not look.
+ * enum, length...) or under one we cannot follow, or a number was
+ * replaced, structuredContent is dropped and the result becomes isError,
+ * so that the official SDK (which validates structuredContent against
+ * outputSchema, and demands it unless isError) never receives an invalid
+ * or half-redacted object. Two places cannot be rewritten without breaking
+ * what they mean: object keys, and the binary payloads and type tags of
+ * content (data, blob, type, mimeType). They are still searched, and a
+ * secret found there withholds the whole result: an upstream must not be
+ * able to carry a credential out by putting it where redaction does not
+ * look.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +46,83 @@ br_holds_credential(const struct br *br, const char *s)
 		    strstr(s, br->secrets[i]) != NULL)
 			return true;
 	return false;
+}
+
+/*
+ * The texts a reader may make of number x: *sent, what jansson writes (a
+ * new string), and shortest, for a real the fewest digits that read back
+ * as the same double (what JavaScript or Python print of it; empty for an
+ * integer). Both count: jansson writes 3.14159 as 3.1415899999999999, and
+ * a reader prints it back as 3.14159. -1 without memory.
+ */
+static int
+number_texts(const json_t *x, char **sent, char shortest[40])
+{
+	double v;
+	int prec;
+
+	shortest[0] = '\0';
+	if ((*sent = json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
+		return -1;
+	if (json_is_real(x)) {
+		v = json_real_value(x);
+		for (prec = 1; prec <= 17; prec++) {
+			snprintf(shortest, 40, "%.*g", prec, v);
+			if (strtod(shortest, NULL) == v)
+				break;
+		}
+	}
+	return 0;
+}
+
+/* The walk of br_def_holds_credential (v is only read). */
+static bool
+def_walk(const struct br *br, json_t *v)
+{
+	const char *key;
+	json_t *x;
+	size_t i;
+	char *sent, shortest[40];
+	bool r;
+
+	if (json_is_string(v))
+		return br_holds_credential(br, json_string_value(v));
+	if (json_is_number(v)) {
+		if (number_texts(v, &sent, shortest) == -1)
+			return true;
+		r = br_holds_credential(br, sent) ||
+		    br_holds_credential(br, shortest);
+		free(sent);
+		return r;
+	}
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, x)
+			if (br_holds_credential(br, key) || def_walk(br, x))
+				return true;
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (def_walk(br, x))
+				return true;
+	}
+	return false;
+}
+
+bool
+br_def_holds_credential(const struct br *br, const json_t *v)
+{
+	char *s;
+	bool r;
+
+	/* The serialized text, and every key, string and number as a reader
+	 * decodes it: JSON writes a quote, a backslash or a control
+	 * character of a credential escaped, where a search of the text
+	 * alone would miss it. */
+	if ((s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
+		return true;
+	r = br_holds_credential(br, s);
+	free(s);
+	/* jansson's iterators take no const; the walk only reads. */
+	return r || def_walk(br, (json_t *)(uintptr_t)v);
 }
 
 /* The first sec (slen bytes) in [p, end), or NULL. Bounded by end rather
@@ -211,19 +293,61 @@ enum walk {
 	W_FREE,		/* every string; no schema to keep */
 };
 
-/* Redact every string under v; in W_SCHEMA mode schema (may be NULL)
- * follows along and *unsafe records a replacement it may reject. Binary
- * payloads (image/audio data, resource blobs) are not text: left alone. */
+/*
+ * Scalar x (a string or a number) redacted: *rep a new value to put in its
+ * place, or NULL when nothing matched; the count, or -1 (withhold). A
+ * number is redacted through its texts (number_texts) and becomes the
+ * string of the redacted text: it must not reach the sandbox, even if
+ * that changes its type. A replacement that cannot be built (no memory,
+ * or a credential ending inside a UTF-8 sequence) fails: keeping the old
+ * value would pass the credential on.
+ */
+static int
+redact_scalar(struct br *br, const struct pol_policy *p, const json_t *x,
+    json_t **rep)
+{
+	char *sent, shortest[40], *red = NULL;
+	int k;
+
+	*rep = NULL;
+	if (json_is_string(x))
+		k = br_redact_string(br, p, json_string_value(x), &red);
+	else {
+		if (number_texts(x, &sent, shortest) == -1)
+			return -1;
+		k = br_redact_string(br, p, sent, &red);
+		if (k == 0 && shortest[0] != '\0')
+			k = br_redact_string(br, p, shortest, &red);
+		free(sent);
+	}
+	if (k > 0 && (red == NULL || (*rep = json_string(red)) == NULL))
+		k = -1;
+	free(red);
+	return k;
+}
+
+/* Would the replacement of x under schema (the subschema where x sits,
+ * NULL when unknown) still satisfy it? A string only under a plain string
+ * schema; a number turned string, never. */
+static bool
+replacement_valid(const json_t *x, const json_t *schema)
+{
+	return json_is_string(x) && schema_plain_string(schema);
+}
+
+/* Redact every string and number under v; in W_SCHEMA mode schema (may
+ * be NULL) follows along and *unsafe records a replacement it may reject.
+ * Binary payloads (image/audio data, resource blobs) are not text: left
+ * alone. */
 static int
 redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
     const json_t *schema, enum walk mode, bool *unsafe)
 {
 	bool track = mode == W_SCHEMA;
 	const char *key;
-	json_t *x;
+	json_t *x, *rep;
 	size_t i;
 	int n = 0, k;
-	char *red;
 
 	if (json_is_object(v)) {
 		json_object_foreach(v, key, x) {
@@ -238,19 +362,18 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
 					return -1;
 				continue;
 			}
-			if (json_is_string(x)) {
-				k = br_redact_string(br, p,
-				    json_string_value(x), &red);
-				if (k == -1)
+			if (json_is_string(x) || json_is_number(x)) {
+				if ((k = redact_scalar(br, p, x, &rep)) == -1)
 					return -1;
-				if (k > 0 && red != NULL) {
-					json_object_set_new(v, key,
-					    json_string(red));
-					if (track && !schema_plain_string(
+				if (rep != NULL) {
+					if (track && !replacement_valid(x,
 					    sub_schema(schema, key, 0)))
 						*unsafe = true;
+					/* Frees x. */
+					if (json_object_set_new(v, key, rep) ==
+					    -1)
+						return -1;
 				}
-				free(red);
 				n += k;
 			} else {
 				k = redact_tree(br, p, x, track ?
@@ -263,19 +386,16 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
 		}
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, x) {
-			if (json_is_string(x)) {
-				k = br_redact_string(br, p,
-				    json_string_value(x), &red);
-				if (k == -1)
+			if (json_is_string(x) || json_is_number(x)) {
+				if ((k = redact_scalar(br, p, x, &rep)) == -1)
 					return -1;
-				if (k > 0 && red != NULL) {
-					json_array_set_new(v, i,
-					    json_string(red));
-					if (track && !schema_plain_string(
+				if (rep != NULL) {
+					if (track && !replacement_valid(x,
 					    sub_schema(schema, NULL, i)))
 						*unsafe = true;
+					if (json_array_set_new(v, i, rep) == -1)
+						return -1;
 				}
-				free(red);
 				n += k;
 			} else {
 				k = redact_tree(br, p, x, track ?
@@ -297,24 +417,21 @@ br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
 	const json_t *schema = json_object_get(tool, "outputSchema");
 	json_t *sc = json_object_get(result, "structuredContent");
 	const char *key;
-	json_t *x;
+	json_t *x, *rep;
 	int n = 0, k;
 	bool unsafe = false, dummy = false;
-	char *red;
 
 	json_object_foreach(result, key, x) {
 		if (holds_secret(br, p, key) != 0)
 			return -1;
 		if (strcmp(key, "structuredContent") == 0)
 			continue;
-		if (json_is_string(x)) {
-			if ((k = br_redact_string(br, p, json_string_value(x),
-			    &red)) == -1)
+		if (json_is_string(x) || json_is_number(x)) {
+			if ((k = redact_scalar(br, p, x, &rep)) == -1)
 				return -1;
-			if (k > 0 && red != NULL)
-				json_object_set_new(result, key,
-				    json_string(red));
-			free(red);
+			if (rep != NULL &&
+			    json_object_set_new(result, key, rep) == -1)
+				return -1;
 		} else if ((k = redact_tree(br, p, x, NULL, W_CONTENT,
 		    &dummy)) == -1)
 			return -1;

@@ -99,7 +99,7 @@ finalize(struct br_up *u, int ok)
 				free(s);
 				continue;
 			}
-			if (br_holds_credential(u->br, s)) {
+			if (br_def_holds_credential(u->br, t)) {
 				/* Through drift() for its one finding per
 				 * change; kept out of tools and pins, so it
 				 * is unknown to listing and calling alike.

@@ -56,6 +56,9 @@
 
 static char		 tdir[128];
 static char		 cred_stdio[64], cred_http[64];
+/* The mock's credential needs JSON escaping (a quote, a backslash); how
+ * an answer of the bridge would spell it escaped. */
+static char		 cred_mock[64], cred_mock_esc[80];
 static pid_t		 http_pid = -1, json_pid = -1;
 static int		 http_port, json_port;
 static char		 http_dir[128];
@@ -126,6 +129,8 @@ fake_getenv(const char *name)
 		return cred_stdio;
 	if (strcmp(name, "SLUICE_TEST_HTTP_CRED") == 0)
 		return cred_http;
+	if (strcmp(name, "SLUICE_TEST_MOCK_CRED") == 0)
+		return cred_mock;
 	return NULL;
 }
 
@@ -379,7 +384,9 @@ static const char mock_js[] =
 "    { name: 'classified_err', description: 'fails', inputSchema: obj },\n"
 "    { name: 'slow', description: 'answers in a minute', inputSchema: obj },\n"
 "    { name: 'blanks', description: 'b', inputSchema: obj },\n"
-"  ];\n"
+"  ].concat(fs.existsSync(dir + '/leak_def') ? [\n"
+"    { name: 'escaped', description: 'uses ' + process.env.MOCK_TOKEN,\n"
+"      inputSchema: obj }] : []);\n"
 "}\n"
 "const AK = 'AKIAABCDEFGHIJKLMNOP';\n"
 "function call(n, a) {\n"
@@ -511,6 +518,8 @@ static const char policy_fmt[] =
 "    - tool: mock/sizer\n"
 "      decision: allow\n"
 "      allow_other_args: true\n"
+"    - tool: mock/escaped\n"
+"      decision: allow\n"
 "    - tool: jhttp/whoami\n"
 "      decision: allow\n"
 "    - tool: jhttp/sneaky\n"
@@ -630,6 +639,8 @@ setup(void)
 	     * with (node resets its own), to show that mask. */
 	    "    command: [sh, -c, \"grep SigBlk /proc/$$/status > %s/sigblk;"
 	    " exec node %s/mock.js %s\"]\n"
+	    "    credential: {env: SLUICE_TEST_MOCK_CRED,"
+	    " child_env: MOCK_TOKEN}\n"
 	    "  - name: evhttp\n    transport: http\n"
 	    "    url: http://127.0.0.1:%d/mcp\n"
 	    "    credential: {env: SLUICE_TEST_HTTP_CRED, header: Authorization,"
@@ -810,6 +821,8 @@ resp_finish(CURL *c, struct resp *r)
 	if (r->body != NULL) {
 		ck_assert_ptr_null(strstr(r->body, cred_stdio));
 		ck_assert_ptr_null(strstr(r->body, cred_http));
+		ck_assert_ptr_null(strstr(r->body, cred_mock));
+		ck_assert_ptr_null(strstr(r->body, cred_mock_esc));
 	}
 }
 
@@ -1141,6 +1154,27 @@ START_TEST(test_http_credential_in_definition)
 		ck_assert(strstr(records[i].tool, cred_http) == NULL &&
 		    strstr(records[i].detail, cred_http) == NULL);
 	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
+/* The same for a credential that JSON escapes (its quote and backslash
+ * are written \" and \\ in a listing): refused, one finding. */
+START_TEST(test_credential_escaped_in_definition)
+{
+	char sid[96], path[256];
+	struct resp r;
+
+	snprintf(path, sizeof(path), "%s/leak_def", tdir);
+	write_file(path, "1");
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	/* resp_finish checks every body for both spellings. */
+	ck_assert(list_all_at("/mcp/mock", sid, "counter"));
+	ck_assert(!list_all_at("/mcp/mock", sid, "escaped"));
+	mcp_call("/mcp/mock", NULL, sid, "escaped", "{}", &r);
+	ck_assert(is_error(&r));
+	resp_free(&r);
+	ck_assert_int_eq(findings_of(BR_EV_TOOL_DRIFT, "escaped"), 1);
+	ck_assert_int_eq(records_with("escaped", "allow"), 0);
 }
 END_TEST
 
@@ -2981,6 +3015,180 @@ START_TEST(test_redact_linear)
 }
 END_TEST
 
+/*
+ * A tool definition carrying a held credential is refused wherever the
+ * credential sits, whatever JSON escaping its serialized form needs: a
+ * quote, a backslash, a control character, a slash, non-ASCII text; in a
+ * description, an object key, an enum value, an annotation, a number.
+ */
+static const char *const def_secrets[] = {
+	"ab\"cd-q1", "ab\\cd-q2", "ab\tcd-q3", "ab/cd-q4", "caf\xc3\xa9-q5",
+	"x\x01y-q6", "12345678", "3.14159",
+};
+
+START_TEST(test_def_credential)
+{
+	const char *sec = def_secrets[_i], *other = "zz-unrelated-9";
+	char *secrets[1];
+	struct br b;
+	json_t *d;
+	int w;
+
+	memset(&b, 0, sizeof(b));
+	secrets[0] = (char *)(uintptr_t)sec;
+	b.secrets = secrets;
+	b.nsecrets = 1;
+	for (w = 0; w < 5; w++) {
+		switch (w) {
+		case 0:
+			d = json_pack("{s:s, s:s++, s:{s:s}}", "name", "t",
+			    "description", "use ", sec, "", "inputSchema",
+			    "type", "object");
+			break;
+		case 1:
+			d = json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "name",
+			    "t", "inputSchema", "type", "object",
+			    "properties", sec, "type", "string");
+			break;
+		case 2:
+			d = json_pack("{s:s, s:{s:{s:{s:[s, s]}}}}", "name",
+			    "t", "inputSchema", "properties", "a", "enum",
+			    "x", sec);
+			break;
+		case 3:
+			d = json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "t",
+			    "inputSchema", "type", "object", "annotations",
+			    "title", sec);
+			break;
+		default:
+			/* A number's text: only for a credential that is
+			 * one. jansson writes 3.14159 as 3.1415899999999999,
+			 * a reader prints it as 3.14159. */
+			if (strspn(sec, "0123456789.") != strlen(sec))
+				continue;
+			d = strchr(sec, '.') != NULL ?
+			    json_pack("{s:s, s:{s:{s:{s:f}}}}", "name", "t",
+			    "inputSchema", "properties", "a", "default",
+			    strtod(sec, NULL)) :
+			    json_pack("{s:s, s:{s:{s:{s:I}}}}", "name", "t",
+			    "inputSchema", "properties", "a", "default",
+			    (json_int_t)strtoll(sec, NULL, 10));
+			break;
+		}
+		ck_assert_ptr_nonnull(d);
+		ck_assert_msg(br_def_holds_credential(&b, d),
+		    "credential %d missed in place %d", _i, w);
+		secrets[0] = (char *)(uintptr_t)other;
+		ck_assert_msg(!br_def_holds_credential(&b, d),
+		    "false alarm %d in place %d", _i, w);
+		secrets[0] = (char *)(uintptr_t)sec;
+		json_decref(d);
+	}
+}
+END_TEST
+
+/*
+ * br_result_process with a held credential that the upstream returns as a
+ * JSON number (or as part of one, or as the text a reader prints of a
+ * real), anywhere in a result: the number never reaches the sandbox.
+ * Replaced like a string, structuredContent is kept without an
+ * outputSchema and dropped (isError) under one it would break. A
+ * credential in an object key withholds the result (NULL want).
+ */
+static const struct {
+	const char	*secret;
+	const char	*result;
+	const char	*schema;	/* the tool's outputSchema */
+	int		 rc;
+	const char	*want;
+} num_cases[] = {
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"pin\":12345678}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":{\"pin\":\"[REDACTED]\"}}" },
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"pin\":12345678}}", "{\"type\":\"object\",\"properties\":"
+	    "{\"pin\":{\"type\":\"integer\"}}}", 1,
+	  "{\"content\":[],\"isError\":true}" },
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"l\":[1,12345678]}}", "{\"type\":\"object\",\"properties\":"
+	    "{\"l\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}}}",
+	  1, "{\"content\":[],\"isError\":true}" },
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"l\":[1,-9123456789]}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":"
+	    "{\"l\":[1,\"-9[REDACTED]9\"]}}" },
+	{ "12345678", "{\"content\":[{\"type\":\"text\",\"text\":\"ok\","
+	    "\"_meta\":{\"n\":12345678}}]}", NULL, 1,
+	  "{\"content\":[{\"type\":\"text\",\"text\":\"ok\","
+	    "\"_meta\":{\"n\":\"[REDACTED]\"}}]}" },
+	{ "12345678", "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}],"
+	    "\"pin\":12345678}", NULL, 1,
+	  "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}],"
+	    "\"pin\":\"[REDACTED]\"}" },
+	/* jansson writes 3.1415899999999999; a reader prints 3.14159. */
+	{ "3.14159", "{\"content\":[],\"structuredContent\":"
+	    "{\"pi\":3.14159}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":{\"pi\":\"[REDACTED]\"}}" },
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":12345678.0}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":\"[REDACTED].0\"}}" },
+	/* Numbers that do not carry it are left alone. */
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"n\":1234567,\"r\":1234.5678,\"b\":true}}", NULL, 0,
+	  "{\"content\":[],\"structuredContent\":"
+	    "{\"n\":1234567,\"r\":1234.5678,\"b\":true}}" },
+	/* Keys cannot be rewritten: withheld. */
+	{ "key-cred-77", "{\"content\":[],\"structuredContent\":"
+	    "{\"key-cred-77\":1}}", NULL, -1, NULL },
+	{ "key-cred-77", "{\"content\":[],\"structuredContent\":"
+	    "{\"a\":[{\"x-key-cred-77\":1}]}}", NULL, -1, NULL },
+	{ "key-cred-77", "{\"content\":[{\"type\":\"text\",\"text\":\"ok\","
+	    "\"_meta\":{\"key-cred-77\":1}}]}", NULL, -1, NULL },
+	{ "12345678", "{\"content\":[],\"12345678\":1}", NULL, -1, NULL },
+	/* A credential that ends inside a UTF-8 sequence (read from a
+	 * file): its replacement is no valid string, and the old one must
+	 * not stay in its place. */
+	{ "caf\xc3", "{\"content\":[{\"type\":\"text\","
+	    "\"text\":\"caf\xc3\xa9\"}]}", NULL, -1, NULL },
+};
+
+START_TEST(test_result_numbers)
+{
+	char *secrets[1], *got;
+	struct br b;
+	json_t *res, *tool = NULL, *want;
+	json_error_t jerr;
+	int rc;
+
+	memset(&b, 0, sizeof(b));
+	secrets[0] = (char *)(uintptr_t)num_cases[_i].secret;
+	b.secrets = secrets;
+	b.nsecrets = 1;
+	res = json_loads(num_cases[_i].result, 0, &jerr);
+	ck_assert_msg(res != NULL, "%s", jerr.text);
+	if (num_cases[_i].schema != NULL) {
+		tool = json_pack("{s:s, s:o}", "name", "t", "outputSchema",
+		    json_loads(num_cases[_i].schema, 0, &jerr));
+		ck_assert_ptr_nonnull(tool);
+	}
+	rc = br_result_process(&b, NULL, res, tool);
+	got = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_msg(rc == num_cases[_i].rc, "case %d: rc %d, got %s", _i,
+	    rc, got);
+	if (num_cases[_i].want != NULL) {
+		want = json_loads(num_cases[_i].want, 0, &jerr);
+		ck_assert_ptr_nonnull(want);
+		ck_assert_msg(json_equal(res, want), "case %d: got %s", _i,
+		    got);
+		json_decref(want);
+	}
+	free(got);
+	json_decref(res);
+	json_decref(tool);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static Suite *
@@ -3013,6 +3221,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_http_credential_everywhere);
 	tcase_add_test(core, test_http_sse_held_open);
 	tcase_add_test(core, test_http_credential_in_definition);
+	tcase_add_test(core, test_credential_escaped_in_definition);
 	tcase_add_test(core, test_delete_session);
 	tcase_add_loop_test(core, test_bad_call_recorded, 0,
 	    (int)(sizeof(bad_call_params) / sizeof(bad_call_params[0])));
@@ -3042,6 +3251,10 @@ bridge_suite(void)
 	tcase_add_test(parse, test_sse_bound);
 	tcase_add_test(parse, test_sse_linear);
 	tcase_add_test(parse, test_redact_linear);
+	tcase_add_loop_test(parse, test_def_credential, 0,
+	    (int)(sizeof(def_secrets) / sizeof(def_secrets[0])));
+	tcase_add_loop_test(parse, test_result_numbers, 0,
+	    (int)(sizeof(num_cases) / sizeof(num_cases[0])));
 	suite_add_tcase(s, parse);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);
@@ -3225,6 +3438,10 @@ main(void)
 	    (long)getpid());
 	snprintf(cred_http, sizeof(cred_http), "http-cred-%ld-x3Kp2",
 	    (long)getpid());
+	snprintf(cred_mock, sizeof(cred_mock), "mock\"cred\\%ld-t4Wn",
+	    (long)getpid());
+	snprintf(cred_mock_esc, sizeof(cred_mock_esc),
+	    "mock\\\"cred\\\\%ld-t4Wn", (long)getpid());
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (start_http_upstreams() == -1) {
 		fprintf(stderr, "check_br_bridge: the HTTP upstreams did not "
