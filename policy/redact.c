@@ -493,6 +493,43 @@ urlenc(const unsigned char *s, size_t n, bool upper, char *out)
 	return o;
 }
 
+/* jsonesc: s as it stands inside a JSON string written by JSON.stringify,
+ * json.dumps or jansson: quote, backslash and control characters escaped
+ * (the short escapes where JSON has them, else \u00xx in lowercase hex,
+ * as those writers do). out holds 6 * n + 1 bytes; returns its length. */
+static size_t
+jsonesc(const unsigned char *s, size_t n, char *out)
+{
+	static const char	 hex[] = "0123456789abcdef";
+	size_t			 i, o = 0;
+
+	for (i = 0; i < n; i++) {
+		const char *e = NULL;
+
+		switch (s[i]) {
+		case '"':	e = "\\\""; break;
+		case '\\':	e = "\\\\"; break;
+		case '\b':	e = "\\b"; break;
+		case '\f':	e = "\\f"; break;
+		case '\n':	e = "\\n"; break;
+		case '\r':	e = "\\r"; break;
+		case '\t':	e = "\\t"; break;
+		}
+		if (e != NULL) {
+			out[o++] = e[0];
+			out[o++] = e[1];
+		} else if (s[i] < 0x20) {
+			memcpy(out + o, "\\u00", 4);
+			out[o + 4] = hex[s[i] >> 4];
+			out[o + 5] = hex[s[i] & 15];
+			o += 6;
+		} else
+			out[o++] = (char)s[i];
+	}
+	out[o] = '\0';
+	return o;
+}
+
 /* find_all: every occurrence of f (flen bytes) in in. For base64 forms
  * the match is f's first fixed bytes, extended over up to flen - fixed
  * more alphabet characters and '=' padding. */
@@ -520,8 +557,11 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
 }
 
 /* The credentials the daemon holds, raw and in the encodings a server
- * might echo them in. Short secrets get no encoded forms: a 2-byte base64
- * prefix would match everywhere. */
+ * might echo them in: base64 (both alphabets), percent-encoding, and JSON
+ * string escaping once and twice (an environment dumped as JSON text, and
+ * that text inside another JSON string), which changes a credential with a
+ * quote, a backslash or a control character. Short secrets get no encoded
+ * forms: a 2-byte base64 prefix would match everywhere. */
 static int
 scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
@@ -538,8 +578,11 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 		find_all(in, n, secrets[i], len, len, NULL, s);
 		if (len < 6)
 			continue;
-		if (len > SIZE_MAX / 4 - 1 ||
-		    (buf = malloc(3 * len + 1)) == NULL) {
+		/* The JSON forms are the longest: once escaped at most 6
+		 * bytes a byte, and its own escaping (printable ASCII, 2
+		 * bytes at most each) after it. */
+		if (len > SIZE_MAX / 18 - 1 ||
+		    (buf = malloc(18 * len + 2)) == NULL) {
 			errno = ENOMEM;
 			return -1;
 		}
@@ -551,6 +594,13 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			find_all(in, n, buf, flen, flen, NULL, s);
 			urlenc(sec, len, false, buf);
 			find_all(in, n, buf, flen, flen, NULL, s);
+		}
+		if ((flen = jsonesc(sec, len, buf)) != len) {
+			find_all(in, n, buf, flen, flen, NULL, s);
+			/* The second escaping of the first, after it. */
+			fixed = jsonesc((const unsigned char *)buf, flen,
+			    buf + flen + 1);
+			find_all(in, n, buf + flen + 1, fixed, fixed, NULL, s);
 		}
 		free(buf);
 	}

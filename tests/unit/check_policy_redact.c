@@ -54,6 +54,7 @@ static const char *const secrets[] = {
 	"pa$$ w/rd:9?>>",
 	"",			/* ignored, never matches everywhere */
 	"ab",			/* short: raw form only */
+	"qu\"ot\\e\tk\x01""ey-9",	/* JSON escapes it */
 };
 #define NSECRETS (sizeof(secrets) / sizeof(secrets[0]))
 
@@ -185,6 +186,14 @@ static const struct row {
 	{ W_ALL, "pa$$ w/rd:9?>>", R_CR, 1 },
 	{ W_ALL, "?p=pa%24%24%20w%2Frd%3A9%3F%3E%3E&q", "?p=" R_CR "&q", 1 },
 	{ W_ALL, "?p=pa%24%24%20w%2frd%3a9%3f%3e%3e", "?p=" R_CR, 1 },
+	/* a credential JSON escapes: raw, escaped once (a JSON text) and
+	 * twice (that text in a JSON string) */
+	{ W_ALL, "x " "qu\"ot\\e\tk\x01""ey-9" " y", "x " R_CR " y", 1 },
+	{ W_ALL, "{\"k\":\"" "qu\\\"ot\\\\e\\tk\\u0001ey-9" "\"}",
+	    "{\"k\":\"" R_CR "\"}", 1 },
+	{ W_ALL, "\"{\\\"k\\\":\\\""
+	    "qu\\\\\\\"ot\\\\\\\\e\\\\tk\\\\u0001ey-9" "\\\"}\"",
+	    "\"{\\\"k\\\":\\\"" R_CR "\\\"}\"", 1 },
 	/* the short secret "ab": raw only, and overlapping runs are one */
 	{ W_ALL, "cab aab abab", "c" R_CR " a" R_CR " " R_CR R_CR, 4 },
 	{ W_ALL, "YWI=", "YWI=", 0 },
