@@ -453,10 +453,9 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	struct sandbox *s;
 	char a[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
 
-	if (sbx_rec_valid(r, err, errlen) == -1) {
-		errno = EINVAL;
+	/* errno as sbx_rec_valid left it: ENOMEM is no verdict on r. */
+	if (sbx_rec_valid(r, err, errlen) == -1)
 		return NULL;
-	}
 	if (r->index >= m->nslots) {
 		snprintf(err, errlen, "slot %u is not in the pool", r->index);
 		errno = EINVAL;
@@ -464,6 +463,7 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	}
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
 	s->m = m;
@@ -474,13 +474,21 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	/* The policy it runs under is the one in force now, until a reload
 	 * changes it (sbx_reapply). */
 	s->ps = gw_pset_ref(m->gw);
+	/* Checked by sbx_rec_valid: a parse that fails now ran out of
+	 * memory. */
 	if ((s->labels = json_loads(r->labels, JSON_REJECT_DUPLICATES,
-	    NULL)) == NULL || !json_is_object(s->labels) ||
-	    sbx_labels_check(s->labels, err, errlen) == -1) {
-		if (s->labels == NULL || !json_is_object(s->labels))
-			snprintf(err, errlen, "labels: not a JSON object");
-		errno = EINVAL;
+	    NULL)) == NULL) {
+		snprintf(err, errlen, "labels: out of memory");
 		sb_free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!json_is_object(s->labels) ||
+	    sbx_labels_check(s->labels, err, errlen) == -1) {
+		if (!json_is_object(s->labels))
+			snprintf(err, errlen, "labels: not a JSON object");
+		sb_free(s);
+		errno = EINVAL;
 		return NULL;
 	}
 	if (ns_spec_init(&s->spec, r->id, r->index, &m->pool_net, m->prefix,
@@ -1893,6 +1901,13 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 		 * written, names nothing we can remove safely but itself;
 		 * its pieces become orphans. */
 		s = rs.bad[i] ? NULL : sb_from_rec(m, r, 1, e, sizeof(e));
+		/* Out of memory says nothing of the row: dropping it would
+		 * remove a live sandbox. Stop, as for an unreadable one. */
+		if (s == NULL && !rs.bad[i] && errno == ENOMEM) {
+			snprintf(err, errlen, "reconcile: record %s: %s; "
+			    "nothing removed, not starting", r->id, e);
+			goto fail;
+		}
 		if (s == NULL) {
 			if (drop_row(m, r, rs.bad[i] ? "unreadable" : e) == -1)
 				goto droprecord;

@@ -36,9 +36,11 @@ int		 sbx_policy_name_valid(const char *s);
  * is one a create can write: id, policy name, subject, labels (a JSON
  * object sbx_labels_check accepts), token (64 lowercase hex digits),
  * created (> 0), expires (0, or after created by at most a TTL's
- * 2^32 - 1 seconds), tainted (0 or 1). Else -1 with the first problem in
- * err (which quotes no field of r). The slot and addresses are the
- * caller's to check against its pool. */
+ * 2^32 - 1 seconds), tainted (0 or 1). Else -1 with errno EINVAL and the
+ * first problem in err (which quotes no field of r), or ENOMEM when the
+ * labels could not be parsed for lack of memory (nothing is known of the
+ * row then). The slot and addresses are the caller's to check against its
+ * pool. */
 int		 sbx_rec_valid(const struct sbx_rec *r, char *err,
 		    size_t errlen);
 

@@ -235,6 +235,7 @@ is_token(const char *t)
 int
 sbx_rec_valid(const struct sbx_rec *r, char *err, size_t errlen)
 {
+	json_error_t je;
 	json_t *l;
 	char e[256];
 	int rc;
@@ -244,43 +245,63 @@ sbx_rec_valid(const struct sbx_rec *r, char *err, size_t errlen)
 	if (memchr(r->id, '\0', sizeof(r->id)) == NULL ||
 	    !sbx_id_valid(r->id)) {
 		snprintf(err, errlen, "bad id");
+		errno = EINVAL;
 		return -1;
 	}
 	if (memchr(r->policy, '\0', sizeof(r->policy)) == NULL ||
 	    !sbx_policy_name_valid(r->policy)) {
 		snprintf(err, errlen, "bad policy name");
+		errno = EINVAL;
 		return -1;
 	}
 	if (memchr(r->subject, '\0', sizeof(r->subject)) == NULL ||
 	    !sbx_subject_valid(r->subject)) {
 		snprintf(err, errlen, "bad subject");
+		errno = EINVAL;
 		return -1;
 	}
 	if (memchr(r->token, '\0', sizeof(r->token)) == NULL ||
 	    !is_token(r->token)) {
 		snprintf(err, errlen, "bad token");
+		errno = EINVAL;
 		return -1;
 	}
 	if (r->created <= 0 || r->expires < 0 || (r->expires > 0 &&
 	    (r->expires <= r->created ||
 	    r->expires - r->created > (int64_t)UINT32_MAX))) {
 		snprintf(err, errlen, "bad created or expires time");
+		errno = EINVAL;
 		return -1;
 	}
 	if (r->tainted != 0 && r->tainted != 1) {
 		snprintf(err, errlen, "bad taint mark");
+		errno = EINVAL;
 		return -1;
 	}
-	if (memchr(r->labels, '\0', sizeof(r->labels)) == NULL ||
-	    (l = json_loads(r->labels, JSON_REJECT_DUPLICATES, NULL)) ==
-	    NULL) {
+	if (memchr(r->labels, '\0', sizeof(r->labels)) == NULL) {
 		snprintf(err, errlen, "labels: not JSON");
+		errno = EINVAL;
+		return -1;
+	}
+	if ((l = json_loads(r->labels, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+		/* jansson gives up without a parse error when an allocation
+		 * fails: that says nothing of the row, which a restart must
+		 * then not drop as bad. */
+		if (je.text[0] == '\0' ||
+		    json_error_code(&je) == json_error_out_of_memory) {
+			snprintf(err, errlen, "labels: out of memory");
+			errno = ENOMEM;
+			return -1;
+		}
+		snprintf(err, errlen, "labels: not JSON");
+		errno = EINVAL;
 		return -1;
 	}
 	rc = json_is_object(l) ? sbx_labels_check(l, e, sizeof(e)) : -1;
 	json_decref(l);
 	if (rc == -1) {
 		snprintf(err, errlen, "labels: not what a create accepts");
+		errno = EINVAL;
 		return -1;
 	}
 	return 0;

@@ -637,6 +637,52 @@ START_TEST(test_rec_valid_unterminated)
 }
 END_TEST
 
+/* jansson's allocator, failing while jfail is set (json_set_alloc_funcs). */
+static int	jfail;
+
+static void *
+jmalloc(size_t n)
+{
+	return jfail ? NULL : malloc(n);
+}
+
+/*
+ * A good row whose labels cannot be parsed for lack of memory is not a bad
+ * row: sbx_rec_valid says ENOMEM, so that a restart does not drop it (and
+ * remove the live sandbox it names) on a passing allocation failure.
+ */
+START_TEST(test_rec_valid_nomem)
+{
+	struct sbx_rec r;
+	char err[256];
+	int rc, e;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.id, sizeof(r.id), "sb-0123456789ab");
+	snprintf(r.policy, sizeof(r.policy), "tp");
+	snprintf(r.subject, sizeof(r.subject), "alice");
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"dev\"}");
+	memset(r.token, 'f', SBX_TOKEN_HEX);
+	r.created = 1;
+	json_set_alloc_funcs(jmalloc, free);
+	jfail = 1;
+	errno = 0;
+	rc = sbx_rec_valid(&r, err, sizeof(err));
+	e = errno;
+	jfail = 0;
+	json_set_alloc_funcs(malloc, free);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_msg(e == ENOMEM, "errno %d (%s)", e, err);
+	/* Bad labels stay EINVAL. */
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":");
+	errno = 0;
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"dev\"}");
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), 0);
+}
+END_TEST
+
 static Suite *
 sbx_suite(void)
 {
@@ -668,6 +714,7 @@ sbx_suite(void)
 	tcase_add_test(tl, test_slots_full);
 	tcase_add_test(tl, test_slots_bad_size);
 	tcase_add_test(tl, test_rec_valid_unterminated);
+	tcase_add_test(tl, test_rec_valid_nomem);
 	suite_add_tcase(s, tl);
 
 	tcase_add_checked_fixture(td, db_setup, db_teardown);

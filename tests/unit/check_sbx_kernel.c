@@ -1292,6 +1292,66 @@ START_TEST(test_rollback_leftover)
 }
 END_TEST
 
+/* jansson's allocator: the next jfail allocations fail. */
+static int	jfail;
+
+static void *
+jmalloc(size_t n)
+{
+	if (jfail > 0) {
+		jfail--;
+		return NULL;
+	}
+	return malloc(n);
+}
+
+/* A restart that runs out of memory while reading a good row (its labels
+ * are the first thing parsed) must not take the row for a bad one: the
+ * start stops, and the sandbox, its row and its token stay. */
+START_TEST(test_reconcile_nomem)
+{
+	struct sbx_view v;
+	json_t *r;
+	char id[40], text[160], token[80], err[512], *recs;
+
+	if (!isolated)
+		return;
+	start("nomem", 4);
+	snprintf(id, sizeof(id), "k%ld-nm", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\",\"labels\":{\"env\":\"dev\"}}", id);
+	ck_assert_uint_eq(create(text, &r), 201);
+	snprintf(token, sizeof(token), "%s",
+	    json_string_value(json_object_get(r, "token")));
+	json_decref(r);
+
+	sbx_free(m);
+	json_set_alloc_funcs(jmalloc, free);
+	jfail = 1;
+	m = sbx_new(gw, loop, err, sizeof(err));
+	jfail = 0;
+	json_set_alloc_funcs(malloc, free);
+	ck_assert_msg(m == NULL, "started: the row was taken for a bad one");
+	ck_assert_msg(strstr(err, id) != NULL, "error: %s", err);
+	ck_assert(pin_exists(id));
+	ck_assert_int_eq(state_has(id), 1);
+
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
+	ck_assert(sbx_token_ok(m, id, token));
+	rec_close(rec);
+	rec = NULL;
+	recs = records_of(5, id);
+	ck_assert_int_eq(count_substr(recs, "sandbox.invalid_row"), 0);
+	free(recs);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_ptr_nonnull(rec);
+	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
+	stop();
+}
+END_TEST
+
 /* Rows the daemon would never have written (each field that reaches the
  * kernel or the audit log, out of what a create accepts): at restart the
  * row is dropped, recorded, and what it named is removed as an orphan. */
@@ -1379,6 +1439,7 @@ kernel_suite(void)
 	tcase_add_test(tl, test_labels_at_limits);
 	tcase_add_test(tl, test_reconcile_unreadable);
 	tcase_add_test(tl, test_rollback_leftover);
+	tcase_add_test(tl, test_reconcile_nomem);
 	tcase_add_loop_test(tl, test_adopt_invalid_row, 0,
 	    sizeof(bad_rows) / sizeof(bad_rows[0]));
 	suite_add_tcase(s, tl);
