@@ -69,8 +69,8 @@ struct lossc {
 struct pending {
 	struct lossc	 drop;		/* queue_overflow */
 	struct lossc	 nomem;		/* out_of_memory */
-	uint64_t	 werr;		/* write_error: async rows of a failed
-					 * batch */
+	struct lossc	 werr;		/* write_error: async rows of a failed
+					 * batch, by their own times */
 };
 
 struct aud_log {
@@ -158,9 +158,10 @@ now_ns(clockid_t c)
 static void
 lossc_count(struct lossc *c, int64_t ts)
 {
-	if (c->n++ == 0)
+	if (c->n++ == 0 || ts < c->from)
 		c->from = ts;
-	c->to = ts;
+	if (c->n == 1 || ts > c->to)
+		c->to = ts;
 }
 
 /* Adds the counts of src (taken earlier) back into dst. Under l->mu. */
@@ -179,7 +180,7 @@ lossc_add(struct lossc *dst, const struct lossc *src)
 static uint64_t
 pending_total(const struct pending *pd)
 {
-	return pd->drop.n + pd->nomem.n + pd->werr;
+	return pd->drop.n + pd->nomem.n + pd->werr.n;
 }
 
 static const char *const reserved[] = {
@@ -503,8 +504,10 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 	if (ok && pd->nomem.n > 0 && write_gap(l, "out_of_memory",
 	    pd->nomem.n, pd->nomem.from, pd->nomem.to) == -1)
 		ok = 0;
-	if (ok && pd->werr > 0 && write_gap(l, "write_error", pd->werr, batch ?
-	    batch->ts : pd->drop.to, now_ns(CLOCK_REALTIME)) == -1)
+	/* From the first lost row's time; to now, when they are known lost
+	 * for good (as the record's own time, it follows the others). */
+	if (ok && pd->werr.n > 0 && write_gap(l, "write_error", pd->werr.n,
+	    pd->werr.from, now_ns(CLOCK_REALTIME)) == -1)
 		ok = 0;
 	for (it = batch; ok && it != NULL; it = it->next) {
 		fb.buf = it->body;
@@ -549,10 +552,10 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 		 * again. Durable callers learn it from ok = 0. */
 		lossc_add(&l->pend.drop, &pd->drop);
 		lossc_add(&l->pend.nomem, &pd->nomem);
-		l->pend.werr += pd->werr;
+		lossc_add(&l->pend.werr, &pd->werr);
 		for (it = batch; it != NULL; it = it->next)
 			if (!it->durable)
-				l->pend.werr++;
+				lossc_count(&l->pend.werr, it->ts);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return due;

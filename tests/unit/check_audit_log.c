@@ -735,6 +735,71 @@ START_TEST(test_write_error_gap)
 }
 END_TEST
 
+/* The same, with nothing submitted after the failure: the lost record's
+ * gap is written by the close alone, and says when the loss began. */
+START_TEST(test_write_error_gap_at_close)
+{
+	struct acks *a = calloc(1, sizeof(*a));
+	struct aud_log *l = open_log(af_dbpath, 0);
+	struct timespec t0;
+	sqlite3 *h;
+	sqlite3_stmt *st;
+	json_t *rep, *gaps, *g;
+	int64_t from, t0ns;
+
+	/* Another writer holds the database: the batch cannot commit (after
+	 * SQLite's busy timeout). The outcome, not its timing, is asserted. */
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+	    SQLITE_OK);
+	clock_gettime(CLOCK_REALTIME, &t0);
+	t0ns = (int64_t)t0.tv_sec * 1000000000 + t0.tv_nsec;
+	ck_assert_int_eq(aud_submit_async(l, "net.deny", json_object()), 0);
+	ck_assert_int_eq(aud_submit_durable(l, "mcp.call", mcp_fields(1),
+	    on_done, a), 0);
+	wait_acks(l, a, 1);
+	ck_assert_int_eq(a->n, 1);
+	ck_assert_int_eq(a->bad, 1);	/* the caller must not act */
+	ck_assert_int_eq(sqlite3_exec(h, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	/* No later batch: the gap is written by the close. */
+	aud_close(l);
+	ck_assert_int_eq(verify(af_dbpath, af_vkey, NULL, 0, &rep), AUD_WARNINGS);
+	gaps = json_object_get(rep, "gaps");
+	ck_assert_uint_eq(json_array_size(gaps), 1);
+	ck_assert_str_eq(rstr(json_array_get(gaps, 0), "reason", NULL),
+	    "write_error");
+	/* The lost async record is counted, never silent. */
+	ck_assert_int_eq(rep_int(json_array_get(gaps, 0), "lost", NULL), 1);
+	json_decref(rep);
+	/* It starts when that record was submitted, not at the epoch. */
+	ck_assert_int_eq(sqlite3_open(af_dbpath, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT canon FROM records",
+	    -1, &st, NULL), SQLITE_OK);
+	g = NULL;
+	while (g == NULL && sqlite3_step(st) == SQLITE_ROW) {
+		const char *c = (const char *)sqlite3_column_text(st, 0);
+
+		if (c != NULL && strstr(c, "\"write_error\"") != NULL)
+			g = json_loads(c, 0, NULL);
+	}
+	ck_assert_ptr_nonnull(g);
+	ck_assert_str_eq(json_string_value(json_object_get(g, "kind")),
+	    "log.gap");
+	ck_assert_ptr_nonnull(json_string_value(json_object_get(g,
+	    "from_ts")));
+	from = strtoll(json_string_value(json_object_get(g, "from_ts")),
+	    NULL, 10);
+	ck_assert_msg(from >= t0ns && from <= t0ns + 60 * 1000000000LL,
+	    "write_error gap from %lld, the lost record was submitted at "
+	    "%lld", (long long)from, (long long)t0ns);
+	json_decref(g);
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	free(a);
+}
+END_TEST
+
 /* The database refusing the last batch before close: the async records
  * it held are neither silently gone nor pretended written; aud_close
  * reports them (after one more try as a gap), so the daemon can say so. */
@@ -1407,6 +1472,7 @@ main(void)
 	tcase_add_test(lim, test_overflow_gap);
 	tcase_add_test(lim, test_heartbeat_overflow_gap);
 	tcase_add_test(lim, test_write_error_gap);
+	tcase_add_test(lim, test_write_error_gap_at_close);
 	tcase_add_test(lim, test_close_unwritten_counted);
 	tcase_add_test(lim, test_close_full_queue);
 	tcase_set_timeout(lim, 300);
