@@ -493,15 +493,84 @@ urlenc(const unsigned char *s, size_t n, bool upper, char *out)
 	return o;
 }
 
-/* jsonesc: s as it stands inside a JSON string written by JSON.stringify,
- * json.dumps or jansson: quote, backslash and control characters escaped
- * (the short escapes where JSON has them, else \u00xx in lowercase hex,
- * as those writers do). out holds 6 * n + 1 bytes; returns its length. */
+/*
+ * What JSON writers escape beyond the quote, the backslash and control
+ * characters, which all of them do (the short escapes where JSON has
+ * them, else \u00xx): the case of the hex digits, non-ASCII characters (as
+ * \uxxxx, a surrogate pair above U+FFFF), DEL, '/' and Go's HTML-safe
+ * '<', '>' and '&'.
+ */
+#define JE_UPPER	0x01
+#define JE_ASCII	0x02
+#define JE_DEL		0x04
+#define JE_SLASH	0x08
+#define JE_HTML		0x10
+
+/* The writers whose output is searched, each by its defaults. */
+#define NJWRITERS	8
+static const unsigned jwriters[NJWRITERS] = {
+	0,				/* JSON.stringify */
+	JE_ASCII | JE_DEL,		/* Python json.dumps */
+	JE_UPPER,			/* jansson */
+	JE_UPPER | JE_ASCII,		/* jansson, JSON_ENSURE_ASCII */
+	JE_UPPER | JE_SLASH,		/* jansson, JSON_ESCAPE_SLASH */
+	JE_UPPER | JE_ASCII | JE_SLASH,	/* jansson, both */
+	JE_ASCII | JE_SLASH,		/* PHP json_encode */
+	JE_HTML,			/* Go encoding/json */
+};
+
+/* \u and the 4 hex digits of c at out; returns 6. */
 static size_t
-jsonesc(const unsigned char *s, size_t n, char *out)
+juesc(unsigned c, unsigned flags, char *out)
 {
-	static const char	 hex[] = "0123456789abcdef";
-	size_t			 i, o = 0;
+	const char *hex = flags & JE_UPPER ? "0123456789ABCDEF" :
+	    "0123456789abcdef";
+
+	out[0] = '\\';
+	out[1] = 'u';
+	out[2] = hex[c >> 12 & 15];
+	out[3] = hex[c >> 8 & 15];
+	out[4] = hex[c >> 4 & 15];
+	out[5] = hex[c & 15];
+	return 6;
+}
+
+/* The code point of the UTF-8 sequence at s (n bytes left) in *cp and its
+ * length, or 0 when it is not one (such a byte is written as it is). */
+static size_t
+utf8_dec(const unsigned char *s, size_t n, unsigned *cp)
+{
+	size_t k, i;
+
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		k = 2;
+		*cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		k = 3;
+		*cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		k = 4;
+		*cp = s[0] & 0x07;
+	} else
+		return 0;
+	if (k > n)
+		return 0;
+	for (i = 1; i < k; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (s[i] & 0x3f);
+	}
+	return *cp > 0x10ffff ? 0 : k;
+}
+
+/* jsonesc: s as it stands inside a JSON string written by a writer that
+ * escapes as flags say (JE_*). out holds 6 * n + 1 bytes (no byte grows
+ * more: a 4-byte sequence becomes 12); returns its length. */
+static size_t
+jsonesc(const unsigned char *s, size_t n, unsigned flags, char *out)
+{
+	size_t			 i, o = 0, k;
+	unsigned		 cp;
 
 	for (i = 0; i < n; i++) {
 		const char *e = NULL;
@@ -514,15 +583,25 @@ jsonesc(const unsigned char *s, size_t n, char *out)
 		case '\n':	e = "\\n"; break;
 		case '\r':	e = "\\r"; break;
 		case '\t':	e = "\\t"; break;
+		case '/':	e = flags & JE_SLASH ? "\\/" : NULL; break;
 		}
 		if (e != NULL) {
 			out[o++] = e[0];
 			out[o++] = e[1];
-		} else if (s[i] < 0x20) {
-			memcpy(out + o, "\\u00", 4);
-			out[o + 4] = hex[s[i] >> 4];
-			out[o + 5] = hex[s[i] & 15];
-			o += 6;
+		} else if (s[i] < 0x20 || (s[i] == 0x7f && flags & JE_DEL) ||
+		    ((s[i] == '<' || s[i] == '>' || s[i] == '&') &&
+		    flags & JE_HTML))
+			o += juesc(s[i], flags, out + o);
+		else if (s[i] >= 0x80 && flags & JE_ASCII &&
+		    (k = utf8_dec(s + i, n - i, &cp)) != 0) {
+			if (cp >= 0x10000) {
+				cp -= 0x10000;
+				o += juesc(0xd800 | cp >> 10, flags, out + o);
+				o += juesc(0xdc00 | (cp & 0x3ff), flags,
+				    out + o);
+			} else
+				o += juesc(cp, flags, out + o);
+			i += k - 1;
 		} else
 			out[o++] = (char)s[i];
 	}
@@ -559,16 +638,17 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
 /* The credentials the daemon holds, raw and in the encodings a server
  * might echo them in: base64 (both alphabets), percent-encoding, and JSON
  * string escaping once and twice (an environment dumped as JSON text, and
- * that text inside another JSON string), which changes a credential with a
- * quote, a backslash or a control character. Short secrets get no encoded
- * forms: a 2-byte base64 prefix would match everywhere. */
+ * that text inside another JSON string) as each writer of jwriters does
+ * it, which changes a credential with a quote, a backslash, a control
+ * character, a non-ASCII character, '/', '<', '>' or '&'. Short secrets
+ * get no encoded forms: a 2-byte base64 prefix would match everywhere. */
 static int
 scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	const unsigned char *sec;
-	char		*buf;
-	size_t		 i, len, flen, fixed;
+	char		*buf, *form[NJWRITERS], *two;
+	size_t		 i, j, w, len, flen, fixed, fl[NJWRITERS], step;
 
 	for (i = 0; i < nsecrets; i++) {
 		if (secrets[i] == NULL || secrets[i][0] == '\0')
@@ -578,11 +658,14 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 		find_all(in, n, secrets[i], len, len, NULL, s);
 		if (len < 6)
 			continue;
-		/* The JSON forms are the longest: once escaped at most 6
-		 * bytes a byte, and its own escaping (printable ASCII, 2
-		 * bytes at most each) after it. */
-		if (len > SIZE_MAX / 18 - 1 ||
-		    (buf = malloc(18 * len + 2)) == NULL) {
+		/* The JSON forms are the longest: each writer's once
+		 * escaped (at most 6 bytes a byte) kept side by side, then
+		 * a second escaping of one of them (2 bytes at most a byte:
+		 * the first left no control or, where escaped, non-ASCII
+		 * byte) after them. The other forms fit in the first. */
+		step = 6 * len + 1;
+		if (len > (SIZE_MAX - 1) / (6 * NJWRITERS + 12) - 1 ||
+		    (buf = malloc(NJWRITERS * step + 12 * len + 1)) == NULL) {
 			errno = ENOMEM;
 			return -1;
 		}
@@ -595,12 +678,25 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			urlenc(sec, len, false, buf);
 			find_all(in, n, buf, flen, flen, NULL, s);
 		}
-		if ((flen = jsonesc(sec, len, buf)) != len) {
-			find_all(in, n, buf, flen, flen, NULL, s);
-			/* The second escaping of the first, after it. */
-			fixed = jsonesc((const unsigned char *)buf, flen,
-			    buf + flen + 1);
-			find_all(in, n, buf + flen + 1, fixed, fixed, NULL, s);
+		two = buf + NJWRITERS * step;
+		for (w = 0; w < NJWRITERS; w++) {
+			form[w] = buf + w * step;
+			fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
+			/* Most writers agree on most credentials: a form
+			 * already searched (or the raw one) is not again. */
+			if (fl[w] == len && memcmp(form[w], sec, len) == 0)
+				continue;
+			for (j = 0; j < w; j++)
+				if (fl[j] == fl[w] &&
+				    memcmp(form[j], form[w], fl[w]) == 0)
+					break;
+			if (j < w)
+				continue;
+			find_all(in, n, form[w], fl[w], fl[w], NULL, s);
+			/* Its second escaping, by the same writer. */
+			flen = jsonesc((const unsigned char *)form[w], fl[w],
+			    jwriters[w], two);
+			find_all(in, n, two, flen, flen, NULL, s);
 		}
 		free(buf);
 	}

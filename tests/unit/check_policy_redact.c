@@ -55,6 +55,10 @@ static const char *const secrets[] = {
 	"",			/* ignored, never matches everywhere */
 	"ab",			/* short: raw form only */
 	"qu\"ot\\e\tk\x01""ey-9",	/* JSON escapes it */
+	"esc\x1b""key-7",	/* \u001b, or \u001B as jansson writes it */
+	"p\xc3\xa4ssw\xc3\xb6rd-1",	/* json.dumps writes \u00e4 */
+	"key\xf0\x9f\x98\x80-xyz",	/* ... and a surrogate pair */
+	"del\x7f""key-3",	/* json.dumps writes \u007f */
 };
 #define NSECRETS (sizeof(secrets) / sizeof(secrets[0]))
 
@@ -194,6 +198,23 @@ static const struct row {
 	{ W_ALL, "\"{\\\"k\\\":\\\""
 	    "qu\\\\\\\"ot\\\\\\\\e\\\\tk\\\\u0001ey-9" "\\\"}\"",
 	    "\"{\\\"k\\\":\\\"" R_CR "\\\"}\"", 1 },
+	/* the escapes of other common writers: jansson's uppercase hex
+	 * (also with JSON_ENSURE_ASCII, JSON_ESCAPE_SLASH), json.dumps's
+	 * ASCII-only output, PHP's escaped slash, Go's HTML-safe escapes */
+	{ W_ALL, "{\"k\":\"esc\\u001bkey-7\"}", "{\"k\":\"" R_CR "\"}", 1 },
+	{ W_ALL, "{\"k\":\"esc\\u001Bkey-7\"}", "{\"k\":\"" R_CR "\"}", 1 },
+	{ W_ALL, "\"esc\\\\u001Bkey-7\"", "\"" R_CR "\"", 1 },
+	{ W_ALL, "{\"k\": \"p\\u00e4ssw\\u00f6rd-1\"}", "{\"k\": \"" R_CR "\"}",
+	    1 },
+	{ W_ALL, "{\"k\":\"p\\u00E4ssw\\u00F6rd-1\"}", "{\"k\":\"" R_CR "\"}",
+	    1 },
+	{ W_ALL, "\"p\\\\u00e4ssw\\\\u00f6rd-1\"", "\"" R_CR "\"", 1 },
+	{ W_ALL, "[\"key\\ud83d\\ude00-xyz\"]", "[\"" R_CR "\"]", 1 },
+	{ W_ALL, "[\"key\\uD83D\\uDE00-xyz\"]", "[\"" R_CR "\"]", 1 },
+	{ W_ALL, "[\"del\\u007fkey-3\"]", "[\"" R_CR "\"]", 1 },
+	{ W_ALL, "{\"p\":\"pa$$ w\\/rd:9?>>\"}", "{\"p\":\"" R_CR "\"}", 1 },
+	{ W_ALL, "{\"p\":\"pa$$ w/rd:9?\\u003e\\u003e\"}",
+	    "{\"p\":\"" R_CR "\"}", 1 },
 	/* the short secret "ab": raw only, and overlapping runs are one */
 	{ W_ALL, "cab aab abab", "c" R_CR " a" R_CR " " R_CR R_CR, 4 },
 	{ W_ALL, "YWI=", "YWI=", 0 },
