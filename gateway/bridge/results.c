@@ -49,28 +49,87 @@ br_holds_credential(const struct br *br, const char *s)
 }
 
 /*
+ * js: the text JavaScript prints of a real whose shortest digits and
+ * exponent are those of e ("%.*e" of it, d.ddde+XX): fixed notation
+ * whenever its decimal exponent n (the digits before the point) is in
+ * (-6, 21], where C and Python use an exponent; empty otherwise (then JS
+ * writes an exponent too, d.ddde+X, which holds no more digits in a row).
+ */
+static void
+js_text(const char *e, char js[40])
+{
+	char digits[20];
+	const char *m = e;
+	size_t k = 0, o = 0;
+	long n;
+
+	js[0] = '\0';
+	if (*m == '-')
+		js[o++] = *m++;
+	for (; *m != '\0' && *m != 'e' && k < sizeof(digits); m++)
+		if (*m >= '0' && *m <= '9')
+			digits[k++] = *m;
+	if (*m != 'e' || k == 0)
+		return;
+	n = strtol(m + 1, NULL, 10) + 1;
+	while (k > 1 && digits[k - 1] == '0')
+		k--;
+	if (n <= -6 || n > 21)
+		return;
+	if (n <= 0) {
+		/* 0.000ddd: at most 7 + 17 characters. */
+		js[o++] = '0';
+		js[o++] = '.';
+		for (; n < 0; n++)
+			js[o++] = '0';
+		memcpy(js + o, digits, k);
+		o += k;
+	} else if ((size_t)n >= k) {
+		/* ddd000: at most 21 characters. */
+		memcpy(js + o, digits, k);
+		o += k;
+		for (; (size_t)n > k; n--)
+			js[o++] = '0';
+	} else {
+		memcpy(js + o, digits, (size_t)n);
+		o += (size_t)n;
+		js[o++] = '.';
+		memcpy(js + o, digits + n, k - (size_t)n);
+		o += k - (size_t)n;
+	}
+	js[o] = '\0';
+}
+
+/*
  * The texts a reader may make of number x: *sent, what jansson writes (a
- * new string), and shortest, for a real the fewest digits that read back
- * as the same double (what JavaScript or Python print of it; empty for an
- * integer). Both count: jansson writes 3.14159 as 3.1415899999999999, and
- * a reader prints it back as 3.14159. -1 without memory.
+ * new string), and shortest[0] and [1], for a real the fewest digits that
+ * read back as the same double, as C and Python print it (3.14159,
+ * 1.2345678e+20) and as JavaScript does (123456780000000000000; empty when
+ * the same); both empty for an integer. All count: jansson writes 3.14159
+ * as 3.1415899999999999, and a reader prints it back as 3.14159. -1
+ * without memory.
  */
 static int
-number_texts(const json_t *x, char **sent, char shortest[40])
+number_texts(const json_t *x, char **sent, char shortest[2][40])
 {
+	char e[40];
 	double v;
 	int prec;
 
-	shortest[0] = '\0';
+	shortest[0][0] = shortest[1][0] = '\0';
 	if ((*sent = json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
 		return -1;
 	if (json_is_real(x)) {
 		v = json_real_value(x);
 		for (prec = 1; prec <= 17; prec++) {
-			snprintf(shortest, 40, "%.*g", prec, v);
-			if (strtod(shortest, NULL) == v)
+			snprintf(shortest[0], 40, "%.*g", prec, v);
+			if (strtod(shortest[0], NULL) == v)
 				break;
 		}
+		snprintf(e, sizeof(e), "%.*e", prec > 17 ? 16 : prec - 1, v);
+		js_text(e, shortest[1]);
+		if (strcmp(shortest[1], shortest[0]) == 0)
+			shortest[1][0] = '\0';
 	}
 	return 0;
 }
@@ -82,7 +141,7 @@ def_walk(const struct br *br, json_t *v)
 	const char *key;
 	json_t *x;
 	size_t i;
-	char *sent, shortest[40];
+	char *sent, shortest[2][40];
 	bool r;
 
 	if (json_is_string(v))
@@ -91,7 +150,8 @@ def_walk(const struct br *br, json_t *v)
 		if (number_texts(v, &sent, shortest) == -1)
 			return true;
 		r = br_holds_credential(br, sent) ||
-		    br_holds_credential(br, shortest);
+		    br_holds_credential(br, shortest[0]) ||
+		    br_holds_credential(br, shortest[1]);
 		free(sent);
 		return r;
 	}
@@ -306,8 +366,8 @@ static int
 redact_scalar(struct br *br, const struct pol_policy *p, const json_t *x,
     json_t **rep)
 {
-	char *sent, shortest[40], *red = NULL;
-	int k;
+	char *sent, shortest[2][40], *red = NULL;
+	int k, i;
 
 	*rep = NULL;
 	if (json_is_string(x))
@@ -316,8 +376,8 @@ redact_scalar(struct br *br, const struct pol_policy *p, const json_t *x,
 		if (number_texts(x, &sent, shortest) == -1)
 			return -1;
 		k = br_redact_string(br, p, sent, &red);
-		if (k == 0 && shortest[0] != '\0')
-			k = br_redact_string(br, p, shortest, &red);
+		for (i = 0; i < 2 && k == 0 && shortest[i][0] != '\0'; i++)
+			k = br_redact_string(br, p, shortest[i], &red);
 		free(sent);
 	}
 	if (k > 0 && (red == NULL || (*rep = json_string(red)) == NULL))

@@ -3133,6 +3133,16 @@ static const struct {
 	    "{\"x\":12345678.0}}", NULL, 1,
 	  "{\"content\":[],\"structuredContent\":"
 	    "{\"x\":\"[REDACTED].0\"}}" },
+	/* JavaScript prints these in fixed notation (123456780000000000000,
+	 * 0.0000012345678) where C and Python use an exponent. */
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":1.2345678e20}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":\"[REDACTED]0000000000000\"}}" },
+	{ "12345678", "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":-1.2345678e-6}}", NULL, 1,
+	  "{\"content\":[],\"structuredContent\":"
+	    "{\"x\":\"-0.00000[REDACTED]\"}}" },
 	/* Numbers that do not carry it are left alone. */
 	{ "12345678", "{\"content\":[],\"structuredContent\":"
 	    "{\"n\":1234567,\"r\":1234.5678,\"b\":true}}", NULL, 0,
