@@ -28,56 +28,44 @@ is_alnum(int c)
 	return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
 }
 
-int
-sbx_id_valid(const char *id)
+/* A word of the request's identifiers: a first character alphanumeric
+ * (upper case only when upper), then fewer than max in all of those or
+ * of extra. */
+static int
+word_valid(const char *s, int upper, size_t max, const char *extra)
 {
+	int (*cls)(int) = upper ? is_alnum : is_lower_alnum;
 	size_t i;
 
-	if (id == NULL || !is_lower_alnum((unsigned char)id[0]))
+	if (s == NULL || !cls((unsigned char)s[0]))
 		return 0;
-	for (i = 1; id[i] != '\0'; i++) {
-		if (i >= SBX_ID_MAX)
+	for (i = 1; s[i] != '\0'; i++) {
+		if (i >= max)
 			return 0;
-		if (!is_lower_alnum((unsigned char)id[i]) && id[i] != '-')
+		if (!cls((unsigned char)s[i]) && strchr(extra, s[i]) == NULL)
 			return 0;
 	}
 	return 1;
+}
+
+int
+sbx_id_valid(const char *id)
+{
+	return word_valid(id, 0, SBX_ID_MAX, "-");
 }
 
 int
 sbx_subject_valid(const char *s)
 {
-	size_t i;
-
-	if (s == NULL || !is_alnum((unsigned char)s[0]))
-		return 0;
-	for (i = 1; s[i] != '\0'; i++) {
-		if (i >= SBX_SUBJECT_MAX)
-			return 0;
-		/* No glob characters: policies match subjects with globs,
-		 * and a subject must never be a pattern itself. */
-		if (!is_alnum((unsigned char)s[i]) &&
-		    strchr("._@+:/-", s[i]) == NULL)
-			return 0;
-	}
-	return 1;
+	/* No glob characters: policies match subjects with globs, and a
+	 * subject must never be a pattern itself. */
+	return word_valid(s, 1, SBX_SUBJECT_MAX, "._@+:/-");
 }
 
 int
 sbx_label_key_valid(const char *k)
 {
-	size_t i;
-
-	if (k == NULL || !is_lower_alnum((unsigned char)k[0]))
-		return 0;
-	for (i = 1; k[i] != '\0'; i++) {
-		if (i >= SBX_LABEL_KEY_MAX)
-			return 0;
-		if (!is_lower_alnum((unsigned char)k[i]) &&
-		    strchr("._/-", k[i]) == NULL)
-			return 0;
-	}
-	return 1;
+	return word_valid(k, 0, SBX_LABEL_KEY_MAX, "._/-");
 }
 
 int
@@ -204,20 +192,9 @@ sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err, size_t errlen)
 int
 sbx_policy_name_valid(const char *s)
 {
-	size_t i;
-
 	/* policy/'s rule for a policy's name: only a loaded policy can be
 	 * named in a create. */
-	if (s == NULL || !is_lower_alnum((unsigned char)s[0]))
-		return 0;
-	for (i = 1; s[i] != '\0'; i++) {
-		if (i >= SBX_POLICY_MAX)
-			return 0;
-		if (!is_lower_alnum((unsigned char)s[i]) && s[i] != '_' &&
-		    s[i] != '-')
-			return 0;
-	}
-	return 1;
+	return word_valid(s, 0, SBX_POLICY_MAX, "_-");
 }
 
 static int
