@@ -8,7 +8,10 @@
  * JSON value can go. The input is a JSON result object; the first byte
  * picks the tool's outputSchema (none, plain, constrained). Beyond "does
  * not crash", whenever the result is passed on (return >= 0):
- *   - the held credentials appear nowhere in its serialisation;
+ *   - the held credentials appear nowhere in its serialisation, raw or as
+ *     JSON escapes them (one holds a quote, a backslash, a control
+ *     character and non-ASCII), nor in any string or key as decoded, nor
+ *     in the text of any number (one is all digits);
  *   - nor does any text the policy's patterns match (the AWS key pattern
  *     and the policy's own pattern are checked independently here);
  *   - structuredContent, when still present, is an object;
@@ -37,7 +40,8 @@ static const char policy_text[] =
     "upstream_credentials]\n"
     "    redact_patterns: [\"payroll-[0-9]{4}\"]\n";
 
-static char *secrets[] = { "up-cred-7f3a9c2e51", "sk_live_0123456789ab" };
+static char *secrets[] = { "up-cred-7f3a9c2e51", "sk_live_0123456789ab",
+    "q\"u\\o\t\xc3\xa9/t<e>", "48151623" };
 
 static const char *const schemas[] = {
 	NULL,
@@ -52,6 +56,43 @@ static const char *const schemas[] = {
 
 static struct pol_policy *policy;
 static regex_t aws, own;
+
+/* Does a held credential stand in v, as a reader decodes it: a string, a
+ * key, or the text jansson writes of a number? */
+static bool
+holds(const json_t *v, char *const *sec, size_t n)
+{
+	const char *key, *t = NULL;
+	json_t *x;
+	char *num = NULL;
+	size_t i;
+	bool r = false;
+
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)(uintptr_t)v, key, x) {
+			for (i = 0; i < n; i++)
+				if (strstr(key, sec[i]) != NULL)
+					return true;
+			if (holds(x, sec, n))
+				return true;
+		}
+		return false;
+	}
+	if (json_is_array(v)) {
+		json_array_foreach((json_t *)(uintptr_t)v, i, x)
+			if (holds(x, sec, n))
+				return true;
+		return false;
+	}
+	if (json_is_string(v))
+		t = json_string_value(v);
+	else if (json_is_number(v))
+		t = num = json_dumps(v, JSON_ENCODE_ANY);
+	for (i = 0; t != NULL && i < n && !r; i++)
+		r = strstr(t, sec[i]) != NULL;
+	free(num);
+	return r;
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -90,8 +131,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (n >= 0) {
 		text = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
 		REQUIRE(text != NULL);
-		for (i = 0; i < br.nsecrets; i++)
+		for (i = 0; i < br.nsecrets; i++) {
+			json_t *js = json_string(secrets[i]);
+			char *esc = json_dumps(js, JSON_ENCODE_ANY);
+
+			REQUIRE(esc != NULL);
+			/* Without its quotes: the credential as escaped. */
+			esc[strlen(esc) - 1] = '\0';
 			REQUIRE(strstr(text, secrets[i]) == NULL);
+			REQUIRE(strstr(text, esc + 1) == NULL);
+			free(esc);
+			json_decref(js);
+		}
+		REQUIRE(!holds(result, secrets, br.nsecrets));
 		REQUIRE(regexec(&aws, text, 0, NULL, 0) != 0);
 		REQUIRE(regexec(&own, text, 0, NULL, 0) != 0);
 		free(text);
