@@ -23,59 +23,16 @@
 
 #include "audit/audit.h"
 #include "tests/unit/audit_fixture.h"
+#include "tests/unit/oom_fixture.h"
 
 /* ----------------------------------------------------- allocation faults */
 
-/* armed: count this thread's allocations; fail_at: the index (from 0) of
- * the one to fail, or -1 for none. Thread-local: the writer thread, which
- * also allocates, is never failed nor counted. */
-static _Thread_local int	armed;
-static _Thread_local long	fail_at = -1, seen;
-
-void	*__real_malloc(size_t);
-void	*__real_calloc(size_t, size_t);
 void	*__real_realloc(void *, size_t);
-
-static int
-fault(void)
-{
-	if (!armed)
-		return 0;
-	return seen++ == fail_at;
-}
-
-void *
-__wrap_malloc(size_t n)
-{
-	return fault() ? NULL : __real_malloc(n);
-}
-
-void *
-__wrap_calloc(size_t n, size_t sz)
-{
-	return fault() ? NULL : __real_calloc(n, sz);
-}
 
 void *
 __wrap_realloc(void *p, size_t n)
 {
-	return fault() ? NULL : __real_realloc(p, n);
-}
-
-static void
-arm(long at)
-{
-	seen = 0;
-	fail_at = at;
-	armed = 1;
-}
-
-static long
-disarm(void)
-{
-	armed = 0;
-	fail_at = -1;
-	return seen;
+	return oom_fault() ? NULL : __real_realloc(p, n);
 }
 
 /* ------------------------------------------------------------------ tests */

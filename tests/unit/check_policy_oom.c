@@ -17,7 +17,6 @@
 #define _GNU_SOURCE		/* vasprintf */
 #endif
 #include <check.h>
-#include <execinfo.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,67 +24,33 @@
 #include <string.h>
 
 #include "policy/policy.h"
+#include "tests/unit/oom_fixture.h"
 
 #define CONFIG		"tests/policy/config.yaml"	/* names every server */
 #define POLICY_DIR	"examples/policies"
 
 /* ----------------------------------------------------- allocation faults */
 
-/* armed: count allocations; fail_at: the index (from 0) of the one to fail,
- * or -1 for none. Only the test's own thread allocates while armed. */
-static int	armed;
-static long	fail_at = -1, seen;
-
-void	*__real_malloc(size_t);
-void	*__real_calloc(size_t, size_t);
 void	*__real_reallocarray(void *, size_t, size_t);
 char	*__real_strdup(const char *);
 char	*__real_strndup(const char *, size_t);
 
-static int
-fault(void)
-{
-	if (!armed)
-		return 0;
-	if (seen++ != fail_at)
-		return 0;
-	/* OOM_TRACE=N prints where allocation N is made (to find it). */
-	if (getenv("OOM_TRACE") != NULL && atol(getenv("OOM_TRACE")) == seen - 1) {
-		void *bt[16];
-
-		backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
-	}
-	return 1;
-}
-
-void *
-__wrap_malloc(size_t n)
-{
-	return fault() ? NULL : __real_malloc(n);
-}
-
-void *
-__wrap_calloc(size_t n, size_t sz)
-{
-	return fault() ? NULL : __real_calloc(n, sz);
-}
-
 void *
 __wrap_reallocarray(void *p, size_t n, size_t sz)
 {
-	return fault() ? NULL : __real_reallocarray(p, n, sz);
+	return oom_fault() ? NULL : __real_reallocarray(p, n, sz);
 }
 
 char *
 __wrap_strdup(const char *s)
 {
-	return fault() ? NULL : __real_strdup(s);
+	return oom_fault() ? NULL : __real_strdup(s);
 }
 
 char *
 __wrap_strndup(const char *s, size_t n)
 {
-	return fault() ? NULL : __real_strndup(s, n);
+	return oom_fault() ? NULL : __real_strndup(s, n);
 }
 
 int
@@ -94,7 +59,7 @@ __wrap_asprintf(char **out, const char *fmt, ...)
 	va_list	ap;
 	int	r;
 
-	if (fault()) {
+	if (oom_fault()) {
 		*out = NULL;
 		return -1;
 	}
@@ -102,22 +67,6 @@ __wrap_asprintf(char **out, const char *fmt, ...)
 	r = vasprintf(out, fmt, ap);	/* not wrapped */
 	va_end(ap);
 	return r;
-}
-
-static void
-arm(long at)
-{
-	seen = 0;
-	fail_at = at;
-	armed = 1;
-}
-
-static long
-disarm(void)
-{
-	armed = 0;
-	fail_at = -1;
-	return seen;
 }
 
 /* ------------------------------------------------------------------ tests */

@@ -557,6 +557,21 @@ records_of(int kind, const char *id)
 	return out;
 }
 
+/* records_of once everything submitted is in the log: the recorder is
+ * closed (which writes what it holds) and opened again. */
+static char *
+logged(int kind, const char *id)
+{
+	char err[256], *out;
+
+	rec_close(rec);
+	rec = NULL;
+	out = records_of(kind, id);
+	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
+	ck_assert_msg(rec != NULL, "rec_open: %s", err);
+	return out;
+}
+
 static int
 count_substr(const char *h, const char *n)
 {
@@ -795,17 +810,13 @@ START_TEST(test_reload_reapplies)
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "restricted", v.ifname,
 	    err, sizeof(err)), 1);
 
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(5, id);
+	recs = logged(5, id);
 	/* The update, and the attempt the kernel refused (recorded before
 	 * it was tried, then its failure). */
 	ck_assert_int_eq(count_substr(recs, "sandbox.policy_update"), 2);
 	ck_assert_int_eq(count_substr(recs, "sandbox.reapply_failed"), 1);
 	ck_assert_int_eq(count_substr(recs, "sandbox.policy_removed"), 1);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
 	stop();
 }
@@ -958,22 +969,14 @@ START_TEST(test_taint_record_retried)
 	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
 	ck_assert_msg(rec != NULL, "rec_open: %s", err);
 	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(5, id);
+	recs = logged(5, id);
 	ck_assert_int_eq(count_substr(recs, "sandbox.taint"), 1);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	/* Once recorded, a taint again is a no-op (no second record). */
 	ck_assert_int_eq(sbx_taint(m, id, err, sizeof(err)), 0);
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(5, id);
+	recs = logged(5, id);
 	ck_assert_int_eq(count_substr(recs, "sandbox.taint"), 1);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	stop();
 }
 END_TEST
@@ -1210,13 +1213,9 @@ START_TEST(test_reconcile_unreadable)
 	ck_assert(sbx_token_ok(m, id, token));
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
 	    sizeof(err)), 1);
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(7, id);
+	recs = logged(7, id);
 	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.delete\""), 0);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
 	stop();
 }
@@ -1275,17 +1274,13 @@ START_TEST(test_rollback_leftover)
 
 	/* The failed create says what it left; each removal was recorded
 	 * before it was tried. */
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(7, a);
+	recs = logged(7, a);
 	ck_assert_ptr_nonnull(strstr(recs, "\"result\":\"failed\""));
 	ck_assert_ptr_nonnull(strstr(recs, "left behind"));
 	free(recs);
 	recs = records_of(5, a);
 	ck_assert_int_eq(count_substr(recs, "sandbox.orphan"), 2);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(sbx_delete(m, b, err, sizeof(err)), 0);
 	ck_assert_int_eq(sbx_delete(m, c, err, sizeof(err)), 0);
 	stop();
@@ -1340,13 +1335,9 @@ START_TEST(test_reconcile_nomem)
 	ck_assert_msg(m != NULL, "restart: %s", err);
 	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
 	ck_assert(sbx_token_ok(m, id, token));
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(5, id);
+	recs = logged(5, id);
 	ck_assert_int_eq(count_substr(recs, "sandbox.invalid_row"), 0);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(sbx_delete(m, id, err, sizeof(err)), 0);
 	stop();
 }
@@ -1405,14 +1396,10 @@ START_TEST(test_adopt_invalid_row)
 	ck_assert_msg(!pin_exists(id), "%s: pin stays", bad_rows[_i].name);
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "sbx4", NULL, err,
 	    sizeof(err)), 0);
-	rec_close(rec);
-	rec = NULL;
-	recs = records_of(5, id);
+	recs = logged(5, id);
 	ck_assert_msg(strstr(recs, "sandbox.invalid_row") != NULL,
 	    "%s: not recorded: %s", bad_rows[_i].name, recs);
 	free(recs);
-	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
-	ck_assert_ptr_nonnull(rec);
 	stop();
 }
 END_TEST
