@@ -808,11 +808,13 @@ writer_main(void *arg)
 				l->ch = dh;
 			l->ct = dlast;
 		}
+		dead = recycle_locked(l, dead);
+		pthread_mutex_unlock(&l->mu);
+		/* After the unlock: the woken loop takes l->mu at once to
+		 * drain, and would otherwise sleep again on it. */
 		if (notify && write(l->efd, &one, sizeof(one)) == -1) {
 			/* The counter only saturates; readers still wake. */
 		}
-		dead = recycle_locked(l, dead);
-		pthread_mutex_unlock(&l->mu);
 		free_items(dead);
 		/* Signed only now, after the FULL commit of every row it
 		 * covers; aud_sync waits for it (done moves after). */
@@ -907,7 +909,7 @@ lost_nomem(struct aud_log *l)
 static int
 queue_item(struct aud_log *l, struct item *it)
 {
-	int durable = it->durable;
+	int durable = it->durable, wake;
 
 	pthread_mutex_lock(&l->mu);
 	it->ts = now_ns(CLOCK_REALTIME);
@@ -940,9 +942,13 @@ queue_item(struct aud_log *l, struct item *it)
 		l->qdurable++;
 	/* A lingering writer is woken only by what ends its wait: a wake-up
 	 * per async record would cost the producer a futex call each. */
-	if (!l->lingering || durable || batch_full(l))
-		pthread_cond_signal(&l->cv);
+	wake = !l->lingering || durable || batch_full(l);
 	pthread_mutex_unlock(&l->mu);
+	/* Signalled after the unlock: a writer woken while the lock is
+	 * still held blocks on it at once and needs a second wake-up, which
+	 * a durable record's caller waits for. */
+	if (wake)
+		pthread_cond_signal(&l->cv);
 	return 0;
 }
 
