@@ -85,6 +85,56 @@ sbx_label_value_valid(const char *v)
 	return 1;
 }
 
+/*
+ * flat_strings: s is a JSON object whose members are all strings of
+ * printable ASCII without escapes, as json_dumps writes every label set a
+ * create accepts. Strictly less than jansson parses, so that a row it calls
+ * well-formed is never one jansson would refuse for its syntax.
+ */
+static int
+flat_strings(const char *s)
+{
+	int i, members = 0;
+
+#define WS()	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++
+	WS();
+	if (*s++ != '{')
+		return 0;
+	WS();
+	if (*s == '}')
+		goto end;
+	for (;;) {
+		/* A key, then its value: two plain strings. */
+		for (i = 0; i < 2; i++) {
+			if (*s++ != '"')
+				return 0;
+			while (*s != '"') {
+				if (*s < 0x20 || *s > 0x7e || *s == '\\')
+					return 0;
+				s++;
+			}
+			s++;
+			WS();
+			if (i == 0) {
+				if (*s++ != ':')
+					return 0;
+				WS();
+			}
+		}
+		members++;
+		if (*s == '}')
+			break;
+		if (*s++ != ',')
+			return 0;
+		WS();
+	}
+end:
+	s++;
+	WS();
+#undef WS
+	return *s == '\0' && members <= SBX_LABELS_MAX;
+}
+
 int
 sbx_labels_check(const json_t *labels, char *err, size_t errlen)
 {
@@ -261,11 +311,15 @@ sbx_rec_valid(const struct sbx_rec *r, char *err, size_t errlen)
 		return -1;
 	}
 	if ((l = json_loads(r->labels, JSON_REJECT_DUPLICATES, &je)) == NULL) {
-		/* jansson gives up without a parse error when an allocation
-		 * fails: that says nothing of the row, which a restart must
-		 * then not drop as bad. */
+		/* A parse that fails for lack of memory says nothing of the
+		 * row, which a restart must then not drop as bad. jansson
+		 * does not always say so: its lexer reports a string it
+		 * could not allocate as "invalid token". Text of the shape
+		 * every row is written in parses, given memory. */
 		if (je.text[0] == '\0' ||
-		    json_error_code(&je) == json_error_out_of_memory) {
+		    json_error_code(&je) == json_error_out_of_memory ||
+		    (json_error_code(&je) != json_error_duplicate_key &&
+		    flat_strings(r->labels))) {
 			snprintf(err, errlen, "labels: out of memory");
 			errno = ENOMEM;
 			return -1;

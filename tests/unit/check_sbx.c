@@ -637,13 +637,14 @@ START_TEST(test_rec_valid_unterminated)
 }
 END_TEST
 
-/* jansson's allocator, failing while jfail is set (json_set_alloc_funcs). */
-static int	jfail;
+/* jansson's allocator (json_set_alloc_funcs): while jfail is set, the
+ * allocation numbered jfail fails (1 the first) and every later one too. */
+static int	jfail, jcount;
 
 static void *
 jmalloc(size_t n)
 {
-	return jfail ? NULL : malloc(n);
+	return jfail && ++jcount >= jfail ? NULL : malloc(n);
 }
 
 /*
@@ -655,26 +656,42 @@ START_TEST(test_rec_valid_nomem)
 {
 	struct sbx_rec r;
 	char err[256];
-	int rc, e;
+	int rc, e, n;
 
 	memset(&r, 0, sizeof(r));
 	snprintf(r.id, sizeof(r.id), "sb-0123456789ab");
 	snprintf(r.policy, sizeof(r.policy), "tp");
 	snprintf(r.subject, sizeof(r.subject), "alice");
-	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"dev\"}");
+	/* Long enough that jansson's lexer grows its buffer, nested and with
+	 * several members: every allocation of the parse is failed in turn
+	 * (the nth and all after it), each must come out as ENOMEM. */
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"dev\",\"team\":"
+	    "\"platform-engineering-and-developer-tooling\",\"owner\":"
+	    "\"alice\"}");
 	memset(r.token, 'f', SBX_TOKEN_HEX);
 	r.created = 1;
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), 0);
 	json_set_alloc_funcs(jmalloc, free);
-	jfail = 1;
-	errno = 0;
-	rc = sbx_rec_valid(&r, err, sizeof(err));
-	e = errno;
-	jfail = 0;
+	for (n = 1; n < 64; n++) {
+		jfail = n;
+		jcount = 0;
+		errno = 0;
+		rc = sbx_rec_valid(&r, err, sizeof(err));
+		e = errno;
+		jfail = 0;
+		if (rc == 0)
+			break;		/* past the parse's last allocation */
+		ck_assert_msg(e == ENOMEM, "allocation %d failed: errno %d "
+		    "(%s)", n, e, err);
+	}
 	json_set_alloc_funcs(malloc, free);
-	ck_assert_int_eq(rc, -1);
-	ck_assert_msg(e == ENOMEM, "errno %d (%s)", e, err);
-	/* Bad labels stay EINVAL. */
+	ck_assert_msg(n > 2 && n < 64, "parse allocations: %d", n - 1);
+	/* Bad labels stay EINVAL, also those of the shape every row has. */
 	snprintf(r.labels, sizeof(r.labels), "{\"env\":");
+	errno = 0;
+	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	snprintf(r.labels, sizeof(r.labels), "{\"env\":\"a\",\"env\":\"b\"}");
 	errno = 0;
 	ck_assert_int_eq(sbx_rec_valid(&r, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, EINVAL);
