@@ -82,6 +82,7 @@ struct leftover {
 	struct ns_spec	spec;
 	uint32_t	slot;
 	int		fw;		/* its elements may be left too */
+	int		recorded;	/* its removal's record is durable */
 };
 
 static void	sb_free(struct sandbox *s);
@@ -568,6 +569,7 @@ leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
 	m->left[m->nleft].spec = *spec;
 	m->left[m->nleft].slot = slot;
 	m->left[m->nleft].fw = fw;
+	m->left[m->nleft].recorded = 0;
 	m->nleft++;
 }
 
@@ -600,11 +602,15 @@ leftovers_remove(struct sbx *m)
 
 	while (i < m->nleft) {
 		l = &m->left[i];
-		if (sbx_event("sandbox.orphan", ns_id_valid(l->spec.id) ?
-		    l->spec.id : "-", NULL, "link=%s netns=%s removing (left "
-		    "by a failed create)", l->spec.host_if, l->spec.netns) ==
-		    -1)
+		/* Recorded once, before the first try: every later create
+		 * retries the same removal, and a removal that keeps failing
+		 * must not write a durable record per create. */
+		if (!l->recorded && sbx_event("sandbox.orphan",
+		    ns_id_valid(l->spec.id) ? l->spec.id : "-", NULL,
+		    "link=%s netns=%s removing (left by a failed create)",
+		    l->spec.host_if, l->spec.netns) == -1)
 			return;
+		l->recorded = 1;
 		rc = 0;
 		if (l->fw) {
 			memset(&fsb, 0, sizeof(fsb));
