@@ -489,7 +489,10 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *   upstream_credentials  each non-empty string of secrets (the credentials
  *                 the daemon holds), exact bytes; for secrets of 6 bytes or
  *                 more also their base64 and base64url forms (with or
- *                 without padding) and their %-encoding (either hex case)
+ *                 without padding) and their %-encoding (either hex case);
+ *                 escaped, also in any mix of JSON string escapes and
+ *                 \xHH, up to four levels deep (an escape that is part of
+ *                 a match is redacted whole)
  *                                                  "[REDACTED:credential]"
  * secrets are ignored unless upstream_credentials is enabled. Overlapping
  * matches become one marker (named by the match that starts first, the

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -703,6 +704,208 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 	return 0;
 }
 
+/*
+ * The escapes of writers outside jwriters, and text escaped more than
+ * twice, are found by undoing them instead: the text is unescaped level by
+ * level and each level searched for the raw credentials. One level undoes
+ * what any writer of JSON strings may emit (\" \\ \/ \b \f \n \r \t,
+ * \uXXXX in either case, surrogate pairs) and \xHH (Python reprs, C and
+ * JavaScript literals), so a credential escaped one character at a time,
+ * in any mix of forms, is found as long as it was escaped at most
+ * DEC_LEVELS times. Every byte of a level keeps the span of the original
+ * text it came from, so a match redacts the escaped form where it stands.
+ */
+#define DEC_LEVELS	4
+
+struct declevel {
+	const unsigned char *b;		/* the unescaped bytes */
+	uint32_t	*lo, *hi;	/* each one's span in the original */
+	size_t		 n;
+};
+
+static void
+declevel_free(struct declevel *d)
+{
+	/* The original text (lo NULL) is the caller's. */
+	if (d->lo != NULL)
+		free((void *)(uintptr_t)d->b);
+	free(d->lo);
+	free(d->hi);
+}
+
+static int
+hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = lower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The value of the n hex digits at s, or -1. */
+static long
+hexn(const unsigned char *s, size_t n)
+{
+	long v = 0;
+	size_t i;
+	int h;
+
+	for (i = 0; i < n; i++) {
+		if ((h = hexval(s[i])) == -1)
+			return -1;
+		v = v << 4 | h;
+	}
+	return v;
+}
+
+/* One escape at in[i] (a backslash, n bytes in all): its bytes in out
+ * (at most 4) and their count, the escape's length in *used; 0 when it is
+ * none (the backslash then stands for itself). */
+static size_t
+unesc1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
+    size_t *used)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *q;
+	long cp, lo;
+
+	if (i + 1 >= n)
+		return 0;
+	if (in[i + 1] != '\0' && (q = strchr(from, in[i + 1])) != NULL) {
+		out[0] = (unsigned char)to[q - from];
+		*used = 2;
+		return 1;
+	}
+	if (in[i + 1] == 'x') {
+		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
+			return 0;
+		out[0] = (unsigned char)cp;
+		*used = 4;
+		return 1;
+	}
+	if (in[i + 1] != 'u' || i + 6 > n || (cp = hexn(in + i + 2, 4)) == -1)
+		return 0;
+	*used = 6;
+	if (cp >= 0xd800 && cp <= 0xdbff) {
+		if (i + 12 > n || in[i + 6] != '\\' || in[i + 7] != 'u' ||
+		    (lo = hexn(in + i + 8, 4)) < 0xdc00 || lo > 0xdfff)
+			return 0;
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		*used = 12;
+	} else if (cp >= 0xdc00 && cp <= 0xdfff)
+		return 0;
+	if (cp < 0x80) {
+		out[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (unsigned char)(0xc0 | cp >> 6);
+		out[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (unsigned char)(0xe0 | cp >> 12);
+		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (unsigned char)(0xf0 | cp >> 18);
+	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Unescapes prev into d (never longer): 1 when some escape was undone, 0
+ * when none was (d is then prev's copy), -1 (ENOMEM). d owns its arrays
+ * after 0 or 1 (declevel_free). */
+static int
+unesc_level(const struct declevel *prev, struct declevel *d)
+{
+	unsigned char	 u[4], *b;
+	size_t		 i, j, k, o = 0, used;
+	int		 changed = 0;
+
+	b = malloc(prev->n + 1);
+	d->lo = malloc((prev->n + 1) * sizeof(*d->lo));
+	d->hi = malloc((prev->n + 1) * sizeof(*d->hi));
+	if (b == NULL || d->lo == NULL || d->hi == NULL) {
+		free(b);
+		free(d->lo);
+		free(d->hi);
+		d->lo = d->hi = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < prev->n; i += used) {
+		used = 1;
+		if (prev->b[i] != '\\' ||
+		    (k = unesc1(prev->b, prev->n, i, u, &used)) == 0) {
+			u[0] = prev->b[i];
+			k = 1;
+		} else
+			changed = 1;
+		/* Each byte an escape gives spans the whole escape. */
+		for (j = 0; j < k; j++, o++) {
+			b[o] = u[j];
+			d->lo[o] = prev->lo != NULL ? prev->lo[i] : (uint32_t)i;
+			d->hi[o] = prev->lo != NULL ? prev->hi[i + used - 1] :
+			    (uint32_t)(i + used);
+		}
+	}
+	d->b = b;
+	d->n = o;
+	return changed;
+}
+
+static int
+scan_unescaped(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct spans *s)
+{
+	struct declevel	 cur, next;
+	const unsigned char *m;
+	size_t		 i, len, pos, l;
+	int		 rc;
+
+	if (n == 0 || memchr(in, '\\', n) == NULL)
+		return 0;
+	/* Spans are kept in 32 bits; a longer text is refused, which
+	 * withholds the result (results are capped far below this). */
+	if (n >= UINT32_MAX) {
+		errno = EOVERFLOW;
+		return -1;
+	}
+	cur.b = in;
+	cur.lo = cur.hi = NULL;
+	cur.n = n;
+	for (l = 0; l < DEC_LEVELS; l++) {
+		rc = unesc_level(&cur, &next);
+		declevel_free(&cur);
+		if (rc == -1)
+			return -1;
+		cur = next;
+		/* Nothing undone: the same text as the level searched
+		 * before, and so would every further level be. */
+		if (rc == 0)
+			break;
+		for (i = 0; i < nsecrets; i++) {
+			if (secrets[i] == NULL || secrets[i][0] == '\0')
+				continue;
+			len = strlen(secrets[i]);
+			for (pos = 0; pos < cur.n && (m = memmem(cur.b + pos,
+			    cur.n - pos, secrets[i], len)) != NULL;
+			    pos = (size_t)(m - cur.b) + 1)
+				span_add(s, cur.lo[m - cur.b],
+				    cur.hi[m - cur.b + len - 1],
+				    RC_CREDENTIAL);
+		}
+		if (memchr(cur.b, '\\', cur.n) == NULL)
+			break;
+	}
+	declevel_free(&cur);
+	return 0;
+}
+
 static int
 span_cmp(const void *a, const void *b)
 {
@@ -759,7 +962,8 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	if (mask & RB_GITHUB)
 		scan_github(in, inlen, &s);
 	if ((mask & RB_UPSTREAM) &&
-	    scan_secrets(secrets, nsecrets, in, inlen, &s) == -1)
+	    (scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
+	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1))
 		s.oom = true;
 	if (!s.oom && scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
 		free(s.v);

@@ -215,6 +215,24 @@ static const struct row {
 	{ W_ALL, "{\"p\":\"pa$$ w\\/rd:9?>>\"}", "{\"p\":\"" R_CR "\"}", 1 },
 	{ W_ALL, "{\"p\":\"pa$$ w/rd:9?\\u003e\\u003e\"}",
 	    "{\"p\":\"" R_CR "\"}", 1 },
+	/* escapes no writer of jwriters makes, and more than two levels,
+	 * found by undoing them: every character as \u in mixed case,
+	 * \x (Python reprs), a surrogate pair in upper case beside short
+	 * escapes, three and four levels deep */
+	{ W_ALL, "[\"\\u0073\\u0033\\u0063\\u0072\\u0033\\u0074-upstream-"
+	    "token-X\\u0059\\u005a\"]", "[\"" R_CR "\"]", 1 },
+	{ W_ALL, "'\\x73\\x33cr3t-upstream-token-XYZ'", "'" R_CR "'", 1 },
+	{ W_ALL, "b'esc\\x1bkey-7'", "b'" R_CR "'", 1 },
+	{ W_ALL, "key\\uD83D\\uDE00\\u002dxyz", R_CR, 1 },
+	{ W_ALL, "\"pa$$ w\\\\\\\\\\\\\\/rd:9?>>\"", "\"" R_CR "\"", 1 },
+	{ W_ALL, "{\"v\":\"esc\\\\\\\\\\\\\\\\u001bkey-7\"}",
+	    "{\"v\":\"" R_CR "\"}", 1 },
+	/* escapes around a match stay; escapes that undo to nothing held
+	 * change nothing, a lone surrogate and a bad \x included */
+	{ W_ALL, "x\\ny s3cr3t-upstream-token-X\\u0059Z\\n",
+	    "x\\ny " R_CR "\\n", 1 },
+	{ W_ALL, "a\\n\\t\\u0041\\\\ \\ud800 \\xZZ \\",
+	    "a\\n\\t\\u0041\\\\ \\ud800 \\xZZ \\", 0 },
 	/* the short secret "ab": raw only, and overlapping runs are one */
 	{ W_ALL, "cab aab abab", "c" R_CR " a" R_CR " " R_CR R_CR, 4 },
 	{ W_ALL, "YWI=", "YWI=", 0 },
