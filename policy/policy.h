@@ -519,6 +519,13 @@ int	pol_redact(const struct pol_policy *p, const char *const *secrets,
 int	pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	    size_t nsecrets, const char *in, size_t inlen, char **out,
 	    size_t *outlen, unsigned *count, char *err, size_t errlen);
+/* pol_holds_secret: text[0..len) carries one of secrets in a form the
+ * upstream_credentials class of pol_redact finds (raw, base64, %-encoded,
+ * escaped), whatever a policy enables. 1 yes, 0 no, -1 with errno (EINVAL
+ * for NULL text with len > 0 or NULL secrets with nsecrets > 0; ENOMEM,
+ * EOVERFLOW): the caller must then act as on yes. Pure. */
+int	pol_holds_secret(const char *const *secrets, size_t nsecrets,
+	    const char *text, size_t len);
 /* pol_redact_enabled: the policy redacts anything at all (any class or
  * pattern); false lets the caller skip pol_redact. False for NULL. */
 bool	pol_redact_enabled(const struct pol_policy *p);

@@ -918,6 +918,32 @@ span_cmp(const void *a, const void *b)
 	return x->cls - y->cls;
 }
 
+int
+pol_holds_secret(const char *const *secrets, size_t nsecrets,
+    const char *text, size_t len)
+{
+	const unsigned char *in = (const unsigned char *)text;
+	struct spans s = { 0 };
+	int rc;
+
+	if ((text == NULL && len > 0) || (secrets == NULL && nsecrets > 0)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (text == NULL)
+		in = (const unsigned char *)"";
+	if (scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
+	    scan_unescaped(secrets, nsecrets, in, len, &s) == -1)
+		rc = -1;
+	else if (s.oom) {
+		errno = ENOMEM;
+		rc = -1;
+	} else
+		rc = s.n > 0;
+	free(s.v);
+	return rc;
+}
+
 bool
 pol_redact_enabled(const struct pol_policy *p)
 {

@@ -42,6 +42,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "gateway/bridge/bridge.h"
 #include "gateway/bridge/br_int.h"
@@ -3029,7 +3030,7 @@ static const char *const def_secrets[] = {
 START_TEST(test_def_credential)
 {
 	const char *sec = def_secrets[_i], *other = "zz-unrelated-9";
-	char *secrets[1];
+	char *secrets[1], enc[64];
 	struct br b;
 	json_t *d;
 	int w;
@@ -3038,7 +3039,7 @@ START_TEST(test_def_credential)
 	secrets[0] = (char *)(uintptr_t)sec;
 	b.secrets = secrets;
 	b.nsecrets = 1;
-	for (w = 0; w < 5; w++) {
+	for (w = 0; w < 7; w++) {
 		switch (w) {
 		case 0:
 			d = json_pack("{s:s, s:s++, s:{s:s}}", "name", "t",
@@ -3059,6 +3060,22 @@ START_TEST(test_def_credential)
 			d = json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "t",
 			    "inputSchema", "type", "object", "annotations",
 			    "title", sec);
+			break;
+		case 5:
+			/* Encoded, as redaction finds it in results:
+			 * base64, and escaped inside the decoded string. */
+			EVP_EncodeBlock((unsigned char *)enc,
+			    (const unsigned char *)sec, (int)strlen(sec));
+			d = json_pack("{s:s, s:s++, s:{s:s}}", "name", "t",
+			    "description", "key: ", enc, "", "inputSchema",
+			    "type", "object");
+			break;
+		case 6:
+			snprintf(enc, sizeof(enc), "\\u%04x%s",
+			    (unsigned char)sec[0], sec + 1);
+			d = json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "t",
+			    "inputSchema", "type", "object", "annotations",
+			    "title", enc);
 			break;
 		default:
 			/* A number's text: only for a credential that is

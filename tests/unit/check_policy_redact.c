@@ -289,6 +289,33 @@ START_TEST(table)
 END_TEST
 
 /* A secret that starts in the first byte and ends in the last one. */
+/* pol_holds_secret finds what redaction finds, whatever a policy says. */
+START_TEST(holds_secret)
+{
+	static const struct { const char *in; int want; } c[] = {
+		{ "", 0 },
+		{ "nothing held here", 0 },
+		{ "s3cr3t-upstream-token-XYZ", 1 },
+		{ "czNjcjN0LXVwc3RyZWFtLXRva2VuLVhZWg==", 1 },
+		{ "pa%24%24%20w%2Frd%3A9%3F%3E%3E", 1 },
+		{ "\\u0073\\x33cr3t-upstream-token-XYZ", 1 },
+		{ "\\\\\\\\u0065sc\\\\\\\\u001bkey-7", 1 },
+		{ "s3cr3t-upstream-token-XY", 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_msg(pol_holds_secret(secrets, NSECRETS, c[i].in,
+		    strlen(c[i].in)) == c[i].want, "case %zu", i);
+	errno = 0;
+	ck_assert_int_eq(pol_holds_secret(secrets, NSECRETS, NULL, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(pol_holds_secret(NULL, 1, "x", 1), -1);
+	ck_assert_int_eq(pol_holds_secret(NULL, 0, "x", 1), 0);
+	ck_assert_int_eq(pol_holds_secret(secrets, NSECRETS, NULL, 0), 0);
+}
+END_TEST
+
 START_TEST(edges_and_nul)
 {
 	const char	 in[] = "AKIAIOSFODNN7EXAMPLE\0AKIAIOSFODNN7EXAMPLE";
@@ -522,6 +549,7 @@ main(void)
 
 	tcase_add_checked_fixture(core, setup, teardown);
 	tcase_add_loop_test(core, table, 0, sizeof(rows) / sizeof(rows[0]));
+	tcase_add_test(core, holds_secret);
 	tcase_add_test(core, edges_and_nul);
 	tcase_add_test(core, accessors);
 	tcase_add_test(core, example_policy);
