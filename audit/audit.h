@@ -235,7 +235,9 @@ struct aud_log	*aud_open(const struct aud_opts *o, char *err, size_t errlen);
  * runs every pending callback. Returns the number of accepted records that
  * are neither in the log nor counted in a log.gap (0 unless the database
  * refused even the final gap, e.g. locked or full at shutdown), for the
- * caller to report. NULL is a no-op (0). */
+ * caller to report. NULL is a no-op (0). Every thread that submits must
+ * have returned from its last submit first (a submit touches l after its
+ * record is queued). */
 uint64_t	 aud_close(struct aud_log *l);
 /*
  * aud_submit_async: queue one record; never blocks on I/O. fields (a JSON

@@ -589,8 +589,9 @@ id_taken(const struct sbx *m, const char *id)
 }
 
 /* Tries to remove each leftover, its removal recorded (a sandbox.orphan
- * finding) before it is made; one gone gives its slot back. With the
- * audit log down nothing is tried: the slots stay held. */
+ * finding) before the first try; one gone gives its slot back. With the
+ * audit log down a leftover not yet recorded is not tried (its slot stays
+ * held); one recorded before is retried, its record already durable. */
 static void
 leftovers_remove(struct sbx *m)
 {

@@ -707,13 +707,15 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 /*
  * The escapes of writers outside jwriters, and text escaped more than
  * twice, are found by undoing them instead: the text is unescaped level by
- * level and each level searched for the raw credentials. One level undoes
- * what any writer of JSON strings may emit (\" \\ \/ \b \f \n \r \t,
- * \uXXXX in either case, surrogate pairs) and \xHH (Python reprs, C and
- * JavaScript literals), so a credential escaped one character at a time,
- * in any mix of forms, is found as long as it was escaped at most
- * DEC_LEVELS times. Every byte of a level keeps the span of the original
- * text it came from, so a match redacts the escaped form where it stands.
+ * level and each level searched as the original is (raw, base64,
+ * %-encoded, jwriters' forms). One level undoes what writers of JSON, C,
+ * Python and JavaScript strings emit (unesc1), so a credential escaped one
+ * character at a time, in any mix of forms, is found as long as it was
+ * escaped at most DEC_LEVELS times. Every byte of a level keeps the span
+ * of the original text it came from, so a match redacts the escaped form
+ * where it stands. A literal backslash just before a match may be read
+ * with it as one escape a level deeper and go with it: redaction errs
+ * towards taking a character too many.
  */
 #define DEC_LEVELS	4
 
@@ -758,42 +760,10 @@ hexn(const unsigned char *s, size_t n)
 	return v;
 }
 
-/* One escape at in[i] (a backslash, n bytes in all): its bytes in out
- * (at most 4) and their count, the escape's length in *used; 0 when it is
- * none (the backslash then stands for itself). */
+/* cp as UTF-8 at out (at most 4 bytes); the count. */
 static size_t
-unesc1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
-    size_t *used)
+utf8_enc(unsigned long cp, unsigned char *out)
 {
-	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-	const char *q;
-	long cp, lo;
-
-	if (i + 1 >= n)
-		return 0;
-	if (in[i + 1] != '\0' && (q = strchr(from, in[i + 1])) != NULL) {
-		out[0] = (unsigned char)to[q - from];
-		*used = 2;
-		return 1;
-	}
-	if (in[i + 1] == 'x') {
-		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
-			return 0;
-		out[0] = (unsigned char)cp;
-		*used = 4;
-		return 1;
-	}
-	if (in[i + 1] != 'u' || i + 6 > n || (cp = hexn(in + i + 2, 4)) == -1)
-		return 0;
-	*used = 6;
-	if (cp >= 0xd800 && cp <= 0xdbff) {
-		if (i + 12 > n || in[i + 6] != '\\' || in[i + 7] != 'u' ||
-		    (lo = hexn(in + i + 8, 4)) < 0xdc00 || lo > 0xdfff)
-			return 0;
-		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-		*used = 12;
-	} else if (cp >= 0xdc00 && cp <= 0xdfff)
-		return 0;
 	if (cp < 0x80) {
 		out[0] = (unsigned char)cp;
 		return 1;
@@ -816,15 +786,93 @@ unesc1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
 	return 4;
 }
 
-/* Unescapes prev into d (never longer): 1 when some escape was undone, 0
- * when none was (d is then prev's copy), -1 (ENOMEM). d owns its arrays
- * after 0 or 1 (declevel_free). */
+/* How \xHH above 0x7f is read: as that byte (C, Python bytes) or as that
+ * code point (Python str, JavaScript). */
+#define X_BYTE		0
+#define X_CHAR		1
+
+/*
+ * One escape at in[i] (a backslash, n bytes in all): its bytes in out (at
+ * most 4) and their count, the escape's length in *used; 0 when it is none
+ * (the backslash then stands for itself). *high is set by a \x above 0x7f.
+ * What the writers of JSON, C, Python and JavaScript strings emit: the
+ * short escapes, \xHH, \uXXXX (surrogate pairs joined), \UXXXXXXXX and
+ * \u{X...}. Never more bytes than the escape.
+ */
+static size_t
+unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
+    unsigned char *out, size_t *used, int *high)
+{
+	static const char from[] = "\"\\/bfnrt'va", to[] =
+	    "\"\\/\b\f\n\r\t'\v\a";
+	const char *q;
+	long cp, lo;
+	size_t k;
+
+	if (i + 1 >= n)
+		return 0;
+	if (in[i + 1] != '\0' && (q = strchr(from, in[i + 1])) != NULL) {
+		out[0] = (unsigned char)to[q - from];
+		*used = 2;
+		return 1;
+	}
+	if (in[i + 1] == 'x') {
+		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
+			return 0;
+		*used = 4;
+		if (cp >= 0x80)
+			*high = 1;
+		if (cp < 0x80 || xmode == X_BYTE) {
+			out[0] = (unsigned char)cp;
+			return 1;
+		}
+		return utf8_enc((unsigned long)cp, out);
+	}
+	if (in[i + 1] == 'U') {
+		if (i + 10 > n || (cp = hexn(in + i + 2, 8)) == -1 ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		*used = 10;
+		return utf8_enc((unsigned long)cp, out);
+	}
+	if (in[i + 1] != 'u')
+		return 0;
+	if (i + 2 < n && in[i + 2] == '{') {
+		/* JavaScript's \u{X...}: 1 to 6 digits. */
+		for (k = 0; k < 6 && i + 3 + k < n && hexval(in[i + 3 + k]) != -1;
+		    k++)
+			;
+		if (k == 0 || i + 3 + k >= n || in[i + 3 + k] != '}' ||
+		    (cp = hexn(in + i + 3, k)) > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		*used = k + 4;
+		return utf8_enc((unsigned long)cp, out);
+	}
+	if (i + 6 > n || (cp = hexn(in + i + 2, 4)) == -1)
+		return 0;
+	*used = 6;
+	if (cp >= 0xd800 && cp <= 0xdbff) {
+		if (i + 12 > n || in[i + 6] != '\\' || in[i + 7] != 'u' ||
+		    (lo = hexn(in + i + 8, 4)) < 0xdc00 || lo > 0xdfff)
+			return 0;
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		*used = 12;
+	} else if (cp >= 0xdc00 && cp <= 0xdfff)
+		return 0;
+	return utf8_enc((unsigned long)cp, out);
+}
+
+/* Unescapes prev into d (never longer), \x read as xmode says: bit 0 of
+ * the result set when some escape was undone (else d is prev's copy), bit
+ * 1 when a \x above 0x7f was seen; -1 (ENOMEM). d owns its arrays after
+ * a result other than -1 (declevel_free). */
 static int
-unesc_level(const struct declevel *prev, struct declevel *d)
+unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 {
 	unsigned char	 u[4], *b;
 	size_t		 i, j, k, o = 0, used;
-	int		 changed = 0;
+	int		 changed = 0, high = 0;
 
 	b = malloc(prev->n + 1);
 	d->lo = malloc((prev->n + 1) * sizeof(*d->lo));
@@ -839,8 +887,8 @@ unesc_level(const struct declevel *prev, struct declevel *d)
 	}
 	for (i = 0; i < prev->n; i += used) {
 		used = 1;
-		if (prev->b[i] != '\\' ||
-		    (k = unesc1(prev->b, prev->n, i, u, &used)) == 0) {
+		if (prev->b[i] != '\\' || (k = unesc1(prev->b, prev->n, i,
+		    xmode, u, &used, &high)) == 0) {
 			u[0] = prev->b[i];
 			k = 1;
 		} else
@@ -855,7 +903,29 @@ unesc_level(const struct declevel *prev, struct declevel *d)
 	}
 	d->b = b;
 	d->n = o;
-	return changed;
+	return changed | high << 1;
+}
+
+/* Searches the level d as the original is searched (every form of every
+ * secret), each match moved back onto the span of the original it came
+ * from. -1 (ENOMEM). */
+static int
+search_level(const char *const *secrets, size_t nsecrets,
+    const struct declevel *d, struct spans *s)
+{
+	struct spans	 t = { 0 };
+	size_t		 i;
+
+	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
+		free(t.v);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < t.n; i++)
+		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
+		    t.v[i].cls);
+	free(t.v);
+	return 0;
 }
 
 static int
@@ -863,46 +933,46 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	struct declevel	 cur, next;
-	const unsigned char *m;
-	size_t		 i, len, pos, l;
-	int		 rc;
+	size_t		 l;
+	int		 rc, xmode, high = 0;
 
 	if (n == 0 || memchr(in, '\\', n) == NULL)
 		return 0;
 	/* Spans are kept in 32 bits; a longer text is refused, which
 	 * withholds the result (results are capped far below this). */
-	if (n >= UINT32_MAX) {
+	if (n >= UINT32_MAX || n >= SIZE_MAX / sizeof(uint32_t) - 1) {
 		errno = EOVERFLOW;
 		return -1;
 	}
-	cur.b = in;
-	cur.lo = cur.hi = NULL;
-	cur.n = n;
-	for (l = 0; l < DEC_LEVELS; l++) {
-		rc = unesc_level(&cur, &next);
-		declevel_free(&cur);
-		if (rc == -1)
-			return -1;
-		cur = next;
-		/* Nothing undone: the same text as the level searched
-		 * before, and so would every further level be. */
-		if (rc == 0)
+	/* \x above 0x7f is read as a byte, then, if there was one, as a
+	 * character: the text does not say which its writer meant. */
+	for (xmode = X_BYTE; xmode <= X_CHAR; xmode++) {
+		if (xmode == X_CHAR && !high)
 			break;
-		for (i = 0; i < nsecrets; i++) {
-			if (secrets[i] == NULL || secrets[i][0] == '\0')
-				continue;
-			len = strlen(secrets[i]);
-			for (pos = 0; pos < cur.n && (m = memmem(cur.b + pos,
-			    cur.n - pos, secrets[i], len)) != NULL;
-			    pos = (size_t)(m - cur.b) + 1)
-				span_add(s, cur.lo[m - cur.b],
-				    cur.hi[m - cur.b + len - 1],
-				    RC_CREDENTIAL);
+		cur.b = in;
+		cur.lo = cur.hi = NULL;
+		cur.n = n;
+		for (l = 0; l < DEC_LEVELS; l++) {
+			rc = unesc_level(&cur, &next, xmode);
+			declevel_free(&cur);
+			if (rc == -1)
+				return -1;
+			cur = next;
+			high |= rc & 2;
+			/* Nothing undone: the same text as the level
+			 * searched before, and so would every further
+			 * level be. */
+			if (!(rc & 1))
+				break;
+			if (search_level(secrets, nsecrets, &cur, s) == -1) {
+				declevel_free(&cur);
+				return -1;
+			}
+			if (memchr(cur.b, '\\', cur.n) == NULL)
+				break;
 		}
-		if (memchr(cur.b, '\\', cur.n) == NULL)
-			break;
+		declevel_free(&cur);
 	}
-	declevel_free(&cur);
 	return 0;
 }
 

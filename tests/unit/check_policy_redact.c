@@ -59,6 +59,7 @@ static const char *const secrets[] = {
 	"p\xc3\xa4ssw\xc3\xb6rd-1",	/* json.dumps writes \u00e4 */
 	"key\xf0\x9f\x98\x80-xyz",	/* ... and a surrogate pair */
 	"del\x7f""key-3",	/* json.dumps writes \u007f */
+	"ab'cd\"ef-12",		/* Python's repr writes \' */
 };
 #define NSECRETS (sizeof(secrets) / sizeof(secrets[0]))
 
@@ -227,6 +228,15 @@ static const struct row {
 	{ W_ALL, "\"pa$$ w\\\\\\\\\\\\\\/rd:9?>>\"", "\"" R_CR "\"", 1 },
 	{ W_ALL, "{\"v\":\"esc\\\\\\\\\\\\\\\\u001bkey-7\"}",
 	    "{\"v\":\"" R_CR "\"}", 1 },
+	/* a quote as \' (Python's repr), \x above 0x7f as a character
+	 * (Python's ascii()), \U and \u{} (Python, JavaScript), and base64
+	 * whose '/' a writer escaped (PHP, JSON_ESCAPE_SLASH) */
+	{ W_ALL, "x = 'ab\\'cd\"ef-12'", "x = '" R_CR "'", 1 },
+	{ W_ALL, "'p\\xe4ssw\\xf6rd-1'", "'" R_CR "'", 1 },
+	{ W_ALL, "'key\\U0001f600-xyz'", "'" R_CR "'", 1 },
+	{ W_ALL, "`key\\u{1F600}-xyz`", "`" R_CR "`", 1 },
+	{ W_ALL, "{\"b\":\"cGEkJCB3L3JkOjk\\/Pj4=\"}", "{\"b\":\"" R_CR "\"}",
+	    1 },
 	/* escapes around a match stay; escapes that undo to nothing held
 	 * change nothing, a lone surrogate and a bad \x included */
 	{ W_ALL, "x\\ny s3cr3t-upstream-token-X\\u0059Z\\n",
