@@ -744,11 +744,12 @@ hexval(unsigned char c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* The value of the n hex digits at s, or -1. */
-static long
+/* The value of the n (at most 8) hex digits at s, or -1; long long so
+ * that eight digits fit where long has 32 bits. */
+static long long
 hexn(const unsigned char *s, size_t n)
 {
-	long v = 0;
+	long long v = 0;
 	size_t i;
 	int h;
 
@@ -806,7 +807,7 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 	static const char from[] = "\"\\/bfnrt'va", to[] =
 	    "\"\\/\b\f\n\r\t'\v\a";
 	const char *q;
-	long cp, lo;
+	long long cp, lo;
 	size_t k;
 
 	if (i + 1 >= n)
