@@ -490,9 +490,10 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *                 the daemon holds), exact bytes; for secrets of 6 bytes or
  *                 more also their base64 and base64url forms (with or
  *                 without padding) and their %-encoding (either hex case);
- *                 escaped, also in any mix of JSON string escapes and
- *                 \xHH, up to four levels deep (an escape that is part of
- *                 a match is redacted whole)
+ *                 escaped, also in any mix of the string escapes of JSON,
+ *                 C, Python and JavaScript and HTML character references,
+ *                 up to four levels deep (an escape that is part of a
+ *                 match is redacted whole)
  *                                                  "[REDACTED:credential]"
  * secrets are ignored unless upstream_credentials is enabled. Overlapping
  * matches become one marker (named by the match that starts first, the

@@ -709,7 +709,8 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
  * twice, are found by undoing them instead: the text is unescaped level by
  * level and each level searched as the original is (raw, base64,
  * %-encoded, jwriters' forms). One level undoes what writers of JSON, C,
- * Python and JavaScript strings emit (unesc1), so a credential escaped one
+ * Python and JavaScript strings emit (unesc1) and HTML character
+ * references (unent1), so a credential escaped one
  * character at a time, in any mix of forms, is found as long as it was
  * escaped at most DEC_LEVELS times. Every byte of a level keeps the span
  * of the original text it came from, so a match redacts the escaped form
@@ -864,6 +865,54 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 	return utf8_enc((unsigned long)cp, out);
 }
 
+/*
+ * One HTML character reference at in[i] ('&', n bytes in all), as unesc1:
+ * &#DDD; and &#xHHH; (any code point but NUL and surrogates) and the named
+ * references a credential's punctuation gets from HTML encoders (an HTML
+ * page a fetch tool returns, an attribute value). The ';' is required.
+ */
+static size_t
+unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
+    size_t *used)
+{
+	static const struct { const char *name; char c; } named[] = {
+		{ "quot;", '"' }, { "amp;", '&' }, { "lt;", '<' },
+		{ "gt;", '>' }, { "apos;", '\'' }, { "sol;", '/' },
+		{ "plus;", '+' }, { "equals;", '=' },
+	};
+	long long cp = 0;
+	size_t k, d, len;
+	int hex, h;
+
+	if (i + 3 >= n)
+		return 0;
+	if (in[i + 1] != '#') {
+		for (k = 0; k < sizeof(named) / sizeof(named[0]); k++) {
+			len = strlen(named[k].name);
+			if (i + 1 + len <= n &&
+			    memcmp(in + i + 1, named[k].name, len) == 0) {
+				out[0] = (unsigned char)named[k].c;
+				*used = len + 1;
+				return 1;
+			}
+		}
+		return 0;
+	}
+	hex = in[i + 2] == 'x' || in[i + 2] == 'X';
+	for (k = i + 2 + hex, d = 0; k < n && d < 8; k++, d++) {
+		h = hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ?
+		    in[k] - '0' : -1;
+		if (h == -1)
+			break;
+		cp = cp * (hex ? 16 : 10) + h;
+	}
+	if (d == 0 || k >= n || in[k] != ';' || cp == 0 || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	*used = k + 1 - i;
+	return utf8_enc((unsigned long)cp, out);
+}
+
 /* Unescapes prev into d (never longer), \x read as xmode says: bit 0 of
  * the result set when some escape was undone (else d is prev's copy), bit
  * 1 when a \x above 0x7f was seen; -1 (ENOMEM). d owns its arrays after
@@ -888,8 +937,11 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 	}
 	for (i = 0; i < prev->n; i += used) {
 		used = 1;
-		if (prev->b[i] != '\\' || (k = unesc1(prev->b, prev->n, i,
-		    xmode, u, &used, &high)) == 0) {
+		k = prev->b[i] == '\\' ? unesc1(prev->b, prev->n, i, xmode,
+		    u, &used, &high) : prev->b[i] == '&' ? unent1(prev->b,
+		    prev->n, i, u, &used) : 0;
+		if (k == 0) {
+			used = 1;
 			u[0] = prev->b[i];
 			k = 1;
 		} else
@@ -929,6 +981,13 @@ search_level(const char *const *secrets, size_t nsecrets,
 	return 0;
 }
 
+/* Could b hold an escape unesc1 or unent1 undoes? */
+static int
+escapable(const unsigned char *b, size_t n)
+{
+	return memchr(b, '\\', n) != NULL || memchr(b, '&', n) != NULL;
+}
+
 static int
 scan_unescaped(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
@@ -937,7 +996,7 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 	size_t		 l;
 	int		 rc, xmode, high = 0;
 
-	if (n == 0 || memchr(in, '\\', n) == NULL)
+	if (n == 0 || !escapable(in, n))
 		return 0;
 	/* Spans are kept in 32 bits; a longer text is refused, which
 	 * withholds the result (results are capped far below this). */
@@ -969,7 +1028,7 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 				declevel_free(&cur);
 				return -1;
 			}
-			if (memchr(cur.b, '\\', cur.n) == NULL)
+			if (!escapable(cur.b, cur.n))
 				break;
 		}
 		declevel_free(&cur);

@@ -237,6 +237,18 @@ static const struct row {
 	{ W_ALL, "`key\\u{1F600}-xyz`", "`" R_CR "`", 1 },
 	{ W_ALL, "{\"b\":\"cGEkJCB3L3JkOjk\\/Pj4=\"}", "{\"b\":\"" R_CR "\"}",
 	    1 },
+	/* HTML character references (an HTML page, an attribute value),
+	 * also escaped again as &amp; */
+	{ W_ALL, "<a title=\"pa$$ w&#x2F;rd:9?&gt;&gt;\">",
+	    "<a title=\"" R_CR "\">", 1 },
+	{ W_ALL, "&#115;3cr3t-upstream-token-&#88;YZ", R_CR, 1 },
+	{ W_ALL, "v=&amp;#x73;3cr3t-upstream-token-XYZ", "v=" R_CR, 1 },
+	{ W_ALL, "a & b &amp c &#; &#x110000; &#0; &#xD800; &bogus;",
+	    "a & b &amp c &#; &#x110000; &#0; &#xD800; &bogus;", 0 },
+	/* a lone surrogate escape stays whole: not a backslash that joins
+	 * what follows into another escape */
+	{ W_ALL, "\\n x\\ud800u00733cr3t-upstream-token-XYZ",
+	    "\\n x\\ud800u00733cr3t-upstream-token-XYZ", 0 },
 	/* escapes around a match stay; escapes that undo to nothing held
 	 * change nothing, a lone surrogate and a bad \x included */
 	{ W_ALL, "x\\ny s3cr3t-upstream-token-X\\u0059Z\\n",
