@@ -1160,6 +1160,38 @@ state_exec(const char *sql)
 	sqlite3_close(db);
 }
 
+/* Creates sandbox id (policy tp, subject a, labels a JSON object or NULL)
+ * and keeps its token in token (80 bytes). */
+static void
+create_kept(const char *id, const char *labels, char *token)
+{
+	char text[256];
+	json_t *r;
+
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"%s%s}", id, labels != NULL ?
+	    ",\"labels\":" : "", labels != NULL ? labels : "");
+	ck_assert_uint_eq(create(text, &r), 201);
+	snprintf(token, 80, "%s",
+	    json_string_value(json_object_get(r, "token")));
+	json_decref(r);
+}
+
+/* A start that stopped left id as it was (namespace and row); the next
+ * start adopts it whole, with the same token, into v. */
+static void
+restart_adopts(const char *id, const char *token, struct sbx_view *v)
+{
+	char err[512];
+
+	ck_assert(pin_exists(id));
+	ck_assert_int_eq(state_has(id), 1);
+	m = sbx_new(gw, loop, err, sizeof(err));
+	ck_assert_msg(m != NULL, "restart: %s", err);
+	ck_assert_int_eq(sbx_lookup_id(m, id, v), 0);
+	ck_assert(sbx_token_ok(m, id, token));
+}
+
 /* A restart that cannot tell whether a recorded sandbox is whole (its
  * namespace or link cannot be read just then) must not destroy it: a
  * passing error is asked again, and one that lasts stops the start with
@@ -1167,19 +1199,13 @@ state_exec(const char *sql)
 START_TEST(test_reconcile_unreadable)
 {
 	struct sbx_view v;
-	json_t *r;
-	char id[40], text[160], token[80], err[512], *recs;
+	char id[40], token[80], err[512], *recs;
 
 	if (!isolated)
 		return;
 	start("unread", 4);
 	snprintf(id, sizeof(id), "k%ld-ur", (long)getpid());
-	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
-	    "\"subject\":\"a\"}", id);
-	ck_assert_uint_eq(create(text, &r), 201);
-	snprintf(token, sizeof(token), "%s",
-	    json_string_value(json_object_get(r, "token")));
-	json_decref(r);
+	create_kept(id, NULL, token);
 
 	/* A passing error: asked again, adopted whole. */
 	sbx_free(m);
@@ -1203,14 +1229,9 @@ START_TEST(test_reconcile_unreadable)
 	ck_assert_int_gt(exists_calls, 1);
 	ck_assert_int_lt(exists_calls, 20);
 	exists_fail = 0;
-	ck_assert(pin_exists(id));
-	ck_assert_int_eq(state_has(id), 1);
 
 	/* Readable again: the same sandbox, same token, same elements. */
-	m = sbx_new(gw, loop, err, sizeof(err));
-	ck_assert_msg(m != NULL, "restart: %s", err);
-	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
-	ck_assert(sbx_token_ok(m, id, token));
+	restart_adopts(id, token, &v);
 	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "allow4", v.ifname, err,
 	    sizeof(err)), 1);
 	recs = logged(7, id);
@@ -1313,19 +1334,13 @@ jmalloc(size_t n)
 START_TEST(test_reconcile_nomem)
 {
 	struct sbx_view v;
-	json_t *r;
-	char id[40], text[160], token[80], err[512], *recs;
+	char id[40], token[80], err[512], *recs;
 
 	if (!isolated)
 		return;
 	start("nomem", 4);
 	snprintf(id, sizeof(id), "k%ld-nm", (long)getpid());
-	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
-	    "\"subject\":\"a\",\"labels\":{\"env\":\"dev\"}}", id);
-	ck_assert_uint_eq(create(text, &r), 201);
-	snprintf(token, sizeof(token), "%s",
-	    json_string_value(json_object_get(r, "token")));
-	json_decref(r);
+	create_kept(id, "{\"env\":\"dev\"}", token);
 
 	sbx_free(m);
 	json_set_alloc_funcs(jmalloc, free);
@@ -1335,13 +1350,8 @@ START_TEST(test_reconcile_nomem)
 	json_set_alloc_funcs(malloc, free);
 	ck_assert_msg(m == NULL, "started: the row was taken for a bad one");
 	ck_assert_msg(strstr(err, id) != NULL, "error: %s", err);
-	ck_assert(pin_exists(id));
-	ck_assert_int_eq(state_has(id), 1);
 
-	m = sbx_new(gw, loop, err, sizeof(err));
-	ck_assert_msg(m != NULL, "restart: %s", err);
-	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
-	ck_assert(sbx_token_ok(m, id, token));
+	restart_adopts(id, token, &v);
 	recs = logged(5, id);
 	ck_assert_int_eq(count_substr(recs, "sandbox.invalid_row"), 0);
 	free(recs);
