@@ -936,10 +936,11 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 		return -1;
 	}
 	for (i = 0; i < prev->n; i += used) {
-		used = 1;
 		k = prev->b[i] == '\\' ? unesc1(prev->b, prev->n, i, xmode,
 		    u, &used, &high) : prev->b[i] == '&' ? unent1(prev->b,
 		    prev->n, i, u, &used) : 0;
+		/* A refused escape may have set used: it stands for its
+		 * first byte only. */
 		if (k == 0) {
 			used = 1;
 			u[0] = prev->b[i];
