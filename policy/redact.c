@@ -494,6 +494,22 @@ urlenc(const unsigned char *s, size_t n, bool upper, char *out)
 	return o;
 }
 
+/* hexenc: every byte as two hex digits (a hex dump, Python's bytes.hex(),
+ * xxd -p); out holds 2 * n + 1 bytes. */
+static size_t
+hexenc(const unsigned char *s, size_t n, bool upper, char *out)
+{
+	const char	*hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hex[s[i] >> 4];
+		out[2 * i + 1] = hex[s[i] & 15];
+	}
+	out[2 * n] = '\0';
+	return 2 * n;
+}
+
 /*
  * What JSON writers escape beyond the quote, the backslash and control
  * characters, which all of them do (the short escapes where JSON has
@@ -637,12 +653,13 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
 }
 
 /* The credentials the daemon holds, raw and in the encodings a server
- * might echo them in: base64 (both alphabets), percent-encoding, and JSON
- * string escaping once and twice (an environment dumped as JSON text, and
- * that text inside another JSON string) as each writer of jwriters does
- * it, which changes a credential with a quote, a backslash, a control
- * character, a non-ASCII character, '/', '<', '>' or '&'. Short secrets
- * get no encoded forms: a 2-byte base64 prefix would match everywhere. */
+ * might echo them in: base64 (both alphabets), percent-encoding, hex
+ * (either case), and JSON string escaping once and twice (an environment
+ * dumped as JSON text, and that text inside another JSON string) as each
+ * writer of jwriters does it, which changes a credential with a quote, a
+ * backslash, a control character, a non-ASCII character, '/', '<', '>' or
+ * '&'. Short secrets get no encoded forms: a 2-byte base64 prefix would
+ * match everywhere. */
 static int
 scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
@@ -679,6 +696,10 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			urlenc(sec, len, false, buf);
 			find_all(in, n, buf, flen, flen, NULL, s);
 		}
+		flen = hexenc(sec, len, true, buf);
+		find_all(in, n, buf, flen, flen, NULL, s);
+		hexenc(sec, len, false, buf);
+		find_all(in, n, buf, flen, flen, NULL, s);
 		two = buf + NJWRITERS * step;
 		for (w = 0; w < NJWRITERS; w++) {
 			form[w] = buf + w * step;
@@ -708,15 +729,16 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
  * The escapes of writers outside jwriters, and text escaped more than
  * twice, are found by undoing them instead: the text is unescaped level by
  * level and each level searched as the original is (raw, base64,
- * %-encoded, jwriters' forms). One level undoes what writers of JSON, C,
- * Python and JavaScript strings emit (unesc1) and HTML character
- * references (unent1), so a credential escaped one
- * character at a time, in any mix of forms, is found as long as it was
- * escaped at most DEC_LEVELS times. Every byte of a level keeps the span
- * of the original text it came from, so a match redacts the escaped form
- * where it stands. A literal backslash just before a match may be read
- * with it as one escape a level deeper and go with it: redaction errs
- * towards taking a character too many.
+ * %-encoded, hex, jwriters' forms). One level undoes what writers of JSON,
+ * C, Python and JavaScript strings emit (unesc1), HTML character
+ * references (unent1) and percent-encoding of any byte (unpct1), so a
+ * credential escaped one character at a time, in any mix of forms, is
+ * found as long as it was escaped at most DEC_LEVELS times. Every byte
+ * of a level keeps the span of the original text it came from, so a match
+ * redacts the escaped form where it stands. A literal backslash, '&' or
+ * '%' just before a match may be read with it as one escape a level
+ * deeper and go with it: redaction errs towards taking a character too
+ * many.
  */
 #define DEC_LEVELS	4
 
@@ -796,10 +818,11 @@ utf8_enc(unsigned long cp, unsigned char *out)
 /*
  * One escape at in[i] (a backslash, n bytes in all): its bytes in out (at
  * most 4) and their count, the escape's length in *used; 0 when it is none
- * (the backslash then stands for itself). *high is set by a \x above 0x7f.
- * What the writers of JSON, C, Python and JavaScript strings emit: the
- * short escapes, \xHH, \uXXXX (surrogate pairs joined), \UXXXXXXXX and
- * \u{X...}. Never more bytes than the escape.
+ * (the backslash then stands for itself). *high is set by a \x or an octal
+ * escape above 0x7f. What the writers of JSON, C, Python and JavaScript
+ * strings emit: the short escapes, octal \NNN, \xHH, \uXXXX (surrogate
+ * pairs joined), \UXXXXXXXX and \u{X...}. Never more bytes than the
+ * escape.
  */
 static size_t
 unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
@@ -817,6 +840,22 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 		out[0] = (unsigned char)to[q - from];
 		*used = 2;
 		return 1;
+	}
+	if (in[i + 1] >= '0' && in[i + 1] <= '7') {
+		/* C's and Python's octal escapes: up to three digits, at
+		 * most \377 (one more digit would pass it: it is text). */
+		for (k = 0, cp = 0; k < 3 && i + 1 + k < n &&
+		    in[i + 1 + k] >= '0' && in[i + 1 + k] <= '7' &&
+		    cp * 8 + (in[i + 1 + k] - '0') <= 0xff; k++)
+			cp = cp * 8 + (in[i + 1 + k] - '0');
+		*used = k + 1;
+		if (cp >= 0x80)
+			*high = 1;
+		if (cp < 0x80 || xmode == X_BYTE) {
+			out[0] = (unsigned char)cp;
+			return 1;
+		}
+		return utf8_enc((unsigned long)cp, out);
 	}
 	if (in[i + 1] == 'x') {
 		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
@@ -868,30 +907,52 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 /*
  * One HTML character reference at in[i] ('&', n bytes in all), as unesc1:
  * &#DDD; and &#xHHH; (any code point but NUL and surrogates) and the named
- * references a credential's punctuation gets from HTML encoders (an HTML
- * page a fetch tool returns, an attribute value). The ';' is required.
+ * references of ASCII punctuation, what a credential gets from HTML
+ * encoders (an HTML page a fetch tool returns, an attribute value). As
+ * HTML parsers do, a numeric reference may end without its ';' (at the
+ * first byte that is no digit) and the four legacy names (amp, lt, gt,
+ * quot, either case) may go without it.
  */
+static const struct { const char *name; char c; } html_named[] = {
+	{ "quot;", '"' }, { "QUOT;", '"' }, { "amp;", '&' }, { "AMP;", '&' },
+	{ "lt;", '<' }, { "LT;", '<' }, { "gt;", '>' }, { "GT;", '>' },
+	{ "apos;", '\'' }, { "sol;", '/' }, { "plus;", '+' },
+	{ "equals;", '=' }, { "excl;", '!' }, { "num;", '#' },
+	{ "dollar;", '$' }, { "percnt;", '%' }, { "lpar;", '(' },
+	{ "rpar;", ')' }, { "ast;", '*' }, { "midast;", '*' },
+	{ "comma;", ',' }, { "period;", '.' }, { "colon;", ':' },
+	{ "semi;", ';' }, { "quest;", '?' }, { "commat;", '@' },
+	{ "lsqb;", '[' }, { "lbrack;", '[' }, { "bsol;", '\\' },
+	{ "rsqb;", ']' }, { "rbrack;", ']' }, { "Hat;", '^' },
+	{ "lowbar;", '_' }, { "UnderBar;", '_' }, { "grave;", '`' },
+	{ "DiacriticalGrave;", '`' }, { "lcub;", '{' }, { "lbrace;", '{' },
+	{ "verbar;", '|' }, { "vert;", '|' }, { "VerticalLine;", '|' },
+	{ "rcub;", '}' }, { "rbrace;", '}' }, { "Tab;", '\t' },
+	{ "NewLine;", '\n' },
+	/* Legacy: after every form with the ';', which is longer. */
+	{ "quot", '"' }, { "QUOT", '"' }, { "amp", '&' }, { "AMP", '&' },
+	{ "lt", '<' }, { "LT", '<' }, { "gt", '>' }, { "GT", '>' },
+};
+
 static size_t
 unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
     size_t *used)
 {
-	static const struct { const char *name; char c; } named[] = {
-		{ "quot;", '"' }, { "amp;", '&' }, { "lt;", '<' },
-		{ "gt;", '>' }, { "apos;", '\'' }, { "sol;", '/' },
-		{ "plus;", '+' }, { "equals;", '=' },
-	};
 	long long cp = 0;
 	size_t k, d, len;
 	int hex, h;
 
-	if (i + 3 >= n)
+	if (i + 2 >= n)
 		return 0;
 	if (in[i + 1] != '#') {
-		for (k = 0; k < sizeof(named) / sizeof(named[0]); k++) {
-			len = strlen(named[k].name);
-			if (i + 1 + len <= n &&
-			    memcmp(in + i + 1, named[k].name, len) == 0) {
-				out[0] = (unsigned char)named[k].c;
+		for (k = 0; k < sizeof(html_named) / sizeof(html_named[0]);
+		    k++) {
+			if ((unsigned char)html_named[k].name[0] != in[i + 1])
+				continue;
+			len = strlen(html_named[k].name);
+			if (i + 1 + len <= n && memcmp(in + i + 1,
+			    html_named[k].name, len) == 0) {
+				out[0] = (unsigned char)html_named[k].c;
 				*used = len + 1;
 				return 1;
 			}
@@ -906,11 +967,29 @@ unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
 			break;
 		cp = cp * (hex ? 16 : 10) + h;
 	}
-	if (d == 0 || k >= n || in[k] != ';' || cp == 0 || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
+	/* More than eight digits is no reference anyone writes. */
+	if (d == 0 || cp == 0 || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || (k < n &&
+	    (hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ? 0 : -1) !=
+	    -1))
 		return 0;
-	*used = k + 1 - i;
+	*used = k - i + (k < n && in[k] == ';');
 	return utf8_enc((unsigned long)cp, out);
+}
+
+/* One %HH at in[i] ('%', n bytes in all), as unesc1: the byte, whatever
+ * it is (a writer may percent-encode every byte, in either case). */
+static size_t
+unpct1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
+    size_t *used)
+{
+	long long v;
+
+	if (i + 3 > n || (v = hexn(in + i + 1, 2)) == -1)
+		return 0;
+	out[0] = (unsigned char)v;
+	*used = 3;
+	return 1;
 }
 
 /* Unescapes prev into d (never longer), \x read as xmode says: bit 0 of
@@ -921,7 +1000,7 @@ static int
 unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 {
 	unsigned char	 u[4], *b;
-	size_t		 i, j, k, o = 0, used;
+	size_t		 i, j, k, r, o = 0, used;
 	int		 changed = 0, high = 0;
 
 	b = malloc(prev->n + 1);
@@ -936,9 +1015,41 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 		return -1;
 	}
 	for (i = 0; i < prev->n; i += used) {
-		k = prev->b[i] == '\\' ? unesc1(prev->b, prev->n, i, xmode,
-		    u, &used, &high) : prev->b[i] == '&' ? unent1(prev->b,
-		    prev->n, i, u, &used) : 0;
+		/* Bytes no escape starts at stand for themselves: copied
+		 * a run at a time, most of any text. */
+		for (r = i; r < prev->n && prev->b[r] != '\\' &&
+		    prev->b[r] != '&' && prev->b[r] != '%'; r++)
+			;
+		if (r > i) {
+			memcpy(b + o, prev->b + i, r - i);
+			if (prev->lo != NULL) {
+				memcpy(d->lo + o, prev->lo + i,
+				    (r - i) * sizeof(*d->lo));
+				memcpy(d->hi + o, prev->hi + i,
+				    (r - i) * sizeof(*d->hi));
+			} else
+				for (j = 0; j < r - i; j++) {
+					d->lo[o + j] = (uint32_t)(i + j);
+					d->hi[o + j] = (uint32_t)(i + j + 1);
+				}
+			o += r - i;
+			used = r - i;
+			continue;
+		}
+		switch (prev->b[i]) {
+		case '\\':
+			k = unesc1(prev->b, prev->n, i, xmode, u, &used,
+			    &high);
+			break;
+		case '&':
+			k = unent1(prev->b, prev->n, i, u, &used);
+			break;
+		case '%':
+			k = unpct1(prev->b, prev->n, i, u, &used);
+			break;
+		default:
+			k = 0;
+		}
 		/* A refused escape may have set used: it stands for its
 		 * first byte only. */
 		if (k == 0) {
@@ -960,17 +1071,93 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
 	return changed | high << 1;
 }
 
-/* Searches the level d as the original is searched (every form of every
- * secret), each match moved back onto the span of the original it came
- * from. -1 (ENOMEM). */
+/*
+ * A secret can hold what a level undoes itself ("pa%41ss", "a&lt;b"): a
+ * level that takes off an outer escape of another kind also reads the
+ * secret's own bytes, and the secret stands in it as that reading. So
+ * each level is also searched for the secrets as the levels before read
+ * them (form m: m passes of the same unescaping), raw only, and only
+ * forms of at least FORM_MIN bytes (shorter ones would match where no
+ * secret is). Where the secret's last bytes join what follows it into
+ * one escape, the form is not found.
+ */
+#define FORM_MIN	6
+
+struct forms {
+	struct declevel	*f;	/* nsecrets rows of DEC_LEVELS + 1 */
+	size_t		 nsecrets;
+};
+
+static struct declevel *
+form_at(const struct forms *fs, size_t i, size_t m)
+{
+	return &fs->f[i * (DEC_LEVELS + 1) + m];
+}
+
+static void
+forms_free(struct forms *fs)
+{
+	size_t i, m;
+
+	if (fs->f == NULL)
+		return;
+	/* Form 0 is the caller's secret (lo NULL, as declevel_free
+	 * expects); an unmade form is all NULL. */
+	for (i = 0; i < fs->nsecrets; i++)
+		for (m = 1; m <= DEC_LEVELS; m++)
+			declevel_free(form_at(fs, i, m));
+	free(fs->f);
+	fs->f = NULL;
+}
+
+/* Makes form m of every secret (from form m - 1, \x read as xmode);
+ * a form that is its predecessor's copy gets n = 0, which is never
+ * searched and stays so. -1 (ENOMEM). */
+static int
+forms_next(struct forms *fs, size_t m, int xmode)
+{
+	struct declevel *prev, *d;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < fs->nsecrets; i++) {
+		prev = form_at(fs, i, m - 1);
+		d = form_at(fs, i, m);
+		if (prev->b == NULL || (m > 1 && prev->n == 0))
+			continue;
+		if ((rc = unesc_level(prev, d, xmode)) == -1)
+			return -1;
+		if (!(rc & 1))
+			d->n = 0;
+	}
+	return 0;
+}
+
+/* Searches the level d (the l-th) as the original is searched (every
+ * form of every secret), and for the secrets' forms 1 to l, each match
+ * moved back onto the span of the original it came from. -1 (ENOMEM). */
 static int
 search_level(const char *const *secrets, size_t nsecrets,
-    const struct declevel *d, struct spans *s)
+    const struct forms *fs, size_t l, const struct declevel *d,
+    struct spans *s)
 {
+	const struct declevel *f;
 	struct spans	 t = { 0 };
-	size_t		 i;
+	size_t		 i, m;
 
-	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
+	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1) {
+		free(t.v);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < nsecrets; i++)
+		for (m = 1; m <= l; m++) {
+			f = form_at(fs, i, m);
+			if (f->b != NULL && f->n >= FORM_MIN)
+				find_all(d->b, d->n, (const char *)f->b,
+				    f->n, f->n, NULL, &t);
+		}
+	if (t.oom) {
 		free(t.v);
 		errno = ENOMEM;
 		return -1;
@@ -982,11 +1169,12 @@ search_level(const char *const *secrets, size_t nsecrets,
 	return 0;
 }
 
-/* Could b hold an escape unesc1 or unent1 undoes? */
+/* Could b hold an escape unesc1, unent1 or unpct1 undoes? */
 static int
 escapable(const unsigned char *b, size_t n)
 {
-	return memchr(b, '\\', n) != NULL || memchr(b, '&', n) != NULL;
+	return memchr(b, '\\', n) != NULL || memchr(b, '&', n) != NULL ||
+	    memchr(b, '%', n) != NULL;
 }
 
 static int
@@ -994,7 +1182,8 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	struct declevel	 cur, next;
-	size_t		 l;
+	struct forms	 fs = { NULL, nsecrets };
+	size_t		 i, l;
 	int		 rc, xmode, high = 0;
 
 	if (n == 0 || !escapable(in, n))
@@ -1010,14 +1199,29 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 	for (xmode = X_BYTE; xmode <= X_CHAR; xmode++) {
 		if (xmode == X_CHAR && !high)
 			break;
+		if (nsecrets > 0 && (fs.f = calloc(nsecrets * (DEC_LEVELS + 1),
+		    sizeof(*fs.f))) == NULL) {
+			errno = ENOMEM;
+			return -1;
+		}
+		for (i = 0; i < nsecrets; i++)
+			if (secrets[i] != NULL && secrets[i][0] != '\0') {
+				form_at(&fs, i, 0)->b =
+				    (const unsigned char *)secrets[i];
+				form_at(&fs, i, 0)->n = strlen(secrets[i]);
+			}
 		cur.b = in;
 		cur.lo = cur.hi = NULL;
 		cur.n = n;
 		for (l = 0; l < DEC_LEVELS; l++) {
 			rc = unesc_level(&cur, &next, xmode);
 			declevel_free(&cur);
-			if (rc == -1)
+			if (rc == -1 || forms_next(&fs, l + 1, xmode) == -1) {
+				if (rc != -1)
+					declevel_free(&next);
+				forms_free(&fs);
 				return -1;
+			}
 			cur = next;
 			high |= rc & 2;
 			/* Nothing undone: the same text as the level
@@ -1025,14 +1229,17 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 			 * level be. */
 			if (!(rc & 1))
 				break;
-			if (search_level(secrets, nsecrets, &cur, s) == -1) {
+			if (search_level(secrets, nsecrets, &fs, l + 1, &cur,
+			    s) == -1) {
 				declevel_free(&cur);
+				forms_free(&fs);
 				return -1;
 			}
 			if (!escapable(cur.b, cur.n))
 				break;
 		}
 		declevel_free(&cur);
+		forms_free(&fs);
 	}
 	return 0;
 }

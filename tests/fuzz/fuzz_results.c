@@ -61,18 +61,36 @@ static regex_t aws, own;
 
 /* One level of unescaping, in place (written apart from policy/redact.c,
  * so the invariant does not rest on the code it checks): JSON's short
- * escapes, \uXXXX with surrogate pairs and \xHH; anything else stays. */
+ * escapes, \uXXXX with surrogate pairs, \xHH, octal \NNN up to \377 and
+ * %HH; anything else stays. */
 static size_t
 unescape(char *b, size_t n)
 {
 	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 	unsigned long cp, lo;
-	size_t i, o = 0;
+	size_t i, k, o = 0;
 	char h[5], *end, *q;
 
 	for (i = 0; i < n;) {
+		if (b[i] == '%' && i + 2 < n && isxdigit((unsigned char)
+		    b[i + 1]) && isxdigit((unsigned char)b[i + 2])) {
+			memcpy(h, b + i + 1, 2);
+			h[2] = '\0';
+			b[o++] = (char)strtoul(h, NULL, 16);
+			i += 3;
+			continue;
+		}
 		if (b[i] != '\\' || i + 1 >= n) {
 			b[o++] = b[i++];
+			continue;
+		}
+		if (b[i + 1] >= '0' && b[i + 1] <= '7') {
+			for (k = 1, cp = 0; k <= 3 && i + k < n &&
+			    b[i + k] >= '0' && b[i + k] <= '7' &&
+			    cp * 8 + (unsigned long)(b[i + k] - '0') <= 255; k++)
+				cp = cp * 8 + (unsigned long)(b[i + k] - '0');
+			b[o++] = (char)cp;
+			i += k;
 			continue;
 		}
 		if (b[i + 1] != '\0' && (q = strchr(from, b[i + 1])) != NULL) {
@@ -199,7 +217,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *result, *tool = NULL, *sc;
 	const char *schema;
 	char *text;
-	size_t i;
+	size_t i, k;
 	int n;
 	bool had_sc;
 
@@ -240,6 +258,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			REQUIRE(strstr(text, esc + 1) == NULL);
 			free(esc);
 			json_decref(js);
+			/* Nor as a hex dump, in either case. */
+			for (k = 0; k < 2; k++) {
+				const char *hd = k ? "0123456789ABCDEF" :
+				    "0123456789abcdef";
+				const unsigned char *sb =
+				    (const unsigned char *)secrets[i];
+				size_t sl = strlen(secrets[i]), j;
+				char *hex = malloc(2 * sl + 1);
+
+				REQUIRE(hex != NULL);
+				for (j = 0; j < sl; j++) {
+					hex[2 * j] = hd[sb[j] >> 4];
+					hex[2 * j + 1] = hd[sb[j] & 15];
+				}
+				hex[2 * sl] = '\0';
+				REQUIRE(strstr(text, hex) == NULL);
+				free(hex);
+			}
 		}
 		REQUIRE(!holds(result, secrets, br.nsecrets));
 		REQUIRE(regexec(&aws, text, 0, NULL, 0) != 0);

@@ -1,5 +1,6 @@
 /*
- * check_policy_oom: the loaders stay all-or-nothing when memory runs out.
+ * check_policy_oom: the loaders stay all-or-nothing when memory runs out,
+ * and redaction fails closed.
  *
  * A loader that meets a failed allocation and carries on can hand the daemon
  * a policy missing a port list, a deny rule, a budget or a redaction pattern:
@@ -17,6 +18,7 @@
 #define _GNU_SOURCE		/* vasprintf */
 #endif
 #include <check.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -193,6 +195,71 @@ START_TEST(set_load_fails_whole)
 }
 END_TEST
 
+/*
+ * Redaction fails closed: with any one of its allocations failing it
+ * reports ENOMEM (the bridge then withholds the result) or gives the same
+ * redacted text as with memory, never a text with a credential left in.
+ * The input takes every path that allocates: encoded forms, levels of
+ * escapes of each kind, the forms of a secret holding what a level undoes,
+ * \x read both ways, and a built-in class.
+ */
+#define REDACT_POLICY							\
+	"version: 1\nname: r\nmcp:\n  results:\n"			\
+	"    redact: [upstream_credentials, bearer_tokens]\n"
+
+START_TEST(redact_fails_closed)
+{
+	static const char *const secrets[] = { "s3cr3t-upstream-token-XYZ",
+	    "pa%41ss-wd-9", "p\xc3\xa4ssw\xc3\xb6rd-1" };
+	static const char in[] = "a \\u0073\\x33cr3t-upstream-token-XYZ "
+	    "&#115;3cr3t-upstream-token-XYZ %5Cu0070a%2541ss-wd-9 "
+	    "'p\\xe4ssw\\xf6rd-1' Bearer abcdefgh123 "
+	    "7333637233742d757073747265616d2d746f6b656e2d58595a";
+	struct pol_errors	*e = pol_errors_new(8);
+	struct pol_policy	*p;
+	char			*want = NULL, *out;
+	long			 n, i;
+	int			 rc;
+
+	ck_assert_ptr_nonnull(e);
+	p = pol_policy_load_buf("r.yaml", REDACT_POLICY,
+	    strlen(REDACT_POLICY), NULL, e);
+	ck_assert_ptr_nonnull(p);
+	arm(-1);
+	rc = pol_redact(p, secrets, 3, in, strlen(in), &want, NULL, NULL);
+	n = disarm();
+	ck_assert_int_eq(rc, 0);
+	ck_assert_str_eq(want, "a [REDACTED:credential] [REDACTED:credential] "
+	    "[REDACTED:credential] '[REDACTED:credential]' "
+	    "Bearer [REDACTED:bearer_token] [REDACTED:credential]");
+	ck_assert_int_gt(n, 20);
+	for (i = 0; i < n; i++) {
+		out = NULL;
+		errno = 0;
+		arm(i);
+		rc = pol_redact(p, secrets, 3, in, strlen(in), &out, NULL,
+		    NULL);
+		disarm();
+		if (rc == 0)
+			ck_assert_msg(strcmp(out, want) == 0,
+			    "allocation %ld: %s", i, out);
+		else
+			ck_assert_msg(errno == ENOMEM && out == NULL,
+			    "allocation %ld: errno %d", i, errno);
+		free(out);
+		/* pol_holds_secret: found, or cannot tell; never "no". */
+		arm(i);
+		rc = pol_holds_secret(secrets, 3, in + 2, 33);
+		disarm();
+		ck_assert_msg(rc == 1 || (rc == -1 && errno == ENOMEM),
+		    "allocation %ld: holds_secret %d", i, rc);
+	}
+	free(want);
+	pol_policy_free(p);
+	pol_errors_free(e);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -206,6 +273,7 @@ main(void)
 	    (int)(sizeof(policies) / sizeof(policies[0])));
 	tcase_add_loop_test(tc, config_load_fails_whole, 0, 2);
 	tcase_add_test(tc, set_load_fails_whole);
+	tcase_add_test(tc, redact_fails_closed);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -60,6 +60,8 @@ static const char *const secrets[] = {
 	"key\xf0\x9f\x98\x80-xyz",	/* ... and a surrogate pair */
 	"del\x7f""key-3",	/* json.dumps writes \u007f */
 	"ab'cd\"ef-12",		/* Python's repr writes \' */
+	"pa%41ss-wd-9",		/* holds what a level undoes: %41 */
+	"a&lt;b-secret",	/* ... and &lt; */
 };
 #define NSECRETS (sizeof(secrets) / sizeof(secrets[0]))
 
@@ -245,6 +247,31 @@ static const struct row {
 	{ W_ALL, "v=&amp;#x73;3cr3t-upstream-token-XYZ", "v=" R_CR, 1 },
 	{ W_ALL, "a & b &amp c &#; &#x110000; &#0; &#xD800; &bogus;",
 	    "a & b &amp c &#; &#x110000; &#0; &#xD800; &bogus;", 0 },
+	/* octal escapes (C, Python) as bytes and as characters, HTML
+	 * references without their ';' and named punctuation, every byte
+	 * percent-encoded, hex dumps */
+	{ W_ALL, "'\\163\\063cr3t-upstream-token-XYZ'", "'" R_CR "'", 1 },
+	{ W_ALL, "b'p\\303\\244ssw\\303\\266rd-1'", "b'" R_CR "'", 1 },
+	{ W_ALL, "'p\\344ssw\\366rd-1'", "'" R_CR "'", 1 },
+	{ W_ALL, "&#115&#51cr3t-upstream-token-XYZ", R_CR, 1 },
+	{ W_ALL, "<p>pa$$ w/rd:9?&gt&GT</p>", "<p>" R_CR "</p>", 1 },
+	{ W_ALL, "pa&dollar;&dollar;&#32;w&sol;rd&colon;9&quest;&gt;>",
+	    R_CR, 1 },
+	{ W_ALL, "?t=%73%33%63%72%33%74%2d%75pstream-token-%58%59%5a&x=1",
+	    "?t=" R_CR "&x=1", 1 },
+	{ W_ALL, "7333637233742d757073747265616d2d746f6b656e2d58595a\n",
+	    R_CR "\n", 1 },
+	{ W_ALL, "0x7333637233742D757073747265616D2D746F6B656E2D58595A",
+	    "0x" R_CR, 1 },
+	/* a secret holding what a level undoes, behind escapes of
+	 * another kind, and raw */
+	{ W_ALL, "\"\\u0070a%41ss-wd-9\"", "\"" R_CR "\"", 1 },
+	{ W_ALL, "\"\\u0061&lt;b-secret\"", "\"" R_CR "\"", 1 },
+	{ W_ALL, "%5Cu0070a%2541ss-wd-9", R_CR, 1 },
+	{ W_ALL, "pa%41ss-wd-9 a&lt;b-secret", R_CR " " R_CR, 2 },
+	/* what looks like those escapes but holds nothing stays */
+	{ W_ALL, "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;",
+	    "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;", 0 },
 	/* a lone surrogate escape stays whole: not a backslash that joins
 	 * what follows into another escape */
 	{ W_ALL, "\\n x\\ud800u00733cr3t-upstream-token-XYZ",
@@ -322,6 +349,9 @@ START_TEST(holds_secret)
 		{ "pa%24%24%20w%2Frd%3A9%3F%3E%3E", 1 },
 		{ "\\u0073\\x33cr3t-upstream-token-XYZ", 1 },
 		{ "\\\\\\\\u0065sc\\\\\\\\u001bkey-7", 1 },
+		{ "%73%33%63%72%33%74-upstream-token-XYZ", 1 },
+		{ "7333637233742d757073747265616d2d746f6b656e2d58595a", 1 },
+		{ "\\163\\063cr3t-upstream-token-XYZ", 1 },
 		{ "s3cr3t-upstream-token-XY", 0 },
 	};
 	size_t i;
