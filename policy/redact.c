@@ -626,19 +626,28 @@ jsonesc(const unsigned char *s, size_t n, unsigned flags, char *out)
 	return o;
 }
 
+/* Encoded forms shorter than this would match where no secret is. */
+#define FORM_MIN	6
+
 /* find_all: every occurrence of f (flen bytes) in in. For base64 forms
  * the match is f's first fixed bytes, extended over up to flen - fixed
- * more alphabet characters and '=' padding. */
+ * more alphabet characters and '=' padding, and back over up to `back`
+ * alphabet characters (those that carry bits of the secret mixed with
+ * bits of what precedes it). */
 static void
-find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
-    size_t fixed, const char *alpha, struct spans *s)
+find_all_back(const unsigned char *in, size_t n, const char *f, size_t flen,
+    size_t fixed, const char *alpha, size_t back, struct spans *s)
 {
 	const unsigned char *m;
-	size_t		 pos = 0, end, k;
+	size_t		 pos = 0, end, k, lo;
 
 	if (fixed == 0)
 		return;
 	while (pos < n && (m = memmem(in + pos, n - pos, f, fixed)) != NULL) {
+		lo = (size_t)(m - in);
+		for (k = 0; k < back && lo > 0 && in[lo - 1] != '\0' &&
+		    strchr(alpha, in[lo - 1]) != NULL; k++)
+			lo--;
 		end = (size_t)(m - in) + fixed;
 		for (k = fixed; alpha != NULL && k < flen && end < n &&
 		    in[end] != '\0' && strchr(alpha, in[end]) != NULL; k++)
@@ -646,9 +655,43 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
 		for (k = 0; alpha != NULL && k < 2 && end < n &&
 		    in[end] == '='; k++)
 			end++;
-		span_add(s, (size_t)(m - in), end, RC_CREDENTIAL);
+		span_add(s, lo, end, RC_CREDENTIAL);
 		/* Overlapping occurrences ("aa" in "aaa") are one span. */
 		pos = (size_t)(m - in) + 1;
+	}
+}
+
+static void
+find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
+    size_t fixed, const char *alpha, struct spans *s)
+{
+	find_all_back(in, n, f, flen, fixed, alpha, 0, s);
+}
+
+/*
+ * A secret inside a longer base64 blob (a Basic authorization, a config
+ * file a tool returns encoded) starts at any offset of a 3-byte group,
+ * and each offset encodes it differently. At offset a (1 or 2) the first
+ * characters mix bits of the bytes before it: the form searched starts
+ * after them (skip: 2, 3), and the match takes them too. tmp holds
+ * len + 2 bytes; out as b64's.
+ */
+static void
+find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
+    size_t len, const char *alpha, unsigned char *tmp, char *out,
+    struct spans *s)
+{
+	size_t a, flen, fixed, skip;
+
+	for (a = 1; a <= 2; a++) {
+		memset(tmp, 0, a);
+		memcpy(tmp + a, sec, len);
+		flen = b64(tmp, len + a, alpha, out, &fixed);
+		skip = a == 1 ? 2 : 3;
+		if (fixed < skip + FORM_MIN)
+			continue;
+		find_all_back(in, n, out + skip, flen - skip, fixed - skip,
+		    alpha, skip, s);
 	}
 }
 
@@ -687,10 +730,15 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			errno = ENOMEM;
 			return -1;
 		}
+		two = buf + NJWRITERS * step;
 		flen = b64(sec, len, b64std, buf, &fixed);
 		find_all(in, n, buf, flen, fixed, b64std, s);
+		find_b64_shifted(in, n, sec, len, b64std,
+		    (unsigned char *)two, buf, s);
 		flen = b64(sec, len, b64url, buf, &fixed);
 		find_all(in, n, buf, flen, fixed, b64url, s);
+		find_b64_shifted(in, n, sec, len, b64url,
+		    (unsigned char *)two, buf, s);
 		if ((flen = urlenc(sec, len, true, buf)) != len) {
 			find_all(in, n, buf, flen, flen, NULL, s);
 			urlenc(sec, len, false, buf);
@@ -700,7 +748,6 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 		find_all(in, n, buf, flen, flen, NULL, s);
 		hexenc(sec, len, false, buf);
 		find_all(in, n, buf, flen, flen, NULL, s);
-		two = buf + NJWRITERS * step;
 		for (w = 0; w < NJWRITERS; w++) {
 			form[w] = buf + w * step;
 			fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
@@ -1077,12 +1124,9 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
  * secret's own bytes, and the secret stands in it as that reading. So
  * each level is also searched for the secrets as the levels before read
  * them (form m: m passes of the same unescaping), raw only, and only
- * forms of at least FORM_MIN bytes (shorter ones would match where no
- * secret is). Where the secret's last bytes join what follows it into
+ * forms of at least FORM_MIN bytes. Where the secret's last bytes join what follows it into
  * one escape, the form is not found.
  */
-#define FORM_MIN	6
-
 struct forms {
 	struct declevel	*f;	/* nsecrets rows of DEC_LEVELS + 1 */
 	size_t		 nsecrets;

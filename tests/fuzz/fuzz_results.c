@@ -10,8 +10,11 @@
  * not crash", whenever the result is passed on (return >= 0):
  *   - the held credentials appear nowhere in its serialisation, raw or as
  *     JSON escapes them (one holds a quote, a backslash, a control
- *     character and non-ASCII), nor in any string or key as decoded, nor
- *     in the text of any number (one is all digits);
+ *     character and non-ASCII), as a hex dump, as base64 (either
+ *     alphabet, at any offset of a 3-byte group, encoded here with
+ *     OpenSSL's encoder), nor in any string or key as decoded (also
+ *     unescaped up to four more times), nor in the text of any number
+ *     (one is all digits);
  *   - nor does any text the policy's patterns match (the AWS key pattern
  *     and the policy's own pattern are checked independently here);
  *   - structuredContent, when still present, is an object;
@@ -28,6 +31,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "gateway/bridge/br_int.h"
 #include "policy/policy.h"
@@ -151,6 +155,39 @@ unescape(char *b, size_t n)
 	return o;
 }
 
+/* Does base64 of sec stand in text, at any offset of a 3-byte group and
+ * in either alphabet? Only the characters that encode sec alone count
+ * (those at its ends mix in bits of the bytes around it). */
+static bool
+b64_stands(const char *text, const char *sec)
+{
+	size_t len = strlen(sec), a, t, end, skip, j;
+	unsigned char *in, *out;
+	bool r = false;
+
+	REQUIRE((in = calloc(1, len + 3)) != NULL);
+	REQUIRE((out = malloc(4 * (len + 5) / 3 + 8)) != NULL);
+	for (a = 0; a < 3 && !r; a++) {
+		memset(in, 0, a);
+		memcpy(in + a, sec, len);
+		t = a + len;
+		EVP_EncodeBlock(out, in, (int)t);
+		skip = a == 0 ? 0 : a == 1 ? 2 : 3;
+		end = 4 * (t / 3) + t % 3;
+		if (end < skip + 6)
+			continue;
+		out[end] = '\0';
+		r = strstr(text, (char *)out + skip) != NULL;
+		for (j = skip; j < end; j++)
+			out[j] = out[j] == '+' ? '-' : out[j] == '/' ? '_' :
+			    out[j];
+		r = r || strstr(text, (char *)out + skip) != NULL;
+	}
+	free(in);
+	free(out);
+	return r;
+}
+
 /* Does a held credential stand in t (len bytes), also once unescaped up
  * to four times (what redaction promises to find)? */
 static bool
@@ -258,6 +295,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			REQUIRE(strstr(text, esc + 1) == NULL);
 			free(esc);
 			json_decref(js);
+			REQUIRE(!b64_stands(text, secrets[i]));
 			/* Nor as a hex dump, in either case. */
 			for (k = 0; k < 2; k++) {
 				const char *hd = k ? "0123456789ABCDEF" :

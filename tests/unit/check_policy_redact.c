@@ -269,6 +269,14 @@ static const struct row {
 	{ W_ALL, "\"\\u0061&lt;b-secret\"", "\"" R_CR "\"", 1 },
 	{ W_ALL, "%5Cu0070a%2541ss-wd-9", R_CR, 1 },
 	{ W_ALL, "pa%41ss-wd-9 a&lt;b-secret", R_CR " " R_CR, 2 },
+	/* base64 of a longer text holding the secret at any offset of a
+	 * group (a Basic authorization, an encoded config file): what
+	 * encodes the bytes before it stays */
+	{ W_ALL, "{\"auth\":\"Ym90OnMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVo=\"}",
+	    "{\"auth\":\"Ym90" R_CR "\"}", 1 },
+	{ W_ALL, "eyJrIjogInMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVoifQ==",
+	    "eyJrIjog" R_CR "ifQ==", 1 },
+	{ W_ALL, "eHlzM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFla", R_CR, 1 },
 	/* what looks like those escapes but holds nothing stays */
 	{ W_ALL, "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;",
 	    "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;", 0 },
@@ -352,6 +360,7 @@ START_TEST(holds_secret)
 		{ "%73%33%63%72%33%74-upstream-token-XYZ", 1 },
 		{ "7333637233742d757073747265616d2d746f6b656e2d58595a", 1 },
 		{ "\\163\\063cr3t-upstream-token-XYZ", 1 },
+		{ "eHMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVoK", 1 },
 		{ "s3cr3t-upstream-token-XY", 0 },
 	};
 	size_t i;
