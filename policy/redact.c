@@ -1288,6 +1288,84 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 	return 0;
 }
 
+/*
+ * Base64 is often wrapped (the base64 tool at 76 characters a line, PEM
+ * and MIME at 64 and 76), and a credential's encoded form then spans a
+ * line break two times out of three. Line breaks between two characters
+ * of a base64 alphabet are taken out and the joined text searched as the
+ * original is (so a credential a terminal wrapped is found too); a break
+ * after or before anything else stays.
+ */
+static bool
+b64_char(unsigned char c)
+{
+	return is_b64(c) || c == '-' || c == '_' || c == '=';
+}
+
+static int
+scan_joined(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct spans *s)
+{
+	struct declevel	 d;
+	struct spans	 t = { 0 };
+	size_t		 i, j, o = 0;
+	unsigned char	*b;
+	int		 joins = 0;
+
+	for (i = 1; i + 1 < n && !joins; i++)
+		if ((in[i] == '\n' || in[i] == '\r') && b64_char(in[i - 1])) {
+			for (j = i; j < n && (in[j] == '\n' || in[j] == '\r');
+			    j++)
+				;
+			joins = j < n && b64_char(in[j]);
+		}
+	if (!joins)
+		return 0;
+	if (n >= UINT32_MAX) {
+		errno = EOVERFLOW;
+		return -1;
+	}
+	b = malloc(n);
+	d.lo = malloc(n * sizeof(*d.lo));
+	d.hi = malloc(n * sizeof(*d.hi));
+	if (b == NULL || d.lo == NULL || d.hi == NULL) {
+		free(b);
+		free(d.lo);
+		free(d.hi);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((in[i] == '\n' || in[i] == '\r') && o > 0 &&
+		    b64_char(b[o - 1])) {
+			for (j = i; j < n && (in[j] == '\n' || in[j] == '\r');
+			    j++)
+				;
+			if (j < n && b64_char(in[j])) {
+				i = j - 1;
+				continue;
+			}
+		}
+		b[o] = in[i];
+		d.lo[o] = (uint32_t)i;
+		d.hi[o] = (uint32_t)(i + 1);
+		o++;
+	}
+	d.b = b;
+	d.n = o;
+	if (scan_secrets(secrets, nsecrets, d.b, d.n, &t) == -1 || t.oom) {
+		free(t.v);
+		declevel_free(&d);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < t.n; i++)
+		span_add(s, d.lo[t.v[i].lo], d.hi[t.v[i].hi - 1], t.v[i].cls);
+	free(t.v);
+	declevel_free(&d);
+	return 0;
+}
+
 static int
 span_cmp(const void *a, const void *b)
 {
@@ -1315,7 +1393,8 @@ pol_holds_secret(const char *const *secrets, size_t nsecrets,
 	if (text == NULL)
 		in = (const unsigned char *)"";
 	if (scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, len, &s) == -1)
+	    scan_unescaped(secrets, nsecrets, in, len, &s) == -1 ||
+	    scan_joined(secrets, nsecrets, in, len, &s) == -1)
 		rc = -1;
 	else if (s.oom) {
 		errno = ENOMEM;
@@ -1371,7 +1450,8 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 		scan_github(in, inlen, &s);
 	if ((mask & RB_UPSTREAM) &&
 	    (scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1))
+	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
+	    scan_joined(secrets, nsecrets, in, inlen, &s) == -1))
 		s.oom = true;
 	if (!s.oom && scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
 		free(s.v);

@@ -189,7 +189,8 @@ b64_stands(const char *text, const char *sec)
 }
 
 /* Does a held credential stand in t (len bytes), also once unescaped up
- * to four times (what redaction promises to find)? */
+ * to four times (what redaction promises to find), or as base64 wrapped
+ * over lines? */
 static bool
 stands(const char *t, size_t len, char *const *sec, size_t n)
 {
@@ -205,6 +206,13 @@ stands(const char *t, size_t len, char *const *sec, size_t n)
 		for (i = 0; i < n && !r; i++)
 			r = memmem(b, len, sec[i], strlen(sec[i])) != NULL;
 	}
+	/* Nor as base64 wrapped over several lines. */
+	for (i = 0, k = 0; t[i] != '\0' && !r; i++)
+		if (t[i] != '\n' && t[i] != '\r')
+			b[k++] = t[i];
+	b[k] = '\0';
+	for (i = 0; i < n && !r; i++)
+		r = b64_stands(b, sec[i]);
 	free(b);
 	return r;
 }

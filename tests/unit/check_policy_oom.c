@@ -201,7 +201,7 @@ END_TEST
  * redacted text as with memory, never a text with a credential left in.
  * The input takes every path that allocates: encoded forms, levels of
  * escapes of each kind, the forms of a secret holding what a level undoes,
- * \x read both ways, and a built-in class.
+ * \x read both ways, wrapped base64 and a built-in class.
  */
 #define REDACT_POLICY							\
 	"version: 1\nname: r\nmcp:\n  results:\n"			\
@@ -214,7 +214,8 @@ START_TEST(redact_fails_closed)
 	static const char in[] = "a \\u0073\\x33cr3t-upstream-token-XYZ "
 	    "&#115;3cr3t-upstream-token-XYZ %5Cu0070a%2541ss-wd-9 "
 	    "'p\\xe4ssw\\xf6rd-1' Bearer abcdefgh123 "
-	    "7333637233742d757073747265616d2d746f6b656e2d58595a";
+	    "7333637233742d757073747265616d2d746f6b656e2d58595a "
+	    "czNjcjN0LXVwc3RyZWFt\nLXRva2VuLVhZWg==";
 	struct pol_errors	*e = pol_errors_new(8);
 	struct pol_policy	*p;
 	char			*want = NULL, *out;
@@ -231,7 +232,8 @@ START_TEST(redact_fails_closed)
 	ck_assert_int_eq(rc, 0);
 	ck_assert_str_eq(want, "a [REDACTED:credential] [REDACTED:credential] "
 	    "[REDACTED:credential] '[REDACTED:credential]' "
-	    "Bearer [REDACTED:bearer_token] [REDACTED:credential]");
+	    "Bearer [REDACTED:bearer_token] [REDACTED:credential] "
+	    "[REDACTED:credential]");
 	ck_assert_int_gt(n, 20);
 	for (i = 0; i < n; i++) {
 		out = NULL;

@@ -277,6 +277,16 @@ static const struct row {
 	{ W_ALL, "eyJrIjogInMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVoifQ==",
 	    "eyJrIjog" R_CR "ifQ==", 1 },
 	{ W_ALL, "eHlzM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFla", R_CR, 1 },
+	/* wrapped base64 (the base64 tool, PEM, MIME): line breaks inside
+	 * an encoded credential are read through; a break after anything
+	 * but the alphabet is not */
+	{ W_ALL, "IyEvYmluL3NoCmV4cG9ydCBUT0tFTj\n"
+	    "1zM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFlaCg==",
+	    "IyEvYmluL3NoCmV4cG9ydCBUT0tF" R_CR "Cg==", 1 },
+	{ W_ALL, "x\r\nczNjcjN0LXVwc3RyZWFt\r\nLXRva2VuLVhZWg==\r\ny",
+	    "x\r\n" R_CR "\r\ny", 1 },
+	{ W_ALL, "czNjcjN0LXVwc3RyZWFt.\nLXRva2VuLVhZWg==",
+	    "czNjcjN0LXVwc3RyZWFt.\nLXRva2VuLVhZWg==", 0 },
 	/* what looks like those escapes but holds nothing stays */
 	{ W_ALL, "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;",
 	    "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;", 0 },
