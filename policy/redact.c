@@ -672,9 +672,10 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
  * A secret inside a longer base64 blob (a Basic authorization, a config
  * file a tool returns encoded) starts at any offset of a 3-byte group,
  * and each offset encodes it differently. At offset a (1 or 2) the first
- * characters mix bits of the bytes before it: the form searched starts
- * after them (skip: 2, 3), and the match takes them too. tmp holds
- * len + 2 bytes; out as b64's.
+ * characters encode the bytes before it, the last of them mixed with the
+ * secret's first bits: the form searched starts after them (skip: 2, 3),
+ * and the match takes the mixed one too. tmp holds len + 2 bytes; out as
+ * b64's.
  */
 static void
 find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
@@ -691,25 +692,45 @@ find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
 		if (fixed < skip + FORM_MIN)
 			continue;
 		find_all_back(in, n, out + skip, flen - skip, fixed - skip,
-		    alpha, skip, s);
+		    alpha, 1, s);
 	}
 }
 
+/*
+ * Every base64 form of sec (len bytes): both alphabets, at each offset of
+ * a 3-byte group. tmp holds len + 2 bytes, out 4 * (len + 4) / 3 + 1.
+ */
+static void
+find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
+    size_t len, unsigned char *tmp, char *out, struct spans *s)
+{
+	size_t flen, fixed;
+
+	flen = b64(sec, len, b64std, out, &fixed);
+	find_all(in, n, out, flen, fixed, b64std, s);
+	find_b64_shifted(in, n, sec, len, b64std, tmp, out, s);
+	flen = b64(sec, len, b64url, out, &fixed);
+	find_all(in, n, out, flen, fixed, b64url, s);
+	find_b64_shifted(in, n, sec, len, b64url, tmp, out, s);
+}
+
 /* The credentials the daemon holds, raw and in the encodings a server
- * might echo them in: base64 (both alphabets), percent-encoding, hex
- * (either case), and JSON string escaping once and twice (an environment
- * dumped as JSON text, and that text inside another JSON string) as each
- * writer of jwriters does it, which changes a credential with a quote, a
- * backslash, a control character, a non-ASCII character, '/', '<', '>' or
- * '&'. Short secrets get no encoded forms: a 2-byte base64 prefix would
+ * might echo them in: base64 (both alphabets, any offset), percent-encoding,
+ * hex (either case), and JSON string escaping once and twice (an
+ * environment dumped as JSON text, and that text inside another JSON
+ * string) as each writer of jwriters does it, which changes a credential
+ * with a quote, a backslash, a control character, a non-ASCII character,
+ * '/', '<', '>' or '&', and the base64 of each once escaped form (a JSON
+ * file returned encoded). Short secrets get no encoded forms: a 2-byte base64 prefix would
  * match everywhere. */
 static int
 scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	const unsigned char *sec;
-	char		*buf, *form[NJWRITERS], *two;
-	size_t		 i, j, w, len, flen, fixed, fl[NJWRITERS], step;
+	char		*buf, *form[NJWRITERS], *two, *out;
+	unsigned char	*tmp;
+	size_t		 i, j, w, len, flen, fl[NJWRITERS], step;
 
 	for (i = 0; i < nsecrets; i++) {
 		if (secrets[i] == NULL || secrets[i][0] == '\0')
@@ -723,22 +744,19 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 		 * escaped (at most 6 bytes a byte) kept side by side, then
 		 * a second escaping of one of them (2 bytes at most a byte:
 		 * the first left no control or, where escaped, non-ASCII
-		 * byte) after them. The other forms fit in the first. */
+		 * byte) after them, then room to base64 a once escaped
+		 * form (tmp: it and two bytes before it; out: its base64).
+		 * The other forms fit in the first. */
 		step = 6 * len + 1;
-		if (len > (SIZE_MAX - 1) / (6 * NJWRITERS + 12) - 1 ||
-		    (buf = malloc(NJWRITERS * step + 12 * len + 1)) == NULL) {
+		if (len > (SIZE_MAX - 16) / (6 * NJWRITERS + 26) - 1 ||
+		    (buf = malloc(NJWRITERS * step + 26 * len + 11)) == NULL) {
 			errno = ENOMEM;
 			return -1;
 		}
 		two = buf + NJWRITERS * step;
-		flen = b64(sec, len, b64std, buf, &fixed);
-		find_all(in, n, buf, flen, fixed, b64std, s);
-		find_b64_shifted(in, n, sec, len, b64std,
-		    (unsigned char *)two, buf, s);
-		flen = b64(sec, len, b64url, buf, &fixed);
-		find_all(in, n, buf, flen, fixed, b64url, s);
-		find_b64_shifted(in, n, sec, len, b64url,
-		    (unsigned char *)two, buf, s);
+		tmp = (unsigned char *)two + 12 * len + 1;
+		out = (char *)tmp + 6 * len + 2;
+		find_b64_all(in, n, sec, len, tmp, out, s);
 		if ((flen = urlenc(sec, len, true, buf)) != len) {
 			find_all(in, n, buf, flen, flen, NULL, s);
 			urlenc(sec, len, false, buf);
@@ -762,6 +780,9 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			if (j < w)
 				continue;
 			find_all(in, n, form[w], fl[w], fl[w], NULL, s);
+			/* A JSON file holding it, base64-encoded. */
+			find_b64_all(in, n, (const unsigned char *)form[w],
+			    fl[w], tmp, out, s);
 			/* Its second escaping, by the same writer. */
 			flen = jsonesc((const unsigned char *)form[w], fl[w],
 			    jwriters[w], two);

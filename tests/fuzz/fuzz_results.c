@@ -301,6 +301,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			esc[strlen(esc) - 1] = '\0';
 			REQUIRE(strstr(text, secrets[i]) == NULL);
 			REQUIRE(strstr(text, esc + 1) == NULL);
+			/* Nor a JSON file holding it, base64-encoded. */
+			REQUIRE(!b64_stands(text, esc + 1));
 			free(esc);
 			json_decref(js);
 			REQUIRE(!b64_stands(text, secrets[i]));

@@ -271,18 +271,24 @@ static const struct row {
 	{ W_ALL, "pa%41ss-wd-9 a&lt;b-secret", R_CR " " R_CR, 2 },
 	/* base64 of a longer text holding the secret at any offset of a
 	 * group (a Basic authorization, an encoded config file): what
-	 * encodes the bytes before it stays */
+	 * encodes only the bytes around it stays */
 	{ W_ALL, "{\"auth\":\"Ym90OnMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVo=\"}",
-	    "{\"auth\":\"Ym90" R_CR "\"}", 1 },
+	    "{\"auth\":\"Ym90O" R_CR "\"}", 1 },
 	{ W_ALL, "eyJrIjogInMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVoifQ==",
-	    "eyJrIjog" R_CR "ifQ==", 1 },
-	{ W_ALL, "eHlzM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFla", R_CR, 1 },
+	    "eyJrIjogI" R_CR "ifQ==", 1 },
+	{ W_ALL, "eHlzM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFla", "eH" R_CR, 1 },
+	/* base64 of JSON that holds the secret escaped (PHP's '\/', Go's
+	 * \u003e) */
+	{ W_ALL, "eyJwIjoicGEkJCB3XC9yZDo5Pz4+In0=", "eyJwIjoi" R_CR "In0=",
+	    1 },
+	{ W_ALL, "eyJwdyI6InBhJCQgdy9yZDo5P1x1MDAzZVx1MDAzZSJ9",
+	    "eyJwdyI6I" R_CR "J9", 1 },
 	/* wrapped base64 (the base64 tool, PEM, MIME): line breaks inside
 	 * an encoded credential are read through; a break after anything
 	 * but the alphabet is not */
 	{ W_ALL, "IyEvYmluL3NoCmV4cG9ydCBUT0tFTj\n"
 	    "1zM2NyM3QtdXBzdHJlYW0tdG9rZW4tWFlaCg==",
-	    "IyEvYmluL3NoCmV4cG9ydCBUT0tF" R_CR "Cg==", 1 },
+	    "IyEvYmluL3NoCmV4cG9ydCBUT0tFTj\n" R_CR "Cg==", 1 },
 	{ W_ALL, "x\r\nczNjcjN0LXVwc3RyZWFt\r\nLXRva2VuLVhZWg==\r\ny",
 	    "x\r\n" R_CR "\r\ny", 1 },
 	{ W_ALL, "czNjcjN0LXVwc3RyZWFt.\nLXRva2VuLVhZWg==",
