@@ -489,11 +489,14 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *   upstream_credentials  each non-empty string of secrets (the credentials
  *                 the daemon holds), exact bytes; for secrets of 6 bytes or
  *                 more also their base64 and base64url forms (with or
- *                 without padding) and their %-encoding (either hex case);
- *                 escaped, also in any mix of the string escapes of JSON,
- *                 C, Python and JavaScript and HTML character references,
- *                 up to four levels deep (an escape that is part of a
- *                 match is redacted whole)
+ *                 without padding, at any offset of a longer blob, read
+ *                 through the line breaks that wrap it), their %-encoding
+ *                 and hex (either case) and the base64 of their JSON
+ *                 escapings; escaped, also in any mix of the string
+ *                 escapes of JSON, C, Python and JavaScript (octal and \x
+ *                 included), HTML character references and %-encoding of
+ *                 any byte, up to four levels deep (an escape that is part
+ *                 of a match is redacted whole)
  *                                                  "[REDACTED:credential]"
  * secrets are ignored unless upstream_credentials is enabled. Overlapping
  * matches become one marker (named by the match that starts first, the
@@ -520,6 +523,15 @@ int	pol_redact(const struct pol_policy *p, const char *const *secrets,
 int	pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	    size_t nsecrets, const char *in, size_t inlen, char **out,
 	    size_t *outlen, unsigned *count, char *err, size_t errlen);
+/* pol_redact_held: pol_redact with only the upstream_credentials class,
+ * whatever a policy says: for the credentials a caller must never let
+ * out in any form. Same contract (no err text). Pure. */
+int	pol_redact_held(const char *const *secrets, size_t nsecrets,
+	    const char *in, size_t inlen, char **out, size_t *outlen,
+	    unsigned *count);
+/* pol_redacts_held: p enables upstream_credentials (pol_redact then does
+ * what pol_redact_held does). False for NULL. */
+bool	pol_redacts_held(const struct pol_policy *p);
 /* pol_holds_secret: text[0..len) carries one of secrets in a form the
  * upstream_credentials class of pol_redact finds (raw, base64, %-encoded,
  * escaped), whatever a policy enables. 1 yes, 0 no, -1 with errno (EINVAL

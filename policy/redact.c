@@ -1432,8 +1432,10 @@ pol_redact_enabled(const struct pol_policy *p)
 	return p != NULL && (p->nredact > 0 || p->nredact_re > 0);
 }
 
-int
-pol_redact_err(const struct pol_policy *p, const char *const *secrets,
+/* What pol_redact_err and pol_redact_held share: the classes of mask,
+ * and p's patterns when p is given. */
+static int
+redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
     size_t nsecrets, const char *text, size_t inlen, char **out,
     size_t *outlen, unsigned *count, char *err, size_t errlen)
 {
@@ -1441,7 +1443,7 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	struct spans	 s = { 0 };
 	char		 dummy[1], *o;
 	size_t		 i, k, total, prev, mlen;
-	unsigned	 mask, c = 0;
+	unsigned	 c = 0;
 
 	if (err == NULL || errlen == 0) {
 		err = dummy;
@@ -1450,7 +1452,7 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	err[0] = '\0';
 	if (out != NULL)
 		*out = NULL;
-	if (p == NULL || out == NULL || (text == NULL && inlen > 0) ||
+	if (out == NULL || (text == NULL && inlen > 0) ||
 	    (secrets == NULL && nsecrets > 0)) {
 		snprintf(err, errlen, "bad arguments");
 		errno = EINVAL;
@@ -1458,7 +1460,6 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	mask = enabled(p);
 	if (mask & RB_AWS) {
 		scan_aws_ids(in, inlen, &s);
 		scan_aws_secrets(in, inlen, &s);
@@ -1474,7 +1475,8 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
 	    scan_joined(secrets, nsecrets, in, inlen, &s) == -1))
 		s.oom = true;
-	if (!s.oom && scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
+	if (!s.oom && p != NULL &&
+	    scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
 		free(s.v);
 		return -1;
 	}
@@ -1534,6 +1536,38 @@ pol_redact_err(const struct pol_policy *p, const char *const *secrets,
 	if (count != NULL)
 		*count = c;
 	return 0;
+}
+
+int
+pol_redact_err(const struct pol_policy *p, const char *const *secrets,
+    size_t nsecrets, const char *text, size_t inlen, char **out,
+    size_t *outlen, unsigned *count, char *err, size_t errlen)
+{
+	if (p == NULL) {
+		if (out != NULL)
+			*out = NULL;
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "bad arguments");
+		errno = EINVAL;
+		return -1;
+	}
+	return redact(p, enabled(p), secrets, nsecrets, text, inlen, out,
+	    outlen, count, err, errlen);
+}
+
+int
+pol_redact_held(const char *const *secrets, size_t nsecrets,
+    const char *text, size_t inlen, char **out, size_t *outlen,
+    unsigned *count)
+{
+	return redact(NULL, RB_UPSTREAM, secrets, nsecrets, text, inlen, out,
+	    outlen, count, NULL, 0);
+}
+
+bool
+pol_redacts_held(const struct pol_policy *p)
+{
+	return p != NULL && (enabled(p) & RB_UPSTREAM) != 0;
 }
 
 int

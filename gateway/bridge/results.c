@@ -3,11 +3,11 @@
  * exists to remove secrets from tool results before anyone sees them, in
  * text content, embedded resources, structuredContent and anything else
  * that is a string or a number (a credential made of digits comes back as
- * one): the credentials Sluice itself holds for its upstreams always
- * (exact text, whatever the policy says: they must never reach a sandbox),
- * and what the sandbox's policy asks for through pol_redact (cloud keys,
- * private keys, bearer tokens, its own patterns, and the encoded forms of
- * the credentials). A redaction that cannot be completed fails the call:
+ * one): the credentials Sluice itself holds for its upstreams always, raw
+ * and in every encoded or escaped form redaction knows (pol_redact_held,
+ * whatever the policy says: they must never reach a sandbox), and what
+ * the sandbox's policy asks for through pol_redact (cloud keys, private
+ * keys, bearer tokens, its own patterns). A redaction that cannot be completed fails the call:
  * the result is withheld, never passed on unredacted. Replacement happens
  * only inside JSON strings, so the structure stays, except that a number
  * that matched becomes the string of its redacted text; for
@@ -24,6 +24,7 @@
  * able to carry a credential out by putting it where redaction does not
  * look.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,44 @@ replace_all(const char *cur, const char *sec, size_t slen, size_t *hits)
 	return out;
 }
 
+/* pol_redact_held over *cur with the held credentials long enough to
+ * search (SECRET_MIN); *cur replaced by the redacted text. The count of
+ * markers, or UINT_MAX with *cur freed (the caller withholds). */
+static unsigned
+redact_held(const struct br *br, char **cur)
+{
+	const char **use;
+	char *next;
+	size_t i, n = 0;
+	unsigned k = 0;
+	int rc;
+
+	if (br->nsecrets == 0)
+		return 0;
+	if ((use = calloc(br->nsecrets, sizeof(*use))) == NULL) {
+		free(*cur);
+		*cur = NULL;
+		return UINT_MAX;
+	}
+	for (i = 0; i < br->nsecrets; i++)
+		if (br->secrets[i] != NULL &&
+		    strlen(br->secrets[i]) >= SECRET_MIN)
+			use[n++] = br->secrets[i];
+	rc = n == 0 ? 1 : pol_redact_held(use, n, *cur, strlen(*cur), &next,
+	    NULL, &k);
+	free(use);
+	if (rc == 1)
+		return 0;
+	if (rc == -1) {
+		free(*cur);
+		*cur = NULL;
+		return UINT_MAX;
+	}
+	free(*cur);
+	*cur = next;
+	return k == UINT_MAX ? UINT_MAX - 1 : k;
+}
+
 int
 br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
     char **out)
@@ -271,6 +310,13 @@ br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
 			n += (int)(hits > 1000000 ? 1000000 : hits);
 		}
 	}
+	/* Encoded, escaped, inside base64: the held credentials go in any
+	 * form, whether or not the policy lists upstream_credentials (when
+	 * it does, pol_redact below finds them). */
+	if (!pol_redacts_held(p) && (k = redact_held(br, &cur)) == UINT_MAX)
+		return -1;
+	n += (int)(k > 1000000 ? 1000000 : k);
+	k = 0;
 	if (p != NULL && pol_redact_enabled(p)) {
 		if (pol_redact(p, (const char *const *)br->secrets,
 		    br->nsecrets, cur, strlen(cur), &next, NULL, &k) == -1) {

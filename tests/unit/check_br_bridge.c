@@ -3216,6 +3216,55 @@ START_TEST(test_result_numbers)
 }
 END_TEST
 
+/*
+ * The credentials Sluice holds never reach a sandbox in any form, whatever
+ * the policy redacts: with no policy, and with one whose redaction leaves
+ * out upstream_credentials, a result carrying one base64-encoded (also
+ * inside a longer blob), escaped or as hex has it replaced.
+ */
+START_TEST(test_result_held_any_policy)
+{
+	static const char pol_text[] = "version: 1\nname: b\nmcp:\n"
+	    "  results:\n    redact: [bearer_tokens]\n";
+	static const char *const texts[] = {
+		"key: aGVsZC1jcmVkLTdZcTItZm9ybXM=",	/* base64 */
+		"eDpoZWxkLWNyZWQtN1lxMi1mb3Jtcw==",	/* "x:" + it */
+		"\\u0068eld-cred-7Yq2-forms",		/* escaped */
+		"68656c642d637265642d375971322d666f726d73",	/* hex */
+	};
+	char *secrets[1], *text;
+	struct pol_errors *e = pol_errors_new(4);
+	struct pol_policy *p;
+	struct br b;
+	json_t *res;
+	size_t i, k;
+
+	ck_assert_ptr_nonnull(e);
+	p = pol_policy_load_buf("b.yaml", pol_text, sizeof(pol_text) - 1,
+	    NULL, e);
+	ck_assert_ptr_nonnull(p);
+	memset(&b, 0, sizeof(b));
+	secrets[0] = (char *)(uintptr_t)"held-cred-7Yq2-forms";
+	b.secrets = secrets;
+	b.nsecrets = 1;
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+			res = json_pack("{s:[{s:s, s:s}]}", "content", "type",
+			    "text", "text", texts[i]);
+			ck_assert_ptr_nonnull(res);
+			ck_assert_int_eq(br_result_process(&b, k ? p : NULL,
+			    res, NULL), 1);
+			text = json_dumps(res, JSON_COMPACT);
+			ck_assert_msg(strstr(text, "[REDACTED:credential]") !=
+			    NULL, "policy %zu, text %zu: %s", k, i, text);
+			free(text);
+			json_decref(res);
+		}
+	pol_policy_free(p);
+	pol_errors_free(e);
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 static Suite *
@@ -3278,6 +3327,7 @@ bridge_suite(void)
 	tcase_add_test(parse, test_sse_bound);
 	tcase_add_test(parse, test_sse_linear);
 	tcase_add_test(parse, test_redact_linear);
+	tcase_add_test(parse, test_result_held_any_policy);
 	tcase_add_loop_test(parse, test_def_credential, 0,
 	    (int)(sizeof(def_secrets) / sizeof(def_secrets[0])));
 	tcase_add_loop_test(parse, test_result_numbers, 0,
