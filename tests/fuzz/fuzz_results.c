@@ -15,8 +15,9 @@
  *     OpenSSL's encoder), nor in any string or key as decoded (also
  *     unescaped up to four more times), nor in the text of any number
  *     (one is all digits);
- *   - nor does any text the policy's patterns match (the AWS key pattern
- *     and the policy's own pattern are checked independently here);
+ *   - nor does any decoded string, key or number text hold what the
+ *     policy's patterns match (the AWS key pattern and the policy's own
+ *     pattern are checked independently here);
  *   - structuredContent, when still present, is an object;
  *   - when the tool has an outputSchema and structuredContent was dropped,
  *     the result is marked isError (the SDK demands one or the other).
@@ -255,6 +256,46 @@ holds(const json_t *v, char *const *sec, size_t n)
 	return r;
 }
 
+/* Does re match in v as a reader decodes it (a string, a key, a number's
+ * text)? Not in the serialization: jansson writes U+001A as \u001A, and
+ * "\u001AKIA..." holds an AWS key pattern no decoded string holds. */
+static bool
+re_holds(const json_t *v, const regex_t *re)
+{
+	const char *key;
+	json_t *x;
+	char *num;
+	size_t i;
+	bool r;
+
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)(uintptr_t)v, key, x)
+			if (regexec(re, key, 0, NULL, 0) == 0 ||
+			    re_holds(x, re))
+				return true;
+		return false;
+	}
+	if (json_is_array(v)) {
+		json_array_foreach((json_t *)(uintptr_t)v, i, x)
+			if (re_holds(x, re))
+				return true;
+		return false;
+	}
+	if (json_is_string(v)) {
+		/* The whole string, NULs included. */
+		regmatch_t m[1] = { { 0, (regoff_t)json_string_length(v) } };
+
+		return regexec(re, json_string_value(v), 1, m,
+		    REG_STARTEND) == 0;
+	}
+	if (!json_is_number(v))
+		return false;
+	REQUIRE((num = json_dumps(v, JSON_ENCODE_ANY)) != NULL);
+	r = regexec(re, num, 0, NULL, 0) == 0;
+	free(num);
+	return r;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -326,8 +367,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 		}
 		REQUIRE(!holds(result, secrets, br.nsecrets));
-		REQUIRE(regexec(&aws, text, 0, NULL, 0) != 0);
-		REQUIRE(regexec(&own, text, 0, NULL, 0) != 0);
+		REQUIRE(!re_holds(result, &aws));
+		REQUIRE(!re_holds(result, &own));
 		free(text);
 		sc = json_object_get(result, "structuredContent");
 		REQUIRE(sc == NULL || json_is_object(sc));
