@@ -108,9 +108,9 @@ $(B)/tests/check_policy_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=r
 # kernel error at restart, a rollback that cannot remove what it made).
 $(B)/tests/check_sbx_kernel: LDFLAGS += -Wl,--wrap=ns_exists,--wrap=ns_delete
 
-# check_audit_oom fails the audit writer's submit allocations one at a time
-# (tests/unit/check_audit_oom.c).
-$(B)/tests/check_audit_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+# check_audit_oom fails the audit writer's submit allocations one at a time,
+# and a COMMIT (tests/unit/check_audit_oom.c).
+$(B)/tests/check_audit_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=sqlite3_exec
 
 unit-bins: $(UNIT_BIN)
 

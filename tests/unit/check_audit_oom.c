@@ -11,7 +11,9 @@
  * allocation with exactly that one failing, and holds the log to that
  * contract. The link wraps the allocators (-Wl,--wrap, see the Makefile);
  * only the test's own thread is failed, never the writer's, and
- * allocations inside jansson and SQLite are out of reach.
+ * allocations inside jansson and SQLite are out of reach. It also wraps
+ * sqlite3_exec to fail a COMMIT: the last batch lost at close must still
+ * leave a signed log.gap.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +22,8 @@
 #include <unistd.h>
 
 #include <check.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
 
 #include "audit/audit.h"
 #include "tests/unit/audit_fixture.h"
@@ -237,6 +241,96 @@ START_TEST(test_async_null_counted)
 }
 END_TEST
 
+/* ------------------------------------------------------- a failed commit */
+
+/* sqlite3_exec wrapped: while commit_fail > 0, each COMMIT fails as a disk
+ * refusing a write would (the caller rolls back). */
+static atomic_int commit_fail;
+
+int	__real_sqlite3_exec(sqlite3 *, const char *,
+	    int (*)(void *, int, char **, char **), void *, char **);
+
+int
+__wrap_sqlite3_exec(sqlite3 *db, const char *sql,
+    int (*cb)(void *, int, char **, char **), void *arg, char **errmsg)
+{
+	if (sql != NULL && strcmp(sql, "COMMIT") == 0 &&
+	    atomic_load(&commit_fail) > 0) {
+		atomic_fetch_sub(&commit_fail, 1);
+		return SQLITE_IOERR;
+	}
+	return __real_sqlite3_exec(db, sql, cb, arg, errmsg);
+}
+
+/* The log's last record and whether a signed checkpoint covers it all. */
+static void
+tail_of(const char *db, char *kind, size_t kindlen, long long *unsealed)
+{
+	struct aud_verify_opts o = { 0 };
+	const char *keys[1] = { af_vkey };
+	json_t *rep, *r;
+	sqlite3 *h;
+	sqlite3_stmt *st;
+
+	o.db_path = db;
+	o.vkeys = keys;
+	o.nvkeys = 1;
+	(void)aud_verify(&o, &rep);
+	ck_assert_ptr_nonnull(rep);
+	*unsealed = json_integer_value(json_object_get(rep, "unsealed_tail"));
+	json_decref(rep);
+	ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT canon FROM records "
+	    "ORDER BY seq DESC LIMIT 1", -1, &st, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	r = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+	ck_assert_ptr_nonnull(r);
+	snprintf(kind, kindlen, "%s", json_string_value(json_object_get(r,
+	    "kind")));
+	json_decref(r);
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+}
+
+/*
+ * The last batch at close fails, log.close with it: the writer tries once
+ * more with nothing but the log.gap that counts what that batch lost, and
+ * seals it with a checkpoint. aud_close then reports nothing unwritten
+ * (the gap says it), and the log verifies with the gap as its last record,
+ * covered by the signed checkpoint. With the retry failing too, aud_close
+ * reports what is lost (test_close_unwritten_counted in check_audit_log).
+ */
+START_TEST(test_close_gap_only)
+{
+	struct aud_opts o = { 0 };
+	struct aud_log *l;
+	long long lost, size, unsealed;
+	size_t ngaps;
+	char kind[32];
+	int i;
+
+	o.db_path = af_dbpath;
+	o.origin = af_origin;
+	o.key_path = af_keypath;
+	l = aud_open(&o, NULL, 0);
+	ck_assert_ptr_nonnull(l);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(aud_submit_async(l, "net.deny",
+		    json_object()), 0);
+	ck_assert_int_eq(aud_sync(l), 0);
+	atomic_store(&commit_fail, 1);
+	ck_assert_uint_eq(aud_close(l), 0);
+	ck_assert_int_eq(atomic_load(&commit_fail), 0);
+	gaps_of(af_dbpath, "write_error", &ngaps, &lost, &size);
+	ck_assert_uint_eq(ngaps, 1);
+	ck_assert_int_eq(lost, 1);		/* log.close */
+	ck_assert_int_eq(size, 1 + 3 + 1);	/* open, the three, the gap */
+	tail_of(af_dbpath, kind, sizeof(kind), &unsealed);
+	ck_assert_str_eq(kind, "log.gap");
+	ck_assert_int_eq(unsealed, 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -249,6 +343,7 @@ main(void)
 	tcase_add_loop_test(tc, test_submit_oom, 0,
 	    sizeof(subs) / sizeof(subs[0]));
 	tcase_add_test(tc, test_async_null_counted);
+	tcase_add_test(tc, test_close_gap_only);
 	tcase_set_timeout(tc, 300);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
