@@ -523,6 +523,31 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
 	return n;
 }
 
+/*
+ * A held credential can stand in the text jansson writes of a result
+ * whose decoded strings do not hold it: an escape's last hex digits
+ * followed by the rest ("\u0004" then "8151623" writes "48151623"). The
+ * answer is that text, which a sandbox may read as it is: such a result
+ * is withheld (true when the text is clean).
+ */
+static bool
+serialized_clean(const struct br *br, const json_t *result)
+{
+	char *text;
+	size_t i;
+	bool clean = true;
+
+	if ((text = json_dumps(result, JSON_COMPACT)) == NULL)
+		return false;
+	for (i = 0; i < br->nsecrets && clean; i++)
+		if (br->secrets[i] != NULL &&
+		    strlen(br->secrets[i]) >= SECRET_MIN &&
+		    strstr(text, br->secrets[i]) != NULL)
+			clean = false;
+	free(text);
+	return clean;
+}
+
 int
 br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
     const json_t *tool)
@@ -569,5 +594,5 @@ br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
 				    json_true());
 		}
 	}
-	return n;
+	return serialized_clean(br, result) ? n : -1;
 }

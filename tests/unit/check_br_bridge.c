@@ -3107,7 +3107,8 @@ END_TEST
 /*
  * br_result_process with a held credential that the upstream returns as a
  * JSON number (or as part of one, or as the text a reader prints of a
- * real), anywhere in a result: the number never reaches the sandbox.
+ * real), anywhere in a result: the number never reaches the sandbox; nor
+ * does one that only the answer's JSON text would spell out.
  * Replaced like a string, structuredContent is kept without an
  * outputSchema and dropped (isError) under one it would break. A
  * credential in an object key withholds the result (NULL want).
@@ -3173,6 +3174,11 @@ static const struct {
 	{ "key-cred-77", "{\"content\":[{\"type\":\"text\",\"text\":\"ok\","
 	    "\"_meta\":{\"key-cred-77\":1}}]}", NULL, -1, NULL },
 	{ "12345678", "{\"content\":[],\"12345678\":1}", NULL, -1, NULL },
+	/* No string holds it, but the text of the answer would: U+0004 is
+	 * written \u0004, and "\u0004" then "8151623" reads 48151623.
+	 * Withheld. */
+	{ "48151623", "{\"content\":[{\"type\":\"text\",\"text\":"
+	    "\"x\\u00048151623\"}]}", NULL, -1, NULL },
 	/* A credential that ends inside a UTF-8 sequence (read from a
 	 * file): its replacement is no valid string, and the old one must
 	 * not stay in its place. */
