@@ -193,6 +193,20 @@ finish(struct br_call *c)
 	 * an error result) is serialized here, once. */
 	if (c->rtext == NULL && c->result != NULL)
 		c->rtext = json_dumps(c->result, JSON_COMPACT);
+	/* The answer's text is what the sandbox gets: an upstream's error
+	 * message can spell a held credential in it as a result can (see
+	 * br_text_spells_credential). Our own texts never do. */
+	if (c->rtext != NULL && br_text_spells_credential(br, c->rtext)) {
+		free(c->rtext);
+		json_decref(c->result);
+		c->decision = "deny";
+		c->reason = "redaction_failed";
+		snprintf(c->message, sizeof(c->message), "The result is "
+		    "withheld because it could not be checked for secrets.");
+		c->result = error_result(c->message);
+		c->rtext = c->result != NULL ? json_dumps(c->result,
+		    JSON_COMPACT) : NULL;
+	}
 	if (c->rtext != NULL) {
 		c->result_bytes = strlen(c->rtext);
 		br_sha256_hex(c->rtext, c->result_bytes, c->result_digest);

@@ -530,20 +530,43 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
  * answer is that text, which a sandbox may read as it is: such a result
  * is withheld (true when the text is clean).
  */
+bool
+br_text_spells_credential(const struct br *br, const char *text)
+{
+	json_t *js;
+	char *esc;
+	size_t i, n;
+	bool found = false;
+
+	for (i = 0; i < br->nsecrets && !found; i++) {
+		if (br->secrets[i] == NULL ||
+		    strlen(br->secrets[i]) < SECRET_MIN)
+			continue;
+		if (strstr(text, br->secrets[i]) != NULL)
+			return true;
+		/* As jansson writes it inside a string, quotes left out. */
+		js = json_string(br->secrets[i]);
+		esc = js != NULL ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+		json_decref(js);
+		if (esc == NULL)
+			return true;	/* cannot tell: withhold */
+		n = strlen(esc);
+		esc[n - 1] = '\0';
+		found = n > 2 && strstr(text, esc + 1) != NULL;
+		free(esc);
+	}
+	return found;
+}
+
 static bool
 serialized_clean(const struct br *br, const json_t *result)
 {
 	char *text;
-	size_t i;
-	bool clean = true;
+	bool clean;
 
 	if ((text = json_dumps(result, JSON_COMPACT)) == NULL)
 		return false;
-	for (i = 0; i < br->nsecrets && clean; i++)
-		if (br->secrets[i] != NULL &&
-		    strlen(br->secrets[i]) >= SECRET_MIN &&
-		    strstr(text, br->secrets[i]) != NULL)
-			clean = false;
+	clean = !br_text_spells_credential(br, text);
 	free(text);
 	return clean;
 }

@@ -57,8 +57,9 @@
 
 static char		 tdir[128];
 static char		 cred_stdio[64], cred_http[64];
-/* The mock's credential needs JSON escaping (a quote, a backslash); how
- * an answer of the bridge would spell it escaped. */
+/* The mock's credential needs JSON escaping (a quote, a backslash) and
+ * begins with a digit an escape can end in ("\u0001" and the rest spell
+ * it); how an answer of the bridge would spell it escaped. */
 static char		 cred_mock[64], cred_mock_esc[80];
 static pid_t		 http_pid = -1, json_pid = -1;
 static int		 http_port, json_port;
@@ -385,6 +386,8 @@ static const char mock_js[] =
 "    { name: 'classified_err', description: 'fails', inputSchema: obj },\n"
 "    { name: 'slow', description: 'answers in a minute', inputSchema: obj },\n"
 "    { name: 'blanks', description: 'b', inputSchema: obj },\n"
+"    { name: 'spell', description: 's', inputSchema: obj },\n"
+"    { name: 'spell_err', description: 's', inputSchema: obj },\n"
 "  ].concat(fs.existsSync(dir + '/leak_def') ? [\n"
 "    { name: 'escaped', description: 'uses ' + process.env.MOCK_TOKEN,\n"
 "      inputSchema: obj }] : []);\n"
@@ -406,6 +409,8 @@ static const char mock_js[] =
 "      text: 'id ' + AK } }] };\n"
 "  case 'classified': return { content: [{ type: 'text', text: 'payroll data' }] };\n"
 "  case 'noop': return { content: [{ type: 'text', text: 'ok noop' }] };\n"
+"  case 'spell': return { content: [{ type: 'text', text: 'k \\u0001' +\n"
+"    process.env.MOCK_TOKEN.slice(1) }] };\n"
 "  case 'caps': return { content: [{ type: 'text', text:\n"
 "    fs.readFileSync('/proc/self/status', 'utf8').split('\\n').filter(l =>\n"
 "    /^(Uid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):/.test(l))\n"
@@ -429,6 +434,9 @@ static const char mock_js[] =
 "    if (m.params.name === 'die') process.exit(3);\n"
 "    if (m.params.name !== 'noop')\n"
 "      fs.appendFileSync(dir + '/calls.log', m.params.name + '\\n');\n"
+"    if (m.params.name === 'spell_err')\n"
+"      return send({ jsonrpc: '2.0', id: m.id, error: { code: -32000,\n"
+"        message: '\\u0001' + process.env.MOCK_TOKEN.slice(1) } });\n"
 "    if (m.params.name === 'classified_err')\n"
 "      return send({ jsonrpc: '2.0', id: m.id, error: { code: -32000,\n"
 "        message: 'salary of bob: 91234' } });\n"
@@ -491,6 +499,10 @@ static const char policy_fmt[] =
 "    - tool: mock/secret\n"
 "      decision: allow\n"
 "    - tool: mock/secret_loose\n"
+"      decision: allow\n"
+"    - tool: mock/spell\n"
+"      decision: allow\n"
+"    - tool: mock/spell_err\n"
 "      decision: allow\n"
 "    - tool: mock/pem\n"
 "      decision: allow\n"
@@ -1962,6 +1974,35 @@ START_TEST(test_taint_fails_closed)
 }
 END_TEST
 
+/* A result and an error message holding U+0001 and the held credential
+ * without its first character: no string holds the credential, but the
+ * answer's JSON text would ("\u0001" + "mock..."). Both are withheld
+ * (http() checks that no answer carries it, escaped or not). */
+START_TEST(test_spelled_credential)
+{
+	static const char *const tools[] = { "spell", "spell_err" };
+	char sid[96];
+	struct resp r;
+	size_t i;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	for (i = 0; i < 2; i++) {
+		mcp_call("/mcp/mock", NULL, sid, tools[i], "{}", &r);
+		ck_assert(is_error(&r));
+		ck_assert_msg(strstr(first_text(&r), "withheld") != NULL,
+		    "%s: %s", tools[i], r.body);
+		resp_free(&r);
+	}
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nrecords, 2);
+	for (i = 0; i < 2; i++) {
+		ck_assert_str_eq(records[i].reason, "redaction_failed");
+		ck_assert_str_eq(records[i].decision, "deny");
+	}
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
 /* The error a tainting tool returns is its data too: its text goes out
  * only after egress is narrowed, and the record says it tainted only when
  * it did. When narrowing fails, the text is withheld. */
@@ -3287,6 +3328,7 @@ bridge_suite(void)
 	tcase_add_test(core, test_sdk_stdio);
 	tcase_add_test(core, test_sdk_http);
 	tcase_add_test(core, test_http_credential);
+	tcase_add_test(core, test_spelled_credential);
 	tcase_add_test(core, test_denials);
 	tcase_add_test(core, test_ask_approve);
 	tcase_add_test(core, test_ask_deny);
@@ -3521,10 +3563,10 @@ main(void)
 	    (long)getpid());
 	snprintf(cred_http, sizeof(cred_http), "http-cred-%ld-x3Kp2",
 	    (long)getpid());
-	snprintf(cred_mock, sizeof(cred_mock), "mock\"cred\\%ld-t4Wn",
+	snprintf(cred_mock, sizeof(cred_mock), "1mock\"cred\\%ld-t4Wn",
 	    (long)getpid());
 	snprintf(cred_mock_esc, sizeof(cred_mock_esc),
-	    "mock\\\"cred\\\\%ld-t4Wn", (long)getpid());
+	    "1mock\\\"cred\\\\%ld-t4Wn", (long)getpid());
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (start_http_upstreams() == -1) {
 		fprintf(stderr, "check_br_bridge: the HTTP upstreams did not "
