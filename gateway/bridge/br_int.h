@@ -297,10 +297,10 @@ bool	br_def_holds_credential(const struct br *br, const json_t *v);
 int	br_redact_string(struct br *br, const struct pol_policy *p,
 	    const char *in, char **out);
 /* br_text_spells_credential: does text, JSON as jansson writes it, hold a
- * credential Sluice holds, raw or as jansson escapes it in a string? It
- * can without any string holding one: an escape's last hex digits may
- * begin it ("\u0004" then "8151623"). Also true when it cannot tell (no
- * memory): the caller withholds. */
+ * credential Sluice holds, in any form redaction finds (raw, as jansson
+ * escapes it, hex, base64...)? It can without any string holding one: an
+ * escape's last hex digits may begin it ("\u0004" then "8151623"). Also
+ * true when it cannot tell (no memory): the caller withholds. */
 bool	br_text_spells_credential(const struct br *br, const char *text);
 
 /* ------------------------------------------------------------ budgets */

@@ -533,29 +533,10 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
 bool
 br_text_spells_credential(const struct br *br, const char *text)
 {
-	json_t *js;
-	char *esc;
-	size_t i, n;
-	bool found = false;
-
-	for (i = 0; i < br->nsecrets && !found; i++) {
-		if (br->secrets[i] == NULL ||
-		    strlen(br->secrets[i]) < SECRET_MIN)
-			continue;
-		if (strstr(text, br->secrets[i]) != NULL)
-			return true;
-		/* As jansson writes it inside a string, quotes left out. */
-		js = json_string(br->secrets[i]);
-		esc = js != NULL ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
-		json_decref(js);
-		if (esc == NULL)
-			return true;	/* cannot tell: withhold */
-		n = strlen(esc);
-		esc[n - 1] = '\0';
-		found = n > 2 && strstr(text, esc + 1) != NULL;
-		free(esc);
-	}
-	return found;
+	/* In every form redaction knows: the text may spell the credential
+	 * raw, as jansson escapes it, or any encoding of it (an escape's
+	 * digits then the rest of its hex). */
+	return br_holds_credential(br, text);
 }
 
 static bool

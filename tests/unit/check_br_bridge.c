@@ -3220,6 +3220,10 @@ static const struct {
 	 * Withheld. */
 	{ "48151623", "{\"content\":[{\"type\":\"text\",\"text\":"
 	    "\"x\\u00048151623\"}]}", NULL, -1, NULL },
+	/* ... and so would its hex: \u0017 then 36b5f... reads 736b5f... */
+	{ "sk_live_0123456789ab", "{\"content\":[{\"type\":\"text\","
+	    "\"text\":\"\\u001736b5f6c6976655f303132333435363738396162\"}]}",
+	    NULL, -1, NULL },
 	/* A credential that ends inside a UTF-8 sequence (read from a
 	 * file): its replacement is no valid string, and the old one must
 	 * not stay in its place. */
