@@ -278,15 +278,18 @@ int	br_call_sluice_denies(struct br *br, const char *id,
  * credentials always, the rest as policy p says), and every number whose
  * text holds a match (it becomes a string of the redacted text), and keep
  * structuredContent valid against the tool's outputSchema (tool may be
- * NULL) or drop it. The count of redactions, or -1 when redaction failed
- * or a match sits where it cannot be replaced (an object key, a binary
- * payload): withhold the result. */
+ * NULL) or drop it. The count of redactions, or -1 when redaction failed,
+ * a match sits where it cannot be replaced (an object key, a binary
+ * payload) or the result's JSON text spells a held credential: withhold
+ * the result. On success *text, if text is given, is that JSON text
+ * (JSON_COMPACT; caller frees), the answer's text already checked. */
 int	br_result_process(struct br *br, const struct pol_policy *p,
-	    json_t *result, const json_t *tool);
-/* br_redact_string: *out a new redacted copy and the count (> 0), 0 and
- * *out NULL when nothing matched, -1 on failure. */
+	    json_t *result, const json_t *tool, char **text);
 /* br_holds_credential: does s contain a credential Sluice holds for an
- * upstream (the ones redaction replaces)? */
+ * upstream, in any form redaction finds (raw, escaped, hex, base64...)?
+ * Also true when it cannot tell (no memory). Used on definitions and on
+ * answers' JSON text, which can spell one that no string holds: an
+ * escape's last hex digits may begin it ("\u0004" then "8151623"). */
 bool	br_holds_credential(const struct br *br, const char *s);
 /* br_def_holds_credential: does JSON value v (a tool definition) carry a
  * credential Sluice holds anywhere a reader of it would find one: in a
@@ -294,14 +297,10 @@ bool	br_holds_credential(const struct br *br, const char *s);
  * its serialized form uses? Also true when that cannot be decided (no
  * memory): such a definition is refused, never offered. */
 bool	br_def_holds_credential(const struct br *br, const json_t *v);
+/* br_redact_string: *out a new redacted copy and the count (> 0), 0 and
+ * *out NULL when nothing matched, -1 on failure. */
 int	br_redact_string(struct br *br, const struct pol_policy *p,
 	    const char *in, char **out);
-/* br_text_spells_credential: does text, JSON as jansson writes it, hold a
- * credential Sluice holds, in any form redaction finds (raw, as jansson
- * escapes it, hex, base64...)? It can without any string holding one: an
- * escape's last hex digits may begin it ("\u0004" then "8151623"). Also
- * true when it cannot tell (no memory): the caller withholds. */
-bool	br_text_spells_credential(const struct br *br, const char *text);
 
 /* ------------------------------------------------------------ budgets */
 

@@ -189,14 +189,14 @@ finish(struct br_call *c)
 		c->rtext = NULL;
 		c->result = error_result("The call failed inside Sluice.");
 	}
-	/* on_result leaves the text it measured; anything else (a denial,
-	 * an error result) is serialized here, once. */
-	if (c->rtext == NULL && c->result != NULL)
-		c->rtext = json_dumps(c->result, JSON_COMPACT);
-	/* The answer's text is what the sandbox gets: an upstream's error
-	 * message can spell a held credential in it as a result can (see
-	 * br_text_spells_credential). Our own texts never do. */
-	if (c->rtext != NULL && br_text_spells_credential(br, c->rtext)) {
+	/* on_result leaves the text br_result_process wrote and checked;
+	 * anything else (a denial, an error result) is serialized here,
+	 * once, and checked too: an upstream's error message can spell a
+	 * held credential in the answer's text as a result can (see
+	 * br_holds_credential). Our own texts never do. */
+	if (c->rtext == NULL && c->result != NULL &&
+	    (c->rtext = json_dumps(c->result, JSON_COMPACT)) != NULL &&
+	    br_holds_credential(br, c->rtext)) {
 		free(c->rtext);
 		json_decref(c->result);
 		c->decision = "deny";
@@ -365,8 +365,10 @@ on_result(void *arg, json_t *msg, const char *err)
 	}
 	json_object_del(c->result, "_meta");
 	tool = br_tools_get(c->up, c->tool, &pin, &drift);
+	/* Serialized once, by br_result_process: this text is checked
+	 * there, measured here, digested, recorded and sent by finish(). */
 	if ((red_n = br_result_process(br, c->client.policy, c->result,
-	    tool)) == -1) {
+	    tool, &c->rtext)) == -1) {
 		json_decref(c->result);
 		c->result = NULL;
 		deny(c, NULL, "redaction_failed", "The result is withheld "
@@ -374,15 +376,6 @@ on_result(void *arg, json_t *msg, const char *err)
 		return;
 	}
 	c->redactions += (unsigned)red_n;
-	/* Serialized once: this text is measured here, digested, recorded
-	 * and sent by finish(). */
-	if ((c->rtext = json_dumps(c->result, JSON_COMPACT)) == NULL) {
-		json_decref(c->result);
-		c->result = NULL;
-		deny(c, NULL, "internal_error", "The result could not be "
-		    "processed.");
-		return;
-	}
 	len = strlen(c->rtext);
 	if (c->dec.max_result_bytes != 0 && len > c->dec.max_result_bytes) {
 		free(c->rtext);

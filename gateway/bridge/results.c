@@ -7,8 +7,9 @@
  * and in every encoded or escaped form redaction knows (pol_redact_held,
  * whatever the policy says: they must never reach a sandbox), and what
  * the sandbox's policy asks for through pol_redact (cloud keys, private
- * keys, bearer tokens, its own patterns). A redaction that cannot be completed fails the call:
- * the result is withheld, never passed on unredacted. Replacement happens
+ * keys, bearer tokens, its own patterns). A redaction that cannot be
+ * completed fails the call: the result is withheld, never passed on
+ * unredacted. Replacement happens
  * only inside JSON strings, so the structure stays, except that a number
  * that matched becomes the string of its redacted text; for
  * structuredContent the tool's outputSchema is consulted, and when a
@@ -36,24 +37,41 @@
 /* Too short a secret would shred every text: shorter ones are not used. */
 #define SECRET_MIN	4
 
+/* The held credentials long enough to search (SECRET_MIN), in a new
+ * array (*out, caller frees; NULL when there are none). -1 (ENOMEM). */
+static int
+held_long(const struct br *br, const char ***out, size_t *n)
+{
+	size_t i;
+
+	*out = NULL;
+	*n = 0;
+	if (br->nsecrets == 0)
+		return 0;
+	if ((*out = calloc(br->nsecrets, sizeof(**out))) == NULL)
+		return -1;
+	for (i = 0; i < br->nsecrets; i++)
+		if (br->secrets[i] != NULL &&
+		    strlen(br->secrets[i]) >= SECRET_MIN)
+			(*out)[(*n)++] = br->secrets[i];
+	return 0;
+}
+
 bool
 br_holds_credential(const struct br *br, const char *s)
 {
-	const char *one[1];
-	size_t i;
+	const char **use;
+	size_t n;
+	int rc;
 
 	/* In every form redaction finds in results (base64, %-encoded,
-	 * escaped): a definition is the sandbox's to read as much as a
-	 * result is. One at a time, to leave out the short ones. */
-	for (i = 0; i < br->nsecrets; i++) {
-		if (br->secrets[i] == NULL ||
-		    strlen(br->secrets[i]) < SECRET_MIN)
-			continue;
-		one[0] = br->secrets[i];
-		if (pol_holds_secret(one, 1, s, strlen(s)) != 0)
-			return true;	/* also when it cannot tell */
-	}
-	return false;
+	 * escaped): a definition or an answer's text is the sandbox's to
+	 * read as much as a result's strings are. */
+	if (held_long(br, &use, &n) == -1)
+		return true;	/* cannot tell */
+	rc = n == 0 ? 0 : pol_holds_secret(use, n, s, strlen(s));
+	free(use);
+	return rc != 0;		/* also when it cannot tell */
 }
 
 /*
@@ -249,23 +267,13 @@ redact_held(const struct br *br, char **cur)
 {
 	const char **use;
 	char *next;
-	size_t i, n = 0;
+	size_t n;
 	unsigned k = 0;
-	int rc;
+	int rc = -1;
 
-	if (br->nsecrets == 0)
-		return 0;
-	if ((use = calloc(br->nsecrets, sizeof(*use))) == NULL) {
-		free(*cur);
-		*cur = NULL;
-		return UINT_MAX;
-	}
-	for (i = 0; i < br->nsecrets; i++)
-		if (br->secrets[i] != NULL &&
-		    strlen(br->secrets[i]) >= SECRET_MIN)
-			use[n++] = br->secrets[i];
-	rc = n == 0 ? 1 : pol_redact_held(use, n, *cur, strlen(*cur), &next,
-	    NULL, &k);
+	if (held_long(br, &use, &n) == 0)
+		rc = n == 0 ? 1 : pol_redact_held(use, n, *cur, strlen(*cur),
+		    &next, NULL, &k);
 	free(use);
 	if (rc == 1)
 		return 0;
@@ -527,34 +535,31 @@ redact_tree(struct br *br, const struct pol_policy *p, json_t *v,
  * A held credential can stand in the text jansson writes of a result
  * whose decoded strings do not hold it: an escape's last hex digits
  * followed by the rest ("\u0004" then "8151623" writes "48151623"). The
- * answer is that text, which a sandbox may read as it is: such a result
- * is withheld (true when the text is clean).
+ * answer is that text, which a sandbox may read as it is: it is checked
+ * as written, and withheld (false) when it spells one or cannot be
+ * written. *text, if given, gets it (caller frees).
  */
-bool
-br_text_spells_credential(const struct br *br, const char *text)
-{
-	/* In every form redaction knows: the text may spell the credential
-	 * raw, as jansson escapes it, or any encoding of it (an escape's
-	 * digits then the rest of its hex). */
-	return br_holds_credential(br, text);
-}
-
 static bool
-serialized_clean(const struct br *br, const json_t *result)
+checked_text(const struct br *br, const json_t *result, char **text)
 {
-	char *text;
-	bool clean;
+	char *t;
 
-	if ((text = json_dumps(result, JSON_COMPACT)) == NULL)
+	if ((t = json_dumps(result, JSON_COMPACT)) == NULL)
 		return false;
-	clean = !br_text_spells_credential(br, text);
-	free(text);
-	return clean;
+	if (br_holds_credential(br, t)) {
+		free(t);
+		return false;
+	}
+	if (text != NULL)
+		*text = t;
+	else
+		free(t);
+	return true;
 }
 
 int
 br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
-    const json_t *tool)
+    const json_t *tool, char **text)
 {
 	const json_t *schema = json_object_get(tool, "outputSchema");
 	json_t *sc = json_object_get(result, "structuredContent");
@@ -563,6 +568,8 @@ br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
 	int n = 0, k;
 	bool unsafe = false, dummy = false;
 
+	if (text != NULL)
+		*text = NULL;
 	json_object_foreach(result, key, x) {
 		if (holds_secret(br, p, key) != 0)
 			return -1;
@@ -598,5 +605,5 @@ br_result_process(struct br *br, const struct pol_policy *p, json_t *result,
 				    json_true());
 		}
 	}
-	return serialized_clean(br, result) ? n : -1;
+	return checked_text(br, result, text) ? n : -1;
 }

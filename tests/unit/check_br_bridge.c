@@ -3250,7 +3250,7 @@ START_TEST(test_result_numbers)
 		    json_loads(num_cases[_i].schema, 0, &jerr));
 		ck_assert_ptr_nonnull(tool);
 	}
-	rc = br_result_process(&b, NULL, res, tool);
+	rc = br_result_process(&b, NULL, res, tool, NULL);
 	got = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
 	ck_assert_msg(rc == num_cases[_i].rc, "case %d: rc %d, got %s", _i,
 	    rc, got);
@@ -3304,7 +3304,7 @@ START_TEST(test_result_held_any_policy)
 			    "text", "text", texts[i]);
 			ck_assert_ptr_nonnull(res);
 			ck_assert_int_eq(br_result_process(&b, k ? p : NULL,
-			    res, NULL), 1);
+			    res, NULL, NULL), 1);
 			text = json_dumps(res, JSON_COMPACT);
 			ck_assert_msg(strstr(text, "[REDACTED:credential]") !=
 			    NULL, "policy %zu, text %zu: %s", k, i, text);
