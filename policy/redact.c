@@ -883,6 +883,20 @@ utf8_enc(unsigned long cp, unsigned char *out)
 #define X_BYTE		0
 #define X_CHAR		1
 
+/* An escape of one byte's value v (\xHH, octal) into out, as xmode reads
+ * one above 0x7f (setting *high); the count. */
+static size_t
+byte_esc(long long v, int xmode, unsigned char *out, int *high)
+{
+	if (v >= 0x80)
+		*high = 1;
+	if (v < 0x80 || xmode == X_BYTE) {
+		out[0] = (unsigned char)v;
+		return 1;
+	}
+	return utf8_enc((unsigned long)v, out);
+}
+
 /*
  * One escape at in[i] (a backslash, n bytes in all): its bytes in out (at
  * most 4) and their count, the escape's length in *used; 0 when it is none
@@ -917,25 +931,13 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 		    cp * 8 + (in[i + 1 + k] - '0') <= 0xff; k++)
 			cp = cp * 8 + (in[i + 1 + k] - '0');
 		*used = k + 1;
-		if (cp >= 0x80)
-			*high = 1;
-		if (cp < 0x80 || xmode == X_BYTE) {
-			out[0] = (unsigned char)cp;
-			return 1;
-		}
-		return utf8_enc((unsigned long)cp, out);
+		return byte_esc(cp, xmode, out, high);
 	}
 	if (in[i + 1] == 'x') {
 		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
 			return 0;
 		*used = 4;
-		if (cp >= 0x80)
-			*high = 1;
-		if (cp < 0x80 || xmode == X_BYTE) {
-			out[0] = (unsigned char)cp;
-			return 1;
-		}
-		return utf8_enc((unsigned long)cp, out);
+		return byte_esc(cp, xmode, out, high);
 	}
 	if (in[i + 1] == 'U') {
 		if (i + 10 > n || (cp = hexn(in + i + 2, 8)) == -1 ||

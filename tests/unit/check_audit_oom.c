@@ -214,20 +214,30 @@ START_TEST(test_submit_oom)
 }
 END_TEST
 
-/* A record a caller's converter could not build (fields NULL for lack of
- * memory) is as lost as one the log could not copy. */
-START_TEST(test_async_null_counted)
+/* The fixture's log, opened with default options. */
+static struct aud_log *
+open_default(void)
 {
 	struct aud_opts o = { 0 };
 	struct aud_log *l;
-	long long lost, size;
-	size_t ngaps;
 
 	o.db_path = af_dbpath;
 	o.origin = af_origin;
 	o.key_path = af_keypath;
 	l = aud_open(&o, NULL, 0);
 	ck_assert_ptr_nonnull(l);
+	return l;
+}
+
+/* A record a caller's converter could not build (fields NULL for lack of
+ * memory) is as lost as one the log could not copy. */
+START_TEST(test_async_null_counted)
+{
+	struct aud_log *l;
+	long long lost, size;
+	size_t ngaps;
+
+	l = open_default();
 	ck_assert_int_eq(aud_submit_async(l, "dns.decision", NULL), -1);
 	ck_assert_int_eq(errno, ENOMEM);
 	/* A durable one is refused, not counted: its caller must not act. */
@@ -302,18 +312,13 @@ tail_of(const char *db, char *kind, size_t kindlen, long long *unsealed)
  */
 START_TEST(test_close_gap_only)
 {
-	struct aud_opts o = { 0 };
 	struct aud_log *l;
 	long long lost, size, unsealed;
 	size_t ngaps;
 	char kind[32];
 	int i;
 
-	o.db_path = af_dbpath;
-	o.origin = af_origin;
-	o.key_path = af_keypath;
-	l = aud_open(&o, NULL, 0);
-	ck_assert_ptr_nonnull(l);
+	l = open_default();
 	for (i = 0; i < 3; i++)
 		ck_assert_int_eq(aud_submit_async(l, "net.deny",
 		    json_object()), 0);
