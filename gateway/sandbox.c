@@ -48,6 +48,13 @@ struct sandbox {
 	struct gw_pset	*ps;		/* the set its statics came from */
 	int		 orphaned;	/* its policy left the set in force */
 	int		 taint_logged;	/* its sandbox.taint is durable */
+	/* Its network namespace's identity, taken when it was made or
+	 * adopted: what pid_sandbox compares callers against, so that the
+	 * check needs no file and holds while the namespace lives, even
+	 * when its name under netns_dir is gone. */
+	int		 ns_known;
+	dev_t		 ns_dev;
+	ino_t		 ns_ino;
 	struct sbx	*m;
 	struct sandbox	*hnext;		/* id hash chain */
 };
@@ -515,6 +522,24 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	snprintf(s->fsb.ifname, sizeof(s->fsb.ifname), "%s", s->spec.host_if);
 	memcpy(s->fsb.addr4, &s->spec.sandbox_addr, 4);
 	return s;
+}
+
+/* Takes s's namespace identity from its name. -1 with errno if it
+ * cannot be read; s is then compared by name (pid_sandbox). */
+static int
+sb_ns_ident(struct sandbox *s)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", s->spec.netns_dir,
+	    s->spec.netns);
+	if (stat(path, &st) == -1)
+		return -1;
+	s->ns_dev = st.st_dev;
+	s->ns_ino = st.st_ino;
+	s->ns_known = 1;
+	return 0;
 }
 
 static void
@@ -1301,6 +1326,12 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		goto fail;
 	}
 	made_ns = 1;
+	if (sb_ns_ident(s) == -1) {
+		status = 500, code = "kernel";
+		snprintf(msg, sizeof(msg), "%s/%s: %s", s->spec.netns_dir,
+		    s->spec.netns, strerror(errno));
+		goto fail;
+	}
 	if (fw_apply(m, s, 0, msg, sizeof(msg)) == -1) {
 		status = 500, code = "kernel";
 		goto fail;
@@ -1513,7 +1544,9 @@ h_exec(struct ctl_req *req, void *arg)
  * or make itself a laxer sandbox. A caller whose network namespace is one
  * of the sandboxes' is refused, and so is one whose namespace cannot be
  * read (it exited). Only callers outside the daemon's own namespace pay
- * for the walk over the sandboxes.
+ * for the walk over the sandboxes, which compares the identities taken
+ * when each namespace was made (no file per sandbox, and a namespace
+ * whose name was unmounted while code still runs in it is still known).
  *
  * Code in a sandbox can leave the sandbox's namespace for one of its own
  * without any privilege (a new user namespace, and a network namespace in
@@ -1547,10 +1580,16 @@ pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 		return 0;
 	for (i = 0; i < SBX_HASH; i++) {
 		for (s = m->by_id[i]; s != NULL; s = s->hnext) {
-			snprintf(path, sizeof(path), "%s/%s",
-			    s->spec.netns_dir, s->spec.netns);
-			if (stat(path, &st) == 0 && st.st_dev == ps.st_dev &&
-			    st.st_ino == ps.st_ino) {
+			if (s->ns_known) {
+				st.st_dev = s->ns_dev;
+				st.st_ino = s->ns_ino;
+			} else {
+				snprintf(path, sizeof(path), "%s/%s",
+				    s->spec.netns_dir, s->spec.netns);
+				if (stat(path, &st) == -1)
+					continue;
+			}
+			if (st.st_dev == ps.st_dev && st.st_ino == ps.st_ino) {
 				if (out != NULL)
 					*out = s;
 				return 1;
@@ -1984,6 +2023,8 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 			sb_free(s);
 			continue;
 		}
+		if (sb_ns_ident(s) == -1)
+			log_warn("reconcile: %s: namespace identity", r->id);
 		if (sb_link(m, s) == -1) {
 			log_warn("reconcile: %s", r->id);
 			sb_free(s);

@@ -1039,9 +1039,10 @@ peer_wait(struct ev_loop *l, void *arg)
 }
 
 /* Child: into the sandbox's namespace (as `sluice exec` puts a command),
- * then, when nested, into a namespace of its own made there (as any
+ * then, when nested is 1, into a namespace of its own made there (as any
  * unprivileged user can: a new user namespace with a network namespace),
- * and one request to the control socket. Exit 0 when refused with 403
+ * when it is 2, removes the namespace's name, and one request to the
+ * control socket. Exit 0 when refused with 403
  * from_sandbox, 13 when answered, 20 when the namespaces could not be
  * entered. */
 static void
@@ -1061,7 +1062,13 @@ peer_child(const char *id, int nested)
 	    setns(fd, CLONE_NEWNET) == -1)
 		_exit(20);
 	close(fd);
-	if (nested && unshare(CLONE_NEWUSER | CLONE_NEWNET) == -1)
+	if (nested == 1 && unshare(CLONE_NEWUSER | CLONE_NEWNET) == -1)
+		_exit(20);
+	/* The namespace's name gone while code still runs in it (an
+	 * operator's `ip netns delete`, or code that shares the host's
+	 * mounts): it is still the sandbox's. */
+	if (nested == 2 && (umount2(path, MNT_DETACH) == -1 ||
+	    unlink(path) == -1))
 		_exit(20);
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
@@ -1083,9 +1090,10 @@ peer_child(const char *id, int nested)
 }
 
 /* The control API refuses code running in a sandbox: in the sandbox's
- * own namespace, and in a namespace that code made for itself there (a
+ * own namespace, in a namespace that code made for itself there (a
  * new user and network namespace needs no privilege), which would
- * otherwise let it approve its own calls or read other tokens. */
+ * otherwise let it approve its own calls or read other tokens, and in
+ * the sandbox's namespace after its name was unmounted. */
 START_TEST(test_peer_nested_netns)
 {
 	struct ctl *ctl;
@@ -1107,7 +1115,7 @@ START_TEST(test_peer_nested_netns)
 	    "ctl.sock", sdir), (int)sizeof(peer_sock));
 	ck_assert_msg(ctl_listen(ctl, peer_sock, err, sizeof(err)) == 0,
 	    "ctl_listen: %s", err);
-	for (nested = 0; nested <= 1; nested++) {
+	for (nested = 0; nested <= 2; nested++) {
 		ck_assert_int_ge(peer_pid = fork(), 0);
 		if (peer_pid == 0)
 			peer_child(id, nested);
