@@ -1314,15 +1314,45 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 /*
  * Base64 is often wrapped (the base64 tool at 76 characters a line, PEM
  * and MIME at 64 and 76), and a credential's encoded form then spans a
- * line break two times out of three. Line breaks between two characters
- * of a base64 alphabet are taken out and the joined text searched as the
+ * line break two times out of three. A break is read through when it
+ * lies between two characters of a base64 alphabet, holds a line break,
+ * and holds nothing but line breaks, blanks and '>' -- so also a YAML
+ * block's indentation, a MIME header's folding and a mail's quoting --
+ * where each line break, blank may also be written as a JSON or C escape
+ * (a JSON document returned as text). The joined text is searched as the
  * original is (so a credential a terminal wrapped is found too); a break
- * after or before anything else stays.
+ * after or before anything else stays, and so does one without a line
+ * break (prose would otherwise pay for a second search of every text).
  */
 static bool
 b64_char(unsigned char c)
 {
 	return is_b64(c) || c == '-' || c == '_' || c == '=';
+}
+
+/* The break starting at in[i] (after a base64 character): the index just
+ * past it when it holds a line break and a base64 character follows,
+ * else i. */
+static size_t
+join_break(const unsigned char *in, size_t n, size_t i)
+{
+	size_t	j = i;
+	bool	nl = false;
+
+	while (j < n) {
+		if (in[j] == '\n' || in[j] == '\r') {
+			nl = true;
+			j++;
+		} else if (in[j] == ' ' || in[j] == '\t' || in[j] == '>')
+			j++;
+		else if (in[j] == '\\' && j + 1 < n && (in[j + 1] == 'n' ||
+		    in[j + 1] == 'r' || in[j + 1] == 't')) {
+			nl = nl || in[j + 1] != 't';
+			j += 2;
+		} else
+			break;
+	}
+	return nl && j < n && b64_char(in[j]) ? j : i;
 }
 
 static int
@@ -1336,12 +1366,7 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 	int		 joins = 0;
 
 	for (i = 1; i + 1 < n && !joins; i++)
-		if ((in[i] == '\n' || in[i] == '\r') && b64_char(in[i - 1])) {
-			for (j = i; j < n && (in[j] == '\n' || in[j] == '\r');
-			    j++)
-				;
-			joins = j < n && b64_char(in[j]);
-		}
+		joins = b64_char(in[i - 1]) && join_break(in, n, i) != i;
 	if (!joins)
 		return 0;
 	if (n >= UINT32_MAX) {
@@ -1359,15 +1384,10 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		if ((in[i] == '\n' || in[i] == '\r') && o > 0 &&
-		    b64_char(b[o - 1])) {
-			for (j = i; j < n && (in[j] == '\n' || in[j] == '\r');
-			    j++)
-				;
-			if (j < n && b64_char(in[j])) {
-				i = j - 1;
-				continue;
-			}
+		if (o > 0 && b64_char(b[o - 1]) &&
+		    (j = join_break(in, n, i)) != i) {
+			i = j - 1;
+			continue;
 		}
 		b[o] = in[i];
 		d.lo[o] = (uint32_t)i;

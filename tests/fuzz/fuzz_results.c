@@ -12,9 +12,9 @@
  *     JSON escapes them (one holds a quote, a backslash, a control
  *     character and non-ASCII), as a hex dump, as base64 (either
  *     alphabet, at any offset of a 3-byte group, encoded here with
- *     OpenSSL's encoder), nor in any string or key as decoded (also
- *     unescaped up to four more times), nor in the text of any number
- *     (one is all digits);
+ *     OpenSSL's encoder, also wrapped over lines), nor in any string or
+ *     key as decoded (also unescaped up to four more times), nor in the
+ *     text of any number (one is all digits);
  *   - nor does any decoded string, key or number text hold what the
  *     policy's patterns match (the AWS key pattern and the policy's own
  *     pattern are checked independently here);
@@ -191,7 +191,7 @@ b64_stands(const char *text, const char *sec)
 
 /* Does a held credential stand in t (len bytes), also once unescaped up
  * to four times (what redaction promises to find), or as base64 wrapped
- * over lines? */
+ * over lines (indented, quoted, the line breaks escaped)? */
 static bool
 stands(const char *t, size_t len, char *const *sec, size_t n)
 {
@@ -207,10 +207,32 @@ stands(const char *t, size_t len, char *const *sec, size_t n)
 		for (i = 0; i < n && !r; i++)
 			r = memmem(b, len, sec[i], strlen(sec[i])) != NULL;
 	}
-	/* Nor as base64 wrapped over several lines. */
-	for (i = 0, k = 0; t[i] != '\0' && !r; i++)
-		if (t[i] != '\n' && t[i] != '\r')
-			b[k++] = t[i];
+	/* Nor as base64 wrapped over several lines: every run of blanks,
+	 * '>' and line breaks, also written as escapes, that holds a line
+	 * break is taken out. */
+	for (i = 0, k = 0; t[i] != '\0' && !r; ) {
+		size_t j = i;
+		bool nl = false;
+
+		for (;;) {
+			if (t[j] == '\\' && (t[j + 1] == 'n' ||
+			    t[j + 1] == 'r' || t[j + 1] == 't')) {
+				nl = nl || t[j + 1] != 't';
+				j += 2;
+			} else if (t[j] != '\0' && strchr(" \t>\r\n", t[j])) {
+				nl = nl || t[j] == '\r' || t[j] == '\n';
+				j++;
+			} else
+				break;
+		}
+		if (j == i)
+			b[k++] = t[i++];
+		else if (nl)
+			i = j;
+		else
+			while (i < j)
+				b[k++] = t[i++];
+	}
 	b[k] = '\0';
 	for (i = 0; i < n && !r; i++)
 		r = b64_stands(b, sec[i]);

@@ -293,6 +293,24 @@ static const struct row {
 	    "x\r\n" R_CR "\r\ny", 1 },
 	{ W_ALL, "czNjcjN0LXVwc3RyZWFt.\nLXRva2VuLVhZWg==",
 	    "czNjcjN0LXVwc3RyZWFt.\nLXRva2VuLVhZWg==", 0 },
+	/* ... and so are the blanks and quoting around a line break (YAML
+	 * indentation, MIME folding, a mail's "> "), and line breaks
+	 * written as escapes (a JSON document returned as text); blanks
+	 * alone are no line break */
+	{ W_ALL, "key: |\n  czNjcjN0LXVwc3RyZWFt \n  LXRva2VuLVhZWg==\n",
+	    "key: |\n  " R_CR "\n", 1 },
+	{ W_ALL, "x czNjcjN0LXVwc3RyZWFt\r\n\tLXRva2VuLVhZWg==",
+	    "x " R_CR, 1 },
+	{ W_ALL, "> czNjcjN0LXVwc3RyZWFt\n> > LXRva2VuLVhZWg==",
+	    "> " R_CR, 1 },
+	{ W_ALL, "{\"pem\":\"czNjcjN0LXVwc3RyZWFt\\r\\n\\tLXRva2VuLVhZWg==\"}",
+	    "{\"pem\":\"" R_CR "\"}", 1 },
+	{ W_ALL, "czNjcjN0LXVwc3RyZWFt LXRva2VuLVhZWg==",
+	    "czNjcjN0LXVwc3RyZWFt LXRva2VuLVhZWg==", 0 },
+	{ W_ALL, "czNjcjN0LXVwc3RyZWFt\\t> LXRva2VuLVhZWg==",
+	    "czNjcjN0LXVwc3RyZWFt\\t> LXRva2VuLVhZWg==", 0 },
+	{ W_ALL, "czNjcjN0LXVwc3RyZWFt\\\\nLXRva2VuLVhZWg==",
+	    "czNjcjN0LXVwc3RyZWFt\\\\nLXRva2VuLVhZWg==", 0 },
 	/* what looks like those escapes but holds nothing stays */
 	{ W_ALL, "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;",
 	    "100% sure, 50%off %zz %4 \\400 \\8 &#115x &lt &#999999999;", 0 },
