@@ -473,9 +473,10 @@ b64(const unsigned char *s, size_t n, const char *alpha, char *out,
 	return o;
 }
 
-/* urlenc: percent-encode every byte but RFC 3986 unreserved ones. */
+/* urlenc: percent-encode every byte but RFC 3986 unreserved ones (a blank
+ * as '+' when plus: a form's encoding). */
 static size_t
-urlenc(const unsigned char *s, size_t n, bool upper, char *out)
+urlenc(const unsigned char *s, size_t n, bool upper, bool plus, char *out)
 {
 	const char	*hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	size_t		 i, o = 0;
@@ -484,6 +485,8 @@ urlenc(const unsigned char *s, size_t n, bool upper, char *out)
 		if (is_alnum(s[i]) || s[i] == '-' || s[i] == '.' ||
 		    s[i] == '_' || s[i] == '~')
 			out[o++] = (char)s[i];
+		else if (plus && s[i] == ' ')
+			out[o++] = '+';
 		else {
 			out[o++] = '%';
 			out[o++] = hex[s[i] >> 4];
@@ -720,9 +723,10 @@ find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
  * environment dumped as JSON text, and that text inside another JSON
  * string) as each writer of jwriters does it, which changes a credential
  * with a quote, a backslash, a control character, a non-ASCII character,
- * '/', '<', '>' or '&', and the base64 of each once escaped form (a JSON
- * file returned encoded). Short secrets get no encoded forms: a 2-byte base64 prefix would
- * match everywhere. */
+ * '/', '<', '>' or '&', and the base64 of each once escaped and each
+ * percent-encoded form (a JSON file or a URL returned encoded). Short
+ * secrets get no encoded forms: a 2-byte base64 prefix would match
+ * everywhere. */
 static int
 scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
@@ -757,10 +761,19 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 		tmp = (unsigned char *)two + 12 * len + 1;
 		out = (char *)tmp + 6 * len + 2;
 		find_b64_all(in, n, sec, len, tmp, out, s);
-		if ((flen = urlenc(sec, len, true, buf)) != len) {
+		/* Percent-encoded (as a URL, and as a form writes a blank:
+		 * '+'), and that base64-encoded (a URL with the credential
+		 * in it, stored encoded: .git-credentials in a Kubernetes
+		 * secret). */
+		for (j = 0; j < 4; j++) {
+			if (j >= 2 && memchr(sec, ' ', len) == NULL)
+				break;
+			flen = urlenc(sec, len, j % 2 == 0, j >= 2, buf);
+			if (flen == len && memcmp(buf, sec, len) == 0)
+				break;
 			find_all(in, n, buf, flen, flen, NULL, s);
-			urlenc(sec, len, false, buf);
-			find_all(in, n, buf, flen, flen, NULL, s);
+			find_b64_all(in, n, (const unsigned char *)buf, flen,
+			    tmp, out, s);
 		}
 		flen = hexenc(sec, len, true, buf);
 		find_all(in, n, buf, flen, flen, NULL, s);

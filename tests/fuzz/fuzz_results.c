@@ -12,9 +12,10 @@
  *     JSON escapes them (one holds a quote, a backslash, a control
  *     character and non-ASCII), as a hex dump, as base64 (either
  *     alphabet, at any offset of a 3-byte group, encoded here with
- *     OpenSSL's encoder, also wrapped over lines), nor in any string or
- *     key as decoded (also unescaped up to four more times), nor in the
- *     text of any number (one is all digits);
+ *     OpenSSL's encoder, also wrapped over lines), percent-encoded (also
+ *     as a form writes a blank) and that base64-encoded, nor in any
+ *     string or key as decoded (also unescaped up to four more times),
+ *     nor in the text of any number (one is all digits);
  *   - nor does any decoded string, key or number text hold what the
  *     policy's patterns match (the AWS key pattern and the policy's own
  *     pattern are checked independently here);
@@ -48,7 +49,7 @@ static const char policy_text[] =
     "    redact_patterns: [\"payroll-[0-9]{4}\"]\n";
 
 static char *secrets[] = { "up-cred-7f3a9c2e51", "sk_live_0123456789ab",
-    "q\"u\\o\t\xc3\xa9/t<e>", "48151623" };
+    "q\"u\\o\t\xc3\xa9/t<e>", "48151623", "open sesame:42" };
 
 static const char *const schemas[] = {
 	NULL,
@@ -187,6 +188,34 @@ b64_stands(const char *text, const char *sec)
 	free(in);
 	free(out);
 	return r;
+}
+
+/* sec percent-encoded as RFC 3986 keeps its unreserved characters, in
+ * either case of hex (upper), a blank as '+' (plus, a form's encoding);
+ * malloc'd. */
+static char *
+pct(const char *sec, bool upper, bool plus)
+{
+	const char *hd = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	size_t i, o = 0;
+	char *p;
+
+	REQUIRE((p = malloc(3 * strlen(sec) + 1)) != NULL);
+	for (i = 0; sec[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)sec[i];
+
+		if (isalnum(c) || strchr("-._~", c) != NULL)
+			p[o++] = (char)c;
+		else if (plus && c == ' ')
+			p[o++] = '+';
+		else {
+			p[o++] = '%';
+			p[o++] = hd[c >> 4];
+			p[o++] = hd[c & 15];
+		}
+	}
+	p[o] = '\0';
+	return p;
 }
 
 /* Does a held credential stand in t (len bytes), also once unescaped up
@@ -369,6 +398,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(esc);
 			json_decref(js);
 			REQUIRE(!b64_stands(text, secrets[i]));
+			/* Nor percent-encoded, nor that base64-encoded. */
+			for (k = 0; k < 4; k++) {
+				char *pe = pct(secrets[i], k % 2, k >= 2);
+
+				REQUIRE(strstr(text, pe) == NULL);
+				REQUIRE(!b64_stands(text, pe));
+				free(pe);
+			}
 			/* Nor as a hex dump, in either case. */
 			for (k = 0; k < 2; k++) {
 				const char *hd = k ? "0123456789ABCDEF" :

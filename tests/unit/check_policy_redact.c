@@ -283,6 +283,15 @@ static const struct row {
 	    1 },
 	{ W_ALL, "eyJwdyI6InBhJCQgdy9yZDo5P1x1MDAzZVx1MDAzZSJ9",
 	    "eyJwdyI6I" R_CR "J9", 1 },
+	/* percent-encoded as a form does (a blank as '+'), and URLs and
+	 * forms holding the secret base64-encoded */
+	{ W_ALL, "password=pa%24%24+w%2Frd%3A9%3F%3E%3E&x=1",
+	    "password=" R_CR "&x=1", 1 },
+	{ W_ALL, "aHR0cHM6Ly9ib3Q6cGElMjQlMjQlMjB3JTJGcmQlM0E5JTNGJTNFJTNF"
+	    "QGdpdC5leGFtcGxlLmNvbQ==",
+	    "aHR0cHM6Ly9ib3Q6" R_CR "QGdpdC5leGFtcGxlLmNvbQ==", 1 },
+	{ W_ALL, "dXNlcj1ib3QmcGFzc3dvcmQ9cGElMjQlMjQrdyUyRnJkJTNBOSUzRiUzRSUzRQ==",
+	    "dXNlcj1ib3QmcGFzc3dvcmQ9" R_CR, 1 },
 	/* wrapped base64 (the base64 tool, PEM, MIME): line breaks inside
 	 * an encoded credential are read through; a break after anything
 	 * but the alphabet is not */
