@@ -1343,11 +1343,15 @@ b64_char(unsigned char c)
 	return is_b64(c) || c == '-' || c == '_' || c == '=';
 }
 
-/* The break starting at in[i] (after a base64 character): the index just
- * past it when it holds a line break and a base64 character follows,
- * else i. */
+/* The break starting at in[i] (after a base64 character), which ends
+ * before *end: the index just past it when it holds a line break and a
+ * base64 character follows, else i. A break that does not join holds
+ * none that does (each one starting inside it ends where it ends, with
+ * fewer line breaks), so the callers step over all of it: that keeps a
+ * long break of escaped blanks, whose 't's are base64 characters, one
+ * linear pass. */
 static size_t
-join_break(const unsigned char *in, size_t n, size_t i)
+join_break(const unsigned char *in, size_t n, size_t i, size_t *end)
 {
 	size_t	j = i;
 	bool	nl = false;
@@ -1365,6 +1369,7 @@ join_break(const unsigned char *in, size_t n, size_t i)
 		} else
 			break;
 	}
+	*end = j;
 	return nl && j < n && b64_char(in[j]) ? j : i;
 }
 
@@ -1374,12 +1379,16 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 {
 	struct declevel	 d;
 	struct spans	 t = { 0 };
-	size_t		 i, j, o = 0;
+	size_t		 i, j, end, o = 0;
 	unsigned char	*b;
 	int		 joins = 0;
 
 	for (i = 1; i + 1 < n && !joins; i++)
-		joins = b64_char(in[i - 1]) && join_break(in, n, i) != i;
+		if (b64_char(in[i - 1])) {
+			joins = join_break(in, n, i, &end) != i;
+			if (end > i)
+				i = end - 1;
+		}
 	if (!joins)
 		return 0;
 	if (n >= UINT32_MAX) {
@@ -1396,9 +1405,9 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 		errno = ENOMEM;
 		return -1;
 	}
-	for (i = 0; i < n; i++) {
-		if (o > 0 && b64_char(b[o - 1]) &&
-		    (j = join_break(in, n, i)) != i) {
+	for (i = 0, end = 0; i < n; i++) {
+		if (i >= end && o > 0 && b64_char(b[o - 1]) &&
+		    (j = join_break(in, n, i, &end)) != i) {
 			i = j - 1;
 			continue;
 		}

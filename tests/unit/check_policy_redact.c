@@ -619,13 +619,16 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-/* Many headers without a footer, many "Authorization:" on one line: each
- * still one linear pass (a quadratic scan would time out here). */
+/* Many headers without a footer, many "Authorization:" on one line, a
+ * break of escaped blanks or line breaks as long as the text after a
+ * base64 character: each still one linear pass (a quadratic scan would
+ * time out here). */
 START_TEST(hostile_repetition)
 {
 	const size_t	 n = 2u << 20;
 	const char	*unit[] = { "-----BEGIN RSA PRIVATE KEY", "Authorization:",
-	    "Bearer ", "eyJa.", "aws_secret_access_key=", "AKIA", "ghp_" };
+	    "Bearer ", "eyJa.", "aws_secret_access_key=", "AKIA", "ghp_",
+	    "\\t", "\\r", "\\t \n" };
 	char		*in = malloc(n), *out;
 	size_t		 i, k, len;
 	unsigned	 count;
