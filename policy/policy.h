@@ -490,9 +490,11 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *                 the daemon holds), exact bytes; for secrets of 6 bytes or
  *                 more also their base64 and base64url forms (with or
  *                 without padding, at any offset of a longer blob, read
- *                 through the line breaks that wrap it), their %-encoding
- *                 and hex (either case) and the base64 of their JSON
- *                 escapings; escaped, also in any mix of the string
+ *                 through the line breaks that wrap it, with blanks, '>'
+ *                 or escaped breaks around them), their %-encoding
+ *                 (either hex case, a blank also as '+') and hex (either
+ *                 case), and the base64 of their JSON escapings and of
+ *                 their %-encodings; escaped, also in any mix of the string
  *                 escapes of JSON, C, Python and JavaScript (octal and \x
  *                 included), HTML character references and %-encoding of
  *                 any byte, up to four levels deep (an escape that is part

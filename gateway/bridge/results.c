@@ -5,20 +5,19 @@
  * that is a string or a number (a credential made of digits comes back as
  * one): the credentials Sluice itself holds for its upstreams always, raw
  * and in every encoded or escaped form redaction knows (pol_redact_held,
- * whatever the policy says: they must never reach a sandbox), and what
- * the sandbox's policy asks for through pol_redact (cloud keys, private
- * keys, bearer tokens, its own patterns). A redaction that cannot be
- * completed fails the call: the result is withheld, never passed on
- * unredacted. Replacement happens
- * only inside JSON strings, so the structure stays, except that a number
- * that matched becomes the string of its redacted text; for
- * structuredContent the tool's outputSchema is consulted, and when a
- * replaced string sits under a schema that constrains it (pattern, format,
- * enum, length...) or under one we cannot follow, or a number was
- * replaced, structuredContent is dropped and the result becomes isError,
- * so that the official SDK (which validates structuredContent against
- * outputSchema, and demands it unless isError) never receives an invalid
- * or half-redacted object. Two places cannot be rewritten without breaking
+ * whatever the policy says: they must never reach a sandbox), and what the
+ * sandbox's policy asks for through pol_redact (cloud keys, private keys,
+ * bearer tokens, its own patterns). A redaction that cannot be completed
+ * fails the call: the result is withheld, never passed on unredacted.
+ * Replacement happens only inside JSON strings, so the structure stays,
+ * except that a number that matched becomes the string of its redacted
+ * text; for structuredContent the tool's outputSchema is consulted, and
+ * when a replaced string sits under a schema that constrains it (pattern,
+ * format, enum, length...) or under one we cannot follow, or a number was
+ * replaced, structuredContent is dropped and the result becomes isError, so
+ * that the official SDK (which validates structuredContent against
+ * outputSchema, and demands it unless isError) never receives an invalid or
+ * half-redacted object. Two places cannot be rewritten without breaking
  * what they mean: object keys, and the binary payloads and type tags of
  * content (data, blob, type, mimeType). They are still searched, and a
  * secret found there withholds the whole result: an upstream must not be
