@@ -438,19 +438,33 @@ dp_world() {
 	ip -n "$BENCH_TAG-i" link set eth0 up
 }
 
-# dp_mode filtered|unfiltered
+# dp_mode filtered|unfiltered|minimal. Minimal: the anchor plus table
+# inet bmin, a forward hook with two rules, the least any nftables filter
+# on the forward path costs (the floor row of dp_floor).
 dp_mode() {
-	if [ "$1" = filtered ]; then
+	case $1 in
+	filtered)
 		in_ns h nft -f - <<-EOF
 		add table ip bnat { flags dormant; }
+		add table inet bmin { flags dormant; }
 		add table inet sluice
 		EOF
-	else
+		;;
+	unfiltered)
+		in_ns h nft -f - <<-EOF
+		add table inet sluice { flags dormant; }
+		add table inet bmin { flags dormant; }
+		add table ip bnat
+		EOF
+		;;
+	minimal)
 		in_ns h nft -f - <<-EOF
 		add table inet sluice { flags dormant; }
 		add table ip bnat
+		add table inet bmin
 		EOF
-	fi
+		;;
+	esac
 }
 
 # dp_sanity: the two modes really differ. Filtered: the learned port
@@ -528,6 +542,39 @@ dp_measure() {
 	done
 }
 
+# dp_floor: BENCH_CPS_REPS pairs of connection-rate runs, the minimal
+# filter against the anchor, alternating, at one scale: how much of the
+# filtered row's gap any nftables forward hook costs on this machine
+# (conntrack state check included), as against Sluice's own checks.
+dp_floor() {
+	local r m order out cps W=$BENCH_WORK/datapath
+	for ((r = 0; r < BENCH_CPS_REPS; r++)); do
+		if ((r % 2 == 0)); then order="minimal unfiltered"; else
+			order="unfiltered minimal"; fi
+		for m in $order; do
+			dp_mode "$m" || return 1
+			out=$(in_ns s timeout $((BENCH_CPS_SECS + 20)) \
+			    "$BIN/bench_connect" client $DST 5202 50000 \
+			    "$BENCH_CPS_SECS" 2>&1)
+			cps=$(printf '%s' "$out" | awk '/^conns/ && $4 == 0 { print $8 }')
+			if [ -z "$cps" ]; then
+				note "datapath: floor $m: connect run: $out"
+				return 1
+			fi
+			echo "$cps" >>"$W/floor.$m"
+		done
+	done
+	paste -d' ' "$W/floor.minimal" "$W/floor.unfiltered" |
+	    awk '$2 > 0 { printf "%.6f\n", $1 / $2 }' >"$W/floor.ratio"
+	read -r sm _ smin smax _ < <(stats "$W/floor.minimal")
+	read -r am _ amin amax _ < <(stats "$W/floor.unfiltered")
+	read -r pr _ prmin prmax _ < <(stats "$W/floor.ratio")
+	row datapath "TCP connections/s, 1 sandbox, any nftables filter: a forward hook with 2 rules (ct state established,related accept; iifname accept), no Sluice table" \
+	    conn/s "$sm" "$smin" "$smax" "no filtering" "$am" "$amin" "$amax" \
+	    "(reported: the floor)" none - "$pr" "$prmin" "$prmax"
+	say "datapath: floor: minimal filter $sm ($smin-$smax) unfiltered $am ($amin-$amax) conn/s; pair ratio $pr ($prmin-$prmax)"
+}
+
 # dp_learn1 LABEL: the kernel cost of one DNS answer at this set size:
 # 200 single-element fw_learn calls (removed again afterwards).
 dp_learn1() {
@@ -562,6 +609,16 @@ sec_datapath() {
 		}
 	}
 	EOF
+	in_ns h nft -f - <<-EOF || return 1
+	table inet bmin {
+		flags dormant;
+		chain forward {
+			type filter hook forward priority filter; policy accept;
+			ct state established,related accept
+			iifname "sl-bench" accept
+		}
+	}
+	EOF
 
 	bg_ns i "$W/iperf3-server.log" iperf3 -s -B $DST -p 5201
 	bg_ns i "$W/server5202.log" "$BIN/bench_connect" serve $DST 5202 \
@@ -581,6 +638,7 @@ sec_datapath() {
 	# rows run with 10 learned elements in all.
 	in_ns h "$fw" learn 1 10 1 sl-bench >/dev/null || return 1
 	dp_measure "1 sandbox" || return 1
+	dp_floor || note "datapath: the floor row failed"
 	in_ns h "$fw" idle 1 100 || return 1
 	dp_measure "100 sandboxes" || return 1
 	in_ns h "$fw" idle 100 1000 || return 1
