@@ -147,6 +147,8 @@ lint:
 	    --library=posix --library=tests/lint/sluice.cfg \
 	    --suppressions-list=tests/lint/suppressions.txt \
 	    --error-exitcode=1 $(LINT_DIRS)
+	$(Q)echo "== lint: README performance table against tests/bench/RESULTS.md"
+	$(Q)python3 tests/bench/readme_table.py --check tests/bench/RESULTS.md README.md
 
 # Memcheck over the unit suites that need no kernel state and the fuzz
 # targets, built without sanitizers (build/valgrind): what ASan cannot see,

@@ -1586,5 +1586,10 @@ total=$(fmt_secs "$t_start" "$EPOCHREALTIME")
 	fi
 } >"$BENCH_WORK/RESULTS.md"
 cp "$BENCH_WORK/RESULTS.md" "$RESULTS"
+# A full run also remakes the README's performance table from it.
+if [ "$RESULTS" = "$top/tests/bench/RESULTS.md" ]; then
+	python3 "$top/tests/bench/readme_table.py" "$RESULTS" "$top/README.md" ||
+	    say "bench: README.md's table was not remade (readme_table.py failed)"
+fi
 say ""
 cat "$RESULTS"
