@@ -498,7 +498,11 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *                 escapes of JSON, C, Python and JavaScript (octal and \x
  *                 included), HTML character references and %-encoding of
  *                 any byte, up to four levels deep (an escape that is part
- *                 of a match is redacted whole)
+ *                 of a match is redacted whole); and in hex dumps (xxd,
+ *                 hexdump -C, od -t x1: offset, hex groups, text column;
+ *                 also inside a JSON string), decoded across lines, the
+ *                 match taken from its first hex digit to the end of the
+ *                 line of its last byte
  *                                                  "[REDACTED:credential]"
  * secrets are ignored unless upstream_credentials is enabled. Overlapping
  * matches become one marker (named by the match that starts first, the

@@ -117,7 +117,9 @@ unescape(char *b, size_t n)
 			memcpy(h, b + i + 2, 4);
 			h[4] = '\0';
 			cp = strtoul(h, &end, 16);
-			if (*end != '\0' || !isxdigit((unsigned char)h[0]))
+			/* Four hex digits: strtoul alone would take "0x75". */
+			if (*end != '\0' || !isxdigit((unsigned char)h[0]) ||
+			    !isxdigit((unsigned char)h[1]))
 				cp = ULONG_MAX;
 		}
 		if (cp >= 0xd800 && cp <= 0xdbff && i + 12 <= n &&
@@ -125,6 +127,7 @@ unescape(char *b, size_t n)
 			memcpy(h, b + i + 8, 4);
 			lo = strtoul(h, &end, 16);
 			if (*end == '\0' && isxdigit((unsigned char)h[0]) &&
+			    isxdigit((unsigned char)h[1]) &&
 			    lo >= 0xdc00 && lo <= 0xdfff) {
 				cp = 0x10000 + ((cp - 0xd800) << 10) +
 				    (lo - 0xdc00);
@@ -218,6 +221,94 @@ pct(const char *sec, bool upper, bool plus)
 	return p;
 }
 
+static int
+hexv(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
+	    c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Does a held credential stand, raw, in a hex dump in t (xxd, hexdump
+ * -C, od -t x1)? Read strictly, apart from redact.c: a line is an offset
+ * (4 to 8 hex digits, maybe ':') and groups of hex digits one or two
+ * blanks apart; a line belongs to the dump before it when its offset is
+ * the previous one plus the bytes that line gave, and only such dumps are
+ * decoded (a last line no longer than the line before it). */
+static bool
+dump_stands(const char *t, size_t len, char *const *sec, size_t n)
+{
+	unsigned char *b;
+	size_t i = 0, o = 0, start, k, j, got, prevgot = 0, nlines = 0;
+	unsigned long off, prevoff = 0;
+	bool r = false;
+
+	REQUIRE((b = malloc(len + 1)) != NULL);
+	while (i < len && !r) {
+		size_t e = i, save = o;
+		int blanks;
+
+		while (e < len && t[e] != '\n')
+			e++;
+		for (k = i, off = 0; k < e && k - i < 8 && hexv(t[k]) >= 0; k++)
+			off = off << 4 | (unsigned long)hexv(t[k]);
+		start = k;
+		got = 0;
+		if (k - i >= 4 && k < e && (hexv(t[k]) < 0)) {
+			if (t[k] == ':')
+				k++;
+			size_t glen = 0;
+
+			for (;;) {
+				for (blanks = 0; k < e && t[k] == ' '; k++)
+					blanks++;
+				if (blanks < 1 || blanks > 2)
+					break;
+				for (j = k; j < e && hexv(t[j]) >= 0; j++)
+					;
+				if (j == k || (j - k) % 2 || (j < e &&
+				    t[j] != ' ') || (glen && j - k > glen))
+					break;
+				if (glen == 0)
+					glen = j - k;
+				start = j - k;
+				for (; k < j; k += 2)
+					b[o++] = (unsigned char)(hexv(t[k]) <<
+					    4 | hexv(t[k + 1]));
+				if (start < glen)
+					break;	/* a short group ends it */
+			}
+			got = o - save;
+			if (got > 64) {
+				o = save;
+				got = 0;
+			}
+		}
+		if (got == 0 || (nlines > 0 && off != prevoff + prevgot) ||
+		    (nlines > 0 && got > prevgot)) {
+			/* not this dump's next line: what came before is one
+			 * dump; this line may start the next */
+			b[save] = '\0';
+			for (k = 0; k < n && !r; k++)
+				r = memmem(b, save, sec[k], strlen(sec[k])) !=
+				    NULL;
+			memmove(b, b + save, o - save);
+			o -= save;
+			nlines = 0;
+		}
+		if (got > 0) {
+			nlines++;
+			prevoff = off;
+			prevgot = got;
+		} else
+			o = 0;
+		i = e + 1;
+	}
+	for (k = 0; k < n && !r; k++)
+		r = memmem(b, o, sec[k], strlen(sec[k])) != NULL;
+	free(b);
+	return r;
+}
+
 /* Does a held credential stand in t (len bytes), also once unescaped up
  * to four times (what redaction promises to find), or as base64 wrapped
  * over lines (indented, quoted, the line breaks escaped)? */
@@ -266,7 +357,7 @@ stands(const char *t, size_t len, char *const *sec, size_t n)
 	for (i = 0; i < n && !r; i++)
 		r = b64_stands(b, sec[i]);
 	free(b);
-	return r;
+	return r || dump_stands(t, len, sec, n);
 }
 
 /* Does a held credential stand in v, as a reader decodes it: a string, a

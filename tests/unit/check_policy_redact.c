@@ -263,6 +263,47 @@ static const struct row {
 	    R_CR "\n", 1 },
 	{ W_ALL, "0x7333637233742D757073747265616D2D746F6B656E2D58595A",
 	    "0x" R_CR, 1 },
+	/* hex dumps: the credential split over lines in both columns,
+	 * taken from its first digit to the end of its last line (xxd,
+	 * xxd -g1 -u, xxd -c 8, hexdump -C, od -A x -t x1z, xxd's output
+	 * as a JSON string writes it) */
+	{ W_ALL, "00000000: 6964 3d73 3363 7233 742d 7570 7374 7265  "
+	    "id=s3cr3t-upstre\n00000010: 616d 2d74 6f6b 656e 2d58 595a 0a"
+	    "         am-token-XYZ.\n", "00000000: 6964 3d" R_CR "\n", 1 },
+	{ W_ALL, "00000000: 69 64 3D 73 33 63 72 33 74 2D 75 70 73 74 72 65  "
+	    "id=s3cr3t-upstre\n00000010: 61 6D 2D 74 6F 6B 65 6E 2D 58 59 5A "
+	    "0A           am-token-XYZ.\n", "00000000: 69 64 3D " R_CR "\n",
+	    1 },
+	{ W_ALL, "00000000: 783a 2070 6124 2420  x: pa$$ \n"
+	    "00000008: 772f 7264 3a39 3f3e  w/rd:9?>\n"
+	    "00000010: 3e0a                 >.\n",
+	    "00000000: 783a 20" R_CR "\n", 1 },
+	{ W_ALL, "00000000  69 64 3d 73 33 63 72 33  74 2d 75 70 73 74 72 65  "
+	    "|id=s3cr3t-upstre|\n00000010  61 6d 2d 74 6f 6b 65 6e  2d 58 59 5a"
+	    " 0a           |am-token-XYZ.|\n0000001d\n",
+	    "00000000  69 64 3d " R_CR "\n0000001d\n", 1 },
+	{ W_ALL, "000000 69 64 3d 73 33 63 72 33 74 2d 75 70 73 74 72 65  "
+	    ">id=s3cr3t-upstre<\n000010 61 6d 2d 74 6f 6b 65 6e 2d 58 59 5a 0a"
+	    "           >am-token-XYZ.<\n00001d\n",
+	    "000000 69 64 3d " R_CR "\n00001d\n", 1 },
+	{ W_ALL, "{\"out\":\"00000000: 6964 3d73 3363 7233 742d 7570 7374 7265"
+	    "  id=s3cr3t-upstre\\n00000010: 616d 2d74 6f6b 656e 2d58 595a 0a"
+	    "         am-token-XYZ.\\n\"}",
+	    "{\"out\":\"00000000: 6964 3d" R_CR "\\n\"}", 1 },
+	/* ... not: one byte short, lines out of order, the gap hexdump
+	 * writes as '*', prose that starts like an offset */
+	{ W_ALL, "00000000: 6964 3d73 3363 7233 742d 7570 7374 7265  "
+	    "id=s3cr3t-upstre\n00000010: 616d 2d74 6f6b 656e 2d58 59  "
+	    "am-token-XY\n", "00000000: 6964 3d73 3363 7233 742d 7570 7374 "
+	    "7265  id=s3cr3t-upstre\n00000010: 616d 2d74 6f6b 656e 2d58 59  "
+	    "am-token-XY\n", 0 },
+	{ W_ALL, "00000010: 616d 2d74 6f6b 656e 2d58 595a 0a         am-token-"
+	    "XYZ.\n00000000: 6964 3d73 3363 7233 742d 7570 7374 7265  id=s3cr"
+	    "3t-upstre\n", "00000010: 616d 2d74 6f6b 656e 2d58 595a 0a       "
+	    "  am-token-XYZ.\n00000000: 6964 3d73 3363 7233 742d 7570 7374 "
+	    "7265  id=s3cr3t-upstre\n", 0 },
+	{ W_ALL, "2024 was a year\n1999 42 cd ef\nbeef 00\n",
+	    "2024 was a year\n1999 42 cd ef\nbeef 00\n", 0 },
 	/* a secret holding what a level undoes, behind escapes of
 	 * another kind, and raw */
 	{ W_ALL, "\"\\u0070a%41ss-wd-9\"", "\"" R_CR "\"", 1 },
@@ -405,6 +446,9 @@ START_TEST(holds_secret)
 		{ "\\163\\063cr3t-upstream-token-XYZ", 1 },
 		{ "eHMzY3IzdC11cHN0cmVhbS10b2tlbi1YWVoK", 1 },
 		{ "s3cr3t-upstream-token-XY", 0 },
+		{ "00000000  73 33 63 72 33 74 2d 75  70 73 74 72 65 61 6d 2d"
+		    "  |s3cr3t-upstream-|\n00000010  74 6f 6b 65 6e 2d 58 59"
+		    "  5a |token-XYZ|\n", 1 },
 	};
 	size_t i;
 
@@ -628,7 +672,9 @@ START_TEST(hostile_repetition)
 	const size_t	 n = 2u << 20;
 	const char	*unit[] = { "-----BEGIN RSA PRIVATE KEY", "Authorization:",
 	    "Bearer ", "eyJa.", "aws_secret_access_key=", "AKIA", "ghp_",
-	    "\\t", "\\r", "\\t \n" };
+	    "\\t", "\\r", "\\t \n",
+	    "00000000: 6162 6364 6566 6768 696a 6b6c 6d6e 6f70  abcdefghijklmnop\n",
+	    "0000 ", "0000 00\\n", "\"0000 00 ", "\"\"\"\"0000 0" };
 	char		*in = malloc(n), *out;
 	size_t		 i, k, len;
 	unsigned	 count;
