@@ -1476,6 +1476,16 @@ dump_eol(const unsigned char *in, size_t n, size_t i, bool esc)
 static size_t
 dump_line_end(const unsigned char *in, size_t n, size_t i, bool esc)
 {
+	const unsigned char *p;
+
+	if (!esc) {
+		/* A break is a '\n', maybe after a '\r' that goes with it. */
+		p = i < n ? memchr(in + i, '\n', n - i) : NULL;
+		if (p == NULL)
+			return n;
+		i = (size_t)(p - in);
+		return i > 0 && in[i - 1] == '\r' ? i - 1 : i;
+	}
 	while (i < n && dump_eol(in, n, i, esc) == 0)
 		i++;
 	return i;
@@ -1605,16 +1615,25 @@ static int
 dump_first(const unsigned char *in, size_t i, size_t end,
     struct dump_line *l)
 {
-	size_t	j, quotes = 0;
+	size_t	j, lim, quotes = 0;
 
 	if (dump_line(in, i, end, DUMP_MAXLINE, l) == 0)
 		return 0;
-	for (j = i; j < end && j - i < 80 && quotes < 4; j++)
-		if (in[j] == '"' || in[j] == '\'') {
-			quotes++;
-			if (dump_line(in, j + 1, end, DUMP_MAXLINE, l) == 0)
-				return 0;
-		}
+	/* Only quotes near the line's start. */
+	lim = end - i > 80 ? i + 80 : end;
+	for (j = i; j < lim && quotes < 4; j++) {
+		const unsigned char *q = memchr(in + j, '"', lim - j);
+		const unsigned char *a = memchr(in + j, '\'', lim - j);
+
+		if (q == NULL && a == NULL)
+			break;
+		if (q == NULL || (a != NULL && a < q))
+			q = a;
+		j = (size_t)(q - in);
+		quotes++;
+		if (dump_line(in, j + 1, end, DUMP_MAXLINE, l) == 0)
+			return 0;
+	}
 	return -1;
 }
 
