@@ -500,7 +500,8 @@ int	pol_tool_pin(const char *tool_json, char *out, size_t outlen);
  *                 any byte, up to four levels deep (an escape that is part
  *                 of a match is redacted whole); and in hex dumps (xxd,
  *                 hexdump -C, od -t x1: offset, hex groups, text column;
- *                 also inside a JSON string), decoded across lines, the
+ *                 hexdump and od -x: little-endian 16-bit words; also
+ *                 inside a JSON string), decoded across lines, the
  *                 match taken from its first hex digit to the end of the
  *                 line of its last byte
  *                                                  "[REDACTED:credential]"

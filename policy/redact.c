@@ -1449,9 +1449,10 @@ scan_joined(const char *const *secrets, size_t nsecrets,
  * first, the last maybe shorter) one or two blanks apart. The next line's
  * offset bounds how many bytes a line gave (so a text column that looks
  * like hex is not read as bytes), and a line whose bytes fall short of
- * the next offset ends its run (hexdump's '*' for repeated lines). Not
- * read: dumps of 16-bit words in host order (`hexdump` without -C, `od
- * -x`) and octal dumps.
+ * the next offset ends its run (hexdump's '*' for repeated lines). Groups
+ * of four digits are also read as 16-bit words in little-endian order
+ * (`hexdump` without -C, `od -x` on the machines Sluice runs on). Not
+ * read: octal dumps and other word sizes.
  */
 #define DUMP_MAXLINE	64	/* bytes a dump line may give */
 
@@ -1496,6 +1497,7 @@ struct dump_line {
 	long long	 off8;		/* ... as octal, -1 if it is not */
 	size_t		 data;		/* where its first group starts */
 	size_t		 nbytes;	/* bytes its groups give */
+	size_t		 glen;		/* digits in its first group */
 	size_t		 end;		/* its end (its break, or n) */
 };
 
@@ -1531,6 +1533,7 @@ dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
 		k++;
 	l->data = 0;
 	l->nbytes = 0;
+	l->glen = 0;
 	l->end = end;
 	while (k < end && l->nbytes < max && !shortg) {
 		for (blanks = 0; k < end && in[k] == ' '; k++)
@@ -1547,7 +1550,7 @@ dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
 		    l->nbytes + (j - k) / 2 > max)
 			break;
 		if (glen == 0) {
-			glen = j - k;
+			glen = l->glen = j - k;
 			l->data = k;
 		}
 		shortg = j - k < glen;
@@ -1653,9 +1656,9 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
     struct declevel *d, size_t *cap)
 {
 	struct dump_line cur, nxt;
-	size_t		 i = 0, e, ni, prev;
+	size_t		 i = 0, e, ni, prev, start, k;
 	long long	 dx, d8, want;
-	bool		 have, first;
+	bool		 have, first, words;
 
 	while (i < n) {
 		e = dump_line_end(in, n, i, esc);
@@ -1667,6 +1670,8 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 		 * offset says how many bytes the line before gave. */
 		prev = DUMP_MAXLINE;
 		first = true;
+		start = d->n;
+		words = true;
 		for (;;) {
 			ni = dump_next(in, n, e, esc);
 			have = false;
@@ -1692,6 +1697,7 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 			if (dump_room(b, d, cap, d->n + cur.nbytes + 1) == -1)
 				return -1;
 			dump_decode(in, &cur, d, *b);
+			words = words && cur.glen == 4 && cur.nbytes % 2 == 0;
 			prev = cur.nbytes;
 			first = false;
 			if (!have) {
@@ -1701,6 +1707,25 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 				break;
 			}
 			cur = nxt;
+		}
+		/* Groups of four digits may be 16-bit words in the host's
+		 * order (hexdump without -C, od -x): the run again, each
+		 * pair of bytes swapped, both spanning from their group. */
+		if (words) {
+			size_t	 len = d->n - start;
+
+			if (dump_room(b, d, cap, d->n + len + 2) == -1)
+				return -1;
+			(*b)[d->n] = '\0';
+			d->lo[d->n] = d->hi[d->n] = 0;
+			d->n++;
+			for (k = start; k + 1 < start + len; k += 2) {
+				(*b)[d->n] = (*b)[k + 1];
+				(*b)[d->n + 1] = (*b)[k];
+				d->lo[d->n] = d->lo[d->n + 1] = d->lo[k];
+				d->hi[d->n] = d->hi[d->n + 1] = d->hi[k];
+				d->n += 2;
+			}
 		}
 		(*b)[d->n] = '\0';
 		d->lo[d->n] = d->hi[d->n] = 0;

@@ -290,6 +290,13 @@ static const struct row {
 	    "  id=s3cr3t-upstre\\n00000010: 616d 2d74 6f6b 656e 2d58 595a 0a"
 	    "         am-token-XYZ.\\n\"}",
 	    "{\"out\":\"00000000: 6964 3d" R_CR "\\n\"}", 1 },
+	/* ... and as 16-bit little-endian words (hexdump, od -x) */
+	{ W_ALL, "0000000 6469 733d 6333 3372 2d74 7075 7473 6572\n"
+	    "0000010 6d61 742d 6b6f 6e65 582d 5a59 000a     \n000001d\n",
+	    "0000000 6469 " R_CR "\n000001d\n", 1 },
+	{ W_ALL, "0000000 6469 733d 6333 3372 2d74 7075 7473 6572\n"
+	    "0000020 6d61 742d 6b6f 6e65 582d 5a59 000a\n0000035\n",
+	    "0000000 6469 " R_CR "\n0000035\n", 1 },
 	/* ... not: one byte short, lines out of order, the gap hexdump
 	 * writes as '*', prose that starts like an offset */
 	{ W_ALL, "00000000: 6964 3d73 3363 7233 742d 7570 7374 7265  "
