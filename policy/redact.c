@@ -1324,6 +1324,28 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 	return 0;
 }
 
+/* Searches the text of d as scan_secrets searches an original and adds
+ * each match to s as the span of the original text it came from. -1
+ * (ENOMEM) or 0; d stays the caller's. */
+static int
+scan_mapped(const char *const *secrets, size_t nsecrets,
+    const struct declevel *d, struct spans *s)
+{
+	struct spans	t = { 0 };
+	size_t		i;
+
+	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
+		free(t.v);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < t.n; i++)
+		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
+		    t.v[i].cls);
+	free(t.v);
+	return 0;
+}
+
 /*
  * Base64 is often wrapped (the base64 tool at 76 characters a line, PEM
  * and MIME at 64 and 76), and a credential's encoded form then spans a
@@ -1378,10 +1400,9 @@ scan_joined(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	struct declevel	 d;
-	struct spans	 t = { 0 };
 	size_t		 i, j, end, o = 0;
 	unsigned char	*b;
-	int		 joins = 0;
+	int		 joins = 0, rc;
 
 	for (i = 1; i + 1 < n && !joins; i++)
 		if (b64_char(in[i - 1])) {
@@ -1418,17 +1439,9 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 	}
 	d.b = b;
 	d.n = o;
-	if (scan_secrets(secrets, nsecrets, d.b, d.n, &t) == -1 || t.oom) {
-		free(t.v);
-		declevel_free(&d);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < t.n; i++)
-		span_add(s, d.lo[t.v[i].lo], d.hi[t.v[i].hi - 1], t.v[i].cls);
-	free(t.v);
+	rc = scan_mapped(secrets, nsecrets, &d, s);
 	declevel_free(&d);
-	return 0;
+	return rc;
 }
 
 /*
@@ -1739,9 +1752,9 @@ scan_dumps(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct spans *s)
 {
 	struct declevel	 d = { NULL, NULL, NULL, 0 };
-	struct spans	 t = { 0 };
 	unsigned char	*b = NULL;
-	size_t		 i, cap = 0;
+	size_t		 cap = 0;
+	int		 rc;
 
 	if (n >= UINT32_MAX) {
 		errno = EOVERFLOW;
@@ -1756,17 +1769,9 @@ scan_dumps(const char *const *secrets, size_t nsecrets,
 	if (d.n == 0)
 		return 0;
 	d.b = b;
-	if (scan_secrets(secrets, nsecrets, d.b, d.n, &t) == -1 || t.oom) {
-		free(t.v);
-		declevel_free(&d);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < t.n; i++)
-		span_add(s, d.lo[t.v[i].lo], d.hi[t.v[i].hi - 1], t.v[i].cls);
-	free(t.v);
+	rc = scan_mapped(secrets, nsecrets, &d, s);
 	declevel_free(&d);
-	return 0;
+	return rc;
 }
 
 static int

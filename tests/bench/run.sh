@@ -479,10 +479,34 @@ dp_sanity() {
 	in_ns s "$c" client $DST 5203 5 2 >/dev/null
 }
 
+# dp_cps_pairs MODE LABEL PREFIX: BENCH_CPS_REPS pairs of connection-rate
+# runs, MODE and unfiltered, their order alternating; each run's rate is
+# appended to PREFIX.MODE or PREFIX.unfiltered. A run with failed
+# connects is noted (its rate still counts); one with no rate fails.
+dp_cps_pairs() {
+	local mode=$1 label=$2 prefix=$3 r m order out cps
+	for ((r = 0; r < BENCH_CPS_REPS; r++)); do
+		if ((r % 2 == 0)); then order="$mode unfiltered"; else
+			order="unfiltered $mode"; fi
+		for m in $order; do
+			dp_mode "$m" || return 1
+			out=$(in_ns s timeout $((BENCH_CPS_SECS + 20)) \
+			    "$BIN/bench_connect" client $DST 5202 50000 \
+			    "$BENCH_CPS_SECS" 2>&1)
+			cps=$(printf '%s' "$out" | awk '/^conns/ { print $8 }')
+			if [ -z "$cps" ] || [ "$(printf '%s' "$out" | awk '/^conns/ { print $4 }')" != 0 ]; then
+				note "datapath: $label $m: connect run: $out"
+				[ -z "$cps" ] && return 1
+			fi
+			echo "$cps" >>"$prefix.$m"
+		done
+	done
+}
+
 # dp_measure LABEL: REPS pairs of iperf3 and connect-rate runs, the order
 # of filtered/unfiltered alternating from one repetition to the next.
 dp_measure() {
-	local label=$1 r m order out bps cps W=$BENCH_WORK/datapath
+	local label=$1 r m order out bps W=$BENCH_WORK/datapath
 	if ! dp_sanity; then
 		note "datapath: $label: sanity check failed (filter not in the path, or the allowed flow refused)"
 		return 1
@@ -504,22 +528,7 @@ dp_measure() {
 	done
 	# Connection rates vary more than throughput on a shared machine and
 	# each run is short: BENCH_CPS_REPS pairs (default 5).
-	for ((r = 0; r < BENCH_CPS_REPS; r++)); do
-		if ((r % 2 == 0)); then order="filtered unfiltered"; else
-			order="unfiltered filtered"; fi
-		for m in $order; do
-			dp_mode "$m" || return 1
-			out=$(in_ns s timeout $((BENCH_CPS_SECS + 20)) \
-			    "$BIN/bench_connect" client $DST 5202 50000 \
-			    "$BENCH_CPS_SECS" 2>&1)
-			cps=$(printf '%s' "$out" | awk '/^conns/ { print $8 }')
-			if [ -z "$cps" ] || [ "$(printf '%s' "$out" | awk '/^conns/ { print $4 }')" != 0 ]; then
-				note "datapath: $label $m: connect run: $out"
-				[ -z "$cps" ] && return 1
-			fi
-			echo "$cps" >>"$W/cps.$label.$m"
-		done
-	done
+	dp_cps_pairs filtered "$label" "$W/cps.$label" || return 1
 	local what unit file
 	for what in tp cps; do
 		if [ $what = tp ]; then
@@ -547,23 +556,8 @@ dp_measure() {
 # filtered row's gap any nftables forward hook costs on this machine
 # (conntrack state check included), as against Sluice's own checks.
 dp_floor() {
-	local r m order out cps W=$BENCH_WORK/datapath
-	for ((r = 0; r < BENCH_CPS_REPS; r++)); do
-		if ((r % 2 == 0)); then order="minimal unfiltered"; else
-			order="unfiltered minimal"; fi
-		for m in $order; do
-			dp_mode "$m" || return 1
-			out=$(in_ns s timeout $((BENCH_CPS_SECS + 20)) \
-			    "$BIN/bench_connect" client $DST 5202 50000 \
-			    "$BENCH_CPS_SECS" 2>&1)
-			cps=$(printf '%s' "$out" | awk '/^conns/ && $4 == 0 { print $8 }')
-			if [ -z "$cps" ]; then
-				note "datapath: floor $m: connect run: $out"
-				return 1
-			fi
-			echo "$cps" >>"$W/floor.$m"
-		done
-	done
+	local W=$BENCH_WORK/datapath
+	dp_cps_pairs minimal floor "$W/floor" || return 1
 	paste -d' ' "$W/floor.minimal" "$W/floor.unfiltered" |
 	    awk '$2 > 0 { printf "%.6f\n", $1 / $2 }' >"$W/floor.ratio"
 	read -r sm _ smin smax _ < <(stats "$W/floor.minimal")

@@ -238,7 +238,7 @@ static bool
 dump_stands(const char *t, size_t len, char *const *sec, size_t n)
 {
 	unsigned char *b;
-	size_t i = 0, o = 0, start, k, j, got, prevgot = 0, nlines = 0;
+	size_t i = 0, o = 0, k, j, gl, glen, got, prevgot = 0, nlines = 0;
 	unsigned long off, prevoff = 0;
 	bool r = false;
 
@@ -251,13 +251,11 @@ dump_stands(const char *t, size_t len, char *const *sec, size_t n)
 			e++;
 		for (k = i, off = 0; k < e && k - i < 8 && hexv(t[k]) >= 0; k++)
 			off = off << 4 | (unsigned long)hexv(t[k]);
-		start = k;
 		got = 0;
+		glen = 0;
 		if (k - i >= 4 && k < e && (hexv(t[k]) < 0)) {
 			if (t[k] == ':')
 				k++;
-			size_t glen = 0;
-
 			for (;;) {
 				for (blanks = 0; k < e && t[k] == ' '; k++)
 					blanks++;
@@ -268,13 +266,13 @@ dump_stands(const char *t, size_t len, char *const *sec, size_t n)
 				if (j == k || (j - k) % 2 || (j < e &&
 				    t[j] != ' ') || (glen && j - k > glen))
 					break;
+				gl = j - k;
 				if (glen == 0)
-					glen = j - k;
-				start = j - k;
+					glen = gl;
 				for (; k < j; k += 2)
 					b[o++] = (unsigned char)(hexv(t[k]) <<
 					    4 | hexv(t[k + 1]));
-				if (start < glen)
+				if (gl < glen)
 					break;	/* a short group ends it */
 			}
 			got = o - save;
@@ -287,7 +285,6 @@ dump_stands(const char *t, size_t len, char *const *sec, size_t n)
 		    (nlines > 0 && got > prevgot)) {
 			/* not this dump's next line: what came before is one
 			 * dump; this line may start the next */
-			b[save] = '\0';
 			for (k = 0; k < n && !r; k++)
 				r = memmem(b, save, sec[k], strlen(sec[k])) !=
 				    NULL;
