@@ -68,6 +68,8 @@
 #define DNS_CACHE_BYTES		(4u << 20)	/* all entries together */
 #define DNS_CACHE_MSG_MAX	4096	/* larger answers are not kept */
 #define DNS_CACHE_TTL_MAX	3600	/* seconds, whatever the upstream says */
+#define DNS_CAPNOTE_SLOTS	256	/* sandboxes whose learn cap finding is timed */
+#define DNS_CAPNOTE_MS		60000	/* one such finding per sandbox per minute */
 
 #define RCODE_NOERROR	0
 #define RCODE_FORMERR	1
@@ -193,6 +195,13 @@ struct dns_bucket {
 	uint64_t	last_ms;
 };
 
+/* When a sandbox's answer was last refused at its learn cap with a
+ * finding: the finding is raised once per DNS_CAPNOTE_MS, not per answer. */
+struct dns_capnote {
+	char		id[33];
+	uint64_t	ms;
+};
+
 struct dns_proxy {
 	struct ev_loop		*loop;
 	struct dns_config	 cfg;
@@ -237,6 +246,7 @@ struct dns_proxy {
 	uint64_t		 stat_batches, stat_batched;
 	uint64_t		 stat_cache_hits;
 	uint64_t		 stat_tcp_refused, stat_tcp_evicted;
+	struct dns_capnote	 capnote[DNS_CAPNOTE_SLOTS];
 };
 
 static void	pq_start(struct dns_pq *);
@@ -1510,6 +1520,33 @@ batch_add(struct dns_proxy *p, size_t *nb, const struct fw_elem *e)
 	p->bel[(*nb)++] = *e;
 }
 
+/*
+ * The sandbox of pq has as many learned destinations as it may have (the
+ * learn hook said ENOSPC): SERVFAIL, the answer's addresses were never
+ * reachable. A finding goes with the first refusal of each sandbox per
+ * DNS_CAPNOTE_MS: a flood past the cap is one alert a minute, not one
+ * per answer.
+ */
+static void
+pq_fail_capped(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+	struct dns_capnote *cn;
+	uint64_t h = 1469598103934665603ull, now = ev_now_ms();
+	const char *s;
+
+	for (s = pq->c.id; *s != '\0'; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	cn = &p->capnote[h % DNS_CAPNOTE_SLOTS];
+	if (strcmp(cn->id, pq->c.id) != 0 || cn->ms == 0 ||
+	    now - cn->ms >= DNS_CAPNOTE_MS) {
+		copystr(cn->id, sizeof(cn->id), pq->c.id);
+		cn->ms = now != 0 ? now : 1;
+		pq->ev.finding = true;
+	}
+	pq_fail(pq, "learned_cap");
+}
+
 static void
 ready_release(struct dns_pq *pq)
 {
@@ -1559,15 +1596,27 @@ dns_flush(struct ev_loop *loop, void *arg)
 		err[0] = '\0';
 		if (nb > 0 && p->h.learn(p->h.ctx, p->bel, nb, err,
 		    sizeof(err)) != 0) {
-			log_warnx("%s: learn of %zu elements for %zu answers "
-			    "failed: %s%s", __func__, nb, npq, err,
-			    npq > 1 ? "; trying each answer alone" : "");
+			/* ENOSPC: a sandbox at its learn cap, which its
+			 * findings report; only other failures are logged. */
+			int e = errno;
+
+			if (e != ENOSPC)
+				log_warnx("%s: learn of %zu elements for %zu "
+				    "answers failed: %s%s", __func__, nb, npq,
+				    err, npq > 1 ? "; trying each answer "
+				    "alone" : "");
 			for (pq = list; pq != end; pq = next) {
 				next = pq->rnext;
 				err[0] = '\0';
 				if (pq->nel > 0 && (npq == 1 ||
-				    p->h.learn(p->h.ctx, pq->el, pq->nel, err,
-				    sizeof(err)) != 0)) {
+				    (e = 0, p->h.learn(p->h.ctx, pq->el,
+				    pq->nel, err, sizeof(err)) != 0))) {
+					if (npq > 1)
+						e = errno;
+					if (e == ENOSPC) {
+						pq_fail_capped(pq);
+						continue;
+					}
 					if (npq > 1)
 						log_warnx("%s: learn for %s "
 						    "(%s) failed: %s", __func__,
@@ -2025,6 +2074,11 @@ decided:
 	ev->nelems = fo.nel;
 	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
 	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
+	/* Learned for the name asked (the one the policy decided), which
+	 * lives with pq until the answer leaves: a reload decides the
+	 * element again by it. The event's copies carry no pointer. */
+	for (i = 0; i < fo.nel; i++)
+		fo.el[i].name = pq->q.qname;
 
 	/* Under 1 KiB: the common answer fits, and a small request stays
 	 * out of malloc's large bins; the buffer grows when it must. */

@@ -1121,11 +1121,14 @@ rec_dns_finding(const struct dns_event *ev)
 
 	/* The proxy raises findings for answers that pointed somewhere no
 	 * public name may (rebinding; some addresses removed), for floods
-	 * over the rate limit, and for names that look like a tunnel. */
+	 * over the rate limit, for a sandbox at its learn cap, and for names
+	 * that look like a tunnel. */
 	if (ev->nremoved > 0 || strstr(ev->reason, "rebind") != NULL)
 		type = "dns_rebinding";
 	else if (strcmp(ev->reason, "rate_limited") == 0)
 		type = "dns_flood";
+	else if (strcmp(ev->reason, "learned_cap") == 0)
+		type = "dns_learned_cap";
 	else
 		type = "dns_tunnel";
 	snprintf(detail, sizeof(detail), "%s: %s (client %s)", ev->reason,

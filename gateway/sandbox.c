@@ -32,6 +32,7 @@
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 #include "gateway/sandbox_int.h"
+#include "netns/ct.h"
 #include "netns/fw.h"
 #include "netns/netns.h"
 
@@ -64,6 +65,7 @@ struct sbx {
 	struct ev_loop		*loop;
 	const struct pol_config	*cfg;
 	struct fw		*fw;
+	struct ct		*ct;		/* conntrack, host namespace */
 	struct sqlite3		*db;
 	struct sbx_slots	*slots;
 	uint32_t		 nslots;
@@ -555,6 +557,31 @@ sb_free(struct sandbox *s)
 	free(s);
 }
 
+/*
+ * Deletes every conntrack entry whose original source is addr4 (a
+ * sandbox's address): a flow a gone sandbox opened must not carry the
+ * next one on that address, which conntrack would call established. id
+ * names the sandbox in the finding that says when entries stay. -1 then.
+ */
+static int
+sb_ct_flush(struct sbx *m, const uint8_t addr4[4], const char *id)
+{
+	char err[256];
+	int n;
+
+	if ((n = ct_del_src(m->ct, AF_INET, addr4, err, sizeof(err))) ==
+	    -1) {
+		log_warnx("sandbox %s: conntrack: %s", id, err);
+		if (rec_async("finding", rec_finding_fields(id,
+		    "sandbox.flows_kept", "high", err)) == -1)
+			log_warn("sandbox %s: finding", id);
+		return -1;
+	}
+	if (n > 0)
+		log_debug("sandbox %s: %d conntrack entries deleted", id, n);
+	return 0;
+}
+
 /* Removes s's kernel state (elements first, so nothing is reachable
  * through a half-removed sandbox). Tries both; -1 with the first error. */
 static int
@@ -566,6 +593,11 @@ sb_kernel_remove(struct sbx *m, const struct sandbox *s, char *err,
 
 	if (fw_sandbox_del(m->fw, &s->fsb, err, errlen) == -1)
 		rc = -1;
+	/* Its flows after its elements, so nothing re-creates one in
+	 * between. One that stays is no reason to keep the sandbox: the
+	 * next sandbox on this address starts with the same sweep. */
+	else
+		(void)sb_ct_flush(m, s->fsb.addr4, s->rec.id);
 	if (ns_delete(&s->spec, rc == 0 ? err : e2, rc == 0 ? errlen :
 	    sizeof(e2)) == -1)
 		rc = -1;
@@ -645,8 +677,11 @@ leftovers_remove(struct sbx *m)
 			if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) ==
 			    -1)
 				rc = -1;
-			else
+			else {
 				l->fw = 0;
+				(void)sb_ct_flush(m, (const uint8_t *)
+				    &l->spec.sandbox_addr, "-");
+			}
 		}
 		if (rc == 0 && ns_delete(&l->spec, err, sizeof(err)) == -1)
 			rc = -1;
@@ -927,6 +962,202 @@ policy_update_commit(const struct sandbox *s, const char *detail, char *err,
 	return 0;
 }
 
+/* ------------------------------------------------------------ narrowing */
+
+/* Does p allow name over proto on both ends of [lo, hi] (tainted: by its
+ * taint keep-list)? The ends are what the DNS proxy checks when it cuts an
+ * answer's ports into learned ranges. */
+static int
+name_allows(const struct pol_policy *p, const char *name, uint8_t proto,
+    uint16_t lo, uint16_t hi, bool tainted)
+{
+	struct pol_egress_q q;
+	struct pol_decision d;
+	uint16_t port[2] = { lo, hi };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		memset(&q, 0, sizeof(q));
+		q.host = name;
+		q.proto = proto;
+		q.port = port[i];
+		q.tainted = tainted;
+		memset(&d, 0, sizeof(d));
+		d.verdict = POL_DENY;
+		pol_egress_decide(p, &q, &d);
+		if (d.verdict != POL_ALLOW)
+			return 0;
+	}
+	return 1;
+}
+
+/* Does one of the names l was learned for still give it under p? With
+ * no name known (an element found in a table adopted after a restart),
+ * nothing can say so: no. */
+static int
+learned_allowed(const struct pol_policy *p, const struct fw_learned *l,
+    bool tainted)
+{
+	const char *n = l->names;
+	size_t i;
+
+	for (i = 0; i < l->nnames; i++, n += strlen(n) + 1)
+		if (name_allows(p, n, l->e.proto, l->e.port_lo, l->e.port_hi,
+		    tainted))
+			return 1;
+	return 0;
+}
+
+/* What a narrowing keeps, for deciding which flows stay. */
+struct narrow {
+	const struct pol_policy	*p;
+	const struct pol_config	*cfg;
+	const struct fw_elem	*kept;		/* learned elements that stay */
+	size_t			 nkept;
+	bool			 tainted;
+	uint8_t			 svc[4];
+};
+
+/* ct_del_if's predicate: 1 for a flow of the sandbox that nothing in force
+ * allows any more. Flows with the service address (DNS, the bridge: the
+ * input path, not egress) stay. The policy decides the address (always-
+ * denied classes, explicit denies, private ranges, static CIDR allows);
+ * what it leaves to names stays only while a learned element covers it. */
+static int
+flow_gone(const struct ct_flow *f, void *arg)
+{
+	const struct narrow *nw = arg;
+	struct pol_egress_q q;
+	struct pol_decision d;
+	char lit[INET6_ADDRSTRLEN];
+	size_t i;
+
+	if (f->family == AF_INET && (memcmp(f->dst, nw->svc, 4) == 0 ||
+	    memcmp(f->rsrc, nw->svc, 4) == 0))
+		return 0;
+	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP &&
+	    f->proto != IPPROTO_ICMP)
+		return 1;
+	if (inet_ntop(f->family, f->dst, lit, sizeof(lit)) == NULL)
+		return 1;
+	memset(&q, 0, sizeof(q));
+	q.host = lit;
+	q.proto = f->proto;
+	q.port = f->dport;
+	q.tainted = nw->tainted;
+	q.treat_as_public = nw->cfg->treat_as_public;
+	q.ntreat_as_public = nw->cfg->ntreat_as_public;
+	memset(&d, 0, sizeof(d));
+	d.verdict = POL_DENY;
+	pol_egress_decide(nw->p, &q, &d);
+	if (d.verdict == POL_ALLOW)
+		return 0;
+	if (d.reason == NULL || (strcmp(d.reason, "no_matching_rule") != 0 &&
+	    strcmp(d.reason, "tainted") != 0))
+		return 1;
+	for (i = 0; i < nw->nkept; i++) {
+		const struct fw_elem *e = &nw->kept[i];
+
+		if (e->family == f->family && e->proto == f->proto &&
+		    memcmp(e->addr, f->dst, f->family == AF_INET ? 4 : 16) ==
+		    0 && f->dport >= e->port_lo && f->dport <= e->port_hi &&
+		    (!nw->tainted || (e->flags & FW_ELEM_KEEP)))
+			return 0;
+	}
+	return 1;
+}
+
+/* fw_learn or fw_unlearn over e[0..n) in batches the handle takes. */
+static int
+learn_chunks(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
+    char *err, size_t errlen)
+{
+	size_t off, k;
+
+	for (off = 0; off < n; off += k) {
+		k = n - off > 1024 ? 1024 : n - off;
+		if ((unlearn ? fw_unlearn(fw, e + off, k, err, errlen) :
+		    fw_learn(fw, e + off, k, err, errlen)) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * sb_narrow: after s's statics were replaced by those of the policy it now
+ * runs under, what it learned is decided again by the names it was
+ * learned for: an element no name of it is allowed any more goes, one
+ * whose name left the taint keep-list loses its keep mark (it is learned
+ * again without it, for what is left of its life), and then every
+ * conntrack entry of the sandbox that nothing in force allows any more
+ * is deleted, so a narrowing holds for open flows too, not only new ones.
+ * Returns how many elements went, or -1 with err.
+ */
+static int
+sb_narrow(struct sbx *m, struct sandbox *s, char *err, size_t errlen)
+{
+	const struct pol_policy *p = sb_policy(s);
+	struct fw_learned *l = NULL;
+	struct fw_elem *drop = NULL, *kept = NULL, *re;
+	struct narrow nw;
+	size_t n = 0, i, nd = 0, nk = 0, nr = 0;
+	int rc = -1;
+
+	if (p == NULL) {
+		snprintf(err, errlen, "no policy");
+		return -1;
+	}
+	if (fw_learned_list(m->fw, s->fsb.ifname, &l, &n, err, errlen) == -1)
+		return -1;
+	/* drop: first what goes, then (from the end) what loses its mark. */
+	if ((drop = calloc(n + 1, sizeof(*drop))) == NULL ||
+	    (kept = calloc(n + 1, sizeof(*kept))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		l[i].e.name = NULL;
+		if (!learned_allowed(p, &l[i], false))
+			drop[nd++] = l[i].e;
+		else if ((l[i].e.flags & FW_ELEM_KEEP) &&
+		    !learned_allowed(p, &l[i], true)) {
+			drop[n - ++nr] = l[i].e;
+			l[i].e.flags &= (uint8_t)~FW_ELEM_KEEP;
+			kept[nk++] = l[i].e;
+		} else
+			kept[nk++] = l[i].e;
+	}
+	re = drop + n - nr;
+	/* The names point into the handle: done with them before it
+	 * changes. Re-learned elements lose theirs (a later reload
+	 * removes them, and the next answer brings them back named). */
+	free(l);
+	l = NULL;
+	if (learn_chunks(m->fw, drop, nd, 1, err, errlen) == -1 ||
+	    learn_chunks(m->fw, re, nr, 1, err, errlen) == -1)
+		goto out;
+	for (i = 0; i < nr; i++)
+		re[i].flags &= (uint8_t)~FW_ELEM_KEEP;
+	if (learn_chunks(m->fw, re, nr, 0, err, errlen) == -1)
+		goto out;
+	memset(&nw, 0, sizeof(nw));
+	nw.p = p;
+	nw.cfg = m->cfg;
+	nw.kept = kept;
+	nw.nkept = nk;
+	nw.tainted = s->rec.tainted != 0;
+	memcpy(nw.svc, &m->svc, 4);
+	if (ct_del_if(m->ct, AF_INET, s->fsb.addr4, flow_gone, &nw, err,
+	    errlen) == -1)
+		goto out;
+	rc = (int)nd;
+out:
+	free(l);
+	free(drop);
+	free(kept);
+	return rc;
+}
+
 /*
  * One sandbox after a reload. Its policy is looked up in the set now in
  * force: gone, it stays on the snapshot it runs under (s->ps) and a
@@ -942,6 +1173,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 	struct gw_pset *old;
 	char detail[256], e[512];
 	const char *od;
+	int nd;
 
 	np = pol_set_get(gw_pset_set(ps), s->rec.policy);
 	op = sb_policy(s);
@@ -985,6 +1217,19 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		m->reapplied++;
 		log_info("sandbox %s: policy %s re-applied", s->rec.id,
 		    s->rec.policy);
+		/* In the same step: what it learned and the flows it holds
+		 * follow the new rules at once, not when they expire. */
+		if ((nd = sb_narrow(m, s, e, sizeof(e))) == -1) {
+			log_warnx("sandbox %s: narrowing: %s", s->rec.id, e);
+			if (rec_async("finding", rec_finding_fields(s->rec.id,
+			    "sandbox.narrow_failed", "high", e)) == -1)
+				log_warn("sandbox %s: finding", s->rec.id);
+			m->failures++;
+			return 1;
+		}
+		if (nd > 0)
+			log_info("sandbox %s: %d learned destinations removed",
+			    s->rec.id, nd);
 		return 0;
 	}
 	/* Same policy file: only the set it lives in changes, so the old
@@ -1330,6 +1575,16 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		status = 500, code = "kernel";
 		snprintf(msg, sizeof(msg), "%s/%s: %s", s->spec.netns_dir,
 		    s->spec.netns, strerror(errno));
+		goto fail;
+	}
+	/* An address comes back with its slot: whatever conntrack still
+	 * holds from it (a removal whose sweep failed, a crash before it)
+	 * goes before the sandbox is reachable, or the new one would ride
+	 * the old one's flows. */
+	if (sb_ct_flush(m, s->fsb.addr4, s->rec.id) == -1) {
+		status = 500, code = "kernel";
+		snprintf(msg, sizeof(msg), "conntrack entries of %s stay",
+		    s->rec.addr);
 		goto fail;
 	}
 	if (fw_apply(m, s, 0, msg, sizeof(msg)) == -1) {
@@ -1846,6 +2101,8 @@ remove_orphans(struct sbx *m, const struct fwlist *fl, char *errout,
 		if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) == -1)
 			log_warnx("reconcile: orphan elements of %s: %s",
 			    fsb.ifname, err);
+		else
+			(void)sb_ct_flush(m, fl->v[i].addr4, "-");
 	}
 	ns_names_free(pins);
 	ns_names_free(links);
@@ -2190,6 +2447,9 @@ sbx_new(struct gw *gw, struct ev_loop *loop, char *err, size_t errlen)
 		goto fail;
 	if (fw_setup(m, err, errlen) == -1)
 		goto fail;
+	fw_set_learn_cap(m->fw, c->dns_max_learned);
+	if ((m->ct = ct_new(err, errlen)) == NULL)
+		goto fail;
 	if (mkdir(c->state_dir, 0700) == -1 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: %s", c->state_dir, strerror(errno));
 		goto fail;
@@ -2243,5 +2503,6 @@ sbx_free(struct sbx *m)
 	sbx_slots_free(m->slots);
 	sbx_db_close(m->db);
 	fw_free(m->fw);
+	ct_free(m->ct);
 	free(m);
 }

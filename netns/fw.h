@@ -85,6 +85,22 @@ struct fw_elem {
 	uint16_t	port_lo, port_hi;	/* host byte order */
 	uint32_t	timeout_ms;		/* lifetime; refreshed if present */
 	uint8_t		flags;			/* FW_ELEM_* */
+	/* The name it was learned for (borrowed for the call; NULL: not
+	 * said). Not part of the key: the handle notes it beside the
+	 * element (fw_learned_list), so a reload can decide it again. */
+	const char	*name;
+};
+
+/* A learned element as the handle's index knows it (fw_learned_list):
+ * e.timeout_ms is what is left of its life; names holds the nnames
+ * (at most FW_LEARNED_NAMES) names it was learned for, each
+ * NUL-terminated, one after the other ("" and 0 when none is known: it
+ * was found in a table adopted after a restart). */
+#define FW_LEARNED_NAMES	4
+struct fw_learned {
+	struct fw_elem	 e;
+	const char	*names;
+	size_t		 nnames;
 };
 
 /* fw_elem.flags: the destination is also on the sandbox's taint keep-list
@@ -196,6 +212,22 @@ int		 fw_learn(struct fw *fw, const struct fw_elem *e, size_t n,
  * (expired) are not an error. */
 int		 fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n,
 		    char *err, size_t errlen);
+
+/* fw_set_learn_cap: from now on fw_learn refuses (ENOSPC, nothing
+ * added) a batch that would give one sandbox more than cap learned
+ * destinations alive at once (refreshing one it has does not count);
+ * 0 = no cap. Counted in the handle's index, so only on a handle that
+ * ran fw_init (and while that index holds). */
+void		 fw_set_learn_cap(struct fw *fw, uint32_t cap);
+
+/* fw_learned_list: the learned destinations of sandbox ifname that have
+ * not expired, as a malloc'ed array in *out (caller frees; *n entries;
+ * NULL and 0 for none). The names point into the handle and stay valid
+ * until its next call. -1 with ENOTSUP when the handle has no index (it
+ * never ran fw_init, or lost it), EINVAL on bad arguments, ENOMEM. */
+int		 fw_learned_list(struct fw *fw, const char *ifname,
+		    struct fw_learned **out, size_t *n, char *err,
+		    size_t errlen);
 
 /* fw_restrict: narrows a registered sandbox at once (tainted data): adds
  * the keep rules to its set and, the first time, the narrowing rules at

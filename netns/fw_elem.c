@@ -597,6 +597,11 @@ idx_get(struct fw *fw, const char *ifname)
 static void
 sbx_free(struct fw_sbx *x)
 {
+	size_t	i;
+
+	for (i = 0; i < x->lkcap; i++)
+		if (x->lk[i].used)
+			free(x->lk[i].names);
 	free(x->raw);
 	free(x->lk);
 	free(x);
@@ -747,9 +752,12 @@ lk_rehash(struct fw_sbx *x, size_t cap, int64_t before)
 	if ((t = calloc(cap, sizeof(*t))) == NULL)
 		return -1;
 	for (i = 0; i < x->lkcap; i++) {
-		if (!x->lk[i].used || (before != 0 &&
-		    x->lk[i].expires_ms < before))
+		if (!x->lk[i].used)
 			continue;
+		if (before != 0 && x->lk[i].expires_ms < before) {
+			free(x->lk[i].names);
+			continue;
+		}
 		lk_place(t, cap, &x->lk[i]);
 		n++;
 	}
@@ -760,10 +768,41 @@ lk_rehash(struct fw_sbx *x, size_t cap, int64_t before)
 	return 0;
 }
 
-/* Notes learned element k (refreshing its expiry, keeping its keep mark).
- * -1 on ENOMEM. */
+/* Adds name (NULL: none) to the names of o, unless it is there or o has
+ * FW_LEARNED_NAMES already (a destination many names share is decided
+ * by those it keeps: at worst a reload removes it for want of the
+ * others, and the next answer brings it back). -1 on ENOMEM. */
 static int
-sbx_lk_put(struct fw_sbx *x, const struct fw_lkey *k)
+lk_name_add(struct fw_lkey *o, const char *name)
+{
+	const char	*p = o->names;
+	size_t		 i, used = 0, len;
+	char		*nv;
+
+	if (name == NULL || name[0] == '\0')
+		return 0;
+	len = strnlen(name, 255);
+	for (i = 0; i < o->nnames; i++) {
+		if (strlen(p) == len && memcmp(p, name, len) == 0)
+			return 0;
+		used += strlen(p) + 1;
+		p += strlen(p) + 1;
+	}
+	if (o->nnames >= FW_LEARNED_NAMES)
+		return 0;
+	if ((nv = realloc(o->names, used + len + 1)) == NULL)
+		return -1;
+	memcpy(nv + used, name, len);
+	nv[used + len] = '\0';
+	o->names = nv;
+	o->nnames++;
+	return 0;
+}
+
+/* Notes learned element k (refreshing its expiry, keeping its keep mark),
+ * learned for name (NULL: not said). -1 on ENOMEM. */
+static int
+sbx_lk_put(struct fw_sbx *x, const struct fw_lkey *k, const char *name)
 {
 	struct fw_lkey	*o;
 	size_t		 cap;
@@ -772,7 +811,7 @@ sbx_lk_put(struct fw_sbx *x, const struct fw_lkey *k)
 		o->keep |= k->keep;
 		if (k->expires_ms > o->expires_ms)
 			o->expires_ms = k->expires_ms;
-		return 0;
+		return lk_name_add(o, name);
 	}
 	/* Amortised pruning: only when the table doubled since the last. */
 	if (x->nlk >= x->lkprune && x->nlk >= 64) {
@@ -788,7 +827,7 @@ sbx_lk_put(struct fw_sbx *x, const struct fw_lkey *k)
 	}
 	lk_place(x->lk, x->lkcap, k);
 	x->nlk++;
-	return 0;
+	return lk_name_add(lk_find(x, k), name);
 }
 
 static void
@@ -801,6 +840,9 @@ sbx_lk_del(struct fw_sbx *x, const struct fw_lkey *k)
 		return;
 	/* Linear probing: empty the slot, then re-place the rest of its
 	 * cluster so that no later entry becomes unreachable. */
+	free(o->names);
+	o->names = NULL;
+	o->nnames = 0;
 	o->used = 0;
 	x->nlk--;
 	mask = x->lkcap - 1;
@@ -1845,7 +1887,7 @@ idx_learned(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn)
 			continue;
 		}
 		if ((x = idx_get(fw, e[i].ifname)) == NULL ||
-		    sbx_lk_put(x, &k) == -1) {
+		    sbx_lk_put(x, &k, e[i].name) == -1) {
 			/* Unknown from now on: deletion goes by dumps. */
 			fw->idx_valid = 0;
 			fw_idx_clear(fw);
@@ -1885,6 +1927,85 @@ learn_queue_checks(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
 	return 0;
 }
 
+/* A sandbox's learned destinations alive at least until `after`. */
+static size_t
+lk_live(const struct fw_sbx *x, int64_t after)
+{
+	size_t	i, n = 0;
+
+	for (i = 0; i < x->lkcap; i++)
+		if (x->lk[i].used && x->lk[i].expires_ms >= after)
+			n++;
+	return n;
+}
+
+#define FW_CAP_PRUNE_MS	1000	/* pruning at the cap, at most this often */
+
+/*
+ * The learn cap: for each sandbox named in e[0..n), the destinations it
+ * would have learned after this batch. Those it has that expired go
+ * first (pruned from the index at most once a second, so a sandbox
+ * flooding at the cap costs a count, not a rebuild, per batch). 0 when
+ * every sandbox stays within fw->learn_cap, else -1 with ENOSPC and err
+ * naming the first one over it.
+ */
+static int
+learn_cap_check(struct fw *fw, const struct fw_elem *e, size_t n,
+    const char *what, char *err, size_t errlen)
+{
+	struct fw_sbx	*x;
+	struct fw_lkey	 k;
+	int64_t		 now = mono_ms();
+	size_t		 i, j, add;
+
+	if (fw->learn_cap == 0 || !fw->idx_valid)
+		return 0;
+	for (i = 0; i < n; i++) {
+		/* Once per sandbox: its first element in the batch. */
+		for (j = 0; j < i; j++)
+			if (strncmp(e[i].ifname, e[j].ifname, FW_IFNAMSIZ) ==
+			    0)
+				break;
+		if (j < i)
+			continue;
+		x = idx_find(fw, e[i].ifname);
+		for (add = 0, j = i; j < n; j++) {
+			if (strncmp(e[i].ifname, e[j].ifname, FW_IFNAMSIZ) !=
+			    0)
+				continue;
+			lk_of_elem(&e[j], &k, now);
+			if (x == NULL || lk_find(x, &k) == NULL)
+				add++;
+		}
+		if ((x != NULL ? x->nlk : 0) + add <= fw->learn_cap)
+			continue;
+		if (x == NULL) {
+			errno = ENOSPC;
+			fw_seterr(err, errlen, "%s: %s would have more than "
+			    "%u learned destinations", what, e[i].ifname,
+			    fw->learn_cap);
+			return -1;
+		}
+		if (x->lkcapped_ms + FW_CAP_PRUNE_MS <= now) {
+			x->lkcapped_ms = now;
+			if (lk_rehash(x, x->lkcap, now) == -1) {
+				errno = ENOMEM;
+				fw_seterr(err, errlen, "%s: out of memory",
+				    what);
+				return -1;
+			}
+		}
+		if (lk_live(x, now) + add > fw->learn_cap) {
+			errno = ENOSPC;
+			fw_seterr(err, errlen, "%s: %s would have more than "
+			    "%u learned destinations", what, x->ifname,
+			    fw->learn_cap);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /*
  * check: learn only for registered sandboxes, checked by the kernel in the
  * same batch. A DNS answer can arrive after its sandbox was deleted; its
@@ -1913,6 +2034,9 @@ learn_common(struct fw *fw, const struct fw_elem *e, size_t n, int unlearn,
 		}
 	if (n == 0)
 		return 0;
+	if (check && !unlearn && learn_cap_check(fw, e, n, what, err,
+	    errlen) == -1)
+		return -1;
 	if (fw->refresh == FW_REFRESH_UNKNOWN)
 		fw_probe_refresh(fw);
 	if (unlearn && fw->destroy == FW_DESTROY_UNKNOWN)
@@ -1946,6 +2070,63 @@ fw_unlearn(struct fw *fw, const struct fw_elem *e, size_t n, char *err,
     size_t errlen)
 {
 	return learn_common(fw, e, n, 1, 0, "fw_unlearn", err, errlen);
+}
+
+void
+fw_set_learn_cap(struct fw *fw, uint32_t cap)
+{
+	if (fw != NULL)
+		fw->learn_cap = cap;
+}
+
+int
+fw_learned_list(struct fw *fw, const char *ifname, struct fw_learned **out,
+    size_t *n, char *err, size_t errlen)
+{
+	struct fw_learned	*v;
+	struct fw_sbx		*x;
+	int64_t			 now = mono_ms(), left;
+	size_t			 i, k = 0;
+
+	if (fw == NULL || out == NULL || n == NULL || !valid_ifname(ifname)) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_learned_list: invalid arguments");
+		return -1;
+	}
+	*out = NULL;
+	*n = 0;
+	if (!fw->idx_valid) {
+		errno = ENOTSUP;
+		fw_seterr(err, errlen, "fw_learned_list: no index");
+		return -1;
+	}
+	if ((x = idx_find(fw, ifname)) == NULL || x->nlk == 0)
+		return 0;
+	if ((v = calloc(x->nlk, sizeof(*v))) == NULL) {
+		fw_seterr(err, errlen, "fw_learned_list: out of memory");
+		return -1;
+	}
+	for (i = 0; i < x->lkcap && k < x->nlk; i++) {
+		const struct fw_lkey *l = &x->lk[i];
+
+		if (!l->used || (left = l->expires_ms - now) <= 0)
+			continue;
+		memcpy(v[k].e.ifname, x->ifname, sizeof(v[k].e.ifname));
+		v[k].e.family = l->family;
+		memcpy(v[k].e.addr, l->addr, sizeof(v[k].e.addr));
+		v[k].e.proto = l->proto;
+		v[k].e.port_lo = l->port_lo;
+		v[k].e.port_hi = l->port_hi;
+		v[k].e.flags = l->keep ? FW_ELEM_KEEP : 0;
+		v[k].e.timeout_ms = left > UINT32_MAX ? UINT32_MAX :
+		    (uint32_t)left;
+		v[k].names = l->names != NULL ? l->names : "";
+		v[k].nnames = l->nnames;
+		k++;
+	}
+	*out = v;
+	*n = k;
+	return 0;
 }
 
 static int
@@ -2527,7 +2708,7 @@ rebuild_one(struct nftnl_set_elem *e, void *arg)
 		if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_EXPIRATION))
 			k.expires_ms += (int64_t)nftnl_set_elem_get_u64(e,
 			    NFTNL_SET_ELEM_EXPIRATION);
-		if (sbx_lk_put(x, &k) == -1)
+		if (sbx_lk_put(x, &k, NULL) == -1)
 			c->fail = 1;
 		return c->fail;
 	}

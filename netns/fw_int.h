@@ -42,6 +42,8 @@ struct fw_lkey {
 	uint16_t	port_lo, port_hi;
 	uint8_t		addr[16];
 	int64_t		expires_ms;	/* CLOCK_MONOTONIC, for pruning */
+	uint8_t		nnames;		/* names it was learned for */
+	char		*names;		/* nnames NUL-terminated, or NULL */
 };
 
 /* Everything keyed on one ifname that this process added (or found when it
@@ -54,6 +56,7 @@ struct fw_sbx {
 	size_t		 nraw, rawcap;
 	struct fw_lkey	*lk;		/* open addressing, power of 2 */
 	size_t		 nlk, lkcap, lkprune;
+	int64_t		 lkcapped_ms;	/* last pruning at the learn cap */
 	int		 quota;		/* object q_<ifname> exists */
 };
 
@@ -73,6 +76,7 @@ struct fw {
 	size_t			 npriv;
 	int			 destroy;	/* FW_DESTROY_* */
 	uint16_t		 group;		/* nflog group from fw_init */
+	uint32_t		 learn_cap;	/* per sandbox, 0 = none */
 	/* The per-ifname index (fw_elem.c). Valid only after fw_init on
 	 * this handle: a handle that never initialised (or adopted) the
 	 * table does not know what is in it and deletes through dumps. */

@@ -206,7 +206,7 @@ static void
 ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 {
 	static const char *const keys[] = { "upstreams", "timeout_ms",
-	    "cache_entries", NULL };
+	    "cache_entries", "max_learned", NULL };
 	const struct ynode *v, *it;
 	uint64_t	 u;
 	size_t		 i;
@@ -248,6 +248,14 @@ ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	if ((v = yget(n, "cache_entries")) != NULL &&
 	    yuint(w, v, POL_DNS_CACHE_MAX, &u) == 0)
 		c->dns_cache_entries = (uint32_t)u;
+	/* At least one: a sandbox that may learn nothing cannot use any
+	 * name, which no operator means by a cap. */
+	if ((v = yget(n, "max_learned")) != NULL &&
+	    yuint(w, v, POL_DNS_LEARNED_MAX, &u) == 0) {
+		if (u == 0)
+			yerr(w, v, "max_learned must be at least 1");
+		c->dns_max_learned = (uint32_t)u;
+	}
 }
 
 static void
@@ -515,6 +523,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	c->bridge_port = 8080;
 	c->dns_timeout_ms = 2000;
 	c->dns_cache_entries = POL_DNS_CACHE_DEFAULT;
+	c->dns_max_learned = POL_DNS_LEARNED_DEFAULT;
 	c->max_sandboxes = 4096;
 	c->nflog_group = 7;
 	if (ycheck_map(&w, root, "the config", keys)) {

@@ -233,6 +233,12 @@ struct pol_config {
 	uint32_t		 dns_cache_entries;
 #define POL_DNS_CACHE_DEFAULT	16384
 #define POL_DNS_CACHE_MAX	1000000
+	/* Destinations one sandbox may have learned at once (kernel set
+	 * elements from DNS answers): past it an answer that would add
+	 * more is SERVFAIL and a finding. Default 8192, 1..1,000,000. */
+	uint32_t		 dns_max_learned;
+#define POL_DNS_LEARNED_DEFAULT	8192
+#define POL_DNS_LEARNED_MAX	1000000
 	struct pol_cidr		*treat_as_public;
 	size_t			 ntreat_as_public;
 	uint32_t		 max_sandboxes;	/* default 4096 */

@@ -1,0 +1,64 @@
+/*
+ * ct: the kernel's connection tracking table, through ctnetlink.
+ *
+ * Rules in the forward chain accept "ct state established" before they look
+ * at a sandbox's allows, so a flow outlives the allow that let it start:
+ * removing a sandbox, reusing its address, or narrowing what it may reach
+ * must also remove the conntrack entries that rule no longer covers, or a
+ * leftover entry (same tuple, a new sandbox on the same address) is
+ * accepted as established. This module finds entries by their original
+ * tuple and deletes them.
+ *
+ * A leaf: it never logs or exits. Every call works in the network
+ * namespace the handle was made in. Functions return a count (or 0) on
+ * success and -1 with errno and a message in err on failure. A handle is
+ * not thread-safe.
+ */
+#ifndef SLUICE_NETNS_CT_H
+#define SLUICE_NETNS_CT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One conntrack entry as seen in its original direction. Addresses in
+ * network byte order (AF_INET: the first 4 bytes), ports in host byte
+ * order (0 for protocols without ports). */
+struct ct_flow {
+	uint8_t		family;		/* AF_INET or AF_INET6 */
+	uint8_t		proto;		/* IPPROTO_* */
+	uint8_t		src[16], dst[16];
+	uint16_t	sport, dport;
+	uint8_t		rsrc[16];	/* reply source (after DNAT: the
+					 * address that answers) */
+};
+
+struct ct;
+
+/* ct_new: one NETLINK_NETFILTER socket in the caller's current network
+ * namespace. NULL with errno and err on failure. Free with ct_free. */
+struct ct	*ct_new(char *err, size_t errlen);
+/* ct_free: closes the socket; NULL is a no-op. */
+void		 ct_free(struct ct *ct);
+
+/* ct_del_src: deletes every entry of family whose original source address
+ * is addr (4 or 16 bytes). Returns how many were deleted (entries that
+ * went away meanwhile are not counted and are no error), or -1. */
+int		 ct_del_src(struct ct *ct, uint8_t family, const uint8_t *addr,
+		    char *err, size_t errlen);
+
+/* ct_del_dst: deletes the entries from src to dst of protocol proto (0:
+ * any) whose original destination port is in [lo, hi] (ignored for
+ * protocols without ports). Returns how many, or -1. */
+int		 ct_del_dst(struct ct *ct, uint8_t family, const uint8_t *src,
+		    const uint8_t *dst, uint8_t proto, uint16_t lo, uint16_t hi,
+		    char *err, size_t errlen);
+
+/* ct_del_if: deletes the entries whose original source is src for which
+ * del(flow, arg) returns non-zero; del is called once per such entry,
+ * after the table was read and before anything is deleted. Returns how
+ * many were deleted, or -1. */
+int		 ct_del_if(struct ct *ct, uint8_t family, const uint8_t *src,
+		    int (*del)(const struct ct_flow *f, void *arg), void *arg,
+		    char *err, size_t errlen);
+
+#endif /* SLUICE_NETNS_CT_H */
