@@ -724,6 +724,8 @@ static const char tp_narrow[] =
     "  allow:\n"
     "    - cidr: 198.51.100.128/25\n"
     "      ports: [8443]\n"
+    "    - host: kept.example.test\n"
+    "      ports: [443]\n"
     "  deny:\n"
     "    - cidr: 198.51.100.192/26\n";
 
@@ -744,7 +746,9 @@ START_TEST(test_reload_reapplies)
 	json_decref(r);
 	ck_assert_int_eq(sbx_lookup_id(m, id, &v), 0);
 	ck_assert(nft_has("allow4", "198.51.100.0/24 . tcp . 443"));
-	/* Something learned, which a re-application must keep. */
+	/* Something learned for a name the new policy still allows, which
+	 * a re-application must keep, and something for a name it no
+	 * longer allows (nor any: tp has no host rule yet), which goes. */
 	memset(&e, 0, sizeof(e));
 	snprintf(e.ifname, sizeof(e.ifname), "%s", v.ifname);
 	e.family = AF_INET;
@@ -752,7 +756,13 @@ START_TEST(test_reload_reapplies)
 	e.proto = IPPROTO_TCP;
 	e.port_lo = e.port_hi = 443;
 	e.timeout_ms = 600000;
+	e.name = "kept.example.test";
 	ck_assert_int_eq(fw_learn(sbx_fw(m), &e, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(inet_pton(AF_INET, "192.0.2.78", e.addr), 1);
+	e.name = "gone.example.test";
+	ck_assert_int_eq(fw_learn(sbx_fw(m), &e, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(fw_count_elems(sbx_fw(m), "learned4", v.ifname,
+	    err, sizeof(err)), 2);
 
 	/* The CIDR rule changes: the live sandbox follows at reload. */
 	snprintf(path, sizeof(path), "%s/pol/tp.yaml", sdir);
