@@ -67,10 +67,16 @@ aud_reserve_free(struct aud_reserve *r)
 int
 aud_reserve_make(struct aud_reserve *r)
 {
+	uint64_t avail, total;
 	int fd, e;
 
 	if (r->held)
 		return 0;
+	/* Never more than an eighth of the volume: a reserve that takes a
+	 * small volume whole leaves nothing to write in. */
+	if (aud_volume_space(r->dir, &avail, &total) == 0 &&
+	    r->bytes > total / 8)
+		r->bytes = total / 8;
 	if ((fd = open(r->path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 	    0600)) == -1)
 		return -1;

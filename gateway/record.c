@@ -1164,6 +1164,41 @@ rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
 	if (sandbox != NULL && sandbox[0] != '\0' && strcmp(sandbox, "-") != 0)
 		bad |= put(o, "sandbox", sandbox_json(sandbox));
 	bad |= put(o, "iface", str(ifname));
+	if (e->summary) {
+		/* Packets of a link beyond its keys (or of no link, the
+		 * table full): how many, and when; no one destination. */
+		bad |= put(o, "summary", json_true());
+		bad |= put(o, "decision", json_string("deny"));
+		bad |= put(o, "reason", str(reason != NULL ? reason :
+		    "not_itemised"));
+		bad |= put(o, "count", json_integer((json_int_t)(e->count >
+		    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX :
+		    e->count)));
+		if (e->nkeys > 0)
+			bad |= put(o, "keys", json_integer(e->nkeys));
+		bad |= put(o, "first_ts", json_integer((json_int_t)
+		    e->first_ms));
+		bad |= put(o, "last_ts", json_integer((json_int_t)
+		    e->last_ms));
+		if (bad) {
+			json_decref(o);
+			return NULL;
+		}
+		return o;
+	}
+	if (e->nports > 1 || e->other_ports > 0) {
+		json_t *a = json_array();
+		size_t i;
+
+		for (i = 0; a != NULL && i < e->nports; i++)
+			if (json_array_append_new(a,
+			    json_integer(e->ports[i])) == -1)
+				bad = 1;
+		bad |= put(o, "dst_ports", a);
+		bad |= put(o, "other_ports", json_integer((json_int_t)
+		    (e->other_ports > (uint64_t)AUD_INT_MAX ?
+		    (uint64_t)AUD_INT_MAX : e->other_ports)));
+	}
 	bad |= put(o, "proto", json_string(proto_name(e->d.proto, pb,
 	    sizeof(pb))));
 	bad |= put(o, "src", json_pack("{s:o, s:I}", "ip",

@@ -146,8 +146,12 @@ int	rec_canon(const char *kind, const char *body, size_t len);
  * ev->finding (suspected tunnel or rebinding). */
 json_t	*rec_dns_finding(const struct dns_event *ev);
 /* rec_netdeny_fields: a net.deny record for one aggregated key: sandbox
- * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst,
- * decision "deny", reason, count, first_ts, last_ts (ms since the epoch). */
+ * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst (the
+ * first packet's), decision "deny", reason, count, first_ts, last_ts (ms
+ * since the epoch), and when more than one port was tried dst_ports (the
+ * first ND_PORTS_KEEP) and other_ports (packets to the rest). For a
+ * summary entry: sandbox, iface, summary true, decision, reason, count,
+ * keys, first_ts, last_ts. */
 json_t	*rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
 	    const char *reason);
 /* rec_reload_fields: a policy.reload record: decision "allow" (ok) or
