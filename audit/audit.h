@@ -306,8 +306,9 @@ struct aud_space_info {
 /* aud_space: a snapshot into out; any thread. */
 void	aud_space(const struct aud_log *l, struct aud_space_info *out);
 /* aud_volume_space: free bytes (what an unprivileged writer may use) and
- * size of the volume holding dir. 0, or -1 with errno (statvfs). */
-int	aud_volume_space(const char *dir, uint64_t *avail, uint64_t *total);
+ * size of the volume holding path (a file or directory that exists, e.g.
+ * the database). 0, or -1 with errno (statvfs). */
+int	aud_volume_space(const char *path, uint64_t *avail, uint64_t *total);
 /* aud_kind_valid: 1 if kind is a record kind this log accepts. */
 int	aud_kind_valid(const char *kind);
 

@@ -22,7 +22,7 @@
 
 struct aud_reserve {
 	char		*path;		/* <db>.reserve */
-	char		*dir;		/* the directory statvfs asks about */
+	char		*db;		/* what statvfs asks about */
 	uint64_t	 bytes;
 	int		 held;		/* the file exists at full size */
 };
@@ -31,7 +31,6 @@ struct aud_reserve *
 aud_reserve_new(const char *db_path, uint64_t bytes)
 {
 	struct aud_reserve *r;
-	char *slash;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
@@ -40,17 +39,11 @@ aud_reserve_new(const char *db_path, uint64_t bytes)
 		free(r);
 		return NULL;
 	}
-	if ((r->dir = strdup(db_path)) == NULL) {
+	if ((r->db = strdup(db_path)) == NULL) {
 		free(r->path);
 		free(r);
 		return NULL;
 	}
-	if ((slash = strrchr(r->dir, '/')) == NULL)
-		snprintf(r->dir, strlen(r->dir) + 1, ".");
-	else if (slash == r->dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
 	return r;
 }
 
@@ -60,7 +53,7 @@ aud_reserve_free(struct aud_reserve *r)
 	if (r == NULL)
 		return;
 	free(r->path);
-	free(r->dir);
+	free(r->db);
 	free(r);
 }
 
@@ -74,7 +67,7 @@ aud_reserve_make(struct aud_reserve *r)
 		return 0;
 	/* Never more than an eighth of the volume: a reserve that takes a
 	 * small volume whole leaves nothing to write in. */
-	if (aud_volume_space(r->dir, &avail, &total) == 0 &&
+	if (aud_volume_space(r->db, &avail, &total) == 0 &&
 	    r->bytes > total / 8)
 		r->bytes = total / 8;
 	if ((fd = open(r->path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
@@ -123,7 +116,7 @@ aud_reserve_restore(struct aud_reserve *r)
 	/* Twice the reserve free before it is taken again: taking it on a
 	 * volume that is nearly full would only make the next commit fail
 	 * and give it back. */
-	if (aud_volume_space(r->dir, &avail, &total) == -1 ||
+	if (aud_volume_space(r->db, &avail, &total) == -1 ||
 	    avail < 2 * r->bytes) {
 		errno = ENOSPC;
 		return -1;
@@ -132,11 +125,11 @@ aud_reserve_restore(struct aud_reserve *r)
 }
 
 int
-aud_volume_space(const char *dir, uint64_t *avail, uint64_t *total)
+aud_volume_space(const char *path, uint64_t *avail, uint64_t *total)
 {
 	struct statvfs sv;
 
-	if (statvfs(dir, &sv) == -1)
+	if (statvfs(path, &sv) == -1)
 		return -1;
 	/* f_bavail: what an unprivileged writer could still use is what
 	 * the kernel shows; root may have a few percent more on ext4. */

@@ -30,7 +30,7 @@ struct rec_space {
 	struct ev_loop		*loop;
 	struct aud_log		*log;
 	const struct pol_config	*cfg;
-	char			*dir;
+	char			*db;
 	struct ev_timer		*check, *retry;
 	int			 low;		/* under the threshold now */
 	int			 low_raised;	/* its finding is out */
@@ -83,13 +83,13 @@ check_space(struct rec_space *sp)
 	uint64_t avail, total, thr;
 	char detail[320];
 
-	if (aud_volume_space(sp->dir, &avail, &total) == 0) {
+	if (aud_volume_space(sp->db, &avail, &total) == 0) {
 		thr = threshold(sp, total);
 		sp->low = avail < thr;
 		if (sp->low && !sp->low_raised) {
 			snprintf(detail, sizeof(detail), "audit volume of %s: "
 			    "%" PRIu64 " bytes free of %" PRIu64 ", under "
-			    "%" PRIu64, sp->dir, avail, total, thr);
+			    "%" PRIu64, sp->db, avail, total, thr);
 			log_warnx("%s", detail);
 			if (rec_async("finding", rec_finding_fields(NULL,
 			    "audit.volume_low", "high", detail)) == -1)
@@ -100,7 +100,7 @@ check_space(struct rec_space *sp)
 			/* Re-armed with some room, so that a volume hovering
 			 * at the threshold does not raise it every look. */
 			log_info("audit volume of %s: %" PRIu64 " bytes free "
-			    "again", sp->dir, avail);
+			    "again", sp->db, avail);
 			sp->low_raised = 0;
 		}
 	}
@@ -110,7 +110,7 @@ check_space(struct rec_space *sp)
 		snprintf(detail, sizeof(detail), "audit volume of %s is full: "
 		    "the reserve is in use; only lifecycle records are "
 		    "written, the rest is counted in log.gap (disk_full)",
-		    sp->dir);
+		    sp->db);
 		log_warnx("%s", detail);
 		/* Durable: a constrained log writes those, not async ones. */
 		if (rec_durable("finding", rec_finding_fields(NULL,
@@ -137,20 +137,14 @@ rec_space_new(struct ev_loop *loop, struct aud_log *log,
     const struct pol_config *cfg, const char *db_path)
 {
 	struct rec_space *sp;
-	char *slash;
 
 	if ((sp = calloc(1, sizeof(*sp))) == NULL)
 		return NULL;
-	if ((sp->dir = strdup(db_path)) == NULL) {
+	/* The database itself: statvfs of any file names its volume. */
+	if ((sp->db = strdup(db_path)) == NULL) {
 		free(sp);
 		return NULL;
 	}
-	if ((slash = strrchr(sp->dir, '/')) == NULL)
-		snprintf(sp->dir, strlen(sp->dir) + 1, ".");
-	else if (slash == sp->dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
 	sp->loop = loop;
 	sp->log = log;
 	sp->cfg = cfg;
@@ -267,7 +261,7 @@ rec_space_free(struct rec_space *sp)
 	}
 	if (the_sp == sp)
 		the_sp = NULL;
-	free(sp->dir);
+	free(sp->db);
 	free(sp);
 }
 
@@ -278,7 +272,7 @@ rec_space_metrics_print(const struct rec_space *sp, FILE *fp)
 	uint64_t avail = 0, total = 0;
 	int known;
 
-	known = aud_volume_space(sp->dir, &avail, &total) == 0;
+	known = aud_volume_space(sp->db, &avail, &total) == 0;
 	aud_space(sp->log, &si);
 	fprintf(fp, "# HELP sluice_audit_volume_free_bytes Free space on the "
 	    "audit log's volume.\n"
