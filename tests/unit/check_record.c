@@ -613,6 +613,20 @@ open_rec(char *dir, struct pol_config **cfgp, struct ev_loop **loopp,
 	return r;
 }
 
+/* Frees what open_rec made, its directory included. */
+static void
+open_rec_done(const char *dir, struct pol_config *cfg, struct ev_loop *loop,
+    struct pol_errors *errs)
+{
+	char cmd[160];
+
+	ev_free(loop);
+	pol_config_free(cfg);
+	pol_errors_free(errs);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
 /* Records of the log at dbpath whose canon holds every needle (NULL
  * ended); *sum: the sum of their "count" members. */
 static int
@@ -654,7 +668,7 @@ START_TEST(rec_async_null_is_a_gap)
 	struct pol_config *cfg;
 	struct ev_loop *loop;
 	struct rec *r;
-	char dir[] = "/tmp/check_record.XXXXXX", dbpath[160], cmd[160];
+	char dir[] = "/tmp/check_record.XXXXXX", dbpath[160];
 	long long sum;
 
 	r = open_rec(dir, &cfg, &loop, &errs);
@@ -664,11 +678,7 @@ START_TEST(rec_async_null_is_a_gap)
 	ck_assert_int_eq(errno, ENOMEM);
 	rec_close(r);
 	ck_assert_int_eq(records_with(dbpath, gap, &sum), 1);
-	ev_free(loop);
-	pol_config_free(cfg);
-	pol_errors_free(errs);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	open_rec_done(dir, cfg, loop, errs);
 }
 END_TEST
 
@@ -692,8 +702,7 @@ START_TEST(tally_summarises_per_source)
 	struct pol_config *cfg;
 	struct ev_loop *loop;
 	struct rec *r;
-	char dir[] = "/tmp/check_record.XXXXXX", src[32], dbpath[160],
-	    cmd[160];
+	char dir[] = "/tmp/check_record.XXXXXX", src[32], dbpath[160];
 	long long sum;
 	int i, own = 0;
 
@@ -716,11 +725,7 @@ START_TEST(tally_summarises_per_source)
 	ck_assert_int_eq(sum, 36 * 10);
 	ck_assert_int_eq(records_with(dbpath, mcp_sum, &sum), 1);
 	ck_assert_int_eq(sum, 9);
-	ev_free(loop);
-	pol_config_free(cfg);
-	pol_errors_free(errs);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	open_rec_done(dir, cfg, loop, errs);
 }
 END_TEST
 
@@ -739,7 +744,7 @@ START_TEST(commit_after_is_held_until_a_log_takes_it)
 	struct rec *r;
 	struct stat sb;
 	char dir[] = "/tmp/check_record.XXXXXX", dbpath[160], res[200],
-	    cmd[160], err[256];
+	    err[256];
 	long long sum;
 
 	r = open_rec(dir, &cfg, &loop, &errs);
@@ -756,11 +761,7 @@ START_TEST(commit_after_is_held_until_a_log_takes_it)
 	ck_assert_msg(r != NULL, "rec_open: %s", err);
 	rec_close(r);
 	ck_assert_int_eq(records_with(dbpath, del, &sum), 1);
-	ev_free(loop);
-	pol_config_free(cfg);
-	pol_errors_free(errs);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	open_rec_done(dir, cfg, loop, errs);
 }
 END_TEST
 
