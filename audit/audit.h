@@ -221,6 +221,16 @@ struct aud_opts {
 	unsigned	 queue_max;	/* pending records; 0 = 65536 */
 	unsigned	 ckpt_ms;	/* min interval between checkpoints; 0 = 1000 */
 	unsigned	 ckpt_every;	/* records that force one; 0 = 4096 */
+	/*
+	 * Bytes held back on the database's volume (a file <db>.reserve)
+	 * for the records that must never be refused; 0 = none. When the
+	 * volume is full the reserve is given back and the log is
+	 * constrained (aud_space): until there is room for the reserve
+	 * again, only durable records other than sandbox.create and the
+	 * log's own (log.*) are written; async records are counted and
+	 * written as one log.gap, reason disk_full.
+	 */
+	uint64_t	 reserve_bytes;
 };
 
 struct aud_log;
@@ -283,6 +293,22 @@ int	aud_sync(struct aud_log *l);
 /* Counters: records dropped for a full queue so far, and the next seq. */
 uint64_t aud_dropped(const struct aud_log *l);
 uint64_t aud_next_seq(const struct aud_log *l);
+/* The state of the log's volume as the writer sees it (aud_space). */
+struct aud_space_info {
+	int		constrained;	/* the reserve was used: only what
+					 * must be written is */
+	int		reserve_held;	/* the reserve file is in place */
+	uint64_t	reserve_bytes;	/* its configured size */
+	uint64_t	skipped;	/* async records not written for
+					 * want of space, ever */
+	uint64_t	released;	/* times the reserve was given up */
+};
+/* aud_space: a snapshot into out; any thread. */
+void	aud_space(const struct aud_log *l, struct aud_space_info *out);
+/* aud_volume_space: free bytes (what an unprivileged writer may use) and
+ * size of the volume holding path (a file or directory that exists, e.g.
+ * the database). 0, or -1 with errno (statvfs). */
+int	aud_volume_space(const char *path, uint64_t *avail, uint64_t *total);
 /* aud_kind_valid: 1 if kind is a record kind this log accepts. */
 int	aud_kind_valid(const char *kind);
 

@@ -112,4 +112,21 @@ int	aud_store_subtree(void *db, unsigned level, uint64_t idx,
 int	aud_store_size(sqlite3 *db, uint64_t *n);
 int	aud_store_meta(sqlite3 *db, const char *k, char *buf, size_t len);
 
+/* ---- the space reserve (audit/reserve.c), the writer's only ---- */
+struct aud_reserve;
+/* aud_reserve_new: the reserve of bytes beside db_path (<db>.reserve);
+ * nothing is made yet. NULL with ENOMEM. */
+struct aud_reserve *aud_reserve_new(const char *db_path, uint64_t bytes);
+/* aud_reserve_free: the file stays (a restart takes it again). */
+void	aud_reserve_free(struct aud_reserve *r);
+/* aud_reserve_make: allocate the file at full size. 0, or -1 with errno
+ * (ENOSPC: the volume has not that much room). */
+int	aud_reserve_make(struct aud_reserve *r);
+/* aud_reserve_release: delete it, giving its space back. 1 when that
+ * freed space, 0 when nothing was held (NULL included). */
+int	aud_reserve_release(struct aud_reserve *r);
+/* aud_reserve_restore: make it again if the volume has twice its size
+ * free. 0 when held, -1 with errno otherwise. */
+int	aud_reserve_restore(struct aud_reserve *r);
+
 #endif /* SLUICE_AUDIT_PRIV_H */

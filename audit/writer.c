@@ -39,6 +39,7 @@ struct item {
 	const size_t	*start;		/* member offsets, in data[] */
 	struct aud_cols	 cols;		/* strings point into data[] */
 	int		 durable, force_ckpt, ok;
+	int		 skip;		/* not written: the log is constrained */
 	int		 closing;	/* aud_close's log.close: never
 					 * refused for a full queue */
 	aud_done_fn	 done;
@@ -71,6 +72,8 @@ struct pending {
 	struct lossc	 nomem;		/* out_of_memory */
 	struct lossc	 werr;		/* write_error: async rows of a failed
 					 * batch, by their own times */
+	struct lossc	 full;		/* disk_full: async rows not written
+					 * while the log is constrained */
 };
 
 struct aud_log {
@@ -124,7 +127,18 @@ struct aud_log {
 	struct aud_scan	 csc;
 	struct aud_strbuf csb[6];
 	int		 node_err;
+	/* The volume (audit/reserve.c): constrained once the reserve was
+	 * given up for a full volume, until it is held again. Writer
+	 * thread; the counters are read under mu. */
+	struct aud_reserve *reserve;
+	int		 constrained;
+	int64_t		 space_mono;	/* last try to take the reserve */
+	uint64_t	 skipped, released;
+	uint64_t	 reserve_bytes;
 };
+
+/* How often a constrained writer looks for room to take the reserve. */
+#define SPACE_RETRY_NS	1000000000LL
 
 /* WAL frames after which the checkpointer is woken, and after which the
  * writer checkpoints itself (a WAL that is never fully copied is never
@@ -180,7 +194,7 @@ lossc_add(struct lossc *dst, const struct lossc *src)
 static uint64_t
 pending_total(const struct pending *pd)
 {
-	return pd->drop.n + pd->nomem.n + pd->werr.n;
+	return pd->drop.n + pd->nomem.n + pd->werr.n + pd->full.n;
 }
 
 static const char *const reserved[] = {
@@ -480,18 +494,48 @@ write_gap(struct aud_log *l, const char *reason, uint64_t lost, int64_t from,
 	return rc;
 }
 
-/* Commits one batch, after the gaps pd counts. Returns 1 when a checkpoint
- * is due after it. */
+/*
+ * Does a constrained log still write it? Durable records (a removal, a
+ * taint, an orphan's removal: whoever waits for them acts on them) and the
+ * log's own do; sandbox.create does not, since a create may be refused,
+ * and async records do not, since they are what filled the volume.
+ */
 static int
-process(struct aud_log *l, struct item *batch, const struct pending *pd)
+must_write(const struct item *it)
+{
+	if (it->cols.kind == aud_kind_code("log.open"))
+		return 1;
+	return it->durable && strcmp(it->kind, "sandbox.create") != 0;
+}
+
+/* SQLite's verdict on the last statement: the volume is full. */
+static int
+db_full(struct aud_log *l)
+{
+	return (sqlite3_errcode(l->db) & 0xff) == SQLITE_FULL;
+}
+
+/*
+ * One try at committing a batch, after the gaps pd counts: 1 when it is
+ * durable, 0 when nothing of it is (the in-memory state wound back), with
+ * *full set when SQLite said the volume is full. A constrained log skips
+ * what must_write refuses: durable ones get ok = 0, async ones are counted
+ * in *skip (a disk_full gap, once the batch is in).
+ */
+static int
+commit_once(struct aud_log *l, struct item *batch, const struct pending *pd,
+    struct lossc *skip, int *full, int *force)
 {
 	struct aud_tree *snap;
 	struct fbytes fb;
 	uint8_t prev[AUD_HASH_LEN];
-	uint64_t next = l->next_seq, size;
+	uint64_t next = l->next_seq;
 	struct item *it;
-	int ok = 1, force = 0, due = 0;
+	int ok = 1;
 
+	*full = 0;
+	*force = 0;
+	memset(skip, 0, sizeof(*skip));
 	if ((snap = aud_tree_dup(l->tree)) == NULL)
 		ok = 0;
 	memcpy(prev, l->prev, AUD_HASH_LEN);
@@ -509,7 +553,16 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 	if (ok && pd->werr.n > 0 && write_gap(l, "write_error", pd->werr.n,
 	    pd->werr.from, now_ns(CLOCK_REALTIME)) == -1)
 		ok = 0;
+	if (ok && pd->full.n > 0 && write_gap(l, "disk_full", pd->full.n,
+	    pd->full.from, pd->full.to) == -1)
+		ok = 0;
 	for (it = batch; ok && it != NULL; it = it->next) {
+		it->skip = l->constrained && !must_write(it);
+		if (it->skip) {
+			if (!it->durable)
+				lossc_count(skip, it->ts);
+			continue;
+		}
 		fb.buf = it->body;
 		fb.len = it->blen;
 		fb.n = it->nmem;
@@ -517,11 +570,12 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 		if (append_record(l, it->kind, &fb, &it->cols, it->ts,
 		    it->mono, &it->seq) == -1)
 			ok = 0;
-		force |= it->force_ckpt;
+		*force |= it->force_ckpt;
 	}
 	if (ok && sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		ok = 0;
 	if (!ok) {
+		*full = db_full(l);
 		/* Nothing of the batch is durable: undo the in-memory state
 		 * so seq, prev and the tree keep matching the table. */
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
@@ -534,8 +588,63 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 		l->next_seq = next;
 	}
 	aud_tree_free(snap);
+	return ok;
+}
+
+/*
+ * A constrained writer takes the reserve back once the volume has room for
+ * it (checked at most once a second), and is then unconstrained.
+ */
+static void
+space_retry(struct aud_log *l)
+{
+	int64_t now;
+
+	if (!l->constrained || l->reserve == NULL)
+		return;
+	now = now_ns(CLOCK_MONOTONIC);
+	if (now - l->space_mono < SPACE_RETRY_NS)
+		return;
+	l->space_mono = now;
+	if (aud_reserve_restore(l->reserve) == 0) {
+		pthread_mutex_lock(&l->mu);
+		l->constrained = 0;
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+/* Commits one batch, after the gaps pd counts. A batch refused for a full
+ * volume is tried once more from the reserve, constrained. Returns 1 when
+ * a checkpoint is due after it. */
+static int
+process(struct aud_log *l, struct item *batch, const struct pending *pd_in)
+{
+	static const struct pending none;
+	const struct pending *pd = pd_in;
+	struct lossc skip;
+	uint64_t size;
+	struct item *it;
+	int ok, full, force, due = 0, must = batch == NULL;
+
+	space_retry(l);
 	for (it = batch; it != NULL; it = it->next)
-		it->ok = ok;
+		must |= must_write(it);
+	/* A constrained log writes its gaps only beside a record it must
+	 * write (a heartbeat at least once a minute): a gap per batch of a
+	 * flood would spend the reserve on gaps. */
+	if (l->constrained && !must)
+		pd = &none;
+	ok = commit_once(l, batch, pd, &skip, &full, &force);
+	if (!ok && full && aud_reserve_release(l->reserve)) {
+		pthread_mutex_lock(&l->mu);
+		l->constrained = 1;
+		l->released++;
+		pthread_mutex_unlock(&l->mu);
+		l->space_mono = now_ns(CLOCK_MONOTONIC);
+		ok = commit_once(l, batch, pd, &skip, &full, &force);
+	}
+	for (it = batch; it != NULL; it = it->next)
+		it->ok = ok && !it->skip;
 	if (ok) {
 		size = aud_tree_size(l->tree);
 		due = force || size - l->last_ckpt_size >= l->ckpt_every ||
@@ -543,8 +652,19 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 		    (int64_t)l->ckpt_ms * 1000000;
 	}
 	pthread_mutex_lock(&l->mu);
-	if (ok)
+	if (pd != pd_in) {
+		lossc_add(&l->pend.drop, &pd_in->drop);
+		lossc_add(&l->pend.nomem, &pd_in->nomem);
+		lossc_add(&l->pend.werr, &pd_in->werr);
+		lossc_add(&l->pend.full, &pd_in->full);
+	}
+	if (ok) {
 		l->committed_seq = l->next_seq;
+		/* Not written, and now known not to be: one gap with the
+		 * next batch. */
+		lossc_add(&l->pend.full, &skip);
+		l->skipped += skip.n;
+	}
 	if (!ok) {
 		l->failures++;
 		/* Neither the loss counts nor the async records of a failed
@@ -553,6 +673,7 @@ process(struct aud_log *l, struct item *batch, const struct pending *pd)
 		lossc_add(&l->pend.drop, &pd->drop);
 		lossc_add(&l->pend.nomem, &pd->nomem);
 		lossc_add(&l->pend.werr, &pd->werr);
+		lossc_add(&l->pend.full, &pd->full);
 		for (it = batch; it != NULL; it = it->next)
 			if (!it->durable)
 				lossc_count(&l->pend.werr, it->ts);
@@ -1260,6 +1381,19 @@ aud_dropped(const struct aud_log *l)
 	return n;
 }
 
+void
+aud_space(const struct aud_log *l, struct aud_space_info *out)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+	out->constrained = l->constrained;
+	/* The writer is constrained exactly while it lacks the reserve. */
+	out->reserve_held = l->reserve != NULL && !l->constrained;
+	out->reserve_bytes = l->reserve_bytes;
+	out->skipped = l->skipped;
+	out->released = l->released;
+	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+}
+
 uint64_t
 aud_next_seq(const struct aud_log *l)
 {
@@ -1357,6 +1491,7 @@ free_log(struct aud_log *l)
 	sqlite3_close(l->db);
 	aud_tree_free(l->tree);
 	aud_key_free(l->key);
+	aud_reserve_free(l->reserve);
 	if (l->efd != -1)
 		close(l->efd);
 	aud_scan_free(&l->csc);
@@ -1417,6 +1552,26 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		close(e);
 	if (aud_store_open(o->db_path, 1, &l->db, err, errlen) == -1)
 		goto fail;
+	/* Taken before anything else is written. A volume already too full
+	 * for it starts constrained; the writer takes it once there is
+	 * room. */
+	if (o->reserve_bytes > 0) {
+		l->reserve_bytes = o->reserve_bytes;
+		if ((l->reserve = aud_reserve_new(o->db_path,
+		    o->reserve_bytes)) == NULL) {
+			seterr(err, errlen, "out of memory");
+			goto fail;
+		}
+		if (aud_reserve_make(l->reserve) == -1) {
+			if (errno != ENOSPC && errno != EDQUOT) {
+				seterr(err, errlen, "%s.reserve: %s",
+				    o->db_path, strerror(errno));
+				goto fail;
+			}
+			l->constrained = 1;
+			l->space_mono = now_ns(CLOCK_MONOTONIC);
+		}
+	}
 	if (aud_store_meta(l->db, "origin", meta, sizeof(meta)) == 0) {
 		if (o->origin != NULL && strcmp(o->origin, meta) != 0) {
 			seterr(err, errlen, "log origin is \"%s\", not \"%s\"",

@@ -159,6 +159,32 @@ hold_record(struct rec_dns *d, const char *kind, json_t *fields)
 		flush_records(d);
 }
 
+/*
+ * Packets anyone can send at line rate are counted, not recorded one by
+ * one (rec_tally): from an address that is no sandbox (a host user, a
+ * peer on the uplink), junk that does not parse, and a sandbox's queries
+ * over its rate (the first of an interval is recorded, with its finding).
+ * 1 when ev is to be recorded as it is.
+ */
+static int
+itemised(const struct dns_event *ev)
+{
+	char key[sizeof(ev->client)], *hash;
+
+	snprintf(key, sizeof(key), "%s", ev->client);
+	/* The source address without its port: a flood from one address
+	 * uses many ports. */
+	if ((hash = strrchr(key, '#')) != NULL)
+		*hash = '\0';
+	if (ev->decision == DNS_DEC_MALFORMED)
+		return rec_tally(REC_TALLY_DNS_MALFORMED, key, ev->sandbox);
+	if (ev->sandbox[0] == '\0')
+		return rec_tally(REC_TALLY_DNS_UNKNOWN, key, NULL);
+	if (strcmp(ev->reason, "rate_limited") == 0)
+		return rec_tally(REC_TALLY_DNS_RATE, ev->sandbox, NULL);
+	return 1;
+}
+
 static void
 h_record(void *ctx, const struct dns_event *ev)
 {
@@ -168,6 +194,8 @@ h_record(void *ctx, const struct dns_event *ev)
 	char buf[REC_DNS_CANON_BUF];
 	struct aud_cw w;
 
+	if (!itemised(ev))
+		return;
 	if (ev->sandbox[0] != '\0' &&
 	    sbx_lookup_id(d->sbx, ev->sandbox, &v) == 0)
 		p = current_policy(d->gw, v.policy);

@@ -1,6 +1,7 @@
 /*
  * netdeny.c: turns the kernel's denied-packet log (nflog) into aggregated
- * `net.deny` events, one per sandbox link, 5-tuple and reason per second.
+ * `net.deny` events, one per sandbox link, destination and reason per
+ * second, at most ND_LINK_KEYS (and one summary) per link.
  * Without aggregation a sandbox looping on a blocked connect would write a
  * log line per packet; with an unbounded table it could grow the daemon's
  * memory instead. The table here has a fixed size and counts what does not
@@ -27,8 +28,9 @@ _Static_assert(sizeof(((struct nd_entry *)0)->sandbox) == SBX_ID_MAX + 1,
     "nd_entry.sandbox holds a sandbox id");
 
 struct nd_slot {
-	int		used;
-	struct nd_entry	e;
+	int		 used;
+	struct fw_denied key;		/* norm_key of the first packet */
+	struct nd_entry	 e;
 };
 
 struct nd_table {
@@ -37,6 +39,9 @@ struct nd_table {
 	size_t		 cap, n;
 	uint64_t	 dropped;
 };
+
+/* The family of a sandbox's summary key: no packet has it. */
+#define ND_FAM_SUMMARY	0xff
 
 struct nd_table *
 nd_table_new(size_t cap)
@@ -72,8 +77,10 @@ nd_table_free(struct nd_table *t)
 	free(t);
 }
 
-/* The key of d with every byte that is not part of it zeroed, so that
- * equal packets compare equal with memcmp. */
+/* The key of d -- link, reason, family, protocol, destination address --
+ * with every other byte zeroed, so that packets of one key compare equal
+ * with memcmp. Source and ports are not part of it: a sandbox trying
+ * every port of a host, or spoofing its source, is one key. */
 static void
 norm_key(const struct fw_denied *d, struct fw_denied *k)
 {
@@ -87,10 +94,17 @@ norm_key(const struct fw_denied *d, struct fw_denied *k)
 	    sizeof(k->prefix) - 1));
 	k->family = d->family;
 	k->proto = d->proto;
-	memcpy(k->src, d->src, alen);
 	memcpy(k->dst, d->dst, alen);
-	k->sport = d->sport;
-	k->dport = d->dport;
+}
+
+/* The summary key of d's link. */
+static void
+summary_key(const struct fw_denied *d, struct fw_denied *k)
+{
+	memset(k, 0, sizeof(*k));
+	memcpy(k->ifname, d->ifname, strnlen(d->ifname,
+	    sizeof(k->ifname) - 1));
+	k->family = ND_FAM_SUMMARY;
 }
 
 static uint64_t
@@ -105,38 +119,110 @@ key_hash(const struct fw_denied *k)
 	return h;
 }
 
-int
-nd_table_add(struct nd_table *t, const struct fw_denied *d, int64_t ts_ms)
+/* The slot of k: the one holding it, or the free one where it would go. */
+static struct nd_slot *
+find(struct nd_table *t, const struct fw_denied *k)
 {
-	struct fw_denied k;
 	struct nd_slot *s;
 	size_t i, mask = t->nslots - 1;
 
-	norm_key(d, &k);
-	for (i = key_hash(&k) & mask;; i = (i + 1) & mask) {
+	for (i = key_hash(k) & mask;; i = (i + 1) & mask) {
 		s = &t->slots[i];
-		if (!s->used)
-			break;
-		if (memcmp(&s->e.d, &k, sizeof(k)) == 0) {
-			s->e.count++;
-			if (ts_ms < s->e.first_ms)
-				s->e.first_ms = ts_ms;
-			if (ts_ms > s->e.last_ms)
-				s->e.last_ms = ts_ms;
-			return 0;
-		}
+		if (!s->used || memcmp(&s->key, k, sizeof(*k)) == 0)
+			return s;
 	}
-	if (t->n >= t->cap) {
-		t->dropped++;
-		return -1;
-	}
+}
+
+static void
+count_in(struct nd_entry *e, int64_t ts_ms)
+{
+	e->count++;
+	if (ts_ms < e->first_ms)
+		e->first_ms = ts_ms;
+	if (ts_ms > e->last_ms)
+		e->last_ms = ts_ms;
+}
+
+/* Takes a free slot for k (the first packet d), if the cap allows. */
+static struct nd_entry *
+take(struct nd_table *t, struct nd_slot *s, const struct fw_denied *k,
+    const struct fw_denied *d, int64_t ts_ms)
+{
+	if (t->n >= t->cap)
+		return NULL;
+	memset(s, 0, sizeof(*s));
 	s->used = 1;
-	s->e.d = k;
-	s->e.sandbox[0] = '\0';
-	s->e.count = 1;
+	s->key = *k;
+	/* The first packet as it came, within its family's address. */
+	s->e.d = *k;
+	memcpy(s->e.d.src, d->src, d->family == AF_INET6 ? 16 : 4);
+	s->e.d.sport = d->sport;
+	s->e.d.dport = d->dport;
 	s->e.first_ms = s->e.last_ms = ts_ms;
 	t->n++;
-	return 1;
+	return &s->e;
+}
+
+/* Notes d's destination port in e: kept when new and there is room,
+ * else the packet is counted as one to another port. */
+static void
+note_port(struct nd_entry *e, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < e->nports; i++)
+		if (e->ports[i] == port)
+			return;
+	if (e->nports < ND_PORTS_KEEP)
+		e->ports[e->nports++] = port;
+	else
+		e->other_ports++;
+}
+
+int
+nd_table_add(struct nd_table *t, const struct fw_denied *d, int64_t ts_ms)
+{
+	struct fw_denied k, sk;
+	struct nd_slot *s, *ss;
+	struct nd_entry *e, *se;
+
+	norm_key(d, &k);
+	s = find(t, &k);
+	if (s->used) {
+		count_in(&s->e, ts_ms);
+		note_port(&s->e, d->dport);
+		return ND_ADD_COUNTED;
+	}
+	/* A new key: its link's summary holds how many keys the link made
+	 * this period, and the packets over its budget. */
+	summary_key(d, &sk);
+	ss = find(t, &sk);
+	if (!ss->used) {
+		if ((se = take(t, ss, &sk, d, ts_ms)) == NULL) {
+			t->dropped++;
+			return ND_ADD_DROPPED;
+		}
+		se->summary = 1;
+		se->count = 0;
+		/* A new slot may have moved s's probe end: look again. */
+		s = find(t, &k);
+	}
+	se = &ss->e;
+	if (se->nkeys >= ND_LINK_KEYS) {
+		if (se->count++ == 0 || ts_ms < se->first_ms)
+			se->first_ms = ts_ms;
+		if (ts_ms > se->last_ms)
+			se->last_ms = ts_ms;
+		return ND_ADD_SUMMARISED;
+	}
+	if ((e = take(t, s, &k, d, ts_ms)) == NULL) {
+		t->dropped++;
+		return ND_ADD_DROPPED;
+	}
+	e->count = 1;
+	note_port(e, d->dport);
+	se->nkeys++;
+	return ND_ADD_NEW;
 }
 
 int
@@ -144,19 +230,19 @@ nd_table_tag(struct nd_table *t, const struct fw_denied *d, const char *sandbox)
 {
 	struct fw_denied k;
 	struct nd_slot *s;
-	size_t i, mask = t->nslots - 1;
+	int rc = -1;
 
 	norm_key(d, &k);
-	for (i = key_hash(&k) & mask; t->slots[i].used; i = (i + 1) & mask) {
-		s = &t->slots[i];
-		if (memcmp(&s->e.d, &k, sizeof(k)) == 0) {
-			snprintf(s->e.sandbox, sizeof(s->e.sandbox), "%s",
-			    sandbox);
-			return 0;
-		}
+	if ((s = find(t, &k))->used) {
+		snprintf(s->e.sandbox, sizeof(s->e.sandbox), "%s", sandbox);
+		rc = 0;
 	}
-	errno = ENOENT;
-	return -1;
+	summary_key(d, &k);
+	if ((s = find(t, &k))->used && s->e.sandbox[0] == '\0')
+		snprintf(s->e.sandbox, sizeof(s->e.sandbox), "%s", sandbox);
+	if (rc == -1)
+		errno = ENOENT;
+	return rc;
 }
 
 size_t
@@ -181,7 +267,9 @@ nd_table_flush(struct nd_table *t, void (*cb)(const struct nd_entry *,
 	for (i = 0; i < t->nslots && t->n > 0; i++) {
 		if (!t->slots[i].used)
 			continue;
-		if (cb != NULL)
+		/* A link's summary is a record only when it summarised. */
+		if (cb != NULL && (!t->slots[i].e.summary ||
+		    t->slots[i].e.count > 0))
 			cb(&t->slots[i].e, arg);
 		t->slots[i].used = 0;
 		t->n--;
@@ -322,6 +410,16 @@ emit(const struct nd_entry *e, void *arg)
 	iso_ms(e->first_ms, first, sizeof(first));
 	iso_ms(e->last_ms, last, sizeof(last));
 	nd->events++;
+	if (e->summary) {
+		log_info("net.deny sandbox=%s iface=%s summary: %" PRIu64
+		    " denied packets beyond %d destinations first_ts=%s "
+		    "last_ts=%s", sandbox, ifname[0] != '\0' ? ifname : "-",
+		    e->count, ND_LINK_KEYS, first, last);
+		if (rec_async("net.deny", rec_netdeny_fields(e, sandbox,
+		    "not_itemised")) == -1)
+			log_debug("net.deny record: %s", strerror(errno));
+		return;
+	}
 	/* The log line carries the record's fields, for operators without
 	 * the audit tools. */
 	log_info("net.deny sandbox=%s iface=%s proto=%s src=%s dst=%s "
@@ -340,11 +438,21 @@ flush(struct nd *nd)
 {
 	uint64_t dropped;
 
+	struct nd_entry sum;
+
 	if ((dropped = nd_table_flush(nd->t, emit, nd)) > 0) {
 		nd->dropped += dropped;
 		log_warnx("net.deny: %" PRIu64 " denied packets in the last "
 		    "second not itemised (more than %d distinct)", dropped,
 		    ND_TABLE_DEFAULT);
+		/* Recorded too, as one summary of no particular link. */
+		memset(&sum, 0, sizeof(sum));
+		sum.summary = 1;
+		sum.count = dropped;
+		sum.first_ms = sum.last_ms = wall_ms();
+		if (rec_async("net.deny", rec_netdeny_fields(&sum, NULL,
+		    "table_full")) == -1)
+			log_debug("net.deny record: %s", strerror(errno));
 	}
 }
 

@@ -1,12 +1,15 @@
 /*
  * netdeny: denied packets as `net.deny` events. The kernel logs every packet
  * the `inet sluice` table refuses to an nflog group; a sandbox that hammers
- * a blocked address would turn that into a flood of identical events, so
- * they are aggregated per (sandbox link, 5-tuple, reason) for one second and
- * reported once per key with a count. The aggregation table is bounded: when
- * it is full, further new keys are counted as dropped, never stored, so a
- * flood costs neither memory nor log volume (the packets are still denied;
- * only their records are summarised).
+ * a blocked address, or tries every port of it, would turn that into a
+ * flood of events, so they are aggregated per (sandbox link, reason,
+ * protocol, destination address) for one second and reported once per key
+ * with a count and the destination ports seen. A link makes at most
+ * ND_LINK_KEYS keys a second; its packets beyond them go into one summary
+ * record of that link. The table is bounded too: when it is full, further
+ * new keys are counted as dropped (and reported as one summary), never
+ * stored, so a flood costs neither memory nor log volume (the packets are
+ * still denied; only their records are summarised).
  *
  * The table (nd_table_*) is pure and unit-tested; the daemon part (nd_new)
  * reads nflog in the event loop and flushes once a second.
@@ -24,15 +27,34 @@
 
 #define ND_TABLE_DEFAULT	4096	/* keys per second */
 #define ND_TABLE_MAX		(1u << 20)
+#define ND_LINK_KEYS		32	/* keys per link per second */
+#define ND_PORTS_KEEP		16	/* destination ports named per key */
 
-/* One aggregated key: the packet as nflog reported it (addresses and
- * ports, input link, log prefix), how many, first and last time seen (ms,
- * as given to nd_table_add). */
+/* One aggregated key: the first packet as nflog reported it (addresses
+ * and ports, input link, log prefix), how many, first and last time seen
+ * (ms, as given to nd_table_add), and the distinct destination ports (the
+ * first ND_PORTS_KEEP; packets to others are counted in other_ports).
+ * summary: a link's packets over its ND_LINK_KEYS (count of them; d holds
+ * only the link and the first such packet's addresses), nkeys: the keys
+ * the link made. */
 struct nd_entry {
 	struct fw_denied	d;
 	uint64_t		count;
 	int64_t			first_ms, last_ms;
 	char			sandbox[33];	/* id ("" = unknown) */
+	uint16_t		ports[ND_PORTS_KEEP];
+	uint8_t			nports;
+	uint64_t		other_ports;
+	int			summary;
+	uint32_t		nkeys;
+};
+
+enum nd_add {
+	ND_ADD_DROPPED = -1,	/* the table is full: counted as dropped */
+	ND_ADD_COUNTED = 0,	/* into the key it already had */
+	ND_ADD_NEW = 1,		/* a new key */
+	ND_ADD_SUMMARISED = 2,	/* its link's keys are spent: into the
+				 * link's summary */
 };
 
 struct nd_table;
@@ -41,26 +63,25 @@ struct nd_table;
 struct nd_table	*nd_table_new(size_t cap);
 /* nd_table_free: NULL is a no-op. */
 void		 nd_table_free(struct nd_table *t);
-/* nd_table_add: counts packet d seen at ts_ms. 1 when it started a new
- * key, 0 when it was counted into an existing one, -1 when the table is
- * full and the packet was only counted as dropped. Fields of d beyond the
- * NUL of its strings and beyond the address length of its family are
- * ignored, so equal packets always meet in one key. */
+/* nd_table_add: counts packet d seen at ts_ms; an enum nd_add. Fields of
+ * d beyond the NUL of its strings and beyond the address length of its
+ * family are ignored, so packets of one key always meet. */
 int		 nd_table_add(struct nd_table *t, const struct fw_denied *d,
 		    int64_t ts_ms);
 /* nd_table_size: keys held now. */
 size_t		 nd_table_size(const struct nd_table *t);
 /* nd_table_dropped: packets dropped since the last flush. */
 uint64_t	 nd_table_dropped(const struct nd_table *t);
-/* nd_table_flush: calls cb once per key (in no particular order), then
- * empties the table and resets the dropped count. Returns the packets
- * dropped in the period. */
+/* nd_table_flush: calls cb once per key and once per link summary that
+ * holds packets (in no particular order), then empties the table and
+ * resets the dropped count. Returns the packets dropped in the period. */
 uint64_t	 nd_table_flush(struct nd_table *t,
 		    void (*cb)(const struct nd_entry *e, void *arg), void *arg);
 
 /* nd_table_tag: names the sandbox (id, copied, cut to fit) of the key of
- * d, so the aggregate keeps it even if the sandbox is gone when the table is
- * flushed. 0, or -1/ENOENT when d has no key in t. */
+ * d (and of its link's summary, if that has none yet), so the aggregate
+ * keeps it even if the sandbox is gone when the table is flushed. 0, or
+ * -1/ENOENT when d has no key in t. */
 int		 nd_table_tag(struct nd_table *t, const struct fw_denied *d,
 		    const char *sandbox);
 

@@ -24,6 +24,7 @@
 
 #include "gateway/log.h"
 #include "gateway/record.h"
+#include "gateway/record_int.h"
 
 struct rec {
 	struct aud_log		*log;
@@ -33,6 +34,7 @@ struct rec {
 	struct ev_timer		*hb;
 	char			*db_path;
 	uint64_t		 async_ok, durable_ok, failures;
+	struct rec_space	*space;		/* the volume, late records */
 };
 
 /* The one recorder; see record.h for why it is process-wide. */
@@ -232,6 +234,7 @@ rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
 	o.db_path = r->db_path;
 	o.origin = cfg->audit_origin;
 	o.key_path = cfg->audit_key;
+	o.reserve_bytes = (uint64_t)cfg->audit_reserve_kib * 1024;
 	if ((r->log = aud_open(&o, aerr, sizeof(aerr))) == NULL) {
 		int e = errno;
 
@@ -261,6 +264,11 @@ rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
 	}
 	arm_heartbeat(r);
 	cur = r;
+	rec_tally_start(loop);
+	/* Without it the log still works; only the volume goes unwatched
+	 * and a late record goes async. */
+	if ((r->space = rec_space_new(loop, r->log, cfg, r->db_path)) == NULL)
+		log_warn("audit: volume watch");
 	return r;
 }
 
@@ -271,6 +279,10 @@ rec_close(struct rec *r)
 
 	if (r == NULL)
 		return;
+	/* Summaries and held records still go in, while r is the recorder. */
+	if (cur == r)
+		rec_tally_stop();
+	rec_space_free(r->space);
 	if (cur == r)
 		cur = NULL;
 	ev_timer_cancel(r->loop, r->hb);
@@ -438,6 +450,9 @@ rec_metrics_print(FILE *fp)
 	    "sluice_audit_next_seq %" PRIu64 "\n",
 	    cur->async_ok, cur->durable_ok, cur->failures,
 	    aud_dropped(cur->log), aud_next_seq(cur->log));
+	if (cur->space != NULL)
+		rec_space_metrics_print(cur->space, fp);
+	rec_tally_metrics_print(fp);
 	if (cur->nsinks > 0) {
 		struct aud_sink_stats st;
 		size_t i;
@@ -1152,6 +1167,41 @@ rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
 	if (sandbox != NULL && sandbox[0] != '\0' && strcmp(sandbox, "-") != 0)
 		bad |= put(o, "sandbox", sandbox_json(sandbox));
 	bad |= put(o, "iface", str(ifname));
+	if (e->summary) {
+		/* Packets of a link beyond its keys (or of no link, the
+		 * table full): how many, and when; no one destination. */
+		bad |= put(o, "summary", json_true());
+		bad |= put(o, "decision", json_string("deny"));
+		bad |= put(o, "reason", str(reason != NULL ? reason :
+		    "not_itemised"));
+		bad |= put(o, "count", json_integer((json_int_t)(e->count >
+		    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX :
+		    e->count)));
+		if (e->nkeys > 0)
+			bad |= put(o, "keys", json_integer(e->nkeys));
+		bad |= put(o, "first_ts", json_integer((json_int_t)
+		    e->first_ms));
+		bad |= put(o, "last_ts", json_integer((json_int_t)
+		    e->last_ms));
+		if (bad) {
+			json_decref(o);
+			return NULL;
+		}
+		return o;
+	}
+	if (e->nports > 1 || e->other_ports > 0) {
+		json_t *a = json_array();
+		size_t i;
+
+		for (i = 0; a != NULL && i < e->nports; i++)
+			if (json_array_append_new(a,
+			    json_integer(e->ports[i])) == -1)
+				bad = 1;
+		bad |= put(o, "dst_ports", a);
+		bad |= put(o, "other_ports", json_integer((json_int_t)
+		    (e->other_ports > (uint64_t)AUD_INT_MAX ?
+		    (uint64_t)AUD_INT_MAX : e->other_ports)));
+	}
 	bad |= put(o, "proto", json_string(proto_name(e->d.proto, pb,
 	    sizeof(pb))));
 	bad |= put(o, "src", json_pack("{s:o, s:I}", "ip",

@@ -83,8 +83,40 @@ int	rec_durable(const char *kind, json_t *fields, aud_done_fn done,
  */
 int	rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 	    size_t errlen);
+/*
+ * rec_commit_after: the record of an action already done (a removal or an
+ * expiry that went ahead although its record could not be committed
+ * first). fields is stolen (NULL: out of memory, counted as a lost record
+ * in a log.gap). It is submitted durably now and, until a commit takes
+ * it, kept in memory and submitted again every REC_LATER_MS; at close, or
+ * with REC_LATER_MAX already kept, it goes as an async record, which the
+ * log writes or counts in a log.gap. Never refuses: the caller has acted.
+ */
+void	rec_commit_after(const char *kind, json_t *fields);
+
+/*
+ * Events anyone can cause at packet rate, recorded within a budget per
+ * source and interval (REC_TALLY_MS) and summarised beyond it: one record
+ * per source and interval with a count (gateway/rec_tally.c).
+ */
+#define REC_TALLY_MS	5000
+enum rec_tally_what {
+	REC_TALLY_DNS_UNKNOWN,		/* DNS from no sandbox; key: address */
+	REC_TALLY_DNS_MALFORMED,	/* DNS junk; key: address */
+	REC_TALLY_DNS_RATE,		/* over a sandbox's rate; key: its id */
+	REC_TALLY_MCP_AUTH,		/* bridge 401; key: address */
+	REC_TALLY_N
+};
+/* rec_tally: one event of what from key (sandbox: the sandbox it came
+ * from, or NULL). 1: within the budget, the caller records it as before
+ * (always so while no recorder is open); 0: counted into the summary. */
+int	rec_tally(enum rec_tally_what what, const char *key,
+	    const char *sandbox);
+
 /* rec_metrics_print: sluice_audit_records_total{mode}, failures, dropped
- * and next seq, Prometheus text. Prints nothing when no recorder is open. */
+ * and next seq, the volume (free and size in bytes, low, constrained,
+ * reserve), records held for retry and summarised events, Prometheus
+ * text. Prints nothing when no recorder is open. */
 void	rec_metrics_print(FILE *fp);
 
 /* ---- converters: the fields of each kind (new references, NULL on
@@ -114,8 +146,12 @@ int	rec_canon(const char *kind, const char *body, size_t len);
  * ev->finding (suspected tunnel or rebinding). */
 json_t	*rec_dns_finding(const struct dns_event *ev);
 /* rec_netdeny_fields: a net.deny record for one aggregated key: sandbox
- * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst,
- * decision "deny", reason, count, first_ts, last_ts (ms since the epoch). */
+ * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst (the
+ * first packet's), decision "deny", reason, count, first_ts, last_ts (ms
+ * since the epoch), and when more than one port was tried dst_ports (the
+ * first ND_PORTS_KEEP) and other_ports (packets to the rest). For a
+ * summary entry: sandbox, iface, summary true, decision, reason, count,
+ * keys, first_ts, last_ts. */
 json_t	*rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
 	    const char *reason);
 /* rec_reload_fields: a policy.reload record: decision "allow" (ok) or

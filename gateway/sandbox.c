@@ -702,25 +702,35 @@ static void	arm_timer(struct sbx *m, struct sandbox *s);
 
 /*
  * Removes s everywhere (kernel, row, memory) under the record `kind`
- * (sandbox.delete or sandbox.expire), which is committed first: no
- * teardown without a record. -1 with errno EPIPE when the record is not
- * durable (nothing touched), or EIO when the kernel refuses: the row and
- * the entry then stay, so that a later delete or the next start tries
- * again, and a finding says the sandbox outlived its record.
+ * (sandbox.delete or sandbox.expire). The record is committed first when
+ * the log takes it; when it does not (the log's volume full, the database
+ * failing), the removal goes ahead all the same -- a log that cannot write
+ * must never keep a sandbox alive -- and its record, saying the teardown
+ * was done first, follows when the log takes it (rec_commit_after). -1
+ * with errno EIO when the kernel refuses: the row and the entry then stay,
+ * so that a later delete or the next start tries again, and a finding says
+ * the sandbox outlived its record.
  */
 static int
 sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
     const char *reason, char *err, size_t errlen)
 {
-	char id[SBX_ID_MAX + 1];
+	char id[SBX_ID_MAX + 1], detail[160];
+	int recorded;
 
-	if (sb_commit(s, kind, "log", NULL, reason, err, errlen) == -1) {
-		log_warnx("sandbox %s: not removed: %s", s->rec.id, err);
+	if (!(recorded = sb_commit(s, kind, "log", NULL, reason, err,
+	    errlen) == 0)) {
+		log_warnx("sandbox %s: removing before its record: %s",
+		    s->rec.id, err);
 		m->failures++;
-		errno = EPIPE;
-		return -1;
 	}
 	if (sb_kernel_remove(m, s, err, errlen) == -1) {
+		if (!recorded) {
+			snprintf(detail, sizeof(detail), "%s; removal failed, "
+			    "recorded after the attempt", reason);
+			rec_commit_after(kind, sb_fields(s, "log", "failed",
+			    detail));
+		}
 		log_warnx("sandbox %s: remove: %s", s->rec.id, err);
 		if (rec_async("finding", rec_finding_fields(s->rec.id,
 		    "sandbox.remove_failed", "high", err)) == -1)
@@ -728,6 +738,12 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 		m->failures++;
 		errno = EIO;
 		return -1;
+	}
+	if (!recorded) {
+		/* result "done": this record comes after the teardown. */
+		snprintf(detail, sizeof(detail), "%s; recorded after the "
+		    "teardown", reason);
+		rec_commit_after(kind, sb_fields(s, "log", "done", detail));
 	}
 	if (sbx_db_delete(m->db, s->rec.id, err, errlen) == -1) {
 		/* The kernel part is gone; the next start sees a record
@@ -760,7 +776,8 @@ on_expire(struct ev_loop *loop, void *arg)
 		m->expires++;
 		return;
 	}
-	/* Retry later rather than keep a sandbox past its TTL silently. */
+	/* Only the kernel refuses an expiry (the log never does): retry
+	 * later rather than keep a sandbox past its TTL silently. */
 	if ((s->timer = ev_timer_add(s->m->loop, 10000, on_expire, s)) ==
 	    NULL)
 		log_warn("sandbox %s: expiry timer", s->rec.id);
@@ -1759,9 +1776,8 @@ h_delete(struct ctl_req *req, void *arg)
 		if (errno == ENOENT)
 			return ctl_reply_error(req, 404, "not_found",
 			    "no such sandbox");
-		if (errno == EPIPE)
-			return ctl_reply_error(req, 503, "audit_unavailable",
-			    "%s", err);
+		/* The log never refuses a removal (sb_remove): what is
+		 * left is the kernel's refusal. */
 		return ctl_reply_error(req, 500, "kernel", "%s", err);
 	}
 	return ctl_reply_json(req, 200, json_pack("{s:s, s:b}", "id", id,

@@ -172,10 +172,11 @@ int		 sbx_routes(struct sbx *m, struct ctl *ctl);
  * the loop for one group commit. */
 unsigned	 sbx_create(struct sbx *m, json_t *body, json_t **reply);
 /* sbx_delete: removes sandbox id everywhere (elements, namespace, row),
- * after its sandbox.delete record is durable. -1 with errno ENOENT for an
- * unknown id, EPIPE when the record could not be committed (nothing was
- * touched), or EIO with err when the kernel refuses (the sandbox is then
- * kept, to be retried, and a finding records it). */
+ * after its sandbox.delete record is durable, or, when the log cannot take
+ * it, before it (the record follows, see rec_commit_after: the log never
+ * keeps a sandbox alive). -1 with errno ENOENT for an unknown id, or EIO
+ * with err when the kernel refuses (the sandbox is then kept, to be
+ * retried, and a finding records it). */
 int		 sbx_delete(struct sbx *m, const char *id, char *err,
 		    size_t errlen);
 

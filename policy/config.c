@@ -261,8 +261,10 @@ ydnscfg(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 static void
 yaudit(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 {
-	static const char *const keys[] = { "db", "key", "origin", NULL };
+	static const char *const keys[] = { "db", "key", "origin",
+	    "reserve_kib", "min_free_percent", "min_free_mib", NULL };
 	const struct ynode *v;
+	uint64_t u;
 
 	if (!ycheck_map(w, n, "audit", keys))
 		return;
@@ -278,6 +280,16 @@ yaudit(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 		    strpbrk(c->audit_origin, " \t\n") != NULL))
 			yerr(w, v, "origin must be non-empty without spaces");
 	}
+	/* Caps: a reserve of a GiB, and thresholds a volume can meet. */
+	if ((v = yget(n, "reserve_kib")) != NULL &&
+	    yuint(w, v, 1024 * 1024, &u) == 0)
+		c->audit_reserve_kib = (uint32_t)u;
+	if ((v = yget(n, "min_free_percent")) != NULL &&
+	    yuint(w, v, 99, &u) == 0)
+		c->audit_min_free_percent = (uint32_t)u;
+	if ((v = yget(n, "min_free_mib")) != NULL &&
+	    yuint(w, v, 1024 * 1024, &u) == 0)
+		c->audit_min_free_mib = (uint32_t)u;
 }
 
 static void
@@ -526,6 +538,8 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	c->dns_max_learned = POL_DNS_LEARNED_DEFAULT;
 	c->max_sandboxes = 4096;
 	c->nflog_group = 7;
+	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
+	c->audit_min_free_percent = 10;
 	if (ycheck_map(&w, root, "the config", keys)) {
 		if ((v = yget(root, "version")) == NULL)
 			yerr(&w, root, "missing required key \"version\"");

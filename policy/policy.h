@@ -247,6 +247,15 @@ struct pol_config {
 	char			*audit_db;	/* default <state_dir>/audit.db */
 	char			*audit_key;	/* PKCS#8 Ed25519, optional */
 	char			*audit_origin;
+	/* Space held back on the log's volume for removal and expiry
+	 * records (audit.reserve_kib, default 4096, 0 = none), and the
+	 * free space under which the volume is reported low (a finding and
+	 * sluice_audit_volume_low): audit.min_free_percent of its size
+	 * (default 10) or audit.min_free_mib (default 0), the larger. */
+	uint32_t		 audit_reserve_kib;
+#define POL_AUDIT_RESERVE_DEFAULT	4096
+	uint32_t		 audit_min_free_percent;
+	uint32_t		 audit_min_free_mib;
 	struct pol_sink		*sinks;
 	size_t			 nsinks;
 	struct pol_mcp_server	*servers;

@@ -48,6 +48,7 @@
 #include "gateway/bridge/br_int.h"
 #include "gateway/log.h"
 #include "gateway/mhd.h"
+#include "gateway/record.h"
 
 #define SLUICE_BR_VERSION	"0.1.0"
 
@@ -479,6 +480,11 @@ identify(struct br_req *rq)
 	if (br->h.identify(br->h.ctx, sa, slen, token, &rq->client) == -1 ||
 	    rq->client.policy == NULL || rq->client.id[0] == '\0') {
 		br_client_release(br, &rq->client);
+		/* Anyone who reaches the port can send these: recorded
+		 * within a budget per source and interval, the rest counted
+		 * into one summary (rec_tally). */
+		if (rec_tally(REC_TALLY_MCP_AUTH, rq->src, NULL) == 0)
+			return -1;
 		/* Never the token itself: only whether one came. */
 		snprintf(detail, sizeof(detail), "bridge request from %s %s "
 		    "refused: %s", rq->src, rq->path, token == NULL ?

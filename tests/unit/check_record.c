@@ -11,6 +11,7 @@
  * log accepts, and nothing in this suite touches the network.
  */
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -586,60 +587,181 @@ START_TEST(rec_async_without_recorder)
 }
 END_TEST
 
-/* A converter that ran out of memory hands rec_async NULL: the record is
- * lost, so the log must say so (a log.gap out_of_memory), never be
- * silent about it. */
-START_TEST(rec_async_null_is_a_gap)
+/* A recorder on a temp dir (*dir: its path, for rm -rf). */
+static struct rec *
+open_rec(char *dir, struct pol_config **cfgp, struct ev_loop **loopp,
+    struct pol_errors **errsp)
 {
-	struct pol_errors *errs = pol_errors_new(8);
-	struct pol_config *cfg;
-	struct ev_loop *loop;
+	char path[128], yaml[512], err[256];
 	struct rec *r;
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	char dir[] = "/tmp/check_record.XXXXXX", path[128], yaml[512],
-	    err[256], dbpath[160];
 	FILE *fp;
-	int gaps = 0;
 
+	*errsp = pol_errors_new(8);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/sluice.yaml", dir);
 	snprintf(yaml, sizeof(yaml), "version: 1\nstate_dir: %s\n"
-	    "run_dir: %s\npolicy_dir: %s\ndns:\n  upstreams: [192.0.2.53]\n",
-	    dir, dir, dir);
+	    "run_dir: %s\npolicy_dir: %s\ndns:\n  upstreams: [192.0.2.53]\n"
+	    "audit:\n  reserve_kib: 256\n", dir, dir, dir);
 	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
 	fputs(yaml, fp);
 	ck_assert_int_eq(fclose(fp), 0);
-	cfg = pol_config_load(path, errs);
-	ck_assert_msg(cfg != NULL, "config: %s", pol_errors_get(errs, 0));
-	ck_assert_ptr_nonnull(loop = ev_new());
-	r = rec_open(cfg, loop, err, sizeof(err));
+	*cfgp = pol_config_load(path, *errsp);
+	ck_assert_msg(*cfgp != NULL, "config: %s", pol_errors_get(*errsp, 0));
+	ck_assert_ptr_nonnull(*loopp = ev_new());
+	r = rec_open(*cfgp, *loopp, err, sizeof(err));
 	ck_assert_msg(r != NULL, "rec_open: %s", err);
-	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
-	errno = 0;
-	ck_assert_int_eq(rec_async("dns.decision", NULL), -1);
-	ck_assert_int_eq(errno, ENOMEM);
-	rec_close(r);
+	return r;
+}
+
+/* Frees what open_rec made, its directory included. */
+static void
+open_rec_done(const char *dir, struct pol_config *cfg, struct ev_loop *loop,
+    struct pol_errors *errs)
+{
+	char cmd[160];
+
+	ev_free(loop);
+	pol_config_free(cfg);
+	pol_errors_free(errs);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Records of the log at dbpath whose canon holds every needle (NULL
+ * ended); *sum: the sum of their "count" members. */
+static int
+records_with(const char *dbpath, const char *const *needles, long long *sum)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int n = 0, i, all;
+
+	*sum = 0;
 	ck_assert_int_eq(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY,
 	    NULL), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT canon FROM records",
 	    -1, &st, NULL), SQLITE_OK);
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *c = (const char *)sqlite3_column_text(st, 0);
+		const char *c = (const char *)sqlite3_column_text(st, 0), *k;
 
-		if (strstr(c, "\"kind\":\"log.gap\"") != NULL &&
-		    strstr(c, "\"out_of_memory\"") != NULL &&
-		    strstr(c, "\"lost\":1") != NULL)
-			gaps++;
+		for (all = 1, i = 0; needles[i] != NULL; i++)
+			all &= strstr(c, needles[i]) != NULL;
+		if (!all)
+			continue;
+		n++;
+		if ((k = strstr(c, "\"count\":")) != NULL)
+			*sum += atoll(k + 8);
 	}
 	sqlite3_finalize(st);
 	sqlite3_close(db);
-	ck_assert_int_eq(gaps, 1);
-	ev_free(loop);
-	pol_config_free(cfg);
-	pol_errors_free(errs);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	ck_assert_int_eq(system(path), 0);
+	return n;
+}
+
+/* A converter that ran out of memory hands rec_async NULL: the record is
+ * lost, so the log must say so (a log.gap out_of_memory), never be
+ * silent about it. */
+START_TEST(rec_async_null_is_a_gap)
+{
+	static const char *const gap[] = { "\"kind\":\"log.gap\"",
+	    "\"out_of_memory\"", "\"lost\":1", NULL };
+	struct pol_errors *errs;
+	struct pol_config *cfg;
+	struct ev_loop *loop;
+	struct rec *r;
+	char dir[] = "/tmp/check_record.XXXXXX", dbpath[160];
+	long long sum;
+
+	r = open_rec(dir, &cfg, &loop, &errs);
+	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
+	errno = 0;
+	ck_assert_int_eq(rec_async("dns.decision", NULL), -1);
+	ck_assert_int_eq(errno, ENOMEM);
+	rec_close(r);
+	ck_assert_int_eq(records_with(dbpath, gap, &sum), 1);
+	open_rec_done(dir, cfg, loop, errs);
+}
+END_TEST
+
+/*
+ * Events anyone can cause at packet rate are summarised per source: DNS
+ * from 100 addresses that are no sandbox (budget 0) give one summary per
+ * address for the first 64 and one shared summary for the rest, with every
+ * event counted; a bridge 401 source gets its first event itemised and the
+ * rest in one summary. Without a recorder every event is the caller's.
+ */
+START_TEST(tally_summarises_per_source)
+{
+	static const char *const dns_sum[] = { "\"kind\":\"dns.decision\"",
+	    "\"summary\":true", "\"unknown_source\"", NULL };
+	static const char *const dns_other[] = { "\"kind\":\"dns.decision\"",
+	    "\"other_sources\":true", NULL };
+	static const char *const mcp_sum[] = { "\"kind\":\"finding\"",
+	    "\"summary\":true", "\"mcp.auth_failed\"",
+	    "\"client\":\"192.0.2.7\"", NULL };
+	struct pol_errors *errs;
+	struct pol_config *cfg;
+	struct ev_loop *loop;
+	struct rec *r;
+	char dir[] = "/tmp/check_record.XXXXXX", src[32], dbpath[160];
+	long long sum;
+	int i, own = 0;
+
+	ck_assert_int_eq(rec_tally(REC_TALLY_DNS_UNKNOWN, "192.0.2.1", NULL),
+	    1);
+	r = open_rec(dir, &cfg, &loop, &errs);
+	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
+	for (i = 0; i < 1000; i++) {
+		snprintf(src, sizeof(src), "198.51.100.%d", i % 100);
+		own += rec_tally(REC_TALLY_DNS_UNKNOWN, src, NULL);
+	}
+	ck_assert_int_eq(own, 0);
+	for (i = 0; i < 10; i++)
+		own += rec_tally(REC_TALLY_MCP_AUTH, "192.0.2.7", NULL);
+	ck_assert_int_eq(own, 1);
+	rec_close(r);		/* writes what is counted */
+	ck_assert_int_eq(records_with(dbpath, dns_sum, &sum), 65);
+	ck_assert_int_eq(sum, 1000);
+	ck_assert_int_eq(records_with(dbpath, dns_other, &sum), 1);
+	ck_assert_int_eq(sum, 36 * 10);
+	ck_assert_int_eq(records_with(dbpath, mcp_sum, &sum), 1);
+	ck_assert_int_eq(sum, 9);
+	open_rec_done(dir, cfg, loop, errs);
+}
+END_TEST
+
+/*
+ * The record of an action done while no log could take it is held, and
+ * written by the next recorder; the recorder keeps its reserve beside the
+ * database.
+ */
+START_TEST(commit_after_is_held_until_a_log_takes_it)
+{
+	static const char *const del[] = { "\"kind\":\"sandbox.delete\"",
+	    "\"id\":\"sbx-held\"", "\"result\":\"done\"", NULL };
+	struct pol_errors *errs;
+	struct pol_config *cfg;
+	struct ev_loop *loop;
+	struct rec *r;
+	struct stat sb;
+	char dir[] = "/tmp/check_record.XXXXXX", dbpath[160], res[200],
+	    err[256];
+	long long sum;
+
+	r = open_rec(dir, &cfg, &loop, &errs);
+	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
+	snprintf(res, sizeof(res), "%s.reserve", dbpath);
+	ck_assert_int_eq(stat(res, &sb), 0);
+	ck_assert_int_gt(sb.st_size, 0);
+	rec_close(r);
+	rec_commit_after("sandbox.delete", json_pack("{s:{s:s},s:s,s:s}",
+	    "sandbox", "id", "sbx-held", "decision", "log", "result",
+	    "done"));
+	ck_assert_int_eq(records_with(dbpath, del, &sum), 0);
+	r = rec_open(cfg, loop, err, sizeof(err));
+	ck_assert_msg(r != NULL, "rec_open: %s", err);
+	rec_close(r);
+	ck_assert_int_eq(records_with(dbpath, del, &sum), 1);
+	open_rec_done(dir, cfg, loop, errs);
 }
 END_TEST
 
@@ -667,6 +789,8 @@ main(void)
 	tcase_add_test(lim, dns_record_canon_escapes);
 	tcase_add_test(lim, rec_async_without_recorder);
 	tcase_add_test(lim, rec_async_null_is_a_gap);
+	tcase_add_test(lim, tally_summarises_per_source);
+	tcase_add_test(lim, commit_after_is_held_until_a_log_takes_it);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);
 	sr = srunner_create(s);

@@ -1,13 +1,15 @@
 /*
  * check_sbx_netdeny: the aggregation of denied packets into net.deny events
  * (gateway/netdeny.c). What users rely on: one event per sandbox link,
- * 5-tuple and reason per second, with the right count and first/last
- * times; packets that differ in any part of the key are never merged, while
- * garbage beyond the key (bytes after a NUL, the unused tail of an IPv4
- * address) never splits a key; a flood of distinct packets cannot grow the
- * table past its cap, and what did not fit is counted; the reason names the
- * rule class and, for always-denied and private destinations, the address
- * class ("always_denied:metadata").
+ * reason, protocol and destination address per second, with the right
+ * count, first/last times and the ports tried; packets that differ in any
+ * part of the key are never merged, while source, ports and garbage beyond
+ * the key (bytes after a NUL, the unused tail of an IPv4 address) never
+ * split a key; a sandbox trying every port of a host is one event, one
+ * trying many hosts makes at most ND_LINK_KEYS events and one summary a
+ * second; a flood cannot grow the table past its cap, and what did not fit
+ * is counted; the reason names the rule class and, for always-denied and
+ * private destinations, the address class ("always_denied:metadata").
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -71,7 +73,8 @@ START_TEST(test_aggregate_same)
 		ck_assert_int_eq(nd_table_add(t, &d, 5000 + i), 0);
 	/* Out of order times still give the true first and last. */
 	ck_assert_int_eq(nd_table_add(t, &d, 4990), 0);
-	ck_assert_uint_eq(nd_table_size(t), 1);
+	/* The key and its link's summary (empty: not a record). */
+	ck_assert_uint_eq(nd_table_size(t), 2);
 	ck_assert_uint_eq(nd_table_flush(t, seen_cb, &s), 0);
 	ck_assert_uint_eq(s.n, 1);
 	ck_assert_uint_eq(s.e[0].count, 101);
@@ -102,7 +105,7 @@ START_TEST(test_aggregate_tag)
 	ck_assert_ptr_nonnull(t);
 	pkt(&d, "sl-3", "10.231.0.14", "198.51.100.66", IPPROTO_TCP, 40000,
 	    443, "deny:default");
-	pkt(&other, "sl-3", "10.231.0.14", "198.51.100.66", IPPROTO_TCP,
+	pkt(&other, "sl-3", "10.231.0.14", "198.51.100.67", IPPROTO_TCP,
 	    40001, 443, "deny:default");
 	ck_assert_int_eq(nd_table_tag(t, &d, "sbx-a"), -1);
 	ck_assert_int_eq(errno, ENOENT);
@@ -120,6 +123,8 @@ START_TEST(test_aggregate_tag)
 	    s.e[1].sandbox, "sbx-a");
 	ck_assert_str_eq(s.e[0].d.sport == 40001 ? s.e[0].sandbox :
 	    s.e[1].sandbox, "01234567890123456789012345678901");
+	ck_assert_int_eq(s.e[0].summary, 0);
+	ck_assert_int_eq(s.e[1].summary, 0);
 	s.n = 0;
 	ck_assert_int_eq(nd_table_add(t, &d, 2000), 1);
 	nd_table_flush(t, seen_cb, &s);
@@ -129,7 +134,8 @@ START_TEST(test_aggregate_tag)
 }
 END_TEST
 
-/* Each variant differs from the base in exactly one part of the key. */
+/* Each variant differs from the base in exactly one part of the key
+ * (d[1..4]) or in a part that is not (d[5..7]: source, ports). */
 START_TEST(test_aggregate_distinct)
 {
 	struct nd_table *t = nd_table_new(64);
@@ -142,27 +148,39 @@ START_TEST(test_aggregate_distinct)
 	    443, "deny:default");
 	pkt(&d[1], "sl-1", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40000,
 	    443, "deny:default");
-	pkt(&d[2], "sl-0", "10.231.0.6", "198.51.100.66", IPPROTO_TCP, 40000,
+	pkt(&d[2], "sl-0", "10.231.0.2", "198.51.100.67", IPPROTO_TCP, 40000,
 	    443, "deny:default");
-	pkt(&d[3], "sl-0", "10.231.0.2", "198.51.100.67", IPPROTO_TCP, 40000,
+	pkt(&d[3], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP, 40000,
 	    443, "deny:default");
-	pkt(&d[4], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP, 40000,
-	    443, "deny:default");
-	pkt(&d[5], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40001,
-	    443, "deny:default");
-	pkt(&d[6], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40000,
-	    444, "deny:default");
-	pkt(&d[7], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40000,
+	pkt(&d[4], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40000,
 	    443, "deny:rule");
-	for (i = 0; i < 8; i++)
-		ck_assert_int_eq(nd_table_add(t, &d[i], 1), 1);
-	for (i = 0; i < 8; i++)
-		ck_assert_int_eq(nd_table_add(t, &d[i], 2), 0);
-	ck_assert_uint_eq(nd_table_size(t), 8);
+	pkt(&d[5], "sl-0", "10.231.0.6", "198.51.100.66", IPPROTO_TCP, 40000,
+	    443, "deny:default");
+	pkt(&d[6], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40001,
+	    443, "deny:default");
+	pkt(&d[7], "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_TCP, 40000,
+	    444, "deny:default");
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(nd_table_add(t, &d[i], 1), ND_ADD_NEW);
+	for (i = 5; i < 8; i++)
+		ck_assert_int_eq(nd_table_add(t, &d[i], 1), ND_ADD_COUNTED);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(nd_table_add(t, &d[i], 2), ND_ADD_COUNTED);
+	/* Five keys and the summaries of links sl-0 and sl-1. */
+	ck_assert_uint_eq(nd_table_size(t), 7);
 	nd_table_flush(t, seen_cb, &s);
-	ck_assert_uint_eq(s.n, 8);
-	for (i = 0; i < 8; i++)
-		ck_assert_uint_eq(s.e[i].count, 2);
+	ck_assert_uint_eq(s.n, 5);
+	for (i = 0; i < 5; i++) {
+		int base = strcmp(s.e[i].d.ifname, "sl-0") == 0 &&
+		    s.e[i].d.proto == IPPROTO_TCP && s.e[i].d.dst[3] == 66 &&
+		    strcmp(s.e[i].d.prefix, "deny:default") == 0;
+
+		ck_assert_uint_eq(s.e[i].count, base ? 5 : 2);
+		/* The first packet's source and ports; the ports tried. */
+		ck_assert_uint_eq(s.e[i].d.sport, 40000);
+		ck_assert_uint_eq(s.e[i].d.dport, 443);
+		ck_assert_uint_eq(s.e[i].nports, base ? 2 : 1);
+	}
 	nd_table_free(t);
 }
 END_TEST
@@ -184,40 +202,117 @@ START_TEST(test_aggregate_garbage)
 	memset(b.dst + 4, 0xdd, 12);
 	ck_assert_int_eq(nd_table_add(t, &a, 1), 1);
 	ck_assert_int_eq(nd_table_add(t, &b, 1), 0);
-	ck_assert_uint_eq(nd_table_size(t), 1);
+	ck_assert_uint_eq(nd_table_size(t), 2);	/* key and link summary */
 	nd_table_free(t);
 }
 END_TEST
 
+/* A sandbox trying 10000 ports of one host: one key, the ports it tried
+ * first named, the rest counted. */
+START_TEST(test_port_scan)
+{
+	struct nd_table *t = nd_table_new(100);
+	struct fw_denied d;
+	struct seen s = { .n = 0 };
+	unsigned port;
+
+	ck_assert_ptr_nonnull(t);
+	for (port = 1; port <= 10000; port++) {
+		pkt(&d, "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP,
+		    5000, (uint16_t)port, "deny:default");
+		ck_assert_int_eq(nd_table_add(t, &d, port), port == 1 ?
+		    ND_ADD_NEW : ND_ADD_COUNTED);
+	}
+	ck_assert_uint_eq(nd_table_dropped(t), 0);
+	nd_table_flush(t, seen_cb, &s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_uint_eq(s.e[0].count, 10000);
+	ck_assert_uint_eq(s.e[0].nports, ND_PORTS_KEEP);
+	ck_assert_uint_eq(s.e[0].ports[0], 1);
+	ck_assert_uint_eq(s.e[0].ports[ND_PORTS_KEEP - 1], ND_PORTS_KEEP);
+	ck_assert_uint_eq(s.e[0].other_ports, 10000 - ND_PORTS_KEEP);
+	nd_table_free(t);
+}
+END_TEST
+
+/* A sandbox trying 1000 hosts: ND_LINK_KEYS keys, the rest in its link's
+ * one summary; another link still gets its own keys. */
+START_TEST(test_link_budget)
+{
+	struct nd_table *t = nd_table_new(1000);
+	struct fw_denied d;
+	struct seen s = { .n = 0 };
+	char dst[32];
+	size_t i, keys = 0, sums = 0;
+	int rc;
+
+	ck_assert_ptr_nonnull(t);
+	for (i = 0; i < 1000; i++) {
+		snprintf(dst, sizeof(dst), "198.51.%zu.%zu", 100 + i / 250,
+		    i % 250 + 1);
+		pkt(&d, "sl-0", "10.231.0.2", dst, IPPROTO_TCP, 5000, 443,
+		    "deny:default");
+		rc = nd_table_add(t, &d, (int64_t)i);
+		ck_assert_int_eq(rc, i < ND_LINK_KEYS ? ND_ADD_NEW :
+		    ND_ADD_SUMMARISED);
+		if (i == 0)
+			ck_assert_int_eq(nd_table_tag(t, &d, "sbx-a"), 0);
+	}
+	pkt(&d, "sl-1", "10.231.0.6", "198.51.100.1", IPPROTO_TCP, 5000, 443,
+	    "deny:default");
+	ck_assert_int_eq(nd_table_add(t, &d, 5), ND_ADD_NEW);
+	nd_table_flush(t, seen_cb, &s);
+	for (i = 0; i < s.n; i++) {
+		if (!s.e[i].summary) {
+			keys++;
+			continue;
+		}
+		sums++;
+		ck_assert_str_eq(s.e[i].d.ifname, "sl-0");
+		ck_assert_str_eq(s.e[i].sandbox, "sbx-a");
+		ck_assert_uint_eq(s.e[i].count, 1000 - ND_LINK_KEYS);
+		ck_assert_uint_eq(s.e[i].nkeys, ND_LINK_KEYS);
+		ck_assert_int_eq(s.e[i].first_ms, ND_LINK_KEYS);
+		ck_assert_int_eq(s.e[i].last_ms, 999);
+	}
+	ck_assert_uint_eq(keys, ND_LINK_KEYS + 1);
+	ck_assert_uint_eq(sums, 1);
+	nd_table_free(t);
+}
+END_TEST
+
+/* Links beyond what the table holds: the rest counted as dropped. */
 START_TEST(test_cap)
 {
 	struct nd_table *t = nd_table_new(100);
 	struct fw_denied d;
 	struct seen s = { .n = 0 };
-	uint16_t port;
+	char ifname[16];
+	unsigned i;
 	int adds = 0;
 
 	ck_assert_ptr_nonnull(t);
-	/* A flood of 10000 distinct packets: 100 keys, the rest counted. */
-	for (port = 1; port <= 10000; port++) {
-		pkt(&d, "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP,
-		    5000, port, "deny:default");
-		if (nd_table_add(t, &d, port) == 1)
+	/* 10000 links, a key and a summary each: 50 fit. */
+	for (i = 0; i < 10000; i++) {
+		snprintf(ifname, sizeof(ifname), "sl-%u", i);
+		pkt(&d, ifname, "10.231.0.2", "198.51.100.66", IPPROTO_UDP,
+		    5000, 53, "deny:default");
+		if (nd_table_add(t, &d, i) == ND_ADD_NEW)
 			adds++;
 	}
-	ck_assert_int_eq(adds, 100);
+	ck_assert_int_eq(adds, 50);
 	ck_assert_uint_eq(nd_table_size(t), 100);
-	ck_assert_uint_eq(nd_table_dropped(t), 9900);
+	ck_assert_uint_eq(nd_table_dropped(t), 9950);
 	/* Keys already held still count while the table is full. */
-	pkt(&d, "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP, 5000, 1,
+	pkt(&d, "sl-0", "10.231.0.2", "198.51.100.66", IPPROTO_UDP, 5000, 53,
 	    "deny:default");
-	ck_assert_int_eq(nd_table_add(t, &d, 20000), 0);
-	ck_assert_uint_eq(nd_table_dropped(t), 9900);
-	ck_assert_uint_eq(nd_table_flush(t, NULL, NULL), 9900);
+	ck_assert_int_eq(nd_table_add(t, &d, 20000), ND_ADD_COUNTED);
+	ck_assert_uint_eq(nd_table_dropped(t), 9950);
+	ck_assert_uint_eq(nd_table_flush(t, NULL, NULL), 9950);
 	ck_assert_uint_eq(nd_table_dropped(t), 0);
 	ck_assert_uint_eq(nd_table_size(t), 0);
 	/* After a flush the table takes new keys again. */
-	ck_assert_int_eq(nd_table_add(t, &d, 1), 1);
+	ck_assert_int_eq(nd_table_add(t, &d, 1), ND_ADD_NEW);
 	nd_table_flush(t, seen_cb, &s);
 	ck_assert_uint_eq(s.n, 1);
 	nd_table_free(t);
@@ -308,6 +403,8 @@ nd_suite(void)
 	suite_add_tcase(s, tc);
 	tcase_add_test(tl, test_aggregate_garbage);
 	tcase_add_test(tl, test_cap);
+	tcase_add_test(tl, test_port_scan);
+	tcase_add_test(tl, test_link_budget);
 	tcase_add_test(tl, test_bad_cap);
 	tcase_add_test(tl, test_reason_hostile);
 	suite_add_tcase(s, tl);
