@@ -499,7 +499,9 @@ exec_info(const char *id, struct target *t)
  *   NET_BIND_SERVICE, which act only on sockets of the caller's own
  *   namespace), and the securebits are locked so that uid 0 regains
  *   nothing at exec (NOROOT) nor through setuid (NO_SETUID_FIXUP) and no
- *   ambient capability can be raised later;
+ *   ambient capability can be raised later (KEEP_CAPS stays unlocked:
+ *   with NO_SETUID_FIXUP it changes nothing, and tools such as ping set
+ *   it and give up when they cannot);
  * - --user switches gids, groups and uid; caps survive the switch only
  *   because NO_SETUID_FIXUP is set first, and only for --net-raw;
  * - permitted, effective and inheritable become the kept set, which is
@@ -589,8 +591,8 @@ confine(const struct exec_opts *xo, char *err, size_t errlen)
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 ||
 	    prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-	    SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-	    SECBIT_KEEP_CAPS_LOCKED, 0, 0, 0) == -1) {
+	    SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED, 0, 0,
+	    0) == -1) {
 		snprintf(err, errlen, "securebits: %s", strerror(errno));
 		return -1;
 	}
@@ -615,7 +617,7 @@ confine(const struct exec_opts *xo, char *err, size_t errlen)
 		}
 	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
 	    SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-	    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+	    SECBIT_NO_CAP_AMBIENT_RAISE |
 	    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0, 0, 0) == -1 ||
 	    caps_set(keep, 0) == -1) {
 		snprintf(err, errlen, "securebits: %s", strerror(errno));

@@ -150,6 +150,9 @@ check "exec --net-raw: a raw socket can be opened" \
     sl exec --net-raw "$X" -- python3 -c "$rawsock"
 check_fails "exec: without --net-raw it cannot" \
     sl exec "$X" -- python3 -c "$rawsock"
+# ping sets KEEP_CAPS and gives up when it cannot: that bit stays free.
+check_match "exec --net-raw: ping sends its echo request" "1 packets transmitted" \
+    "$(sl exec --net-raw "$X" -- ping -n -c 1 -W 1 "$WORLD_ATTACKER" 2>&1)"
 check_fails "exec --net-raw: nsenter into sluiced's namespace still fails" \
     sl exec --net-raw "$X" -- nsenter --net="/proc/$SPID/ns/net" true
 VH=hxv$$
