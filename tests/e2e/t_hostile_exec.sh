@@ -155,13 +155,20 @@ check_match "exec --net-raw: ping sends its echo request" "1 packets transmitted
     "$(sl exec --net-raw "$X" -- ping -n -c 1 -W 1 "$WORLD_ATTACKER" 2>&1)"
 check_fails "exec --net-raw: nsenter into sluiced's namespace still fails" \
     sl exec --net-raw "$X" -- nsenter --net="/proc/$SPID/ns/net" true
-VH=hxv$$
-if sl exec --net-raw "$X" -- ip link add "${VH}a" type veth peer name "${VH}b" netns "$SPID" 2>/dev/null; then
-	not_ok "exec --net-raw: no veth into sluiced's namespace"
-	world_host ip link del "${VH}b" 2>/dev/null
-else
-	ok "exec --net-raw: no veth into sluiced's namespace"
-fi
+# no_veth OPTS...: a veth whose peer lands in sluiced's namespace (a link
+# that bypasses the table) cannot be made.
+no_veth() {
+	local vh=hxv$$
+	if sl exec "$@" "$X" -- ip link add "${vh}a" type veth peer name \
+	    "${vh}b" netns "$SPID" 2>/dev/null; then
+		not_ok "exec${*:+ $*}: no veth into sluiced's namespace"
+		world_host ip link del "${vh}b" 2>/dev/null
+	else
+		ok "exec${*:+ $*}: no veth into sluiced's namespace"
+	fi
+}
+no_veth
+no_veth --net-raw
 check_eq "exec --net-raw --user 65534: the same two capabilities" \
     "CapInh=$R CapPrm=$R CapEff=$R CapBnd=$R CapAmb=$R NoNewPrivs=1 " \
     "$(caps exec --net-raw --user 65534 "$X" --)"
