@@ -144,7 +144,9 @@ struct aud_key	*aud_key_new(const char *name, char *err, size_t errlen);
 /* aud_key_from_seed: a private key from a 32-byte RFC 8032 seed. */
 struct aud_key	*aud_key_from_seed(const char *name, const uint8_t seed[32],
 		    char *err, size_t errlen);
-/* aud_key_load: PKCS#8 PEM private key from path, named name. */
+/* aud_key_load: PKCS#8 PEM private key from path, named name. Refused
+ * (EACCES, with the reason) unless the file is regular, owned by the
+ * effective uid and without any group or other permission bits. */
 struct aud_key	*aud_key_load(const char *path, const char *name, char *err,
 		    size_t errlen);
 /* aud_key_from_vkey: public key from "name+hexid+base64(0x01||pub)"; the

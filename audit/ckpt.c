@@ -5,6 +5,8 @@
  * any C2SP verifier (Go's sumdb/note, witnesses) reads what we write, and key
  * IDs and vkeys follow c2sp.org/signed-note so reviewers can pin our key.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -224,11 +226,40 @@ struct aud_key *
 aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 {
 	EVP_PKEY *pk;
+	struct stat sb;
 	FILE *f;
-	int asked = 0;
+	int asked = 0, fd;
 
-	if ((f = fopen(path, "r")) == NULL) {
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
 		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	/* Whoever else can read the key can sign a rewritten log, and
+	 * whoever owns it can make it readable: refuse both, on the file
+	 * actually opened. */
+	if (fstat(fd, &sb) == -1) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 077) != 0) {
+		if (sb.st_uid != geteuid())
+			seterr(err, errlen, "%s: the audit key must be owned by "
+			    "uid %ld (it is owned by uid %ld)", path,
+			    (long)geteuid(), (long)sb.st_uid);
+		else
+			seterr(err, errlen, "%s: the audit key must be a "
+			    "regular file readable by its owner only (mode "
+			    "0600, not %04o)", path,
+			    (unsigned)(sb.st_mode & 07777));
+		close(fd);
+		errno = EACCES;
+		return NULL;
+	}
+	if ((f = fdopen(fd, "r")) == NULL) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
 		return NULL;
 	}
 	pk = PEM_read_PrivateKey(f, NULL, no_password, &asked);

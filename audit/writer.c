@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1546,10 +1547,16 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	/* The log is evidence about sandboxes: create it private (SQLite
-	 * would use 0644); the -wal and -shm files inherit this mode. */
-	if ((e = open(o->db_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0600)) != -1)
-		close(e);
+	 * would use 0644), and narrow one an older version left wider; the
+	 * -wal and -shm files inherit this mode. */
+	if ((e = open(o->db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) ==
+	    -1 || fchmod(e, 0600) == -1) {
+		seterr(err, errlen, "%s: %s", o->db_path, strerror(errno));
+		if (e != -1)
+			close(e);
+		goto fail;
+	}
+	close(e);
 	if (aud_store_open(o->db_path, 1, &l->db, err, errlen) == -1)
 		goto fail;
 	/* Taken before anything else is written. A volume already too full

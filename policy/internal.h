@@ -207,6 +207,11 @@ int	 pol_class_index(const char *s);
 
 /* pol_regex_compile: PCRE2 (UTF) compile; NULL and a message in err. */
 pcre2_code *pol_regex_compile(const char *pat, char *err, size_t errlen);
+/* pol_arg_regex_compile: the same for argument constraints, where `$`
+ * means the very end of the value (PCRE2_DOLLAR_ENDONLY), never "before a
+ * final newline". */
+pcre2_code *pol_arg_regex_compile(const char *pat, char *err,
+	    size_t errlen);
 /* pol_match_context: a match context with limits for untrusted subjects. */
 pcre2_match_context *pol_match_context(void);
 

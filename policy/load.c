@@ -494,7 +494,7 @@ yargc(struct lctx *c, const struct ynode *n, const char *where,
 	if ((v = yget(n, "pattern")) != NULL) {
 		strish = true;
 		if (yis(&c->w, v, Y_SCALAR, "pattern") &&
-		    (a->re = pol_regex_compile(v->str, err,
+		    (a->re = pol_arg_regex_compile(v->str, err,
 		    sizeof(err))) == NULL)
 			yerr(&c->w, v, "invalid regex \"%s\": %s", v->str, err);
 	}

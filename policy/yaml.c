@@ -826,8 +826,8 @@ hostpat_match(const struct hostpat *hp, const char *name, size_t len)
 
 /* ------------------------------------------------------------ regexes */
 
-pcre2_code *
-pol_regex_compile(const char *pat, char *err, size_t errlen)
+static pcre2_code *
+regex_compile(const char *pat, uint32_t opts, char *err, size_t errlen)
 {
 	pcre2_code	*re;
 	int		 ec;
@@ -835,13 +835,29 @@ pol_regex_compile(const char *pat, char *err, size_t errlen)
 	PCRE2_UCHAR	 msg[160];
 
 	re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-	    PCRE2_UTF | PCRE2_NEVER_BACKSLASH_C, &ec, &off, NULL);
+	    PCRE2_UTF | PCRE2_NEVER_BACKSLASH_C | opts, &ec, &off, NULL);
 	if (re == NULL) {
 		pcre2_get_error_message(ec, msg, sizeof(msg));
 		snprintf(err, errlen, "%s at offset %zu", (char *)msg,
 		    (size_t)off);
 	}
 	return re;
+}
+
+pcre2_code *
+pol_regex_compile(const char *pat, char *err, size_t errlen)
+{
+	return regex_compile(pat, 0, err, errlen);
+}
+
+/* A constraint is a whole-value check: without DOLLAR_ENDONLY, PCRE2's `$`
+ * also matches before a final newline, so "^[ -~]*$" would pass "hi\n".
+ * Redaction patterns keep the default: there a wider `$` only redacts
+ * more. */
+pcre2_code *
+pol_arg_regex_compile(const char *pat, char *err, size_t errlen)
+{
+	return regex_compile(pat, PCRE2_DOLLAR_ENDONLY, err, errlen);
 }
 
 pcre2_match_context *

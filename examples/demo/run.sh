@@ -239,8 +239,17 @@ pause
 
 # agent ACT: run the scripted agent inside the sandbox; its own report of
 # what it saw is shown indented. The outcome that counts is the log's.
+# `sluice exec --net-raw` gives it raw sockets (ping) and nothing else; the
+# IPv6 act plays a workload a provider runs as full root in the namespace
+# (`ip netns exec`), which is what the kernel rules must hold against.
 agent() {
-	sl exec "$ID" -- "$DEMO_DIR/agent.sh" "$1" 2>&1 | head -n 20
+	if [ "$1" = meta-v6 ]; then
+		ip netns exec "sluice-$ID" "$DEMO_DIR/agent.sh" "$1" 2>&1 |
+		    head -n 20
+	else
+		sl exec --net-raw "$ID" -- "$DEMO_DIR/agent.sh" "$1" 2>&1 |
+		    head -n 20
+	fi
 	return "${PIPESTATUS[0]}"
 }
 

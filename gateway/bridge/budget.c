@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/bridge/br_int.h"
 
@@ -35,6 +37,7 @@ br_db_open(struct br *br, const char *dir, char *err, size_t errlen)
 {
 	char path[4096];
 	char *emsg = NULL;
+	int fd;
 
 	if (dir == NULL) {
 		snprintf(err, errlen, "bridge: no state directory");
@@ -51,8 +54,20 @@ br_db_open(struct br *br, const char *dir, char *err, size_t errlen)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	/* Made by us, 0600 from the first instant (SQLite would use 0644,
+	 * and its -journal copies the database's mode): budgets and
+	 * accepted pins are nobody else's to read. A file left wider by an
+	 * older version is narrowed; a symlink planted there is refused. */
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	    0600)) == -1 || fchmod(fd, 0600) == -1) {
+		snprintf(err, errlen, "bridge: %s: %s", path, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	close(fd);
 	if (sqlite3_open_v2(path, &br->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
 	    sqlite3_busy_timeout(br->db, 2000) != SQLITE_OK ||
 	    sqlite3_exec(br->db, schema, NULL, NULL, &emsg) != SQLITE_OK) {
 		snprintf(err, errlen, "bridge: %s: %s", path,

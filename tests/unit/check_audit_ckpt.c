@@ -222,6 +222,28 @@ START_TEST(test_key_files)
 	aud_key_vkey(l, v2, sizeof(v2));
 	ck_assert_str_eq(v1, v2);
 	aud_key_free(l);
+	/* Readable by the group or others, or owned by another uid: the
+	 * key is refused, saying why, before it is read. */
+	{
+		char msg[512];
+
+		ck_assert_int_eq(chmod(path, 0640), 0);
+		ck_assert_ptr_null(aud_key_load(path, "x", msg, sizeof(msg)));
+		ck_assert_msg(strstr(msg, "0640") != NULL, "%s", msg);
+		ck_assert_int_eq(chmod(path, 0604), 0);
+		ck_assert_ptr_null(aud_key_load(path, "x", NULL, 0));
+		ck_assert_int_eq(chmod(path, 0600), 0);
+		if (geteuid() == 0) {	/* only root can give a file away */
+			ck_assert_int_eq(chown(path, 1, (gid_t)-1), 0);
+			ck_assert_ptr_null(aud_key_load(path, "x", msg,
+			    sizeof(msg)));
+			ck_assert_msg(strstr(msg, "owned by") != NULL, "%s",
+			    msg);
+			ck_assert_int_eq(chown(path, 0, (gid_t)-1), 0);
+		}
+		ck_assert_ptr_nonnull(l = aud_key_load(path, "x", NULL, 0));
+		aud_key_free(l);
+	}
 	unlink(path);
 	/* Not a key: refused with a message. */
 	f = fopen(path, "w");
@@ -240,6 +262,7 @@ START_TEST(test_key_files)
 		ck_assert_int_eq(PEM_write_PKCS8PrivateKey(f, pk,
 		    EVP_aes_256_cbc(), "secret", 6, NULL, NULL), 1);
 		fclose(f);
+		ck_assert_int_eq(chmod(path, 0600), 0);
 		EVP_PKEY_free(pk);
 		ck_assert_ptr_null(aud_key_load(path, "x", msg, sizeof(msg)));
 		ck_assert_msg(strstr(msg, "encrypted") != NULL, "%s", msg);

@@ -100,7 +100,11 @@ static const char tool_policy[] =
 "      decision: allow\n"
 "      classification: confidential\n"
 "      pin: \"" PIN_A "\"\n"
-"      allow_other_args: true\n";
+"      allow_other_args: true\n"
+"    - tool: text/say\n"
+"      decision: allow\n"
+"      args:\n"
+"        m: {type: string, pattern: \"^[ -~]*$\"}\n";
 
 static struct pol_policy *pe, *pt;
 static char	 tmpdir[64];
@@ -526,6 +530,29 @@ static const struct {
 	  0, 0, 0, D, "mcp.tools[0]", "bad_arguments" },
 	{ "alice", 0, "everything", "echo", "{}", 0, 0, 0, 0, D,
 	  "mcp.tools[0]", "missing_argument" },
+	/* A pattern matches the whole value as written: `$` is its very
+	 * end, not "before a final newline", and no line separator ends
+	 * the value early (the examples' own "^[ -~]*$"). */
+#define SAY(args, v, reason) \
+	{ "alice", 0, "text", "say", args, 0, 0, 0, 0, v, "mcp.tools[7]", \
+	  reason }
+	SAY("{\"m\":\"hi\"}", A, "allowed"),
+	SAY("{\"m\":\"\"}", A, "allowed"),
+	SAY("{\"m\":\"hi\\n\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\r\\n\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\r\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"\\nhi\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\n\\n\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\u0000\"}", D, "bad_arguments"),
+	SAY("{\"m\":\"hi\\u2028\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\u2029\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\u0085\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\xe2\x80\xa8\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\xc2\x85\"}", D, "argument_constraint"),
+	SAY("{\"m\":\"hi\\u000b\"}", D, "argument_constraint"),
+#undef SAY
+	{ "alice", 0, "everything", "echo", "{\"message\":\"ab\\n\"}", 0,
+	  0, 0, 0, D, "mcp.tools[0]", "argument_constraint" },
 	{ "alice", 0, "everything", "echo", NULL, 0, 0, 0, 0, D,
 	  "mcp.tools[0]", "missing_argument" },
 	{ "alice", 0, "everything", "echo", "{\"message\":\"hi\",\"x\":1}", 0,
