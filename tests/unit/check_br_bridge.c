@@ -2359,12 +2359,42 @@ job_limits(void *arg)
 }
 
 static void
+job_ready(void *arg)
+{
+	size_t i;
+
+	*(int *)arg = 1;
+	for (i = 0; i < br->nups; i++)
+		if (br->ups[i]->state != UP_READY)
+			*(int *)arg = 0;
+}
+
+/* Waits (bounded) until every upstream of the bridge is up: a bridge torn
+ * down while a stdio child is between fork and exec has that child signal
+ * the suite's process group (see tests/lint/valgrind.sh). */
+static void
+ups_ready(void)
+{
+	struct timespec ts = { 0, 50 * 1000000 };
+	int ready = 0, i;
+
+	for (i = 0; i < 400 && !ready; i++) {
+		in_loop(job_ready, &ready);
+		if (!ready)
+			nanosleep(&ts, NULL);
+	}
+	ck_assert_msg(ready, "upstreams not ready within 20 s");
+}
+
+static void
 bridge_limits(uint32_t conns, uint32_t sbx, uint32_t deadline_s)
 {
 	lim_conns = conns;
 	lim_sbx = sbx;
 	lim_deadline_s = deadline_s;
+	ups_ready();
 	in_loop(job_limits, NULL);
+	ups_ready();
 }
 
 /* A TCP connection to the bridge from the local address src, holding half
@@ -2451,6 +2481,7 @@ START_TEST(test_conn_per_sandbox)
 
 		mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
 	}
+	ups_ready();
 }
 END_TEST
 
@@ -2482,6 +2513,7 @@ START_TEST(test_conn_full_gives_way)
 	for (i = 0; i < 3; i++)
 		close(a[i]);
 	close(c);
+	ups_ready();
 }
 END_TEST
 
@@ -2529,6 +2561,7 @@ START_TEST(test_request_deadline)
 	}
 	/* Whole requests back to back on one connection: served. */
 	open_many(NULL, 20);
+	ups_ready();
 }
 END_TEST
 

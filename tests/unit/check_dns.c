@@ -1742,7 +1742,7 @@ END_TEST
 START_TEST(upstream_tcp_bounded)
 {
 	enum { N = 12 };
-	int sfd, lfd, cfd[N], afd[N], one = 1, i, nacc = 0, nfail = 0;
+	int sfd, lfd, cfd[N], afd[N] = { 0 }, one = 1, i, nacc = 0, nfail = 0;
 	struct sockaddr_storage ss, from;
 	socklen_t sl, fl;
 	/* Long enough that none of the held queries times out meanwhile. */

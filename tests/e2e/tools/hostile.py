@@ -7,15 +7,16 @@ address it is given (the service address of the world's sluiced).
       open up to N TCP connections to HOST:PORT and keep them for SECONDS;
       KIND http: each sends half a request (the request line and one header,
       never the blank line), dns: each sends one byte of a length prefix.
-      Prints "opened O alive A" at the end: O connections were accepted,
-      A were still open (not closed or reset by the server) after SECONDS.
+      Prints "opened O" once all are made (O connected and sent), then
+      "alive A": A of them were still open (not closed or reset by the
+      server) after SECONDS.
   slowloris HOST PORT SECONDS
       one HTTP request whose headers are sent a byte a second, for at most
       SECONDS; prints "closed-after S" (the server closed it after S
       seconds) or "open-after S" (it was still open when we stopped).
   flood HOST PORT SECONDS MAX NAME
       UDP queries for <random>.NAME, as fast as the socket takes them, for
-      SECONDS or MAX queries; prints "sent N".
+      SECONDS or MAX queries; prints "started", then "sent N".
   lat HOST PORT NAME COUNT
       COUNT A queries for NAME one after another (1 s bound each); prints
       the median latency in microseconds and how many got no answer:
@@ -56,24 +57,20 @@ def hold(host, port, n, seconds, kind):
             continue
         s.setblocking(False)
         socks.append(s)
-    opened = len(socks)
+    print("opened %d" % len(socks), flush=True)
     while time.monotonic() < deadline:
         time.sleep(0.2)
     alive = 0
     for s in socks:
         try:
-            d = s.recv(1)
-            # b"": the server closed it; data: it answered (and will close).
-            if d == b"":
-                pass
-            else:
-                alive += 0
+            # b"": closed by the server (data: answered, then closed).
+            s.recv(1)
         except BlockingIOError:
             alive += 1
         except OSError:
             pass
         s.close()
-    print("opened %d alive %d" % (opened, alive))
+    print("alive %d" % alive, flush=True)
 
 
 def slowloris(host, port, seconds):
@@ -113,6 +110,7 @@ def flood(host, port, seconds, maxn, name):
     t_end = time.monotonic() + seconds
     sent = 0
     rnd = random.Random(os.getpid())
+    print("started", flush=True)
     while sent < maxn and time.monotonic() < t_end:
         q = query("f%08x.%s" % (rnd.getrandbits(32), name),
                   rnd.getrandbits(16))
