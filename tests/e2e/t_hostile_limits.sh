@@ -69,6 +69,19 @@ bridge_code() {
 }
 # opened FILE...: every hostile.py hold has made its connections.
 opened() { local f; for f; do grep -q '^opened' "$f" 2>/dev/null || return 1; done; }
+# flood_bridge N SECONDS TAG: each of the four flooders opens N half-sent
+# requests to the bridge and holds them SECONDS (output in $E2E_TMP/TAG.ID,
+# pids in FLOOD_PIDS); returns once all have made their connections.
+flood_bridge() {
+	local id outs=()
+	FLOOD_PIDS=()
+	for id in "${H[@]}"; do
+		hostile "$id" hold "$SVC" "$BP" "$1" "$2" http \
+		    >"$E2E_TMP/$3.$id" 2>&1 &
+		FLOOD_PIDS+=($!); outs+=("$E2E_TMP/$3.$id")
+	done
+	wait_for 15 opened "${outs[@]}" || not_ok "the flooders made their connections"
+}
 
 check_eq "the bridge answers a sandbox" 404 "$(bridge_code "$V")"
 
@@ -76,17 +89,12 @@ check_eq "the bridge answers a sandbox" 404 "$(bridge_code "$V")"
 
 # Four sandboxes each open 256 connections and send half a request on each
 # (never the blank line), and hold them for 8 s (below the 10 s deadline).
-outs=(); pids=()
-for id in "${H[@]}"; do
-	hostile "$id" hold "$SVC" "$BP" 256 8 http >"$E2E_TMP/hold.$id" 2>&1 &
-	pids+=($!); outs+=("$E2E_TMP/hold.$id")
-done
-wait_for 15 opened "${outs[@]}" || not_ok "the flooders made their connections"
+flood_bridge 256 8 hold
 check_eq "a fifth sandbox is answered while four hold 256 half-sent requests each" \
     404 "$(bridge_code "$V")"
 held=$(world_host ss -Htn state established "( sport = :$BP )" | wc -l)
 check "the bridge holds at most 4 x 64 of them (holds $held)" test "$held" -le 264
-wait "${pids[@]}"
+wait "${FLOOD_PIDS[@]}"
 for id in "${H[@]}"; do
 	alive=$(sed -n 's/^alive //p' "$E2E_TMP/hold.$id")
 	check "$id kept at most its 64 connections (kept ${alive:-?})" \
@@ -166,15 +174,14 @@ ulimit -Sn "$old"
 [ "$rc" -eq 0 ] || { not_ok "sluiced starts under a soft limit of 256"; finish; }
 check_match "sluiced raised its descriptor limit" 'descriptors: limit [0-9]+ \(was 256\)' \
     "$(world_sluiced_log)"
-outs=(); pids=()
-for id in "${H[@]}"; do
-	hostile "$id" hold "$SVC" "$BP" 100 8 http >"$E2E_TMP/fdhold.$id" 2>&1 &
-	pids+=($!); outs+=("$E2E_TMP/fdhold.$id")
-done
-wait_for 15 opened "${outs[@]}" || not_ok "the flooders made their connections"
-check "sandbox create succeeds while four sandboxes flood the bridge" mk "lim$$-n"
+flood_bridge 100 15 fdhold
+# Within 5 s, while the connections are held (15 s): out of descriptors,
+# the control API cannot even accept the request until they are let go.
+check "sandbox create succeeds while four sandboxes flood the bridge" \
+    timeout 5 nsenter --net="/run/netns/$WORLD_HOST_NS" -- "$SLUICE" \
+    -s "$WORLD_SOCK" sandbox create --policy lim --id "lim$$-n"
 check_eq "and the new sandbox is answered by the bridge" 404 "$(bridge_code "lim$$-n")"
-wait "${pids[@]}"
+wait "${FLOOD_PIDS[@]}"
 check "the audit log verifies" sh -c \
     "SLUICE_AUDIT_DB='$DB' '$SLUICE' audit verify >/dev/null; r=\$?; [ \$r -eq 0 ] || [ \$r -eq 3 ]"
 finish

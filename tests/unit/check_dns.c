@@ -3146,10 +3146,28 @@ parse_name_into(struct dns_query *q, const char *name, uint16_t qtype)
 	return dns_parse_query(m, o, q) == DNS_PARSE_OK;
 }
 
+/* The filter policy loaded, and a sandbox under it (c, lim). */
+static struct pol_policy *
+filter_client(struct dns_client *c, struct pol_dns_limits *lim)
+{
+	struct pol_errors *errs = pol_errors_new(5);
+	struct pol_policy *pol;
+
+	pol = pol_policy_load_buf("filter.yaml", filter_policy,
+	    sizeof(filter_policy) - 1, NULL, errs);
+	ck_assert_msg(pol != NULL, "filter policy did not load");
+	pol_errors_free(errs);
+	memset(c, 0, sizeof(*c));
+	snprintf(c->id, sizeof(c->id), "filt");
+	snprintf(c->ifname, sizeof(c->ifname), "sl-filt");
+	c->policy = pol;
+	pol_dns_limits(pol, lim);
+	return pol;
+}
+
 START_TEST(filter_table)
 {
 	const struct filter_case *fc = &filter_cases[_i];
-	struct pol_errors *errs = pol_errors_new(5);
 	struct pol_policy *pol;
 	struct pol_dns_limits lim;
 	struct dns_client c;
@@ -3163,10 +3181,7 @@ START_TEST(filter_table)
 
 	ck_assert_ptr_nonnull(ev);
 	ck_assert_ptr_nonnull(pkt);
-	pol = pol_policy_load_buf("filter.yaml", filter_policy,
-	    sizeof(filter_policy) - 1, NULL, errs);
-	ck_assert_msg(pol != NULL, "%s: policy did not load", fc->what);
-	pol_errors_free(errs);
+	pol = filter_client(&c, &lim);
 	for (i = 0; i < 4 && fc->rrs[i] != NULL; i++, nrr++) {
 		ldns_rr *rr = NULL;
 
@@ -3176,11 +3191,6 @@ START_TEST(filter_table)
 	}
 	ck_assert_msg(parse_name_into(&q, "www.example.com", fc->qtype),
 	    "question");
-	memset(&c, 0, sizeof(c));
-	snprintf(c.id, sizeof(c.id), "filt");
-	snprintf(c.ifname, sizeof(c.ifname), "sl-filt");
-	c.policy = pol;
-	pol_dns_limits(pol, &lim);
 	memset(&in, 0, sizeof(in));
 	in.q = &q;
 	in.c = &c;
@@ -3231,7 +3241,6 @@ END_TEST
 START_TEST(filter_answer_cap)
 {
 	static const size_t caps[] = { 0, 5 };	/* 0: the default, 32 */
-	struct pol_errors *errs = pol_errors_new(5);
 	struct pol_policy *pol;
 	struct pol_dns_limits lim;
 	struct dns_client c;
@@ -3245,10 +3254,7 @@ START_TEST(filter_answer_cap)
 
 	ck_assert_ptr_nonnull(ev);
 	ck_assert_ptr_nonnull(pkt);
-	pol = pol_policy_load_buf("filter.yaml", filter_policy,
-	    sizeof(filter_policy) - 1, NULL, errs);
-	ck_assert_ptr_nonnull(pol);
-	pol_errors_free(errs);
+	pol = filter_client(&c, &lim);
 	/* One loopback address first (removed, and counted), then public
 	 * ones. */
 	for (i = 0; i < 1000; i++) {
@@ -3266,11 +3272,6 @@ START_TEST(filter_answer_cap)
 		ck_assert(ldns_pkt_push_rr(pkt, LDNS_SECTION_ANSWER, r));
 	}
 	ck_assert(parse_name_into(&q, "www.example.com", LDNS_RR_TYPE_A));
-	memset(&c, 0, sizeof(c));
-	snprintf(c.id, sizeof(c.id), "filt");
-	snprintf(c.ifname, sizeof(c.ifname), "sl-filt");
-	c.policy = pol;
-	pol_dns_limits(pol, &lim);
 	for (k = 0; k < 2; k++) {
 		size_t cap = caps[k] != 0 ? caps[k] : 32;
 
