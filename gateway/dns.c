@@ -47,9 +47,12 @@
 #define DNS_UDP_BURST		64	/* datagrams per wakeup, for fairness */
 #define DNS_TCP_MAX_INFLIGHT	16	/* per connection */
 #define DNS_TCP_MAX_OUT		(256 * 1024)
-#define DNS_TCP_PER_SRC		8	/* connections one address may hold */
+#define DNS_TCP_PER_SRC		8	/* default cfg.tcp_per_sandbox */
 #define DNS_MAX_CHAIN		16	/* CNAMEs followed */
 #define DNS_MAX_ELEMS		512	/* elements per answer */
+#define DNS_MAX_ANSWER_ADDRS	32	/* default cfg.max_answer_addrs */
+#define DNS_RL_RECORD_MS	1000	/* one rate_limited record per this */
+#define DNS_TCP_UP_PER_SBX	8	/* TCP upstream fds of one sandbox */
 #define DNS_MAX_PORTS		16
 #define DNS_SYNTH_TTL		60
 #define DNS_RL_SLOTS		4096
@@ -193,6 +196,12 @@ struct dns_bucket {
 	char		id[33];
 	uint64_t	milli;		/* tokens x 1000 */
 	uint64_t	last_ms;
+	/* Over the rate, one query per DNS_RL_RECORD_MS is recorded (and
+	 * answered with the uniform deny); the others are dropped before
+	 * any work, and counted here until the sandbox's next record. */
+	uint64_t	rec_ms;		/* the last rate_limited record */
+	bool		rec_valid;
+	uint32_t	suppressed;
 };
 
 /* When a sandbox's answer was last refused at its learn cap with a
@@ -211,6 +220,8 @@ struct dns_proxy {
 	struct dns_pq		*pqs;
 	size_t			 npending;
 	struct dns_usock	*usocks;
+	size_t			 nusocks;
+	size_t			 ntcpup;		/* TCP upstream fds */
 	/* Upstream queries of one listener wakeup, sent when it ends with
 	 * one sendmmsg per socket (usend_flush), all on one socket while it
 	 * has room (burst_us). */
@@ -247,6 +258,7 @@ struct dns_proxy {
 	uint64_t		 stat_cache_hits;
 	uint64_t		 stat_tcp_refused, stat_tcp_evicted;
 	struct dns_capnote	 capnote[DNS_CAPNOTE_SLOTS];
+	uint64_t		 stat_rl_dropped, stat_up_refused;
 };
 
 static void	pq_start(struct dns_pq *);
@@ -673,13 +685,15 @@ record(struct dns_proxy *p, struct dns_event *ev, uint64_t t0)
  * every query, each time with a full burst: never limited at all. Now an
  * eviction only resets a bucket idle longer than all its neighbours. */
 static bool
-rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l)
+rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l,
+    struct dns_bucket **bp)
 {
 	uint64_t h = 1469598103934665603ull, now = ev_now_ms(), cap, add;
 	struct dns_bucket *b = NULL, *lru = NULL;
 	size_t i, k;
 	const char *s;
 
+	*bp = NULL;
 	if (l->qps == 0)
 		return true;
 	for (s = id; *s != '\0'; s++)
@@ -697,10 +711,12 @@ rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l)
 	if (b == NULL)
 		b = lru;
 	if (strcmp(b->id, id) != 0) {
+		memset(b, 0, sizeof(*b));
 		copystr(b->id, sizeof(b->id), id);
 		b->milli = cap;
 		b->last_ms = now;
 	}
+	*bp = b;
 	add = (now - b->last_ms) * l->qps;
 	b->last_ms = now;
 	b->milli = b->milli + add > cap ? cap : b->milli + add;
@@ -813,28 +829,61 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	enum dns_parse_result pr;
 	const char *why = NULL;
 	struct dns_pq *pq;
+	struct dns_bucket *bk = NULL;
 	ldns_pkt *pkt;
 	uint64_t t0 = now_us();
-	bool known;
+	uint32_t suppressed = 0;
+	bool known, limited = false;
 
-	memset(&ev, 0, sizeof(ev));
 	memset(&c, 0, sizeof(c));
-	ev.tcp = cn != NULL;
-	ev.rcode = RCODE_NONE;
-	sa_format(src, ev.client, sizeof(ev.client));
-	pr = dns_parse_query(m, len, &q);
 	known = p->h.lookup != NULL &&
 	    p->h.lookup(p->h.ctx, src, srclen, &c) == 0 && c.policy != NULL;
+	/*
+	 * Rate first, before any work that a flood could make expensive
+	 * (parsing, records, answers): every query of a sandbox costs a
+	 * token, denied and malformed ones too, so a tunnel cannot probe for
+	 * free. Over the rate, one query a second is recorded (rate_limited,
+	 * a finding) and answered; the others are dropped here, unanswered
+	 * and unrecorded, and only counted (the next record of the sandbox
+	 * carries the count). A flooding sandbox then costs the loop a
+	 * lookup per datagram: its flood neither fills the audit log nor
+	 * delays the queries of other sandboxes behind its own.
+	 */
 	if (known) {
-		copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
 		pol_dns_limits(c.policy, &lim);
+		if (!rl_take(p, c.id, &lim, &bk)) {
+			uint64_t now = ev_now_ms();
+
+			if (bk->rec_valid && now - bk->rec_ms <
+			    DNS_RL_RECORD_MS) {
+				if (bk->suppressed < UINT32_MAX)
+					bk->suppressed++;
+				p->stat_rl_dropped++;
+				return;
+			}
+			bk->rec_ms = now;
+			bk->rec_valid = true;
+			limited = true;
+		}
+		if (bk != NULL) {
+			suppressed = bk->suppressed;
+			bk->suppressed = 0;
+		}
 	}
+	memset(&ev, 0, sizeof(ev));
+	ev.tcp = cn != NULL;
+	ev.rcode = RCODE_NONE;
+	ev.suppressed = suppressed;
+	sa_format(src, ev.client, sizeof(ev.client));
+	pr = dns_parse_query(m, len, &q);
+	if (known)
+		copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
 	if (pr != DNS_PARSE_OK) {
 		ev.decision = DNS_DEC_MALFORMED;
 		copystr(ev.reason, sizeof(ev.reason), "dropped");
 		/* Garbage costs a token too; over the rate it is not even
 		 * answered, so it cannot be used to make us send packets. */
-		if (known && !rl_take(p, c.id, &lim)) {
+		if (known && limited) {
 			pr = DNS_PARSE_DROP;
 			copystr(ev.reason, sizeof(ev.reason), "rate_limited");
 			ev.finding = true;
@@ -865,9 +914,8 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	if (lim.max_ttl_s < lim.min_ttl_s)
 		lim.max_ttl_s = lim.min_ttl_s;
 
-	/* Rate first: every query costs a token, denied ones too, so a
-	 * tunnel cannot probe for free. */
-	if (!rl_take(p, c.id, &lim))
+	/* The rate was checked first (above). */
+	if (limited)
 		why = "rate_limited";
 	else if (q.bad_name || q.qclass != LDNS_RR_CLASS_IN ||
 	    q.qname[0] == '\0')
@@ -988,6 +1036,7 @@ usock_close(struct dns_usock *us)
 		p->burst_us = NULL;
 	ev_del(p->loop, us->fd);
 	close(us->fd);
+	p->nusocks--;
 	if (us->prev != NULL)
 		us->prev->next = us->next;
 	else
@@ -1031,6 +1080,7 @@ usock_open(struct dns_proxy *p, size_t up)
 	if (p->usocks != NULL)
 		p->usocks->prev = us;
 	p->usocks = us;
+	p->nusocks++;
 	return us;
 }
 
@@ -1063,8 +1113,9 @@ rnd_byte(struct dns_proxy *p)
 
 /* A socket to upstream up with room for one more query: one of the live
  * ones at random, or a new one while the pool is not full (or every live
- * one is full). Retires what is too old or used up on the way. NULL when
- * no socket can be opened. */
+ * one is full) and fewer than DNS_USOCK_MAX are open (retired ones count
+ * until their last query ends). Retires what is too old or used up on the
+ * way. NULL when no socket can be had. */
 static struct dns_usock *
 usock_get(struct dns_proxy *p, size_t up)
 {
@@ -1086,8 +1137,13 @@ usock_get(struct dns_proxy *p, size_t up)
 	}
 	for (pick = 0; pick < nlive; pick++)
 		nroom += live[pick]->inflight < DNS_USOCK_INFLIGHT;
-	if (nlive < DNS_USOCK_POOL || nroom == 0)
+	if ((nlive < DNS_USOCK_POOL || nroom == 0) &&
+	    p->nusocks < DNS_USOCK_MAX)
 		return usock_open(p, up);
+	if (nroom == 0) {
+		p->stat_up_refused++;
+		return NULL;
+	}
 	pick = rnd_byte(p) % nroom;
 	for (size_t i = 0; i < nlive; i++) {
 		if (live[i]->inflight >= DNS_USOCK_INFLIGHT)
@@ -1153,6 +1209,7 @@ pq_close_fd(struct dns_pq *pq)
 		ev_del(pq->p->loop, pq->fd);
 		close(pq->fd);
 		pq->fd = -1;
+		pq->p->ntcpup--;
 	}
 	ev_timer_cancel(pq->p->loop, pq->timer);
 	pq->timer = NULL;
@@ -1840,7 +1897,9 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 	size_t nchain = 0;
 	struct pol_net_rule ports[DNS_MAX_PORTS], kports[DNS_MAX_PORTS];
 	struct dns_seg segs[DNS_MAX_SEGS];
-	size_t nkports, nsegs, elcap;
+	size_t nkports, nsegs, elcap, naddr = 0;
+	size_t max_addrs = in->max_addrs != 0 ? in->max_addrs :
+	    DNS_MAX_ANSWER_ADDRS;
 	uint64_t tmo;
 	bool grew;
 	ldns_rdf *qn;
@@ -1942,10 +2001,21 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 		    ldns_rdf_size(rd) != (a.family == AF_INET ? 4u : 16u))
 			continue;
 		memcpy(a.a, ldns_rdf_data(rd), ldns_rdf_size(rd));
-		/* Past the element cap an address could not be learned, so
-		 * the sandbox does not get it either. */
-		if (nel + nsegs > elcap)
+		/*
+		 * Past the address cap (a real answer has a handful; an
+		 * upstream that a sandbox controls can send thousands, each
+		 * costing the kernel an element per port range and the loop a
+		 * policy decision) the address is dropped from the answer
+		 * unexamined, and past the element cap it could not be
+		 * learned: the sandbox does not get it either. Dropping
+		 * rather than refusing the answer keeps a name of many
+		 * addresses working with the first of them, which is all a
+		 * client uses; refusing would give nothing more against an
+		 * upstream that can as well send exactly the cap.
+		 */
+		if (naddr >= max_addrs || nel + nsegs > elcap)
 			continue;
+		naddr++;
 		ea = ev->naddrs < DNS_EV_MAX_ADDRS ? &ev->addrs[ev->naddrs] :
 		    NULL;
 		ev->naddrs++;
@@ -2063,6 +2133,7 @@ decided:
 	fin.lim = &pq->lim;
 	fin.treat_as_public = pq->p->cfg.treat_as_public;
 	fin.ntreat_as_public = pq->p->cfg.ntreat_as_public;
+	fin.max_addrs = pq->p->cfg.max_answer_addrs;
 	if (dns_filter_answer(&fin, pkt, ev, &fo) == -1)
 		goto servfail;
 	if (ev->naddrs > 0 && ev->nkept == 0) {
@@ -2351,6 +2422,20 @@ pq_build(struct dns_pq *pq)
 	pq->upqlen = o;
 }
 
+/* How many TCP upstream connections the queries of sandbox id hold. Only
+ * asked when a query is about to open one (after a truncated answer). */
+static size_t
+tcp_up_of(const struct dns_proxy *p, const char *id)
+{
+	const struct dns_pq *q;
+	size_t n = 0;
+
+	for (q = p->pqs; q != NULL; q = q->next)
+		if (q->fd != -1 && strcmp(q->c.id, id) == 0)
+			n++;
+	return n;
+}
+
 /* (Re)send the question to upstream pq->up: over UDP on a shared socket
  * (usock_get) with a new random id unique on it, over TCP on a fresh
  * connection; a new id every attempt. */
@@ -2394,6 +2479,17 @@ pq_start(struct dns_pq *pq)
 		    (ssize_t)pq->upqlen)
 			goto fail;
 	} else {
+		/* A descriptor each, for up to timeout_ms: bounded in all and
+		 * per sandbox, or an upstream that truncates every answer
+		 * would have a flood of queries use up the daemon's fds.
+		 * Over the bound the query fails at once (SERVFAIL): trying
+		 * the next upstream would only ask for another one. */
+		if (p->ntcpup >= DNS_TCP_UP_MAX ||
+		    tcp_up_of(p, pq->c.id) >= DNS_TCP_UP_PER_SBX) {
+			p->stat_up_refused++;
+			pq_fail(pq, "overload");
+			return;
+		}
 		pq_build(pq);
 		fd = socket(ua->sa_family, SOCK_STREAM | SOCK_NONBLOCK |
 		    SOCK_CLOEXEC, 0);
@@ -2404,6 +2500,7 @@ pq_start(struct dns_pq *pq)
 			goto fail;
 		}
 		pq->fd = fd;
+		p->ntcpup++;
 		if (ev_add(p->loop, fd, EV_WRITE, pq_tcp_cb, pq) == -1)
 			goto fail;
 		if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms,
@@ -2708,7 +2805,7 @@ conn_victim(struct dns_proxy *p, size_t mine)
 
 /*
  * A new TCP client. The max_tcp_conns slots are shared by every sandbox,
- * so one source address may hold at most DNS_TCP_PER_SRC of them (whole
+ * so one source address may hold at most tcp_per_sandbox of them (whole
  * queries keep a connection alive, and a sandbox could otherwise keep all
  * of them busy within its query rate); past that bound the connection is
  * closed at once. When every slot is taken, a few sandboxes together
@@ -2736,7 +2833,8 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	if (cfd == -1)
 		return;
 	mine = conns_from(p, &src);
-	if (mine >= DNS_TCP_PER_SRC || (p->nconns >= p->cfg.max_tcp_conns &&
+	if (mine >= p->cfg.tcp_per_sandbox ||
+	    (p->nconns >= p->cfg.max_tcp_conns &&
 	    (victim = conn_victim(p, mine)) == NULL) ||
 	    (cn = calloc(1, sizeof(*cn))) == NULL) {
 		p->stat_tcp_refused++;
@@ -2826,6 +2924,17 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 		p->cfg.tcp_idle_ms = 10000;
 	if (p->cfg.max_tcp_conns == 0)
 		p->cfg.max_tcp_conns = 256;
+	/* One sandbox must not be able to take every slot: when asked for
+	 * as many as there are, it gets half of them. */
+	if (p->cfg.tcp_per_sandbox == 0)
+		p->cfg.tcp_per_sandbox = DNS_TCP_PER_SRC;
+	else if (p->cfg.max_tcp_conns > 1 &&
+	    p->cfg.tcp_per_sandbox >= p->cfg.max_tcp_conns)
+		p->cfg.tcp_per_sandbox = p->cfg.max_tcp_conns / 2;
+	if (p->cfg.max_answer_addrs == 0)
+		p->cfg.max_answer_addrs = DNS_MAX_ANSWER_ADDRS;
+	if (p->cfg.max_answer_addrs > DNS_MAX_ELEMS)
+		p->cfg.max_answer_addrs = DNS_MAX_ELEMS;
 	if (p->cfg.max_pending == 0)
 		p->cfg.max_pending = 4096;
 	if (p->cfg.max_udp_size < 512)
@@ -2901,12 +3010,16 @@ dns_free(struct dns_proxy *p)
 	if (p == NULL)
 		return;
 	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
-	    "%llu tcp clients refused, %llu evicted for another source",
+	    "%llu tcp clients refused, %llu evicted for another source, "
+	    "%llu queries dropped over their sandbox's rate, %llu refused "
+	    "an upstream socket",
 	    (unsigned long long)p->stat_batches,
 	    (unsigned long long)p->stat_batched,
 	    (unsigned long long)p->stat_cache_hits,
 	    (unsigned long long)p->stat_tcp_refused,
-	    (unsigned long long)p->stat_tcp_evicted);
+	    (unsigned long long)p->stat_tcp_evicted,
+	    (unsigned long long)p->stat_rl_dropped,
+	    (unsigned long long)p->stat_up_refused);
 	/* Answers waiting for their elements are dropped like every other
 	 * pending query: unanswered, never answered without the learn. */
 	ev_timer_cancel(p->loop, p->flush);

@@ -32,6 +32,16 @@
 #define DNS_MAX_UPSTREAMS	8
 #define DNS_EV_MAX_ADDRS	32	/* answered addresses kept in an event */
 #define DNS_EV_MAX_ELEMS	32	/* learned elements kept in an event */
+/* Descriptors of upstream traffic: a UDP socket is shared by up to 64
+ * queries, a TCP retry (after a truncated answer, which an upstream that a
+ * sandbox controls can send for every name) takes one of its own for up to
+ * timeout_ms. Both are bounded (the TCP ones per sandbox too: 8), so that
+ * upstreams cannot use up the daemon's descriptors; over the bound a query
+ * gets SERVFAIL. With the TCP clients (max_tcp_conns) and the listeners
+ * that is all the descriptors the proxy ever holds. */
+#define DNS_USOCK_MAX		128	/* UDP upstream sockets */
+#define DNS_TCP_UP_MAX		64	/* TCP upstream connections */
+#define DNS_UPSTREAM_FDS	(DNS_USOCK_MAX + DNS_TCP_UP_MAX)
 
 /* What the daemon tells the proxy about the sandbox a query came from. */
 struct dns_client {
@@ -81,6 +91,10 @@ struct dns_event {
 	char			upstream[INET6_ADDRSTRLEN + 8]; /* "" if none used */
 	uint64_t		latency_us;	/* query in -> answer out */
 	bool			finding;	/* suspected tunnel/rebinding: alert */
+	/* Queries of this sandbox dropped over its rate since its previous
+	 * record, neither answered nor recorded one by one (the proxy
+	 * records one over-rate query a second; see dns.c, handle_query). */
+	uint32_t		suppressed;
 };
 
 /* Called on the loop's thread, synchronously. learn blocks the loop until
@@ -125,8 +139,22 @@ struct dns_config {
 	uint32_t		timeout_ms;	/* per upstream attempt; 0 = 2000 */
 	const struct pol_cidr	*treat_as_public; /* borrowed, may be NULL */
 	size_t			ntreat_as_public;
+	/* TCP clients. Each whole query must arrive within tcp_idle_ms of
+	 * the accept or of the previous one (a deadline, not an idle timer:
+	 * a part of a message does not extend it), and a connection with
+	 * nothing owed is closed then. max_tcp_conns is shared by every
+	 * sandbox; one source address (a sandbox) holds at most
+	 * tcp_per_sandbox of them, and when all are taken a newcomer whose
+	 * source holds fewer takes the slot of the source holding the most.
+	 * A tcp_per_sandbox given must be below max_tcp_conns (else it is
+	 * cut to half of it), so that no one sandbox can fill them. */
 	uint32_t		tcp_idle_ms;	/* 0 = 10000 */
 	uint32_t		max_tcp_conns;	/* 0 = 256 */
+	uint32_t		tcp_per_sandbox; /* 0 = 8 */
+	/* Addresses (A or AAAA records of the question's CNAME chain) one
+	 * answer may teach the kernel: the first ones are kept, the rest
+	 * are dropped from the answer unexamined. 0 = 32, at most 512. */
+	uint32_t		max_answer_addrs;
 	uint32_t		max_pending;	/* queries in flight; 0 = 4096 */
 	uint16_t		max_udp_size;	/* EDNS clamp; 0 = 1232, at most 4096 */
 	/* Upstream answers kept for reuse (each use is still filtered,
@@ -193,6 +221,7 @@ struct dns_filter_in {
 	const struct pol_dns_limits	*lim;	/* min_ttl <= max_ttl */
 	const struct pol_cidr		*treat_as_public;
 	size_t				 ntreat_as_public;
+	size_t				 max_addrs;	/* 0 = 32 */
 };
 struct dns_filter_out {
 	bool		*keep;	/* per answer-section record: sent on */
@@ -204,7 +233,9 @@ struct ldns_struct_pkt;
 /*
  * dns_filter_answer: follow the CNAME chain from the question's name
  * through pkt's answer section (records of other owners are dropped),
- * classify every A/AAAA of the asked type with policy/ (always-denied
+ * keep no more than the first max_addrs A/AAAA records of the asked type
+ * (the rest are dropped unexamined: the cap bounds what one answer costs
+ * the kernel and the loop), classify each with policy/ (always-denied
  * classes, private ranges without an explicit allow and explicit denies
  * are removed), and for each kept address make one element per port
  * segment the name is allowed on over TCP or UDP (ICMP rules for a name

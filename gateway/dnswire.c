@@ -293,6 +293,10 @@ rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
 		dc->no_cache = true;
 	else
 		dc->cache_max = cfg->dns_cache_entries;
+	/* limits: (0 in a hand-made config: the proxy's defaults). */
+	dc->max_tcp_conns = cfg->lim_dns_tcp_conns;
+	dc->tcp_per_sandbox = cfg->lim_dns_tcp_conns_sbx;
+	dc->tcp_idle_ms = cfg->lim_dns_tcp_query_s * 1000u;
 	return 0;
 }
 

@@ -4,8 +4,14 @@
  * of this driver; one copy means one place to get the timer and the resume
  * path right, and the resume path is what a tools/call waits on.
  */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +22,29 @@
 
 /* Passes of MHD_run at shutdown: resume, handler, write (see mhd_free). */
 #define MHD_DRAIN_PASSES	4
+/* MHD's own connection limit is ours plus this: a connection closed to
+ * make room (shutdown below) still counts for MHD until its next run. */
+#define MHD_EVICT_SLACK		64
+
+/*
+ * One connection, as the limits see it (only when the server has limits:
+ * struct mhd_config). MHD owns the connection; we hold its address, its
+ * socket (to shut it down: MHD then reads the end of the stream and closes
+ * the connection itself, the only way to close one from outside MHD) and
+ * where its current request is.
+ */
+struct mhd_conn {
+	struct mhd		*m;
+	struct mhd_conn		*next, *prev;
+	int			 fd;
+	struct sockaddr_storage	 addr;
+	uint64_t		 since;		/* accept, or last request's end */
+	unsigned		 calls;		/* handler calls, this request */
+	bool			 received;	/* this request is all in */
+	bool			 suspended;
+	bool			 gone;		/* shut down, no longer counted */
+	struct ev_timer		*deadline;
+};
 
 struct mhd {
 	struct ev_loop		*loop;
@@ -24,6 +53,15 @@ struct mhd {
 	struct ev_timer		*timer;
 	uint64_t		 timer_due;	/* ev_now_ms() deadline */
 	char			 name[32];
+	/* The caller's callbacks, which ours wrap, and the limits. */
+	MHD_AccessHandlerCallback on_request;
+	MHD_RequestCompletedCallback on_completed;
+	void			*arg;
+	unsigned		 conn_limit, per_ip_limit, recv_deadline_ms;
+	bool			 track;		/* limits need struct mhd_conn */
+	struct mhd_conn		*conns;
+	size_t			 nconns;	/* not gone */
+	unsigned long long	 stat_refused, stat_evicted, stat_expired;
 };
 
 static void
@@ -38,6 +76,289 @@ on_log(void *cls, const char *fmt, va_list ap)
 }
 
 static void	on_timer(struct ev_loop *loop, void *arg);
+static void	arm(struct mhd *m, uint64_t ms);
+
+/* ---------------------------------------------------------------- limits */
+
+static void
+addr_text(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	const void *a = ss->ss_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr :
+	    (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
+
+	if (inet_ntop(ss->ss_family, a, buf, (socklen_t)len) == NULL)
+		snprintf(buf, len, "?");
+}
+
+/* The same client: the same address (the port does not count). */
+static int
+addr_cmp(const struct sockaddr_storage *a, const struct sockaddr *b)
+{
+	if (a->ss_family != b->sa_family)
+		return a->ss_family < b->sa_family ? -1 : 1;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+		    &((const struct sockaddr_in *)(const void *)b)->sin_addr,
+		    4);
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		    &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr,
+		    16);
+	return 0;
+}
+
+static int
+conn_addr_cmp(const void *x, const void *y)
+{
+	const struct mhd_conn *a = *(const struct mhd_conn *const *)x;
+	const struct mhd_conn *b = *(const struct mhd_conn *const *)y;
+
+	return addr_cmp(&a->addr, (const struct sockaddr *)&b->addr);
+}
+
+static struct mhd_conn *
+conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Closes mc's connection from outside MHD: the socket is shut down, MHD
+ * reads the end of the stream at its next run and closes the connection
+ * (and tells us, on_connection). From now on mc does not count. */
+static void
+conn_shut(struct mhd_conn *mc)
+{
+	struct mhd *m = mc->m;
+
+	if (mc->gone)
+		return;
+	mc->gone = true;
+	m->nconns--;
+	ev_timer_cancel(m->loop, mc->deadline);
+	mc->deadline = NULL;
+	(void)shutdown(mc->fd, SHUT_RDWR);
+	arm(m, 0);
+}
+
+static void
+on_deadline(struct ev_loop *loop, void *arg)
+{
+	struct mhd_conn *mc = arg;
+	char a[INET6_ADDRSTRLEN];
+
+	(void)loop;
+	mc->deadline = NULL;
+	addr_text(&mc->addr, a, sizeof(a));
+	log_debug("%s: no whole request from %s within %u ms: closing",
+	    mc->m->name, a, mc->m->recv_deadline_ms);
+	mc->m->stat_expired++;
+	conn_shut(mc);
+}
+
+/* (Re)starts mc's deadline for a whole request, from now. */
+static void
+deadline_arm(struct mhd_conn *mc)
+{
+	struct mhd *m = mc->m;
+
+	ev_timer_cancel(m->loop, mc->deadline);
+	mc->deadline = NULL;
+	mc->since = ev_now_ms();
+	if (m->recv_deadline_ms == 0 || mc->gone)
+		return;
+	if ((mc->deadline = ev_timer_add(m->loop, m->recv_deadline_ms,
+	    on_deadline, mc)) == NULL) {
+		/* Without a timer there is no deadline: closed now, the
+		 * closed way to fail (the client may try again). */
+		log_warn("%s: deadline timer", m->name);
+		conn_shut(mc);
+	}
+}
+
+/*
+ * The connection to close so that a client whose address holds `mine'
+ * connections gets one when every one is taken: of the address holding
+ * the most (more than mine), the connection waiting longest for a request
+ * (not one whose request is all in, being served or suspended). NULL when
+ * there is none. Sorting by address keeps it O(n log n); it runs only when
+ * the server is full.
+ */
+static struct mhd_conn *
+conn_victim(struct mhd *m, size_t mine)
+{
+	struct mhd_conn **v, *mc, *best = NULL, *gbest;
+	size_t n = 0, i, j, most = 0, cnt;
+
+	if (m->nconns == 0 || (v = calloc(m->nconns, sizeof(*v))) == NULL)
+		return NULL;
+	for (mc = m->conns; mc != NULL && n < m->nconns; mc = mc->next)
+		if (!mc->gone)
+			v[n++] = mc;
+	qsort(v, n, sizeof(*v), conn_addr_cmp);
+	for (i = 0; i < n; i = j) {
+		gbest = NULL;
+		for (j = i; j < n && conn_addr_cmp(&v[j], &v[i]) == 0; j++)
+			if (!v[j]->received && !v[j]->suspended &&
+			    (gbest == NULL || v[j]->since < gbest->since))
+				gbest = v[j];
+		cnt = j - i;
+		if (gbest == NULL || cnt <= mine)
+			continue;
+		if (cnt > most || (cnt == most && gbest->since < best->since)) {
+			most = cnt;
+			best = gbest;
+		}
+	}
+	free(v);
+	return best;
+}
+
+/* MHD's accept policy: before MHD makes a connection of it. */
+static enum MHD_Result
+on_accept(void *cls, const struct sockaddr *sa, socklen_t len)
+{
+	struct mhd *m = cls;
+	struct mhd_conn *mc, *victim = NULL;
+	struct sockaddr_storage ss;
+	char a[INET6_ADDRSTRLEN];
+	size_t mine = 0;
+
+	if (sa == NULL || len == 0)
+		return MHD_NO;
+	for (mc = m->conns; mc != NULL; mc = mc->next)
+		if (!mc->gone && addr_cmp(&mc->addr, sa) == 0)
+			mine++;
+	if ((m->per_ip_limit != 0 && mine >= m->per_ip_limit) ||
+	    (m->conn_limit != 0 && m->nconns >= m->conn_limit &&
+	    (victim = conn_victim(m, mine)) == NULL)) {
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, sa, len < sizeof(ss) ? len : sizeof(ss));
+		addr_text(&ss, a, sizeof(a));
+		/* Debug only: a client over its share may try thousands of
+		 * times a second. Counted (mhd_stats). */
+		log_debug("%s: connection from %s refused: it holds %zu of "
+		    "%zu", m->name, a, mine, m->nconns);
+		m->stat_refused++;
+		return MHD_NO;
+	}
+	if (victim != NULL) {
+		m->stat_evicted++;
+		conn_shut(victim);
+	}
+	return MHD_YES;
+}
+
+/* MHD's connection notifications: start and end of every connection. */
+static void
+on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+    enum MHD_ConnectionNotificationCode code)
+{
+	struct mhd *m = cls;
+	struct mhd_conn *mc;
+	const union MHD_ConnectionInfo *fi, *ai;
+
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if ((mc = *socket_context) == NULL)
+			return;
+		*socket_context = NULL;
+		ev_timer_cancel(m->loop, mc->deadline);
+		if (!mc->gone)
+			m->nconns--;
+		if (mc->prev != NULL)
+			mc->prev->next = mc->next;
+		else
+			m->conns = mc->next;
+		if (mc->next != NULL)
+			mc->next->prev = mc->prev;
+		free(mc);
+		return;
+	}
+	if (code != MHD_CONNECTION_NOTIFY_STARTED)
+		return;
+	*socket_context = NULL;
+	fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	ai = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (fi == NULL || (mc = calloc(1, sizeof(*mc))) == NULL) {
+		/* Untracked, it would escape the limits: not served. */
+		if (fi != NULL)
+			(void)shutdown(fi->connect_fd, SHUT_RDWR);
+		m->stat_refused++;
+		return;
+	}
+	mc->m = m;
+	mc->fd = fi->connect_fd;
+	if (ai != NULL && ai->client_addr != NULL)
+		memcpy(&mc->addr, ai->client_addr,
+		    ai->client_addr->sa_family == AF_INET6 ?
+		    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	mc->next = m->conns;
+	if (m->conns != NULL)
+		m->conns->prev = mc;
+	m->conns = mc;
+	m->nconns++;
+	*socket_context = mc;
+	deadline_arm(mc);
+}
+
+/* The caller's access handler, seeing where each request is: the first
+ * call comes with the headers, then one per piece of body, then one with
+ * nothing (the request is all in: its deadline ends). */
+static enum MHD_Result
+on_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload,
+    size_t *upload_size, void **con_cls)
+{
+	struct mhd *m = cls;
+	struct mhd_conn *mc;
+
+	if (m->track && (mc = conn_of(conn)) != NULL && !mc->received) {
+		if (mc->calls > 0 && *upload_size == 0) {
+			mc->received = true;
+			ev_timer_cancel(m->loop, mc->deadline);
+			mc->deadline = NULL;
+		}
+		mc->calls++;
+	}
+	return m->on_request(m->arg, conn, url, method, version, upload,
+	    upload_size, con_cls);
+}
+
+/* The caller's completion callback; on a kept-alive connection the next
+ * request's deadline starts here. */
+static void
+on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct mhd *m = cls;
+	struct mhd_conn *mc;
+
+	if (m->on_completed != NULL)
+		m->on_completed(m->arg, conn, con_cls, toe);
+	if (m->track && (mc = conn_of(conn)) != NULL && !mc->gone) {
+		mc->calls = 0;
+		mc->received = false;
+		mc->suspended = false;
+		deadline_arm(mc);
+	}
+}
+
+void
+mhd_stats(const struct mhd *m, unsigned long long *refused,
+    unsigned long long *evicted, unsigned long long *expired)
+{
+	if (refused != NULL)
+		*refused = m != NULL ? m->stat_refused : 0;
+	if (evicted != NULL)
+		*evicted = m != NULL ? m->stat_evicted : 0;
+	if (expired != NULL)
+		*expired = m != NULL ? m->stat_expired : 0;
+}
+
+/* ------------------------------------------------------------------ MHD */
 
 static int
 hexval(char c)
@@ -135,6 +456,7 @@ mhd_new(struct ev_loop *loop, const struct mhd_config *c, char *err,
 {
 	const union MHD_DaemonInfo *di;
 	struct mhd *m;
+	unsigned limit;
 	int saved;
 
 	if (loop == NULL || c == NULL || c->listen_fd < 0 ||
@@ -157,21 +479,36 @@ mhd_new(struct ev_loop *loop, const struct mhd_config *c, char *err,
 	m->epfd = -1;
 	snprintf(m->name, sizeof(m->name), "%s", c->name != NULL ? c->name :
 	    "http");
+	m->on_request = c->on_request;
+	m->on_completed = c->on_completed;
+	m->arg = c->arg;
+	m->per_ip_limit = c->per_ip_limit;
+	m->conn_limit = c->per_ip_limit != 0 ? c->conn_limit : 0;
+	m->recv_deadline_ms = c->recv_deadline_ms;
+	m->track = c->per_ip_limit != 0 || c->recv_deadline_ms != 0;
+	/* MHD's own limit: ours plus room for connections being closed to
+	 * make room (our accounting decides), or the plain limit. */
+	limit = c->conn_limit != 0 ? c->conn_limit : (unsigned)FD_SETSIZE - 4;
+	if (m->conn_limit != 0)
+		limit += MHD_EVICT_SLACK;
 	/*
 	 * The external logger comes first so that MHD never prints on its
 	 * own. MHD sets TCP_NODELAY on accepted sockets itself and sends a
 	 * small response (headers and body) in one sendmsg, so no Nagle
 	 * delay sits between an answer and the client.
 	 */
+	/* The per-address limit is ours (on_accept), not MHD's: MHD's only
+	 * refuses, ours also makes room for a client holding fewer. Without
+	 * limits the accept policy and the notifications are left out. */
 	m->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, c->on_request, c->arg,
+	    MHD_USE_ERROR_LOG, 0, m->track ? on_accept : NULL, m,
+	    on_request, m,
 	    MHD_OPTION_EXTERNAL_LOGGER, on_log, m,
 	    MHD_OPTION_LISTEN_SOCKET, c->listen_fd,
-	    MHD_OPTION_NOTIFY_COMPLETED, c->on_completed, c->arg,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
+	    MHD_OPTION_NOTIFY_CONNECTION, m->track ? on_connection : NULL, m,
 	    MHD_OPTION_CONNECTION_TIMEOUT, c->conn_timeout_s,
-	    MHD_OPTION_CONNECTION_LIMIT, c->conn_limit != 0 ? c->conn_limit :
-	    (unsigned)FD_SETSIZE - 4,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, c->per_ip_limit,
+	    MHD_OPTION_CONNECTION_LIMIT, limit,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    MHD_OPTION_END);
 	if (m->d == NULL) {
@@ -230,13 +567,22 @@ mhd_daemon(const struct mhd *m)
 void
 mhd_suspend(struct mhd *m, struct MHD_Connection *conn)
 {
-	(void)m;
+	struct mhd_conn *mc;
+
+	/* Never closed to make room while suspended: it is waiting for us,
+	 * not for its client. */
+	if (m->track && (mc = conn_of(conn)) != NULL)
+		mc->suspended = true;
 	MHD_suspend_connection(conn);
 }
 
 void
 mhd_resume(struct mhd *m, struct MHD_Connection *conn)
 {
+	struct mhd_conn *mc;
+
+	if (m->track && (mc = conn_of(conn)) != NULL)
+		mc->suspended = false;
 	MHD_resume_connection(conn);
 	/*
 	 * MHD's inter-thread channel makes its epoll fd readable, but only

@@ -23,6 +23,26 @@
 
 struct mhd;
 
+/*
+ * Limits for servers that face untrusted clients (the bridge; the control
+ * API leaves them 0). A client is its address (a sandbox has one).
+ *
+ * per_ip_limit: connections one address may hold at once; one more is
+ * closed at accept. conn_limit: connections at once in all. When every one
+ * is taken, a newcomer whose address holds fewer than the address holding
+ * the most takes a slot of that address: its connection waiting longest
+ * for a request (never one whose request is being served or is suspended)
+ * is closed. So no one client, nor a few of them together, can lock the
+ * others out; a newcomer whose address holds the most (or ties) is
+ * refused. With per_ip_limit 0, conn_limit is MHD's own plain limit.
+ *
+ * recv_deadline_ms: a request's line, headers and body must all be in
+ * within this of the accept (for the first request) or of the end of the
+ * previous request (the next on a kept-alive connection); past it the
+ * connection is closed. A deadline, not an idle timeout: a client sending
+ * a byte every few seconds is closed as surely as a silent one.
+ * conn_timeout_s stays MHD's idle timeout (a client that reads no answer).
+ */
 struct mhd_config {
 	const char		*name;		/* for log lines ("bridge") */
 	int			 listen_fd;	/* bound, listening, non-blocking */
@@ -32,6 +52,7 @@ struct mhd_config {
 	unsigned		 conn_timeout_s;	/* idle connections */
 	unsigned		 conn_limit;		/* 0: MHD's default */
 	unsigned		 per_ip_limit;		/* 0: none */
+	unsigned		 recv_deadline_ms;	/* 0: none */
 };
 
 /* mhd_new: start serving c->listen_fd on loop (borrowed; it must outlive
@@ -62,6 +83,12 @@ void		 mhd_suspend(struct mhd *m, struct MHD_Connection *conn);
  * servers' handlers: MHD itself runs from a zero-delay timer, never from
  * inside this call. */
 void		 mhd_resume(struct mhd *m, struct MHD_Connection *conn);
+
+/* mhd_stats: connections refused at accept (over per_ip_limit, or full
+ * with nobody to give way), closed to make room for another client, and
+ * closed by recv_deadline_ms, since mhd_new. Any pointer may be NULL. */
+void		 mhd_stats(const struct mhd *m, unsigned long long *refused,
+		    unsigned long long *evicted, unsigned long long *expired);
 
 /* mhd_run: run MHD now and re-arm its deadline timer. For callers that
  * need MHD to make progress outside the loop (shutdown paths); never call

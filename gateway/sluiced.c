@@ -6,6 +6,7 @@
  * loop, so no work ever happens in a signal handler: SIGHUP is an ordinary
  * event that reloads the policies.
  */
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
@@ -20,6 +21,7 @@
 
 #include "gateway/brwire.h"
 #include "gateway/ctl.h"
+#include "gateway/dns.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -29,6 +31,20 @@
 #include "policy/policy.h"
 
 #define MAX_ERRORS	64
+
+/*
+ * Descriptors besides the connection caps (see fit_nofile): the listeners,
+ * epoll, signalfd, netlink (nftables, rtnetlink, nflog), the audit, sandbox
+ * and bridge databases (with their -wal and -shm files), audit sinks, the
+ * control API's 64 connections and libcurl's own: FD_FIXED, and three
+ * pipes per stdio MCP upstream. FD_RESERVE is kept free for work that
+ * comes and goes, above all `sandbox create` (namespace and /proc files,
+ * netlink sockets, the resolv.conf it writes), so that it always finds
+ * descriptors however many connections the sandboxes hold.
+ */
+#define FD_FIXED	192
+#define FD_RESERVE	256
+#define FD_BRIDGE_SLACK	64	/* gateway/mhd.c MHD_EVICT_SLACK */
 
 struct daemon_ctx {
 	struct gw	*gw;
@@ -134,6 +150,87 @@ mkdir_p(const char *dir, mode_t mode)
 	return rc;
 }
 
+/* The descriptors the caps of cfg let the daemon hold at once: every
+ * bridge connection (and those being closed to make room) may have an
+ * upstream HTTP connection beside it, every DNS TCP client one socket, the
+ * proxy's upstreams DNS_UPSTREAM_FDS. */
+static uint64_t
+fds_needed(const struct pol_config *cfg, uint64_t bridge, uint64_t dnstcp)
+{
+	return 2 * bridge + FD_BRIDGE_SLACK + dnstcp + DNS_UPSTREAM_FDS +
+	    FD_FIXED + 3 * (uint64_t)cfg->nservers + FD_RESERVE;
+}
+
+/*
+ * RLIMIT_NOFILE: the soft limit goes up to the hard one (systemd's default
+ * soft limit is 1024, and under it a few sandboxes holding connections
+ * took the daemon's last descriptor: `sandbox create` failed), and the
+ * global connection caps are fitted under it. With the defaults the daemon
+ * holds at most 2 x 1024 (bridge connections and their upstream
+ * connections) + 64 + 256 (DNS TCP clients) + 192 (DNS upstream sockets) +
+ * 192 (everything else) + 3 per stdio upstream, and keeps 256 free:
+ * 3008 + 3n, which examples/systemd/sluiced.service's LimitNOFILE=65536
+ * covers twenty times. Under a smaller hard limit both caps shrink in
+ * proportion (the per-sandbox caps with them, to stay below), and we say
+ * so; below what even 16 connections each need we start anyway and warn.
+ */
+static void
+fit_nofile(struct pol_config *cfg)
+{
+	struct rlimit rl;
+	uint64_t old, have, need, fixed, room;
+	uint32_t b = cfg->lim_bridge_conns, t = cfg->lim_dns_tcp_conns;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+		log_warn("getrlimit RLIMIT_NOFILE");
+		return;
+	}
+	old = rl.rlim_cur;
+	if (rl.rlim_cur != rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1) {
+			log_warn("setrlimit RLIMIT_NOFILE %llu",
+			    (unsigned long long)rl.rlim_max);
+			rl.rlim_cur = old;
+		}
+	}
+	have = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur;
+	need = fds_needed(cfg, b, t);
+	if (need > have) {
+		fixed = fds_needed(cfg, 0, 0);
+		room = have > fixed ? have - fixed : 0;
+		/* 2b + t <= room, b : t kept. */
+		b = (uint32_t)(room * b / (2 * (uint64_t)b + t));
+		t = (uint32_t)(room * t / (2 * (uint64_t)cfg->lim_bridge_conns +
+		    t));
+		if (b < 16)
+			b = 16;
+		if (t < 16)
+			t = 16;
+		log_warnx("descriptor limit %llu is below the %llu the "
+		    "connection caps need: bridge_connections %u -> %u, "
+		    "dns_tcp_connections %u -> %u (raise LimitNOFILE)",
+		    (unsigned long long)have, (unsigned long long)need,
+		    cfg->lim_bridge_conns, b, cfg->lim_dns_tcp_conns, t);
+		if (fds_needed(cfg, b, t) > have)
+			log_warnx("descriptor limit %llu: even these caps may "
+			    "exhaust it", (unsigned long long)have);
+		cfg->lim_bridge_conns = b;
+		cfg->lim_dns_tcp_conns = t;
+		if (cfg->lim_bridge_conns_sbx >= b)
+			cfg->lim_bridge_conns_sbx = b / 2;
+		if (cfg->lim_dns_tcp_conns_sbx >= t)
+			cfg->lim_dns_tcp_conns_sbx = t / 2;
+	}
+	log_info("descriptors: limit %llu (was %llu), at most %llu in use; "
+	    "bridge %u connections (%u a sandbox), DNS TCP %u (%u a sandbox)",
+	    (unsigned long long)have, (unsigned long long)old,
+	    (unsigned long long)(fds_needed(cfg, cfg->lim_bridge_conns,
+	    cfg->lim_dns_tcp_conns) - FD_RESERVE), cfg->lim_bridge_conns,
+	    cfg->lim_bridge_conns_sbx, cfg->lim_dns_tcp_conns,
+	    cfg->lim_dns_tcp_conns_sbx);
+}
+
 /* Relative paths would change meaning once the daemon leaves its working
  * directory; keep the directory then (and say so) rather than break reload. */
 static int
@@ -213,6 +310,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	pol_errors_free(errs);
+	fit_nofile(cfg);
 
 	if (mkdir_p(cfg->run_dir, 0750) == -1) {
 		fprintf(stderr, "sluiced: %s: %s\n", cfg->run_dir,

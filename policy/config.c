@@ -497,6 +497,76 @@ yservers(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	}
 }
 
+/*
+ * limits: connection caps and request deadlines (examples/sluice.yaml).
+ * A per-sandbox cap must be below its global cap, or one sandbox could
+ * take every connection; the bounds keep a typo from asking for more
+ * descriptors than any system gives (sluiced fits the caps to its own
+ * limit at start).
+ */
+static void
+ylim_count(struct ywalk *w, const struct ynode *n, const char *key,
+    uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	const struct ynode *v;
+	uint64_t u;
+
+	if ((v = yget(n, key)) == NULL || yuint(w, v, hi, &u) == -1)
+		return;
+	if (u < lo) {
+		yerr(w, v, "%s must be at least %" PRIu64, key, lo);
+		return;
+	}
+	*out = (uint32_t)u;
+}
+
+static void
+ylim_deadline(struct ywalk *w, const struct ynode *n, const char *key,
+    uint32_t *out)
+{
+	const struct ynode *v;
+	uint64_t u;
+
+	if ((v = yget(n, key)) == NULL || yduration(w, v, &u) == -1)
+		return;
+	if (u < 1 || u > 600) {
+		yerr(w, v, "%s must be from 1s to 10m", key);
+		return;
+	}
+	*out = (uint32_t)u;
+}
+
+static void
+ylimits(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "bridge_connections",
+	    "bridge_connections_per_sandbox", "bridge_request_deadline",
+	    "dns_tcp_connections", "dns_tcp_connections_per_sandbox",
+	    "dns_tcp_query_deadline", NULL };
+
+	if (!ycheck_map(w, n, "limits", keys))
+		return;
+	ylim_count(w, n, "bridge_connections", 2, 65536, &c->lim_bridge_conns);
+	ylim_count(w, n, "bridge_connections_per_sandbox", 1, 65535,
+	    &c->lim_bridge_conns_sbx);
+	ylim_deadline(w, n, "bridge_request_deadline",
+	    &c->lim_bridge_request_s);
+	ylim_count(w, n, "dns_tcp_connections", 2, 65536,
+	    &c->lim_dns_tcp_conns);
+	ylim_count(w, n, "dns_tcp_connections_per_sandbox", 1, 65535,
+	    &c->lim_dns_tcp_conns_sbx);
+	ylim_deadline(w, n, "dns_tcp_query_deadline",
+	    &c->lim_dns_tcp_query_s);
+	if (c->lim_bridge_conns_sbx >= c->lim_bridge_conns)
+		yerr(w, n, "bridge_connections_per_sandbox (%" PRIu32 ") must "
+		    "be below bridge_connections (%" PRIu32 ")",
+		    c->lim_bridge_conns_sbx, c->lim_bridge_conns);
+	if (c->lim_dns_tcp_conns_sbx >= c->lim_dns_tcp_conns)
+		yerr(w, n, "dns_tcp_connections_per_sandbox (%" PRIu32 ") "
+		    "must be below dns_tcp_connections (%" PRIu32 ")",
+		    c->lim_dns_tcp_conns_sbx, c->lim_dns_tcp_conns);
+}
+
 static int
 dupdef(char **dst, const char *a, const char *b)
 {
@@ -510,7 +580,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 {
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
-	    "audit_sinks", "servers", NULL };
+	    "audit_sinks", "servers", "limits", NULL };
 	static const char *const skeys[] = { "max", "default_ttl", NULL };
 	struct ywalk	 w;
 	struct ynode	*root;
@@ -540,6 +610,12 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	c->nflog_group = 7;
 	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
 	c->audit_min_free_percent = 10;
+	c->lim_bridge_conns = POL_LIM_BRIDGE_CONNS;
+	c->lim_bridge_conns_sbx = POL_LIM_BRIDGE_CONNS_SBX;
+	c->lim_bridge_request_s = POL_LIM_BRIDGE_REQUEST_S;
+	c->lim_dns_tcp_conns = POL_LIM_DNS_TCP_CONNS;
+	c->lim_dns_tcp_conns_sbx = POL_LIM_DNS_TCP_CONNS_SBX;
+	c->lim_dns_tcp_query_s = POL_LIM_DNS_TCP_QUERY_S;
 	if (ycheck_map(&w, root, "the config", keys)) {
 		if ((v = yget(root, "version")) == NULL)
 			yerr(&w, root, "missing required key \"version\"");
@@ -586,6 +662,8 @@ pol_config_load(const char *path, struct pol_errors *errs)
 			ysinks(&w, v, c);
 		if ((v = yget(root, "servers")) != NULL)
 			yservers(&w, v, c);
+		if ((v = yget(root, "limits")) != NULL)
+			ylimits(&w, v, c);
 	}
 	ynode_free(root);
 	if (w.nerr == 0) {

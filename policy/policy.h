@@ -260,6 +260,23 @@ struct pol_config {
 	size_t			 nsinks;
 	struct pol_mcp_server	*servers;
 	size_t			 nservers;
+	/* limits: (examples/sluice.yaml) what one sandbox may hold of the
+	 * daemon's connections, and how long a request may take to come
+	 * in. Per-sandbox caps are below the global ones (the loader makes
+	 * sure), so that no one sandbox can take all; sluiced may lower the
+	 * global ones to fit its descriptor limit (and says so). */
+	uint32_t		 lim_bridge_conns;	/* default 1024 */
+	uint32_t		 lim_bridge_conns_sbx;	/* default 64 */
+	uint32_t		 lim_bridge_request_s;	/* default 10 */
+	uint32_t		 lim_dns_tcp_conns;	/* default 256 */
+	uint32_t		 lim_dns_tcp_conns_sbx;	/* default 8 */
+	uint32_t		 lim_dns_tcp_query_s;	/* default 10 */
+#define POL_LIM_BRIDGE_CONNS		1024
+#define POL_LIM_BRIDGE_CONNS_SBX	64
+#define POL_LIM_BRIDGE_REQUEST_S	10
+#define POL_LIM_DNS_TCP_CONNS		256
+#define POL_LIM_DNS_TCP_CONNS_SBX	8
+#define POL_LIM_DNS_TCP_QUERY_S		10
 };
 
 /* pol_config_load: read and strictly validate a daemon config. NULL on any

@@ -1306,9 +1306,28 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	mc.on_request = on_request;
 	mc.on_completed = on_completed;
 	mc.arg = br;
+	/*
+	 * A sandbox is its source address. It may hold
+	 * lim_bridge_conns_sbx connections (t_bridge.sh makes 50 calls at
+	 * once from one sandbox), all of them lim_bridge_conns, and when
+	 * they are all taken a sandbox holding fewer takes the slot of one
+	 * waiting for its request in the sandbox holding the most
+	 * (gateway/mhd.h): a few sandboxes holding half-sent requests no
+	 * longer lock the others out. Each request must be all in within
+	 * lim_bridge_request_s of the accept or of the previous answer,
+	 * however slowly it trickles. 0 in a hand-made config: the
+	 * defaults.
+	 */
 	mc.conn_timeout_s = 60;
-	mc.conn_limit = 1024;
-	mc.per_ip_limit = 256;
+	mc.conn_limit = cfg->lim_bridge_conns != 0 ? cfg->lim_bridge_conns :
+	    POL_LIM_BRIDGE_CONNS;
+	mc.per_ip_limit = cfg->lim_bridge_conns_sbx != 0 ?
+	    cfg->lim_bridge_conns_sbx : POL_LIM_BRIDGE_CONNS_SBX;
+	if (mc.per_ip_limit >= mc.conn_limit)
+		mc.per_ip_limit = mc.conn_limit / 2 != 0 ? mc.conn_limit / 2 :
+		    1;
+	mc.recv_deadline_ms = (cfg->lim_bridge_request_s != 0 ?
+	    cfg->lim_bridge_request_s : POL_LIM_BRIDGE_REQUEST_S) * 1000u;
 	if ((br->mhd = mhd_new(loop, &mc, err, errlen)) == NULL)
 		goto fail;
 	for (i = 0; i < br->nups; i++)

@@ -20,6 +20,7 @@
  */
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -2340,6 +2341,230 @@ START_TEST(test_protocol)
 }
 END_TEST
 
+/* ------------------------------------------------ connections, deadlines */
+
+static uint32_t lim_conns, lim_sbx, lim_deadline_s;
+
+/* A new bridge with the limits above (cfg is the bridge's, read at
+ * br_new), in place of the one setup opened. */
+static void
+job_limits(void *arg)
+{
+	(void)arg;
+	br_free(br);
+	cfg->lim_bridge_conns = lim_conns;
+	cfg->lim_bridge_conns_sbx = lim_sbx;
+	cfg->lim_bridge_request_s = lim_deadline_s;
+	open_bridge();
+}
+
+static void
+job_ready(void *arg)
+{
+	size_t i;
+
+	*(int *)arg = 1;
+	for (i = 0; i < br->nups; i++)
+		if (br->ups[i]->state != UP_READY)
+			*(int *)arg = 0;
+}
+
+/* Waits (bounded) until every upstream of the bridge is up: a bridge torn
+ * down while a stdio child is between fork and exec has that child signal
+ * the suite's process group (see tests/lint/valgrind.sh). */
+static void
+ups_ready(void)
+{
+	struct timespec ts = { 0, 50 * 1000000 };
+	int ready = 0, i;
+
+	for (i = 0; i < 400 && !ready; i++) {
+		in_loop(job_ready, &ready);
+		if (!ready)
+			nanosleep(&ts, NULL);
+	}
+	ck_assert_msg(ready, "upstreams not ready within 20 s");
+}
+
+static void
+bridge_limits(uint32_t conns, uint32_t sbx, uint32_t deadline_s)
+{
+	lim_conns = conns;
+	lim_sbx = sbx;
+	lim_deadline_s = deadline_s;
+	ups_ready();
+	in_loop(job_limits, NULL);
+	ups_ready();
+}
+
+/* A TCP connection to the bridge from the local address src, holding half
+ * a request: the request line and one header, never the blank line. */
+static int
+half_request(const char *src)
+{
+	struct sockaddr_in sa;
+	static const char part[] = "POST /mcp/mock HTTP/1.1\r\n"
+	    "Host: 127.0.0.1\r\n";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	inet_pton(AF_INET, src, &sa.sin_addr);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	sa.sin_port = htons((uint16_t)br_port(br));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	(void)send(fd, part, sizeof(part) - 1, MSG_NOSIGNAL);
+	return fd;
+}
+
+/* The bridge closed fd (EOF or reset) within ms; false if it is still
+ * open then. */
+static bool
+closed_within(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char b[512];
+
+	if (poll(&pfd, 1, ms) != 1)
+		return false;
+	return recv(fd, b, sizeof(b), MSG_DONTWAIT) <= 0;
+}
+
+/* A whole request of sandbox B (127.0.0.2, tok-B) is answered. */
+static void
+b_answered(void)
+{
+	struct hreq q = { .token = "tok-B", .iface = "127.0.0.2",
+	    .body = init_body };
+	struct resp r;
+
+	http(&q, &r);
+	ck_assert_int_eq(r.status, 200);
+	resp_free(&r);
+}
+
+/*
+ * One sandbox (a source address) holds at most bridge_connections_per_sandbox
+ * connections: one more is closed at accept, while another sandbox is
+ * served. The ones it holds, half-sent, are closed by the request deadline.
+ */
+START_TEST(test_conn_per_sandbox)
+{
+	int fds[4], i;
+	struct timespec t0, t1;
+	double el;
+
+	bridge_limits(16, 3, 2);
+	for (i = 0; i < 4; i++)
+		fds[i] = half_request("127.0.0.1");
+	/* The 4th: refused at once (the first three are not). */
+	ck_assert(closed_within(fds[3], 2000));
+	for (i = 0; i < 3; i++)
+		ck_assert(!closed_within(fds[i], 0));
+	b_answered();
+	/* A's half-sent requests are past their 2 s deadline soon; a
+	 * bound of 6 s, not a clock the result depends on. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 3; i++)
+		ck_assert_msg(closed_within(fds[i], 6000),
+		    "half-sent request %d still open", i);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	el = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ck_assert(el > 0.5);
+	for (i = 0; i < 4; i++)
+		close(fds[i]);
+	/* And A, with its connections gone, is served again. */
+	{
+		char sid[96];
+
+		mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	}
+	ups_ready();
+}
+END_TEST
+
+/*
+ * Every connection taken, by several sandboxes together (127.0.0.1 holds
+ * 3, 127.0.0.3 holds 1, of 4): a sandbox holding none takes the slot of
+ * the one holding the most (its connection waiting longest), and is
+ * served; a newcomer of the sandbox holding the most is refused.
+ */
+START_TEST(test_conn_full_gives_way)
+{
+	int a[3], c, extra, i, nclosed = 0;
+
+	bridge_limits(4, 3, 60);
+	for (i = 0; i < 3; i++)
+		a[i] = half_request("127.0.0.1");
+	c = half_request("127.0.0.3");
+	/* Full: A (the most) cannot have a fourth. */
+	extra = half_request("127.0.0.1");
+	ck_assert(closed_within(extra, 2000));
+	close(extra);
+	/* B (none) can: one of A's gives way, not C's. */
+	b_answered();
+	for (i = 0; i < 3; i++)
+		nclosed += closed_within(a[i], i == 0 ? 2000 : 200);
+	ck_assert_int_eq(nclosed, 1);
+	/* The oldest: a[0]. */
+	ck_assert(!closed_within(c, 0));
+	for (i = 0; i < 3; i++)
+		close(a[i]);
+	close(c);
+	ups_ready();
+}
+END_TEST
+
+/*
+ * The request deadline is a deadline, not an idle timeout: headers sent a
+ * byte every 200 ms (never idle for MHD's 60 s) are cut off once the
+ * deadline (1 s) has passed, and so is a body trickled after whole
+ * headers. A whole request on a kept-alive connection is not.
+ */
+START_TEST(test_request_deadline)
+{
+	static const char hdrs[] = "X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+	static const char body_hdrs[] = "Content-Type: application/json\r\n"
+	    "Accept: application/json, text/event-stream\r\n"
+	    "Authorization: Bearer tok-A\r\n"
+	    "Content-Length: 400\r\n\r\n";
+	struct timespec t0, t1;
+	double el;
+	int fd, i, round;
+	bool closed = false;
+
+	bridge_limits(16, 8, 1);
+	for (round = 0; round < 2; round++) {
+		fd = half_request("127.0.0.1");
+		if (round == 1)
+			(void)send(fd, body_hdrs, sizeof(body_hdrs) - 1,
+			    MSG_NOSIGNAL);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		closed = false;
+		/* 50 bytes at 200 ms: 10 s, ten times the deadline. */
+		for (i = 0; i < 50 && !closed; i++) {
+			(void)send(fd, round == 0 ? hdrs + i : "{", 1,
+			    MSG_NOSIGNAL);
+			closed = closed_within(fd, 200);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		el = (double)(t1.tv_sec - t0.tv_sec) +
+		    (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		ck_assert_msg(closed, "round %d: a trickling request kept "
+		    "its connection for %.1f s", round, el);
+		ck_assert_msg(el < 8.0, "round %d: closed after %.1f s",
+		    round, el);
+		close(fd);
+	}
+	/* Whole requests back to back on one connection: served. */
+	open_many(NULL, 20);
+	ups_ready();
+}
+END_TEST
+
 /* A malformed tools/call is refused with -32602 and still recorded, as
  * the denial of a call the sandbox tried (with no tool name to trust). */
 static const char *const bad_call_params[] = {
@@ -3370,6 +3595,9 @@ bridge_suite(void)
 	tcase_add_test(lim, test_large_args_stdio);
 	tcase_add_test(lim, test_stdio_no_caps);
 	tcase_add_test(lim, test_stdio_many_lines);
+	tcase_add_test(lim, test_conn_per_sandbox);
+	tcase_add_test(lim, test_conn_full_gives_way);
+	tcase_add_test(lim, test_request_deadline);
 	tcase_add_loop_test(lim, test_protocol, 0,
 	    sizeof(proto_cases) / sizeof(proto_cases[0]));
 	tcase_add_loop_test(parse, test_rpc_parse, 0,
