@@ -1068,6 +1068,10 @@ rec_dns_canon(const struct dns_event *ev, const struct pol_policy *policy,
 		cw_cs(w, ev->sandbox);
 		CW_K(w, "}");
 	}
+	if (ev->suppressed > 0) {
+		CW_K(w, ",\"suppressed\":");
+		cw_u(w, ev->suppressed);
+	}
 	CW_K(w, ",\"transport\":");
 	if (ev->tcp)
 		CW_K(w, "\"tcp\"");
@@ -1117,6 +1121,10 @@ rec_dns_fields(const struct dns_event *ev, const struct pol_policy *policy)
 	    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX : ev->latency_us)));
 	if (ev->finding)
 		bad |= put(o, "finding", json_true());
+	/* Over-rate queries dropped since this sandbox's previous record:
+	 * the count the log keeps of what it was not told one by one. */
+	if (ev->suppressed > 0)
+		bad |= put(o, "suppressed", json_integer(ev->suppressed));
 	if (policy != NULL)
 		bad |= put(o, "policy", policy_shared(policy, ev->rule));
 	else if (ev->rule[0] != '\0')

@@ -289,6 +289,31 @@ static const struct {
 	{ 77, "deny", "unknown" },
 };
 
+/* Over-rate queries the proxy dropped travel on the sandbox's next record
+ * as "suppressed", in both forms (the tree and the in-place bytes), and
+ * only when there were some: other records keep their layout. */
+START_TEST(dns_record_suppressed)
+{
+	struct dns_event ev;
+	json_t *f;
+	char *s;
+
+	typical(&ev, "sbx-a", "o.example.com");
+	s = canon_of(&ev, NULL);
+	ck_assert_ptr_null(strstr(s, "suppressed"));
+	free(s);
+	ev.suppressed = 4242;
+	s = canon_of(&ev, NULL);
+	ck_assert_ptr_nonnull(strstr(s, "\"suppressed\":4242,"));
+	free(s);
+	f = rec_dns_fields(&ev, NULL);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(json_integer_value(json_object_get(f, "suppressed")),
+	    4242);
+	json_decref(f);
+}
+END_TEST
+
 START_TEST(dns_record_outcomes)
 {
 	struct dns_event ev;
@@ -780,6 +805,7 @@ main(void)
 	tcase_add_loop_test(core, dns_record_outcomes, 0,
 	    sizeof(outcomes) / sizeof(outcomes[0]));
 	tcase_add_test(core, dns_record_unknown_source);
+	tcase_add_test(core, dns_record_suppressed);
 	tcase_add_loop_test(core, dns_config_cache_entries, 0,
 	    sizeof(cachecfg) / sizeof(cachecfg[0]));
 	tcase_add_test(lim, dns_record_not_utf8);
