@@ -650,9 +650,13 @@ setup(void)
 	    "    credential: {env: SLUICE_TEST_STDIO_CRED, child_env: EV_TOKEN}\n"
 	    "  - name: mock\n    transport: stdio\n"
 	    /* Through sh, which keeps the signal mask it was started
-	     * with (node resets its own), to show that mask. */
-	    "    command: [sh, -c, \"grep SigBlk /proc/$$/status > %s/sigblk;"
-	    " exec node %s/mock.js %s\"]\n"
+	     * with (node resets its own), to show that mask. Read with
+	     * builtins only: a forked grep reading sh's status could
+	     * catch sh in the moment it blocks signals around a fork or
+	     * a wait, and report that mask instead of the inherited one. */
+	    "    command: [sh, -c, \"while read -r l; do case $l in"
+	    " SigBlk*) echo \\\"$l\\\" > %s/sigblk;; esac;"
+	    " done < /proc/$$/status; exec node %s/mock.js %s\"]\n"
 	    "    credential: {env: SLUICE_TEST_MOCK_CRED,"
 	    " child_env: MOCK_TOKEN}\n"
 	    "  - name: evhttp\n    transport: http\n"
