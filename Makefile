@@ -49,7 +49,7 @@ GW_MAINS   := gateway/sluiced.c gateway/sluice.c
 POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
-GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS),$(wildcard gateway/*.c gateway/bridge/*.c)))
+GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS),$(wildcard gateway/*.c gateway/*/*.c)))
 LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 
 UNIT_SRC   := $(wildcard tests/unit/check_*.c)
