@@ -22,7 +22,7 @@
 
 #include "policy/internal.h"
 
-enum rclass {
+enum rd_class {
 	RC_AWS_KEY = 0,
 	RC_AWS_SECRET,
 	RC_PRIVATE_KEY,
@@ -51,21 +51,21 @@ static const char *const markers[] = {
 #define RB_GITHUB	0x08u
 #define RB_UPSTREAM	0x10u
 
-struct span {
+struct rd_span {
 	size_t	lo, hi;
 	int	cls;
 };
 
-struct spans {
-	struct span	*v;
+struct rd_spans {
+	struct rd_span	*v;
 	size_t		 n, cap;
 	bool		 oom;
 };
 
 static void
-span_add(struct spans *s, size_t lo, size_t hi, int cls)
+rd_span_add(struct rd_spans *s, size_t lo, size_t hi, int cls)
 {
-	struct span	*t;
+	struct rd_span	*t;
 	size_t		 cap;
 
 	if (s->oom || hi <= lo)
@@ -106,39 +106,39 @@ enabled(const struct pol_policy *p)
 /* Character classes, ASCII only: a match never starts or ends inside a
  * multi-byte UTF-8 sequence, so redacting cannot break the encoding. */
 static bool
-is_upper_digit(unsigned char c)
+rd_is_upper_digit(unsigned char c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
 static bool
-is_alnum(unsigned char c)
+rd_is_alnum(unsigned char c)
 {
-	return is_upper_digit(c) || (c >= 'a' && c <= 'z');
+	return rd_is_upper_digit(c) || (c >= 'a' && c <= 'z');
 }
 
 static bool
-is_b64(unsigned char c)
+rd_is_b64(unsigned char c)
 {
-	return is_alnum(c) || c == '+' || c == '/';
+	return rd_is_alnum(c) || c == '+' || c == '/';
 }
 
 static bool
-is_b64url(unsigned char c)
+rd_is_b64url(unsigned char c)
 {
-	return is_alnum(c) || c == '-' || c == '_';
+	return rd_is_alnum(c) || c == '-' || c == '_';
 }
 
 /* RFC 6750 b64token characters, plus '=' padding. */
 static bool
 is_token(unsigned char c)
 {
-	return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+	return rd_is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
 	    c == '+' || c == '/' || c == '=';
 }
 
 static unsigned char
-lower(unsigned char c)
+rd_lower(unsigned char c)
 {
 	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
 }
@@ -150,7 +150,7 @@ ci_at(const unsigned char *in, size_t n, size_t i, const char *w)
 	size_t	k;
 
 	for (k = 0; w[k] != '\0'; k++)
-		if (i + k >= n || lower(in[i + k]) != (unsigned char)w[k])
+		if (i + k >= n || rd_lower(in[i + k]) != (unsigned char)w[k])
 			return false;
 	return true;
 }
@@ -167,15 +167,15 @@ run(const unsigned char *in, size_t n, size_t i, bool (*cls)(unsigned char))
 
 /* AWS access key ids: AKIA/ASIA and 16 of [A-Z0-9]. */
 static void
-scan_aws_ids(const unsigned char *in, size_t n, struct spans *s)
+rd_scan_aws_ids(const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	size_t	i = 0;
 
 	while (i + 20 <= n) {
 		if (in[i] == 'A' && (in[i + 1] == 'K' || in[i + 1] == 'S') &&
 		    in[i + 2] == 'I' && in[i + 3] == 'A' &&
-		    run(in, i + 20, i + 4, is_upper_digit) == 16) {
-			span_add(s, i, i + 20, RC_AWS_KEY);
+		    run(in, i + 20, i + 4, rd_is_upper_digit) == 16) {
+			rd_span_add(s, i, i + 20, RC_AWS_KEY);
 			i += 20;
 		} else
 			i++;
@@ -244,12 +244,12 @@ assign_value(const unsigned char *in, size_t n, size_t j)
  * characters with no marker of its own, so it is only found after its
  * name. Shorter runs (down to 16) are taken too: fail towards redacting. */
 static void
-scan_aws_secrets(const unsigned char *in, size_t n, struct spans *s)
+rd_scan_aws_secrets(const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	size_t	i = 0, k, v, len;
 
 	while (i < n) {
-		unsigned char c = lower(in[i]);
+		unsigned char c = rd_lower(in[i]);
 
 		if ((c != 'a' && c != 's') || (k = aws_secret_kw(in, n, i)) == 0 ||
 		    (v = assign_value(in, n, k)) == 0) {
@@ -257,10 +257,11 @@ scan_aws_secrets(const unsigned char *in, size_t n, struct spans *s)
 			continue;
 		}
 		len = 0;
-		while (v + len < n && (is_b64(in[v + len]) || in[v + len] == '='))
+		while (v + len < n && (rd_is_b64(in[v + len]) ||
+		    in[v + len] == '='))
 			len++;
 		if (len >= 16)
-			span_add(s, v, v + len, RC_AWS_SECRET);
+			rd_span_add(s, v, v + len, RC_AWS_SECRET);
 		i = v + len > i ? v + len : i + 1;
 	}
 }
@@ -270,7 +271,7 @@ scan_aws_secrets(const unsigned char *in, size_t n, struct spans *s)
  * also keeps the scan linear, as no footer search runs twice over the
  * same bytes. */
 static void
-scan_pem(const unsigned char *in, size_t n, struct spans *s)
+rd_scan_pem(const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	static const char begin[] = "-----BEGIN ";
 	char		 foot[96], label[72];
@@ -281,8 +282,8 @@ scan_pem(const unsigned char *in, size_t n, struct spans *s)
 	    sizeof(begin) - 1)) != NULL) {
 		l = (size_t)(h - in) + sizeof(begin) - 1;
 		ll = 0;
-		while (l + ll < n && ll < 64 && (is_upper_digit(in[l + ll]) ||
-		    in[l + ll] == ' '))
+		while (l + ll < n && ll < 64 &&
+		    (rd_is_upper_digit(in[l + ll]) || in[l + ll] == ' '))
 			ll++;
 		pos = l;
 		if (ll == 0 || l + ll + 5 > n ||
@@ -296,35 +297,35 @@ scan_pem(const unsigned char *in, size_t n, struct spans *s)
 		snprintf(foot, sizeof(foot), "-----END %s-----", label);
 		f = memmem(in + hend, n - hend, foot, strlen(foot));
 		if (f == NULL) {
-			span_add(s, (size_t)(h - in), n, RC_PRIVATE_KEY);
+			rd_span_add(s, (size_t)(h - in), n, RC_PRIVATE_KEY);
 			return;
 		}
 		pos = (size_t)(f - in) + strlen(foot);
-		span_add(s, (size_t)(h - in), pos, RC_PRIVATE_KEY);
+		rd_span_add(s, (size_t)(h - in), pos, RC_PRIVATE_KEY);
 	}
 }
 
 /* "Bearer <token>", "Authorization: <value>" (also Proxy-Authorization,
  * header or JSON or env form), and JWT-looking eyJ... tokens. */
 static void
-scan_bearer(const unsigned char *in, size_t n, struct spans *s)
+rd_scan_bearer(const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	size_t	i, j, v, len;
 
 	for (i = 0; i < n; i++) {
-		unsigned char c = lower(in[i]);
+		unsigned char c = rd_lower(in[i]);
 
-		if (c == 'b' && (i == 0 || !is_alnum(in[i - 1])) &&
+		if (c == 'b' && (i == 0 || !rd_is_alnum(in[i - 1])) &&
 		    ci_at(in, n, i, "bearer")) {
 			j = i + 6;
 			while (j < n && j < i + 14 && (in[j] == ' ' ||
 			    in[j] == '\t'))
 				j++;
 			if (j > i + 6 && (len = run(in, n, j, is_token)) > 0) {
-				span_add(s, j, j + len, RC_BEARER);
+				rd_span_add(s, j, j + len, RC_BEARER);
 				i = j + len - 1;
 			}
-		} else if (c == 'a' && (i == 0 || !is_alnum(in[i - 1])) &&
+		} else if (c == 'a' && (i == 0 || !rd_is_alnum(in[i - 1])) &&
 		    ci_at(in, n, i, "authorization") &&
 		    (v = assign_value(in, n, i + 13)) != 0) {
 			/* The value runs to the end of the line or string. */
@@ -332,23 +333,23 @@ scan_bearer(const unsigned char *in, size_t n, struct spans *s)
 			    in[j] != '\r' && in[j] != '\n' && in[j] != '\\';
 			    j++)
 				;
-			span_add(s, v, j, RC_BEARER);
+			rd_span_add(s, v, j, RC_BEARER);
 			/* Past the value: a long line is scanned once. */
 			if (j > i + 1)
 				i = j - 1;
 		} else if (in[i] == 'e' && i + 3 < n && in[i + 1] == 'y' &&
-		    in[i + 2] == 'J' && (i == 0 || !is_b64url(in[i - 1]))) {
+		    in[i + 2] == 'J' && (i == 0 || !rd_is_b64url(in[i - 1]))) {
 			/* header.payload.signature, the signature may be empty
 			 * (alg none); JWE has more parts. */
-			j = i + run(in, n, i, is_b64url);
+			j = i + run(in, n, i, rd_is_b64url);
 			if (j - i < 4 || j >= n || in[j] != '.' ||
-			    (len = run(in, n, j + 1, is_b64url)) == 0 ||
+			    (len = run(in, n, j + 1, rd_is_b64url)) == 0 ||
 			    j + 1 + len >= n || in[j + 1 + len] != '.')
 				continue;
 			j += 1 + len;
 			while (j < n && in[j] == '.')
-				j += 1 + run(in, n, j + 1, is_b64url);
-			span_add(s, i, j, RC_JWT);
+				j += 1 + run(in, n, j + 1, rd_is_b64url);
+			rd_span_add(s, i, j, RC_JWT);
 			i = j - 1;
 		}
 	}
@@ -356,20 +357,20 @@ scan_bearer(const unsigned char *in, size_t n, struct spans *s)
 
 /* GitHub tokens: gh[pousr]_ and 36+ alphanumerics, github_pat_ and 22+. */
 static void
-scan_github(const unsigned char *in, size_t n, struct spans *s)
+rd_scan_github(const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	size_t	i = 0, len;
 
 	while (i + 4 <= n) {
 		if (in[i] == 'g' && in[i + 1] == 'h' && in[i + 3] == '_' &&
 		    strchr("pousr", in[i + 2]) != NULL && in[i + 2] != '\0' &&
-		    (len = run(in, n, i + 4, is_alnum)) >= 36) {
-			span_add(s, i, i + 4 + len, RC_GITHUB);
+		    (len = run(in, n, i + 4, rd_is_alnum)) >= 36) {
+			rd_span_add(s, i, i + 4 + len, RC_GITHUB);
 			i += 4 + len;
 		} else if (in[i] == 'g' && i + 11 <= n &&
 		    memcmp(in + i, "github_pat_", 11) == 0 &&
-		    (len = run(in, n, i + 11, is_b64url)) >= 22) {
-			span_add(s, i, i + 11 + len, RC_GITHUB);
+		    (len = run(in, n, i + 11, rd_is_b64url)) >= 22) {
+			rd_span_add(s, i, i + 11 + len, RC_GITHUB);
 			i += 11 + len;
 		} else
 			i++;
@@ -377,8 +378,8 @@ scan_github(const unsigned char *in, size_t n, struct spans *s)
 }
 
 static int
-scan_patterns(const struct pol_policy *p, const unsigned char *in, size_t n,
-    struct spans *s, char *err, size_t errlen)
+rd_scan_patterns(const struct pol_policy *p, const unsigned char *in, size_t n,
+    struct rd_spans *s, char *err, size_t errlen)
 {
 	pcre2_match_data *md;
 	PCRE2_SIZE	*ov;
@@ -417,7 +418,7 @@ scan_patterns(const struct pol_policy *p, const unsigned char *in, size_t n,
 			lo = ov[0];
 			hi = ov[1];
 			if (hi > lo)
-				span_add(s, lo, hi, RC_PATTERN);
+				rd_span_add(s, lo, hi, RC_PATTERN);
 			if (hi > off && hi > lo)
 				off = hi;
 			else {
@@ -482,7 +483,7 @@ urlenc(const unsigned char *s, size_t n, bool upper, bool plus, char *out)
 	size_t		 i, o = 0;
 
 	for (i = 0; i < n; i++) {
-		if (is_alnum(s[i]) || s[i] == '-' || s[i] == '.' ||
+		if (rd_is_alnum(s[i]) || s[i] == '-' || s[i] == '.' ||
 		    s[i] == '_' || s[i] == '~')
 			out[o++] = (char)s[i];
 		else if (plus && s[i] == ' ')
@@ -630,16 +631,16 @@ jsonesc(const unsigned char *s, size_t n, unsigned flags, char *out)
 }
 
 /* Encoded forms shorter than this would match where no secret is. */
-#define FORM_MIN	6
+#define RD_FORM_MIN	6
 
-/* find_all: every occurrence of f (flen bytes) in in. For base64 forms
+/* rd_find_all: every occurrence of f (flen bytes) in in. For base64 forms
  * the match is f's first fixed bytes, extended over up to flen - fixed
  * more alphabet characters and '=' padding, and back over up to `back`
  * alphabet characters (those that carry bits of the secret mixed with
  * bits of what precedes it). */
 static void
 find_all_back(const unsigned char *in, size_t n, const char *f, size_t flen,
-    size_t fixed, const char *alpha, size_t back, struct spans *s)
+    size_t fixed, const char *alpha, size_t back, struct rd_spans *s)
 {
 	const unsigned char *m;
 	size_t		 pos = 0, end, k, lo;
@@ -658,15 +659,15 @@ find_all_back(const unsigned char *in, size_t n, const char *f, size_t flen,
 		for (k = 0; alpha != NULL && k < 2 && end < n &&
 		    in[end] == '='; k++)
 			end++;
-		span_add(s, lo, end, RC_CREDENTIAL);
+		rd_span_add(s, lo, end, RC_CREDENTIAL);
 		/* Overlapping occurrences ("aa" in "aaa") are one span. */
 		pos = (size_t)(m - in) + 1;
 	}
 }
 
 static void
-find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
-    size_t fixed, const char *alpha, struct spans *s)
+rd_find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
+    size_t fixed, const char *alpha, struct rd_spans *s)
 {
 	find_all_back(in, n, f, flen, fixed, alpha, 0, s);
 }
@@ -683,7 +684,7 @@ find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
 static void
 find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
     size_t len, const char *alpha, unsigned char *tmp, char *out,
-    struct spans *s)
+    struct rd_spans *s)
 {
 	size_t a, flen, fixed, skip;
 
@@ -692,7 +693,7 @@ find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
 		memcpy(tmp + a, sec, len);
 		flen = b64(tmp, len + a, alpha, out, &fixed);
 		skip = a == 1 ? 2 : 3;
-		if (fixed < skip + FORM_MIN)
+		if (fixed < skip + RD_FORM_MIN)
 			continue;
 		find_all_back(in, n, out + skip, flen - skip, fixed - skip,
 		    alpha, 1, s);
@@ -705,15 +706,15 @@ find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
  */
 static void
 find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
-    size_t len, unsigned char *tmp, char *out, struct spans *s)
+    size_t len, unsigned char *tmp, char *out, struct rd_spans *s)
 {
 	size_t flen, fixed;
 
 	flen = b64(sec, len, b64std, out, &fixed);
-	find_all(in, n, out, flen, fixed, b64std, s);
+	rd_find_all(in, n, out, flen, fixed, b64std, s);
 	find_b64_shifted(in, n, sec, len, b64std, tmp, out, s);
 	flen = b64(sec, len, b64url, out, &fixed);
-	find_all(in, n, out, flen, fixed, b64url, s);
+	rd_find_all(in, n, out, flen, fixed, b64url, s);
 	find_b64_shifted(in, n, sec, len, b64url, tmp, out, s);
 }
 
@@ -728,8 +729,8 @@ find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
  * secrets get no encoded forms: a 2-byte base64 prefix would match
  * everywhere. */
 static int
-scan_secrets(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
+rd_scan_secrets(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	const unsigned char *sec;
 	char		*buf, *form[NJWRITERS], *two, *out;
@@ -741,7 +742,7 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			continue;
 		sec = (const unsigned char *)secrets[i];
 		len = strlen(secrets[i]);
-		find_all(in, n, secrets[i], len, len, NULL, s);
+		rd_find_all(in, n, secrets[i], len, len, NULL, s);
 		if (len < 6)
 			continue;
 		/* The JSON forms are the longest: each writer's once
@@ -771,14 +772,14 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 			flen = urlenc(sec, len, j % 2 == 0, j >= 2, buf);
 			if (flen == len && memcmp(buf, sec, len) == 0)
 				break;
-			find_all(in, n, buf, flen, flen, NULL, s);
+			rd_find_all(in, n, buf, flen, flen, NULL, s);
 			find_b64_all(in, n, (const unsigned char *)buf, flen,
 			    tmp, out, s);
 		}
 		flen = hexenc(sec, len, true, buf);
-		find_all(in, n, buf, flen, flen, NULL, s);
+		rd_find_all(in, n, buf, flen, flen, NULL, s);
 		hexenc(sec, len, false, buf);
-		find_all(in, n, buf, flen, flen, NULL, s);
+		rd_find_all(in, n, buf, flen, flen, NULL, s);
 		for (w = 0; w < NJWRITERS; w++) {
 			form[w] = buf + w * step;
 			fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
@@ -792,14 +793,14 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
 					break;
 			if (j < w)
 				continue;
-			find_all(in, n, form[w], fl[w], fl[w], NULL, s);
+			rd_find_all(in, n, form[w], fl[w], fl[w], NULL, s);
 			/* A JSON file holding it, base64-encoded. */
 			find_b64_all(in, n, (const unsigned char *)form[w],
 			    fl[w], tmp, out, s);
 			/* Its second escaping, by the same writer. */
 			flen = jsonesc((const unsigned char *)form[w], fl[w],
 			    jwriters[w], two);
-			find_all(in, n, two, flen, flen, NULL, s);
+			rd_find_all(in, n, two, flen, flen, NULL, s);
 		}
 		free(buf);
 	}
@@ -823,14 +824,14 @@ scan_secrets(const char *const *secrets, size_t nsecrets,
  */
 #define DEC_LEVELS	4
 
-struct declevel {
+struct rd_declevel {
 	const unsigned char *b;		/* the unescaped bytes */
 	uint32_t	*lo, *hi;	/* each one's span in the original */
 	size_t		 n;
 };
 
 static void
-declevel_free(struct declevel *d)
+rd_declevel_free(struct rd_declevel *d)
 {
 	/* The original text (lo NULL) is the caller's. */
 	if (d->lo != NULL)
@@ -840,11 +841,11 @@ declevel_free(struct declevel *d)
 }
 
 static int
-hexval(unsigned char c)
+rd_hexval(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
-	c = lower(c);
+	c = rd_lower(c);
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
@@ -858,7 +859,7 @@ hexn(const unsigned char *s, size_t n)
 	int h;
 
 	for (i = 0; i < n; i++) {
-		if ((h = hexval(s[i])) == -1)
+		if ((h = rd_hexval(s[i])) == -1)
 			return -1;
 		v = v << 4 | h;
 	}
@@ -963,8 +964,8 @@ unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
 		return 0;
 	if (i + 2 < n && in[i + 2] == '{') {
 		/* JavaScript's \u{X...}: 1 to 6 digits. */
-		for (k = 0; k < 6 && i + 3 + k < n && hexval(in[i + 3 + k]) != -1;
-		    k++)
+		for (k = 0; k < 6 && i + 3 + k < n &&
+		    rd_hexval(in[i + 3 + k]) != -1; k++)
 			;
 		if (k == 0 || i + 3 + k >= n || in[i + 3 + k] != '}' ||
 		    (cp = hexn(in + i + 3, k)) > 0x10ffff ||
@@ -1044,7 +1045,7 @@ unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
 	}
 	hex = in[i + 2] == 'x' || in[i + 2] == 'X';
 	for (k = i + 2 + hex, d = 0; k < n && d < 8; k++, d++) {
-		h = hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ?
+		h = hex ? rd_hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ?
 		    in[k] - '0' : -1;
 		if (h == -1)
 			break;
@@ -1053,7 +1054,7 @@ unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
 	/* More than eight digits is no reference anyone writes. */
 	if (d == 0 || cp == 0 || cp > 0x10ffff ||
 	    (cp >= 0xd800 && cp <= 0xdfff) || (k < n &&
-	    (hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ? 0 : -1) !=
+	    (hex ? rd_hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ? 0 : -1) !=
 	    -1))
 		return 0;
 	*used = k - i + (k < n && in[k] == ';');
@@ -1078,9 +1079,9 @@ unpct1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
 /* Unescapes prev into d (never longer), \x read as xmode says: bit 0 of
  * the result set when some escape was undone (else d is prev's copy), bit
  * 1 when a \x above 0x7f was seen; -1 (ENOMEM). d owns its arrays after
- * a result other than -1 (declevel_free). */
+ * a result other than -1 (rd_declevel_free). */
 static int
-unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
+unesc_level(const struct rd_declevel *prev, struct rd_declevel *d, int xmode)
 {
 	unsigned char	 u[4], *b;
 	size_t		 i, j, k, r, o = 0, used;
@@ -1160,15 +1161,15 @@ unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
  * secret's own bytes, and the secret stands in it as that reading. So
  * each level is also searched for the secrets as the levels before read
  * them (form m: m passes of the same unescaping), raw only, and only
- * forms of at least FORM_MIN bytes. Where the secret's last bytes join what follows it into
- * one escape, the form is not found.
+ * forms of at least RD_FORM_MIN bytes. Where the secret's last bytes
+ * join what follows it into one escape, the form is not found.
  */
 struct forms {
-	struct declevel	*f;	/* nsecrets rows of DEC_LEVELS + 1 */
+	struct rd_declevel *f;	/* nsecrets rows of DEC_LEVELS + 1 */
 	size_t		 nsecrets;
 };
 
-static struct declevel *
+static struct rd_declevel *
 form_at(const struct forms *fs, size_t i, size_t m)
 {
 	return &fs->f[i * (DEC_LEVELS + 1) + m];
@@ -1181,11 +1182,11 @@ forms_free(struct forms *fs)
 
 	if (fs->f == NULL)
 		return;
-	/* Form 0 is the caller's secret (lo NULL, as declevel_free
+	/* Form 0 is the caller's secret (lo NULL, as rd_declevel_free
 	 * expects); an unmade form is all NULL. */
 	for (i = 0; i < fs->nsecrets; i++)
 		for (m = 1; m <= DEC_LEVELS; m++)
-			declevel_free(form_at(fs, i, m));
+			rd_declevel_free(form_at(fs, i, m));
 	free(fs->f);
 	fs->f = NULL;
 }
@@ -1196,7 +1197,7 @@ forms_free(struct forms *fs)
 static int
 forms_next(struct forms *fs, size_t m, int xmode)
 {
-	struct declevel *prev, *d;
+	struct rd_declevel *prev, *d;
 	size_t i;
 	int rc;
 
@@ -1218,14 +1219,14 @@ forms_next(struct forms *fs, size_t m, int xmode)
  * moved back onto the span of the original it came from. -1 (ENOMEM). */
 static int
 search_level(const char *const *secrets, size_t nsecrets,
-    const struct forms *fs, size_t l, const struct declevel *d,
-    struct spans *s)
+    const struct forms *fs, size_t l, const struct rd_declevel *d,
+    struct rd_spans *s)
 {
-	const struct declevel *f;
-	struct spans	 t = { 0 };
+	const struct rd_declevel *f;
+	struct rd_spans	 t = { 0 };
 	size_t		 i, m;
 
-	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1) {
+	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1) {
 		free(t.v);
 		errno = ENOMEM;
 		return -1;
@@ -1233,8 +1234,8 @@ search_level(const char *const *secrets, size_t nsecrets,
 	for (i = 0; i < nsecrets; i++)
 		for (m = 1; m <= l; m++) {
 			f = form_at(fs, i, m);
-			if (f->b != NULL && f->n >= FORM_MIN)
-				find_all(d->b, d->n, (const char *)f->b,
+			if (f->b != NULL && f->n >= RD_FORM_MIN)
+				rd_find_all(d->b, d->n, (const char *)f->b,
 				    f->n, f->n, NULL, &t);
 		}
 	if (t.oom) {
@@ -1243,7 +1244,7 @@ search_level(const char *const *secrets, size_t nsecrets,
 		return -1;
 	}
 	for (i = 0; i < t.n; i++)
-		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
+		rd_span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
 		    t.v[i].cls);
 	free(t.v);
 	return 0;
@@ -1258,10 +1259,10 @@ escapable(const unsigned char *b, size_t n)
 }
 
 static int
-scan_unescaped(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
+rd_scan_unescaped(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
 {
-	struct declevel	 cur, next;
+	struct rd_declevel cur, next;
 	struct forms	 fs = { NULL, nsecrets };
 	size_t		 i, l;
 	int		 rc, xmode, high = 0;
@@ -1295,10 +1296,10 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 		cur.n = n;
 		for (l = 0; l < DEC_LEVELS; l++) {
 			rc = unesc_level(&cur, &next, xmode);
-			declevel_free(&cur);
+			rd_declevel_free(&cur);
 			if (rc == -1 || forms_next(&fs, l + 1, xmode) == -1) {
 				if (rc != -1)
-					declevel_free(&next);
+					rd_declevel_free(&next);
 				forms_free(&fs);
 				return -1;
 			}
@@ -1311,36 +1312,36 @@ scan_unescaped(const char *const *secrets, size_t nsecrets,
 				break;
 			if (search_level(secrets, nsecrets, &fs, l + 1, &cur,
 			    s) == -1) {
-				declevel_free(&cur);
+				rd_declevel_free(&cur);
 				forms_free(&fs);
 				return -1;
 			}
 			if (!escapable(cur.b, cur.n))
 				break;
 		}
-		declevel_free(&cur);
+		rd_declevel_free(&cur);
 		forms_free(&fs);
 	}
 	return 0;
 }
 
-/* Searches the text of d as scan_secrets searches an original and adds
+/* Searches the text of d as rd_scan_secrets searches an original and adds
  * each match to s as the span of the original text it came from. -1
  * (ENOMEM) or 0; d stays the caller's. */
 static int
-scan_mapped(const char *const *secrets, size_t nsecrets,
-    const struct declevel *d, struct spans *s)
+rd_scan_mapped(const char *const *secrets, size_t nsecrets,
+    const struct rd_declevel *d, struct rd_spans *s)
 {
-	struct spans	t = { 0 };
+	struct rd_spans	t = { 0 };
 	size_t		i;
 
-	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
+	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
 		free(t.v);
 		errno = ENOMEM;
 		return -1;
 	}
 	for (i = 0; i < t.n; i++)
-		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
+		rd_span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
 		    t.v[i].cls);
 	free(t.v);
 	return 0;
@@ -1362,7 +1363,7 @@ scan_mapped(const char *const *secrets, size_t nsecrets,
 static bool
 b64_char(unsigned char c)
 {
-	return is_b64(c) || c == '-' || c == '_' || c == '=';
+	return rd_is_b64(c) || c == '-' || c == '_' || c == '=';
 }
 
 /* The break starting at in[i] (after a base64 character), which ends
@@ -1396,10 +1397,10 @@ join_break(const unsigned char *in, size_t n, size_t i, size_t *end)
 }
 
 static int
-scan_joined(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
+rd_scan_joined(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
 {
-	struct declevel	 d;
+	struct rd_declevel d;
 	size_t		 i, j, end, o = 0;
 	unsigned char	*b;
 	int		 joins = 0, rc;
@@ -1439,8 +1440,8 @@ scan_joined(const char *const *secrets, size_t nsecrets,
 	}
 	d.b = b;
 	d.n = o;
-	rc = scan_mapped(secrets, nsecrets, &d, s);
-	declevel_free(&d);
+	rc = rd_scan_mapped(secrets, nsecrets, &d, s);
+	rd_declevel_free(&d);
 	return rc;
 }
 
@@ -1530,15 +1531,15 @@ dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
 		j++;
 	l->off = 0;
 	l->off8 = 0;
-	for (k = j; k < end && hexval(in[k]) != -1 && k - j < 16; k++) {
+	for (k = j; k < end && rd_hexval(in[k]) != -1 && k - j < 16; k++) {
 		if (k - j == 15)
 			continue;	/* a 16th digit: not compared (below) */
-		l->off = l->off << 4 | hexval(in[k]);
+		l->off = l->off << 4 | rd_hexval(in[k]);
 		l->off8 = l->off8 >= 0 && in[k] <= '7' ?
 		    l->off8 << 3 | (in[k] - '0') : -1;
 	}
 	/* 16 digits may overflow: such offsets are not compared. */
-	if (k - j < 4 || (k < end && hexval(in[k]) != -1))
+	if (k - j < 4 || (k < end && rd_hexval(in[k]) != -1))
 		return -1;
 	if (k - j == 16)
 		l->off = l->off8 = -1;
@@ -1553,7 +1554,7 @@ dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
 			blanks++;
 		if (blanks == 0 || blanks > 2)
 			break;
-		for (j = k; j < end && hexval(in[j]) != -1; j++)
+		for (j = k; j < end && rd_hexval(in[j]) != -1; j++)
 			;
 		/* A group has an even number of digits, no more than the
 		 * first, and ends at a blank or the line's end; a shorter
@@ -1577,15 +1578,15 @@ dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
  * with the span of its digits as lo and its line's end as hi. */
 static void
 dump_decode(const unsigned char *in, const struct dump_line *l,
-    struct declevel *d, unsigned char *b)
+    struct rd_declevel *d, unsigned char *b)
 {
 	size_t	k = l->data, got;
 
 	for (got = 0; got < l->nbytes; got++) {
 		while (in[k] == ' ')
 			k++;
-		b[d->n] = (unsigned char)(hexval(in[k]) << 4 |
-		    hexval(in[k + 1]));
+		b[d->n] = (unsigned char)(rd_hexval(in[k]) << 4 |
+		    rd_hexval(in[k + 1]));
 		d->lo[d->n] = (uint32_t)k;
 		d->hi[d->n] = (uint32_t)l->end;
 		d->n++;
@@ -1595,7 +1596,7 @@ dump_decode(const unsigned char *in, const struct dump_line *l,
 
 /* Makes room for need bytes in b and d: -1 (ENOMEM, all freed) or 0. */
 static int
-dump_room(unsigned char **b, struct declevel *d, size_t *cap, size_t need)
+dump_room(unsigned char **b, struct rd_declevel *d, size_t *cap, size_t need)
 {
 	size_t		 nc = *cap ? *cap : 256;
 	unsigned char	*nb;
@@ -1666,7 +1667,7 @@ dump_next(const unsigned char *in, size_t n, size_t e, bool esc)
  * b and d freed) or 0. */
 static int
 dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
-    struct declevel *d, size_t *cap)
+    struct rd_declevel *d, size_t *cap)
 {
 	struct dump_line cur, nxt;
 	size_t		 i = 0, e, ni, prev, start, k;
@@ -1748,10 +1749,10 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 }
 
 static int
-scan_dumps(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
+rd_scan_dumps(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
 {
-	struct declevel	 d = { NULL, NULL, NULL, 0 };
+	struct rd_declevel d = { NULL, NULL, NULL, 0 };
 	unsigned char	*b = NULL;
 	size_t		 cap = 0;
 	int		 rc;
@@ -1769,15 +1770,15 @@ scan_dumps(const char *const *secrets, size_t nsecrets,
 	if (d.n == 0)
 		return 0;
 	d.b = b;
-	rc = scan_mapped(secrets, nsecrets, &d, s);
-	declevel_free(&d);
+	rc = rd_scan_mapped(secrets, nsecrets, &d, s);
+	rd_declevel_free(&d);
 	return rc;
 }
 
 static int
 span_cmp(const void *a, const void *b)
 {
-	const struct span *x = a, *y = b;
+	const struct rd_span *x = a, *y = b;
 
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
@@ -1791,7 +1792,7 @@ pol_holds_secret(const char *const *secrets, size_t nsecrets,
     const char *text, size_t len)
 {
 	const unsigned char *in = (const unsigned char *)text;
-	struct spans s = { 0 };
+	struct rd_spans s = { 0 };
 	int rc;
 
 	if ((text == NULL && len > 0) || (secrets == NULL && nsecrets > 0)) {
@@ -1800,10 +1801,10 @@ pol_holds_secret(const char *const *secrets, size_t nsecrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	if (scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_joined(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_dumps(secrets, nsecrets, in, len, &s) == -1)
+	if (rd_scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
+	    rd_scan_unescaped(secrets, nsecrets, in, len, &s) == -1 ||
+	    rd_scan_joined(secrets, nsecrets, in, len, &s) == -1 ||
+	    rd_scan_dumps(secrets, nsecrets, in, len, &s) == -1)
 		rc = -1;
 	else if (s.oom) {
 		errno = ENOMEM;
@@ -1828,7 +1829,7 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
     size_t *outlen, unsigned *count, char *err, size_t errlen)
 {
 	const unsigned char *in = (const unsigned char *)text;
-	struct spans	 s = { 0 };
+	struct rd_spans	 s = { 0 };
 	char		 dummy[1], *o;
 	size_t		 i, k, total, prev, mlen;
 	unsigned	 c = 0;
@@ -1849,23 +1850,23 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
 	if (text == NULL)
 		in = (const unsigned char *)"";
 	if (mask & RB_AWS) {
-		scan_aws_ids(in, inlen, &s);
-		scan_aws_secrets(in, inlen, &s);
+		rd_scan_aws_ids(in, inlen, &s);
+		rd_scan_aws_secrets(in, inlen, &s);
 	}
 	if (mask & RB_PRIVATE)
-		scan_pem(in, inlen, &s);
+		rd_scan_pem(in, inlen, &s);
 	if (mask & RB_BEARER)
-		scan_bearer(in, inlen, &s);
+		rd_scan_bearer(in, inlen, &s);
 	if (mask & RB_GITHUB)
-		scan_github(in, inlen, &s);
+		rd_scan_github(in, inlen, &s);
 	if ((mask & RB_UPSTREAM) &&
-	    (scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_joined(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_dumps(secrets, nsecrets, in, inlen, &s) == -1))
+	    (rd_scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
+	    rd_scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
+	    rd_scan_joined(secrets, nsecrets, in, inlen, &s) == -1 ||
+	    rd_scan_dumps(secrets, nsecrets, in, inlen, &s) == -1))
 		s.oom = true;
 	if (!s.oom && p != NULL &&
-	    scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
+	    rd_scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
 		free(s.v);
 		return -1;
 	}
