@@ -1,0 +1,114 @@
+/*
+ * redact_int: what the policy/redact*.c files share and nobody else sees.
+ *
+ * Redaction is one module (pol_redact and its kin in policy.h) split into
+ * files by concern: the entry points and the span merge (redact.c), the
+ * built-in classes and patterns (redact_classes.c), the held credentials
+ * and their encoded forms (redact_held.c), escapes undone level by level
+ * (redact_unescape.c), wrapped base64 (redact_wrap.c) and hex dumps
+ * (redact_dump.c). Every finder reports what it found the same way, as
+ * spans of the original text with the class that names their marker;
+ * this header is that common language.
+ */
+#ifndef SLUICE_POLICY_REDACT_INT_H
+#define SLUICE_POLICY_REDACT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/internal.h"
+
+/* What a match is, which names its marker (redact.c's markers[]). */
+enum rd_class {
+	RC_AWS_KEY = 0,
+	RC_AWS_SECRET,
+	RC_PRIVATE_KEY,
+	RC_BEARER,
+	RC_JWT,
+	RC_GITHUB,
+	RC_PATTERN,
+	RC_CREDENTIAL,
+};
+
+/* A match: in[lo..hi) of the text searched. */
+struct rd_span {
+	size_t	lo, hi;
+	int	cls;
+};
+
+struct rd_spans {
+	struct rd_span	*v;
+	size_t		 n, cap;
+	bool		 oom;
+};
+
+/* rd_span_add: [lo, hi) of class cls onto s; an empty span is dropped. A
+ * failed allocation sets s->oom, and every later add is then a no-op: the
+ * finders carry on and the caller fails the whole call once, at the end. */
+void	 rd_span_add(struct rd_spans *s, size_t lo, size_t hi, int cls);
+
+/* Every finder tests bytes against these, most of them byte by byte over
+ * a whole result: static inline, so that each file gets them for free. */
+/* Character classes, ASCII only: a match never starts or ends inside a
+ * multi-byte UTF-8 sequence, so redacting cannot break the encoding. */
+static inline bool
+rd_is_upper_digit(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static inline bool
+rd_is_alnum(unsigned char c)
+{
+	return rd_is_upper_digit(c) || (c >= 'a' && c <= 'z');
+}
+
+static inline bool
+rd_is_b64(unsigned char c)
+{
+	return rd_is_alnum(c) || c == '+' || c == '/';
+}
+
+static inline bool
+rd_is_b64url(unsigned char c)
+{
+	return rd_is_alnum(c) || c == '-' || c == '_';
+}
+
+static inline unsigned char
+rd_lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* The value of hex digit c (either case), or -1. */
+static inline int
+rd_hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = rd_lower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* --------------------------------------------- redact_classes.c */
+
+/* The built-in classes, each one linear pass over in[0..n) adding the
+ * spans it finds to s (see pol_redact's table in policy.h). */
+void	 rd_scan_aws_ids(const unsigned char *in, size_t n,
+	    struct rd_spans *s);
+void	 rd_scan_aws_secrets(const unsigned char *in, size_t n,
+	    struct rd_spans *s);
+void	 rd_scan_pem(const unsigned char *in, size_t n, struct rd_spans *s);
+void	 rd_scan_bearer(const unsigned char *in, size_t n,
+	    struct rd_spans *s);
+void	 rd_scan_github(const unsigned char *in, size_t n,
+	    struct rd_spans *s);
+/* rd_scan_patterns: every non-empty match of p's redact_patterns, under
+ * p's match limits. -1 with errno (ENOMEM, or EINVAL for a matching
+ * error: a hit limit, in not UTF-8) and the reason in err, or 0. */
+int	 rd_scan_patterns(const struct pol_policy *p, const unsigned char *in,
+	    size_t n, struct rd_spans *s, char *err, size_t errlen);
+
+#endif /* SLUICE_POLICY_REDACT_INT_H */
