@@ -111,4 +111,37 @@ void	 rd_scan_github(const unsigned char *in, size_t n,
 int	 rd_scan_patterns(const struct pol_policy *p, const unsigned char *in,
 	    size_t n, struct rd_spans *s, char *err, size_t errlen);
 
+/* ------------------------------------------------ redact_held.c */
+
+/* Encoded forms shorter than this would match where no secret is. */
+#define RD_FORM_MIN	6
+
+/* A text decoded from the one searched (escapes undone, wrapped lines
+ * joined, a hex dump's bytes), each byte with its span in that original,
+ * so that a match in it redacts the original where it stands. lo NULL:
+ * b is the original itself, not owned. */
+struct rd_declevel {
+	const unsigned char *b;		/* the unescaped bytes */
+	uint32_t	*lo, *hi;	/* each one's span in the original */
+	size_t		 n;
+};
+
+/* rd_scan_secrets: every non-empty secret raw, and those of 6 bytes or
+ * more in each encoded form (redact_held.c), as RC_CREDENTIAL spans of
+ * in. -1 (ENOMEM) or 0. */
+int	 rd_scan_secrets(const char *const *secrets, size_t nsecrets,
+	    const unsigned char *in, size_t n, struct rd_spans *s);
+/* rd_find_all: every occurrence of f in in as an RC_CREDENTIAL span, the
+ * first fixed bytes of f searched; alpha (NULL for none) the base64
+ * alphabet a match extends over, up to flen bytes and '=' padding. */
+void	 rd_find_all(const unsigned char *in, size_t n, const char *f,
+	    size_t flen, size_t fixed, const char *alpha, struct rd_spans *s);
+/* rd_scan_mapped: rd_scan_secrets over d's bytes, each match added to s
+ * as the span of the original it came from. -1 (ENOMEM) or 0; d stays
+ * the caller's. */
+int	 rd_scan_mapped(const char *const *secrets, size_t nsecrets,
+	    const struct rd_declevel *d, struct rd_spans *s);
+/* rd_declevel_free: frees what d owns (not d; not b when lo is NULL). */
+void	 rd_declevel_free(struct rd_declevel *d);
+
 #endif /* SLUICE_POLICY_REDACT_INT_H */
