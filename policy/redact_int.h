@@ -144,4 +144,12 @@ int	 rd_scan_mapped(const char *const *secrets, size_t nsecrets,
 /* rd_declevel_free: frees what d owns (not d; not b when lo is NULL). */
 void	 rd_declevel_free(struct rd_declevel *d);
 
+/* -------------------------------------------- redact_unescape.c */
+
+/* rd_scan_unescaped: the held credentials in every level of in unescaped
+ * (up to DEC_LEVELS deep), as spans of in. -1 (ENOMEM, EOVERFLOW for a
+ * text too long for the 32-bit spans of a level) or 0. */
+int	 rd_scan_unescaped(const char *const *secrets, size_t nsecrets,
+	    const unsigned char *in, size_t n, struct rd_spans *s);
+
 #endif /* SLUICE_POLICY_REDACT_INT_H */
