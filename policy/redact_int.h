@@ -152,4 +152,19 @@ void	 rd_declevel_free(struct rd_declevel *d);
 int	 rd_scan_unescaped(const char *const *secrets, size_t nsecrets,
 	    const unsigned char *in, size_t n, struct rd_spans *s);
 
+/* ------------------------------------------------ redact_wrap.c */
+
+/* rd_scan_joined: the held credentials in in with the line breaks that
+ * wrap base64 read through, as spans of in. -1 (ENOMEM, EOVERFLOW) or 0. */
+int	 rd_scan_joined(const char *const *secrets, size_t nsecrets,
+	    const unsigned char *in, size_t n, struct rd_spans *s);
+
+/* ------------------------------------------------ redact_dump.c */
+
+/* rd_scan_dumps: the held credentials in the bytes of every hex dump in
+ * in, each match as a span from its first hex digit to the end of the
+ * line of its last byte. -1 (ENOMEM, EOVERFLOW) or 0. */
+int	 rd_scan_dumps(const char *const *secrets, size_t nsecrets,
+	    const unsigned char *in, size_t n, struct rd_spans *s);
+
 #endif /* SLUICE_POLICY_REDACT_INT_H */
