@@ -5,13 +5,18 @@
  * written by upstream servers, which can echo anything: a cloud key read
  * from a file, a PEM block, the Authorization header the bridge itself
  * injected. A policy's mcp.results.redact names built-in classes and
- * mcp.results.redact_patterns adds PCRE2 patterns; this file finds every
+ * mcp.results.redact_patterns adds PCRE2 patterns; redaction finds every
  * match and replaces it with a fixed marker. It is pure (no I/O, no clock,
  * no globals) and scans each class in one linear pass, so redaction costs
  * the same on every call and can be tested with tables. Patterns were
  * compiled by the loader; only their matching happens here, under the
  * policy's match limits, and any matching error fails the whole call:
  * the caller must then withhold the result rather than pass it unredacted.
+ *
+ * This file holds the entry points: which finders a call runs, then the
+ * merge of the spans they found and the writing of the markers. The
+ * finders are in the other redact_*.c files (redact_int.h lists them), so
+ * that what a call does can be read here in one place.
  */
 #include <errno.h>
 #include <limits.h>
@@ -94,6 +99,20 @@ span_cmp(const void *a, const void *b)
 	return x->cls - y->cls;
 }
 
+/* Every form of the held credentials in in, by each finder in turn: raw
+ * and encoded, behind escapes, wrapped, in hex dumps. -1 with errno or 0. */
+static int
+scan_held(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
+{
+	if (rd_scan_secrets(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_unescaped(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_joined(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_dumps(secrets, nsecrets, in, n, s) == -1)
+		return -1;
+	return 0;
+}
+
 int
 pol_holds_secret(const char *const *secrets, size_t nsecrets,
     const char *text, size_t len)
@@ -108,10 +127,7 @@ pol_holds_secret(const char *const *secrets, size_t nsecrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	if (rd_scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
-	    rd_scan_unescaped(secrets, nsecrets, in, len, &s) == -1 ||
-	    rd_scan_joined(secrets, nsecrets, in, len, &s) == -1 ||
-	    rd_scan_dumps(secrets, nsecrets, in, len, &s) == -1)
+	if (scan_held(secrets, nsecrets, in, len, &s) == -1)
 		rc = -1;
 	else if (s.oom) {
 		errno = ENOMEM;
@@ -128,6 +144,107 @@ pol_redact_enabled(const struct pol_policy *p)
 	return p != NULL && (p->nredact > 0 || p->nredact_re > 0);
 }
 
+/* The spans of the matches in in[0..n) of the classes of mask, and of p's
+ * patterns when p is given, into s (the caller frees s->v whatever the
+ * result). 0, or -1 with errno and the reason in err. */
+static int
+find_spans(const struct pol_policy *p, unsigned mask,
+    const char *const *secrets, size_t nsecrets, const unsigned char *in,
+    size_t n, struct rd_spans *s, char *err, size_t errlen)
+{
+	if (mask & RB_AWS) {
+		rd_scan_aws_ids(in, n, s);
+		rd_scan_aws_secrets(in, n, s);
+	}
+	if (mask & RB_PRIVATE)
+		rd_scan_pem(in, n, s);
+	if (mask & RB_BEARER)
+		rd_scan_bearer(in, n, s);
+	if (mask & RB_GITHUB)
+		rd_scan_github(in, n, s);
+	if ((mask & RB_UPSTREAM) &&
+	    scan_held(secrets, nsecrets, in, n, s) == -1)
+		s->oom = true;
+	if (!s->oom && p != NULL &&
+	    rd_scan_patterns(p, in, n, s, err, errlen) == -1)
+		return -1;
+	if (s->oom) {
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/* Sorts s and merges overlapping spans in place; the first (widest) names
+ * the merged one. */
+static void
+merge_spans(struct rd_spans *s)
+{
+	size_t	i, k;
+
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), span_cmp);
+	for (i = 0, k = 0; i < s->n; i++) {
+		if (k > 0 && s->v[i].lo < s->v[k - 1].hi) {
+			if (s->v[i].hi > s->v[k - 1].hi)
+				s->v[k - 1].hi = s->v[i].hi;
+		} else
+			s->v[k++] = s->v[i];
+	}
+	s->n = k;
+}
+
+/* in[0..inlen) with each span of s (sorted, disjoint) replaced by the
+ * marker of its class, as pol_redact returns it in *out, *outlen and
+ * *count. 0, or -1 with errno and the reason in err. */
+static int
+write_markers(const unsigned char *in, size_t inlen,
+    const struct rd_spans *s, char **out, size_t *outlen, unsigned *count,
+    char *err, size_t errlen)
+{
+	char		*o;
+	size_t		 i, k, total, prev, mlen;
+	unsigned	 c = 0;
+
+	/* Markers can be longer than what they replace: size it first. */
+	total = inlen;
+	for (i = 0; i < s->n; i++) {
+		mlen = strlen(markers[s->v[i].cls]);
+		total -= s->v[i].hi - s->v[i].lo;
+		if (total > SIZE_MAX - 1 - mlen) {
+			snprintf(err, errlen, "result too large");
+			errno = EOVERFLOW;
+			return -1;
+		}
+		total += mlen;
+	}
+	if ((o = malloc(total + 1)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0, prev = 0, k = 0; i < s->n; i++) {
+		memcpy(o + k, in + prev, s->v[i].lo - prev);
+		k += s->v[i].lo - prev;
+		mlen = strlen(markers[s->v[i].cls]);
+		memcpy(o + k, markers[s->v[i].cls], mlen);
+		k += mlen;
+		prev = s->v[i].hi;
+		if (c < UINT_MAX)
+			c++;
+	}
+	memcpy(o + k, in + prev, inlen - prev);
+	k += inlen - prev;
+	o[k] = '\0';
+	*out = o;
+	if (outlen != NULL)
+		*outlen = k;
+	if (count != NULL)
+		*count = c;
+	return 0;
+}
+
 /* What pol_redact_err and pol_redact_held share: the classes of mask,
  * and p's patterns when p is given. */
 static int
@@ -137,9 +254,8 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
 {
 	const unsigned char *in = (const unsigned char *)text;
 	struct rd_spans	 s = { 0 };
-	char		 dummy[1], *o;
-	size_t		 i, k, total, prev, mlen;
-	unsigned	 c = 0;
+	char		 dummy[1];
+	int		 rc = -1;
 
 	if (err == NULL || errlen == 0) {
 		err = dummy;
@@ -156,83 +272,15 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	if (mask & RB_AWS) {
-		rd_scan_aws_ids(in, inlen, &s);
-		rd_scan_aws_secrets(in, inlen, &s);
+	if (find_spans(p, mask, secrets, nsecrets, in, inlen, &s, err,
+	    errlen) == 0) {
+		merge_spans(&s);
+		rc = write_markers(in, inlen, &s, out, outlen, count, err,
+		    errlen);
 	}
-	if (mask & RB_PRIVATE)
-		rd_scan_pem(in, inlen, &s);
-	if (mask & RB_BEARER)
-		rd_scan_bearer(in, inlen, &s);
-	if (mask & RB_GITHUB)
-		rd_scan_github(in, inlen, &s);
-	if ((mask & RB_UPSTREAM) &&
-	    (rd_scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    rd_scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    rd_scan_joined(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    rd_scan_dumps(secrets, nsecrets, in, inlen, &s) == -1))
-		s.oom = true;
-	if (!s.oom && p != NULL &&
-	    rd_scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
-		free(s.v);
-		return -1;
-	}
-	if (s.oom) {
-		free(s.v);
-		snprintf(err, errlen, "out of memory");
-		errno = ENOMEM;
-		return -1;
-	}
-	if (s.n > 1)
-		qsort(s.v, s.n, sizeof(*s.v), span_cmp);
-	/* Merge overlapping spans in place; the first (widest) names it. */
-	for (i = 0, k = 0; i < s.n; i++) {
-		if (k > 0 && s.v[i].lo < s.v[k - 1].hi) {
-			if (s.v[i].hi > s.v[k - 1].hi)
-				s.v[k - 1].hi = s.v[i].hi;
-		} else
-			s.v[k++] = s.v[i];
-	}
-	s.n = k;
-	/* Markers can be longer than what they replace: size it first. */
-	total = inlen;
-	for (i = 0; i < s.n; i++) {
-		mlen = strlen(markers[s.v[i].cls]);
-		total -= s.v[i].hi - s.v[i].lo;
-		if (total > SIZE_MAX - 1 - mlen) {
-			free(s.v);
-			snprintf(err, errlen, "result too large");
-			errno = EOVERFLOW;
-			return -1;
-		}
-		total += mlen;
-	}
-	if ((o = malloc(total + 1)) == NULL) {
-		free(s.v);
-		snprintf(err, errlen, "out of memory");
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0, prev = 0, k = 0; i < s.n; i++) {
-		memcpy(o + k, in + prev, s.v[i].lo - prev);
-		k += s.v[i].lo - prev;
-		mlen = strlen(markers[s.v[i].cls]);
-		memcpy(o + k, markers[s.v[i].cls], mlen);
-		k += mlen;
-		prev = s.v[i].hi;
-		if (c < UINT_MAX)
-			c++;
-	}
-	memcpy(o + k, in + prev, inlen - prev);
-	k += inlen - prev;
-	o[k] = '\0';
+	/* free keeps errno (POSIX.1-2024; glibc since 2.33). */
 	free(s.v);
-	*out = o;
-	if (outlen != NULL)
-		*outlen = k;
-	if (count != NULL)
-		*count = c;
-	return 0;
+	return rc;
 }
 
 int
