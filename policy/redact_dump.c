@@ -228,6 +228,47 @@ dump_next(const unsigned char *in, size_t n, size_t e, bool esc)
 	return e < n ? e + dump_eol(in, n, e, esc) : n;
 }
 
+/* How many bytes line cur gave, as the offset of the line after it, nxt,
+ * says (read as hex, else as octal): -1 when neither says a count of
+ * bytes cur holds. */
+static long long
+dump_gave(const struct dump_line *cur, const struct dump_line *nxt)
+{
+	long long	 dx, d8;
+
+	dx = cur->off >= 0 && nxt->off > cur->off ?
+	    nxt->off - cur->off : -1;
+	d8 = cur->off8 >= 0 && nxt->off8 > cur->off8 ?
+	    nxt->off8 - cur->off8 : -1;
+	return dx > 0 && dx <= (long long)cur->nbytes ? dx :
+	    d8 > 0 && d8 <= (long long)cur->nbytes ? d8 : -1;
+}
+
+/* Groups of four digits may be 16-bit words in the host's order (hexdump
+ * without -C, od -x): appends the run (d's bytes from start on) again,
+ * after a NUL, each pair of bytes swapped, both spanning from their
+ * group. -1 (ENOMEM, b and d freed) or 0. */
+static int
+dump_words(unsigned char **b, struct rd_declevel *d, size_t *cap,
+    size_t start)
+{
+	size_t	 len = d->n - start, k;
+
+	if (dump_room(b, d, cap, d->n + len + 2) == -1)
+		return -1;
+	(*b)[d->n] = '\0';
+	d->lo[d->n] = d->hi[d->n] = 0;
+	d->n++;
+	for (k = start; k + 1 < start + len; k += 2) {
+		(*b)[d->n] = (*b)[k + 1];
+		(*b)[d->n + 1] = (*b)[k];
+		d->lo[d->n] = d->lo[d->n + 1] = d->lo[k];
+		d->hi[d->n] = d->hi[d->n + 1] = d->hi[k];
+		d->n += 2;
+	}
+	return 0;
+}
+
 /* Decodes the runs of dump lines of in (lines ending at real breaks, or
  * when esc at escaped ones) into b and d, each run followed by a NUL,
  * which no secret (a C string) and none of its forms holds. -1 (ENOMEM,
@@ -237,8 +278,8 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
     struct rd_declevel *d, size_t *cap)
 {
 	struct dump_line cur, nxt;
-	size_t		 i = 0, e, ni, prev, start, k;
-	long long	 dx, d8, want;
+	size_t		 i = 0, e, ni, prev, start;
+	long long	 want;
 	bool		 have, first, words;
 
 	while (i < n) {
@@ -262,13 +303,7 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 				    &nxt) == 0;
 			}
 			if (have) {
-				dx = cur.off >= 0 && nxt.off > cur.off ?
-				    nxt.off - cur.off : -1;
-				d8 = cur.off8 >= 0 && nxt.off8 > cur.off8 ?
-				    nxt.off8 - cur.off8 : -1;
-				want = dx > 0 && dx <= (long long)cur.nbytes ?
-				    dx : d8 > 0 && d8 <= (long long)cur.nbytes ?
-				    d8 : -1;
+				want = dump_gave(&cur, &nxt);
 				if (want > 0)
 					cur.nbytes = (size_t)want;
 				else
@@ -289,25 +324,8 @@ dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
 			}
 			cur = nxt;
 		}
-		/* Groups of four digits may be 16-bit words in the host's
-		 * order (hexdump without -C, od -x): the run again, each
-		 * pair of bytes swapped, both spanning from their group. */
-		if (words) {
-			size_t	 len = d->n - start;
-
-			if (dump_room(b, d, cap, d->n + len + 2) == -1)
-				return -1;
-			(*b)[d->n] = '\0';
-			d->lo[d->n] = d->hi[d->n] = 0;
-			d->n++;
-			for (k = start; k + 1 < start + len; k += 2) {
-				(*b)[d->n] = (*b)[k + 1];
-				(*b)[d->n + 1] = (*b)[k];
-				d->lo[d->n] = d->lo[d->n + 1] = d->lo[k];
-				d->hi[d->n] = d->hi[d->n + 1] = d->hi[k];
-				d->n += 2;
-			}
-		}
+		if (words && dump_words(b, d, cap, start) == -1)
+			return -1;
 		(*b)[d->n] = '\0';
 		d->lo[d->n] = d->hi[d->n] = 0;
 		d->n++;
