@@ -299,6 +299,43 @@ find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
 	find_b64_shifted(in, n, sec, len, b64url, tmp, out, s);
 }
 
+/* The JSON forms of sec (len bytes) as each writer of jwriters escapes
+ * it, once and twice, and the base64 of each once escaped one. buf holds
+ * the NJWRITERS once escaped forms, step bytes apart, two a second
+ * escaping; tmp and out are find_b64_all's (rd_scan_secrets lays them
+ * out). */
+static void
+find_json_forms(const unsigned char *in, size_t n, const unsigned char *sec,
+    size_t len, char *buf, size_t step, char *two, unsigned char *tmp,
+    char *out, struct rd_spans *s)
+{
+	char	*form[NJWRITERS];
+	size_t	 j, w, flen, fl[NJWRITERS];
+
+	for (w = 0; w < NJWRITERS; w++) {
+		form[w] = buf + w * step;
+		fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
+		/* Most writers agree on most credentials: a form
+		 * already searched (or the raw one) is not again. */
+		if (fl[w] == len && memcmp(form[w], sec, len) == 0)
+			continue;
+		for (j = 0; j < w; j++)
+			if (fl[j] == fl[w] &&
+			    memcmp(form[j], form[w], fl[w]) == 0)
+				break;
+		if (j < w)
+			continue;
+		rd_find_all(in, n, form[w], fl[w], fl[w], NULL, s);
+		/* A JSON file holding it, base64-encoded. */
+		find_b64_all(in, n, (const unsigned char *)form[w],
+		    fl[w], tmp, out, s);
+		/* Its second escaping, by the same writer. */
+		flen = jsonesc((const unsigned char *)form[w], fl[w],
+		    jwriters[w], two);
+		rd_find_all(in, n, two, flen, flen, NULL, s);
+	}
+}
+
 /* The credentials the daemon holds, raw and in the encodings a server
  * might echo them in: base64 (both alphabets, any offset), percent-encoding,
  * hex (either case), and JSON string escaping once and twice (an
@@ -314,9 +351,9 @@ rd_scan_secrets(const char *const *secrets, size_t nsecrets,
     const unsigned char *in, size_t n, struct rd_spans *s)
 {
 	const unsigned char *sec;
-	char		*buf, *form[NJWRITERS], *two, *out;
+	char		*buf, *two, *out;
 	unsigned char	*tmp;
-	size_t		 i, j, w, len, flen, fl[NJWRITERS], step;
+	size_t		 i, j, len, flen, step;
 
 	for (i = 0; i < nsecrets; i++) {
 		if (secrets[i] == NULL || secrets[i][0] == '\0')
@@ -361,28 +398,7 @@ rd_scan_secrets(const char *const *secrets, size_t nsecrets,
 		rd_find_all(in, n, buf, flen, flen, NULL, s);
 		hexenc(sec, len, false, buf);
 		rd_find_all(in, n, buf, flen, flen, NULL, s);
-		for (w = 0; w < NJWRITERS; w++) {
-			form[w] = buf + w * step;
-			fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
-			/* Most writers agree on most credentials: a form
-			 * already searched (or the raw one) is not again. */
-			if (fl[w] == len && memcmp(form[w], sec, len) == 0)
-				continue;
-			for (j = 0; j < w; j++)
-				if (fl[j] == fl[w] &&
-				    memcmp(form[j], form[w], fl[w]) == 0)
-					break;
-			if (j < w)
-				continue;
-			rd_find_all(in, n, form[w], fl[w], fl[w], NULL, s);
-			/* A JSON file holding it, base64-encoded. */
-			find_b64_all(in, n, (const unsigned char *)form[w],
-			    fl[w], tmp, out, s);
-			/* Its second escaping, by the same writer. */
-			flen = jsonesc((const unsigned char *)form[w], fl[w],
-			    jwriters[w], two);
-			rd_find_all(in, n, two, flen, flen, NULL, s);
-		}
+		find_json_forms(in, n, sec, len, buf, step, two, tmp, out, s);
 		free(buf);
 	}
 	return 0;
