@@ -422,16 +422,26 @@ rd_scan_mapped(const char *const *secrets, size_t nsecrets,
     const struct rd_declevel *d, struct rd_spans *s)
 {
 	struct rd_spans	t = { 0 };
-	size_t		i;
 
-	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
-		free(t.v);
+	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1)
+		t.oom = true;
+	return rd_map_spans(d, &t, s);
+}
+
+int
+rd_map_spans(const struct rd_declevel *d, struct rd_spans *t,
+    struct rd_spans *s)
+{
+	size_t	i;
+
+	if (t->oom) {
+		free(t->v);
 		errno = ENOMEM;
 		return -1;
 	}
-	for (i = 0; i < t.n; i++)
-		rd_span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
-		    t.v[i].cls);
-	free(t.v);
+	for (i = 0; i < t->n; i++)
+		rd_span_add(s, d->lo[t->v[i].lo], d->hi[t->v[i].hi - 1],
+		    t->v[i].cls);
+	free(t->v);
 	return 0;
 }

@@ -141,6 +141,11 @@ void	 rd_find_all(const unsigned char *in, size_t n, const char *f,
  * the caller's. */
 int	 rd_scan_mapped(const char *const *secrets, size_t nsecrets,
 	    const struct rd_declevel *d, struct rd_spans *s);
+/* rd_map_spans: adds each span of t (found in d's bytes) to s as the span
+ * of the original it came from, and frees t's. -1 (ENOMEM) when t ran
+ * out of memory, else 0. */
+int	 rd_map_spans(const struct rd_declevel *d, struct rd_spans *t,
+	    struct rd_spans *s);
 /* rd_declevel_free: frees what d owns (not d; not b when lo is NULL). */
 void	 rd_declevel_free(struct rd_declevel *d);
 

@@ -410,28 +410,18 @@ search_level(const char *const *secrets, size_t nsecrets,
 	struct rd_spans	 t = { 0 };
 	size_t		 i, m;
 
-	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1) {
-		free(t.v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < nsecrets; i++)
-		for (m = 1; m <= l; m++) {
-			f = form_at(fs, i, m);
-			if (f->b != NULL && f->n >= RD_FORM_MIN)
-				rd_find_all(d->b, d->n, (const char *)f->b,
-				    f->n, f->n, NULL, &t);
-		}
-	if (t.oom) {
-		free(t.v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < t.n; i++)
-		rd_span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
-		    t.v[i].cls);
-	free(t.v);
-	return 0;
+	if (rd_scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1)
+		t.oom = true;
+	else
+		for (i = 0; i < nsecrets; i++)
+			for (m = 1; m <= l; m++) {
+				f = form_at(fs, i, m);
+				if (f->b != NULL && f->n >= RD_FORM_MIN)
+					rd_find_all(d->b, d->n,
+					    (const char *)f->b, f->n, f->n,
+					    NULL, &t);
+			}
+	return rd_map_spans(d, &t, s);
 }
 
 /* Could b hold an escape unesc1, unent1 or unpct1 undoes? */
