@@ -48,10 +48,10 @@ struct rd_spans {
  * finders carry on and the caller fails the whole call once, at the end. */
 void	 rd_span_add(struct rd_spans *s, size_t lo, size_t hi, int cls);
 
-/* Every finder tests bytes against these, most of them byte by byte over
- * a whole result: static inline, so that each file gets them for free. */
 /* Character classes, ASCII only: a match never starts or ends inside a
- * multi-byte UTF-8 sequence, so redacting cannot break the encoding. */
+ * multi-byte UTF-8 sequence, so redacting cannot break the encoding.
+ * Every finder tests bytes against them, most byte by byte over a whole
+ * result: static inline, so that each file gets them without a call. */
 static inline bool
 rd_is_upper_digit(unsigned char c)
 {
@@ -108,8 +108,9 @@ void	 rd_scan_github(const unsigned char *in, size_t n,
 /* rd_scan_patterns: every non-empty match of p's redact_patterns, under
  * p's match limits. -1 with errno (ENOMEM, or EINVAL for a matching
  * error: a hit limit, in not UTF-8) and the reason in err, or 0. */
-int	 rd_scan_patterns(const struct pol_policy *p, const unsigned char *in,
-	    size_t n, struct rd_spans *s, char *err, size_t errlen);
+int	 rd_scan_patterns(const struct pol_policy *p,
+	    const unsigned char *in, size_t n, struct rd_spans *s, char *err,
+	    size_t errlen);
 
 /* ------------------------------------------------ redact_held.c */
 
