@@ -5,13 +5,18 @@
  * written by upstream servers, which can echo anything: a cloud key read
  * from a file, a PEM block, the Authorization header the bridge itself
  * injected. A policy's mcp.results.redact names built-in classes and
- * mcp.results.redact_patterns adds PCRE2 patterns; this file finds every
+ * mcp.results.redact_patterns adds PCRE2 patterns; redaction finds every
  * match and replaces it with a fixed marker. It is pure (no I/O, no clock,
  * no globals) and scans each class in one linear pass, so redaction costs
  * the same on every call and can be tested with tables. Patterns were
  * compiled by the loader; only their matching happens here, under the
  * policy's match limits, and any matching error fails the whole call:
  * the caller must then withhold the result rather than pass it unredacted.
+ *
+ * This file holds the entry points: which finders a call runs, then the
+ * merge of the spans they found and the writing of the markers. The
+ * finders are in the other redact_*.c files (redact_int.h lists them), so
+ * that what a call does can be read here in one place.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,19 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/internal.h"
+#include "policy/redact_int.h"
 
-enum rclass {
-	RC_AWS_KEY = 0,
-	RC_AWS_SECRET,
-	RC_PRIVATE_KEY,
-	RC_BEARER,
-	RC_JWT,
-	RC_GITHUB,
-	RC_PATTERN,
-	RC_CREDENTIAL,
-};
-
+/* By enum rd_class. */
 static const char *const markers[] = {
 	"[REDACTED:aws_key]",
 	"[REDACTED:aws_secret]",
@@ -51,21 +46,10 @@ static const char *const markers[] = {
 #define RB_GITHUB	0x08u
 #define RB_UPSTREAM	0x10u
 
-struct span {
-	size_t	lo, hi;
-	int	cls;
-};
-
-struct spans {
-	struct span	*v;
-	size_t		 n, cap;
-	bool		 oom;
-};
-
-static void
-span_add(struct spans *s, size_t lo, size_t hi, int cls)
+void
+rd_span_add(struct rd_spans *s, size_t lo, size_t hi, int cls)
 {
-	struct span	*t;
+	struct rd_span	*t;
 	size_t		 cap;
 
 	if (s->oom || hi <= lo)
@@ -103,1681 +87,10 @@ enabled(const struct pol_policy *p)
 	return m;
 }
 
-/* Character classes, ASCII only: a match never starts or ends inside a
- * multi-byte UTF-8 sequence, so redacting cannot break the encoding. */
-static bool
-is_upper_digit(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool
-is_alnum(unsigned char c)
-{
-	return is_upper_digit(c) || (c >= 'a' && c <= 'z');
-}
-
-static bool
-is_b64(unsigned char c)
-{
-	return is_alnum(c) || c == '+' || c == '/';
-}
-
-static bool
-is_b64url(unsigned char c)
-{
-	return is_alnum(c) || c == '-' || c == '_';
-}
-
-/* RFC 6750 b64token characters, plus '=' padding. */
-static bool
-is_token(unsigned char c)
-{
-	return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-	    c == '+' || c == '/' || c == '=';
-}
-
-static unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
-}
-
-/* ci_at: the lower-case ASCII word w at in[i], any case. */
-static bool
-ci_at(const unsigned char *in, size_t n, size_t i, const char *w)
-{
-	size_t	k;
-
-	for (k = 0; w[k] != '\0'; k++)
-		if (i + k >= n || lower(in[i + k]) != (unsigned char)w[k])
-			return false;
-	return true;
-}
-
-static size_t
-run(const unsigned char *in, size_t n, size_t i, bool (*cls)(unsigned char))
-{
-	size_t	j = i;
-
-	while (j < n && cls(in[j]))
-		j++;
-	return j - i;
-}
-
-/* AWS access key ids: AKIA/ASIA and 16 of [A-Z0-9]. */
-static void
-scan_aws_ids(const unsigned char *in, size_t n, struct spans *s)
-{
-	size_t	i = 0;
-
-	while (i + 20 <= n) {
-		if (in[i] == 'A' && (in[i + 1] == 'K' || in[i + 1] == 'S') &&
-		    in[i + 2] == 'I' && in[i + 3] == 'A' &&
-		    run(in, i + 20, i + 4, is_upper_digit) == 16) {
-			span_add(s, i, i + 20, RC_AWS_KEY);
-			i += 20;
-		} else
-			i++;
-	}
-}
-
-/* sep: an optional '_' or '-' between the words of a key name. */
-static size_t
-sep(const unsigned char *in, size_t n, size_t j)
-{
-	return j < n && (in[j] == '_' || in[j] == '-') ? j + 1 : j;
-}
-
-/* aws_secret_kw: the end of "secret[_-]access[_-]key" or
- * "aws[_-]secret[_-]key" (any case) at i, or 0. */
-static size_t
-aws_secret_kw(const unsigned char *in, size_t n, size_t i)
-{
-	size_t	j = i;
-
-	if (ci_at(in, n, j, "aws")) {
-		j = sep(in, n, j + 3);
-		if (!ci_at(in, n, j, "secret"))
-			return 0;
-		j = sep(in, n, j + 6);
-		if (ci_at(in, n, j, "key"))
-			return j + 3;
-	} else if (ci_at(in, n, j, "secret"))
-		j = sep(in, n, j + 6);
-	else
-		return 0;
-	if (!ci_at(in, n, j, "access"))
-		return 0;
-	j = sep(in, n, j + 6);
-	return ci_at(in, n, j, "key") ? j + 3 : 0;
-}
-
-static bool
-is_quote_blank(unsigned char c)
-{
-	return c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\';
-}
-
-/* assign_value: after a key name at j, skip quotes, blanks and escapes
- * around one ':' or '=' (also "=>"), the forms of env files, INI, JSON,
- * YAML and code. The value's start, or 0 if there is no assignment. */
-static size_t
-assign_value(const unsigned char *in, size_t n, size_t j)
-{
-	size_t	k;
-
-	for (k = 0; j < n && k < 8 && is_quote_blank(in[j]); k++)
-		j++;
-	if (j >= n || (in[j] != ':' && in[j] != '='))
-		return 0;
-	j++;
-	if (j < n && ((in[j - 1] == ':' && in[j] == '=') ||
-	    (in[j - 1] == '=' && in[j] == '>')))
-		j++;
-	for (k = 0; j < n && k < 8 && is_quote_blank(in[j]); k++)
-		j++;
-	return j < n ? j : 0;
-}
-
-/* AWS secret access keys in their named contexts: the key is 40 base64
- * characters with no marker of its own, so it is only found after its
- * name. Shorter runs (down to 16) are taken too: fail towards redacting. */
-static void
-scan_aws_secrets(const unsigned char *in, size_t n, struct spans *s)
-{
-	size_t	i = 0, k, v, len;
-
-	while (i < n) {
-		unsigned char c = lower(in[i]);
-
-		if ((c != 'a' && c != 's') || (k = aws_secret_kw(in, n, i)) == 0 ||
-		    (v = assign_value(in, n, k)) == 0) {
-			i++;
-			continue;
-		}
-		len = 0;
-		while (v + len < n && (is_b64(in[v + len]) || in[v + len] == '='))
-			len++;
-		if (len >= 16)
-			span_add(s, v, v + len, RC_AWS_SECRET);
-		i = v + len > i ? v + len : i + 1;
-	}
-}
-
-/* Whole PEM private key blocks, header to footer. A block without its
- * footer (a truncated result) is redacted to the end of the input; that
- * also keeps the scan linear, as no footer search runs twice over the
- * same bytes. */
-static void
-scan_pem(const unsigned char *in, size_t n, struct spans *s)
-{
-	static const char begin[] = "-----BEGIN ";
-	char		 foot[96], label[72];
-	const unsigned char *h, *f;
-	size_t		 pos = 0, l, ll, hend;
-
-	while (pos < n && (h = memmem(in + pos, n - pos, begin,
-	    sizeof(begin) - 1)) != NULL) {
-		l = (size_t)(h - in) + sizeof(begin) - 1;
-		ll = 0;
-		while (l + ll < n && ll < 64 && (is_upper_digit(in[l + ll]) ||
-		    in[l + ll] == ' '))
-			ll++;
-		pos = l;
-		if (ll == 0 || l + ll + 5 > n ||
-		    memcmp(in + l + ll, "-----", 5) != 0)
-			continue;
-		memcpy(label, in + l, ll);
-		label[ll] = '\0';
-		if (strstr(label, "PRIVATE KEY") == NULL)
-			continue;
-		hend = l + ll + 5;
-		snprintf(foot, sizeof(foot), "-----END %s-----", label);
-		f = memmem(in + hend, n - hend, foot, strlen(foot));
-		if (f == NULL) {
-			span_add(s, (size_t)(h - in), n, RC_PRIVATE_KEY);
-			return;
-		}
-		pos = (size_t)(f - in) + strlen(foot);
-		span_add(s, (size_t)(h - in), pos, RC_PRIVATE_KEY);
-	}
-}
-
-/* "Bearer <token>", "Authorization: <value>" (also Proxy-Authorization,
- * header or JSON or env form), and JWT-looking eyJ... tokens. */
-static void
-scan_bearer(const unsigned char *in, size_t n, struct spans *s)
-{
-	size_t	i, j, v, len;
-
-	for (i = 0; i < n; i++) {
-		unsigned char c = lower(in[i]);
-
-		if (c == 'b' && (i == 0 || !is_alnum(in[i - 1])) &&
-		    ci_at(in, n, i, "bearer")) {
-			j = i + 6;
-			while (j < n && j < i + 14 && (in[j] == ' ' ||
-			    in[j] == '\t'))
-				j++;
-			if (j > i + 6 && (len = run(in, n, j, is_token)) > 0) {
-				span_add(s, j, j + len, RC_BEARER);
-				i = j + len - 1;
-			}
-		} else if (c == 'a' && (i == 0 || !is_alnum(in[i - 1])) &&
-		    ci_at(in, n, i, "authorization") &&
-		    (v = assign_value(in, n, i + 13)) != 0) {
-			/* The value runs to the end of the line or string. */
-			for (j = v; j < n && in[j] != '"' && in[j] != '\'' &&
-			    in[j] != '\r' && in[j] != '\n' && in[j] != '\\';
-			    j++)
-				;
-			span_add(s, v, j, RC_BEARER);
-			/* Past the value: a long line is scanned once. */
-			if (j > i + 1)
-				i = j - 1;
-		} else if (in[i] == 'e' && i + 3 < n && in[i + 1] == 'y' &&
-		    in[i + 2] == 'J' && (i == 0 || !is_b64url(in[i - 1]))) {
-			/* header.payload.signature, the signature may be empty
-			 * (alg none); JWE has more parts. */
-			j = i + run(in, n, i, is_b64url);
-			if (j - i < 4 || j >= n || in[j] != '.' ||
-			    (len = run(in, n, j + 1, is_b64url)) == 0 ||
-			    j + 1 + len >= n || in[j + 1 + len] != '.')
-				continue;
-			j += 1 + len;
-			while (j < n && in[j] == '.')
-				j += 1 + run(in, n, j + 1, is_b64url);
-			span_add(s, i, j, RC_JWT);
-			i = j - 1;
-		}
-	}
-}
-
-/* GitHub tokens: gh[pousr]_ and 36+ alphanumerics, github_pat_ and 22+. */
-static void
-scan_github(const unsigned char *in, size_t n, struct spans *s)
-{
-	size_t	i = 0, len;
-
-	while (i + 4 <= n) {
-		if (in[i] == 'g' && in[i + 1] == 'h' && in[i + 3] == '_' &&
-		    strchr("pousr", in[i + 2]) != NULL && in[i + 2] != '\0' &&
-		    (len = run(in, n, i + 4, is_alnum)) >= 36) {
-			span_add(s, i, i + 4 + len, RC_GITHUB);
-			i += 4 + len;
-		} else if (in[i] == 'g' && i + 11 <= n &&
-		    memcmp(in + i, "github_pat_", 11) == 0 &&
-		    (len = run(in, n, i + 11, is_b64url)) >= 22) {
-			span_add(s, i, i + 11 + len, RC_GITHUB);
-			i += 11 + len;
-		} else
-			i++;
-	}
-}
-
-static int
-scan_patterns(const struct pol_policy *p, const unsigned char *in, size_t n,
-    struct spans *s, char *err, size_t errlen)
-{
-	pcre2_match_data *md;
-	PCRE2_SIZE	*ov;
-	PCRE2_UCHAR	 msg[120];
-	size_t		 i, off, lo, hi;
-	uint32_t	 opts;
-	int		 rc;
-
-	for (i = 0; i < p->nredact_re; i++) {
-		if ((md = pcre2_match_data_create_from_pattern(p->redact_re[i],
-		    NULL)) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			errno = ENOMEM;
-			return -1;
-		}
-		/* The first match validates the whole subject as UTF-8; later
-		 * ones skip that, or a result with many matches would be
-		 * checked again per match (quadratic). */
-		opts = 0;
-		off = 0;
-		for (;;) {
-			rc = pcre2_match(p->redact_re[i], in, n, off, opts, md,
-			    p->mctx);
-			if (rc == PCRE2_ERROR_NOMATCH)
-				break;
-			if (rc < 0) {
-				pcre2_get_error_message(rc, msg, sizeof(msg));
-				snprintf(err, errlen, "mcp.results.redact_"
-				    "patterns[%zu]: %s", i, (char *)msg);
-				pcre2_match_data_free(md);
-				errno = EINVAL;
-				return -1;
-			}
-			opts = PCRE2_NO_UTF_CHECK;
-			ov = pcre2_get_ovector_pointer(md);
-			lo = ov[0];
-			hi = ov[1];
-			if (hi > lo)
-				span_add(s, lo, hi, RC_PATTERN);
-			if (hi > off && hi > lo)
-				off = hi;
-			else {
-				/* Empty match: step one character, never into
-				 * the middle of a UTF-8 sequence. */
-				off = (hi > off ? hi : off) + 1;
-				while (off < n && (in[off] & 0xc0) == 0x80)
-					off++;
-			}
-			if (off > n)
-				break;
-		}
-		pcre2_match_data_free(md);
-	}
-	return 0;
-}
-
-static const char b64std[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static const char b64url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* b64: base64 of s without padding into out (4 * ceil(n / 3) + 1 bytes);
- * returns its length. *fixed gets how many leading characters depend on s
- * alone (the last partial group also carries bits of whatever follows
- * when s is part of a longer encoded blob). */
-static size_t
-b64(const unsigned char *s, size_t n, const char *alpha, char *out,
-    size_t *fixed)
-{
-	size_t		 i, o = 0;
-	uint32_t	 v;
-
-	for (i = 0; i + 3 <= n; i += 3) {
-		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-		out[o++] = alpha[v >> 18 & 63];
-		out[o++] = alpha[v >> 12 & 63];
-		out[o++] = alpha[v >> 6 & 63];
-		out[o++] = alpha[v & 63];
-	}
-	*fixed = o + (n - i);
-	if (n - i == 1) {
-		v = (uint32_t)s[i] << 16;
-		out[o++] = alpha[v >> 18 & 63];
-		out[o++] = alpha[v >> 12 & 63];
-	} else if (n - i == 2) {
-		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
-		out[o++] = alpha[v >> 18 & 63];
-		out[o++] = alpha[v >> 12 & 63];
-		out[o++] = alpha[v >> 6 & 63];
-	}
-	out[o] = '\0';
-	return o;
-}
-
-/* urlenc: percent-encode every byte but RFC 3986 unreserved ones (a blank
- * as '+' when plus: a form's encoding). */
-static size_t
-urlenc(const unsigned char *s, size_t n, bool upper, bool plus, char *out)
-{
-	const char	*hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-	size_t		 i, o = 0;
-
-	for (i = 0; i < n; i++) {
-		if (is_alnum(s[i]) || s[i] == '-' || s[i] == '.' ||
-		    s[i] == '_' || s[i] == '~')
-			out[o++] = (char)s[i];
-		else if (plus && s[i] == ' ')
-			out[o++] = '+';
-		else {
-			out[o++] = '%';
-			out[o++] = hex[s[i] >> 4];
-			out[o++] = hex[s[i] & 15];
-		}
-	}
-	out[o] = '\0';
-	return o;
-}
-
-/* hexenc: every byte as two hex digits (a hex dump, Python's bytes.hex(),
- * xxd -p); out holds 2 * n + 1 bytes. */
-static size_t
-hexenc(const unsigned char *s, size_t n, bool upper, char *out)
-{
-	const char	*hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-	size_t		 i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = hex[s[i] >> 4];
-		out[2 * i + 1] = hex[s[i] & 15];
-	}
-	out[2 * n] = '\0';
-	return 2 * n;
-}
-
-/*
- * What JSON writers escape beyond the quote, the backslash and control
- * characters, which all of them do (the short escapes where JSON has
- * them, else \u00xx): the case of the hex digits, non-ASCII characters (as
- * \uxxxx, a surrogate pair above U+FFFF), DEL, '/' and Go's HTML-safe
- * '<', '>' and '&'.
- */
-#define JE_UPPER	0x01
-#define JE_ASCII	0x02
-#define JE_DEL		0x04
-#define JE_SLASH	0x08
-#define JE_HTML		0x10
-
-/* The writers whose output is searched, each by its defaults. */
-#define NJWRITERS	8
-static const unsigned jwriters[NJWRITERS] = {
-	0,				/* JSON.stringify */
-	JE_ASCII | JE_DEL,		/* Python json.dumps */
-	JE_UPPER,			/* jansson */
-	JE_UPPER | JE_ASCII,		/* jansson, JSON_ENSURE_ASCII */
-	JE_UPPER | JE_SLASH,		/* jansson, JSON_ESCAPE_SLASH */
-	JE_UPPER | JE_ASCII | JE_SLASH,	/* jansson, both */
-	JE_ASCII | JE_SLASH,		/* PHP json_encode */
-	JE_HTML,			/* Go encoding/json */
-};
-
-/* \u and the 4 hex digits of c at out; returns 6. */
-static size_t
-juesc(unsigned c, unsigned flags, char *out)
-{
-	const char *hex = flags & JE_UPPER ? "0123456789ABCDEF" :
-	    "0123456789abcdef";
-
-	out[0] = '\\';
-	out[1] = 'u';
-	out[2] = hex[c >> 12 & 15];
-	out[3] = hex[c >> 8 & 15];
-	out[4] = hex[c >> 4 & 15];
-	out[5] = hex[c & 15];
-	return 6;
-}
-
-/* The code point of the UTF-8 sequence at s (n bytes left) in *cp and its
- * length, or 0 when it is not one (such a byte is written as it is). */
-static size_t
-utf8_dec(const unsigned char *s, size_t n, unsigned *cp)
-{
-	size_t k, i;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		k = 2;
-		*cp = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		k = 3;
-		*cp = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		k = 4;
-		*cp = s[0] & 0x07;
-	} else
-		return 0;
-	if (k > n)
-		return 0;
-	for (i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		*cp = *cp << 6 | (s[i] & 0x3f);
-	}
-	return *cp > 0x10ffff ? 0 : k;
-}
-
-/* jsonesc: s as it stands inside a JSON string written by a writer that
- * escapes as flags say (JE_*). out holds 6 * n + 1 bytes (no byte grows
- * more: a 4-byte sequence becomes 12); returns its length. */
-static size_t
-jsonesc(const unsigned char *s, size_t n, unsigned flags, char *out)
-{
-	size_t			 i, o = 0, k;
-	unsigned		 cp;
-
-	for (i = 0; i < n; i++) {
-		const char *e = NULL;
-
-		switch (s[i]) {
-		case '"':	e = "\\\""; break;
-		case '\\':	e = "\\\\"; break;
-		case '\b':	e = "\\b"; break;
-		case '\f':	e = "\\f"; break;
-		case '\n':	e = "\\n"; break;
-		case '\r':	e = "\\r"; break;
-		case '\t':	e = "\\t"; break;
-		case '/':	e = flags & JE_SLASH ? "\\/" : NULL; break;
-		}
-		if (e != NULL) {
-			out[o++] = e[0];
-			out[o++] = e[1];
-		} else if (s[i] < 0x20 || (s[i] == 0x7f && flags & JE_DEL) ||
-		    ((s[i] == '<' || s[i] == '>' || s[i] == '&') &&
-		    flags & JE_HTML))
-			o += juesc(s[i], flags, out + o);
-		else if (s[i] >= 0x80 && flags & JE_ASCII &&
-		    (k = utf8_dec(s + i, n - i, &cp)) != 0) {
-			if (cp >= 0x10000) {
-				cp -= 0x10000;
-				o += juesc(0xd800 | cp >> 10, flags, out + o);
-				o += juesc(0xdc00 | (cp & 0x3ff), flags,
-				    out + o);
-			} else
-				o += juesc(cp, flags, out + o);
-			i += k - 1;
-		} else
-			out[o++] = (char)s[i];
-	}
-	out[o] = '\0';
-	return o;
-}
-
-/* Encoded forms shorter than this would match where no secret is. */
-#define FORM_MIN	6
-
-/* find_all: every occurrence of f (flen bytes) in in. For base64 forms
- * the match is f's first fixed bytes, extended over up to flen - fixed
- * more alphabet characters and '=' padding, and back over up to `back`
- * alphabet characters (those that carry bits of the secret mixed with
- * bits of what precedes it). */
-static void
-find_all_back(const unsigned char *in, size_t n, const char *f, size_t flen,
-    size_t fixed, const char *alpha, size_t back, struct spans *s)
-{
-	const unsigned char *m;
-	size_t		 pos = 0, end, k, lo;
-
-	if (fixed == 0)
-		return;
-	while (pos < n && (m = memmem(in + pos, n - pos, f, fixed)) != NULL) {
-		lo = (size_t)(m - in);
-		for (k = 0; k < back && lo > 0 && in[lo - 1] != '\0' &&
-		    strchr(alpha, in[lo - 1]) != NULL; k++)
-			lo--;
-		end = (size_t)(m - in) + fixed;
-		for (k = fixed; alpha != NULL && k < flen && end < n &&
-		    in[end] != '\0' && strchr(alpha, in[end]) != NULL; k++)
-			end++;
-		for (k = 0; alpha != NULL && k < 2 && end < n &&
-		    in[end] == '='; k++)
-			end++;
-		span_add(s, lo, end, RC_CREDENTIAL);
-		/* Overlapping occurrences ("aa" in "aaa") are one span. */
-		pos = (size_t)(m - in) + 1;
-	}
-}
-
-static void
-find_all(const unsigned char *in, size_t n, const char *f, size_t flen,
-    size_t fixed, const char *alpha, struct spans *s)
-{
-	find_all_back(in, n, f, flen, fixed, alpha, 0, s);
-}
-
-/*
- * A secret inside a longer base64 blob (a Basic authorization, a config
- * file a tool returns encoded) starts at any offset of a 3-byte group,
- * and each offset encodes it differently. At offset a (1 or 2) the first
- * characters encode the bytes before it, the last of them mixed with the
- * secret's first bits: the form searched starts after them (skip: 2, 3),
- * and the match takes the mixed one too. tmp holds len + 2 bytes; out as
- * b64's.
- */
-static void
-find_b64_shifted(const unsigned char *in, size_t n, const unsigned char *sec,
-    size_t len, const char *alpha, unsigned char *tmp, char *out,
-    struct spans *s)
-{
-	size_t a, flen, fixed, skip;
-
-	for (a = 1; a <= 2; a++) {
-		memset(tmp, 0, a);
-		memcpy(tmp + a, sec, len);
-		flen = b64(tmp, len + a, alpha, out, &fixed);
-		skip = a == 1 ? 2 : 3;
-		if (fixed < skip + FORM_MIN)
-			continue;
-		find_all_back(in, n, out + skip, flen - skip, fixed - skip,
-		    alpha, 1, s);
-	}
-}
-
-/*
- * Every base64 form of sec (len bytes): both alphabets, at each offset of
- * a 3-byte group. tmp holds len + 2 bytes, out 4 * (len + 4) / 3 + 1.
- */
-static void
-find_b64_all(const unsigned char *in, size_t n, const unsigned char *sec,
-    size_t len, unsigned char *tmp, char *out, struct spans *s)
-{
-	size_t flen, fixed;
-
-	flen = b64(sec, len, b64std, out, &fixed);
-	find_all(in, n, out, flen, fixed, b64std, s);
-	find_b64_shifted(in, n, sec, len, b64std, tmp, out, s);
-	flen = b64(sec, len, b64url, out, &fixed);
-	find_all(in, n, out, flen, fixed, b64url, s);
-	find_b64_shifted(in, n, sec, len, b64url, tmp, out, s);
-}
-
-/* The credentials the daemon holds, raw and in the encodings a server
- * might echo them in: base64 (both alphabets, any offset), percent-encoding,
- * hex (either case), and JSON string escaping once and twice (an
- * environment dumped as JSON text, and that text inside another JSON
- * string) as each writer of jwriters does it, which changes a credential
- * with a quote, a backslash, a control character, a non-ASCII character,
- * '/', '<', '>' or '&', and the base64 of each once escaped and each
- * percent-encoded form (a JSON file or a URL returned encoded). Short
- * secrets get no encoded forms: a 2-byte base64 prefix would match
- * everywhere. */
-static int
-scan_secrets(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
-{
-	const unsigned char *sec;
-	char		*buf, *form[NJWRITERS], *two, *out;
-	unsigned char	*tmp;
-	size_t		 i, j, w, len, flen, fl[NJWRITERS], step;
-
-	for (i = 0; i < nsecrets; i++) {
-		if (secrets[i] == NULL || secrets[i][0] == '\0')
-			continue;
-		sec = (const unsigned char *)secrets[i];
-		len = strlen(secrets[i]);
-		find_all(in, n, secrets[i], len, len, NULL, s);
-		if (len < 6)
-			continue;
-		/* The JSON forms are the longest: each writer's once
-		 * escaped (at most 6 bytes a byte) kept side by side, then
-		 * a second escaping of one of them (2 bytes at most a byte:
-		 * the first left no control or, where escaped, non-ASCII
-		 * byte) after them, then room to base64 a once escaped
-		 * form (tmp: it and two bytes before it; out: its base64).
-		 * The other forms fit in the first. */
-		step = 6 * len + 1;
-		if (len > (SIZE_MAX - 16) / (6 * NJWRITERS + 26) - 1 ||
-		    (buf = malloc(NJWRITERS * step + 26 * len + 11)) == NULL) {
-			errno = ENOMEM;
-			return -1;
-		}
-		two = buf + NJWRITERS * step;
-		tmp = (unsigned char *)two + 12 * len + 1;
-		out = (char *)tmp + 6 * len + 2;
-		find_b64_all(in, n, sec, len, tmp, out, s);
-		/* Percent-encoded (as a URL, and as a form writes a blank:
-		 * '+'), and that base64-encoded (a URL with the credential
-		 * in it, stored encoded: .git-credentials in a Kubernetes
-		 * secret). */
-		for (j = 0; j < 4; j++) {
-			if (j >= 2 && memchr(sec, ' ', len) == NULL)
-				break;
-			flen = urlenc(sec, len, j % 2 == 0, j >= 2, buf);
-			if (flen == len && memcmp(buf, sec, len) == 0)
-				break;
-			find_all(in, n, buf, flen, flen, NULL, s);
-			find_b64_all(in, n, (const unsigned char *)buf, flen,
-			    tmp, out, s);
-		}
-		flen = hexenc(sec, len, true, buf);
-		find_all(in, n, buf, flen, flen, NULL, s);
-		hexenc(sec, len, false, buf);
-		find_all(in, n, buf, flen, flen, NULL, s);
-		for (w = 0; w < NJWRITERS; w++) {
-			form[w] = buf + w * step;
-			fl[w] = jsonesc(sec, len, jwriters[w], form[w]);
-			/* Most writers agree on most credentials: a form
-			 * already searched (or the raw one) is not again. */
-			if (fl[w] == len && memcmp(form[w], sec, len) == 0)
-				continue;
-			for (j = 0; j < w; j++)
-				if (fl[j] == fl[w] &&
-				    memcmp(form[j], form[w], fl[w]) == 0)
-					break;
-			if (j < w)
-				continue;
-			find_all(in, n, form[w], fl[w], fl[w], NULL, s);
-			/* A JSON file holding it, base64-encoded. */
-			find_b64_all(in, n, (const unsigned char *)form[w],
-			    fl[w], tmp, out, s);
-			/* Its second escaping, by the same writer. */
-			flen = jsonesc((const unsigned char *)form[w], fl[w],
-			    jwriters[w], two);
-			find_all(in, n, two, flen, flen, NULL, s);
-		}
-		free(buf);
-	}
-	return 0;
-}
-
-/*
- * The escapes of writers outside jwriters, and text escaped more than
- * twice, are found by undoing them instead: the text is unescaped level by
- * level and each level searched as the original is (raw, base64,
- * %-encoded, hex, jwriters' forms). One level undoes what writers of JSON,
- * C, Python and JavaScript strings emit (unesc1), HTML character
- * references (unent1) and percent-encoding of any byte (unpct1), so a
- * credential escaped one character at a time, in any mix of forms, is
- * found as long as it was escaped at most DEC_LEVELS times. Every byte
- * of a level keeps the span of the original text it came from, so a match
- * redacts the escaped form where it stands. A literal backslash, '&' or
- * '%' just before a match may be read with it as one escape a level
- * deeper and go with it: redaction errs towards taking a character too
- * many.
- */
-#define DEC_LEVELS	4
-
-struct declevel {
-	const unsigned char *b;		/* the unescaped bytes */
-	uint32_t	*lo, *hi;	/* each one's span in the original */
-	size_t		 n;
-};
-
-static void
-declevel_free(struct declevel *d)
-{
-	/* The original text (lo NULL) is the caller's. */
-	if (d->lo != NULL)
-		free((void *)(uintptr_t)d->b);
-	free(d->lo);
-	free(d->hi);
-}
-
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = lower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* The value of the n (at most 8) hex digits at s, or -1; long long so
- * that eight digits fit where long has 32 bits. */
-static long long
-hexn(const unsigned char *s, size_t n)
-{
-	long long v = 0;
-	size_t i;
-	int h;
-
-	for (i = 0; i < n; i++) {
-		if ((h = hexval(s[i])) == -1)
-			return -1;
-		v = v << 4 | h;
-	}
-	return v;
-}
-
-/* cp as UTF-8 at out (at most 4 bytes); the count. */
-static size_t
-utf8_enc(unsigned long cp, unsigned char *out)
-{
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xc0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (unsigned char)(0xe0 | cp >> 12);
-		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-		out[2] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (unsigned char)(0xf0 | cp >> 18);
-	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
-	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-	out[3] = (unsigned char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-/* How \xHH above 0x7f is read: as that byte (C, Python bytes) or as that
- * code point (Python str, JavaScript). */
-#define X_BYTE		0
-#define X_CHAR		1
-
-/* An escape of one byte's value v (\xHH, octal) into out, as xmode reads
- * one above 0x7f (setting *high); the count. */
-static size_t
-byte_esc(long long v, int xmode, unsigned char *out, int *high)
-{
-	if (v >= 0x80)
-		*high = 1;
-	if (v < 0x80 || xmode == X_BYTE) {
-		out[0] = (unsigned char)v;
-		return 1;
-	}
-	return utf8_enc((unsigned long)v, out);
-}
-
-/*
- * One escape at in[i] (a backslash, n bytes in all): its bytes in out (at
- * most 4) and their count, the escape's length in *used; 0 when it is none
- * (the backslash then stands for itself). *high is set by a \x or an octal
- * escape above 0x7f. What the writers of JSON, C, Python and JavaScript
- * strings emit: the short escapes, octal \NNN, \xHH, \uXXXX (surrogate
- * pairs joined), \UXXXXXXXX and \u{X...}. Never more bytes than the
- * escape.
- */
-static size_t
-unesc1(const unsigned char *in, size_t n, size_t i, int xmode,
-    unsigned char *out, size_t *used, int *high)
-{
-	static const char from[] = "\"\\/bfnrt'va", to[] =
-	    "\"\\/\b\f\n\r\t'\v\a";
-	const char *q;
-	long long cp, lo;
-	size_t k;
-
-	if (i + 1 >= n)
-		return 0;
-	if (in[i + 1] != '\0' && (q = strchr(from, in[i + 1])) != NULL) {
-		out[0] = (unsigned char)to[q - from];
-		*used = 2;
-		return 1;
-	}
-	if (in[i + 1] >= '0' && in[i + 1] <= '7') {
-		/* C's and Python's octal escapes: up to three digits, at
-		 * most \377 (one more digit would pass it: it is text). */
-		for (k = 0, cp = 0; k < 3 && i + 1 + k < n &&
-		    in[i + 1 + k] >= '0' && in[i + 1 + k] <= '7' &&
-		    cp * 8 + (in[i + 1 + k] - '0') <= 0xff; k++)
-			cp = cp * 8 + (in[i + 1 + k] - '0');
-		*used = k + 1;
-		return byte_esc(cp, xmode, out, high);
-	}
-	if (in[i + 1] == 'x') {
-		if (i + 4 > n || (cp = hexn(in + i + 2, 2)) == -1)
-			return 0;
-		*used = 4;
-		return byte_esc(cp, xmode, out, high);
-	}
-	if (in[i + 1] == 'U') {
-		if (i + 10 > n || (cp = hexn(in + i + 2, 8)) == -1 ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		*used = 10;
-		return utf8_enc((unsigned long)cp, out);
-	}
-	if (in[i + 1] != 'u')
-		return 0;
-	if (i + 2 < n && in[i + 2] == '{') {
-		/* JavaScript's \u{X...}: 1 to 6 digits. */
-		for (k = 0; k < 6 && i + 3 + k < n && hexval(in[i + 3 + k]) != -1;
-		    k++)
-			;
-		if (k == 0 || i + 3 + k >= n || in[i + 3 + k] != '}' ||
-		    (cp = hexn(in + i + 3, k)) > 0x10ffff ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		*used = k + 4;
-		return utf8_enc((unsigned long)cp, out);
-	}
-	if (i + 6 > n || (cp = hexn(in + i + 2, 4)) == -1)
-		return 0;
-	*used = 6;
-	if (cp >= 0xd800 && cp <= 0xdbff) {
-		if (i + 12 > n || in[i + 6] != '\\' || in[i + 7] != 'u' ||
-		    (lo = hexn(in + i + 8, 4)) < 0xdc00 || lo > 0xdfff)
-			return 0;
-		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-		*used = 12;
-	} else if (cp >= 0xdc00 && cp <= 0xdfff)
-		return 0;
-	return utf8_enc((unsigned long)cp, out);
-}
-
-/*
- * One HTML character reference at in[i] ('&', n bytes in all), as unesc1:
- * &#DDD; and &#xHHH; (any code point but NUL and surrogates) and the named
- * references of ASCII punctuation, what a credential gets from HTML
- * encoders (an HTML page a fetch tool returns, an attribute value). As
- * HTML parsers do, a numeric reference may end without its ';' (at the
- * first byte that is no digit) and the four legacy names (amp, lt, gt,
- * quot, either case) may go without it.
- */
-static const struct { const char *name; char c; } html_named[] = {
-	{ "quot;", '"' }, { "QUOT;", '"' }, { "amp;", '&' }, { "AMP;", '&' },
-	{ "lt;", '<' }, { "LT;", '<' }, { "gt;", '>' }, { "GT;", '>' },
-	{ "apos;", '\'' }, { "sol;", '/' }, { "plus;", '+' },
-	{ "equals;", '=' }, { "excl;", '!' }, { "num;", '#' },
-	{ "dollar;", '$' }, { "percnt;", '%' }, { "lpar;", '(' },
-	{ "rpar;", ')' }, { "ast;", '*' }, { "midast;", '*' },
-	{ "comma;", ',' }, { "period;", '.' }, { "colon;", ':' },
-	{ "semi;", ';' }, { "quest;", '?' }, { "commat;", '@' },
-	{ "lsqb;", '[' }, { "lbrack;", '[' }, { "bsol;", '\\' },
-	{ "rsqb;", ']' }, { "rbrack;", ']' }, { "Hat;", '^' },
-	{ "lowbar;", '_' }, { "UnderBar;", '_' }, { "grave;", '`' },
-	{ "DiacriticalGrave;", '`' }, { "lcub;", '{' }, { "lbrace;", '{' },
-	{ "verbar;", '|' }, { "vert;", '|' }, { "VerticalLine;", '|' },
-	{ "rcub;", '}' }, { "rbrace;", '}' }, { "Tab;", '\t' },
-	{ "NewLine;", '\n' },
-	/* Legacy: after every form with the ';', which is longer. */
-	{ "quot", '"' }, { "QUOT", '"' }, { "amp", '&' }, { "AMP", '&' },
-	{ "lt", '<' }, { "LT", '<' }, { "gt", '>' }, { "GT", '>' },
-};
-
-static size_t
-unent1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
-    size_t *used)
-{
-	long long cp = 0;
-	size_t k, d, len;
-	int hex, h;
-
-	if (i + 2 >= n)
-		return 0;
-	if (in[i + 1] != '#') {
-		for (k = 0; k < sizeof(html_named) / sizeof(html_named[0]);
-		    k++) {
-			if ((unsigned char)html_named[k].name[0] != in[i + 1])
-				continue;
-			len = strlen(html_named[k].name);
-			if (i + 1 + len <= n && memcmp(in + i + 1,
-			    html_named[k].name, len) == 0) {
-				out[0] = (unsigned char)html_named[k].c;
-				*used = len + 1;
-				return 1;
-			}
-		}
-		return 0;
-	}
-	hex = in[i + 2] == 'x' || in[i + 2] == 'X';
-	for (k = i + 2 + hex, d = 0; k < n && d < 8; k++, d++) {
-		h = hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ?
-		    in[k] - '0' : -1;
-		if (h == -1)
-			break;
-		cp = cp * (hex ? 16 : 10) + h;
-	}
-	/* More than eight digits is no reference anyone writes. */
-	if (d == 0 || cp == 0 || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || (k < n &&
-	    (hex ? hexval(in[k]) : in[k] >= '0' && in[k] <= '9' ? 0 : -1) !=
-	    -1))
-		return 0;
-	*used = k - i + (k < n && in[k] == ';');
-	return utf8_enc((unsigned long)cp, out);
-}
-
-/* One %HH at in[i] ('%', n bytes in all), as unesc1: the byte, whatever
- * it is (a writer may percent-encode every byte, in either case). */
-static size_t
-unpct1(const unsigned char *in, size_t n, size_t i, unsigned char *out,
-    size_t *used)
-{
-	long long v;
-
-	if (i + 3 > n || (v = hexn(in + i + 1, 2)) == -1)
-		return 0;
-	out[0] = (unsigned char)v;
-	*used = 3;
-	return 1;
-}
-
-/* Unescapes prev into d (never longer), \x read as xmode says: bit 0 of
- * the result set when some escape was undone (else d is prev's copy), bit
- * 1 when a \x above 0x7f was seen; -1 (ENOMEM). d owns its arrays after
- * a result other than -1 (declevel_free). */
-static int
-unesc_level(const struct declevel *prev, struct declevel *d, int xmode)
-{
-	unsigned char	 u[4], *b;
-	size_t		 i, j, k, r, o = 0, used;
-	int		 changed = 0, high = 0;
-
-	b = malloc(prev->n + 1);
-	d->lo = malloc((prev->n + 1) * sizeof(*d->lo));
-	d->hi = malloc((prev->n + 1) * sizeof(*d->hi));
-	if (b == NULL || d->lo == NULL || d->hi == NULL) {
-		free(b);
-		free(d->lo);
-		free(d->hi);
-		d->lo = d->hi = NULL;
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < prev->n; i += used) {
-		/* Bytes no escape starts at stand for themselves: copied
-		 * a run at a time, most of any text. */
-		for (r = i; r < prev->n && prev->b[r] != '\\' &&
-		    prev->b[r] != '&' && prev->b[r] != '%'; r++)
-			;
-		if (r > i) {
-			memcpy(b + o, prev->b + i, r - i);
-			if (prev->lo != NULL) {
-				memcpy(d->lo + o, prev->lo + i,
-				    (r - i) * sizeof(*d->lo));
-				memcpy(d->hi + o, prev->hi + i,
-				    (r - i) * sizeof(*d->hi));
-			} else
-				for (j = 0; j < r - i; j++) {
-					d->lo[o + j] = (uint32_t)(i + j);
-					d->hi[o + j] = (uint32_t)(i + j + 1);
-				}
-			o += r - i;
-			used = r - i;
-			continue;
-		}
-		switch (prev->b[i]) {
-		case '\\':
-			k = unesc1(prev->b, prev->n, i, xmode, u, &used,
-			    &high);
-			break;
-		case '&':
-			k = unent1(prev->b, prev->n, i, u, &used);
-			break;
-		case '%':
-			k = unpct1(prev->b, prev->n, i, u, &used);
-			break;
-		default:
-			k = 0;
-		}
-		/* A refused escape may have set used: it stands for its
-		 * first byte only. */
-		if (k == 0) {
-			used = 1;
-			u[0] = prev->b[i];
-			k = 1;
-		} else
-			changed = 1;
-		/* Each byte an escape gives spans the whole escape. */
-		for (j = 0; j < k; j++, o++) {
-			b[o] = u[j];
-			d->lo[o] = prev->lo != NULL ? prev->lo[i] : (uint32_t)i;
-			d->hi[o] = prev->lo != NULL ? prev->hi[i + used - 1] :
-			    (uint32_t)(i + used);
-		}
-	}
-	d->b = b;
-	d->n = o;
-	return changed | high << 1;
-}
-
-/*
- * A secret can hold what a level undoes itself ("pa%41ss", "a&lt;b"): a
- * level that takes off an outer escape of another kind also reads the
- * secret's own bytes, and the secret stands in it as that reading. So
- * each level is also searched for the secrets as the levels before read
- * them (form m: m passes of the same unescaping), raw only, and only
- * forms of at least FORM_MIN bytes. Where the secret's last bytes join what follows it into
- * one escape, the form is not found.
- */
-struct forms {
-	struct declevel	*f;	/* nsecrets rows of DEC_LEVELS + 1 */
-	size_t		 nsecrets;
-};
-
-static struct declevel *
-form_at(const struct forms *fs, size_t i, size_t m)
-{
-	return &fs->f[i * (DEC_LEVELS + 1) + m];
-}
-
-static void
-forms_free(struct forms *fs)
-{
-	size_t i, m;
-
-	if (fs->f == NULL)
-		return;
-	/* Form 0 is the caller's secret (lo NULL, as declevel_free
-	 * expects); an unmade form is all NULL. */
-	for (i = 0; i < fs->nsecrets; i++)
-		for (m = 1; m <= DEC_LEVELS; m++)
-			declevel_free(form_at(fs, i, m));
-	free(fs->f);
-	fs->f = NULL;
-}
-
-/* Makes form m of every secret (from form m - 1, \x read as xmode);
- * a form that is its predecessor's copy gets n = 0, which is never
- * searched and stays so. -1 (ENOMEM). */
-static int
-forms_next(struct forms *fs, size_t m, int xmode)
-{
-	struct declevel *prev, *d;
-	size_t i;
-	int rc;
-
-	for (i = 0; i < fs->nsecrets; i++) {
-		prev = form_at(fs, i, m - 1);
-		d = form_at(fs, i, m);
-		if (prev->b == NULL || (m > 1 && prev->n == 0))
-			continue;
-		if ((rc = unesc_level(prev, d, xmode)) == -1)
-			return -1;
-		if (!(rc & 1))
-			d->n = 0;
-	}
-	return 0;
-}
-
-/* Searches the level d (the l-th) as the original is searched (every
- * form of every secret), and for the secrets' forms 1 to l, each match
- * moved back onto the span of the original it came from. -1 (ENOMEM). */
-static int
-search_level(const char *const *secrets, size_t nsecrets,
-    const struct forms *fs, size_t l, const struct declevel *d,
-    struct spans *s)
-{
-	const struct declevel *f;
-	struct spans	 t = { 0 };
-	size_t		 i, m;
-
-	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1) {
-		free(t.v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < nsecrets; i++)
-		for (m = 1; m <= l; m++) {
-			f = form_at(fs, i, m);
-			if (f->b != NULL && f->n >= FORM_MIN)
-				find_all(d->b, d->n, (const char *)f->b,
-				    f->n, f->n, NULL, &t);
-		}
-	if (t.oom) {
-		free(t.v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < t.n; i++)
-		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
-		    t.v[i].cls);
-	free(t.v);
-	return 0;
-}
-
-/* Could b hold an escape unesc1, unent1 or unpct1 undoes? */
-static int
-escapable(const unsigned char *b, size_t n)
-{
-	return memchr(b, '\\', n) != NULL || memchr(b, '&', n) != NULL ||
-	    memchr(b, '%', n) != NULL;
-}
-
-static int
-scan_unescaped(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
-{
-	struct declevel	 cur, next;
-	struct forms	 fs = { NULL, nsecrets };
-	size_t		 i, l;
-	int		 rc, xmode, high = 0;
-
-	if (n == 0 || !escapable(in, n))
-		return 0;
-	/* Spans are kept in 32 bits; a longer text is refused, which
-	 * withholds the result (results are capped far below this). */
-	if (n >= UINT32_MAX || n >= SIZE_MAX / sizeof(uint32_t) - 1) {
-		errno = EOVERFLOW;
-		return -1;
-	}
-	/* \x above 0x7f is read as a byte, then, if there was one, as a
-	 * character: the text does not say which its writer meant. */
-	for (xmode = X_BYTE; xmode <= X_CHAR; xmode++) {
-		if (xmode == X_CHAR && !high)
-			break;
-		if (nsecrets > 0 && (fs.f = calloc(nsecrets * (DEC_LEVELS + 1),
-		    sizeof(*fs.f))) == NULL) {
-			errno = ENOMEM;
-			return -1;
-		}
-		for (i = 0; i < nsecrets; i++)
-			if (secrets[i] != NULL && secrets[i][0] != '\0') {
-				form_at(&fs, i, 0)->b =
-				    (const unsigned char *)secrets[i];
-				form_at(&fs, i, 0)->n = strlen(secrets[i]);
-			}
-		cur.b = in;
-		cur.lo = cur.hi = NULL;
-		cur.n = n;
-		for (l = 0; l < DEC_LEVELS; l++) {
-			rc = unesc_level(&cur, &next, xmode);
-			declevel_free(&cur);
-			if (rc == -1 || forms_next(&fs, l + 1, xmode) == -1) {
-				if (rc != -1)
-					declevel_free(&next);
-				forms_free(&fs);
-				return -1;
-			}
-			cur = next;
-			high |= rc & 2;
-			/* Nothing undone: the same text as the level
-			 * searched before, and so would every further
-			 * level be. */
-			if (!(rc & 1))
-				break;
-			if (search_level(secrets, nsecrets, &fs, l + 1, &cur,
-			    s) == -1) {
-				declevel_free(&cur);
-				forms_free(&fs);
-				return -1;
-			}
-			if (!escapable(cur.b, cur.n))
-				break;
-		}
-		declevel_free(&cur);
-		forms_free(&fs);
-	}
-	return 0;
-}
-
-/* Searches the text of d as scan_secrets searches an original and adds
- * each match to s as the span of the original text it came from. -1
- * (ENOMEM) or 0; d stays the caller's. */
-static int
-scan_mapped(const char *const *secrets, size_t nsecrets,
-    const struct declevel *d, struct spans *s)
-{
-	struct spans	t = { 0 };
-	size_t		i;
-
-	if (scan_secrets(secrets, nsecrets, d->b, d->n, &t) == -1 || t.oom) {
-		free(t.v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0; i < t.n; i++)
-		span_add(s, d->lo[t.v[i].lo], d->hi[t.v[i].hi - 1],
-		    t.v[i].cls);
-	free(t.v);
-	return 0;
-}
-
-/*
- * Base64 is often wrapped (the base64 tool at 76 characters a line, PEM
- * and MIME at 64 and 76), and a credential's encoded form then spans a
- * line break two times out of three. A break is read through when it
- * lies between two characters of a base64 alphabet, holds a line break,
- * and holds nothing but line breaks, blanks and '>' -- so also a YAML
- * block's indentation, a MIME header's folding and a mail's quoting --
- * where each line break, blank may also be written as a JSON or C escape
- * (a JSON document returned as text). The joined text is searched as the
- * original is (so a credential a terminal wrapped is found too); a break
- * after or before anything else stays, and so does one without a line
- * break (prose would otherwise pay for a second search of every text).
- */
-static bool
-b64_char(unsigned char c)
-{
-	return is_b64(c) || c == '-' || c == '_' || c == '=';
-}
-
-/* The break starting at in[i] (after a base64 character), which ends
- * before *end: the index just past it when it holds a line break and a
- * base64 character follows, else i. A break that does not join holds
- * none that does (each one starting inside it ends where it ends, with
- * fewer line breaks), so the callers step over all of it: that keeps a
- * long break of escaped blanks, whose 't's are base64 characters, one
- * linear pass. */
-static size_t
-join_break(const unsigned char *in, size_t n, size_t i, size_t *end)
-{
-	size_t	j = i;
-	bool	nl = false;
-
-	while (j < n) {
-		if (in[j] == '\n' || in[j] == '\r') {
-			nl = true;
-			j++;
-		} else if (in[j] == ' ' || in[j] == '\t' || in[j] == '>')
-			j++;
-		else if (in[j] == '\\' && j + 1 < n && (in[j + 1] == 'n' ||
-		    in[j + 1] == 'r' || in[j + 1] == 't')) {
-			nl = nl || in[j + 1] != 't';
-			j += 2;
-		} else
-			break;
-	}
-	*end = j;
-	return nl && j < n && b64_char(in[j]) ? j : i;
-}
-
-static int
-scan_joined(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
-{
-	struct declevel	 d;
-	size_t		 i, j, end, o = 0;
-	unsigned char	*b;
-	int		 joins = 0, rc;
-
-	for (i = 1; i + 1 < n && !joins; i++)
-		if (b64_char(in[i - 1])) {
-			joins = join_break(in, n, i, &end) != i;
-			if (end > i)
-				i = end - 1;
-		}
-	if (!joins)
-		return 0;
-	if (n >= UINT32_MAX) {
-		errno = EOVERFLOW;
-		return -1;
-	}
-	b = malloc(n);
-	d.lo = malloc(n * sizeof(*d.lo));
-	d.hi = malloc(n * sizeof(*d.hi));
-	if (b == NULL || d.lo == NULL || d.hi == NULL) {
-		free(b);
-		free(d.lo);
-		free(d.hi);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0, end = 0; i < n; i++) {
-		if (i >= end && o > 0 && b64_char(b[o - 1]) &&
-		    (j = join_break(in, n, i, &end)) != i) {
-			i = j - 1;
-			continue;
-		}
-		b[o] = in[i];
-		d.lo[o] = (uint32_t)i;
-		d.hi[o] = (uint32_t)(i + 1);
-		o++;
-	}
-	d.b = b;
-	d.n = o;
-	rc = scan_mapped(secrets, nsecrets, &d, s);
-	declevel_free(&d);
-	return rc;
-}
-
-/*
- * Hex dumps. `xxd`, `hexdump -C` and `od -A x -t x1z` print bytes as hex
- * groups after an offset, sixteen to a line, with the bytes again as
- * text at the end of the line: a credential longer than what is left of
- * its line is split in both columns, with the next line's offset in
- * between, so neither the hex search nor the raw one sees it. Each run of
- * dump lines is decoded back into its bytes (every byte keeping the span
- * of its two hex digits) and the bytes are searched as the original is;
- * a match is redacted from its first hex digit to the end of the line of
- * its last byte, which takes its text column too. Lines end at line
- * breaks; a second reading ends them at escaped ones instead (a dump
- * inside a JSON string returned as text), since a text column may hold
- * either as text.
- * What a line holds: an offset of 4 to 16 hex digits, maybe a ':', a
- * blank, then groups of an even number of hex digits (all as long as the
- * first, the last maybe shorter) one or two blanks apart. The next line's
- * offset bounds how many bytes a line gave (so a text column that looks
- * like hex is not read as bytes), and a line whose bytes fall short of
- * the next offset ends its run (hexdump's '*' for repeated lines). Groups
- * of four digits are also read as 16-bit words in little-endian order
- * (`hexdump` without -C, `od -x` on the machines Sluice runs on). Not
- * read: octal dumps and other word sizes.
- */
-#define DUMP_MAXLINE	64	/* bytes a dump line may give */
-
-/* The length of the line break at in[i], or 0: a real one, or when esc
- * its escape (and then a real one is text, as an escape is otherwise: a
- * text column may hold either). */
-static size_t
-dump_eol(const unsigned char *in, size_t n, size_t i, bool esc)
-{
-	if (!esc)
-		return in[i] == '\n' ? 1 : in[i] == '\r' && i + 1 < n &&
-		    in[i + 1] == '\n' ? 2 : 0;
-	if (in[i] == '\\' && i + 1 < n && in[i + 1] == 'n')
-		return 2;
-	if (in[i] == '\\' && i + 3 < n && in[i + 1] == 'r' &&
-	    in[i + 2] == '\\' && in[i + 3] == 'n')
-		return 4;
-	return 0;
-}
-
-/* Where the line starting at i ends (its break, or n). */
-static size_t
-dump_line_end(const unsigned char *in, size_t n, size_t i, bool esc)
-{
-	const unsigned char *p;
-
-	if (!esc) {
-		/* A break is a '\n', maybe after a '\r' that goes with it. */
-		p = i < n ? memchr(in + i, '\n', n - i) : NULL;
-		if (p == NULL)
-			return n;
-		i = (size_t)(p - in);
-		return i > 0 && in[i - 1] == '\r' ? i - 1 : i;
-	}
-	while (i < n && dump_eol(in, n, i, esc) == 0)
-		i++;
-	return i;
-}
-
-struct dump_line {
-	long long	 off;		/* the offset read as hex */
-	long long	 off8;		/* ... as octal, -1 if it is not */
-	size_t		 data;		/* where its first group starts */
-	size_t		 nbytes;	/* bytes its groups give */
-	size_t		 glen;		/* digits in its first group */
-	size_t		 end;		/* its end (its break, or n) */
-};
-
-/*
- * Reads the line in[i..end) as a dump line giving at most max bytes: 0
- * and *l filled when it is one (an offset and at least one group), else
- * -1.
- */
-static int
-dump_line(const unsigned char *in, size_t i, size_t end, size_t max,
-    struct dump_line *l)
-{
-	size_t	j = i, k, glen = 0, blanks;
-	bool	shortg = false;
-
-	while (j < end && j - i < 8 && (in[j] == ' ' || in[j] == '\t'))
-		j++;
-	l->off = 0;
-	l->off8 = 0;
-	for (k = j; k < end && hexval(in[k]) != -1 && k - j < 16; k++) {
-		if (k - j == 15)
-			continue;	/* a 16th digit: not compared (below) */
-		l->off = l->off << 4 | hexval(in[k]);
-		l->off8 = l->off8 >= 0 && in[k] <= '7' ?
-		    l->off8 << 3 | (in[k] - '0') : -1;
-	}
-	/* 16 digits may overflow: such offsets are not compared. */
-	if (k - j < 4 || (k < end && hexval(in[k]) != -1))
-		return -1;
-	if (k - j == 16)
-		l->off = l->off8 = -1;
-	if (k < end && in[k] == ':')
-		k++;
-	l->data = 0;
-	l->nbytes = 0;
-	l->glen = 0;
-	l->end = end;
-	while (k < end && l->nbytes < max && !shortg) {
-		for (blanks = 0; k < end && in[k] == ' '; k++)
-			blanks++;
-		if (blanks == 0 || blanks > 2)
-			break;
-		for (j = k; j < end && hexval(in[j]) != -1; j++)
-			;
-		/* A group has an even number of digits, no more than the
-		 * first, and ends at a blank or the line's end; a shorter
-		 * one is the line's last. */
-		if (j == k || (j - k) % 2 != 0 || (glen && j - k > glen) ||
-		    (j < end && in[j] != ' ') ||
-		    l->nbytes + (j - k) / 2 > max)
-			break;
-		if (glen == 0) {
-			glen = l->glen = j - k;
-			l->data = k;
-		}
-		shortg = j - k < glen;
-		l->nbytes += (j - k) / 2;
-		k = j;
-	}
-	return l->nbytes > 0 ? 0 : -1;
-}
-
-/* Appends the first l->nbytes bytes of line l to d (room is made), each
- * with the span of its digits as lo and its line's end as hi. */
-static void
-dump_decode(const unsigned char *in, const struct dump_line *l,
-    struct declevel *d, unsigned char *b)
-{
-	size_t	k = l->data, got;
-
-	for (got = 0; got < l->nbytes; got++) {
-		while (in[k] == ' ')
-			k++;
-		b[d->n] = (unsigned char)(hexval(in[k]) << 4 |
-		    hexval(in[k + 1]));
-		d->lo[d->n] = (uint32_t)k;
-		d->hi[d->n] = (uint32_t)l->end;
-		d->n++;
-		k += 2;
-	}
-}
-
-/* Makes room for need bytes in b and d: -1 (ENOMEM, all freed) or 0. */
-static int
-dump_room(unsigned char **b, struct declevel *d, size_t *cap, size_t need)
-{
-	size_t		 nc = *cap ? *cap : 256;
-	unsigned char	*nb;
-	uint32_t	*nl, *nh;
-
-	if (need <= *cap)
-		return 0;
-	while (nc < need)
-		nc *= 2;
-	if ((nb = realloc(*b, nc)) != NULL)
-		*b = nb;
-	if ((nl = realloc(d->lo, nc * sizeof(*nl))) != NULL)
-		d->lo = nl;
-	if ((nh = realloc(d->hi, nc * sizeof(*nh))) != NULL)
-		d->hi = nh;
-	if (nb == NULL || nl == NULL || nh == NULL) {
-		free(*b);
-		*b = NULL;
-		free(d->lo);
-		free(d->hi);
-		d->lo = d->hi = NULL;
-		errno = ENOMEM;
-		return -1;
-	}
-	*cap = nc;
-	return 0;
-}
-
-/* Reads the first line of a run, in[i..end): its offset at the line's
- * start, or just after one of the line's first quotes (a dump printed
- * into a JSON or Python string: {"out":"00000000: ...). */
-static int
-dump_first(const unsigned char *in, size_t i, size_t end,
-    struct dump_line *l)
-{
-	size_t	j, lim, quotes = 0;
-
-	if (dump_line(in, i, end, DUMP_MAXLINE, l) == 0)
-		return 0;
-	/* Only quotes near the line's start. */
-	lim = end - i > 80 ? i + 80 : end;
-	for (j = i; j < lim && quotes < 4; j++) {
-		const unsigned char *q = memchr(in + j, '"', lim - j);
-		const unsigned char *a = memchr(in + j, '\'', lim - j);
-
-		if (q == NULL && a == NULL)
-			break;
-		if (q == NULL || (a != NULL && a < q))
-			q = a;
-		j = (size_t)(q - in);
-		quotes++;
-		if (dump_line(in, j + 1, end, DUMP_MAXLINE, l) == 0)
-			return 0;
-	}
-	return -1;
-}
-
-/* The start of the line after the one ending at e. */
-static size_t
-dump_next(const unsigned char *in, size_t n, size_t e, bool esc)
-{
-	return e < n ? e + dump_eol(in, n, e, esc) : n;
-}
-
-/* Decodes the runs of dump lines of in (lines ending at real breaks, or
- * when esc at escaped ones) into b and d, each run followed by a NUL,
- * which no secret (a C string) and none of its forms holds. -1 (ENOMEM,
- * b and d freed) or 0. */
-static int
-dump_runs(const unsigned char *in, size_t n, bool esc, unsigned char **b,
-    struct declevel *d, size_t *cap)
-{
-	struct dump_line cur, nxt;
-	size_t		 i = 0, e, ni, prev, start, k;
-	long long	 dx, d8, want;
-	bool		 have, first, words;
-
-	while (i < n) {
-		e = dump_line_end(in, n, i, esc);
-		if (dump_first(in, i, e, &cur) == -1) {
-			i = dump_next(in, n, e, esc);
-			continue;
-		}
-		/* A run: this line and those after it while each next
-		 * offset says how many bytes the line before gave. */
-		prev = DUMP_MAXLINE;
-		first = true;
-		start = d->n;
-		words = true;
-		for (;;) {
-			ni = dump_next(in, n, e, esc);
-			have = false;
-			if (ni < n) {
-				e = dump_line_end(in, n, ni, esc);
-				have = dump_line(in, ni, e, DUMP_MAXLINE,
-				    &nxt) == 0;
-			}
-			if (have) {
-				dx = cur.off >= 0 && nxt.off > cur.off ?
-				    nxt.off - cur.off : -1;
-				d8 = cur.off8 >= 0 && nxt.off8 > cur.off8 ?
-				    nxt.off8 - cur.off8 : -1;
-				want = dx > 0 && dx <= (long long)cur.nbytes ?
-				    dx : d8 > 0 && d8 <= (long long)cur.nbytes ?
-				    d8 : -1;
-				if (want > 0)
-					cur.nbytes = (size_t)want;
-				else
-					have = false;
-			} else if (!first && cur.nbytes > prev)
-				cur.nbytes = prev;
-			if (dump_room(b, d, cap, d->n + cur.nbytes + 1) == -1)
-				return -1;
-			dump_decode(in, &cur, d, *b);
-			words = words && cur.glen == 4 && cur.nbytes % 2 == 0;
-			prev = cur.nbytes;
-			first = false;
-			if (!have) {
-				/* The next line starts a run of its own if
-				 * it can. */
-				i = ni;
-				break;
-			}
-			cur = nxt;
-		}
-		/* Groups of four digits may be 16-bit words in the host's
-		 * order (hexdump without -C, od -x): the run again, each
-		 * pair of bytes swapped, both spanning from their group. */
-		if (words) {
-			size_t	 len = d->n - start;
-
-			if (dump_room(b, d, cap, d->n + len + 2) == -1)
-				return -1;
-			(*b)[d->n] = '\0';
-			d->lo[d->n] = d->hi[d->n] = 0;
-			d->n++;
-			for (k = start; k + 1 < start + len; k += 2) {
-				(*b)[d->n] = (*b)[k + 1];
-				(*b)[d->n + 1] = (*b)[k];
-				d->lo[d->n] = d->lo[d->n + 1] = d->lo[k];
-				d->hi[d->n] = d->hi[d->n + 1] = d->hi[k];
-				d->n += 2;
-			}
-		}
-		(*b)[d->n] = '\0';
-		d->lo[d->n] = d->hi[d->n] = 0;
-		d->n++;
-	}
-	return 0;
-}
-
-static int
-scan_dumps(const char *const *secrets, size_t nsecrets,
-    const unsigned char *in, size_t n, struct spans *s)
-{
-	struct declevel	 d = { NULL, NULL, NULL, 0 };
-	unsigned char	*b = NULL;
-	size_t		 cap = 0;
-	int		 rc;
-
-	if (n >= UINT32_MAX) {
-		errno = EOVERFLOW;
-		return -1;
-	}
-	/* Real line breaks, then escaped ones when there are any: a dump
-	 * printed into a JSON string returned as text. */
-	if (dump_runs(in, n, false, &b, &d, &cap) == -1 ||
-	    (memmem(in, n, "\\n", 2) != NULL &&
-	    dump_runs(in, n, true, &b, &d, &cap) == -1))
-		return -1;
-	if (d.n == 0)
-		return 0;
-	d.b = b;
-	rc = scan_mapped(secrets, nsecrets, &d, s);
-	declevel_free(&d);
-	return rc;
-}
-
 static int
 span_cmp(const void *a, const void *b)
 {
-	const struct span *x = a, *y = b;
+	const struct rd_span *x = a, *y = b;
 
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
@@ -1786,12 +99,26 @@ span_cmp(const void *a, const void *b)
 	return x->cls - y->cls;
 }
 
+/* Every form of the held credentials in in, by each finder in turn: raw
+ * and encoded, behind escapes, wrapped, in hex dumps. -1 with errno or 0. */
+static int
+scan_held(const char *const *secrets, size_t nsecrets,
+    const unsigned char *in, size_t n, struct rd_spans *s)
+{
+	if (rd_scan_secrets(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_unescaped(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_joined(secrets, nsecrets, in, n, s) == -1 ||
+	    rd_scan_dumps(secrets, nsecrets, in, n, s) == -1)
+		return -1;
+	return 0;
+}
+
 int
 pol_holds_secret(const char *const *secrets, size_t nsecrets,
     const char *text, size_t len)
 {
 	const unsigned char *in = (const unsigned char *)text;
-	struct spans s = { 0 };
+	struct rd_spans s = { 0 };
 	int rc;
 
 	if ((text == NULL && len > 0) || (secrets == NULL && nsecrets > 0)) {
@@ -1800,10 +127,7 @@ pol_holds_secret(const char *const *secrets, size_t nsecrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	if (scan_secrets(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_joined(secrets, nsecrets, in, len, &s) == -1 ||
-	    scan_dumps(secrets, nsecrets, in, len, &s) == -1)
+	if (scan_held(secrets, nsecrets, in, len, &s) == -1)
 		rc = -1;
 	else if (s.oom) {
 		errno = ENOMEM;
@@ -1820,6 +144,107 @@ pol_redact_enabled(const struct pol_policy *p)
 	return p != NULL && (p->nredact > 0 || p->nredact_re > 0);
 }
 
+/* The spans of the matches in in[0..n) of the classes of mask, and of p's
+ * patterns when p is given, into s (the caller frees s->v whatever the
+ * result). 0, or -1 with errno and the reason in err. */
+static int
+find_spans(const struct pol_policy *p, unsigned mask,
+    const char *const *secrets, size_t nsecrets, const unsigned char *in,
+    size_t n, struct rd_spans *s, char *err, size_t errlen)
+{
+	if (mask & RB_AWS) {
+		rd_scan_aws_ids(in, n, s);
+		rd_scan_aws_secrets(in, n, s);
+	}
+	if (mask & RB_PRIVATE)
+		rd_scan_pem(in, n, s);
+	if (mask & RB_BEARER)
+		rd_scan_bearer(in, n, s);
+	if (mask & RB_GITHUB)
+		rd_scan_github(in, n, s);
+	if ((mask & RB_UPSTREAM) &&
+	    scan_held(secrets, nsecrets, in, n, s) == -1)
+		s->oom = true;
+	if (!s->oom && p != NULL &&
+	    rd_scan_patterns(p, in, n, s, err, errlen) == -1)
+		return -1;
+	if (s->oom) {
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/* Sorts s and merges overlapping spans in place; the first (widest) names
+ * the merged one. */
+static void
+merge_spans(struct rd_spans *s)
+{
+	size_t	i, k;
+
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), span_cmp);
+	for (i = 0, k = 0; i < s->n; i++) {
+		if (k > 0 && s->v[i].lo < s->v[k - 1].hi) {
+			if (s->v[i].hi > s->v[k - 1].hi)
+				s->v[k - 1].hi = s->v[i].hi;
+		} else
+			s->v[k++] = s->v[i];
+	}
+	s->n = k;
+}
+
+/* in[0..inlen) with each span of s (sorted, disjoint) replaced by the
+ * marker of its class, as pol_redact returns it in *out, *outlen and
+ * *count. 0, or -1 with errno and the reason in err. */
+static int
+write_markers(const unsigned char *in, size_t inlen,
+    const struct rd_spans *s, char **out, size_t *outlen, unsigned *count,
+    char *err, size_t errlen)
+{
+	char		*o;
+	size_t		 i, k, total, prev, mlen;
+	unsigned	 c = 0;
+
+	/* Markers can be longer than what they replace: size it first. */
+	total = inlen;
+	for (i = 0; i < s->n; i++) {
+		mlen = strlen(markers[s->v[i].cls]);
+		total -= s->v[i].hi - s->v[i].lo;
+		if (total > SIZE_MAX - 1 - mlen) {
+			snprintf(err, errlen, "result too large");
+			errno = EOVERFLOW;
+			return -1;
+		}
+		total += mlen;
+	}
+	if ((o = malloc(total + 1)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0, prev = 0, k = 0; i < s->n; i++) {
+		memcpy(o + k, in + prev, s->v[i].lo - prev);
+		k += s->v[i].lo - prev;
+		mlen = strlen(markers[s->v[i].cls]);
+		memcpy(o + k, markers[s->v[i].cls], mlen);
+		k += mlen;
+		prev = s->v[i].hi;
+		if (c < UINT_MAX)
+			c++;
+	}
+	memcpy(o + k, in + prev, inlen - prev);
+	k += inlen - prev;
+	o[k] = '\0';
+	*out = o;
+	if (outlen != NULL)
+		*outlen = k;
+	if (count != NULL)
+		*count = c;
+	return 0;
+}
+
 /* What pol_redact_err and pol_redact_held share: the classes of mask,
  * and p's patterns when p is given. */
 static int
@@ -1828,10 +253,9 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
     size_t *outlen, unsigned *count, char *err, size_t errlen)
 {
 	const unsigned char *in = (const unsigned char *)text;
-	struct spans	 s = { 0 };
-	char		 dummy[1], *o;
-	size_t		 i, k, total, prev, mlen;
-	unsigned	 c = 0;
+	struct rd_spans	 s = { 0 };
+	char		 dummy[1];
+	int		 rc = -1;
 
 	if (err == NULL || errlen == 0) {
 		err = dummy;
@@ -1848,83 +272,15 @@ redact(const struct pol_policy *p, unsigned mask, const char *const *secrets,
 	}
 	if (text == NULL)
 		in = (const unsigned char *)"";
-	if (mask & RB_AWS) {
-		scan_aws_ids(in, inlen, &s);
-		scan_aws_secrets(in, inlen, &s);
+	if (find_spans(p, mask, secrets, nsecrets, in, inlen, &s, err,
+	    errlen) == 0) {
+		merge_spans(&s);
+		rc = write_markers(in, inlen, &s, out, outlen, count, err,
+		    errlen);
 	}
-	if (mask & RB_PRIVATE)
-		scan_pem(in, inlen, &s);
-	if (mask & RB_BEARER)
-		scan_bearer(in, inlen, &s);
-	if (mask & RB_GITHUB)
-		scan_github(in, inlen, &s);
-	if ((mask & RB_UPSTREAM) &&
-	    (scan_secrets(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_unescaped(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_joined(secrets, nsecrets, in, inlen, &s) == -1 ||
-	    scan_dumps(secrets, nsecrets, in, inlen, &s) == -1))
-		s.oom = true;
-	if (!s.oom && p != NULL &&
-	    scan_patterns(p, in, inlen, &s, err, errlen) == -1) {
-		free(s.v);
-		return -1;
-	}
-	if (s.oom) {
-		free(s.v);
-		snprintf(err, errlen, "out of memory");
-		errno = ENOMEM;
-		return -1;
-	}
-	if (s.n > 1)
-		qsort(s.v, s.n, sizeof(*s.v), span_cmp);
-	/* Merge overlapping spans in place; the first (widest) names it. */
-	for (i = 0, k = 0; i < s.n; i++) {
-		if (k > 0 && s.v[i].lo < s.v[k - 1].hi) {
-			if (s.v[i].hi > s.v[k - 1].hi)
-				s.v[k - 1].hi = s.v[i].hi;
-		} else
-			s.v[k++] = s.v[i];
-	}
-	s.n = k;
-	/* Markers can be longer than what they replace: size it first. */
-	total = inlen;
-	for (i = 0; i < s.n; i++) {
-		mlen = strlen(markers[s.v[i].cls]);
-		total -= s.v[i].hi - s.v[i].lo;
-		if (total > SIZE_MAX - 1 - mlen) {
-			free(s.v);
-			snprintf(err, errlen, "result too large");
-			errno = EOVERFLOW;
-			return -1;
-		}
-		total += mlen;
-	}
-	if ((o = malloc(total + 1)) == NULL) {
-		free(s.v);
-		snprintf(err, errlen, "out of memory");
-		errno = ENOMEM;
-		return -1;
-	}
-	for (i = 0, prev = 0, k = 0; i < s.n; i++) {
-		memcpy(o + k, in + prev, s.v[i].lo - prev);
-		k += s.v[i].lo - prev;
-		mlen = strlen(markers[s.v[i].cls]);
-		memcpy(o + k, markers[s.v[i].cls], mlen);
-		k += mlen;
-		prev = s.v[i].hi;
-		if (c < UINT_MAX)
-			c++;
-	}
-	memcpy(o + k, in + prev, inlen - prev);
-	k += inlen - prev;
-	o[k] = '\0';
+	/* free keeps errno (POSIX.1-2024; glibc since 2.33). */
 	free(s.v);
-	*out = o;
-	if (outlen != NULL)
-		*outlen = k;
-	if (count != NULL)
-		*count = c;
-	return 0;
+	return rc;
 }
 
 int
