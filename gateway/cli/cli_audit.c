@@ -30,7 +30,7 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 #define DEFAULT_DB	"/var/lib/sluice/audit.db"
 #define MAXLIST		64

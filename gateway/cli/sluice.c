@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 static const char usage_text[] =
 "usage: sluice [-s SOCKET] COMMAND [ARGS]\n"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 #define CLI_ARGS_SHOWN	120	/* argument text shown per row */
 

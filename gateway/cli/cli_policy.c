@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 #include "policy/policy.h"
 
 #define MAX_LABELS	32

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 static int
 usage_status(void)
