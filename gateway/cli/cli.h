@@ -12,6 +12,12 @@
 
 #include <jansson.h>
 
+/* cli_usage: the usage of command `name` ("audit", "exec", ...) on stderr,
+ * from gateway/cli/sluice.c, where the usage text of every command lives;
+ * returns 2, the exit status of a usage error, for `return cli_usage(..)`.
+ * A --help never reaches a command: sluice.c answers it first. */
+int	cli_usage(const char *name);
+
 /* gateway/cli/cli_policy.c: policy check FILE... | policy explain ... */
 int	cli_policy(int argc, char **argv);
 /* gateway/cli/cli_audit.c: audit verify|tail|keygen|proof ... */
@@ -37,6 +43,9 @@ int	cli_mcp(int argc, char **argv);
 /* gateway/cli/cli_http.c: HTTP + JSON to sluiced's control socket, shared by
  * every command that talks to the daemon. */
 #define CLI_DEFAULT_SOCKET	"/run/sluice/sluice.sock"
+/* The audit log the offline `audit` commands read without --db and
+ * $SLUICE_AUDIT_DB (gateway/cli/cli_audit.c). */
+#define CLI_DEFAULT_AUDIT_DB	"/var/lib/sluice/audit.db"
 
 /* cli_set_socket: the control socket for following requests (sluice.c sets
  * it from -s, SLUICE_SOCKET or CLI_DEFAULT_SOCKET). The string is

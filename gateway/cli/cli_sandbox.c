@@ -39,32 +39,19 @@
 static int
 usage_sandbox(void)
 {
-	fprintf(stderr,
-	    "usage: sluice [-s SOCKET] sandbox create --policy NAME "
-	    "[--subject S] [--id ID]\n"
-	    "                                  [--label K=V]... [--ttl DUR]\n"
-	    "       sluice [-s SOCKET] sandbox ls [--json]\n"
-	    "       sluice [-s SOCKET] sandbox show ID\n"
-	    "       sluice [-s SOCKET] sandbox rm ID\n");
-	return 2;
+	return cli_usage("sandbox");
 }
 
 static int
 usage_exec(void)
 {
-	fprintf(stderr, "usage: sluice [-s SOCKET] exec [--user USER[:GROUP]] "
-	    "[--net-raw] ID -- CMD [ARG...]\n");
-	return 2;
+	return cli_usage("exec");
 }
 
 static int
 usage_run(void)
 {
-	fprintf(stderr, "usage: sluice [-s SOCKET] run --policy NAME "
-	    "[--subject S] [--label K=V]... [--ttl DUR]\n"
-	    "                                  [--user USER[:GROUP]] "
-	    "[--net-raw] -- CMD [ARG...]\n");
-	return 2;
+	return cli_usage("run");
 }
 
 /* How the command runs once inside: which uid and gids, and whether it
