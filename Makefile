@@ -11,7 +11,11 @@
 #
 # Module objects are grouped so that a unit suite links only the module it
 # tests (check_policy* -> policy/, check_audit* -> audit/, check_ns*/check_fw*
-# -> netns/); anything else links every library object.
+# -> netns/); anything else links every library object of the daemon.
+#
+# The CLI (gateway/cli/) is a room of its own: build/sluice links its own
+# objects and the module files it calls (CLI_OBJ below), never the daemon's
+# (the rest of gateway/), and only the libraries those need (CLI_PKGS).
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -45,12 +49,29 @@ endif
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-GW_MAINS   := gateway/sluiced.c gateway/sluice.c
+GW_MAINS   := gateway/sluiced.c
 POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
-GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS),$(wildcard gateway/*.c gateway/*/*.c)))
+GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/%,$(wildcard gateway/*.c gateway/*/*.c)))
 LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
+
+# The CLI, file by file, so that what it carries is a decision in review:
+# of policy/ the loader and the deciders (`policy check|explain`; not the
+# pins nor redaction), of audit/ the readers and the verifier (the offline
+# `audit` commands; not the writer, the reservations nor the sinks), of
+# netns/ only what `exec` and `run` need to enter a sandbox (ns_enter.c;
+# ns.c and its rtnetlink half for the id syntax and the error helper), not
+# the nftables half (fw*.c, ct.c): libmnl, not libnftnl nor libmicrohttpd.
+# A call into a file left out fails the link; it never pulls in the daemon.
+CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
+              policy/classify.c policy/config.c policy/decide.c \
+              policy/errors.c policy/load.c policy/yaml.c \
+              audit/canon.c audit/ckpt.c audit/merkle.c audit/ocsf.c \
+              audit/store.c audit/verify.c \
+              netns/ns_enter.c netns/ns.c netns/ns_rtnl.c)
+CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
+CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 
 UNIT_SRC   := $(wildcard tests/unit/check_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
@@ -87,8 +108,8 @@ all: $(B)/sluiced $(B)/sluice
 $(B)/sluiced: $(B)/obj/gateway/sluiced.o $(LIB_OBJ)
 	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/sluice: $(B)/obj/gateway/sluice.o $(LIB_OBJ)
-	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(B)/sluice: $(CLI_OBJ)
+	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LDLIBS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -17,23 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 #include "policy/policy.h"
 
 #define MAX_LABELS	32
 
-static const char usage_text[] =
-"usage: sluice policy check [--config CFG] FILE...\n"
-"       sluice policy explain FILE (--egress HOST:PORT[/PROTO] |\n"
-"                 --tool SERVER/TOOL --args JSON) [--subject S]\n"
-"                 [--label K=V]... [--pin sha256:HEX] [--tainted]\n"
-"                 [--config CFG]\n";
-
 static int
 usage(void)
 {
-	fputs(usage_text, stderr);
-	return 2;
+	return cli_usage("policy");
 }
 
 static void
@@ -396,9 +388,5 @@ cli_policy(int argc, char **argv)
 		return cmd_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "explain") == 0)
 		return cmd_explain(argc - 1, argv + 1);
-	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
 	return usage();
 }

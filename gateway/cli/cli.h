@@ -1,42 +1,51 @@
 /*
  * cli: the subcommands of `sluice`, one function per command group, so each
- * group lives in its own file and gateway/sluice.c only dispatches.
+ * group lives in its own file and gateway/cli/sluice.c only dispatches.
  * Every function gets argv starting at the group's own name (argv[0] is
  * "policy", "audit", ...) and returns the process exit status: 0 success,
  * 1 failure or denial, 2 usage error (DESIGN §8).
  */
-#ifndef SLUICE_GATEWAY_CLI_H
-#define SLUICE_GATEWAY_CLI_H
+#ifndef SLUICE_GATEWAY_CLI_CLI_H
+#define SLUICE_GATEWAY_CLI_CLI_H
 
 #include <stddef.h>
 
 #include <jansson.h>
 
-/* gateway/cli_policy.c: policy check FILE... | policy explain ... */
+/* cli_usage: the usage of command `name` ("audit", "exec", ...) on stderr,
+ * from gateway/cli/sluice.c, where the usage text of every command lives;
+ * returns 2, the exit status of a usage error, for `return cli_usage(..)`.
+ * A --help never reaches a command: sluice.c answers it first. */
+int	cli_usage(const char *name);
+
+/* gateway/cli/cli_policy.c: policy check FILE... | policy explain ... */
 int	cli_policy(int argc, char **argv);
-/* gateway/cli_audit.c: audit verify|tail|keygen|proof ... */
+/* gateway/cli/cli_audit.c: audit verify|tail|keygen|proof ... */
 int	cli_audit(int argc, char **argv);
 
-/* gateway/cli_sandbox.c: sandbox create|ls|show|rm, exec ID -- CMD,
+/* gateway/cli/cli_sandbox.c: sandbox create|ls|show|rm, exec ID -- CMD,
  * run --policy P ... -- CMD (exit status of CMD). */
 int	cli_sandbox(int argc, char **argv);
 int	cli_exec(int argc, char **argv);
 int	cli_run(int argc, char **argv);
 
-/* gateway/cli_daemon.c: status [--json] | reload (talk to sluiced). */
+/* gateway/cli/cli_daemon.c: status [--json] | reload (talk to sluiced). */
 int	cli_status(int argc, char **argv);
 int	cli_reload(int argc, char **argv);
 
-/* gateway/cli_mcp.c: approvals [--json] | approve ID [--reason R] |
+/* gateway/cli/cli_mcp.c: approvals [--json] | approve ID [--reason R] |
  * deny ID [--reason R] (cli_approve tells the two by argv[0]) |
  * mcp pins SERVER | mcp accept SERVER TOOL. */
 int	cli_approvals(int argc, char **argv);
 int	cli_approve(int argc, char **argv);
 int	cli_mcp(int argc, char **argv);
 
-/* gateway/cli_http.c: HTTP + JSON to sluiced's control socket, shared by
+/* gateway/cli/cli_http.c: HTTP + JSON to sluiced's control socket, shared by
  * every command that talks to the daemon. */
 #define CLI_DEFAULT_SOCKET	"/run/sluice/sluice.sock"
+/* The audit log the offline `audit` commands read without --db and
+ * $SLUICE_AUDIT_DB (gateway/cli/cli_audit.c). */
+#define CLI_DEFAULT_AUDIT_DB	"/var/lib/sluice/audit.db"
 
 /* cli_set_socket: the control socket for following requests (sluice.c sets
  * it from -s, SLUICE_SOCKET or CLI_DEFAULT_SOCKET). The string is
@@ -53,4 +62,4 @@ int		 cli_request(const char *method, const char *path,
 		    json_t *body, long *status, json_t **reply, char **text,
 		    char *err, size_t errlen);
 
-#endif /* SLUICE_GATEWAY_CLI_H */
+#endif /* SLUICE_GATEWAY_CLI_CLI_H */

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 #define CLI_ARGS_SHOWN	120	/* argument text shown per row */
 
@@ -90,13 +90,6 @@ cell(json_t *o, const char *key)
 	return s;
 }
 
-static int
-usage_approvals(void)
-{
-	fprintf(stderr, "usage: sluice [-s SOCKET] approvals [--json]\n");
-	return 2;
-}
-
 int
 cli_approvals(int argc, char **argv)
 {
@@ -113,11 +106,11 @@ cli_approvals(int argc, char **argv)
 
 	while ((ch = getopt_long(argc, argv, "j", longopts, NULL)) != -1) {
 		if (ch != 'j')
-			return usage_approvals();
+			return cli_usage("approvals");
 		json = 1;
 	}
 	if (optind != argc)
-		return usage_approvals();
+		return cli_usage("approvals");
 	if (cli_request("GET", "/v1/approvals", NULL, &status, &r, NULL, err,
 	    sizeof(err)) == -1) {
 		fprintf(stderr, "sluice: approvals: %s\n", err);
@@ -246,17 +239,13 @@ cli_approve(int argc, char **argv)
 	json_decref(r);
 	return 0;
 usage:
-	fprintf(stderr, "usage: sluice [-s SOCKET] %s ID [--reason R]\n",
-	    approve ? "approve" : "deny");
-	return 2;
+	return cli_usage(argv[0]);
 }
 
 static int
 usage_mcp(void)
 {
-	fprintf(stderr, "usage: sluice [-s SOCKET] mcp pins SERVER\n"
-	    "       sluice [-s SOCKET] mcp accept SERVER TOOL\n");
-	return 2;
+	return cli_usage("mcp");
 }
 
 int

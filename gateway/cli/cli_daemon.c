@@ -7,21 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/cli.h"
-
-static int
-usage_status(void)
-{
-	fprintf(stderr, "usage: sluice [-s SOCKET] status [--json]\n");
-	return 2;
-}
-
-static int
-usage_reload(void)
-{
-	fprintf(stderr, "usage: sluice [-s SOCKET] reload\n");
-	return 2;
-}
+#include "gateway/cli/cli.h"
 
 /* The daemon's error reply: {"error": CODE, "message": TEXT}. */
 static void
@@ -75,7 +61,6 @@ cli_status(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json",	no_argument,	NULL, 'j' },
-		{ "help",	no_argument,	NULL, 'h' },
 		{ NULL,		0,		NULL, 0 }
 	};
 	int ch, as_json = 0;
@@ -84,17 +69,17 @@ cli_status(int argc, char **argv)
 	char err[512];
 
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+j", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'j':
 			as_json = 1;
 			break;
 		default:
-			return usage_status();
+			return cli_usage("status");
 		}
 	}
 	if (optind != argc)
-		return usage_status();
+		return cli_usage("status");
 	if (cli_request("GET", "/v1/status", NULL, &status, &r, NULL, err,
 	    sizeof(err)) == -1) {
 		fprintf(stderr, "sluice: %s\n", err);
@@ -148,7 +133,7 @@ cli_reload(int argc, char **argv)
 
 	(void)argv;
 	if (argc != 1)
-		return usage_reload();
+		return cli_usage("reload");
 	if (cli_request("POST", "/v1/reload", NULL, &status, &r, NULL, err,
 	    sizeof(err)) == -1) {
 		fprintf(stderr, "sluice: %s\n", err);

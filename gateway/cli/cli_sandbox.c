@@ -27,39 +27,31 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/cli.h"
-#include "gateway/sandbox.h"
+#include "gateway/cli/cli.h"
 #include "netns/netns.h"
+
+/* The bridge token of a sandbox, as the daemon hands it to exec: 32 random
+ * bytes in hex. The CLI does not link the sandbox manager, so the length is
+ * restated here; a daemon that changed it would make exec refuse the reply
+ * ("unexpected reply"), never pass on a token of another shape. */
+#define TOKEN_HEX	64
 
 static int
 usage_sandbox(void)
 {
-	fprintf(stderr,
-	    "usage: sluice [-s SOCKET] sandbox create --policy NAME "
-	    "[--subject S] [--id ID]\n"
-	    "                                  [--label K=V]... [--ttl DUR]\n"
-	    "       sluice [-s SOCKET] sandbox ls [--json]\n"
-	    "       sluice [-s SOCKET] sandbox show ID\n"
-	    "       sluice [-s SOCKET] sandbox rm ID\n");
-	return 2;
+	return cli_usage("sandbox");
 }
 
 static int
 usage_exec(void)
 {
-	fprintf(stderr, "usage: sluice [-s SOCKET] exec [--user USER[:GROUP]] "
-	    "[--net-raw] ID -- CMD [ARG...]\n");
-	return 2;
+	return cli_usage("exec");
 }
 
 static int
 usage_run(void)
 {
-	fprintf(stderr, "usage: sluice [-s SOCKET] run --policy NAME "
-	    "[--subject S] [--label K=V]... [--ttl DUR]\n"
-	    "                                  [--user USER[:GROUP]] "
-	    "[--net-raw] -- CMD [ARG...]\n");
-	return 2;
+	return cli_usage("run");
 }
 
 /* How the command runs once inside: which uid and gids, and whether it
@@ -197,6 +189,25 @@ print_json(json_t *o)
 	}
 }
 
+/* A login name as a default subject: alphanumeric first, then the POSIX
+ * portable set [A-Za-z0-9._-] and '@' (directory accounts, user@realm), at
+ * most 64 characters. A strict subset of what the daemon accepts as a
+ * subject, so a default never makes the create fail; a name outside it
+ * falls back to the next candidate instead of being sent. */
+static int
+login_name_ok(const char *s)
+{
+	size_t i;
+
+	if (s == NULL || !isalnum((unsigned char)s[0]))
+		return 0;
+	for (i = 1; s[i] != '\0'; i++)
+		if (i >= 64 || !(isalnum((unsigned char)s[i]) ||
+		    strchr("._@-", s[i]) != NULL))
+			return 0;
+	return 1;
+}
+
 /* The subject when none is given: who asked, as the login name (through
  * sudo, the user behind it). */
 static const char *
@@ -207,11 +218,11 @@ default_subject(void)
 	const char	*u = getenv("SUDO_USER");
 	struct passwd	*pw = NULL;
 
-	if (u != NULL && sbx_subject_valid(u))
+	if (login_name_ok(u))
 		return u;
 	/* The reentrant form: nothing else can overwrite the result. */
 	if (getpwuid_r(getuid(), &pwd, buf, sizeof(buf), &pw) == 0 &&
-	    pw != NULL && sbx_subject_valid(pw->pw_name))
+	    pw != NULL && login_name_ok(pw->pw_name))
 		return pw->pw_name;
 	return "unknown";
 }
@@ -235,7 +246,8 @@ create_opts(int argc, char **argv, int allow_id, json_t *body,
 	};
 	json_t *labels = json_object();
 	const char *subject = NULL;
-	char *eq, key[SBX_LABEL_KEY_MAX + 2];
+	char *eq;
+	size_t klen;
 	int ch;
 
 	if (labels == NULL)
@@ -254,20 +266,21 @@ create_opts(int argc, char **argv, int allow_id, json_t *body,
 			json_object_set_new(body, "id", json_string(optarg));
 			break;
 		case 'l':
-			if ((eq = strchr(optarg, '=')) == NULL ||
-			    (size_t)(eq - optarg) >= sizeof(key)) {
+			/* The daemon judges keys and values; here only
+			 * the shape and no key twice. */
+			if ((eq = strchr(optarg, '=')) == NULL) {
 				fprintf(stderr, "sluice: --label: want "
 				    "KEY=VALUE\n");
 				goto bad;
 			}
-			memcpy(key, optarg, (size_t)(eq - optarg));
-			key[eq - optarg] = '\0';
-			if (json_object_get(labels, key) != NULL) {
-				fprintf(stderr, "sluice: --label %s given "
-				    "twice\n", key);
+			klen = (size_t)(eq - optarg);
+			if (json_object_getn(labels, optarg, klen) != NULL) {
+				fprintf(stderr, "sluice: --label %.*s given "
+				    "twice\n", (int)klen, optarg);
 				goto bad;
 			}
-			json_object_set_new(labels, key, json_string(eq + 1));
+			json_object_setn_new(labels, optarg, klen,
+			    json_string(eq + 1));
 			break;
 		case 't':
 			json_object_set_new(body, "ttl", json_string(optarg));
@@ -393,7 +406,7 @@ sandbox_ls(int argc, char **argv)
 static int
 check_id(const char *id)
 {
-	if (!sbx_id_valid(id)) {
+	if (!ns_id_valid(id)) {
 		fprintf(stderr, "sluice: bad sandbox id '%s' (want "
 		    "[a-z0-9][a-z0-9-]{0,31})\n", id);
 		return -1;
@@ -446,9 +459,9 @@ cli_sandbox(int argc, char **argv)
 
 struct target {
 	char	netns[64];
-	char	id[SBX_ID_MAX + 1];
+	char	id[NS_ID_MAX + 1];
 	char	url[128];
-	char	token[SBX_TOKEN_HEX + 1];
+	char	token[TOKEN_HEX + 1];
 };
 
 /* Asks the daemon how to enter sandbox id. 0, or 1 (printed). */
@@ -472,7 +485,7 @@ exec_info(const char *id, struct target *t)
 	 * must have, whatever the daemon says. */
 	if (ns == NULL || strcmp(ns, want) != 0 || rid == NULL ||
 	    strcmp(rid, id) != 0 || url == NULL || strlen(url) >=
-	    sizeof(t->url) || tok == NULL || strlen(tok) != SBX_TOKEN_HEX) {
+	    sizeof(t->url) || tok == NULL || strlen(tok) != TOKEN_HEX) {
 		fprintf(stderr, "sluice: exec: unexpected reply from the "
 		    "daemon\n");
 		json_decref(reply);
@@ -763,7 +776,7 @@ cli_run(int argc, char **argv)
 		return 1;
 	}
 	id = json_string_value(json_object_get(reply, "id"));
-	if (id == NULL || !sbx_id_valid(id)) {
+	if (id == NULL || !ns_id_valid(id)) {
 		fprintf(stderr, "sluice: run: unexpected reply from the "
 		    "daemon\n");
 		json_decref(reply);

@@ -6,7 +6,7 @@
  * themselves live in audit/; this file parses arguments and prints.
  *
  *   audit verify [--db F] [--key PUB]... [--checkpoint F]... [--json]
- *   audit keygen --origin O [--out FILE]
+ *   audit keygen --origin O --out FILE
  *   audit proof [--db F] --seq N [--out FILE]
  *   audit check-proof --key PUB FILE
  *   audit checkpoint [--db F] [--out FILE]
@@ -30,28 +30,15 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
-#define DEFAULT_DB	"/var/lib/sluice/audit.db"
 #define MAXLIST		64
 #define MAXFILE		(8 * 1024 * 1024)
-
-static const char usage_text[] =
-"usage: sluice audit verify [--db F] [--key PUB]... [--checkpoint F]... [--json]\n"
-"       sluice audit keygen --origin O [--out FILE]\n"
-"       sluice audit proof [--db F] --seq N [--out FILE]\n"
-"       sluice audit check-proof --key PUB FILE\n"
-"       sluice audit checkpoint [--db F] [--out FILE]\n"
-"       sluice audit tail [-f] [--db F] [--format json|ocsf] [--sandbox ID]\n"
-"                         [--kind K] [-n N]\n"
-"PUB is a verifier key (name+id+key) or a file holding one. The database\n"
-"defaults to $SLUICE_AUDIT_DB, else " DEFAULT_DB ".\n";
 
 static int
 usage(void)
 {
-	fputs(usage_text, stderr);
-	return 2;
+	return cli_usage("audit");
 }
 
 static const char *
@@ -59,7 +46,7 @@ default_db(void)
 {
 	const char *e = getenv("SLUICE_AUDIT_DB");
 
-	return e != NULL && *e != '\0' ? e : DEFAULT_DB;
+	return e != NULL && *e != '\0' ? e : CLI_DEFAULT_AUDIT_DB;
 }
 
 /* Reads a whole (small) file into a NUL-terminated buffer. */
@@ -297,7 +284,7 @@ cmd_keygen(int argc, char **argv)
 		{ "out", required_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *origin = NULL, *out = "audit.key";
+	const char *origin = NULL, *out = NULL;
 	struct aud_key *k;
 	char err[256], vk[512];
 	int ch;
@@ -316,13 +303,29 @@ cmd_keygen(int argc, char **argv)
 	}
 	if (origin == NULL || optind != argc)
 		return usage();
+	/* A signing key lands only where it was asked to go: no default
+	 * file in the current directory, and not stdout, where a terminal's
+	 * scrollback or a CI log would keep it. */
+	if (out == NULL || *out == '\0' || strcmp(out, "-") == 0) {
+		fprintf(stderr, "sluice audit keygen: --out FILE is required "
+		    "(a new file; the private key is written nowhere else)\n");
+		return usage();
+	}
 	if ((k = aud_key_new(origin, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "sluice audit keygen: %s\n", err);
 		return 2;
 	}
-	if (aud_key_save(k, out, err, sizeof(err)) == -1 ||
-	    aud_key_vkey(k, vk, sizeof(vk)) == -1) {
-		fprintf(stderr, "sluice audit keygen: %s\n", err);
+	/* aud_key_save creates out with O_EXCL, mode 0600: an existing file
+	 * (or a link planted in its place) is refused, never replaced. */
+	if (aud_key_vkey(k, vk, sizeof(vk)) == -1) {
+		fprintf(stderr, "sluice audit keygen: cannot encode the "
+		    "verifier key\n");
+		aud_key_free(k);
+		return 1;
+	}
+	if (aud_key_save(k, out, err, sizeof(err)) == -1) {
+		fprintf(stderr, "sluice audit keygen: %s%s\n", err,
+		    errno == EEXIST ? " (refusing to overwrite a key)" : "");
 		aud_key_free(k);
 		return 1;
 	}
@@ -679,9 +682,5 @@ cli_audit(int argc, char **argv)
 		return cmd_checkpoint(argc, argv);
 	if (strcmp(sub, "tail") == 0)
 		return cmd_tail(argc, argv);
-	if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
 	return usage();
 }

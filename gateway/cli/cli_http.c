@@ -10,7 +10,7 @@
 
 #include <curl/curl.h>
 
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 #define CLI_REPLY_MAX	(16 * 1024 * 1024)	/* bytes kept of a reply */
 #define CLI_TIMEOUT_S	60L
