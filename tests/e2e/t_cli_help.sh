@@ -149,8 +149,14 @@ fi
 # Every global symbol the daemon's own objects define (gateway/, bridge
 # included; not the CLI's room, not sluiced's main) must be absent from
 # build/sluice: the CLI links its room and the module files it calls.
-objs=$(find "$SLUICE_BUILD/obj/gateway" -name '*.o' ! -path '*/gateway/cli/*' \
-    ! -name sluiced.o 2>/dev/null)
+# Only objects whose source is in the tree: a build directory used before
+# a file moved still holds the object of its old place.
+objs=
+for o in $(find "$SLUICE_BUILD/obj/gateway" -name '*.o' ! -path '*/gateway/cli/*' \
+    ! -name sluiced.o 2>/dev/null); do
+	src=${o#"$SLUICE_BUILD/obj/"}
+	[ -f "$TOP/${src%.o}.c" ] && objs="$objs $o"
+done
 if [ -z "$objs" ]; then
 	not_ok "daemon objects missing under $SLUICE_BUILD/obj/gateway"
 else
