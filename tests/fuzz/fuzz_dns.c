@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The wire name, rendered the way the parser promises to. */

@@ -31,7 +31,7 @@
 
 #include <ldns/ldns.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "policy/policy.h"
 #include "tests/fuzz/fuzz.h"
 

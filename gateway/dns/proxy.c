@@ -37,7 +37,7 @@
 
 #include <ldns/ldns.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "gateway/log.h"
 
 #define DNS_HDR			12
