@@ -93,7 +93,8 @@ struct dns_event {
 	bool			finding;	/* suspected tunnel/rebinding: alert */
 	/* Queries of this sandbox dropped over its rate since its previous
 	 * record, neither answered nor recorded one by one (the proxy
-	 * records one over-rate query a second; see dns.c, handle_query). */
+	 * records one over-rate query a second; see dns/proxy.c,
+	 * dns_handle_query). */
 	uint32_t		suppressed;
 };
 

@@ -1,5 +1,5 @@
 /*
- * dns.c: the DNS proxy of sluiced (DESIGN §5). One pass per query:
+ * proxy: the DNS proxy of sluiced (DESIGN §5). One pass per query:
  * parse strictly, identify the sandbox by source address, rate-limit and
  * screen the name for tunnelling, ask the policy, and then either answer
  * locally (uniform deny, NODATA, synthetic) or forward upstream with a fresh
@@ -15,9 +15,13 @@
  * refreshed on every answer); the cache saves only the upstream round
  * trip. Every query ends in exactly one record.
  *
- * Answers are written by hand (header, the client's question bytes, RRs
- * serialised uncompressed by ldns) so that every denied name gets the same
- * bytes apart from id and question: there is no existence oracle.
+ * This file is the pass's first half and the proxy's frame: the listening
+ * sockets and the UDP read loop, the rate limit, every decision taken
+ * before a query goes upstream, the way answers leave, and dns_new /
+ * dns_free. The rest of the pass has a file each in gateway/dns/: wire.c
+ * (the messages), tcp.c (TCP clients), upstream.c (queries in flight),
+ * cache.c, answer.c (learn, then release) and filter.c (what an answer
+ * may teach the kernel); dns_int.h holds what they share.
  */
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -25,146 +29,27 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 
 #include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <ldns/ldns.h>
 
-#include "gateway/dns/dns.h"
+#include "gateway/dns/dns_int.h"
 #include "gateway/log.h"
 
-#define DNS_HDR			12
-#define DNS_OPT_LEN		11	/* our OPT record (put_opt) */
-#define DNS_MAX_QUERY		4096	/* larger "queries" are hostile */
-#define DNS_MAX_MSG		65535
-#define DNS_UDP_BURST		64	/* datagrams per wakeup, for fairness */
 #define DNS_TCP_MAX_INFLIGHT	16	/* per connection */
-#define DNS_TCP_MAX_OUT		(256 * 1024)
 #define DNS_TCP_PER_SRC		8	/* default cfg.tcp_per_sandbox */
-#define DNS_MAX_CHAIN		16	/* CNAMEs followed */
-#define DNS_MAX_ELEMS		512	/* elements per answer */
-#define DNS_MAX_ANSWER_ADDRS	32	/* default cfg.max_answer_addrs */
 #define DNS_RL_RECORD_MS	1000	/* one rate_limited record per this */
-#define DNS_TCP_UP_PER_SBX	8	/* TCP upstream fds of one sandbox */
-#define DNS_MAX_PORTS		16
 #define DNS_SYNTH_TTL		60
 #define DNS_RL_SLOTS		4096
-#define DNS_BATCH_ELEMS		1024	/* elements per learn batch */
-#define DNS_MAX_SEGS		(DNS_MAX_PORTS * 4)
-#define DNS_RECV_BATCH		16	/* datagrams per recvmmsg */
 #define DNS_OUT_SLOTS		64	/* UDP answers per sendmmsg */
-/* Upstream UDP sockets (see "upstream sockets" below). */
-#define DNS_USOCK_POOL		8	/* live sockets per upstream */
-#define DNS_USOCK_USES		64	/* queries one socket carries, at most */
-#define DNS_USOCK_AGE_MS	1000	/* a socket takes new queries this long */
-#define DNS_USOCK_INFLIGHT	64	/* outstanding queries per socket */
-#define DNS_PQ_SPARE		64	/* freed queries kept for reuse */
 #define DNS_OUT_SLOT_SIZE	1500
-#define DNS_CACHE_MAX		16384	/* default cfg.cache_max */
-#define DNS_CACHE_BYTES		(4u << 20)	/* all entries together */
-#define DNS_CACHE_MSG_MAX	4096	/* larger answers are not kept */
-#define DNS_CACHE_TTL_MAX	3600	/* seconds, whatever the upstream says */
-#define DNS_CAPNOTE_SLOTS	256	/* sandboxes whose learn cap finding is timed */
-#define DNS_CAPNOTE_MS		60000	/* one such finding per sandbox per minute */
-
-#define RCODE_NOERROR	0
-#define RCODE_FORMERR	1
-#define RCODE_SERVFAIL	2
-#define RCODE_NXDOMAIN	3
-#define RCODE_NOTIMP	4
-#define RCODE_REFUSED	5
-#define RCODE_NONE	255
-
-struct dns_proxy;
-struct dns_conn;
-struct dns_pq;
-
-/* An upstream UDP socket: connected to one upstream, on a port the kernel
- * picked at random, shared by the queries in flight on it (each with an
- * id unique on the socket) and retired after a few queries or a second. */
-struct dns_usock {
-	struct dns_proxy	*p;
-	struct dns_usock	*next, *prev;		/* proxy's list */
-	int			 fd;
-	size_t			 up;			/* upstream index */
-	bool			 retired;		/* takes no new query */
-	bool			 in_cb;			/* inside usock_cb */
-	uint32_t		 uses;
-	uint64_t		 born_ms;
-	struct dns_pq		*pqs;			/* in flight on it */
-	size_t			 inflight;
-};
-
-/* A query in flight upstream. */
-struct dns_pq {
-	struct dns_proxy	*p;
-	struct dns_pq		*next, *prev;		/* proxy's list */
-	struct dns_pq		*cnext;			/* conn's list */
-	struct dns_conn		*conn;			/* TCP client, or NULL */
-	bool			 orphan;		/* its TCP client left */
-	struct sockaddr_storage	 src;			/* the client */
-	socklen_t		 srclen;
-	struct dns_query	 q;
-	struct dns_client	 c;
-	char			 pdigest[65];	/* c.policy's, when asked */
-	struct pol_dns_limits	 lim;
-	struct dns_event	 ev;
-	uint64_t		 t0_us;
-	size_t			 up;			/* upstream index */
-	size_t			 tries;
-	int			 fd;			/* TCP upstream */
-	struct dns_usock	*us;			/* UDP upstream */
-	struct dns_pq		*unext, *uprev;		/* us's list */
-	bool			 tcp;			/* upstream over TCP */
-	bool			 sent;
-	uint16_t		 upid;
-	uint8_t			 upq[DNS_HDR + 256 + 4 + 11];
-	size_t			 upqlen;
-	uint8_t			*rbuf;			/* TCP upstream reply */
-	size_t			 rlen;
-	struct ev_timer		*timer;
-	/* Answer built, waiting for its elements (the proxy's ready list). */
-	struct dns_pq		*rnext;
-	ldns_buffer		*ans;
-	uint8_t			 ans_rcode;
-	struct fw_elem		*el;
-	size_t			 nel;
-};
-
-/* One cached upstream answer: the checked reply as the upstream sent it,
- * keyed by the question (name lower-cased). Every use goes through the
- * same filter, policy and learn path as a fresh answer. */
-struct dns_centry {
-	struct dns_centry	*onext, *oprev;		/* insertion order */
-	uint64_t		 stored_ms, expires_ms;
-	uint32_t		 hash;
-	uint16_t		 qtype, qclass;
-	size_t			 klen, mlen;
-	uint8_t			 data[];		/* key, then message */
-};
-
-/* A port range of a learned element and whether it is on the taint
- * keep-list (FW_ELEM_KEEP). */
-struct dns_seg {
-	uint8_t		proto;
-	uint16_t	lo, hi;
-	uint8_t		flags;
-};
-
-/* A slot of the cache's open-addressed index: the entry's hash is kept
- * beside the pointer so that a lookup that misses (every query for a name
- * never seen) reads only the index, not the entries. */
-struct dns_cslot {
-	uint32_t		 hash;
-	struct dns_centry	*e;			/* NULL: free */
-};
 
 /* A UDP answer waiting for the next sendmmsg. */
 struct dns_out {
@@ -172,24 +57,6 @@ struct dns_out {
 	socklen_t		 tolen;
 	size_t			 len;
 	uint8_t			 m[DNS_OUT_SLOT_SIZE];
-};
-
-struct dns_conn {
-	struct dns_proxy	*p;
-	struct dns_conn		*next, *prev;
-	int			 fd;
-	struct sockaddr_storage	 src;
-	socklen_t		 srclen;
-	uint8_t			 in[2 + DNS_MAX_MSG];
-	size_t			 inlen;
-	uint8_t			*out;
-	size_t			 outlen, outcap;
-	struct dns_pq		*pqs;
-	size_t			 inflight;
-	bool			 eof;		/* client half-closed */
-	struct ev_timer		*idle;
-	bool			 moved;		/* output written since idle armed */
-	uint64_t		 last;		/* conn_tick, last message */
 };
 
 struct dns_bucket {
@@ -204,81 +71,10 @@ struct dns_bucket {
 	uint32_t	suppressed;
 };
 
-/* When a sandbox's answer was last refused at its learn cap with a
- * finding: the finding is raised once per DNS_CAPNOTE_MS, not per answer. */
-struct dns_capnote {
-	char		id[33];
-	uint64_t	ms;
-};
+/* --------------------------------------------------------------- sending */
 
-struct dns_proxy {
-	struct ev_loop		*loop;
-	struct dns_config	 cfg;
-	struct dns_hooks	 h;
-	int			 ufd, tfd;
-	uint16_t		 port;
-	struct dns_pq		*pqs;
-	size_t			 npending;
-	struct dns_usock	*usocks;
-	size_t			 nusocks;
-	size_t			 ntcpup;		/* TCP upstream fds */
-	/* Upstream queries of one listener wakeup, sent when it ends with
-	 * one sendmmsg per socket (usend_flush), all on one socket while it
-	 * has room (burst_us). */
-	bool			 deferring;
-	struct dns_usock	*burst_us;
-	struct dns_pq		*usend[DNS_UDP_BURST];
-	size_t			 nusend;
-	struct dns_pq		*spare;			/* freed, for reuse */
-	size_t			 nspare;
-	struct dns_conn		*conns;
-	size_t			 nconns;
-	uint64_t		 conn_tick;	/* orders TCP client activity */
-	struct dns_bucket	*rl;
-	uint8_t			 buf[DNS_MAX_MSG + 1];
-	/* Answers whose elements are learned together at the end of the
-	 * loop iteration (dns_flush), in arrival order. */
-	struct dns_pq		*ready, **ready_tail;
-	struct ev_timer		*flush;
-	bool			 flushing;		/* inside dns_flush */
-	struct fw_elem		*bel;			/* DNS_BATCH_ELEMS */
-	struct dns_out		*out;			/* DNS_OUT_SLOTS */
-	size_t			 nout;
-	uint8_t			*rbufs;			/* recvmmsg buffers */
-	struct dns_cslot	*cslots;		/* the cache's index */
-	size_t			 cmask;			/* slots - 1 */
-	size_t			 cache_cap;		/* at most slots / 2 */
-	struct dns_centry	*cold, *cnew;		/* oldest, newest */
-	size_t			 ncache, cache_bytes;
-	/* Kernel randomness for upstream ids, fetched 512 bytes at a time:
-	 * one getrandom per 256 queries instead of one per query. */
-	uint8_t			 rnd[512];
-	size_t			 rndpos;
-	uint64_t		 stat_batches, stat_batched;
-	uint64_t		 stat_cache_hits;
-	uint64_t		 stat_tcp_refused, stat_tcp_evicted;
-	struct dns_capnote	 capnote[DNS_CAPNOTE_SLOTS];
-	uint64_t		 stat_rl_dropped, stat_up_refused;
-};
-
-static void	pq_start(struct dns_pq *);
-static void	pq_free(struct dns_pq *);
-static void	flush_schedule(struct dns_proxy *);
-static ldns_pkt	*cache_get(struct dns_proxy *, const struct dns_query *);
-static void	pq_answer(struct dns_pq *, ldns_pkt *, bool);
-static void	conn_close(struct dns_conn *);
-
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void
-sa_format(const struct sockaddr *sa, char *buf, size_t len)
+void
+dns_sa_format(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char a[INET6_ADDRSTRLEN] = "?";
 	unsigned port = 0;
@@ -318,168 +114,6 @@ sa_format(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
-/* Truncating string copy (strlcpy): snprintf("%s") costs far more, and
- * this runs several times per query. */
-static void
-copystr(char *dst, size_t len, const char *src)
-{
-	size_t n;
-
-	if (len == 0)
-		return;
-	if (src == NULL)
-		src = "";
-	n = strnlen(src, len - 1);
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
-/* ---------------------------------------------------------------- parser */
-
-/* Presentation form of a wire name: lower case, no trailing dot. Bytes that
- * cannot appear in a host name become '?' and flag the name, so the policy
- * never sees an escape sequence it could mis-match. */
-static void
-wire_to_name(const uint8_t *w, size_t wl, char *out, size_t outlen, bool *bad)
-{
-	size_t i = 0, o = 0;
-
-	*bad = false;
-	while (i < wl && w[i] != 0) {
-		size_t ll = w[i++], k;
-
-		if (o != 0 && o + 1 < outlen)
-			out[o++] = '.';
-		for (k = 0; k < ll && i < wl; k++, i++) {
-			uint8_t ch = w[i];
-
-			if (ch >= 'A' && ch <= 'Z')
-				ch = ch - 'A' + 'a';
-			if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' &&
-			    ch <= '9') || ch == '-' || ch == '_')) {
-				ch = '?';
-				*bad = true;
-			}
-			if (o + 1 < outlen)
-				out[o++] = (char)ch;
-		}
-	}
-	out[o] = '\0';
-}
-
-enum dns_parse_result
-dns_parse_query(const uint8_t *buf, size_t len, struct dns_query *q)
-{
-	ldns_pkt *pkt = NULL;
-	ldns_rr_list *ql;
-	ldns_rr *rr;
-	ldns_rdf *owner;
-	uint16_t flags;
-	enum dns_parse_result res = DNS_PARSE_FORMERR;
-
-	memset(q, 0, sizeof(*q));
-	if (buf == NULL || len < DNS_HDR)
-		return DNS_PARSE_DROP;
-	q->id = (uint16_t)(buf[0] << 8 | buf[1]);
-	flags = (uint16_t)(buf[2] << 8 | buf[3]);
-	q->rd = (flags & 0x0100) != 0;
-	/* A response sent to us is never answered: answering would let two
-	 * resolvers bounce packets between each other forever. */
-	if (flags & 0x8000)
-		return DNS_PARSE_DROP;
-	if (((flags >> 11) & 0xf) != 0)
-		return DNS_PARSE_NOTIMP;
-	if (len > DNS_MAX_QUERY)
-		return DNS_PARSE_FORMERR;
-	if ((buf[4] << 8 | buf[5]) != 1 || (buf[6] | buf[7]) != 0 ||
-	    (buf[8] | buf[9]) != 0 || (buf[10] << 8 | buf[11]) > 1)
-		return DNS_PARSE_FORMERR;
-	if (ldns_wire2pkt(&pkt, buf, len) != LDNS_STATUS_OK || pkt == NULL)
-		return DNS_PARSE_FORMERR;
-	/* The only additional record a query may carry is OPT, which ldns
-	 * moves into the packet's EDNS fields. */
-	if (ldns_rr_list_rr_count(ldns_pkt_additional(pkt)) != 0 ||
-	    ldns_pkt_tsig(pkt) != NULL)
-		goto out;
-	ql = ldns_pkt_question(pkt);
-	if (ql == NULL || ldns_rr_list_rr_count(ql) != 1)
-		goto out;
-	rr = ldns_rr_list_rr(ql, 0);
-	owner = ldns_rr_owner(rr);
-	if (owner == NULL || ldns_rdf_size(owner) == 0 ||
-	    ldns_rdf_size(owner) > sizeof(q->qwire))
-		goto out;
-	q->qwire_len = ldns_rdf_size(owner);
-	memcpy(q->qwire, ldns_rdf_data(owner), q->qwire_len);
-	wire_to_name(q->qwire, q->qwire_len, q->qname, sizeof(q->qname),
-	    &q->bad_name);
-	q->qtype = (uint16_t)ldns_rr_get_type(rr);
-	q->qclass = (uint16_t)ldns_rr_get_class(rr);
-	q->edns = ldns_pkt_edns(pkt);
-	q->edns_size = ldns_pkt_edns_udp_size(pkt);
-	res = DNS_PARSE_OK;
-out:
-	ldns_pkt_free(pkt);
-	return res;
-}
-
-/* --------------------------------------------------------------- answers */
-
-/*
- * Makes room for n more bytes at b's position. ldns_buffer_write_* never
- * grow a buffer (they only assert that there is room, and write past the
- * end when asserts are compiled out), while ldns_rr2buffer_wire grows it
- * just enough for each record, so an answer can end anywhere up to its
- * capacity: every ldns_buffer_write_* here comes after this. false when
- * an earlier write failed or the memory cannot be had; b's status then
- * says so (ldns_buffer_reserve sets it), and every sender checks the
- * status before anything leaves.
- */
-static bool
-buf_room(ldns_buffer *b, size_t n)
-{
-	return ldns_buffer_status_ok(b) && ldns_buffer_reserve(b, n);
-}
-
-/* Header + the client's question (+ OPT when the client used EDNS). Every
- * locally generated answer starts here. On failure writes nothing and
- * leaves b's status an error (buf_room). */
-static void
-put_head(ldns_buffer *b, const struct dns_query *q, bool has_q, uint8_t rcode,
-    bool tc, uint16_t ancount)
-{
-	uint16_t flags = 0x8000 | 0x0080 | (q->rd ? 0x0100 : 0) |
-	    (tc ? 0x0200 : 0) | (rcode & 0xf);
-
-	if (!buf_room(b, DNS_HDR + (has_q ? q->qwire_len + 4 : 0)))
-		return;
-	ldns_buffer_write_u16(b, q->id);
-	ldns_buffer_write_u16(b, flags);
-	ldns_buffer_write_u16(b, has_q ? 1 : 0);
-	ldns_buffer_write_u16(b, ancount);
-	ldns_buffer_write_u16(b, 0);
-	ldns_buffer_write_u16(b, has_q && q->edns ? 1 : 0);
-	if (has_q) {
-		ldns_buffer_write(b, q->qwire, q->qwire_len);
-		ldns_buffer_write_u16(b, q->qtype);
-		ldns_buffer_write_u16(b, q->qclass);
-	}
-}
-
-/* Our OPT record advertising size. On failure writes nothing and leaves
- * b's status an error (buf_room). */
-static void
-put_opt(ldns_buffer *b, uint16_t size)
-{
-	if (!buf_room(b, DNS_OPT_LEN))
-		return;
-	ldns_buffer_write_u8(b, 0);		/* root owner */
-	ldns_buffer_write_u16(b, LDNS_RR_TYPE_OPT);
-	ldns_buffer_write_u16(b, size);
-	ldns_buffer_write_u32(b, 0);
-	ldns_buffer_write_u16(b, 0);
-}
-
 static uint16_t
 udp_limit(const struct dns_proxy *p, const struct dns_query *q)
 {
@@ -492,78 +126,11 @@ udp_limit(const struct dns_proxy *p, const struct dns_query *q)
 	return lim;
 }
 
-/* --------------------------------------------------------------- sending */
-
-/* conn_done: a half-closed connection with nothing left to answer or to
- * write is closed; until then its answers still go out (RFC 7766 6.2.4). */
-static bool
-conn_done(struct dns_conn *cn)
-{
-	return cn->eof && cn->inflight == 0 && cn->outlen == 0;
-}
-
-static int
-conn_flush(struct dns_conn *cn)
-{
-	ssize_t n;
-
-	while (cn->outlen > 0) {
-		n = send(cn->fd, cn->out, cn->outlen, MSG_NOSIGNAL);
-		if (n == -1) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		memmove(cn->out, cn->out + n, cn->outlen - (size_t)n);
-		cn->outlen -= (size_t)n;
-		if (n > 0)
-			cn->moved = true;
-	}
-	if (conn_done(cn))
-		return -1;
-	ev_mod(cn->p->loop, cn->fd, (cn->eof ? 0 : EV_READ) |
-	    (cn->outlen ? EV_WRITE : 0));
-	return 0;
-}
-
-static void
-conn_send(struct dns_conn *cn, const uint8_t *m, size_t len)
-{
-	size_t need = cn->outlen + 2 + len;
-
-	if (len > DNS_MAX_MSG || need > DNS_TCP_MAX_OUT) {
-		/* A client that does not read its answers loses them. */
-		conn_close(cn);
-		return;
-	}
-	if (need > cn->outcap) {
-		size_t cap = cn->outcap ? cn->outcap : 1024;
-		uint8_t *o;
-
-		while (cap < need)
-			cap *= 2;
-		if ((o = realloc(cn->out, cap)) == NULL) {
-			conn_close(cn);
-			return;
-		}
-		cn->out = o;
-		cn->outcap = cap;
-	}
-	cn->out[cn->outlen] = (uint8_t)(len >> 8);
-	cn->out[cn->outlen + 1] = (uint8_t)len;
-	memcpy(cn->out + cn->outlen + 2, m, len);
-	cn->outlen = need;
-	if (conn_flush(cn) == -1)
-		conn_close(cn);
-}
-
 /* Sends every queued UDP answer: one sendmmsg for up to DNS_OUT_SLOTS. A
  * datagram the kernel refuses is skipped (a UDP answer is best effort, as
  * a lost packet would be); the rest still go. */
-static void
-out_send(struct dns_proxy *p)
+void
+dns_out_send(struct dns_proxy *p)
 {
 	struct mmsghdr mm[DNS_OUT_SLOTS];
 	struct iovec iov[DNS_OUT_SLOTS];
@@ -607,19 +174,19 @@ out_queue(struct dns_proxy *p, const struct sockaddr *to, socklen_t tolen,
 		return;
 	}
 	if (p->nout == DNS_OUT_SLOTS)
-		out_send(p);
+		dns_out_send(p);
 	o = &p->out[p->nout++];
 	memcpy(&o->to, to, tolen);
 	o->tolen = tolen;
 	memcpy(o->m, m, len);
 	o->len = len;
-	flush_schedule(p);
+	dns_flush_schedule(p);
 }
 
 /* Send msg to the client of (conn | src). UDP answers over the client's size
  * are replaced by header + question with TC set. */
-static void
-reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
+void
+dns_reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
     socklen_t srclen, const struct dns_query *q, bool has_q, ldns_buffer *b)
 {
 	const uint8_t *m = ldns_buffer_begin(b);
@@ -627,7 +194,7 @@ reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
 	ldns_buffer *tb = NULL;
 
 	if (cn != NULL) {
-		conn_send(cn, m, len);
+		dns_conn_send(cn, m, len);
 		return;
 	}
 	if (has_q && len > udp_limit(p, q)) {
@@ -635,9 +202,9 @@ reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
 
 		if ((tb = ldns_buffer_new(DNS_HDR + 300)) == NULL)
 			return;
-		put_head(tb, q, true, rcode, true, 0);
+		dns_put_head(tb, q, true, rcode, true, 0);
 		if (q->edns)
-			put_opt(tb, p->cfg.max_udp_size);
+			dns_put_opt(tb, p->cfg.max_udp_size);
 		if (!ldns_buffer_status_ok(tb)) {
 			/* No memory even for the header: nothing to send. */
 			ldns_buffer_free(tb);
@@ -651,8 +218,8 @@ reply(struct dns_proxy *p, struct dns_conn *cn, const struct sockaddr *src,
 }
 
 /* A local answer with no records: deny, NODATA, errors. */
-static void
-reply_simple(struct dns_proxy *p, struct dns_conn *cn,
+void
+dns_reply_simple(struct dns_proxy *p, struct dns_conn *cn,
     const struct sockaddr *src, socklen_t srclen, const struct dns_query *q,
     bool has_q, uint8_t rcode)
 {
@@ -660,18 +227,18 @@ reply_simple(struct dns_proxy *p, struct dns_conn *cn,
 
 	if (b == NULL)
 		return;
-	put_head(b, q, has_q, rcode, false, 0);
+	dns_put_head(b, q, has_q, rcode, false, 0);
 	if (has_q && q->edns)
-		put_opt(b, p->cfg.max_udp_size);
+		dns_put_opt(b, p->cfg.max_udp_size);
 	if (ldns_buffer_status_ok(b))
-		reply(p, cn, src, srclen, q, has_q, b);
+		dns_reply(p, cn, src, srclen, q, has_q, b);
 	ldns_buffer_free(b);
 }
 
-static void
-record(struct dns_proxy *p, struct dns_event *ev, uint64_t t0)
+void
+dns_record(struct dns_proxy *p, struct dns_event *ev, uint64_t t0)
 {
-	ev->latency_us = now_us() - t0;
+	ev->latency_us = dns_now_us() - t0;
 	if (p->h.record != NULL)
 		p->h.record(p->h.ctx, ev);
 }
@@ -712,7 +279,7 @@ rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l,
 		b = lru;
 	if (strcmp(b->id, id) != 0) {
 		memset(b, 0, sizeof(*b));
-		copystr(b->id, sizeof(b->id), id);
+		dns_copystr(b->id, sizeof(b->id), id);
 		b->milli = cap;
 		b->last_ms = now;
 	}
@@ -728,8 +295,8 @@ rl_take(struct dns_proxy *p, const char *id, const struct pol_dns_limits *l,
 
 /* -------------------------------------------------------- query handling */
 
-static uint8_t
-deny_rcode(const struct pol_dns_limits *l)
+uint8_t
+dns_deny_rcode(const struct pol_dns_limits *l)
 {
 	return l->deny_refused ? RCODE_REFUSED : RCODE_NXDOMAIN;
 }
@@ -747,8 +314,8 @@ synth_answer(struct dns_proxy *p, struct dns_conn *cn,
 
 	if ((b = ldns_buffer_new(DNS_HDR + 300)) == NULL)
 		goto fail;
-	put_head(b, q, true, RCODE_NOERROR, false, match ? 1 : 0);
-	if (match && buf_room(b, 12 + alen)) {
+	dns_put_head(b, q, true, RCODE_NOERROR, false, match ? 1 : 0);
+	if (match && dns_buf_room(b, 12 + alen)) {
 		ldns_buffer_write_u16(b, 0xc00c);	/* the question's name */
 		ldns_buffer_write_u16(b, q->qtype);
 		ldns_buffer_write_u16(b, LDNS_RR_CLASS_IN);
@@ -757,7 +324,7 @@ synth_answer(struct dns_proxy *p, struct dns_conn *cn,
 		ldns_buffer_write(b, a->a, alen);
 	}
 	if (q->edns)
-		put_opt(b, p->cfg.max_udp_size);
+		dns_put_opt(b, p->cfg.max_udp_size);
 	if (!ldns_buffer_status_ok(b))
 		goto fail;
 	if (match) {
@@ -765,12 +332,13 @@ synth_answer(struct dns_proxy *p, struct dns_conn *cn,
 		memcpy(ev->addrs[0].addr, a->a, alen);
 		ev->addrs[0].ttl = DNS_SYNTH_TTL;
 		ev->addrs[0].kept = true;
-		copystr(ev->addrs[0].cls, sizeof(ev->addrs[0].cls), "service");
+		dns_copystr(ev->addrs[0].cls, sizeof(ev->addrs[0].cls),
+		    "service");
 		ev->naddrs = ev->nkept = 1;
 	}
 	ev->rcode = RCODE_NOERROR;
-	record(p, ev, t0);
-	reply(p, cn, src, srclen, q, true, b);
+	dns_record(p, ev, t0);
+	dns_reply(p, cn, src, srclen, q, true, b);
 	ldns_buffer_free(b);
 	return;
 fail:
@@ -778,32 +346,16 @@ fail:
 	 * such, never a half-written answer. */
 	ev->decision = DNS_DEC_ERROR;
 	ev->rcode = RCODE_SERVFAIL;
-	copystr(ev->reason, sizeof(ev->reason), "no_memory");
-	record(p, ev, t0);
-	reply_simple(p, cn, src, srclen, q, true, RCODE_SERVFAIL);
+	dns_copystr(ev->reason, sizeof(ev->reason), "no_memory");
+	dns_record(p, ev, t0);
+	dns_reply_simple(p, cn, src, srclen, q, true, RCODE_SERVFAIL);
 	ldns_buffer_free(b);
-}
-
-/* Everything that happens before a query goes upstream. The caller's buffer
- * holds one message from (cn | src). */
-/* A zeroed query: a spare one if there is one. NULL without memory. */
-static struct dns_pq *
-pq_alloc(struct dns_proxy *p)
-{
-	struct dns_pq *pq;
-
-	if ((pq = p->spare) == NULL)
-		return calloc(1, sizeof(*pq));
-	p->spare = pq->next;
-	p->nspare--;
-	memset(pq, 0, sizeof(*pq));
-	return pq;
 }
 
 /* The policy's decision on q's name and type for client c (when a query
  * arrives, and again when its answer does after a change). */
-static void
-decide_name(const struct dns_client *c, const struct dns_query *q,
+void
+dns_decide_name(const struct dns_client *c, const struct dns_query *q,
     struct pol_decision *d)
 {
 	struct pol_dns_q dq;
@@ -817,8 +369,10 @@ decide_name(const struct dns_client *c, const struct dns_query *q,
 	pol_dns_decide(c->policy, &dq, d);
 }
 
-static void
-handle_query(struct dns_proxy *p, struct dns_conn *cn,
+/* Everything that happens before a query goes upstream. The caller's buffer
+ * holds one message from (cn | src). */
+void
+dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
     const struct sockaddr *src, socklen_t srclen, const uint8_t *m, size_t len)
 {
 	struct dns_event ev;
@@ -831,7 +385,7 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	struct dns_pq *pq;
 	struct dns_bucket *bk = NULL;
 	ldns_pkt *pkt;
-	uint64_t t0 = now_us();
+	uint64_t t0 = dns_now_us();
 	uint32_t suppressed = 0;
 	bool known, limited = false;
 
@@ -874,41 +428,43 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	ev.tcp = cn != NULL;
 	ev.rcode = RCODE_NONE;
 	ev.suppressed = suppressed;
-	sa_format(src, ev.client, sizeof(ev.client));
+	dns_sa_format(src, ev.client, sizeof(ev.client));
 	pr = dns_parse_query(m, len, &q);
 	if (known)
-		copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
+		dns_copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
 	if (pr != DNS_PARSE_OK) {
 		ev.decision = DNS_DEC_MALFORMED;
-		copystr(ev.reason, sizeof(ev.reason), "dropped");
+		dns_copystr(ev.reason, sizeof(ev.reason), "dropped");
 		/* Garbage costs a token too; over the rate it is not even
 		 * answered, so it cannot be used to make us send packets. */
 		if (known && limited) {
 			pr = DNS_PARSE_DROP;
-			copystr(ev.reason, sizeof(ev.reason), "rate_limited");
+			dns_copystr(ev.reason, sizeof(ev.reason),
+			    "rate_limited");
 			ev.finding = true;
 		}
 		if (pr != DNS_PARSE_DROP) {
 			ev.rcode = !known ? RCODE_REFUSED :
 			    pr == DNS_PARSE_NOTIMP ? RCODE_NOTIMP : RCODE_FORMERR;
-			copystr(ev.reason, sizeof(ev.reason),
+			dns_copystr(ev.reason, sizeof(ev.reason),
 			    pr == DNS_PARSE_NOTIMP ? "notimp" : "formerr");
 		}
 		/* Recorded before the answer leaves, as every path here: the
 		 * record exists by the time anyone can observe the answer. */
-		record(p, &ev, t0);
+		dns_record(p, &ev, t0);
 		if (pr != DNS_PARSE_DROP)
-			reply_simple(p, cn, src, srclen, &q, false, ev.rcode);
+			dns_reply_simple(p, cn, src, srclen, &q, false,
+			    ev.rcode);
 		return;
 	}
-	copystr(ev.qname, sizeof(ev.qname), q.qname);
+	dns_copystr(ev.qname, sizeof(ev.qname), q.qname);
 	ev.qtype = q.qtype;
 	if (!known) {
 		ev.decision = DNS_DEC_REFUSED;
 		ev.rcode = RCODE_REFUSED;
-		copystr(ev.reason, sizeof(ev.reason), "unknown_source");
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, RCODE_REFUSED);
+		dns_copystr(ev.reason, sizeof(ev.reason), "unknown_source");
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_REFUSED);
 		return;
 	}
 	if (lim.max_ttl_s < lim.min_ttl_s)
@@ -927,16 +483,16 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	if (why != NULL) {
 		ev.decision = DNS_DEC_DENY;
 		ev.finding = true;
-		ev.rcode = deny_rcode(&lim);
-		copystr(ev.reason, sizeof(ev.reason), why);
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
+		ev.rcode = dns_deny_rcode(&lim);
+		dns_copystr(ev.reason, sizeof(ev.reason), why);
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
 		return;
 	}
 
-	decide_name(&c, &q, &d);
-	copystr(ev.reason, sizeof(ev.reason), d.reason);
-	copystr(ev.rule, sizeof(ev.rule), d.rule);
+	dns_decide_name(&c, &q, &d);
+	dns_copystr(ev.reason, sizeof(ev.reason), d.reason);
+	dns_copystr(ev.rule, sizeof(ev.rule), d.rule);
 	if (d.verdict == POL_SYNTHETIC) {
 		ev.decision = DNS_DEC_SYNTHETIC;
 		synth_answer(p, cn, src, srclen, &q, &ev, t0);
@@ -946,34 +502,34 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	    strcmp(d.reason, "nodata") == 0) {
 		ev.decision = DNS_DEC_NODATA;
 		ev.rcode = RCODE_NOERROR;
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, RCODE_NOERROR);
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_NOERROR);
 		return;
 	}
 	if (d.verdict != POL_ALLOW) {
 		/* POL_ASK has no meaning for DNS: anything not a plain allow
 		 * is the uniform deny, and nothing goes upstream. */
 		ev.decision = DNS_DEC_DENY;
-		ev.rcode = deny_rcode(&lim);
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
+		ev.rcode = dns_deny_rcode(&lim);
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
 		return;
 	}
 	if (p->npending >= p->cfg.max_pending || (cn != NULL &&
 	    cn->inflight >= DNS_TCP_MAX_INFLIGHT)) {
 		ev.decision = DNS_DEC_ERROR;
 		ev.rcode = RCODE_SERVFAIL;
-		copystr(ev.reason, sizeof(ev.reason), "overload");
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
+		dns_copystr(ev.reason, sizeof(ev.reason), "overload");
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
 		return;
 	}
-	if ((pq = pq_alloc(p)) == NULL) {
+	if ((pq = dns_pq_alloc(p)) == NULL) {
 		ev.decision = DNS_DEC_ERROR;
 		ev.rcode = RCODE_SERVFAIL;
-		copystr(ev.reason, sizeof(ev.reason), "no_memory");
-		record(p, &ev, t0);
-		reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
+		dns_copystr(ev.reason, sizeof(ev.reason), "no_memory");
+		dns_record(p, &ev, t0);
+		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
 		return;
 	}
 	pq->p = p;
@@ -998,15 +554,836 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
 		p->pqs->prev = pq;
 	p->pqs = pq;
 	p->npending++;
-	if ((pkt = cache_get(p, &q)) != NULL) {
-		pq_answer(pq, pkt, false);
+	if ((pkt = dns_cache_get(p, &q)) != NULL) {
+		dns_pq_answer(pq, pkt, false);
 		ldns_pkt_free(pkt);
 		return;
 	}
-	pq_start(pq);
+	dns_pq_start(pq);
 }
 
-/* -------------------------------------------------------------- upstream */
+/* ------------------------------------------------------------- listeners */
+
+/* Points DNS_RECV_BATCH message headers at the proxy's receive slots
+ * (DNS_MAX_QUERY + 1 bytes each: one more than anything we accept, so
+ * that MSG_TRUNC marks what is too long) and at from[] for the sender. */
+void
+dns_rbufs_prep(struct dns_proxy *p, struct mmsghdr *mh, struct iovec *iov,
+    struct sockaddr_storage *from)
+{
+	int i;
+
+	for (i = 0; i < DNS_RECV_BATCH; i++) {
+		iov[i].iov_base = p->rbufs + (size_t)i * (DNS_MAX_QUERY + 1);
+		iov[i].iov_len = DNS_MAX_QUERY + 1;
+		memset(&mh[i], 0, sizeof(mh[i]));
+		mh[i].msg_hdr.msg_iov = &iov[i];
+		mh[i].msg_hdr.msg_iovlen = 1;
+		mh[i].msg_hdr.msg_name = &from[i];
+		mh[i].msg_hdr.msg_namelen = sizeof(from[i]);
+	}
+}
+
+/* Up to DNS_UDP_BURST queries per wakeup, DNS_RECV_BATCH per system call.
+ * A buffer holds DNS_MAX_QUERY + 1 bytes: anything longer is hostile
+ * whatever its content, and MSG_TRUNC marks it as such. */
+static void
+udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct dns_proxy *p = arg;
+	struct sockaddr_storage src[DNS_RECV_BATCH];
+	struct mmsghdr mm[DNS_RECV_BATCH];
+	struct iovec iov[DNS_RECV_BATCH];
+	int i, n, got = 0;
+
+	(void)loop;
+	(void)events;
+	p->deferring = true;
+	while (got < DNS_UDP_BURST) {
+		dns_rbufs_prep(p, mm, iov, src);
+		n = recvmmsg(fd, mm, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (i = 0; i < n; i++) {
+			size_t len = mm[i].msg_len;
+
+			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC)
+				len = DNS_MAX_QUERY + 1;
+			dns_handle_query(p, NULL, (struct sockaddr *)&src[i],
+			    mm[i].msg_hdr.msg_namelen, iov[i].iov_base, len);
+		}
+		got += n;
+		if (n < DNS_RECV_BATCH)
+			break;
+	}
+	dns_usend_flush(p);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+/* The listen address asks for an ephemeral port. */
+static int
+listen_port_is_zero(const struct dns_config *cfg)
+{
+	if (cfg->listen.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&cfg->listen)->sin_port == 0;
+	return ((const struct sockaddr_in6 *)&cfg->listen)->sin6_port == 0;
+}
+
+struct dns_proxy *
+dns_new(struct ev_loop *loop, const struct dns_config *cfg,
+    const struct dns_hooks *hooks, char *err, size_t errlen)
+{
+	int attempt;
+	struct dns_proxy *p;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int one = 1, serr;
+	const char *what = "";
+
+	if (loop == NULL || cfg == NULL || hooks == NULL ||
+	    cfg->nupstreams == 0 || cfg->nupstreams > DNS_MAX_UPSTREAMS ||
+	    hooks->lookup == NULL || hooks->learn == NULL) {
+		snprintf(err, errlen, "dns: bad arguments");
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->rl = calloc(DNS_RL_SLOTS, sizeof(*p->rl))) == NULL ||
+	    (p->bel = calloc(DNS_BATCH_ELEMS, sizeof(*p->bel))) == NULL ||
+	    (p->out = calloc(DNS_OUT_SLOTS, sizeof(*p->out))) == NULL ||
+	    (p->rbufs = malloc((size_t)DNS_RECV_BATCH *
+	    (DNS_MAX_QUERY + 1))) == NULL ||
+	    (p->cslots = dns_cslots_new(cfg, &p->cmask, &p->cache_cap)) ==
+	    NULL) {
+		if (p != NULL) {
+			free(p->rl);
+			free(p->bel);
+			free(p->out);
+			free(p->rbufs);
+			free(p);
+		}
+		snprintf(err, errlen, "dns: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	p->loop = loop;
+	p->cfg = *cfg;
+	p->h = *hooks;
+	p->ufd = p->tfd = -1;
+	p->ready_tail = &p->ready;
+	p->rndpos = sizeof(p->rnd);	/* empty: fill on first use */
+	if (p->cfg.timeout_ms == 0)
+		p->cfg.timeout_ms = 2000;
+	if (p->cfg.tcp_idle_ms == 0)
+		p->cfg.tcp_idle_ms = 10000;
+	if (p->cfg.max_tcp_conns == 0)
+		p->cfg.max_tcp_conns = 256;
+	/* One sandbox must not be able to take every slot: when asked for
+	 * as many as there are, it gets half of them. */
+	if (p->cfg.tcp_per_sandbox == 0)
+		p->cfg.tcp_per_sandbox = DNS_TCP_PER_SRC;
+	else if (p->cfg.max_tcp_conns > 1 &&
+	    p->cfg.tcp_per_sandbox >= p->cfg.max_tcp_conns)
+		p->cfg.tcp_per_sandbox = p->cfg.max_tcp_conns / 2;
+	if (p->cfg.max_answer_addrs == 0)
+		p->cfg.max_answer_addrs = DNS_MAX_ANSWER_ADDRS;
+	if (p->cfg.max_answer_addrs > DNS_MAX_ELEMS)
+		p->cfg.max_answer_addrs = DNS_MAX_ELEMS;
+	if (p->cfg.max_pending == 0)
+		p->cfg.max_pending = 4096;
+	if (p->cfg.max_udp_size < 512)
+		p->cfg.max_udp_size = 1232;
+	/* What we advertise upstream must fit a receive slot (usock_cb). */
+	if (p->cfg.max_udp_size > DNS_MAX_QUERY)
+		p->cfg.max_udp_size = DNS_MAX_QUERY;
+
+	/*
+	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
+	 * ephemeral UDP port may already be taken for TCP by someone else:
+	 * then try another one (only when the caller asked for port 0).
+	 */
+	for (attempt = 0;; attempt++) {
+		what = "udp socket";
+		p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM |
+		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (p->ufd == -1 || bind(p->ufd,
+		    (struct sockaddr *)&cfg->listen, cfg->listen_len) == -1)
+			goto fail;
+		what = "getsockname";
+		sl = sizeof(ss);
+		if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
+			goto fail;
+		p->port = ntohs(ss.ss_family == AF_INET ?
+		    ((struct sockaddr_in *)&ss)->sin_port :
+		    ((struct sockaddr_in6 *)&ss)->sin6_port);
+		what = "tcp socket";
+		p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		if (p->tfd == -1 || setsockopt(p->tfd, SOL_SOCKET,
+		    SO_REUSEADDR, &one, sizeof(one)) == -1)
+			goto fail;
+		if (bind(p->tfd, (struct sockaddr *)&ss, sl) == 0)
+			break;
+		if (errno != EADDRINUSE || !listen_port_is_zero(cfg) ||
+		    attempt >= 16)
+			goto fail;
+		close(p->tfd);
+		close(p->ufd);
+		p->tfd = p->ufd = -1;
+	}
+	if (listen(p->tfd, 64) == -1)
+		goto fail;
+	what = "ev_add";
+	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
+		goto fail;
+	if (ev_add(loop, p->tfd, EV_READ, dns_tcp_accept_cb, p) == -1) {
+		ev_del(loop, p->ufd);
+		goto fail;
+	}
+	return p;
+fail:
+	serr = errno;
+	snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
+	if (p->ufd != -1)
+		close(p->ufd);
+	if (p->tfd != -1)
+		close(p->tfd);
+	free(p->rl);
+	free(p->bel);
+	free(p->out);
+	free(p->rbufs);
+	free(p->cslots);
+	free(p);
+	errno = serr;
+	return NULL;
+}
+
+void
+dns_free(struct dns_proxy *p)
+{
+	if (p == NULL)
+		return;
+	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
+	    "%llu tcp clients refused, %llu evicted for another source, "
+	    "%llu queries dropped over their sandbox's rate, %llu refused "
+	    "an upstream socket",
+	    (unsigned long long)p->stat_batches,
+	    (unsigned long long)p->stat_batched,
+	    (unsigned long long)p->stat_cache_hits,
+	    (unsigned long long)p->stat_tcp_refused,
+	    (unsigned long long)p->stat_tcp_evicted,
+	    (unsigned long long)p->stat_rl_dropped,
+	    (unsigned long long)p->stat_up_refused);
+	/* Answers waiting for their elements are dropped like every other
+	 * pending query: unanswered, never answered without the learn. */
+	ev_timer_cancel(p->loop, p->flush);
+	p->flush = NULL;
+	p->ready = NULL;
+	p->ready_tail = &p->ready;
+	p->nout = 0;
+	while (p->conns != NULL)
+		dns_conn_close(p->conns);
+	while (p->pqs != NULL)
+		dns_pq_free(p->pqs);
+	while (p->usocks != NULL)
+		dns_usock_close(p->usocks);
+	while (p->spare != NULL) {
+		struct dns_pq *pq = p->spare;
+
+		p->spare = pq->next;
+		free(pq);
+	}
+	ev_del(p->loop, p->ufd);
+	ev_del(p->loop, p->tfd);
+	close(p->ufd);
+	close(p->tfd);
+	dns_cache_clear(p);
+	free(p->cslots);
+	free(p->rl);
+	free(p->bel);
+	free(p->out);
+	free(p->rbufs);
+	free(p);
+}
+
+uint16_t
+dns_local_port(const struct dns_proxy *p)
+{
+	return p != NULL ? p->port : 0;
+}
+
+
+/* ---------------------------------------- cache */
+
+#define DNS_CACHE_MAX		16384	/* default cfg.cache_max */
+#define DNS_CACHE_BYTES		(4u << 20)	/* all entries together */
+#define DNS_CACHE_MSG_MAX	4096	/* larger answers are not kept */
+#define DNS_CACHE_TTL_MAX	3600	/* seconds, whatever the upstream says */
+
+/* One cached upstream answer: the checked reply as the upstream sent it,
+ * keyed by the question (name lower-cased). Every use goes through the
+ * same filter, policy and learn path as a fresh answer. */
+struct dns_centry {
+	struct dns_centry	*onext, *oprev;		/* insertion order */
+	uint64_t		 stored_ms, expires_ms;
+	uint32_t		 hash;
+	uint16_t		 qtype, qclass;
+	size_t			 klen, mlen;
+	uint8_t			 data[];		/* key, then message */
+};
+
+/* A slot of the cache's open-addressed index: the entry's hash is kept
+ * beside the pointer so that a lookup that misses (every query for a name
+ * never seen) reads only the index, not the entries. */
+struct dns_cslot {
+	uint32_t		 hash;
+	struct dns_centry	*e;			/* NULL: free */
+};
+
+static uint32_t
+cache_hash(const uint8_t *k, size_t kl, uint16_t qtype, uint16_t qclass)
+{
+	uint32_t h = 2166136261u ^ qtype ^ ((uint32_t)qclass << 16);
+	size_t i;
+
+	for (i = 0; i < kl; i++)
+		h = (h ^ k[i]) * 16777619u;
+	return h;
+}
+
+/* The lower-cased wire name of q: the cache key. */
+static size_t
+cache_key(const struct dns_query *q, uint8_t *k)
+{
+	size_t i;
+
+	for (i = 0; i < q->qwire_len; i++)
+		k[i] = q->qwire[i] >= 'A' && q->qwire[i] <= 'Z' ?
+		    (uint8_t)(q->qwire[i] - 'A' + 'a') : q->qwire[i];
+	return q->qwire_len;
+}
+
+/*
+ * Removes e's slot from the index (linear probing, load at most 1/2). The
+ * entries after it in its run move back when their home slot allows it
+ * (backward-shift deletion), so no tombstones pile up and a lookup stops
+ * at the first free slot.
+ */
+static void
+cslot_del(struct dns_proxy *p, const struct dns_centry *e)
+{
+	size_t i = e->hash & p->cmask, j, k;
+
+	while (p->cslots[i].e != e)
+		i = (i + 1) & p->cmask;
+	for (j = i;;) {
+		j = (j + 1) & p->cmask;
+		if (p->cslots[j].e == NULL)
+			break;
+		k = p->cslots[j].hash & p->cmask;
+		/* The entry at j stays when its home k lies cyclically in
+		 * (i, j]: moving it to i would put it before its home. */
+		if (i <= j ? i < k && k <= j : i < k || k <= j)
+			continue;
+		p->cslots[i] = p->cslots[j];
+		i = j;
+	}
+	p->cslots[i].e = NULL;
+	p->cslots[i].hash = 0;
+}
+
+static void
+cache_unlink(struct dns_proxy *p, struct dns_centry *e)
+{
+	cslot_del(p, e);
+	if (e->oprev != NULL)
+		e->oprev->onext = e->onext;
+	else
+		p->cold = e->onext;
+	if (e->onext != NULL)
+		e->onext->oprev = e->oprev;
+	else
+		p->cnew = e->oprev;
+	p->ncache--;
+	p->cache_bytes -= sizeof(*e) + e->klen + e->mlen;
+	free(e);
+}
+
+static struct dns_centry *
+cache_find(struct dns_proxy *p, const struct dns_query *q, uint64_t now)
+{
+	uint8_t k[sizeof(q->qwire)];
+	size_t kl = cache_key(q, k);
+	uint32_t h = cache_hash(k, kl, q->qtype, q->qclass);
+	struct dns_centry *e;
+	size_t i;
+
+	for (i = h & p->cmask; (e = p->cslots[i].e) != NULL;
+	    i = (i + 1) & p->cmask) {
+		if (p->cslots[i].hash != h || e->qtype != q->qtype ||
+		    e->qclass != q->qclass || e->klen != kl ||
+		    memcmp(e->data, k, kl) != 0)
+			continue;
+		if (now >= e->expires_ms) {
+			cache_unlink(p, e);
+			return NULL;
+		}
+		return e;
+	}
+	return NULL;
+}
+
+/* Keeps the checked upstream reply (m, len) to pq's question. */
+void
+dns_cache_put(struct dns_proxy *p, const struct dns_query *q, ldns_pkt *pkt,
+    const uint8_t *m, size_t len)
+{
+	ldns_rr_list *an = ldns_pkt_answer(pkt);
+	size_t nan = ldns_rr_list_rr_count(an), i;
+	uint32_t minttl = UINT32_MAX;
+	uint64_t now = ev_now_ms();
+	struct dns_centry *e;
+
+	if (p->cfg.no_cache || ldns_pkt_get_rcode(pkt) != LDNS_RCODE_NOERROR ||
+	    ldns_pkt_tc(pkt) || nan == 0 || len > DNS_CACHE_MSG_MAX)
+		return;
+	for (i = 0; i < nan; i++)
+		if (ldns_rr_ttl(ldns_rr_list_rr(an, i)) < minttl)
+			minttl = ldns_rr_ttl(ldns_rr_list_rr(an, i));
+	if (minttl == 0)
+		return;
+	if (minttl > DNS_CACHE_TTL_MAX)
+		minttl = DNS_CACHE_TTL_MAX;
+	if ((e = cache_find(p, q, now)) != NULL)
+		cache_unlink(p, e);
+	while ((p->ncache >= p->cache_cap || p->cache_bytes +
+	    sizeof(*e) + q->qwire_len + len > DNS_CACHE_BYTES) &&
+	    p->cold != NULL)
+		cache_unlink(p, p->cold);
+	if ((e = calloc(1, sizeof(*e) + q->qwire_len + len)) == NULL)
+		return;
+	e->klen = cache_key(q, e->data);
+	e->mlen = len;
+	memcpy(e->data + e->klen, m, len);
+	e->qtype = q->qtype;
+	e->qclass = q->qclass;
+	e->hash = cache_hash(e->data, e->klen, q->qtype, q->qclass);
+	e->stored_ms = now;
+	e->expires_ms = now + (uint64_t)minttl * 1000u;
+	for (i = e->hash & p->cmask; p->cslots[i].e != NULL;
+	    i = (i + 1) & p->cmask)
+		;
+	p->cslots[i].hash = e->hash;
+	p->cslots[i].e = e;
+	e->oprev = p->cnew;
+	if (p->cnew != NULL)
+		p->cnew->onext = e;
+	else
+		p->cold = e;
+	p->cnew = e;
+	p->ncache++;
+	p->cache_bytes += sizeof(*e) + e->klen + e->mlen;
+}
+
+/* The cached answer to q as a packet with aged TTLs, or NULL. */
+ldns_pkt *
+dns_cache_get(struct dns_proxy *p, const struct dns_query *q)
+{
+	uint64_t now = ev_now_ms();
+	struct dns_centry *e = cache_find(p, q, now);
+	ldns_pkt *pkt = NULL;
+	ldns_rr_list *an;
+	uint32_t age;
+	size_t i;
+
+	if (e == NULL || p->cfg.no_cache)
+		return NULL;
+	if (ldns_wire2pkt(&pkt, e->data + e->klen, e->mlen) !=
+	    LDNS_STATUS_OK || pkt == NULL) {
+		cache_unlink(p, e);
+		return NULL;
+	}
+	age = (uint32_t)((now - e->stored_ms) / 1000u);
+	an = ldns_pkt_answer(pkt);
+	for (i = 0; i < ldns_rr_list_rr_count(an); i++) {
+		ldns_rr *rr = ldns_rr_list_rr(an, i);
+
+		ldns_rr_set_ttl(rr, ldns_rr_ttl(rr) > age ?
+		    ldns_rr_ttl(rr) - age : 0);
+	}
+	p->stat_cache_hits++;
+	return pkt;
+}
+
+void
+dns_cache_clear(struct dns_proxy *p)
+{
+	while (p->cold != NULL)
+		cache_unlink(p, p->cold);
+}
+
+/* The cache's index for cfg: a power of two of at least twice the entries
+ * the cache may hold (cfg->cache_max, 0 for DNS_CACHE_MAX, and no more
+ * than DNS_CACHE_BYTES can hold), so that probes stay short; *capp gets
+ * that entry bound, *maskp the slot count - 1. NULL: no memory. */
+struct dns_cslot *
+dns_cslots_new(const struct dns_config *cfg, size_t *maskp, size_t *capp)
+{
+	size_t cap = cfg->cache_max != 0 ? cfg->cache_max : DNS_CACHE_MAX;
+	size_t n = 2;
+
+	if (cap > DNS_CACHE_BYTES / sizeof(struct dns_centry))
+		cap = DNS_CACHE_BYTES / sizeof(struct dns_centry);
+	while (n < 2 * cap)
+		n *= 2;
+	*maskp = n - 1;
+	*capp = cap;
+	return calloc(n, sizeof(struct dns_cslot));
+}
+
+
+/* ---------------------------------------- answer */
+
+#define DNS_CAPNOTE_MS		60000	/* a learn cap finding per sandbox per this */
+
+static void	dns_flush(struct ev_loop *, void *);
+
+/* Makes sure dns_flush runs once this loop iteration's callbacks are done.
+ * If even that cannot be arranged (no memory), flush now: an answer may
+ * leave a little earlier than its neighbours, never before its elements. */
+void
+dns_flush_schedule(struct dns_proxy *p)
+{
+	/* dns_flush sends what it queues itself before it returns. */
+	if (p->flush != NULL || p->flushing)
+		return;
+	if ((p->flush = ev_defer(p->loop, dns_flush, p)) == NULL)
+		dns_flush(p->loop, p);
+}
+
+static void
+ready_push(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+
+	pq->rnext = NULL;
+	*p->ready_tail = pq;
+	p->ready_tail = &pq->rnext;
+	dns_flush_schedule(p);
+}
+
+static bool
+elem_same(const struct fw_elem *a, const struct fw_elem *b)
+{
+	return a->family == b->family && a->proto == b->proto &&
+	    a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
+	    a->flags == b->flags && memcmp(a->addr, b->addr,
+	    sizeof(a->addr)) == 0 && strcmp(a->ifname, b->ifname) == 0;
+}
+
+/* Appends e to the batch, or, when the same element is already in it (two
+ * names answering the same address, as CDNs do), keeps one with the longer
+ * timeout: one element per key per batch. */
+static void
+batch_add(struct dns_proxy *p, size_t *nb, const struct fw_elem *e)
+{
+	size_t i;
+
+	for (i = 0; i < *nb; i++) {
+		if (elem_same(&p->bel[i], e)) {
+			if (e->timeout_ms > p->bel[i].timeout_ms)
+				p->bel[i].timeout_ms = e->timeout_ms;
+			return;
+		}
+	}
+	p->bel[(*nb)++] = *e;
+}
+
+/*
+ * The sandbox of pq has as many learned destinations as it may have (the
+ * learn hook said ENOSPC): SERVFAIL, the answer's addresses were never
+ * reachable. A finding goes with the first refusal of each sandbox per
+ * DNS_CAPNOTE_MS: a flood past the cap is one alert a minute, not one
+ * per answer.
+ */
+static void
+pq_fail_capped(struct dns_pq *pq)
+{
+	struct dns_proxy *p = pq->p;
+	struct dns_capnote *cn;
+	uint64_t h = 1469598103934665603ull, now = ev_now_ms();
+	const char *s;
+
+	for (s = pq->c.id; *s != '\0'; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	cn = &p->capnote[h % DNS_CAPNOTE_SLOTS];
+	if (strcmp(cn->id, pq->c.id) != 0 || cn->ms == 0 ||
+	    now - cn->ms >= DNS_CAPNOTE_MS) {
+		dns_copystr(cn->id, sizeof(cn->id), pq->c.id);
+		cn->ms = now != 0 ? now : 1;
+		pq->ev.finding = true;
+	}
+	dns_pq_fail(pq, "learned_cap");
+}
+
+static void
+ready_release(struct dns_pq *pq)
+{
+	ldns_buffer *b = pq->ans;
+
+	pq->ans = NULL;
+	dns_pq_finish(pq, b, pq->ans_rcode);
+	ldns_buffer_free(b);
+}
+
+/*
+ * dns_flush: the end of a loop iteration. The elements of every answer
+ * that became ready in it go to the kernel in one learn call (one netlink
+ * batch, one round trip) and, once it is acknowledged, the answers leave
+ * (recorded first, as everywhere). When a batch fails, each of its
+ * answers is tried again alone, so one element the kernel refuses costs
+ * only its own query a SERVFAIL, not its neighbours'. Queued UDP answers
+ * leave together at the end (sendmmsg).
+ */
+static void
+dns_flush(struct ev_loop *loop, void *arg)
+{
+	struct dns_proxy *p = arg;
+	struct dns_pq *list, *pq, *next, *end;
+	size_t nb, tot, npq;
+	char err[128];
+
+	(void)loop;
+	p->flush = NULL;
+	p->flushing = true;
+	list = p->ready;
+	p->ready = NULL;
+	p->ready_tail = &p->ready;
+	while (list != NULL) {
+		/* A chunk: as many answers as fit in one batch (one answer
+		 * has at most DNS_MAX_ELEMS < DNS_BATCH_ELEMS elements). */
+		nb = tot = npq = 0;
+		for (end = list; end != NULL && (npq == 0 ||
+		    tot + end->nel <= DNS_BATCH_ELEMS); end = end->rnext) {
+			size_t i;
+
+			for (i = 0; i < end->nel; i++)
+				batch_add(p, &nb, &end->el[i]);
+			tot += end->nel;
+			npq++;
+		}
+		err[0] = '\0';
+		if (nb > 0 && p->h.learn(p->h.ctx, p->bel, nb, err,
+		    sizeof(err)) != 0) {
+			/* ENOSPC: a sandbox at its learn cap, which its
+			 * findings report; only other failures are logged. */
+			int e = errno;
+
+			if (e != ENOSPC)
+				log_warnx("%s: learn of %zu elements for %zu "
+				    "answers failed: %s%s", __func__, nb, npq,
+				    err, npq > 1 ? "; trying each answer "
+				    "alone" : "");
+			for (pq = list; pq != end; pq = next) {
+				next = pq->rnext;
+				err[0] = '\0';
+				if (pq->nel > 0 && (npq == 1 ||
+				    (e = 0, p->h.learn(p->h.ctx, pq->el,
+				    pq->nel, err, sizeof(err)) != 0))) {
+					if (npq > 1)
+						e = errno;
+					if (e == ENOSPC) {
+						pq_fail_capped(pq);
+						continue;
+					}
+					if (npq > 1)
+						log_warnx("%s: learn for %s "
+						    "(%s) failed: %s", __func__,
+						    pq->c.id, pq->q.qname, err);
+					dns_pq_fail(pq, "learn_failed");
+				} else
+					ready_release(pq);
+			}
+		} else {
+			if (nb > 0) {
+				p->stat_batches++;
+				p->stat_batched += npq;
+			}
+			for (pq = list; pq != end; pq = next) {
+				next = pq->rnext;
+				ready_release(pq);
+			}
+		}
+		list = end;
+	}
+	if (p->nout > 0)
+		dns_out_send(p);
+	p->flushing = false;
+}
+
+/* The upstream (or cached) answer passed the checks: filter it, build the
+ * answer and the elements, and queue both for dns_flush, which learns the
+ * elements of every answer of this loop iteration in one batch and only
+ * then releases the answers. relookup: the query crossed a loop turn, so
+ * its sandbox and policy are looked up again and the name decided again. */
+void
+dns_pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
+{
+	struct dns_event *ev = &pq->ev;
+	ldns_rr_list *an = ldns_pkt_answer(pkt);
+	size_t nan = ldns_rr_list_rr_count(an), i, nout = 0;
+	struct dns_filter_in fin;
+	struct dns_filter_out fo;
+	struct pol_decision d;
+	ldns_buffer *b = NULL;
+	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
+
+	memset(&fo, 0, sizeof(fo));
+	/* Ask again who the client is: the policy pointer of the first
+	 * lookup is not held across loop turns (a reload may have replaced
+	 * it), and a sandbox removed meanwhile learns nothing. */
+	if (relookup) {
+		struct dns_client c;
+		bool same;
+
+		memset(&c, 0, sizeof(c));
+		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
+		    pq->srclen, &c) != 0 || c.policy == NULL ||
+		    strcmp(c.id, pq->c.id) != 0) {
+			dns_pq_fail(pq, "sandbox_gone");
+			goto out;
+		}
+		/* The same policy text and taint decide the same
+		 * (pol_dns_decide is pure): only a change is decided again
+		 * below. */
+		same = c.tainted == pq->c.tainted && memcmp(pq->pdigest,
+		    pol_policy_digest(c.policy), sizeof(pq->pdigest)) == 0;
+		pq->c = c;
+		pol_dns_limits(c.policy, &pq->lim);
+		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
+			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
+		/* And decided again: a reload or a taint while the query
+		 * was upstream may have taken the name away, and an answer
+		 * is released under the policy in force, never an older
+		 * one (the uniform deny, as for a fresh query). */
+		if (same)
+			goto decided;
+		dns_decide_name(&c, &pq->q, &d);
+		if (d.verdict != POL_ALLOW || (d.reason != NULL &&
+		    strcmp(d.reason, "nodata") == 0)) {
+			bool nodata = d.verdict == POL_ALLOW;
+
+			ev->decision = nodata ? DNS_DEC_NODATA : DNS_DEC_DENY;
+			dns_copystr(ev->reason, sizeof(ev->reason), d.reason);
+			dns_copystr(ev->rule, sizeof(ev->rule), d.rule);
+			dns_pq_finish(pq, NULL, nodata ? RCODE_NOERROR :
+			    dns_deny_rcode(&pq->lim));
+			goto out;
+		}
+	}
+decided:
+	fin.q = &pq->q;
+	fin.c = &pq->c;
+	fin.lim = &pq->lim;
+	fin.treat_as_public = pq->p->cfg.treat_as_public;
+	fin.ntreat_as_public = pq->p->cfg.ntreat_as_public;
+	fin.max_addrs = pq->p->cfg.max_answer_addrs;
+	if (dns_filter_answer(&fin, pkt, ev, &fo) == -1)
+		goto servfail;
+	if (ev->naddrs > 0 && ev->nkept == 0) {
+		ev->decision = DNS_DEC_DENY;
+		dns_copystr(ev->reason, sizeof(ev->reason), "rebinding");
+		dns_pq_finish(pq, NULL, dns_deny_rcode(&pq->lim));
+		goto out;
+	}
+	ev->nelems = fo.nel;
+	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
+	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
+	/* Learned for the name asked (the one the policy decided), which
+	 * lives with pq until the answer leaves: a reload decides the
+	 * element again by it. The event's copies carry no pointer. */
+	for (i = 0; i < fo.nel; i++)
+		fo.el[i].name = pq->q.qname;
+
+	/* Under 1 KiB: the common answer fits, and a small request stays
+	 * out of malloc's large bins; the buffer grows when it must. */
+	if ((b = ldns_buffer_new(512)) == NULL)
+		goto servfail;
+	for (i = 0; i < nan; i++)
+		nout += fo.keep[i];
+	if (rcode != RCODE_NOERROR && rcode != RCODE_NXDOMAIN)
+		rcode = RCODE_SERVFAIL;
+	dns_put_head(b, &pq->q, true, rcode, false, (uint16_t)nout);
+	for (i = 0; i < nan; i++) {
+		ldns_rr *rr = ldns_rr_list_rr(an, i);
+
+		if (!fo.keep[i])
+			continue;
+		ldns_rr_set_ttl(rr, fo.ttls[i]);
+		if (ldns_rr2buffer_wire(b, rr, LDNS_SECTION_ANSWER) !=
+		    LDNS_STATUS_OK)
+			goto servfail;
+	}
+	if (pq->q.edns)
+		dns_put_opt(b, pq->p->cfg.max_udp_size);
+	if (!ldns_buffer_status_ok(b) || ldns_buffer_position(b) > DNS_MAX_MSG)
+		goto servfail;
+	pq->ans = b;
+	pq->ans_rcode = rcode;
+	pq->el = fo.el;
+	pq->nel = fo.nel;
+	fo.el = NULL;
+	b = NULL;
+	ready_push(pq);
+	goto out;
+servfail:
+	dns_pq_fail(pq, "internal");
+out:
+	ldns_buffer_free(b);
+	dns_filter_out_free(&fo);
+}
+
+
+/* ---------------------------------------- upstream */
+
+#define DNS_TCP_UP_PER_SBX	8	/* TCP upstream fds of one sandbox */
+/* Upstream UDP sockets (see "upstream sockets" below). */
+#define DNS_USOCK_POOL		8	/* live sockets per upstream */
+#define DNS_USOCK_USES		64	/* queries one socket carries, at most */
+#define DNS_USOCK_AGE_MS	1000	/* a socket takes new queries this long */
+#define DNS_USOCK_INFLIGHT	64	/* outstanding queries per socket */
+#define DNS_PQ_SPARE		64	/* freed queries kept for reuse */
+
+/* An upstream UDP socket: connected to one upstream, on a port the kernel
+ * picked at random, shared by the queries in flight on it (each with an
+ * id unique on the socket) and retired after a few queries or a second. */
+struct dns_usock {
+	struct dns_proxy	*p;
+	struct dns_usock	*next, *prev;		/* proxy's list */
+	int			 fd;
+	size_t			 up;			/* upstream index */
+	bool			 retired;		/* takes no new query */
+	bool			 in_cb;			/* inside usock_cb */
+	uint32_t		 uses;
+	uint64_t		 born_ms;
+	struct dns_pq		*pqs;			/* in flight on it */
+	size_t			 inflight;
+};
+
+/* A zeroed query: a spare one if there is one. NULL without memory. */
+struct dns_pq *
+dns_pq_alloc(struct dns_proxy *p)
+{
+	struct dns_pq *pq;
+
+	if ((pq = p->spare) == NULL)
+		return calloc(1, sizeof(*pq));
+	p->spare = pq->next;
+	p->nspare--;
+	memset(pq, 0, sizeof(*pq));
+	return pq;
+}
 
 /*
  * Upstream sockets. A fresh socket per query (socket, connect, two epoll
@@ -1018,15 +1395,15 @@ handle_query(struct dns_proxy *p, struct dns_conn *cn,
  * kernel; a socket carries at most DNS_USOCK_USES queries and takes new
  * ones for at most DNS_USOCK_AGE_MS, so no port stays guessable for long;
  * the queries of one listener wakeup share a socket (they leave in one
- * sendmmsg: usend_flush), the first of them picks one of up to
+ * sendmmsg: dns_usend_flush), the first of them picks one of up to
  * DNS_USOCK_POOL live sockets at random; ids are random and unique among
  * the queries in flight on a socket; and a reply must still match its
  * query's id and question.
  */
 static void	usock_cb(struct ev_loop *, int, unsigned, void *);
 
-static void
-usock_close(struct dns_usock *us)
+void
+dns_usock_close(struct dns_usock *us)
 {
 	struct dns_proxy *p = us->p;
 
@@ -1053,7 +1430,7 @@ usock_retire(struct dns_usock *us)
 {
 	us->retired = true;
 	if (us->inflight == 0 && !us->in_cb)
-		usock_close(us);
+		dns_usock_close(us);
 }
 
 static struct dns_usock *
@@ -1107,7 +1484,7 @@ rnd_byte(struct dns_proxy *p)
 	uint8_t b;
 
 	if (rnd_take(p, &b, 1) == -1)
-		return (uint8_t)(now_us() >> 3);
+		return (uint8_t)(dns_now_us() >> 3);
 	return b;
 }
 
@@ -1218,8 +1595,8 @@ pq_close_fd(struct dns_pq *pq)
 	pq->rlen = 0;
 }
 
-static void
-pq_free(struct dns_pq *pq)
+void
+dns_pq_free(struct dns_pq *pq)
 {
 	struct dns_proxy *p = pq->p;
 	struct dns_pq **pp;
@@ -1232,8 +1609,8 @@ pq_free(struct dns_pq *pq)
 				break;
 			}
 		pq->conn->inflight--;
-		if (conn_done(pq->conn))
-			conn_close(pq->conn);
+		if (dns_conn_done(pq->conn))
+			dns_conn_close(pq->conn);
 	}
 	if (pq->prev != NULL)
 		pq->prev->next = pq->next;
@@ -1255,30 +1632,30 @@ pq_free(struct dns_pq *pq)
 }
 
 /* Answer the client (if it is still there), record, and free. */
-static void
-pq_finish(struct dns_pq *pq, ldns_buffer *b, uint8_t rcode)
+void
+dns_pq_finish(struct dns_pq *pq, ldns_buffer *b, uint8_t rcode)
 {
 	struct dns_proxy *p = pq->p;
 
 	pq->ev.rcode = rcode;
 	if (pq->orphan)
 		pq->ev.rcode = RCODE_NONE;	/* its TCP client left */
-	record(p, &pq->ev, pq->t0_us);
+	dns_record(p, &pq->ev, pq->t0_us);
 	if (pq->ev.rcode != RCODE_NONE && b != NULL)
-		reply(p, pq->conn, (struct sockaddr *)&pq->src, pq->srclen,
+		dns_reply(p, pq->conn, (struct sockaddr *)&pq->src, pq->srclen,
 		    &pq->q, true, b);
 	else if (pq->ev.rcode != RCODE_NONE)
-		reply_simple(p, pq->conn, (struct sockaddr *)&pq->src,
+		dns_reply_simple(p, pq->conn, (struct sockaddr *)&pq->src,
 		    pq->srclen, &pq->q, true, rcode);
-	pq_free(pq);
+	dns_pq_free(pq);
 }
 
-static void
-pq_fail(struct dns_pq *pq, const char *why)
+void
+dns_pq_fail(struct dns_pq *pq, const char *why)
 {
 	pq->ev.decision = DNS_DEC_ERROR;
-	copystr(pq->ev.reason, sizeof(pq->ev.reason), why);
-	pq_finish(pq, NULL, RCODE_SERVFAIL);
+	dns_copystr(pq->ev.reason, sizeof(pq->ev.reason), why);
+	dns_pq_finish(pq, NULL, RCODE_SERVFAIL);
 }
 
 static void
@@ -1288,10 +1665,10 @@ pq_next_upstream(struct dns_pq *pq)
 	pq->up = (pq->up + 1) % pq->p->cfg.nupstreams;
 	pq->tries++;
 	if (pq->tries >= pq->p->cfg.nupstreams) {
-		pq_fail(pq, "upstream_failed");
+		dns_pq_fail(pq, "upstream_failed");
 		return;
 	}
-	pq_start(pq);
+	dns_pq_start(pq);
 }
 
 static void
@@ -1302,891 +1679,6 @@ pq_timeout(struct ev_loop *loop, void *arg)
 	(void)loop;
 	pq->timer = NULL;
 	pq_next_upstream(pq);
-}
-
-/* ----------------------------------------------------------------- cache */
-
-/*
- * The answer cache. It saves the upstream round trip, never the checks: a
- * cached answer goes through the same question match, CNAME-chain cut,
- * address classification, policy of the asking sandbox and learn (the
- * elements are refreshed on every answer, cached or not: DESIGN §5) as a
- * fresh one, with its TTLs aged. Only NOERROR answers with records are
- * kept, for the smallest TTL among them (at most DNS_CACHE_TTL_MAX: a
- * changed record is picked up within the hour); bounded in entries
- * (cfg.cache_max) and bytes (DNS_CACHE_BYTES) and drops its oldest entry
- * when full. Entries are found through an open-addressed index that keeps
- * each entry's hash: a name never seen (under a flood of fresh names, every
- * query) costs a read of the index, not of the entries; this cut the cache's
- * share of the loop thread's time under the benchmark's load from about 6 %
- * to about 2 %.
- */
-static uint32_t
-cache_hash(const uint8_t *k, size_t kl, uint16_t qtype, uint16_t qclass)
-{
-	uint32_t h = 2166136261u ^ qtype ^ ((uint32_t)qclass << 16);
-	size_t i;
-
-	for (i = 0; i < kl; i++)
-		h = (h ^ k[i]) * 16777619u;
-	return h;
-}
-
-/* The lower-cased wire name of q: the cache key. */
-static size_t
-cache_key(const struct dns_query *q, uint8_t *k)
-{
-	size_t i;
-
-	for (i = 0; i < q->qwire_len; i++)
-		k[i] = q->qwire[i] >= 'A' && q->qwire[i] <= 'Z' ?
-		    (uint8_t)(q->qwire[i] - 'A' + 'a') : q->qwire[i];
-	return q->qwire_len;
-}
-
-/*
- * Removes e's slot from the index (linear probing, load at most 1/2). The
- * entries after it in its run move back when their home slot allows it
- * (backward-shift deletion), so no tombstones pile up and a lookup stops
- * at the first free slot.
- */
-static void
-cslot_del(struct dns_proxy *p, const struct dns_centry *e)
-{
-	size_t i = e->hash & p->cmask, j, k;
-
-	while (p->cslots[i].e != e)
-		i = (i + 1) & p->cmask;
-	for (j = i;;) {
-		j = (j + 1) & p->cmask;
-		if (p->cslots[j].e == NULL)
-			break;
-		k = p->cslots[j].hash & p->cmask;
-		/* The entry at j stays when its home k lies cyclically in
-		 * (i, j]: moving it to i would put it before its home. */
-		if (i <= j ? i < k && k <= j : i < k || k <= j)
-			continue;
-		p->cslots[i] = p->cslots[j];
-		i = j;
-	}
-	p->cslots[i].e = NULL;
-	p->cslots[i].hash = 0;
-}
-
-static void
-cache_unlink(struct dns_proxy *p, struct dns_centry *e)
-{
-	cslot_del(p, e);
-	if (e->oprev != NULL)
-		e->oprev->onext = e->onext;
-	else
-		p->cold = e->onext;
-	if (e->onext != NULL)
-		e->onext->oprev = e->oprev;
-	else
-		p->cnew = e->oprev;
-	p->ncache--;
-	p->cache_bytes -= sizeof(*e) + e->klen + e->mlen;
-	free(e);
-}
-
-static struct dns_centry *
-cache_find(struct dns_proxy *p, const struct dns_query *q, uint64_t now)
-{
-	uint8_t k[sizeof(q->qwire)];
-	size_t kl = cache_key(q, k);
-	uint32_t h = cache_hash(k, kl, q->qtype, q->qclass);
-	struct dns_centry *e;
-	size_t i;
-
-	for (i = h & p->cmask; (e = p->cslots[i].e) != NULL;
-	    i = (i + 1) & p->cmask) {
-		if (p->cslots[i].hash != h || e->qtype != q->qtype ||
-		    e->qclass != q->qclass || e->klen != kl ||
-		    memcmp(e->data, k, kl) != 0)
-			continue;
-		if (now >= e->expires_ms) {
-			cache_unlink(p, e);
-			return NULL;
-		}
-		return e;
-	}
-	return NULL;
-}
-
-/* Keeps the checked upstream reply (m, len) to pq's question. */
-static void
-cache_put(struct dns_proxy *p, const struct dns_query *q, ldns_pkt *pkt,
-    const uint8_t *m, size_t len)
-{
-	ldns_rr_list *an = ldns_pkt_answer(pkt);
-	size_t nan = ldns_rr_list_rr_count(an), i;
-	uint32_t minttl = UINT32_MAX;
-	uint64_t now = ev_now_ms();
-	struct dns_centry *e;
-
-	if (p->cfg.no_cache || ldns_pkt_get_rcode(pkt) != LDNS_RCODE_NOERROR ||
-	    ldns_pkt_tc(pkt) || nan == 0 || len > DNS_CACHE_MSG_MAX)
-		return;
-	for (i = 0; i < nan; i++)
-		if (ldns_rr_ttl(ldns_rr_list_rr(an, i)) < minttl)
-			minttl = ldns_rr_ttl(ldns_rr_list_rr(an, i));
-	if (minttl == 0)
-		return;
-	if (minttl > DNS_CACHE_TTL_MAX)
-		minttl = DNS_CACHE_TTL_MAX;
-	if ((e = cache_find(p, q, now)) != NULL)
-		cache_unlink(p, e);
-	while ((p->ncache >= p->cache_cap || p->cache_bytes +
-	    sizeof(*e) + q->qwire_len + len > DNS_CACHE_BYTES) &&
-	    p->cold != NULL)
-		cache_unlink(p, p->cold);
-	if ((e = calloc(1, sizeof(*e) + q->qwire_len + len)) == NULL)
-		return;
-	e->klen = cache_key(q, e->data);
-	e->mlen = len;
-	memcpy(e->data + e->klen, m, len);
-	e->qtype = q->qtype;
-	e->qclass = q->qclass;
-	e->hash = cache_hash(e->data, e->klen, q->qtype, q->qclass);
-	e->stored_ms = now;
-	e->expires_ms = now + (uint64_t)minttl * 1000u;
-	for (i = e->hash & p->cmask; p->cslots[i].e != NULL;
-	    i = (i + 1) & p->cmask)
-		;
-	p->cslots[i].hash = e->hash;
-	p->cslots[i].e = e;
-	e->oprev = p->cnew;
-	if (p->cnew != NULL)
-		p->cnew->onext = e;
-	else
-		p->cold = e;
-	p->cnew = e;
-	p->ncache++;
-	p->cache_bytes += sizeof(*e) + e->klen + e->mlen;
-}
-
-/* The cached answer to q as a packet with aged TTLs, or NULL. */
-static ldns_pkt *
-cache_get(struct dns_proxy *p, const struct dns_query *q)
-{
-	uint64_t now = ev_now_ms();
-	struct dns_centry *e = cache_find(p, q, now);
-	ldns_pkt *pkt = NULL;
-	ldns_rr_list *an;
-	uint32_t age;
-	size_t i;
-
-	if (e == NULL || p->cfg.no_cache)
-		return NULL;
-	if (ldns_wire2pkt(&pkt, e->data + e->klen, e->mlen) !=
-	    LDNS_STATUS_OK || pkt == NULL) {
-		cache_unlink(p, e);
-		return NULL;
-	}
-	age = (uint32_t)((now - e->stored_ms) / 1000u);
-	an = ldns_pkt_answer(pkt);
-	for (i = 0; i < ldns_rr_list_rr_count(an); i++) {
-		ldns_rr *rr = ldns_rr_list_rr(an, i);
-
-		ldns_rr_set_ttl(rr, ldns_rr_ttl(rr) > age ?
-		    ldns_rr_ttl(rr) - age : 0);
-	}
-	p->stat_cache_hits++;
-	return pkt;
-}
-
-static void
-cache_clear(struct dns_proxy *p)
-{
-	while (p->cold != NULL)
-		cache_unlink(p, p->cold);
-}
-
-/* The cache's index for cfg: a power of two of at least twice the entries
- * the cache may hold (cfg->cache_max, 0 for DNS_CACHE_MAX, and no more
- * than DNS_CACHE_BYTES can hold), so that probes stay short; *capp gets
- * that entry bound, *maskp the slot count - 1. NULL: no memory. */
-static struct dns_cslot *
-cslots_new(const struct dns_config *cfg, size_t *maskp, size_t *capp)
-{
-	size_t cap = cfg->cache_max != 0 ? cfg->cache_max : DNS_CACHE_MAX;
-	size_t n = 2;
-
-	if (cap > DNS_CACHE_BYTES / sizeof(struct dns_centry))
-		cap = DNS_CACHE_BYTES / sizeof(struct dns_centry);
-	while (n < 2 * cap)
-		n *= 2;
-	*maskp = n - 1;
-	*capp = cap;
-	return calloc(n, sizeof(struct dns_cslot));
-}
-
-/* ------------------------------------------------------- batched learning */
-
-static void	dns_flush(struct ev_loop *, void *);
-
-/* Makes sure dns_flush runs once this loop iteration's callbacks are done.
- * If even that cannot be arranged (no memory), flush now: an answer may
- * leave a little earlier than its neighbours, never before its elements. */
-static void
-flush_schedule(struct dns_proxy *p)
-{
-	/* dns_flush sends what it queues itself before it returns. */
-	if (p->flush != NULL || p->flushing)
-		return;
-	if ((p->flush = ev_defer(p->loop, dns_flush, p)) == NULL)
-		dns_flush(p->loop, p);
-}
-
-static void
-ready_push(struct dns_pq *pq)
-{
-	struct dns_proxy *p = pq->p;
-
-	pq->rnext = NULL;
-	*p->ready_tail = pq;
-	p->ready_tail = &pq->rnext;
-	flush_schedule(p);
-}
-
-static bool
-elem_same(const struct fw_elem *a, const struct fw_elem *b)
-{
-	return a->family == b->family && a->proto == b->proto &&
-	    a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
-	    a->flags == b->flags && memcmp(a->addr, b->addr,
-	    sizeof(a->addr)) == 0 && strcmp(a->ifname, b->ifname) == 0;
-}
-
-/* Appends e to the batch, or, when the same element is already in it (two
- * names answering the same address, as CDNs do), keeps one with the longer
- * timeout: one element per key per batch. */
-static void
-batch_add(struct dns_proxy *p, size_t *nb, const struct fw_elem *e)
-{
-	size_t i;
-
-	for (i = 0; i < *nb; i++) {
-		if (elem_same(&p->bel[i], e)) {
-			if (e->timeout_ms > p->bel[i].timeout_ms)
-				p->bel[i].timeout_ms = e->timeout_ms;
-			return;
-		}
-	}
-	p->bel[(*nb)++] = *e;
-}
-
-/*
- * The sandbox of pq has as many learned destinations as it may have (the
- * learn hook said ENOSPC): SERVFAIL, the answer's addresses were never
- * reachable. A finding goes with the first refusal of each sandbox per
- * DNS_CAPNOTE_MS: a flood past the cap is one alert a minute, not one
- * per answer.
- */
-static void
-pq_fail_capped(struct dns_pq *pq)
-{
-	struct dns_proxy *p = pq->p;
-	struct dns_capnote *cn;
-	uint64_t h = 1469598103934665603ull, now = ev_now_ms();
-	const char *s;
-
-	for (s = pq->c.id; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	cn = &p->capnote[h % DNS_CAPNOTE_SLOTS];
-	if (strcmp(cn->id, pq->c.id) != 0 || cn->ms == 0 ||
-	    now - cn->ms >= DNS_CAPNOTE_MS) {
-		copystr(cn->id, sizeof(cn->id), pq->c.id);
-		cn->ms = now != 0 ? now : 1;
-		pq->ev.finding = true;
-	}
-	pq_fail(pq, "learned_cap");
-}
-
-static void
-ready_release(struct dns_pq *pq)
-{
-	ldns_buffer *b = pq->ans;
-
-	pq->ans = NULL;
-	pq_finish(pq, b, pq->ans_rcode);
-	ldns_buffer_free(b);
-}
-
-/*
- * dns_flush: the end of a loop iteration. The elements of every answer
- * that became ready in it go to the kernel in one learn call (one netlink
- * batch, one round trip) and, once it is acknowledged, the answers leave
- * (recorded first, as everywhere). When a batch fails, each of its
- * answers is tried again alone, so one element the kernel refuses costs
- * only its own query a SERVFAIL, not its neighbours'. Queued UDP answers
- * leave together at the end (sendmmsg).
- */
-static void
-dns_flush(struct ev_loop *loop, void *arg)
-{
-	struct dns_proxy *p = arg;
-	struct dns_pq *list, *pq, *next, *end;
-	size_t nb, tot, npq;
-	char err[128];
-
-	(void)loop;
-	p->flush = NULL;
-	p->flushing = true;
-	list = p->ready;
-	p->ready = NULL;
-	p->ready_tail = &p->ready;
-	while (list != NULL) {
-		/* A chunk: as many answers as fit in one batch (one answer
-		 * has at most DNS_MAX_ELEMS < DNS_BATCH_ELEMS elements). */
-		nb = tot = npq = 0;
-		for (end = list; end != NULL && (npq == 0 ||
-		    tot + end->nel <= DNS_BATCH_ELEMS); end = end->rnext) {
-			size_t i;
-
-			for (i = 0; i < end->nel; i++)
-				batch_add(p, &nb, &end->el[i]);
-			tot += end->nel;
-			npq++;
-		}
-		err[0] = '\0';
-		if (nb > 0 && p->h.learn(p->h.ctx, p->bel, nb, err,
-		    sizeof(err)) != 0) {
-			/* ENOSPC: a sandbox at its learn cap, which its
-			 * findings report; only other failures are logged. */
-			int e = errno;
-
-			if (e != ENOSPC)
-				log_warnx("%s: learn of %zu elements for %zu "
-				    "answers failed: %s%s", __func__, nb, npq,
-				    err, npq > 1 ? "; trying each answer "
-				    "alone" : "");
-			for (pq = list; pq != end; pq = next) {
-				next = pq->rnext;
-				err[0] = '\0';
-				if (pq->nel > 0 && (npq == 1 ||
-				    (e = 0, p->h.learn(p->h.ctx, pq->el,
-				    pq->nel, err, sizeof(err)) != 0))) {
-					if (npq > 1)
-						e = errno;
-					if (e == ENOSPC) {
-						pq_fail_capped(pq);
-						continue;
-					}
-					if (npq > 1)
-						log_warnx("%s: learn for %s "
-						    "(%s) failed: %s", __func__,
-						    pq->c.id, pq->q.qname, err);
-					pq_fail(pq, "learn_failed");
-				} else
-					ready_release(pq);
-			}
-		} else {
-			if (nb > 0) {
-				p->stat_batches++;
-				p->stat_batched += npq;
-			}
-			for (pq = list; pq != end; pq = next) {
-				next = pq->rnext;
-				ready_release(pq);
-			}
-		}
-		list = end;
-	}
-	if (p->nout > 0)
-		out_send(p);
-	p->flushing = false;
-}
-
-/* ----------------------------------------------------------- taint keep */
-
-/* The pure decision for a tainted sandbox allows name on both ends of the
- * range (so an explicit deny with ports still wins). */
-static bool
-keep_confirmed(const struct pol_policy *pol, const char *name, uint8_t proto,
-    uint16_t lo, uint16_t hi)
-{
-	struct pol_egress_q eq;
-	struct pol_decision d;
-	uint16_t port[2] = { lo, hi };
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		memset(&eq, 0, sizeof(eq));
-		eq.host = name;
-		eq.proto = proto;
-		eq.port = port[i];
-		eq.tainted = true;
-		memset(&d, 0, sizeof(d));
-		d.verdict = POL_DENY;
-		pol_egress_decide(pol, &eq, &d);
-		if (d.verdict != POL_ALLOW)
-			return false;
-	}
-	return true;
-}
-
-/*
- * dns_port_segments: the port ranges one answered address is learned with.
- * ports are what the sandbox may use the name with now; keep are the
- * name's taint keep-list entries. Each range of ports is cut where keep
- * ranges of the same protocol begin and end, and the pieces inside one
- * get FW_ELEM_KEEP, confirmed by the pure decision for a tainted sandbox
- * (pol_egress_decide with tainted=true on both ends), so the piece stays
- * usable after a taint and nothing outside the keep-list does. Pieces are
- * disjoint and cover exactly the ranges of ports. ports and keep hold TCP
- * and UDP rules only (the caller filters them with ports_learnable).
- * Returns the count (at most max; ranges past it are left out, which only
- * narrows).
- */
-static size_t
-dns_port_segments(const struct pol_policy *pol, const char *name,
-    const struct pol_net_rule *ports, size_t nports,
-    const struct pol_net_rule *keep, size_t nkeep, struct dns_seg *out,
-    size_t max)
-{
-	size_t i, k, n = 0;
-
-	for (i = 0; i < nports && n < max; i++) {
-		uint32_t cur = ports[i].port_lo, hi = ports[i].port_hi;
-
-		while (cur <= hi && n < max) {
-			uint32_t end = hi, next = hi + 1;
-			bool in = false;
-
-			for (k = 0; k < nkeep; k++) {
-				if (keep[k].proto != ports[i].proto)
-					continue;
-				if (keep[k].port_lo <= cur &&
-				    cur <= keep[k].port_hi) {
-					/* Inside: up to this keep range's end
-					 * (overlapping keep ranges extend it on
-					 * the next turn). */
-					if (!in || keep[k].port_hi > end)
-						end = keep[k].port_hi < hi ?
-						    keep[k].port_hi : hi;
-					in = true;
-				} else if (!in && keep[k].port_lo > cur &&
-				    keep[k].port_lo <= hi &&
-				    keep[k].port_lo < next)
-					next = keep[k].port_lo;
-			}
-			if (!in)
-				end = next - 1;
-			out[n].proto = ports[i].proto;
-			out[n].lo = (uint16_t)cur;
-			out[n].hi = (uint16_t)end;
-			out[n].flags = in && keep_confirmed(pol, name,
-			    ports[i].proto, (uint16_t)cur, (uint16_t)end) ?
-			    FW_ELEM_KEEP : 0;
-			n++;
-			cur = end + 1;
-		}
-	}
-	return n;
-}
-
-/*
- * ports_learnable: keeps, in order, only the TCP and UDP rules of
- * r[0..n) and returns their count. A learned element is an address with
- * a protocol and a port range, and the firewall takes TCP and UDP ones
- * only (fw_learn refuses any other, failing the whole answer). ICMP to a
- * name is not opened by learning: the firewall's ICMP allowance is by
- * address (CIDR rules). So a name's ICMP rule neither reaches learn nor
- * stops the name resolving and its TCP/UDP rules being learned.
- */
-static size_t
-ports_learnable(struct pol_net_rule *r, size_t n)
-{
-	size_t i, k = 0;
-
-	for (i = 0; i < n; i++)
-		if (r[i].proto == IPPROTO_TCP || r[i].proto == IPPROTO_UDP)
-			r[k++] = r[i];
-	return k;
-}
-
-static bool
-chain_has(ldns_rdf **chain, size_t n, const ldns_rdf *name)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (ldns_dname_compare(chain[i], name) == 0)
-			return true;
-	return false;
-}
-
-static uint32_t
-clamp_ttl(const struct pol_dns_limits *l, uint32_t ttl)
-{
-	if (ttl < l->min_ttl_s)
-		return l->min_ttl_s;
-	if (l->max_ttl_s != 0 && ttl > l->max_ttl_s)
-		return l->max_ttl_s;
-	return ttl;
-}
-
-/* Decide whether an answered address may be used by this sandbox. The
- * precedence is the policy's: pol_egress_decide over the address literal
- * (with the first protocol/port the name is allowed on). Host rules are
- * names, so a public address of an allowed name comes back "no matching
- * rule" and is kept; an explicit deny (e.g. a CIDR deny covering it), a
- * private class without an explicit CIDR allow and the always-denied
- * classes are removed. */
-static bool
-addr_keep(const struct dns_filter_in *in, const struct pol_addr *a,
-    const struct pol_net_rule *ports, size_t nports, struct dns_ev_addr *ea)
-{
-	struct pol_addr_info info;
-	struct pol_egress_q eq;
-	struct pol_decision d;
-	char lit[INET6_ADDRSTRLEN];
-
-	pol_addr_classify(a, in->treat_as_public, in->ntreat_as_public,
-	    &info);
-	if (ea != NULL)
-		copystr(ea->cls, sizeof(ea->cls),
-		    pol_addr_class_name(info.cls));
-	if (pol_addr_class_always_denied(info.cls))
-		return false;
-	if (pol_addr_format(a, lit, sizeof(lit)) == NULL)
-		return false;
-	memset(&eq, 0, sizeof(eq));
-	eq.host = lit;
-	eq.proto = nports > 0 ? ports[0].proto : IPPROTO_TCP;
-	eq.port = nports > 0 ? ports[0].port_lo : 443;
-	eq.tainted = in->c->tainted;
-	eq.treat_as_public = in->treat_as_public;
-	eq.ntreat_as_public = in->ntreat_as_public;
-	memset(&d, 0, sizeof(d));
-	d.verdict = POL_DENY;
-	pol_egress_decide(in->c->policy, &eq, &d);
-	if (d.verdict == POL_ALLOW)
-		return true;
-	if (info.cls != POL_ADDR_PUBLIC || d.reason == NULL)
-		return false;
-	/* Only "nothing about this address" keeps it (the name already
-	 * decided, including a tainted sandbox's keep-list); any other
-	 * reason, known or not, removes it. */
-	return strcmp(d.reason, "no_matching_rule") == 0 ||
-	    strcmp(d.reason, "tainted") == 0;
-}
-
-void
-dns_filter_out_free(struct dns_filter_out *out)
-{
-	if (out == NULL)
-		return;
-	free(out->keep);
-	free(out->ttls);
-	free(out->el);
-	memset(out, 0, sizeof(*out));
-}
-
-int
-dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
-    struct dns_event *ev, struct dns_filter_out *out)
-{
-	const struct pol_dns_limits *lim = in->lim;
-	const struct dns_query *q = in->q;
-	ldns_rr_list *an = ldns_pkt_answer(pkt);
-	size_t nan = ldns_rr_list_rr_count(an), i, k, nports, nel = 0;
-	ldns_rdf *chain[DNS_MAX_CHAIN + 1];
-	size_t nchain = 0;
-	struct pol_net_rule ports[DNS_MAX_PORTS], kports[DNS_MAX_PORTS];
-	struct dns_seg segs[DNS_MAX_SEGS];
-	size_t nkports, nsegs, elcap, naddr = 0;
-	size_t max_addrs = in->max_addrs != 0 ? in->max_addrs :
-	    DNS_MAX_ANSWER_ADDRS;
-	uint64_t tmo;
-	bool grew;
-	ldns_rdf *qn;
-
-	memset(out, 0, sizeof(*out));
-	if ((qn = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, q->qwire_len,
-	    q->qwire)) == NULL)
-		return -1;
-	chain[nchain++] = qn;
-	/* Follow the CNAME chain from the queried name; records whose owner
-	 * is not on it are dropped, so an upstream cannot slip in
-	 * addresses for other names. */
-	do {
-		grew = false;
-		for (i = 0; i < nan && nchain <= DNS_MAX_CHAIN; i++) {
-			ldns_rr *rr = ldns_rr_list_rr(an, i);
-			ldns_rdf *t;
-
-			/* Only links that are sent on: a CNAME of another
-			 * class would lead to records whose way from the
-			 * question the sandbox never sees. */
-			if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME ||
-			    ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN ||
-			    ldns_rr_rd_count(rr) != 1 ||
-			    !chain_has(chain, nchain, ldns_rr_owner(rr)))
-				continue;
-			t = ldns_rr_rdf(rr, 0);
-			if (ldns_rdf_get_type(t) != LDNS_RDF_TYPE_DNAME ||
-			    chain_has(chain, nchain, t))
-				continue;
-			if (nchain <= DNS_MAX_CHAIN) {
-				chain[nchain++] = t;
-				grew = true;
-			}
-		}
-	} while (grew && nchain <= DNS_MAX_CHAIN);
-
-	nports = pol_egress_ports_for_name(in->c->policy, q->qname,
-	    in->c->tainted, ports, DNS_MAX_PORTS);
-	if (nports > DNS_MAX_PORTS)
-		nports = DNS_MAX_PORTS;
-	/* Also before addr_keep, which decides with the first of them. */
-	nports = ports_learnable(ports, nports);
-	/* The taint keep-list is asked for also while the sandbox is not
-	 * tainted: elements learned now must still work right after a
-	 * taint narrows it (FW_ELEM_KEEP). */
-	nkports = pol_egress_ports_for_name(in->c->policy, q->qname, true,
-	    kports, DNS_MAX_PORTS);
-	if (nkports > DNS_MAX_PORTS)
-		nkports = DNS_MAX_PORTS;
-	nkports = ports_learnable(kports, nkports);
-	nsegs = dns_port_segments(in->c->policy, q->qname, ports, nports,
-	    kports, nkports, segs, DNS_MAX_SEGS);
-	out->keep = calloc(nan + 1, sizeof(*out->keep));
-	out->ttls = calloc(nan + 1, sizeof(*out->ttls));
-	/* Every address yields nsegs elements: size for that, not for the
-	 * worst case, as this runs once per answer. */
-	elcap = nan * nsegs < DNS_MAX_ELEMS ? nan * nsegs : DNS_MAX_ELEMS;
-	out->el = calloc(elcap ? elcap : 1, sizeof(*out->el));
-	if (out->keep == NULL || out->ttls == NULL || out->el == NULL) {
-		ldns_rdf_deep_free(qn);
-		dns_filter_out_free(out);
-		return -1;
-	}
-	for (i = 0; i < nan; i++) {
-		ldns_rr *rr = ldns_rr_list_rr(an, i);
-		ldns_rr_type t = ldns_rr_get_type(rr);
-		uint32_t ttl = ldns_rr_ttl(rr);
-		struct pol_addr a;
-		ldns_rdf *rd;
-		struct dns_ev_addr *ea;
-
-		if (ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN ||
-		    !chain_has(chain, nchain, ldns_rr_owner(rr)))
-			continue;
-		if (t == LDNS_RR_TYPE_CNAME) {
-			out->keep[i] = true;
-			out->ttls[i] = lim->max_ttl_s && ttl > lim->max_ttl_s ?
-			    lim->max_ttl_s : ttl;
-			continue;
-		}
-		if (t != LDNS_RR_TYPE_A && t != LDNS_RR_TYPE_AAAA) {
-			/* Other types only when they were asked for. */
-			if ((uint16_t)t == q->qtype) {
-				out->keep[i] = true;
-				out->ttls[i] = lim->max_ttl_s &&
-				    ttl > lim->max_ttl_s ? lim->max_ttl_s : ttl;
-			}
-			continue;
-		}
-		/* Addresses only for an A/AAAA question: an address that the
-		 * kernel will not learn must not reach the sandbox either. */
-		if ((uint16_t)t != q->qtype)
-			continue;
-		rd = ldns_rr_rdf(rr, 0);
-		memset(&a, 0, sizeof(a));
-		a.family = t == LDNS_RR_TYPE_A ? AF_INET : AF_INET6;
-		if (ldns_rr_rd_count(rr) != 1 || rd == NULL ||
-		    ldns_rdf_size(rd) != (a.family == AF_INET ? 4u : 16u))
-			continue;
-		memcpy(a.a, ldns_rdf_data(rd), ldns_rdf_size(rd));
-		/*
-		 * Past the address cap (a real answer has a handful; an
-		 * upstream that a sandbox controls can send thousands, each
-		 * costing the kernel an element per port range and the loop a
-		 * policy decision) the address is dropped from the answer
-		 * unexamined, and past the element cap it could not be
-		 * learned: the sandbox does not get it either. Dropping
-		 * rather than refusing the answer keeps a name of many
-		 * addresses working with the first of them, which is all a
-		 * client uses; refusing would give nothing more against an
-		 * upstream that can as well send exactly the cap.
-		 */
-		if (naddr >= max_addrs || nel + nsegs > elcap)
-			continue;
-		naddr++;
-		ea = ev->naddrs < DNS_EV_MAX_ADDRS ? &ev->addrs[ev->naddrs] :
-		    NULL;
-		ev->naddrs++;
-		if (ea != NULL) {
-			ea->family = a.family;
-			memcpy(ea->addr, a.a, sizeof(ea->addr));
-			ea->ttl = ttl;
-		}
-		if (!addr_keep(in, &a, ports, nports, ea)) {
-			ev->nremoved++;
-			continue;
-		}
-		if (ea != NULL)
-			ea->kept = true;
-		ev->nkept++;
-		out->keep[i] = true;
-		/* In milliseconds the clamped TTL may not fit 32 bits (max_ttl
-		 * can be years), and 0 (min_ttl 0 and an upstream TTL 0) is
-		 * an element fw_learn refuses: the element lives at least a
-		 * second and at most UINT32_MAX ms, and the TTL the sandbox
-		 * gets is cut to that below. */
-		tmo = (uint64_t)clamp_ttl(lim, ttl) * 1000u;
-		if (tmo < 1000)
-			tmo = 1000;
-		if (tmo > UINT32_MAX)
-			tmo = UINT32_MAX;
-		out->ttls[i] = (uint32_t)(tmo / 1000u);
-		for (k = 0; k < nsegs; k++) {
-			struct fw_elem *e = &out->el[nel++];
-
-			copystr(e->ifname, sizeof(e->ifname), in->c->ifname);
-			e->family = a.family;
-			memcpy(e->addr, a.a, sizeof(e->addr));
-			e->proto = segs[k].proto;
-			e->port_lo = segs[k].lo;
-			e->port_hi = segs[k].hi;
-			e->flags = segs[k].flags;
-			e->timeout_ms = (uint32_t)tmo;
-		}
-		/* The sandbox's cache must not outlive the kernel element:
-		 * no longer than it lives, nor than the upstream said. */
-		if (ttl < out->ttls[i])
-			out->ttls[i] = ttl;
-	}
-	if (ev->nremoved > 0)
-		ev->finding = true;
-	out->nel = nel;
-	ldns_rdf_deep_free(qn);
-	return 0;
-}
-
-/* The upstream (or cached) answer passed the checks: filter it, build the
- * answer and the elements, and queue both for dns_flush, which learns the
- * elements of every answer of this loop iteration in one batch and only
- * then releases the answers. relookup: the query crossed a loop turn, so
- * its sandbox and policy are looked up again and the name decided again. */
-static void
-pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
-{
-	struct dns_event *ev = &pq->ev;
-	ldns_rr_list *an = ldns_pkt_answer(pkt);
-	size_t nan = ldns_rr_list_rr_count(an), i, nout = 0;
-	struct dns_filter_in fin;
-	struct dns_filter_out fo;
-	struct pol_decision d;
-	ldns_buffer *b = NULL;
-	uint8_t rcode = (uint8_t)ldns_pkt_get_rcode(pkt);
-
-	memset(&fo, 0, sizeof(fo));
-	/* Ask again who the client is: the policy pointer of the first
-	 * lookup is not held across loop turns (a reload may have replaced
-	 * it), and a sandbox removed meanwhile learns nothing. */
-	if (relookup) {
-		struct dns_client c;
-		bool same;
-
-		memset(&c, 0, sizeof(c));
-		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
-		    pq->srclen, &c) != 0 || c.policy == NULL ||
-		    strcmp(c.id, pq->c.id) != 0) {
-			pq_fail(pq, "sandbox_gone");
-			goto out;
-		}
-		/* The same policy text and taint decide the same
-		 * (pol_dns_decide is pure): only a change is decided again
-		 * below. */
-		same = c.tainted == pq->c.tainted && memcmp(pq->pdigest,
-		    pol_policy_digest(c.policy), sizeof(pq->pdigest)) == 0;
-		pq->c = c;
-		pol_dns_limits(c.policy, &pq->lim);
-		if (pq->lim.max_ttl_s < pq->lim.min_ttl_s)
-			pq->lim.max_ttl_s = pq->lim.min_ttl_s;
-		/* And decided again: a reload or a taint while the query
-		 * was upstream may have taken the name away, and an answer
-		 * is released under the policy in force, never an older
-		 * one (the uniform deny, as for a fresh query). */
-		if (same)
-			goto decided;
-		decide_name(&c, &pq->q, &d);
-		if (d.verdict != POL_ALLOW || (d.reason != NULL &&
-		    strcmp(d.reason, "nodata") == 0)) {
-			bool nodata = d.verdict == POL_ALLOW;
-
-			ev->decision = nodata ? DNS_DEC_NODATA : DNS_DEC_DENY;
-			copystr(ev->reason, sizeof(ev->reason), d.reason);
-			copystr(ev->rule, sizeof(ev->rule), d.rule);
-			pq_finish(pq, NULL, nodata ? RCODE_NOERROR :
-			    deny_rcode(&pq->lim));
-			goto out;
-		}
-	}
-decided:
-	fin.q = &pq->q;
-	fin.c = &pq->c;
-	fin.lim = &pq->lim;
-	fin.treat_as_public = pq->p->cfg.treat_as_public;
-	fin.ntreat_as_public = pq->p->cfg.ntreat_as_public;
-	fin.max_addrs = pq->p->cfg.max_answer_addrs;
-	if (dns_filter_answer(&fin, pkt, ev, &fo) == -1)
-		goto servfail;
-	if (ev->naddrs > 0 && ev->nkept == 0) {
-		ev->decision = DNS_DEC_DENY;
-		copystr(ev->reason, sizeof(ev->reason), "rebinding");
-		pq_finish(pq, NULL, deny_rcode(&pq->lim));
-		goto out;
-	}
-	ev->nelems = fo.nel;
-	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
-	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
-	/* Learned for the name asked (the one the policy decided), which
-	 * lives with pq until the answer leaves: a reload decides the
-	 * element again by it. The event's copies carry no pointer. */
-	for (i = 0; i < fo.nel; i++)
-		fo.el[i].name = pq->q.qname;
-
-	/* Under 1 KiB: the common answer fits, and a small request stays
-	 * out of malloc's large bins; the buffer grows when it must. */
-	if ((b = ldns_buffer_new(512)) == NULL)
-		goto servfail;
-	for (i = 0; i < nan; i++)
-		nout += fo.keep[i];
-	if (rcode != RCODE_NOERROR && rcode != RCODE_NXDOMAIN)
-		rcode = RCODE_SERVFAIL;
-	put_head(b, &pq->q, true, rcode, false, (uint16_t)nout);
-	for (i = 0; i < nan; i++) {
-		ldns_rr *rr = ldns_rr_list_rr(an, i);
-
-		if (!fo.keep[i])
-			continue;
-		ldns_rr_set_ttl(rr, fo.ttls[i]);
-		if (ldns_rr2buffer_wire(b, rr, LDNS_SECTION_ANSWER) !=
-		    LDNS_STATUS_OK)
-			goto servfail;
-	}
-	if (pq->q.edns)
-		put_opt(b, pq->p->cfg.max_udp_size);
-	if (!ldns_buffer_status_ok(b) || ldns_buffer_position(b) > DNS_MAX_MSG)
-		goto servfail;
-	pq->ans = b;
-	pq->ans_rcode = rcode;
-	pq->el = fo.el;
-	pq->nel = fo.nel;
-	fo.el = NULL;
-	b = NULL;
-	ready_push(pq);
-	goto out;
-servfail:
-	pq_fail(pq, "internal");
-out:
-	ldns_buffer_free(b);
-	dns_filter_out_free(&fo);
 }
 
 /* Check an upstream message against what we asked; 1 use it, 0 ignore it
@@ -2237,7 +1729,7 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 		ldns_pkt_free(pkt);
 		pq_close_fd(pq);
 		pq->tcp = true;
-		pq_start(pq);
+		dns_pq_start(pq);
 		return;
 	}
 	if (rc != LDNS_RCODE_NOERROR && rc != LDNS_RCODE_NXDOMAIN) {
@@ -2246,30 +1738,10 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 		return;
 	}
 	/* Before pq_close_fd: (m, len) may be the TCP buffer it frees. */
-	cache_put(pq->p, &pq->q, pkt, m, len);
+	dns_cache_put(pq->p, &pq->q, pkt, m, len);
 	pq_close_fd(pq);
-	pq_answer(pq, pkt, true);
+	dns_pq_answer(pq, pkt, true);
 	ldns_pkt_free(pkt);
-}
-
-/* Points DNS_RECV_BATCH message headers at the proxy's receive slots
- * (DNS_MAX_QUERY + 1 bytes each: one more than anything we accept, so
- * that MSG_TRUNC marks what is too long) and at from[] for the sender. */
-static void
-rbufs_prep(struct dns_proxy *p, struct mmsghdr *mh, struct iovec *iov,
-    struct sockaddr_storage *from)
-{
-	int i;
-
-	for (i = 0; i < DNS_RECV_BATCH; i++) {
-		iov[i].iov_base = p->rbufs + (size_t)i * (DNS_MAX_QUERY + 1);
-		iov[i].iov_len = DNS_MAX_QUERY + 1;
-		memset(&mh[i], 0, sizeof(mh[i]));
-		mh[i].msg_hdr.msg_iov = &iov[i];
-		mh[i].msg_hdr.msg_iovlen = 1;
-		mh[i].msg_hdr.msg_name = &from[i];
-		mh[i].msg_hdr.msg_namelen = sizeof(from[i]);
-	}
 }
 
 /* Replies on a shared upstream socket, up to DNS_RECV_BATCH per system
@@ -2289,7 +1761,7 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 	(void)loop;
 	(void)events;
-	rbufs_prep(p, mh, iov, from);
+	dns_rbufs_prep(p, mh, iov, from);
 	us->in_cb = true;
 	n = recvmmsg(fd, mh, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
 	if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -2322,7 +1794,7 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 			 * ask over TCP, as for a truncated answer. */
 			pq_close_fd(pq);
 			pq->tcp = true;
-			pq_start(pq);
+			dns_pq_start(pq);
 			continue;
 		}
 		if (pq_check(pq, m, len, &pkt) == 1)
@@ -2330,7 +1802,7 @@ usock_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 	us->in_cb = false;
 	if (us->inflight == 0 && us->retired)
-		usock_close(us);
+		dns_usock_close(us);
 }
 
 static void
@@ -2367,7 +1839,7 @@ pq_tcp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		return;
 	}
 	if (pq->rbuf == NULL && (pq->rbuf = malloc(2 + DNS_MAX_MSG)) == NULL) {
-		pq_fail(pq, "no_memory");
+		dns_pq_fail(pq, "no_memory");
 		return;
 	}
 	want = pq->rlen < 2 ? 2 : 2 + (size_t)(pq->rbuf[0] << 8 | pq->rbuf[1]);
@@ -2398,7 +1870,7 @@ pq_build(struct dns_pq *pq)
 	size_t o = 0;
 
 	if (rnd_take(p, &pq->upid, sizeof(pq->upid)) == -1)
-		pq->upid = (uint16_t)(now_us() ^ (uintptr_t)pq);
+		pq->upid = (uint16_t)(dns_now_us() ^ (uintptr_t)pq);
 	m[o++] = (uint8_t)(pq->upid >> 8);
 	m[o++] = (uint8_t)pq->upid;
 	m[o++] = 0x01;			/* RD */
@@ -2439,8 +1911,8 @@ tcp_up_of(const struct dns_proxy *p, const char *id)
 /* (Re)send the question to upstream pq->up: over UDP on a shared socket
  * (usock_get) with a new random id unique on it, over TCP on a fresh
  * connection; a new id every attempt. */
-static void
-pq_start(struct dns_pq *pq)
+void
+dns_pq_start(struct dns_pq *pq)
 {
 	struct dns_proxy *p = pq->p;
 	const struct sockaddr *ua = (struct sockaddr *)&p->cfg.upstreams[pq->up];
@@ -2449,7 +1921,7 @@ pq_start(struct dns_pq *pq)
 	int fd, i;
 
 	pq->sent = false;
-	sa_format(ua, pq->ev.upstream, sizeof(pq->ev.upstream));
+	dns_sa_format(ua, pq->ev.upstream, sizeof(pq->ev.upstream));
 	if (!pq->tcp) {
 		us = p->burst_us;
 		if (!p->deferring || us == NULL || us->up != pq->up ||
@@ -2465,7 +1937,7 @@ pq_start(struct dns_pq *pq)
 		}
 		if (i == 16)
 			goto fail;
-		/* The timer first: once pq is queued for usend_flush no
+		/* The timer first: once pq is queued for dns_usend_flush no
 		 * failure path may run (it would leave pq in the queue). */
 		if ((pq->timer = ev_timer_add(p->loop, p->cfg.timeout_ms,
 		    pq_timeout, pq)) == NULL)
@@ -2487,7 +1959,7 @@ pq_start(struct dns_pq *pq)
 		if (p->ntcpup >= DNS_TCP_UP_MAX ||
 		    tcp_up_of(p, pq->c.id) >= DNS_TCP_UP_PER_SBX) {
 			p->stat_up_refused++;
-			pq_fail(pq, "overload");
+			dns_pq_fail(pq, "overload");
 			return;
 		}
 		pq_build(pq);
@@ -2521,8 +1993,8 @@ fail:
  * every single send; one call per run pays that once. A query whose send
  * failed moves to the next upstream.
  */
-static void
-usend_flush(struct dns_proxy *p)
+void
+dns_usend_flush(struct dns_proxy *p)
 {
 	struct mmsghdr mh[DNS_UDP_BURST];
 	struct iovec iov[DNS_UDP_BURST];
@@ -2557,44 +2029,77 @@ usend_flush(struct dns_proxy *p)
 		pq_next_upstream(fail[i]);
 }
 
-/* ------------------------------------------------------------- listeners */
 
-/* Up to DNS_UDP_BURST queries per wakeup, DNS_RECV_BATCH per system call.
- * A buffer holds DNS_MAX_QUERY + 1 bytes: anything longer is hostile
- * whatever its content, and MSG_TRUNC marks it as such. */
-static void
-udp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
-{
-	struct dns_proxy *p = arg;
-	struct sockaddr_storage src[DNS_RECV_BATCH];
-	struct mmsghdr mm[DNS_RECV_BATCH];
-	struct iovec iov[DNS_RECV_BATCH];
-	int i, n, got = 0;
+/* ---------------------------------------- tcp */
 
-	(void)loop;
-	(void)events;
-	p->deferring = true;
-	while (got < DNS_UDP_BURST) {
-		rbufs_prep(p, mm, iov, src);
-		n = recvmmsg(fd, mm, DNS_RECV_BATCH, MSG_DONTWAIT, NULL);
-		if (n <= 0)
-			break;
-		for (i = 0; i < n; i++) {
-			size_t len = mm[i].msg_len;
-
-			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC)
-				len = DNS_MAX_QUERY + 1;
-			handle_query(p, NULL, (struct sockaddr *)&src[i],
-			    mm[i].msg_hdr.msg_namelen, iov[i].iov_base, len);
-		}
-		got += n;
-		if (n < DNS_RECV_BATCH)
-			break;
-	}
-	usend_flush(p);
-}
+#define DNS_TCP_MAX_OUT		(256 * 1024)
 
 static void	conn_touch(struct dns_conn *);
+
+/* dns_conn_done: a half-closed connection with nothing left to answer or to
+ * write is closed; until then its answers still go out (RFC 7766 6.2.4). */
+bool
+dns_conn_done(struct dns_conn *cn)
+{
+	return cn->eof && cn->inflight == 0 && cn->outlen == 0;
+}
+
+static int
+conn_flush(struct dns_conn *cn)
+{
+	ssize_t n;
+
+	while (cn->outlen > 0) {
+		n = send(cn->fd, cn->out, cn->outlen, MSG_NOSIGNAL);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		memmove(cn->out, cn->out + n, cn->outlen - (size_t)n);
+		cn->outlen -= (size_t)n;
+		if (n > 0)
+			cn->moved = true;
+	}
+	if (dns_conn_done(cn))
+		return -1;
+	ev_mod(cn->p->loop, cn->fd, (cn->eof ? 0 : EV_READ) |
+	    (cn->outlen ? EV_WRITE : 0));
+	return 0;
+}
+
+void
+dns_conn_send(struct dns_conn *cn, const uint8_t *m, size_t len)
+{
+	size_t need = cn->outlen + 2 + len;
+
+	if (len > DNS_MAX_MSG || need > DNS_TCP_MAX_OUT) {
+		/* A client that does not read its answers loses them. */
+		dns_conn_close(cn);
+		return;
+	}
+	if (need > cn->outcap) {
+		size_t cap = cn->outcap ? cn->outcap : 1024;
+		uint8_t *o;
+
+		while (cap < need)
+			cap *= 2;
+		if ((o = realloc(cn->out, cap)) == NULL) {
+			dns_conn_close(cn);
+			return;
+		}
+		cn->out = o;
+		cn->outcap = cap;
+	}
+	cn->out[cn->outlen] = (uint8_t)(len >> 8);
+	cn->out[cn->outlen + 1] = (uint8_t)len;
+	memcpy(cn->out + cn->outlen + 2, m, len);
+	cn->outlen = need;
+	if (conn_flush(cn) == -1)
+		dns_conn_close(cn);
+}
 
 /*
  * conn_idle: the idle timer of cn fired (no whole message was read for
@@ -2613,14 +2118,14 @@ conn_idle(struct ev_loop *loop, void *arg)
 	(void)loop;
 	cn->idle = NULL;
 	if (cn->outlen > 0 && !cn->moved) {
-		conn_close(cn);
+		dns_conn_close(cn);
 		return;
 	}
 	if (cn->inflight > 0 || cn->outlen > 0) {
 		conn_touch(cn);
 		return;
 	}
-	conn_close(cn);
+	dns_conn_close(cn);
 }
 
 /* conn_touch: (re)arm cn's idle timer for tcp_idle_ms, and start counting
@@ -2634,8 +2139,8 @@ conn_touch(struct dns_conn *cn)
 	    conn_idle, cn);
 }
 
-static void
-conn_close(struct dns_conn *cn)
+void
+dns_conn_close(struct dns_conn *cn)
 {
 	struct dns_proxy *p = cn->p;
 	struct dns_pq *pq;
@@ -2669,13 +2174,13 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 
 	if (events & EV_WRITE) {
 		if (conn_flush(cn) == -1) {
-			conn_close(cn);
+			dns_conn_close(cn);
 			return;
 		}
 	}
 	if (cn->eof && (events & EV_ERROR)) {
 		/* Reset while answers were pending: nobody to answer. */
-		conn_close(cn);
+		dns_conn_close(cn);
 		return;
 	}
 	if (!(events & (EV_READ | EV_ERROR)) || cn->eof)
@@ -2690,7 +2195,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		return;
 	}
 	if (n <= 0) {
-		conn_close(cn);
+		dns_conn_close(cn);
 		return;
 	}
 	cn->inlen += (size_t)n;
@@ -2703,7 +2208,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		need = 2 + (size_t)(cn->in[0] << 8 | cn->in[1]);
 		if (cn->inlen < need)
 			return;
-		/* handle_query may close cn (a client that does not read);
+		/* dns_handle_query may close cn (a client that does not read);
 		 * count the connection's identity before that. */
 		{
 			struct dns_proxy *p = cn->p;
@@ -2711,7 +2216,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 			uint8_t *msg = malloc(need - 2 + 1);
 
 			if (msg == NULL) {
-				conn_close(cn);
+				dns_conn_close(cn);
 				return;
 			}
 			memcpy(msg, cn->in + 2, need - 2);
@@ -2719,7 +2224,7 @@ conn_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 			cn->inlen -= need;
 			cn->last = ++p->conn_tick;
 			conn_touch(cn);
-			handle_query(p, cn, (struct sockaddr *)&cn->src,
+			dns_handle_query(p, cn, (struct sockaddr *)&cn->src,
 			    cn->srclen, msg, need - 2);
 			free(msg);
 			for (c2 = p->conns; c2 != NULL && c2 != cn;
@@ -2817,8 +2322,8 @@ conn_victim(struct dns_proxy *p, size_t mine)
  * of the slots, at least one. Neither is a query, so neither is recorded;
  * both are counted.
  */
-static void
-tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
+void
+dns_tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {
 	struct dns_proxy *p = arg;
 	struct dns_conn *cn, *victim = NULL;
@@ -2853,7 +2358,7 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 	if (victim != NULL) {
 		p->stat_tcp_evicted++;
-		conn_close(victim);
+		dns_conn_close(victim);
 	}
 	cn->next = p->conns;
 	if (p->conns != NULL)
@@ -2862,198 +2367,4 @@ tcp_accept_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	p->nconns++;
 	cn->last = ++p->conn_tick;
 	conn_touch(cn);
-}
-
-/* ------------------------------------------------------------- lifecycle */
-
-
-/* The listen address asks for an ephemeral port. */
-static int
-listen_port_is_zero(const struct dns_config *cfg)
-{
-	if (cfg->listen.ss_family == AF_INET)
-		return ((const struct sockaddr_in *)&cfg->listen)->sin_port == 0;
-	return ((const struct sockaddr_in6 *)&cfg->listen)->sin6_port == 0;
-}
-
-struct dns_proxy *
-dns_new(struct ev_loop *loop, const struct dns_config *cfg,
-    const struct dns_hooks *hooks, char *err, size_t errlen)
-{
-	int attempt;
-	struct dns_proxy *p;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int one = 1, serr;
-	const char *what = "";
-
-	if (loop == NULL || cfg == NULL || hooks == NULL ||
-	    cfg->nupstreams == 0 || cfg->nupstreams > DNS_MAX_UPSTREAMS ||
-	    hooks->lookup == NULL || hooks->learn == NULL) {
-		snprintf(err, errlen, "dns: bad arguments");
-		errno = EINVAL;
-		return NULL;
-	}
-	if ((p = calloc(1, sizeof(*p))) == NULL ||
-	    (p->rl = calloc(DNS_RL_SLOTS, sizeof(*p->rl))) == NULL ||
-	    (p->bel = calloc(DNS_BATCH_ELEMS, sizeof(*p->bel))) == NULL ||
-	    (p->out = calloc(DNS_OUT_SLOTS, sizeof(*p->out))) == NULL ||
-	    (p->rbufs = malloc((size_t)DNS_RECV_BATCH *
-	    (DNS_MAX_QUERY + 1))) == NULL ||
-	    (p->cslots = cslots_new(cfg, &p->cmask, &p->cache_cap)) == NULL) {
-		if (p != NULL) {
-			free(p->rl);
-			free(p->bel);
-			free(p->out);
-			free(p->rbufs);
-			free(p);
-		}
-		snprintf(err, errlen, "dns: out of memory");
-		errno = ENOMEM;
-		return NULL;
-	}
-	p->loop = loop;
-	p->cfg = *cfg;
-	p->h = *hooks;
-	p->ufd = p->tfd = -1;
-	p->ready_tail = &p->ready;
-	p->rndpos = sizeof(p->rnd);	/* empty: fill on first use */
-	if (p->cfg.timeout_ms == 0)
-		p->cfg.timeout_ms = 2000;
-	if (p->cfg.tcp_idle_ms == 0)
-		p->cfg.tcp_idle_ms = 10000;
-	if (p->cfg.max_tcp_conns == 0)
-		p->cfg.max_tcp_conns = 256;
-	/* One sandbox must not be able to take every slot: when asked for
-	 * as many as there are, it gets half of them. */
-	if (p->cfg.tcp_per_sandbox == 0)
-		p->cfg.tcp_per_sandbox = DNS_TCP_PER_SRC;
-	else if (p->cfg.max_tcp_conns > 1 &&
-	    p->cfg.tcp_per_sandbox >= p->cfg.max_tcp_conns)
-		p->cfg.tcp_per_sandbox = p->cfg.max_tcp_conns / 2;
-	if (p->cfg.max_answer_addrs == 0)
-		p->cfg.max_answer_addrs = DNS_MAX_ANSWER_ADDRS;
-	if (p->cfg.max_answer_addrs > DNS_MAX_ELEMS)
-		p->cfg.max_answer_addrs = DNS_MAX_ELEMS;
-	if (p->cfg.max_pending == 0)
-		p->cfg.max_pending = 4096;
-	if (p->cfg.max_udp_size < 512)
-		p->cfg.max_udp_size = 1232;
-	/* What we advertise upstream must fit a receive slot (usock_cb). */
-	if (p->cfg.max_udp_size > DNS_MAX_QUERY)
-		p->cfg.max_udp_size = DNS_MAX_QUERY;
-
-	/*
-	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
-	 * ephemeral UDP port may already be taken for TCP by someone else:
-	 * then try another one (only when the caller asked for port 0).
-	 */
-	for (attempt = 0;; attempt++) {
-		what = "udp socket";
-		p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM |
-		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (p->ufd == -1 || bind(p->ufd,
-		    (struct sockaddr *)&cfg->listen, cfg->listen_len) == -1)
-			goto fail;
-		what = "getsockname";
-		sl = sizeof(ss);
-		if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
-			goto fail;
-		p->port = ntohs(ss.ss_family == AF_INET ?
-		    ((struct sockaddr_in *)&ss)->sin_port :
-		    ((struct sockaddr_in6 *)&ss)->sin6_port);
-		what = "tcp socket";
-		p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-		    SOCK_CLOEXEC, 0);
-		if (p->tfd == -1 || setsockopt(p->tfd, SOL_SOCKET,
-		    SO_REUSEADDR, &one, sizeof(one)) == -1)
-			goto fail;
-		if (bind(p->tfd, (struct sockaddr *)&ss, sl) == 0)
-			break;
-		if (errno != EADDRINUSE || !listen_port_is_zero(cfg) ||
-		    attempt >= 16)
-			goto fail;
-		close(p->tfd);
-		close(p->ufd);
-		p->tfd = p->ufd = -1;
-	}
-	if (listen(p->tfd, 64) == -1)
-		goto fail;
-	what = "ev_add";
-	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
-		goto fail;
-	if (ev_add(loop, p->tfd, EV_READ, tcp_accept_cb, p) == -1) {
-		ev_del(loop, p->ufd);
-		goto fail;
-	}
-	return p;
-fail:
-	serr = errno;
-	snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
-	if (p->ufd != -1)
-		close(p->ufd);
-	if (p->tfd != -1)
-		close(p->tfd);
-	free(p->rl);
-	free(p->bel);
-	free(p->out);
-	free(p->rbufs);
-	free(p->cslots);
-	free(p);
-	errno = serr;
-	return NULL;
-}
-
-void
-dns_free(struct dns_proxy *p)
-{
-	if (p == NULL)
-		return;
-	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
-	    "%llu tcp clients refused, %llu evicted for another source, "
-	    "%llu queries dropped over their sandbox's rate, %llu refused "
-	    "an upstream socket",
-	    (unsigned long long)p->stat_batches,
-	    (unsigned long long)p->stat_batched,
-	    (unsigned long long)p->stat_cache_hits,
-	    (unsigned long long)p->stat_tcp_refused,
-	    (unsigned long long)p->stat_tcp_evicted,
-	    (unsigned long long)p->stat_rl_dropped,
-	    (unsigned long long)p->stat_up_refused);
-	/* Answers waiting for their elements are dropped like every other
-	 * pending query: unanswered, never answered without the learn. */
-	ev_timer_cancel(p->loop, p->flush);
-	p->flush = NULL;
-	p->ready = NULL;
-	p->ready_tail = &p->ready;
-	p->nout = 0;
-	while (p->conns != NULL)
-		conn_close(p->conns);
-	while (p->pqs != NULL)
-		pq_free(p->pqs);
-	while (p->usocks != NULL)
-		usock_close(p->usocks);
-	while (p->spare != NULL) {
-		struct dns_pq *pq = p->spare;
-
-		p->spare = pq->next;
-		free(pq);
-	}
-	ev_del(p->loop, p->ufd);
-	ev_del(p->loop, p->tfd);
-	close(p->ufd);
-	close(p->tfd);
-	cache_clear(p);
-	free(p->cslots);
-	free(p->rl);
-	free(p->bel);
-	free(p->out);
-	free(p->rbufs);
-	free(p);
-}
-
-uint16_t
-dns_local_port(const struct dns_proxy *p)
-{
-	return p != NULL ? p->port : 0;
 }
