@@ -1,5 +1,5 @@
 /*
- * dnswire.c: the DNS proxy inside sluiced. gateway/dns.c is written against
+ * dnswire.c: the DNS proxy inside sluiced. gateway/dns/ is written against
  * three hooks so that it can be tested alone and later moved behind a
  * privilege boundary; this file is the daemon's side of that seam: who sent
  * a query (the sandbox manager's index by address, and the policy of that
@@ -287,7 +287,7 @@ rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
 	dc->timeout_ms = cfg->dns_timeout_ms;
 	dc->treat_as_public = cfg->treat_as_public;
 	dc->ntreat_as_public = cfg->ntreat_as_public;
-	/* cache_max 0 means "the proxy's default" to dns.c, so the config's
+	/* cache_max 0 means "the default" to the proxy, so the config's
 	 * 0 (no cache) has to become no_cache rather than pass through. */
 	if (cfg->dns_cache_entries == 0)
 		dc->no_cache = true;

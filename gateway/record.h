@@ -27,7 +27,7 @@
 #include <jansson.h>
 
 #include "audit/audit.h"
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/netdeny.h"

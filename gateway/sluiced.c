@@ -21,7 +21,7 @@
 
 #include "gateway/brwire.h"
 #include "gateway/ctl.h"
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"

@@ -1,6 +1,6 @@
 /*
- * fuzz_dns: the DNS proxy's query parser (gateway/dns.c, dns_parse_query)
- * under hostile input.
+ * fuzz_dns: the DNS proxy's query parser (gateway/dns/wire.c,
+ * dns_parse_query) under hostile input.
  *
  * Every datagram and TCP frame a sandbox sends reaches this parser before
  * anything else looks at it, so beyond "does not crash" each input is held
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The wire name, rendered the way the parser promises to. */

@@ -1,5 +1,5 @@
 /*
- * fuzz_dns_answer: the DNS proxy's answer filter (gateway/dns.c,
+ * fuzz_dns_answer: the DNS proxy's answer filter (gateway/dns/filter.c,
  * dns_filter_answer) under hostile upstream answers.
  *
  * An answer that matches the query's id and question is still attacker
@@ -31,7 +31,7 @@
 
 #include <ldns/ldns.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "policy/policy.h"
 #include "tests/fuzz/fuzz.h"
 

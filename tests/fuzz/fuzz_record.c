@@ -31,7 +31,7 @@
 #include <jansson.h>
 
 #include "audit/audit.h"
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "gateway/record.h"
 #include "policy/policy.h"
 #include "tests/fuzz/fuzz.h"

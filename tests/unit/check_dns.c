@@ -33,7 +33,7 @@
 
 #include <ldns/ldns.h>
 
-#include "gateway/dns.h"
+#include "gateway/dns/dns.h"
 #include "gateway/ev.h"
 #include "policy/policy.h"
 

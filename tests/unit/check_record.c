@@ -382,7 +382,7 @@ config_text(const char *dns_extra)
 }
 
 /* dns.cache_entries reaches the proxy: 0 turns the cache off (no_cache;
- * cache_max 0 would mean "the default" to dns.c), any other value is the
+ * cache_max 0 would mean "the default" to the proxy), any other value is the
  * entry bound, and the default is 16384. */
 static const struct {
 	const char	*extra;

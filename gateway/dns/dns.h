@@ -14,8 +14,8 @@
  * the rest of the daemon only through struct dns_hooks, whose arguments are
  * flat structs: this seam is the future privilege-separation boundary.
  */
-#ifndef SLUICE_GATEWAY_DNS_H
-#define SLUICE_GATEWAY_DNS_H
+#ifndef SLUICE_GATEWAY_DNS_DNS_H
+#define SLUICE_GATEWAY_DNS_DNS_H
 
 #include <sys/socket.h>
 
@@ -93,7 +93,8 @@ struct dns_event {
 	bool			finding;	/* suspected tunnel/rebinding: alert */
 	/* Queries of this sandbox dropped over its rate since its previous
 	 * record, neither answered nor recorded one by one (the proxy
-	 * records one over-rate query a second; see dns.c, handle_query). */
+	 * records one over-rate query a second; see dns/proxy.c,
+	 * dns_handle_query). */
 	uint32_t		suppressed;
 };
 
@@ -252,4 +253,4 @@ int	dns_filter_answer(const struct dns_filter_in *in,
 /* dns_filter_out_free: free what out holds and empty it; NULL is a no-op. */
 void	dns_filter_out_free(struct dns_filter_out *out);
 
-#endif /* SLUICE_GATEWAY_DNS_H */
+#endif /* SLUICE_GATEWAY_DNS_DNS_H */
