@@ -165,7 +165,8 @@ ev_fields(const struct br_event *ev)
 	bad |= put_opt(o, "arguments_digest", ev->args_digest);
 	bad |= put_opt(o, "decision", ev->decision);
 	bad |= put_opt(o, "rule", ev->rule);
-	bad |= put_opt(o, "reason", ev->reason);
+	bad |= put_opt(o, "reason", ev->reason != POL_REASON_NONE ?
+	    pol_reason_name(ev->reason) : NULL);
 	bad |= put_opt(o, "message", ev->message);
 	bad |= put_opt(o, "budget", ev->budget);
 	bad |= put_opt(o, "approver", ev->approver);

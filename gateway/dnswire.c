@@ -180,7 +180,7 @@ itemised(const struct dns_event *ev)
 		return rec_tally(REC_TALLY_DNS_MALFORMED, key, ev->sandbox);
 	if (ev->sandbox[0] == '\0')
 		return rec_tally(REC_TALLY_DNS_UNKNOWN, key, NULL);
-	if (strcmp(ev->reason, "rate_limited") == 0)
+	if (ev->reason == POL_REASON_RATE_LIMITED)
 		return rec_tally(REC_TALLY_DNS_RATE, ev->sandbox, NULL);
 	return 1;
 }

@@ -1052,7 +1052,7 @@ rec_dns_canon(const struct dns_event *ev, const struct pol_policy *policy,
 	CW_K(w, "},\"rcode\":");
 	cw_cs(w, rcode_name(ev->rcode));
 	CW_K(w, ",\"reason\":");
-	cw_cs(w, ev->reason);
+	cw_cs(w, pol_reason_name(ev->reason));
 	CW_K(w, ",\"removed\":");
 	cw_answers(w, ev, false);
 	if (ev->upstream[0] != '\0') {
@@ -1106,7 +1106,7 @@ rec_dns_fields(const struct dns_event *ev, const struct pol_policy *policy)
 	    ev->decision == DNS_DEC_SYNTHETIC ? shared(&k_allow, "allow") :
 	    shared(&k_deny, "deny"));
 	bad |= put(o, "outcome", outcome_json(ev->decision));
-	bad |= put(o, "reason", str(ev->reason));
+	bad |= put(o, "reason", str(pol_reason_name(ev->reason)));
 	bad |= put(o, "rcode", rcode_json(ev->rcode));
 	bad |= put(o, "answers", dns_answers(ev, true));
 	bad |= put(o, "removed", dns_answers(ev, false));
@@ -1146,16 +1146,16 @@ rec_dns_finding(const struct dns_event *ev)
 	 * public name may (rebinding; some addresses removed), for floods
 	 * over the rate limit, for a sandbox at its learn cap, and for names
 	 * that look like a tunnel. */
-	if (ev->nremoved > 0 || strstr(ev->reason, "rebind") != NULL)
+	if (ev->nremoved > 0 || ev->reason == POL_REASON_REBINDING)
 		type = "dns_rebinding";
-	else if (strcmp(ev->reason, "rate_limited") == 0)
+	else if (ev->reason == POL_REASON_RATE_LIMITED)
 		type = "dns_flood";
-	else if (strcmp(ev->reason, "learned_cap") == 0)
+	else if (ev->reason == POL_REASON_LEARNED_CAP)
 		type = "dns_learned_cap";
 	else
 		type = "dns_tunnel";
-	snprintf(detail, sizeof(detail), "%s: %s (client %s)", ev->reason,
-	    ev->qname, ev->client);
+	snprintf(detail, sizeof(detail), "%s: %s (client %s)",
+	    pol_reason_name(ev->reason), ev->qname, ev->client);
 	return rec_finding_fields(ev->sandbox[0] != '\0' ? ev->sandbox : NULL,
 	    type, "high", detail);
 }

@@ -1069,8 +1069,8 @@ flow_gone(const struct ct_flow *f, void *arg)
 	pol_egress_decide(nw->p, &q, &d);
 	if (d.verdict == POL_ALLOW)
 		return 0;
-	if (d.reason == NULL || (strcmp(d.reason, "no_matching_rule") != 0 &&
-	    strcmp(d.reason, "tainted") != 0))
+	if (d.reason != POL_REASON_NO_MATCHING_RULE &&
+	    d.reason != POL_REASON_TAINTED)
 		return 1;
 	for (i = 0; i < nw->nkept; i++) {
 		const struct fw_elem *e = &nw->kept[i];

@@ -24,7 +24,7 @@
 
 static void
 set(struct pol_decision *d, enum pol_verdict v, const char *rule,
-    const char *reason)
+    enum pol_reason reason)
 {
 	d->verdict = v;
 	d->rule = rule;
@@ -84,19 +84,19 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 	size_t			 len, n, i;
 
 	memset(out, 0, sizeof(*out));
-	set(out, POL_DENY, "default", "no_matching_rule");
+	set(out, POL_DENY, "default", POL_REASON_NO_MATCHING_RULE);
 	if (p == NULL || q == NULL || q->host == NULL) {
-		set(out, POL_DENY, "input", "bad_request");
+		set(out, POL_DENY, "input", POL_REASON_BAD_REQUEST);
 		return;
 	}
 	if (q->proto != IPPROTO_TCP && q->proto != IPPROTO_UDP &&
 	    q->proto != IPPROTO_ICMP && q->proto != IPPROTO_ICMPV6) {
-		set(out, POL_DENY, "input", "bad_protocol");
+		set(out, POL_DENY, "input", POL_REASON_BAD_PROTOCOL);
 		return;
 	}
 	if ((q->proto == IPPROTO_TCP || q->proto == IPPROTO_UDP) &&
 	    q->port == 0) {
-		set(out, POL_DENY, "input", "bad_port");
+		set(out, POL_DENY, "input", POL_REASON_BAD_PORT);
 		return;
 	}
 	len = strlen(q->host);
@@ -108,7 +108,7 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 			snprintf(out->rule_buf, sizeof(out->rule_buf),
 			    "class:%s", pol_addr_class_name(info.cls));
 			set(out, POL_DENY, out->rule_buf,
-			    "always_denied_class");
+			    POL_REASON_ALWAYS_DENIED_CLASS);
 			return;
 		}
 	} else {
@@ -116,14 +116,15 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 		if (len > 0 && q->host[len - 1] == '.')
 			len--;
 		if (!dns_name_valid(q->host, len)) {
-			set(out, POL_DENY, "input", "bad_host");
+			set(out, POL_DENY, "input", POL_REASON_BAD_HOST);
 			return;
 		}
 	}
 	for (i = 0; i < p->ndeny; i++) {
 		if (erule_match(&p->deny[i], q->host, len, a, q->proto,
 		    q->port)) {
-			set(out, POL_DENY, p->deny[i].name, "explicit_deny");
+			set(out, POL_DENY, p->deny[i].name,
+			    POL_REASON_EXPLICIT_DENY);
 			return;
 		}
 	}
@@ -138,24 +139,25 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 			    cidr_class(&rules[i].cidr, q) == info.cls &&
 			    erule_match(&rules[i], NULL, 0, a, q->proto,
 			    q->port)) {
-				set(out, POL_ALLOW, rules[i].name, "allowed");
+				set(out, POL_ALLOW, rules[i].name,
+				    POL_REASON_ALLOWED);
 				return;
 			}
 		}
 		snprintf(out->rule_buf, sizeof(out->rule_buf), "class:%s",
 		    pol_addr_class_name(info.cls));
-		set(out, POL_DENY, out->rule_buf, "private_range");
+		set(out, POL_DENY, out->rule_buf, POL_REASON_PRIVATE_RANGE);
 		return;
 	}
 	for (i = 0; i < n; i++) {
 		if (erule_match(&rules[i], q->host, len, a, q->proto,
 		    q->port)) {
-			set(out, POL_ALLOW, rules[i].name, "allowed");
+			set(out, POL_ALLOW, rules[i].name, POL_REASON_ALLOWED);
 			return;
 		}
 	}
 	if (q->tainted)
-		set(out, POL_DENY, "mcp.taint", "tainted");
+		set(out, POL_DENY, "mcp.taint", POL_REASON_TAINTED);
 }
 
 size_t
@@ -212,13 +214,13 @@ pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
     struct pol_decision *out)
 {
 	const struct erule	*rules;
-	const char		*why;
+	enum pol_reason		 why;
 	size_t			 len, n, i;
 
 	memset(out, 0, sizeof(*out));
-	set(out, POL_DENY, "default", "no_matching_rule");
+	set(out, POL_DENY, "default", POL_REASON_NO_MATCHING_RULE);
 	if (p == NULL || q == NULL || q->name == NULL) {
-		set(out, POL_DENY, "input", "bad_request");
+		set(out, POL_DENY, "input", POL_REASON_BAD_REQUEST);
 		return;
 	}
 	len = strlen(q->name);
@@ -226,11 +228,11 @@ pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
 		len--;
 	if (name_eq(q->name, len, "sluice.internal") ||
 	    name_eq(q->name, len, "bridge.sluice.internal")) {
-		set(out, POL_SYNTHETIC, "synthetic", "synthetic");
+		set(out, POL_SYNTHETIC, "synthetic", POL_REASON_SYNTHETIC);
 		return;
 	}
 	if (!dns_name_valid(q->name, len)) {
-		set(out, POL_DENY, "input", "bad_name");
+		set(out, POL_DENY, "input", POL_REASON_BAD_NAME);
 		return;
 	}
 	/* pol_dns_name_suspect takes the absolute form too: a trailing dot
@@ -242,7 +244,8 @@ pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
 	for (i = 0; i < p->ndeny; i++) {
 		if (p->deny[i].kind == ER_HOST &&
 		    hostpat_match(&p->deny[i].host, q->name, len)) {
-			set(out, POL_DENY, p->deny[i].name, "explicit_deny");
+			set(out, POL_DENY, p->deny[i].name,
+			    POL_REASON_EXPLICIT_DENY);
 			return;
 		}
 	}
@@ -254,19 +257,19 @@ pol_dns_decide(const struct pol_policy *p, const struct pol_dns_q *q,
 			break;
 	if (i == n) {
 		if (q->tainted)
-			set(out, POL_DENY, "mcp.taint", "tainted");
+			set(out, POL_DENY, "mcp.taint", POL_REASON_TAINTED);
 		return;
 	}
 	for (n = 0; n < p->ndns_types; n++) {
 		if (p->dns_types[n] == q->qtype) {
-			set(out, POL_ALLOW, rules[i].name, "allowed");
+			set(out, POL_ALLOW, rules[i].name, POL_REASON_ALLOWED);
 			return;
 		}
 	}
 	if (q->qtype == 64 || q->qtype == 65)
-		set(out, POL_ALLOW, rules[i].name, "nodata");
+		set(out, POL_ALLOW, rules[i].name, POL_REASON_NODATA);
 	else
-		set(out, POL_DENY, "dns.types", "type_not_allowed");
+		set(out, POL_DENY, "dns.types", POL_REASON_TYPE_NOT_ALLOWED);
 }
 
 void
@@ -318,17 +321,17 @@ entropy_millibits(const char *s, size_t len)
 
 bool
 pol_dns_name_suspect(const struct pol_dns_limits *l, const char *name,
-    const char **reason)
+    enum pol_reason *reason)
 {
 	const char	*s, *dot;
 	size_t		 len, lab;
 
-	*reason = NULL;
+	*reason = POL_REASON_NONE;
 	len = strlen(name);
 	if (len > 0 && name[len - 1] == '.')
 		len--;
 	if (len > l->max_name_len) {
-		*reason = "name_too_long";
+		*reason = POL_REASON_NAME_TOO_LONG;
 		return true;
 	}
 	for (s = name; s < name + len; s = dot + 1) {
@@ -337,12 +340,12 @@ pol_dns_name_suspect(const struct pol_dns_limits *l, const char *name,
 			dot = name + len;
 		lab = (size_t)(dot - s);
 		if (lab > l->max_label_len) {
-			*reason = "label_too_long";
+			*reason = POL_REASON_LABEL_TOO_LONG;
 			return true;
 		}
 		if (l->entropy_min_len > 0 && lab >= l->entropy_min_len &&
 		    entropy_millibits(s, lab) > l->entropy_millibits) {
-			*reason = "high_entropy";
+			*reason = POL_REASON_HIGH_ENTROPY;
 			return true;
 		}
 	}
@@ -587,7 +590,7 @@ arg_check(const struct pol_policy *p, const struct argc_rule *a, json_t *v)
 }
 
 static void
-tdeny(struct pol_tool_decision *out, const char *rule, const char *reason,
+tdeny(struct pol_tool_decision *out, const char *rule, enum pol_reason reason,
     const char *fmt, const char *a1, const char *a2)
 {
 	out->d.verdict = POL_DENY;
@@ -614,10 +617,10 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 
 	memset(out, 0, sizeof(*out));
 	out->classification = pol_class_names[0];
-	tdeny(out, "default", "no_matching_rule",
+	tdeny(out, "default", POL_REASON_NO_MATCHING_RULE,
 	    "The policy does not allow this tool.%s%s", NULL, NULL);
 	if (p == NULL || q == NULL || q->server == NULL || q->tool == NULL) {
-		tdeny(out, "input", "bad_request",
+		tdeny(out, "input", POL_REASON_BAD_REQUEST,
 		    "The request could not be evaluated.%s%s", NULL, NULL);
 		return;
 	}
@@ -635,20 +638,22 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 	out->taints = p->taint_level >= 0 &&
 	    t->classification >= p->taint_level;
 	if (t->decision == TD_DENY) {
-		tdeny(out, t->name, "rule_deny",
+		tdeny(out, t->name, POL_REASON_RULE_DENY,
 		    "The policy does not allow this tool.%s%s", NULL, NULL);
 		return;
 	}
 	if (t->pin != NULL && (q->pin_hex == NULL ||
 	    strcmp(t->pin, q->pin_hex) != 0)) {
-		tdeny(out, t->name, "pin_mismatch", "The tool's definition "
+		tdeny(out, t->name, POL_REASON_PIN_MISMATCH,
+		    "The tool's definition "
 		    "changed since it was approved.%s%s", NULL, NULL);
 		return;
 	}
 	args = json_loads(q->args_json ? q->args_json : "{}",
 	    JSON_REJECT_DUPLICATES, &jerr);
 	if (args == NULL || !json_is_object(args)) {
-		tdeny(out, t->name, "bad_arguments", "The arguments are not a "
+		tdeny(out, t->name, POL_REASON_BAD_ARGUMENTS,
+		    "The arguments are not a "
 		    "valid JSON object.%s%s", NULL, NULL);
 		goto out;
 	}
@@ -659,20 +664,22 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 		if (j == t->nargs) {
 			if (t->allow_other_args)
 				continue;
-			tdeny(out, t->name, "unknown_argument", "Argument "
+			tdeny(out, t->name, POL_REASON_UNKNOWN_ARGUMENT,
+			    "Argument "
 			    "\"%.64s\" is not allowed for this tool.%s", key,
 			    NULL);
 			goto out;
 		}
 		if ((what = arg_check(p, &t->args[j], v)) != NULL) {
-			tdeny(out, t->name, "argument_constraint",
+			tdeny(out, t->name, POL_REASON_ARGUMENT_CONSTRAINT,
 			    "Argument \"%.64s\" %s.", key, what);
 			goto out;
 		}
 	}
 	for (j = 0; j < t->nrequired; j++) {
 		if (json_object_get(args, t->required[j]) == NULL) {
-			tdeny(out, t->name, "missing_argument", "Argument "
+			tdeny(out, t->name, POL_REASON_MISSING_ARGUMENT,
+			    "Argument "
 			    "\"%.64s\" is required.%s", t->required[j], NULL);
 			goto out;
 		}
@@ -692,7 +699,8 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 		if ((b->calls && (uc >= b->calls)) ||
 		    (b->cost && (ucost > b->cost || t->cost > b->cost - ucost)) ||
 		    (b->result_bytes && ub >= b->result_bytes)) {
-			tdeny(out, t->name, "budget_exhausted", "The budget "
+			tdeny(out, t->name, POL_REASON_BUDGET_EXHAUSTED,
+			    "The budget "
 			    "\"%.64s\" for this tool is used up.%s", b->name,
 			    NULL);
 			goto out;
@@ -711,12 +719,12 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 	out->message[0] = '\0';
 	if (t->decision == TD_ASK) {
 		out->d.verdict = POL_ASK;
-		out->d.reason = "approval_required";
+		out->d.reason = POL_REASON_APPROVAL_REQUIRED;
 		snprintf(out->message, sizeof(out->message),
 		    "This call waits for a person to approve it.");
 	} else {
 		out->d.verdict = POL_ALLOW;
-		out->d.reason = "allowed";
+		out->d.reason = POL_REASON_ALLOWED;
 	}
 out:
 	json_decref(args);
@@ -724,12 +732,12 @@ out:
 
 static bool
 visible(const struct pol_policy *p, const struct pol_tool_q *q,
-    bool conditions, const char *pin_hex, const char **reason)
+    bool conditions, const char *pin_hex, enum pol_reason *reason)
 {
 	const struct trule	*t;
 	size_t			 i;
 
-	*reason = "no_matching_rule";
+	*reason = POL_REASON_NO_MATCHING_RULE;
 	if (p == NULL || q->server == NULL || q->tool == NULL)
 		return false;
 	for (i = 0; i < p->ntools; i++) {
@@ -741,15 +749,15 @@ visible(const struct pol_policy *p, const struct pol_tool_q *q,
 			 * apply: look further. */
 			if (!conditions && (t->nsubjects || t->nlabels))
 				continue;
-			*reason = "rule_deny";
+			*reason = POL_REASON_RULE_DENY;
 			return false;
 		}
 		if (t->pin != NULL && (pin_hex == NULL ||
 		    strcmp(pin_hex, t->pin) != 0)) {
-			*reason = "pin_mismatch";
+			*reason = POL_REASON_PIN_MISMATCH;
 			return false;
 		}
-		*reason = "visible";
+		*reason = POL_REASON_VISIBLE;
 		return true;
 	}
 	return false;
@@ -757,7 +765,7 @@ visible(const struct pol_policy *p, const struct pol_tool_q *q,
 
 bool
 pol_tool_visible(const struct pol_policy *p, const char *server,
-    const char *tool, const char *pin_hex, const char **reason)
+    const char *tool, const char *pin_hex, enum pol_reason *reason)
 {
 	struct pol_tool_q q;
 
@@ -769,10 +777,10 @@ pol_tool_visible(const struct pol_policy *p, const char *server,
 
 bool
 pol_tool_visible_q(const struct pol_policy *p, const struct pol_tool_q *q,
-    const char **reason)
+    enum pol_reason *reason)
 {
 	if (q == NULL) {
-		*reason = "bad_request";
+		*reason = POL_REASON_BAD_REQUEST;
 		return false;
 	}
 	return visible(p, q, true, q->pin_hex, reason);

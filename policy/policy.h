@@ -345,14 +345,92 @@ const struct pol_net_rule *pol_taint_keep(const struct pol_policy *p, size_t *n)
 
 enum pol_verdict { POL_DENY = 0, POL_ALLOW = 1, POL_ASK = 2, POL_SYNTHETIC = 3 };
 
+/*
+ * Reason codes: why a decision came out as it did. Code compares these;
+ * the text is only for records and messages (pol_reason_name), so that
+ * renaming a code can change what a record says but never what is
+ * enforced. One vocabulary for the policy's decisions and for the
+ * gateway's own refusals that land in the same records (the DNS proxy's
+ * and the bridge's), so a SOC sees one set of names. The wire names in
+ * the comments are stable: records, their OCSF export and tests hold them.
+ */
+enum pol_reason {
+	POL_REASON_NONE = 0,		/* "none": nothing decided yet */
+	/* policy/: every decider */
+	POL_REASON_ALLOWED,		/* "allowed" */
+	POL_REASON_NO_MATCHING_RULE,	/* "no_matching_rule" */
+	POL_REASON_TAINTED,		/* "tainted" */
+	POL_REASON_BAD_REQUEST,		/* "bad_request" */
+	/* policy/: egress */
+	POL_REASON_BAD_HOST,		/* "bad_host" */
+	POL_REASON_BAD_PORT,		/* "bad_port" */
+	POL_REASON_BAD_PROTOCOL,	/* "bad_protocol" */
+	POL_REASON_ALWAYS_DENIED_CLASS,	/* "always_denied_class" */
+	POL_REASON_EXPLICIT_DENY,	/* "explicit_deny" */
+	POL_REASON_PRIVATE_RANGE,	/* "private_range" */
+	/* policy/: DNS */
+	POL_REASON_SYNTHETIC,		/* "synthetic" */
+	POL_REASON_BAD_NAME,		/* "bad_name" */
+	POL_REASON_NODATA,		/* "nodata" */
+	POL_REASON_TYPE_NOT_ALLOWED,	/* "type_not_allowed" */
+	POL_REASON_NAME_TOO_LONG,	/* "name_too_long" */
+	POL_REASON_LABEL_TOO_LONG,	/* "label_too_long" */
+	POL_REASON_HIGH_ENTROPY,	/* "high_entropy" */
+	/* policy/: tool calls and visibility */
+	POL_REASON_RULE_DENY,		/* "rule_deny" */
+	POL_REASON_PIN_MISMATCH,	/* "pin_mismatch" */
+	POL_REASON_BAD_ARGUMENTS,	/* "bad_arguments" */
+	POL_REASON_UNKNOWN_ARGUMENT,	/* "unknown_argument" */
+	POL_REASON_ARGUMENT_CONSTRAINT,	/* "argument_constraint" */
+	POL_REASON_MISSING_ARGUMENT,	/* "missing_argument" */
+	POL_REASON_BUDGET_EXHAUSTED,	/* "budget_exhausted" */
+	POL_REASON_APPROVAL_REQUIRED,	/* "approval_required" */
+	POL_REASON_VISIBLE,		/* "visible" */
+	/* gateway/dns/: the proxy's own */
+	POL_REASON_DROPPED,		/* "dropped" */
+	POL_REASON_FORMERR,		/* "formerr" */
+	POL_REASON_NOTIMP,		/* "notimp" */
+	POL_REASON_RATE_LIMITED,	/* "rate_limited" */
+	POL_REASON_UNKNOWN_SOURCE,	/* "unknown_source" */
+	POL_REASON_SUSPECT_NAME,	/* "suspect_name" */
+	POL_REASON_OVERLOAD,		/* "overload" */
+	POL_REASON_NO_MEMORY,		/* "no_memory" */
+	POL_REASON_UPSTREAM_FAILED,	/* "upstream_failed" */
+	POL_REASON_LEARNED_CAP,		/* "learned_cap" */
+	POL_REASON_LEARN_FAILED,	/* "learn_failed" */
+	POL_REASON_SANDBOX_GONE,	/* "sandbox_gone" */
+	POL_REASON_REBINDING,		/* "rebinding" */
+	POL_REASON_INTERNAL,		/* "internal" */
+	/* gateway/bridge/: the bridge's own */
+	POL_REASON_DENIED,		/* "denied" */
+	POL_REASON_UNKNOWN_TOOL,	/* "unknown_tool" */
+	POL_REASON_TOOL_DRIFT,		/* "tool_drift" */
+	POL_REASON_INVALID_PARAMS,	/* "invalid_params" */
+	POL_REASON_INTERNAL_ERROR,	/* "internal_error" */
+	POL_REASON_UPSTREAM_ERROR,	/* "upstream_error" */
+	POL_REASON_RESULT_TOO_LARGE,	/* "result_too_large" */
+	POL_REASON_REDACTION_FAILED,	/* "redaction_failed" */
+	POL_REASON_TAINT_FAILED,	/* "taint_failed" */
+	POL_REASON_APPROVAL_TIMEOUT,	/* "approval_timeout" */
+	POL_REASON_APPROVAL_UNAVAILABLE, /* "approval_unavailable" */
+	POL_REASON_APPROVAL_DENIED,	/* "approval_denied" */
+	POL_REASON_SHUTDOWN,		/* "shutdown" */
+	POL_REASON__COUNT		/* not a reason: the table's size */
+};
+
+/* pol_reason_name: the stable wire name of r (as in the comments above).
+ * Never NULL: a value outside the enum gives "unknown_reason", a name no
+ * reason has. */
+const char	*pol_reason_name(enum pol_reason r);
+
 /* Every decision names the rule that decided ("egress.allow[2]",
- * "class:metadata", "default") and a stable reason code
- * ("allowed", "always_denied_class", "explicit_deny", "private_range",
- * "no_matching_rule", ...). Strings are static or owned by the policy. */
+ * "class:metadata", "default") and a reason (POL_REASON_ALLOWED,
+ * POL_REASON_ALWAYS_DENIED_CLASS, POL_REASON_EXPLICIT_DENY, ...). Rule
+ * strings are static or owned by the policy. */
 struct pol_decision {
 	enum pol_verdict verdict;
 	const char	*rule;
-	const char	*reason;
+	enum pol_reason	 reason;
 	char		 rule_buf[48];	/* backing store for generated rule names */
 };
 
@@ -413,7 +491,7 @@ void	pol_dns_limits(const struct pol_policy *p, struct pol_dns_limits *out);
  * Returns true and a reason code ("label_too_long", "name_too_long",
  * "high_entropy") when the name should be refused as a suspected tunnel. */
 bool	pol_dns_name_suspect(const struct pol_dns_limits *l, const char *name,
-	    const char **reason);
+	    enum pol_reason *reason);
 
 /* Tool calls. Budget state is supplied by the caller (it lives in the state
  * database); the decision says which reservations to make. */
@@ -472,14 +550,14 @@ void	pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
  * labels, and does its definition match the pin? pin_hex is the current
  * definition's pin (pol_tool_pin). */
 bool	pol_tool_visible(const struct pol_policy *p, const char *server,
-	    const char *tool, const char *pin_hex, const char **reason);
+	    const char *tool, const char *pin_hex, enum pol_reason *reason);
 /* pol_tool_visible above ignores subject and labels (a rule that has them
  * and denies is skipped, as it may not apply). pol_tool_visible_q is the
  * exact form: first rule matching server, tool, subject and labels of q,
  * pin compared with q->pin_hex. reason: "visible", "no_matching_rule",
- * "rule_deny", "pin_mismatch" (static strings). */
+ * "rule_deny", "pin_mismatch" (q NULL: "bad_request"). */
 bool	pol_tool_visible_q(const struct pol_policy *p,
-	    const struct pol_tool_q *q, const char **reason);
+	    const struct pol_tool_q *q, enum pol_reason *reason);
 /* pol_tool_approval_timeout_ms: how long an `ask` is held. */
 uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
 /* pol_tool_audit_digest: does the policy's `mcp.audit_args: digest` keep

@@ -256,7 +256,7 @@ struct br_call {
 	char			 result_digest[72];
 	uint64_t		 result_bytes;
 	const char		*decision;	/* "allow" | "deny" */
-	const char		*reason;
+	enum pol_reason		 reason;
 	char			 message[256];
 };
 TAILQ_HEAD(br_calls, br_call);

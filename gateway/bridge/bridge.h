@@ -82,7 +82,8 @@ struct br_event {
 						   policy wants the digest only */
 	const char		*args_digest;	/* "sha256:<hex>" */
 	const char		*decision;	/* "allow" | "deny" */
-	const char		*rule, *reason;	/* policy rule and reason code */
+	const char		*rule;		/* policy rule */
+	enum pol_reason		 reason;	/* POL_REASON_NONE: none */
 	const char		*message;	/* the neutral text the agent got */
 	const char		*budget;	/* JSON object: state of each budget
 						   after the reservation */

@@ -200,7 +200,7 @@ finish(struct br_call *c)
 		free(c->rtext);
 		json_decref(c->result);
 		c->decision = "deny";
-		c->reason = "redaction_failed";
+		c->reason = POL_REASON_REDACTION_FAILED;
 		snprintf(c->message, sizeof(c->message), "The result is "
 		    "withheld because it could not be checked for secrets.");
 		c->result = error_result(c->message);
@@ -256,7 +256,7 @@ finish(struct br_call *c)
 }
 
 static void
-deny(struct br_call *c, const char *rule, const char *reason,
+deny(struct br_call *c, const char *rule, enum pol_reason reason,
     const char *message)
 {
 	c->decision = "deny";
@@ -292,7 +292,8 @@ taint_step(struct br_call *c)
 	if (!c->client.tainted) {
 		if (br->h.restrict_egress == NULL ||
 		    br->h.restrict_egress(br->h.ctx, c->client.id) == -1) {
-			deny(c, NULL, "taint_failed", "The result is withheld "
+			deny(c, NULL, POL_REASON_TAINT_FAILED,
+			    "The result is withheld "
 			    "because the sandbox's network could not be "
 			    "narrowed.");
 			return -1;
@@ -349,7 +350,7 @@ on_result(void *arg, json_t *msg, const char *err)
 			snprintf(buf, sizeof(buf), "The tool could not be "
 			    "reached: %s", err != NULL ? err :
 			    "malformed answer");
-		c->reason = "upstream_error";
+		c->reason = POL_REASON_UPSTREAM_ERROR;
 		/* An error the upstream wrote carries its text: taint
 		 * before it is released, as for a result. */
 		if (theirs && taint_step(c) == -1)
@@ -371,7 +372,8 @@ on_result(void *arg, json_t *msg, const char *err)
 	    tool, &c->rtext)) == -1) {
 		json_decref(c->result);
 		c->result = NULL;
-		deny(c, NULL, "redaction_failed", "The result is withheld "
+		deny(c, NULL, POL_REASON_REDACTION_FAILED,
+		    "The result is withheld "
 		    "because it could not be checked for secrets.");
 		return;
 	}
@@ -385,7 +387,7 @@ on_result(void *arg, json_t *msg, const char *err)
 		    "bytes) is larger than the policy allows (%llu bytes).",
 		    len, (unsigned long long)c->dec.max_result_bytes);
 		c->result = error_result(c->message);
-		c->reason = "result_too_large";
+		c->reason = POL_REASON_RESULT_TOO_LARGE;
 		len = 0;
 	}
 	/* Result bytes count against the budgets that were reserved. */
@@ -401,7 +403,8 @@ on_result(void *arg, json_t *msg, const char *err)
 			br_db_rollback(br);
 			json_decref(c->result);
 			c->result = NULL;
-			deny(c, NULL, "internal_error", "The call could not "
+			deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+			    "The call could not "
 			    "be accounted, so its result is withheld.");
 			return;
 		}
@@ -409,7 +412,7 @@ on_result(void *arg, json_t *msg, const char *err)
 	/* Taint before release: once the sandbox holds the data, its other
 	 * egress must already be gone. A result too large to release
 	 * releases nothing. */
-	if (strcmp(c->reason, "result_too_large") != 0 && taint_step(c) == -1)
+	if (c->reason != POL_REASON_RESULT_TOO_LARGE && taint_step(c) == -1)
 		return;
 	finish(c);
 }
@@ -425,7 +428,8 @@ forward(struct br_call *c)
 	c->sent_us = now_us();
 	if (params == NULL || (c->ureq = br_up_request(c->up, "tools/call",
 	    params, on_result, c)) == NULL) {
-		deny(c, NULL, "upstream_error", "The tool could not be "
+		deny(c, NULL, POL_REASON_UPSTREAM_ERROR,
+		    "The tool could not be "
 		    "reached.");
 		return;
 	}
@@ -444,7 +448,8 @@ on_approval_timeout(struct ev_loop *loop, void *arg)
 	c->br->napprovals--;
 	c->state = CALL_NEW;
 	c->approval = "timeout";
-	deny(c, NULL, "approval_timeout", "Nobody approved this call in "
+	deny(c, NULL, POL_REASON_APPROVAL_TIMEOUT,
+	    "Nobody approved this call in "
 	    "time.");
 }
 
@@ -465,7 +470,8 @@ ask(struct br_call *c)
 	    br_random_hex(c->approval_id, 16) == -1 ||
 	    (c->atimer = ev_timer_add(br->loop, ms, on_approval_timeout, c)) ==
 	    NULL) {
-		deny(c, NULL, "approval_unavailable", "Too many calls are "
+		deny(c, NULL, POL_REASON_APPROVAL_UNAVAILABLE,
+		    "Too many calls are "
 		    "waiting for approval; try again later.");
 		return;
 	}
@@ -531,7 +537,8 @@ decide_pending(struct br *br, const char *id, bool approve, const char *name,
 		/* An approval must name who gave it: without memory for
 		 * that, the call does not go ahead. */
 		c->approval = "denied";
-		deny(c, NULL, "internal_error", "The approval could not be "
+		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+		    "The approval could not be "
 		    "recorded.");
 		return 0;
 	}
@@ -550,7 +557,7 @@ decide_pending(struct br *br, const char *id, bool approve, const char *name,
 	else
 		snprintf(msg, sizeof(msg), "%s declined this call.",
 		    uid >= 0 ? "A person" : "Sluice");
-	deny(c, NULL, "approval_denied", msg);
+	deny(c, NULL, POL_REASON_APPROVAL_DENIED, msg);
 	return 0;
 }
 
@@ -615,17 +622,20 @@ reserve(struct br_call *c, bool approved)
 	struct pol_budget_use use[POL_MAX_RESERVATIONS];
 	struct pol_tool_decision first;
 	struct pol_tool_q q;
-	const char *pin, *drift, *why;
+	const char *pin, *drift;
+	enum pol_reason why;
 	uint64_t now_s = (uint64_t)time(NULL);
 	size_t i;
 
 	if (br_tools_get(c->up, c->tool, &pin, &drift) == NULL) {
-		deny(c, "default", "unknown_tool", "This tool does not exist "
+		deny(c, "default", POL_REASON_UNKNOWN_TOOL,
+		    "This tool does not exist "
 		    "on this server.");
 		return;
 	}
 	if (drift != NULL) {
-		deny(c, "pin", "tool_drift", "The tool's definition changed "
+		deny(c, "pin", POL_REASON_TOOL_DRIFT,
+		    "The tool's definition changed "
 		    "since it was approved.");
 		return;
 	}
@@ -644,7 +654,7 @@ reserve(struct br_call *c, bool approved)
 	q.pin_hex = pin;
 	if (!pol_tool_visible_q(c->client.policy, &q, &why)) {
 		snprintf(c->rule, sizeof(c->rule), "visibility");
-		deny(c, NULL, why, strcmp(why, "pin_mismatch") == 0 ?
+		deny(c, NULL, why, why == POL_REASON_PIN_MISMATCH ?
 		    "The tool's definition changed since it was approved." :
 		    "The policy does not allow this tool.");
 		return;
@@ -670,7 +680,8 @@ reserve(struct br_call *c, bool approved)
 		}
 		if (c->dec.d.verdict != POL_ALLOW &&
 		    c->dec.d.verdict != POL_ASK) {
-			deny(c, NULL, "internal_error", "The call could not be "
+			deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+			    "The call could not be "
 			    "evaluated.");
 			return;
 		}
@@ -678,7 +689,8 @@ reserve(struct br_call *c, bool approved)
 		return;
 	}
 	if (br_db_begin(br) == -1) {
-		deny(c, "budget", "internal_error", "The call could not be "
+		deny(c, "budget", POL_REASON_INTERNAL_ERROR,
+		    "The call could not be "
 		    "evaluated.");
 		return;
 	}
@@ -687,7 +699,8 @@ reserve(struct br_call *c, bool approved)
 		    first.res[i].scope), first.res[i].budget,
 		    first.res[i].window_s, now_s, &use[i]) == -1) {
 			br_db_rollback(br);
-			deny(c, "budget", "internal_error", "The call could "
+			deny(c, "budget", POL_REASON_INTERNAL_ERROR,
+			    "The call could "
 			    "not be evaluated.");
 			return;
 		}
@@ -700,8 +713,9 @@ reserve(struct br_call *c, bool approved)
 	if (c->dec.d.verdict == POL_DENY || c->dec.d.verdict ==
 	    POL_SYNTHETIC) {
 		br_db_rollback(br);
-		deny(c, NULL, c->dec.d.reason != NULL ? c->dec.d.reason :
-		    "denied", c->dec.message[0] != '\0' ? c->dec.message :
+		deny(c, NULL, c->dec.d.reason != POL_REASON_NONE ?
+		    c->dec.d.reason : POL_REASON_DENIED,
+		    c->dec.message[0] != '\0' ? c->dec.message :
 		    "The policy does not allow this call.");
 		return;
 	}
@@ -719,13 +733,15 @@ reserve(struct br_call *c, bool approved)
 		    c->dec.res[i].window_s, now_s, c->dec.res[i].calls,
 		    c->dec.res[i].cost, 0) == -1) {
 			br_db_rollback(br);
-			deny(c, NULL, "internal_error", "The call could not "
+			deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+			    "The call could not "
 			    "be evaluated.");
 			return;
 		}
 	}
 	if (br_db_commit(br) == -1) {
-		deny(c, NULL, "internal_error", "The call could not be "
+		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+		    "The call could not be "
 		    "evaluated.");
 		return;
 	}
@@ -742,7 +758,8 @@ on_listed(void *arg, int ok)
 	/* Without the upstream's current definitions nothing is checked
 	 * against a pin: deny. */
 	if (!ok) {
-		deny(c, NULL, "upstream_error", "The tool list of this server "
+		deny(c, NULL, POL_REASON_UPSTREAM_ERROR,
+		    "The tool list of this server "
 		    "could not be read.");
 		return;
 	}
@@ -810,14 +827,16 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	TAILQ_INSERT_TAIL(&br->calls, c, all);
 	rq->call = c;
 	if (c->tool == NULL || c->args == NULL || c->args_json == NULL) {
-		deny(c, NULL, "internal_error", "The call could not be "
+		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+		    "The call could not be "
 		    "evaluated.");
 		return;
 	}
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
 	if (bad) {
 		c->rpc_code = -32602;
-		deny(c, NULL, "invalid_params", "Invalid params: name must be "
+		deny(c, NULL, POL_REASON_INVALID_PARAMS,
+		    "Invalid params: name must be "
 		    "a tool name and arguments an object");
 		return;
 	}
@@ -846,7 +865,8 @@ br_call_abort_all(struct br *br)
 		c->approval = "denied";
 		c->approver = strdup("sluice");
 		c->approver_uid = -1;
-		deny(c, NULL, "shutdown", "Sluice stopped before anyone "
+		deny(c, NULL, POL_REASON_SHUTDOWN,
+		    "Sluice stopped before anyone "
 		    "approved this call.");
 	}
 	/* So are calls the upstream may already have acted on, and calls
@@ -865,11 +885,13 @@ br_call_abort_all(struct br *br)
 			/* A latency says it went upstream. */
 			c->latency_us = (int64_t)(now_us() - c->sent_us);
 			c->state = CALL_NEW;
-			deny(c, NULL, "shutdown", "Sluice stopped before the "
+			deny(c, NULL, POL_REASON_SHUTDOWN,
+			    "Sluice stopped before the "
 			    "tool answered.");
 		} else {
 			c->state = CALL_NEW;
-			deny(c, NULL, "shutdown", "Sluice stopped before this "
+			deny(c, NULL, POL_REASON_SHUTDOWN,
+			    "Sluice stopped before this "
 			    "call could be evaluated.");
 		}
 	}

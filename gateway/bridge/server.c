@@ -779,7 +779,8 @@ list_answer(struct br_req *rq)
 	const char *keys[BR_MAX_LABELS], *vals[BR_MAX_LABELS];
 	struct pol_tool_q q;
 	json_t *out, *t, *page, *res;
-	const char *pin, *drift, *why, *name;
+	const char *pin, *drift, *name;
+	enum pol_reason why;
 	size_t i, off = 0, psize, n;
 	char next[32];
 

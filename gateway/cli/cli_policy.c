@@ -172,7 +172,7 @@ static void
 print_decision(const struct pol_decision *d)
 {
 	printf("decision: %s\nrule: %s\nreason: %s\n", verdict_name(d->verdict),
-	    d->rule, d->reason);
+	    d->rule, pol_reason_name(d->reason));
 }
 
 static const char *
@@ -219,7 +219,7 @@ explain_dns(const struct pol_policy *p, const char *name, bool tainted)
 		if (d[i].verdict == POL_SYNTHETIC && show == NULL)
 			show = &d[i];
 		if (d[i].verdict == POL_ALLOW &&
-		    strcmp(d[i].reason, "allowed") == 0) {
+		    d[i].reason == POL_REASON_ALLOWED) {
 			if (show == NULL)
 				show = &d[i];
 			if (ok[0] != '\0')
@@ -230,7 +230,8 @@ explain_dns(const struct pol_policy *p, const char *name, bool tainted)
 	if (show == NULL)
 		show = &d[0];
 	printf("dns: %s\ndns_rule: %s\ndns_reason: %s\n",
-	    verdict_name(show->verdict), show->rule, show->reason);
+	    verdict_name(show->verdict), show->rule,
+	    pol_reason_name(show->reason));
 	if (show->verdict != POL_ALLOW)
 		return show->verdict == POL_DENY ? -1 : 0;
 	printf("dns_types: %s\n", ok);

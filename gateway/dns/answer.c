@@ -100,7 +100,7 @@ pq_fail_capped(struct dns_pq *pq)
 		cn->ms = now != 0 ? now : 1;
 		pq->ev.finding = true;
 	}
-	dns_pq_fail(pq, "learned_cap");
+	dns_pq_fail(pq, POL_REASON_LEARNED_CAP);
 }
 
 static void
@@ -177,7 +177,7 @@ dns_flush(struct ev_loop *loop, void *arg)
 						log_warnx("%s: learn for %s "
 						    "(%s) failed: %s", __func__,
 						    pq->c.id, pq->q.qname, err);
-					dns_pq_fail(pq, "learn_failed");
+					dns_pq_fail(pq, POL_REASON_LEARN_FAILED);
 				} else
 					ready_release(pq);
 			}
@@ -227,7 +227,7 @@ dns_pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		if (pq->p->h.lookup(pq->p->h.ctx, (struct sockaddr *)&pq->src,
 		    pq->srclen, &c) != 0 || c.policy == NULL ||
 		    strcmp(c.id, pq->c.id) != 0) {
-			dns_pq_fail(pq, "sandbox_gone");
+			dns_pq_fail(pq, POL_REASON_SANDBOX_GONE);
 			goto out;
 		}
 		/* The same policy text and taint decide the same
@@ -246,12 +246,11 @@ dns_pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup)
 		if (same)
 			goto decided;
 		dns_decide_name(&c, &pq->q, &d);
-		if (d.verdict != POL_ALLOW || (d.reason != NULL &&
-		    strcmp(d.reason, "nodata") == 0)) {
+		if (d.verdict != POL_ALLOW || d.reason == POL_REASON_NODATA) {
 			bool nodata = d.verdict == POL_ALLOW;
 
 			ev->decision = nodata ? DNS_DEC_NODATA : DNS_DEC_DENY;
-			dns_copystr(ev->reason, sizeof(ev->reason), d.reason);
+			ev->reason = d.reason;
 			dns_copystr(ev->rule, sizeof(ev->rule), d.rule);
 			dns_pq_finish(pq, NULL, nodata ? RCODE_NOERROR :
 			    dns_deny_rcode(&pq->lim));
@@ -269,7 +268,7 @@ decided:
 		goto servfail;
 	if (ev->naddrs > 0 && ev->nkept == 0) {
 		ev->decision = DNS_DEC_DENY;
-		dns_copystr(ev->reason, sizeof(ev->reason), "rebinding");
+		ev->reason = POL_REASON_REBINDING;
 		dns_pq_finish(pq, NULL, dns_deny_rcode(&pq->lim));
 		goto out;
 	}
@@ -314,7 +313,7 @@ decided:
 	ready_push(pq);
 	goto out;
 servfail:
-	dns_pq_fail(pq, "internal");
+	dns_pq_fail(pq, POL_REASON_INTERNAL);
 out:
 	ldns_buffer_free(b);
 	dns_filter_out_free(&fo);

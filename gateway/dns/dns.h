@@ -80,7 +80,7 @@ struct dns_event {
 	char			qname[256];	/* presentation form, no trailing dot */
 	uint16_t		qtype;
 	enum dns_decision	decision;
-	char			reason[32];	/* stable code: "allowed", "rate_limited", ... */
+	enum pol_reason		reason;		/* its name in the record */
 	char			rule[48];	/* the policy rule that decided, or "" */
 	uint8_t			rcode;		/* the rcode the sandbox got; 255 = no answer */
 	struct dns_ev_addr	addrs[DNS_EV_MAX_ADDRS];

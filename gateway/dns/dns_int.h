@@ -268,7 +268,7 @@ void		 dns_pq_start(struct dns_pq *pq);
 void		 dns_pq_finish(struct dns_pq *pq, ldns_buffer *b,
 		    uint8_t rcode);
 /* dns_pq_fail: pq ends in SERVFAIL, recorded with reason why. */
-void		 dns_pq_fail(struct dns_pq *pq, const char *why);
+void		 dns_pq_fail(struct dns_pq *pq, enum pol_reason why);
 /* dns_pq_free: pq unanswered and unrecorded: its sockets and timer closed,
  * unlinked from the proxy and its client, kept as a spare or freed. */
 void		 dns_pq_free(struct dns_pq *pq);

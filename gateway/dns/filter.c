@@ -197,13 +197,13 @@ addr_keep(const struct dns_filter_in *in, const struct pol_addr *a,
 	pol_egress_decide(in->c->policy, &eq, &d);
 	if (d.verdict == POL_ALLOW)
 		return true;
-	if (info.cls != POL_ADDR_PUBLIC || d.reason == NULL)
+	if (info.cls != POL_ADDR_PUBLIC)
 		return false;
 	/* Only "nothing about this address" keeps it (the name already
 	 * decided, including a tainted sandbox's keep-list); any other
 	 * reason, known or not, removes it. */
-	return strcmp(d.reason, "no_matching_rule") == 0 ||
-	    strcmp(d.reason, "tainted") == 0;
+	return d.reason == POL_REASON_NO_MATCHING_RULE ||
+	    d.reason == POL_REASON_TAINTED;
 }
 
 void

@@ -343,7 +343,7 @@ fail:
 	 * such, never a half-written answer. */
 	ev->decision = DNS_DEC_ERROR;
 	ev->rcode = RCODE_SERVFAIL;
-	dns_copystr(ev->reason, sizeof(ev->reason), "no_memory");
+	ev->reason = POL_REASON_NO_MEMORY;
 	dns_record(p, ev, t0);
 	dns_reply_simple(p, cn, src, srclen, q, true, RCODE_SERVFAIL);
 	ldns_buffer_free(b);
@@ -378,7 +378,7 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	struct pol_dns_limits lim;
 	struct pol_decision d;
 	enum dns_parse_result pr;
-	const char *why = NULL;
+	enum pol_reason why = POL_REASON_NONE;
 	struct dns_pq *pq;
 	struct dns_bucket *bk = NULL;
 	ldns_pkt *pkt;
@@ -431,20 +431,19 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 		dns_copystr(ev.sandbox, sizeof(ev.sandbox), c.id);
 	if (pr != DNS_PARSE_OK) {
 		ev.decision = DNS_DEC_MALFORMED;
-		dns_copystr(ev.reason, sizeof(ev.reason), "dropped");
+		ev.reason = POL_REASON_DROPPED;
 		/* Garbage costs a token too; over the rate it is not even
 		 * answered, so it cannot be used to make us send packets. */
 		if (known && limited) {
 			pr = DNS_PARSE_DROP;
-			dns_copystr(ev.reason, sizeof(ev.reason),
-			    "rate_limited");
+			ev.reason = POL_REASON_RATE_LIMITED;
 			ev.finding = true;
 		}
 		if (pr != DNS_PARSE_DROP) {
 			ev.rcode = !known ? RCODE_REFUSED :
 			    pr == DNS_PARSE_NOTIMP ? RCODE_NOTIMP : RCODE_FORMERR;
-			dns_copystr(ev.reason, sizeof(ev.reason),
-			    pr == DNS_PARSE_NOTIMP ? "notimp" : "formerr");
+			ev.reason = pr == DNS_PARSE_NOTIMP ?
+			    POL_REASON_NOTIMP : POL_REASON_FORMERR;
 		}
 		/* Recorded before the answer leaves, as every path here: the
 		 * record exists by the time anyone can observe the answer. */
@@ -459,7 +458,7 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	if (!known) {
 		ev.decision = DNS_DEC_REFUSED;
 		ev.rcode = RCODE_REFUSED;
-		dns_copystr(ev.reason, sizeof(ev.reason), "unknown_source");
+		ev.reason = POL_REASON_UNKNOWN_SOURCE;
 		dns_record(p, &ev, t0);
 		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_REFUSED);
 		return;
@@ -469,34 +468,33 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 
 	/* The rate was checked first (above). */
 	if (limited)
-		why = "rate_limited";
+		why = POL_REASON_RATE_LIMITED;
 	else if (q.bad_name || q.qclass != LDNS_RR_CLASS_IN ||
 	    q.qname[0] == '\0')
-		why = "bad_name";
+		why = POL_REASON_BAD_NAME;
 	else if (pol_dns_name_suspect(&lim, q.qname, &why)) {
-		if (why == NULL)
-			why = "suspect_name";
+		if (why == POL_REASON_NONE)
+			why = POL_REASON_SUSPECT_NAME;
 	}
-	if (why != NULL) {
+	if (why != POL_REASON_NONE) {
 		ev.decision = DNS_DEC_DENY;
 		ev.finding = true;
 		ev.rcode = dns_deny_rcode(&lim);
-		dns_copystr(ev.reason, sizeof(ev.reason), why);
+		ev.reason = why;
 		dns_record(p, &ev, t0);
 		dns_reply_simple(p, cn, src, srclen, &q, true, ev.rcode);
 		return;
 	}
 
 	dns_decide_name(&c, &q, &d);
-	dns_copystr(ev.reason, sizeof(ev.reason), d.reason);
+	ev.reason = d.reason;
 	dns_copystr(ev.rule, sizeof(ev.rule), d.rule);
 	if (d.verdict == POL_SYNTHETIC) {
 		ev.decision = DNS_DEC_SYNTHETIC;
 		synth_answer(p, cn, src, srclen, &q, &ev, t0);
 		return;
 	}
-	if (d.verdict == POL_ALLOW && d.reason != NULL &&
-	    strcmp(d.reason, "nodata") == 0) {
+	if (d.verdict == POL_ALLOW && d.reason == POL_REASON_NODATA) {
 		ev.decision = DNS_DEC_NODATA;
 		ev.rcode = RCODE_NOERROR;
 		dns_record(p, &ev, t0);
@@ -516,7 +514,7 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	    cn->inflight >= DNS_TCP_MAX_INFLIGHT)) {
 		ev.decision = DNS_DEC_ERROR;
 		ev.rcode = RCODE_SERVFAIL;
-		dns_copystr(ev.reason, sizeof(ev.reason), "overload");
+		ev.reason = POL_REASON_OVERLOAD;
 		dns_record(p, &ev, t0);
 		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
 		return;
@@ -524,7 +522,7 @@ dns_handle_query(struct dns_proxy *p, struct dns_conn *cn,
 	if ((pq = dns_pq_alloc(p)) == NULL) {
 		ev.decision = DNS_DEC_ERROR;
 		ev.rcode = RCODE_SERVFAIL;
-		dns_copystr(ev.reason, sizeof(ev.reason), "no_memory");
+		ev.reason = POL_REASON_NO_MEMORY;
 		dns_record(p, &ev, t0);
 		dns_reply_simple(p, cn, src, srclen, &q, true, RCODE_SERVFAIL);
 		return;

@@ -330,10 +330,10 @@ dns_pq_finish(struct dns_pq *pq, ldns_buffer *b, uint8_t rcode)
 }
 
 void
-dns_pq_fail(struct dns_pq *pq, const char *why)
+dns_pq_fail(struct dns_pq *pq, enum pol_reason why)
 {
 	pq->ev.decision = DNS_DEC_ERROR;
-	dns_copystr(pq->ev.reason, sizeof(pq->ev.reason), why);
+	pq->ev.reason = why;
 	dns_pq_finish(pq, NULL, RCODE_SERVFAIL);
 }
 
@@ -344,7 +344,7 @@ pq_next_upstream(struct dns_pq *pq)
 	pq->up = (pq->up + 1) % pq->p->cfg.nupstreams;
 	pq->tries++;
 	if (pq->tries >= pq->p->cfg.nupstreams) {
-		dns_pq_fail(pq, "upstream_failed");
+		dns_pq_fail(pq, POL_REASON_UPSTREAM_FAILED);
 		return;
 	}
 	dns_pq_start(pq);
@@ -518,7 +518,7 @@ pq_tcp_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		return;
 	}
 	if (pq->rbuf == NULL && (pq->rbuf = malloc(2 + DNS_MAX_MSG)) == NULL) {
-		dns_pq_fail(pq, "no_memory");
+		dns_pq_fail(pq, POL_REASON_NO_MEMORY);
 		return;
 	}
 	want = pq->rlen < 2 ? 2 : 2 + (size_t)(pq->rbuf[0] << 8 | pq->rbuf[1]);
@@ -638,7 +638,7 @@ dns_pq_start(struct dns_pq *pq)
 		if (p->ntcpup >= DNS_TCP_UP_MAX ||
 		    tcp_up_of(p, pq->c.id) >= DNS_TCP_UP_PER_SBX) {
 			p->stat_up_refused++;
-			dns_pq_fail(pq, "overload");
+			dns_pq_fail(pq, POL_REASON_OVERLOAD);
 			return;
 		}
 		pq_build(pq);

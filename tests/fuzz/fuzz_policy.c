@@ -62,7 +62,8 @@ check_decision(const struct pol_decision *d)
 	REQUIRE(d->verdict == POL_DENY || d->verdict == POL_ALLOW ||
 	    d->verdict == POL_ASK || d->verdict == POL_SYNTHETIC);
 	REQUIRE(d->rule != NULL && d->rule[0] != '\0');
-	REQUIRE(d->reason != NULL && d->reason[0] != '\0');
+	REQUIRE(d->reason != POL_REASON_NONE &&
+	    d->reason < POL_REASON__COUNT);
 }
 
 static void
@@ -116,7 +117,7 @@ dns(const struct pol_policy *p, const char *name)
 	struct pol_dns_q	 q;
 	struct pol_decision	 d;
 	struct pol_dns_limits	 l;
-	const char		*why = NULL;
+	enum pol_reason		 why = POL_REASON_NONE;
 	size_t			 i;
 
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -129,7 +130,7 @@ dns(const struct pol_policy *p, const char *name)
 	pol_dns_limits(p, &l);
 	REQUIRE(l.min_ttl_s <= l.max_ttl_s);
 	if (pol_dns_name_suspect(&l, name, &why))
-		REQUIRE(why != NULL);
+		REQUIRE(why != POL_REASON_NONE);
 }
 
 static void
@@ -144,7 +145,7 @@ tools(const struct pol_policy *p, const char *text)
 	struct pol_budget_use	 use = { "tool-calls", 1000, 1000, 1000 };
 	struct pol_tool_q	 q;
 	struct pol_tool_decision td;
-	const char		*reason;
+	enum pol_reason		 reason;
 	size_t			 i, j;
 
 	for (i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
@@ -169,14 +170,14 @@ tools(const struct pol_policy *p, const char *text)
 				REQUIRE(td.max_result_bytes ==
 				    pol_result_max_bytes(p));
 			REQUIRE(td.classification != NULL);
-			reason = NULL;
+			reason = POL_REASON_NONE;
 			(void)pol_tool_visible_q(p, &q, &reason);
-			REQUIRE(reason != NULL);
+			REQUIRE(reason != POL_REASON_NONE);
 		}
-		reason = NULL;
+		reason = POL_REASON_NONE;
 		(void)pol_tool_visible(p, refs[i][0], refs[i][1], NULL,
 		    &reason);
-		REQUIRE(reason != NULL);
+		REQUIRE(reason != POL_REASON_NONE);
 	}
 }
 

@@ -79,8 +79,8 @@ un(struct in *in, int bytes)
  * so longer chunks are cut: the event's fields are C strings). raw: the
  * bytes as they are, for text a sandbox or an upstream chose (the query
  * name); otherwise printable ASCII (quotes and backslashes included), for
- * what Sluice itself fills in (ids, links, reason codes, rule names,
- * formatted addresses). */
+ * what Sluice itself fills in (ids, links, rule names, formatted
+ * addresses). */
 static void
 str(struct in *in, char *dst, size_t cap, bool raw)
 {
@@ -137,7 +137,8 @@ fill(struct in *in, struct dns_event *ev)
 	str(in, ev->qname, sizeof(ev->qname), true);
 	ev->qtype = (uint16_t)un(in, 2);
 	ev->decision = (enum dns_decision)(u8(in) % (DNS_DEC_MALFORMED + 2));
-	str(in, ev->reason, sizeof(ev->reason), false);
+	/* Any code, and past the table (its fallback name). */
+	ev->reason = (enum pol_reason)(u8(in) % (POL_REASON__COUNT + 2));
 	str(in, ev->rule, sizeof(ev->rule), false);
 	ev->rcode = u8(in);
 	ev->naddrs = count(in, DNS_EV_MAX_ADDRS);

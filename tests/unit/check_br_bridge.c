@@ -198,7 +198,7 @@ copy_ev(struct rec *r, const struct br_event *ev)
 	snprintf(r->decision, sizeof(r->decision), "%s",
 	    ev->decision ? ev->decision : "");
 	snprintf(r->reason, sizeof(r->reason), "%s",
-	    ev->reason ? ev->reason : "");
+	    ev->reason != POL_REASON_NONE ? pol_reason_name(ev->reason) : "");
 	snprintf(r->approval, sizeof(r->approval), "%s",
 	    ev->approval ? ev->approval : "");
 	snprintf(r->approver, sizeof(r->approver), "%s",

@@ -291,7 +291,7 @@ START_TEST(egress_table)
 	ck_assert_msg(d.verdict == eg[_i].v, "%s: verdict %d", eg[_i].host,
 	    d.verdict);
 	ck_assert_str_eq(d.rule, eg[_i].rule);
-	ck_assert_str_eq(d.reason, eg[_i].reason);
+	ck_assert_str_eq(pol_reason_name(d.reason), eg[_i].reason);
 }
 END_TEST
 
@@ -305,7 +305,7 @@ START_TEST(egress_bad_input)
 	q.port = 443;
 	pol_egress_decide(pe, &q, &d);		/* host NULL */
 	ck_assert_int_eq(d.verdict, POL_DENY);
-	ck_assert_str_eq(d.reason, "bad_request");
+	ck_assert_str_eq(pol_reason_name(d.reason), "bad_request");
 	q.host = "pypi.org";
 	pol_egress_decide(NULL, &q, &d);
 	ck_assert_int_eq(d.verdict, POL_DENY);
@@ -404,7 +404,7 @@ START_TEST(dns_table)
 	ck_assert_msg(d.verdict == dq[_i].v, "%s: verdict %d", dq[_i].name,
 	    d.verdict);
 	ck_assert_str_eq(d.rule, dq[_i].rule);
-	ck_assert_str_eq(d.reason, dq[_i].reason);
+	ck_assert_str_eq(pol_reason_name(d.reason), dq[_i].reason);
 }
 END_TEST
 
@@ -419,17 +419,17 @@ START_TEST(dns_listed_https)
 	ck_assert_ptr_nonnull(p);
 	pol_dns_decide(p, &q, &d);
 	ck_assert_int_eq(d.verdict, POL_ALLOW);
-	ck_assert_str_eq(d.reason, "allowed");
+	ck_assert_str_eq(pol_reason_name(d.reason), "allowed");
 	q.qtype = 64;	/* SVCB is not listed: NODATA */
 	pol_dns_decide(p, &q, &d);
 	ck_assert_int_eq(d.verdict, POL_ALLOW);
-	ck_assert_str_eq(d.reason, "nodata");
+	ck_assert_str_eq(pol_reason_name(d.reason), "nodata");
 	q.name = "x.paste.example.com";
 	pol_dns_decide(p, &q, &d);
 	ck_assert_int_eq(d.verdict, POL_DENY);
 	q.name = NULL;
 	pol_dns_decide(p, &q, &d);
-	ck_assert_str_eq(d.reason, "bad_request");
+	ck_assert_str_eq(pol_reason_name(d.reason), "bad_request");
 	pol_policy_free(p);
 	pol_errors_free(e);
 }
@@ -457,7 +457,7 @@ static const struct {
 START_TEST(suspect_table)
 {
 	struct pol_dns_limits	l;
-	const char		*why;
+	enum pol_reason		 why;
 	bool			 s;
 
 	memset(&l, 0, sizeof(l));
@@ -467,11 +467,12 @@ START_TEST(suspect_table)
 	l.entropy_millibits = 3500;
 	s = pol_dns_name_suspect(&l, sq[_i].name, &why);
 	if (sq[_i].reason == NULL) {
-		ck_assert_msg(!s, "%s: %s", sq[_i].name, why);
-		ck_assert_ptr_null(why);
+		ck_assert_msg(!s, "%s: %s", sq[_i].name,
+		    pol_reason_name(why));
+		ck_assert_int_eq(why, POL_REASON_NONE);
 	} else {
 		ck_assert_msg(s, "%s not suspect", sq[_i].name);
-		ck_assert_str_eq(why, sq[_i].reason);
+		ck_assert_str_eq(pol_reason_name(why), sq[_i].reason);
 	}
 }
 END_TEST
@@ -480,7 +481,7 @@ END_TEST
 START_TEST(entropy_threshold)
 {
 	struct pol_dns_limits	l;
-	const char		*why;
+	enum pol_reason		 why;
 
 	memset(&l, 0, sizeof(l));
 	l.max_name_len = 253;
@@ -490,7 +491,7 @@ START_TEST(entropy_threshold)
 	ck_assert(!pol_dns_name_suspect(&l, "aabbccdd.example", &why));
 	l.entropy_millibits = 1999;
 	ck_assert(pol_dns_name_suspect(&l, "aabbccdd.example", &why));
-	ck_assert_str_eq(why, "high_entropy");
+	ck_assert_str_eq(pol_reason_name(why), "high_entropy");
 	l.entropy_millibits = 3000;
 	ck_assert(!pol_dns_name_suspect(&l, "abcdefgh.example", &why));
 	l.entropy_millibits = 2999;
@@ -747,9 +748,9 @@ START_TEST(tool_table)
 	q.pin_hex = tq[_i].pin;
 	pol_tool_decide(pt, &q, &d);
 	ck_assert_msg(d.d.verdict == tq[_i].v, "row %d: verdict %d (%s)", _i,
-	    d.d.verdict, d.d.reason);
+	    d.d.verdict, pol_reason_name(d.d.reason));
 	ck_assert_str_eq(d.d.rule, tq[_i].rule);
-	ck_assert_str_eq(d.d.reason, tq[_i].reason);
+	ck_assert_str_eq(pol_reason_name(d.d.reason), tq[_i].reason);
 	if (d.d.verdict == POL_DENY) {
 		ck_assert_uint_eq(d.nres, 0);
 		/* The agent gets a sentence, never an empty message. */
@@ -816,7 +817,7 @@ START_TEST(tool_reservations)
 	q.server = NULL;
 	pol_tool_decide(pt, &q, &d);
 	ck_assert_int_eq(d.d.verdict, POL_DENY);
-	ck_assert_str_eq(d.d.reason, "bad_request");
+	ck_assert_str_eq(pol_reason_name(d.d.reason), "bad_request");
 	pol_tool_decide(pt, NULL, &d);
 	ck_assert_int_eq(d.d.verdict, POL_DENY);
 }
@@ -825,17 +826,17 @@ END_TEST
 START_TEST(tool_visibility)
 {
 	struct pol_tool_q	 q;
-	const char		*why;
+	enum pol_reason		 why;
 
 	ck_assert(pol_tool_visible(pt, "everything", "echo", NULL, &why));
-	ck_assert_str_eq(why, "visible");
+	ck_assert_str_eq(pol_reason_name(why), "visible");
 	ck_assert(!pol_tool_visible(pt, "everything", "nope", NULL, &why));
-	ck_assert_str_eq(why, "no_matching_rule");
+	ck_assert_str_eq(pol_reason_name(why), "no_matching_rule");
 	/* Allowed for some subjects: listed; calls are still decided. */
 	ck_assert(pol_tool_visible(pt, "files", "read", NULL, &why));
 	ck_assert(pol_tool_visible(pt, "pinned", "t", PIN_A, &why));
 	ck_assert(!pol_tool_visible(pt, "pinned", "t", NULL, &why));
-	ck_assert_str_eq(why, "pin_mismatch");
+	ck_assert_str_eq(pol_reason_name(why), "pin_mismatch");
 	ck_assert(!pol_tool_visible(pt, "pinned", "t", "sha256:"
 	    "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 	    &why));
@@ -846,7 +847,7 @@ START_TEST(tool_visibility)
 	q.tool = "read";
 	q.subject = "bob";
 	ck_assert(!pol_tool_visible_q(pt, &q, &why));
-	ck_assert_str_eq(why, "rule_deny");
+	ck_assert_str_eq(pol_reason_name(why), "rule_deny");
 	q.subject = "alice";
 	ck_assert(pol_tool_visible_q(pt, &q, &why));
 	q.server = "pinned";
@@ -940,6 +941,46 @@ START_TEST(pin_bad_input)
 }
 END_TEST
 
+/* ------------------------------------------------------- reason names */
+
+/* Every reason has its own name, and one that records can hold as it is
+ * (lower case and '_'): a value added to the enum without a name in the
+ * table gets the out-of-range name and fails here. */
+START_TEST(reason_names)
+{
+	const char	*unknown = pol_reason_name(POL_REASON__COUNT);
+	const char	*n, *c;
+	int		 i, j;
+
+	ck_assert_ptr_nonnull(unknown);
+	ck_assert_str_eq(pol_reason_name((enum pol_reason)-1), unknown);
+	for (i = 0; i < POL_REASON__COUNT; i++) {
+		n = pol_reason_name((enum pol_reason)i);
+		ck_assert_ptr_nonnull(n);
+		ck_assert_msg(n[0] != '\0', "reason %d: empty name", i);
+		ck_assert_msg(strcmp(n, unknown) != 0, "reason %d: no name", i);
+		for (c = n; *c != '\0'; c++)
+			ck_assert_msg((*c >= 'a' && *c <= 'z') || *c == '_',
+			    "reason %d: name \"%s\"", i, n);
+		for (j = 0; j < i; j++)
+			ck_assert_msg(strcmp(n, pol_reason_name(
+			    (enum pol_reason)j)) != 0, "reasons %d and %d: "
+			    "both \"%s\"", j, i, n);
+	}
+	/* Names only the gateway sets, which the DNS and bridge records and
+	 * their findings are read by. */
+	ck_assert_str_eq(pol_reason_name(POL_REASON_RATE_LIMITED),
+	    "rate_limited");
+	ck_assert_str_eq(pol_reason_name(POL_REASON_LEARNED_CAP),
+	    "learned_cap");
+	ck_assert_str_eq(pol_reason_name(POL_REASON_REBINDING), "rebinding");
+	ck_assert_str_eq(pol_reason_name(POL_REASON_RESULT_TOO_LARGE),
+	    "result_too_large");
+	ck_assert_str_eq(pol_reason_name(POL_REASON_APPROVAL_TIMEOUT),
+	    "approval_timeout");
+}
+END_TEST
+
 int
 main(void)
 {
@@ -965,6 +1006,7 @@ main(void)
 	tcase_add_checked_fixture(lim, setup, teardown);
 	tcase_add_test(lim, egress_bad_input);
 	tcase_add_test(lim, pin_bad_input);
+	tcase_add_test(lim, reason_names);
 	suite_add_tcase(s, core);
 	suite_add_tcase(s, lim);
 	sr = srunner_create(s);

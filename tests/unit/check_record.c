@@ -69,7 +69,7 @@ typical(struct dns_event *ev, const char *id, const char *qname)
 	snprintf(ev->qname, sizeof(ev->qname), "%s", qname);
 	ev->qtype = 1;
 	ev->decision = DNS_DEC_ALLOW;
-	snprintf(ev->reason, sizeof(ev->reason), "allowed");
+	ev->reason = POL_REASON_ALLOWED;
 	snprintf(ev->rule, sizeof(ev->rule), "egress.allow[0]");
 	ev->naddrs = ev->nkept = 1;
 	ev->addrs[0].family = AF_INET;
@@ -582,7 +582,10 @@ START_TEST(dns_record_canon_escapes)
 	ev.tcp = true;
 	ev.finding = true;
 	ev.qtype = LDNS_RR_TYPE_HTTPS;
-	snprintf(ev.reason, sizeof(ev.reason), "tab\there \"q\" back\\slash\x01");
+	/* The reason is a code, its name from the table: the hostile bytes
+	 * go into the name asked about. */
+	ev.reason = POL_REASON_REBINDING;
+	snprintf(ev.qname, sizeof(ev.qname), "tab\there \"q\" back\\slash\x01");
 	snprintf(ev.rule, sizeof(ev.rule), "egress.allow[\"0\"]");
 	free(canon_of(&ev, p));
 	free(canon_of(&ev, NULL));
