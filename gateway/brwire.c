@@ -116,14 +116,6 @@ h_release(void *ctx, void *policy_ref)
 	gw_pset_unref(policy_ref);
 }
 
-static int
-put(json_t *o, const char *key, json_t *v)
-{
-	if (v == NULL || json_object_set_new(o, key, v) == -1)
-		return -1;
-	return 0;
-}
-
 /* Sets key to a string only when s is given: absent fields stay absent
  * rather than becoming "" in the log. */
 static int
@@ -131,7 +123,7 @@ put_opt(json_t *o, const char *key, const char *s)
 {
 	if (s == NULL)
 		return 0;
-	return put(o, key, rec_string(s));
+	return rec_put(o, key, rec_string(s));
 }
 
 /*
@@ -149,10 +141,9 @@ ev_fields(const struct br_event *ev)
 	if ((o = json_object()) == NULL)
 		return NULL;
 	if (ev->sandbox != NULL)
-		bad |= put(o, "sandbox", json_pack("{s:o}", "id",
-		    rec_string(ev->sandbox)));
+		bad |= rec_put(o, "sandbox", rec_sandbox_json(ev->sandbox));
 	if (ev->policy != NULL)
-		bad |= put(o, "policy", ev->rule != NULL ?
+		bad |= rec_put(o, "policy", ev->rule != NULL ?
 		    json_pack("{s:o,s:o}", "id", rec_string(ev->policy),
 		    "rule", rec_string(ev->rule)) :
 		    json_pack("{s:o}", "id", rec_string(ev->policy)));
@@ -171,17 +162,18 @@ ev_fields(const struct br_event *ev)
 	bad |= put_opt(o, "budget", ev->budget);
 	bad |= put_opt(o, "approver", ev->approver);
 	if (ev->approver != NULL && ev->approver_uid >= 0)
-		bad |= put(o, "approver_uid", json_integer(ev->approver_uid));
+		bad |= rec_put(o, "approver_uid",
+		    json_integer(ev->approver_uid));
 	bad |= put_opt(o, "approver_note", ev->approver_note);
 	bad |= put_opt(o, "approval", ev->approval);
 	bad |= put_opt(o, "classification", ev->classification);
 	if (ev->kind == BR_EV_CALL) {
-		bad |= put(o, "taints", json_boolean(ev->taints));
-		bad |= put(o, "upstream_latency_us",
+		bad |= rec_put(o, "taints", json_boolean(ev->taints));
+		bad |= rec_put(o, "upstream_latency_us",
 		    json_integer(ev->upstream_latency_us));
-		bad |= put(o, "result_bytes",
+		bad |= rec_put(o, "result_bytes",
 		    json_integer((json_int_t)ev->result_bytes));
-		bad |= put(o, "redactions", json_integer(ev->redactions));
+		bad |= rec_put(o, "redactions", json_integer(ev->redactions));
 	}
 	bad |= put_opt(o, "result_digest", ev->result_digest);
 	bad |= put_opt(o, "detail", ev->detail);
@@ -284,9 +276,10 @@ h_finding(void *ctx, const struct br_event *ev)
 	/* The generic finding shape (type, severity, detail) plus what the
 	 * event knows: who, which server and tool. */
 	if ((o = ev_fields(ev)) != NULL &&
-	    (put(o, "type", rec_string(ev->kind_name)) == -1 ||
-	    put(o, "severity", json_string(finding_severity(ev->kind))) == -1 ||
-	    put(o, "decision", json_string("log")) == -1)) {
+	    (rec_put(o, "type", rec_string(ev->kind_name)) == -1 ||
+	    rec_put(o, "severity", json_string(finding_severity(ev->kind))) ==
+	    -1 ||
+	    rec_put(o, "decision", json_string("log")) == -1)) {
 		json_decref(o);
 		o = NULL;
 	}

@@ -16,16 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/dns/dns_rec.h"
+#include "gateway/dnswire.h"
 #include "gateway/log.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 
 /* Records of one loop turn held for one submission burst; a turn that
  * makes more is submitted in slices of this many. */
-#define REC_DNS_PENDING	256
-#define REC_DNS_CANON_BUF	8192	/* most records take under 1 KiB */
+#define DNSW_PENDING	256
+#define DNSW_CANON_BUF	8192	/* most records take under 1 KiB */
 
-struct rec_dns {
+struct dnsw {
 	struct dns_proxy	*proxy;
 	struct gw		*gw;
 	struct sbx		*sbx;
@@ -34,7 +36,7 @@ struct rec_dns {
 	struct {
 		const char	*kind;		/* a literal */
 		json_t		*fields;
-	}			 pending[REC_DNS_PENDING];
+	}			 pending[DNSW_PENDING];
 	size_t			 npending;
 	uint64_t		 record_failures;
 };
@@ -57,7 +59,7 @@ static int
 h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
     struct dns_client *c)
 {
-	struct rec_dns *d = ctx;
+	struct dnsw *d = ctx;
 	const struct sockaddr_in *sin;
 	struct sbx_view v;
 
@@ -87,7 +89,7 @@ static int
 h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
     size_t errlen)
 {
-	struct rec_dns *d = ctx;
+	struct dnsw *d = ctx;
 	struct fw *fw = sbx_fw(d->sbx);
 
 	if (fw == NULL) {
@@ -105,7 +107,7 @@ h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
  * the log line is for the operator.
  */
 static void
-flush_records(struct rec_dns *d)
+flush_records(struct dnsw *d)
 {
 	size_t i;
 
@@ -126,7 +128,7 @@ flush_records(struct rec_dns *d)
 static void
 on_flush(struct ev_loop *loop, void *arg)
 {
-	struct rec_dns *d = arg;
+	struct dnsw *d = arg;
 
 	(void)loop;
 	d->flush = NULL;
@@ -142,13 +144,13 @@ on_flush(struct ev_loop *loop, void *arg)
  * the policy it names are valid, so what is held is final.
  */
 static void
-hold_record(struct rec_dns *d, const char *kind, json_t *fields)
+hold_record(struct dnsw *d, const char *kind, json_t *fields)
 {
 	/* NULL (the converter ran out of memory) is held too: rec_async
 	 * counts it as a failure and it is logged like one. */
 	d->pending[d->npending].kind = kind;
 	d->pending[d->npending++].fields = fields;
-	if (d->npending == REC_DNS_PENDING) {
+	if (d->npending == DNSW_PENDING) {
 		flush_records(d);
 		return;
 	}
@@ -188,10 +190,10 @@ itemised(const struct dns_event *ev)
 static void
 h_record(void *ctx, const struct dns_event *ev)
 {
-	struct rec_dns *d = ctx;
+	struct dnsw *d = ctx;
 	const struct pol_policy *p = NULL;
 	struct sbx_view v;
-	char buf[REC_DNS_CANON_BUF];
+	char buf[DNSW_CANON_BUF];
 	struct aud_cw w;
 
 	if (!itemised(ev))
@@ -204,7 +206,7 @@ h_record(void *ctx, const struct dns_event *ev)
 	 * the proxy's queries/s. Held records go first, to keep the order;
 	 * a record too large for the buffer takes the tree path. */
 	aud_cw_init(&w, buf, sizeof(buf));
-	if (rec_dns_canon(ev, p, &w) == 0) {
+	if (dns_rec_canon(ev, p, &w) == 0) {
 		if (d->npending > 0)
 			flush_records(d);
 		if (rec_canon("dns.decision", w.p, w.len) == 0)
@@ -213,15 +215,15 @@ h_record(void *ctx, const struct dns_event *ev)
 		 * tree path still gets the decision recorded. A full queue
 		 * is counted by audit/ and written as log.gap instead. */
 		if (errno == EINVAL)
-			hold_record(d, "dns.decision", rec_dns_fields(ev, p));
+			hold_record(d, "dns.decision", dns_rec_fields(ev, p));
 		if (d->record_failures++ % 1000 == 0)
 			log_warn("dns.decision record (%llu failed so far)",
 			    (unsigned long long)d->record_failures);
 	} else
-		hold_record(d, "dns.decision", rec_dns_fields(ev, p));
+		hold_record(d, "dns.decision", dns_rec_fields(ev, p));
 finding:
 	if (ev->finding)
-		hold_record(d, "finding", rec_dns_finding(ev));
+		hold_record(d, "finding", dns_rec_finding(ev));
 }
 
 static int
@@ -252,7 +254,7 @@ sa_from(struct sockaddr_storage *ss, socklen_t *len, const struct pol_addr *a,
 }
 
 int
-rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
+dnsw_config(const struct pol_config *cfg, uint16_t listen_port,
     struct dns_config *dc, char *err, size_t errlen)
 {
 	size_t i;
@@ -300,21 +302,21 @@ rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
 	return 0;
 }
 
-struct rec_dns *
-rec_dns_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
+struct dnsw *
+dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     uint16_t listen_port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
 	struct dns_config dc;
 	struct dns_hooks h;
-	struct rec_dns *d;
+	struct dnsw *d;
 
 	if (sbx == NULL) {
 		snprintf(err, errlen, "dns: no sandbox manager");
 		errno = EINVAL;
 		return NULL;
 	}
-	if (rec_dns_config(cfg, listen_port, &dc, err, errlen) == -1)
+	if (dnsw_config(cfg, listen_port, &dc, err, errlen) == -1)
 		return NULL;
 	if (cfg->ndns_upstreams > DNS_MAX_UPSTREAMS)
 		log_warnx("dns: %zu upstreams configured, the first %d are "
@@ -342,7 +344,7 @@ rec_dns_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 }
 
 void
-rec_dns_stop(struct rec_dns *d)
+dnsw_stop(struct dnsw *d)
 {
 	if (d == NULL)
 		return;
@@ -355,7 +357,7 @@ rec_dns_stop(struct rec_dns *d)
 }
 
 uint16_t
-rec_dns_port(const struct rec_dns *d)
+dnsw_port(const struct dnsw *d)
 {
 	return dns_local_port(d->proxy);
 }

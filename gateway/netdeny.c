@@ -369,18 +369,76 @@ iso_ms(int64_t ms, char *buf, size_t len)
 	snprintf(buf, len, "%s.%03dZ", s, (int)(ms % 1000));
 }
 
-static const char *
-proto_name(uint8_t p, char *buf, size_t len)
+json_t *
+nd_rec_fields(const struct nd_entry *e, const char *sandbox,
+    const char *reason)
 {
-	switch (p) {
-	case IPPROTO_TCP: return "tcp";
-	case IPPROTO_UDP: return "udp";
-	case IPPROTO_ICMP: return "icmp";
-	case IPPROTO_ICMPV6: return "icmpv6";
-	default:
-		snprintf(buf, len, "%u", p);
-		return buf;
+	char ifname[FW_IFNAMSIZ + 1], pb[8];
+	json_t *o;
+	int bad = 0;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	memcpy(ifname, e->d.ifname, FW_IFNAMSIZ);
+	ifname[FW_IFNAMSIZ] = '\0';
+	if (sandbox != NULL && sandbox[0] != '\0' && strcmp(sandbox, "-") != 0)
+		bad |= rec_put(o, "sandbox", rec_sandbox_json(sandbox));
+	bad |= rec_put(o, "iface", rec_string(ifname));
+	if (e->summary) {
+		/* Packets of a link beyond its keys (or of no link, the
+		 * table full): how many, and when; no one destination. */
+		bad |= rec_put(o, "summary", json_true());
+		bad |= rec_put(o, "decision", json_string("deny"));
+		bad |= rec_put(o, "reason", rec_string(reason != NULL ? reason :
+		    "not_itemised"));
+		bad |= rec_put(o, "count", json_integer((json_int_t)(e->count >
+		    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX :
+		    e->count)));
+		if (e->nkeys > 0)
+			bad |= rec_put(o, "keys", json_integer(e->nkeys));
+		bad |= rec_put(o, "first_ts", json_integer((json_int_t)
+		    e->first_ms));
+		bad |= rec_put(o, "last_ts", json_integer((json_int_t)
+		    e->last_ms));
+		if (bad) {
+			json_decref(o);
+			return NULL;
+		}
+		return o;
 	}
+	if (e->nports > 1 || e->other_ports > 0) {
+		json_t *a = json_array();
+		size_t i;
+
+		for (i = 0; a != NULL && i < e->nports; i++)
+			if (json_array_append_new(a,
+			    json_integer(e->ports[i])) == -1)
+				bad = 1;
+		bad |= rec_put(o, "dst_ports", a);
+		bad |= rec_put(o, "other_ports", json_integer((json_int_t)
+		    (e->other_ports > (uint64_t)AUD_INT_MAX ?
+		    (uint64_t)AUD_INT_MAX : e->other_ports)));
+	}
+	bad |= rec_put(o, "proto", json_string(rec_proto_name(e->d.proto, pb,
+	    sizeof(pb))));
+	bad |= rec_put(o, "src", json_pack("{s:o, s:I}", "ip",
+	    rec_addr_json(e->d.family, e->d.src), "port",
+	    (json_int_t)e->d.sport));
+	bad |= rec_put(o, "dst", json_pack("{s:o, s:I}", "ip",
+	    rec_addr_json(e->d.family, e->d.dst), "port",
+	    (json_int_t)e->d.dport));
+	bad |= rec_put(o, "decision", json_string("deny"));
+	bad |= rec_put(o, "reason", rec_string(reason != NULL ? reason :
+	    "denied"));
+	bad |= rec_put(o, "count", json_integer((json_int_t)(e->count >
+	    (uint64_t)AUD_INT_MAX ? (uint64_t)AUD_INT_MAX : e->count)));
+	bad |= rec_put(o, "first_ts", json_integer((json_int_t)e->first_ms));
+	bad |= rec_put(o, "last_ts", json_integer((json_int_t)e->last_ms));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static void
@@ -415,7 +473,7 @@ emit(const struct nd_entry *e, void *arg)
 		    " denied packets beyond %d destinations first_ts=%s "
 		    "last_ts=%s", sandbox, ifname[0] != '\0' ? ifname : "-",
 		    e->count, ND_LINK_KEYS, first, last);
-		if (rec_async("net.deny", rec_netdeny_fields(e, sandbox,
+		if (rec_async("net.deny", nd_rec_fields(e, sandbox,
 		    "not_itemised")) == -1)
 			log_debug("net.deny record: %s", strerror(errno));
 		return;
@@ -425,10 +483,10 @@ emit(const struct nd_entry *e, void *arg)
 	log_info("net.deny sandbox=%s iface=%s proto=%s src=%s dst=%s "
 	    "sport=%u dport=%u reason=%s count=%" PRIu64 " first_ts=%s "
 	    "last_ts=%s", sandbox, ifname[0] != '\0' ? ifname : "-",
-	    proto_name(e->d.proto, pb, sizeof(pb)), src, dst, e->d.sport,
+	    rec_proto_name(e->d.proto, pb, sizeof(pb)), src, dst, e->d.sport,
 	    e->d.dport, reason, e->count, first, last);
 	/* Async: a flood of denials must never wait for the disk. */
-	if (rec_async("net.deny", rec_netdeny_fields(e, sandbox, reason)) ==
+	if (rec_async("net.deny", nd_rec_fields(e, sandbox, reason)) ==
 	    -1)
 		log_debug("net.deny record: %s", strerror(errno));
 }
@@ -450,7 +508,7 @@ flush(struct nd *nd)
 		sum.summary = 1;
 		sum.count = dropped;
 		sum.first_ms = sum.last_ms = wall_ms();
-		if (rec_async("net.deny", rec_netdeny_fields(&sum, NULL,
+		if (rec_async("net.deny", nd_rec_fields(&sum, NULL,
 		    "table_full")) == -1)
 			log_debug("net.deny record: %s", strerror(errno));
 	}

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "gateway/ev.h"
 #include "netns/fw.h"
 #include "policy/policy.h"
@@ -96,6 +98,15 @@ int		 nd_table_tag(struct nd_table *t, const struct fw_denied *d,
 const char	*nd_reason(const struct fw_denied *d,
 		    const struct pol_cidr *treat_as_public, size_t ntreat,
 		    char *buf, size_t len);
+/* nd_rec_fields: a net.deny record for one aggregated key: sandbox {id}
+ * (omitted when sandbox is NULL or "-"), iface, proto, src, dst (the first
+ * packet's), decision "deny", reason, count, first_ts, last_ts (ms since
+ * the epoch), and when more than one port was tried dst_ports (the first
+ * ND_PORTS_KEEP) and other_ports (packets to the rest). For a summary
+ * entry: sandbox, iface, summary true, decision, reason, count, keys,
+ * first_ts, last_ts. New reference, NULL on allocation failure. */
+json_t		*nd_rec_fields(const struct nd_entry *e, const char *sandbox,
+		    const char *reason);
 
 struct nd;
 struct sbx;

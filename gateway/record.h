@@ -4,17 +4,17 @@
  * Every part of sluiced that takes a decision (sandbox lifecycle, policy
  * reload, denied packets, the DNS proxy, the bridge) hands its record here
  * rather than to audit/ directly, so that the log is opened once from the
- * config, its completion eventfd and heartbeat live in the one event loop,
- * and the field layout of each kind is written in one place (the converters
- * below), where the OCSF mapping and `sluice audit tail` expect it.
+ * config and its completion eventfd and heartbeat live in the one event
+ * loop. Each producer converts its own events to fields, next to the code
+ * that knows what they mean, out of the shared blocks declared below (a
+ * sandbox {id}, addresses, protocol names, always-accepted strings), so
+ * that the OCSF mapping and `sluice audit tail` see the same shapes from
+ * every producer.
  *
  * The recorder is process-wide: rec_open installs it and rec_async /
  * rec_durable / rec_commit reach it without a handle, so that a call site
  * deep in another module needs one line, not a pointer threaded through
  * every constructor. Loop thread only, like the rest of gateway/.
- *
- * The DNS proxy's wiring (gateway/dnswire.c) is declared here too: it is the
- * glue between the proxy, the sandbox manager and this recorder.
  */
 #ifndef SLUICE_GATEWAY_RECORD_H
 #define SLUICE_GATEWAY_RECORD_H
@@ -27,10 +27,7 @@
 #include <jansson.h>
 
 #include "audit/audit.h"
-#include "gateway/dns/dns.h"
 #include "gateway/ev.h"
-#include "gateway/gw.h"
-#include "gateway/netdeny.h"
 #include "policy/policy.h"
 
 #define REC_HEARTBEAT_MS	60000	/* idle heartbeat + checkpoint */
@@ -119,51 +116,41 @@ int	rec_tally(enum rec_tally_what what, const char *key,
  * text. Prints nothing when no recorder is open. */
 void	rec_metrics_print(FILE *fp);
 
-/* ---- converters: the fields of each kind (new references, NULL on
- * allocation failure; pass the result straight to rec_*). ---- */
-
-/* rec_dns_fields: a dns.decision record: sandbox {id}, client, transport,
- * q {name, type, class}, decision, reason, rule, rcode, answers (kept
- * addresses), removed, elements {ip, proto, port_lo, port_hi, timeout_ms,
- * keep: true when the element carries FW_ELEM_KEEP}, resolver, latency_us;
- * policy {id, sha256, rule} when policy is not NULL. Constant parts are
- * shared between records (extra references to immutable values): do not
- * modify the result. Loop thread only. */
-json_t	*rec_dns_fields(const struct dns_event *ev,
-	    const struct pol_policy *policy);
-/*
- * rec_dns_canon: the same record as rec_dns_fields, written straight as
- * canonical bytes into w (no JSON tree: the proxy writes one per query).
- * The bytes are those aud_canon_dump gives for rec_dns_fields' object;
- * tests/unit/check_record.c holds the two together. 0, or -1 when w
- * overflowed (use rec_dns_fields then).
- */
-int	rec_dns_canon(const struct dns_event *ev,
-	    const struct pol_policy *policy, struct aud_cw *w);
 /* rec_canon: as rec_async, for canonical bytes (aud_submit_canon). */
 int	rec_canon(const char *kind, const char *body, size_t len);
-/* rec_dns_finding: the finding record that accompanies a dns.decision with
- * ev->finding (suspected tunnel or rebinding). */
-json_t	*rec_dns_finding(const struct dns_event *ev);
-/* rec_netdeny_fields: a net.deny record for one aggregated key: sandbox
- * {id} (omitted when sandbox is NULL or "-"), iface, proto, src, dst (the
- * first packet's), decision "deny", reason, count, first_ts, last_ts (ms
- * since the epoch), and when more than one port was tried dst_ports (the
- * first ND_PORTS_KEEP) and other_ports (packets to the rest). For a
- * summary entry: sandbox, iface, summary true, decision, reason, count,
- * keys, first_ts, last_ts. */
-json_t	*rec_netdeny_fields(const struct nd_entry *e, const char *sandbox,
-	    const char *reason);
-/* rec_reload_fields: a policy.reload record: decision "allow" (ok) or
- * "deny" (failed), result, policy_dir, policies [{name, digest}] (stolen,
- * may be NULL), errors (the messages of errs, may be NULL). */
-json_t	*rec_reload_fields(bool ok, const char *policy_dir, json_t *policies,
-	    const struct pol_errors *errs);
+
+/* ---- what every kind's fields share (gateway/rec_fields.c). Each
+ * producer converts its own events (gateway/dns/dns_rec.h,
+ * nd_rec_fields in gateway/netdeny.h, gateway/brwire.c) out of these. ---- */
+
 /* rec_string: a JSON string of s (NULL is ""), with every byte outside
  * printable ASCII shown as '?' when s is not valid UTF-8, so that a record
  * quoting untrusted bytes is still written. New reference, NULL on
  * allocation failure. */
 json_t	*rec_string(const char *s);
+/* rec_put: sets key (a literal of the caller: not checked as UTF-8) of o to
+ * v, stolen. -1 when v is NULL or the set fails, so that callers OR the
+ * results and drop the whole object: a half-built record never reaches the
+ * log. */
+int	 rec_put(json_t *o, const char *key, json_t *v);
+/* rec_sandbox_json: {id} of a sandbox (id through rec_string). New
+ * reference, NULL on allocation failure. */
+json_t	*rec_sandbox_json(const char *id);
+/* rec_addr_json: the text form of the address a (4 bytes, or 16 when
+ * family is AF_INET6); "?" if it cannot be formatted. New reference. */
+json_t	*rec_addr_json(uint8_t family, const uint8_t *a);
+/* rec_proto_name: "tcp", "udp", "icmp", "icmpv6", else the number written
+ * into buf (len bytes; 8 is enough). */
+const char *rec_proto_name(uint8_t p, char *buf, size_t len);
+
+/* ---- the kinds of the daemon's core (new references, NULL on
+ * allocation failure; pass the result straight to rec_*). ---- */
+
+/* rec_reload_fields: a policy.reload record: decision "allow" (ok) or
+ * "deny" (failed), result, policy_dir, policies [{name, digest}] (stolen,
+ * may be NULL), errors (the messages of errs, may be NULL). */
+json_t	*rec_reload_fields(bool ok, const char *policy_dir, json_t *policies,
+	    const struct pol_errors *errs);
 /* rec_finding_fields: a generic finding: sandbox {id} (may be NULL), type,
  * severity ("low"|"medium"|"high"), detail. */
 json_t	*rec_finding_fields(const char *sandbox, const char *type,
@@ -181,39 +168,5 @@ json_t	*rec_finding_fields(const char *sandbox, const char *type,
 int	rec_sandbox_event(const char *kind, const char *id, const char *policy,
 	    const char *subject, const char *iface, const char *addr,
 	    const char *detail);
-
-/* ---- the DNS proxy's wiring (gateway/dnswire.c) ---- */
-
-struct sbx;
-
-/*
- * rec_dns_config: fills *dc from cfg: listen on the service address port 53
- * (listen_port overrides 53 when non-zero, for tests), the upstreams,
- * timeout and treat_as_public (borrowed from cfg), and the answer cache
- * (dns_cache_entries: 0 sets no_cache, else cache_max). 0, or -1 with err.
- */
-int	rec_dns_config(const struct pol_config *cfg, uint16_t listen_port,
-	    struct dns_config *dc, char *err, size_t errlen);
-struct rec_dns;
-/*
- * rec_dns_start: the DNS proxy of the daemon, listening (UDP and TCP) on
- * the service address (port 53, or listen_port when non-zero). Call after
- * the sandbox manager set up the host (the service address must exist on
- * lo). Its hooks: lookup -> sbx_lookup_addr4 and the policy of that name in
- * gw's current set; learn -> fw_learn on sbx_fw(sbx); record -> the
- * dns.decision fields (plus a finding when the event asks for one), built
- * at once and handed to rec_async together with the rest of that loop
- * turn's records when the turn ends (ev_defer; at once if that fails), in
- * order. gw, sbx and loop are borrowed and must outlive it. NULL with err
- * on failure.
- */
-struct rec_dns	*rec_dns_start(struct ev_loop *loop, struct gw *gw,
-		    struct sbx *sbx, uint16_t listen_port, char *err,
-		    size_t errlen);
-/* rec_dns_stop: closes the proxy (pending queries are dropped unanswered)
- * and frees the wiring. NULL is a no-op. */
-void		 rec_dns_stop(struct rec_dns *d);
-/* rec_dns_port: the port the proxy is bound to (host order). */
-uint16_t	 rec_dns_port(const struct rec_dns *d);
 
 #endif /* SLUICE_GATEWAY_RECORD_H */

@@ -22,6 +22,7 @@
 #include "gateway/brwire.h"
 #include "gateway/ctl.h"
 #include "gateway/dns/dns.h"
+#include "gateway/dnswire.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -261,7 +262,7 @@ main(int argc, char **argv)
 	struct sbx *sbx;
 	struct nd *nd;
 	struct rec *rec;
-	struct rec_dns *dns;
+	struct dnsw *dns;
 	struct brw *brw;
 	char err[512], *pidfile;
 	sigset_t mask;
@@ -374,7 +375,7 @@ main(int argc, char **argv)
 		log_warnx("net.deny: %s: denied packets are not reported", err);
 	gw_set_sandboxes(dc.gw, sbx, nd);
 	/* sbx_new put the service address on lo: the proxy can bind it. */
-	if ((dns = rec_dns_start(loop, dc.gw, sbx, 0, err, sizeof(err))) ==
+	if ((dns = dnsw_start(loop, dc.gw, sbx, 0, err, sizeof(err))) ==
 	    NULL)
 		fatalx("dns proxy: %s", err);
 
@@ -423,7 +424,7 @@ main(int argc, char **argv)
 	ctl_free(ctl);
 	/* Before the recorder: the approvals it denies are recorded. */
 	brw_stop(brw);
-	rec_dns_stop(dns);
+	dnsw_stop(dns);
 	gw_set_sandboxes(dc.gw, NULL, NULL);
 	nd_free(nd);
 	sbx_free(sbx);

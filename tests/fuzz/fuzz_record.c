@@ -1,9 +1,9 @@
 /*
  * fuzz_record: the DNS proxy's two writers of a dns.decision record
- * (gateway/record.c) against each other, under hostile event contents.
+ * (gateway/dns/record.c) against each other, under hostile event contents.
  *
  * The proxy writes one record per query straight as canonical bytes
- * (rec_dns_canon); the JSON tree (rec_dns_fields, then aud_canon_dump) is
+ * (dns_rec_canon); the JSON tree (dns_rec_fields, then aud_canon_dump) is
  * the reference and the fallback. Most of an event is attacker text: the
  * query name is whatever a sandbox sent (any bytes, also invalid UTF-8 and
  * control characters), the addresses and TTLs whatever an upstream
@@ -32,6 +32,7 @@
 
 #include "audit/audit.h"
 #include "gateway/dns/dns.h"
+#include "gateway/dns/dns_rec.h"
 #include "gateway/record.h"
 #include "policy/policy.h"
 #include "tests/fuzz/fuzz.h"
@@ -194,7 +195,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p = u8(&in) & 1 ? policy : NULL;
 	fill(&in, &ev);
 
-	f = rec_dns_fields(&ev, p);
+	f = dns_rec_fields(&ev, p);
 	REQUIRE(f != NULL);
 	s = aud_canon_dump(f, &len, err, sizeof(err));
 	if (s == NULL)
@@ -203,7 +204,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_decref(f);
 
 	aud_cw_init(&w, cb, sizeof(cb));
-	REQUIRE(rec_dns_canon(&ev, p, &w) == 0);
+	REQUIRE(dns_rec_canon(&ev, p, &w) == 0);
 	REQUIRE(!w.overflow);
 	REQUIRE(w.len == len);
 	REQUIRE(memcmp(cb, s, len) == 0);
@@ -212,7 +213,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_decref(back);
 
 	aud_cw_init(&w, cb, len - 1);
-	REQUIRE(rec_dns_canon(&ev, p, &w) == -1);
+	REQUIRE(dns_rec_canon(&ev, p, &w) == -1);
 	REQUIRE(w.overflow);
 
 	free(s);

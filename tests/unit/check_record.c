@@ -1,6 +1,6 @@
 /*
- * check_record: the dns.decision record layout (gateway/record.c) and the
- * DNS proxy's config mapping (gateway/dnswire.c rec_dns_config).
+ * check_record: the dns.decision record layout (gateway/dns/record.c) and the
+ * DNS proxy's config mapping (gateway/dnswire.c dnsw_config).
  *
  * The record converter shares its constant parts between records for speed
  * (the proxy writes one per query), so these tests pin the exact canonical
@@ -29,6 +29,8 @@
 
 #include "audit/audit.h"
 #include "gateway/ev.h"
+#include "gateway/dns/dns_rec.h"
+#include "gateway/dnswire.h"
 #include "gateway/record.h"
 #include "policy/policy.h"
 
@@ -96,13 +98,13 @@ canon_of(const struct dns_event *ev, const struct pol_policy *p)
 	json_t *f;
 	size_t len;
 
-	f = rec_dns_fields(ev, p);
+	f = dns_rec_fields(ev, p);
 	ck_assert_ptr_nonnull(f);
 	s = aud_canon_dump(f, &len, err, sizeof(err));
 	ck_assert_msg(s != NULL, "not canonical: %s", err);
 	ck_assert_uint_eq(strlen(s), len);
 	json_decref(f);
-	/* The proxy writes the same record without a tree (rec_dns_canon):
+	/* The proxy writes the same record without a tree (dns_rec_canon):
 	 * every record of this suite must come out byte for byte the same,
 	 * and also through a buffer that is too small for it (then it says
 	 * so and the proxy falls back to the tree). */
@@ -111,11 +113,11 @@ canon_of(const struct dns_event *ev, const struct pol_policy *p)
 		struct aud_cw w;
 
 		aud_cw_init(&w, cb, sizeof(cb));
-		ck_assert_int_eq(rec_dns_canon(ev, p, &w), 0);
+		ck_assert_int_eq(dns_rec_canon(ev, p, &w), 0);
 		ck_assert_uint_eq(w.len, len);
 		ck_assert(memcmp(cb, s, len) == 0);
 		aud_cw_init(&w, cb, len / 2);
-		ck_assert_int_eq(rec_dns_canon(ev, p, &w), -1);
+		ck_assert_int_eq(dns_rec_canon(ev, p, &w), -1);
 		ck_assert(w.overflow);
 	}
 	return s;
@@ -236,9 +238,9 @@ START_TEST(dns_record_sharing_follows_each_record)
 	typical(&b, "sbx-b", "b.example.com");
 	snprintf(b.rule, sizeof(b.rule), "egress.allow[1]");
 	for (i = 0; i < 3; i++) {
-		fa = rec_dns_fields(&a, p1);
-		fb = rec_dns_fields(&b, p2);
-		fa2 = rec_dns_fields(&a, p1);
+		fa = dns_rec_fields(&a, p1);
+		fb = dns_rec_fields(&b, p2);
+		fa2 = dns_rec_fields(&a, p1);
 		ck_assert_ptr_nonnull(fa);
 		ck_assert_ptr_nonnull(fb);
 		ck_assert_ptr_nonnull(fa2);
@@ -264,7 +266,7 @@ START_TEST(dns_record_sharing_follows_each_record)
 	pol_policy_free(p1);
 	/* A policy freed after its records were built: the next record of
 	 * another policy must not read the old one. */
-	fb = rec_dns_fields(&b, p2);
+	fb = dns_rec_fields(&b, p2);
 	ck_assert_str_eq(json_string_value(json_object_get(
 	    json_object_get(fb, "policy"), "id")), "dnsbench");
 	json_decref(fb);
@@ -306,7 +308,7 @@ START_TEST(dns_record_suppressed)
 	s = canon_of(&ev, NULL);
 	ck_assert_ptr_nonnull(strstr(s, "\"suppressed\":4242,"));
 	free(s);
-	f = rec_dns_fields(&ev, NULL);
+	f = dns_rec_fields(&ev, NULL);
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(json_integer_value(json_object_get(f, "suppressed")),
 	    4242);
@@ -321,8 +323,8 @@ START_TEST(dns_record_outcomes)
 
 	typical(&ev, "sbx-a", "o.example.com");
 	ev.decision = (enum dns_decision)outcomes[_i].dec;
-	f = rec_dns_fields(&ev, NULL);
-	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+	f = dns_rec_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_str_eq(json_string_value(json_object_get(f, "decision")),
 	    outcomes[_i].decision);
@@ -343,8 +345,8 @@ START_TEST(dns_record_unknown_source)
 	ev.decision = DNS_DEC_REFUSED;
 	ev.rcode = 5;
 	ev.naddrs = ev.nkept = ev.nelems = 0;
-	f = rec_dns_fields(&ev, NULL);
-	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+	f = dns_rec_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_ptr_null(json_object_get(f, "sandbox"));
 	ck_assert_ptr_null(json_object_get(f, "policy"));
@@ -401,7 +403,7 @@ START_TEST(dns_config_cache_entries)
 	struct dns_config dc;
 	char err[256];
 
-	ck_assert_int_eq(rec_dns_config(c, 5353, &dc, err, sizeof(err)), 0);
+	ck_assert_int_eq(dnsw_config(c, 5353, &dc, err, sizeof(err)), 0);
 	ck_assert(dc.no_cache == cachecfg[_i].no_cache);
 	ck_assert_uint_eq(dc.cache_max, cachecfg[_i].cache_max);
 	/* The rest of the mapping still holds. */
@@ -430,8 +432,8 @@ START_TEST(dns_record_not_utf8)
 	typical(&ev, "sbx-a", "x");
 	snprintf(ev.qname, sizeof(ev.qname), "%s", "a\xff\xfe.b\x80.example.com");
 	snprintf(ev.client, sizeof(ev.client), "%s", "10.0.0.1#\xc3");
-	f = rec_dns_fields(&ev, NULL);
-	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+	f = dns_rec_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(f,
 	    "q"), "name")), "a??.b?.example.com");
@@ -466,8 +468,8 @@ START_TEST(dns_record_counts_and_codes)
 	ev.latency_us = UINT64_MAX;
 	ev.qtype = 65280;
 	ev.rcode = 200;
-	f = rec_dns_fields(&ev, NULL);
-	free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+	f = dns_rec_fields(&ev, NULL);
+	free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 	ck_assert_ptr_nonnull(f);
 	ck_assert_uint_eq(json_array_size(json_object_get(f, "answers")),
 	    DNS_EV_MAX_ADDRS);
@@ -511,8 +513,8 @@ START_TEST(dns_record_ipv4_format)
 		memcpy(ev.elems[0].addr, a, 4);
 		ck_assert_ptr_nonnull(inet_ntop(AF_INET, a, want,
 		    sizeof(want)));
-		f = rec_dns_fields(&ev, NULL);
-		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+		f = dns_rec_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 		ck_assert_ptr_nonnull(f);
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0), "ip")),
@@ -536,16 +538,16 @@ START_TEST(dns_record_odd_class)
 	typical(&ev, "sbx-a", "c.example.com");
 	for (i = 0; i < 3; i++) {
 		memset(ev.addrs[0].cls, 'z', sizeof(ev.addrs[0].cls));
-		f = rec_dns_fields(&ev, NULL);
-		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+		f = dns_rec_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 		ck_assert_ptr_nonnull(f);
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0),
 		    "class")), "zzzzzzzzzzzzzzzz");
 		json_decref(f);
 		snprintf(ev.addrs[0].cls, sizeof(ev.addrs[0].cls), "public");
-		f = rec_dns_fields(&ev, NULL);
-		free(canon_of(&ev, NULL));	/* and rec_dns_canon agrees */
+		f = dns_rec_fields(&ev, NULL);
+		free(canon_of(&ev, NULL));	/* and dns_rec_canon agrees */
 		ck_assert_str_eq(json_string_value(json_object_get(
 		    json_array_get(json_object_get(f, "answers"), 0),
 		    "class")), "public");
@@ -554,7 +556,7 @@ START_TEST(dns_record_odd_class)
 }
 END_TEST
 
-/* rec_dns_canon against the tree for what the other tests do not reach:
+/* dns_rec_canon against the tree for what the other tests do not reach:
  * IPv6 answers and elements, keep-listed elements, TCP, control
  * characters, quotes and backslashes that need escapes, a finding, and a
  * policy whose rule needs escaping. canon_of asserts the bytes agree. */
@@ -606,7 +608,7 @@ START_TEST(rec_async_without_recorder)
 
 	typical(&ev, "sbx-a", "n.example.com");
 	errno = 0;
-	ck_assert_int_eq(rec_async("dns.decision", rec_dns_fields(&ev, NULL)),
+	ck_assert_int_eq(rec_async("dns.decision", dns_rec_fields(&ev, NULL)),
 	    -1);
 	ck_assert_int_eq(errno, EPIPE);
 	errno = 0;
