@@ -1,8 +1,9 @@
 /*
  * br_int: the bridge's private types, shared by its files and nobody else.
  * bridge.h is the module's public face; this header exists so that the
- * server, the upstream transports, the tool cache, the call pipeline and the
- * budget store can be separate files without exposing their structs.
+ * server, its HTTP front, the sessions, the JSON-RPC methods, the upstream
+ * transports, the tool cache, the call pipeline and the budget store can be
+ * separate files without exposing their structs.
  */
 #ifndef SLUICE_GATEWAY_BRIDGE_BR_INT_H
 #define SLUICE_GATEWAY_BRIDGE_BR_INT_H
@@ -349,18 +350,55 @@ struct br {
 	bool			 closing;
 };
 
-/* server.c */
+/* ------------------------------------------------------------ front.c */
+
+/* The HTTP side: libmicrohttpd's access and completion handlers (cls is
+ * the struct br), and the listening socket of br->c (also sets br->port
+ * and br->origin_self); -1 with err. */
+enum MHD_Result br_front_request(void *cls, struct MHD_Connection *conn,
+	    const char *url, const char *method, const char *version,
+	    const char *upload, size_t *upload_size, void **con_cls);
+void	br_front_completed(void *cls, struct MHD_Connection *conn,
+	    void **con_cls, enum MHD_RequestTerminationCode toe);
+int	br_front_listen(struct br *br, char *err, size_t errlen);
+/* Answers rq once (later answers are ignored), resuming it if parked. */
 void	br_req_reply(struct br_req *rq, unsigned status, const char *body,
 	    const char *session_hdr);
 void	br_reply_rpc_result(struct br_req *rq, json_t *id, json_t *result);
 void	br_reply_rpc_error(struct br_req *rq, unsigned status, json_t *id,
 	    int code, const char *msg);
+
+/* ------------------------------------------------------------ session.c */
+
+struct br_session *br_session_find(struct br *br, const char *id);
+void	br_session_free(struct br *br, struct br_session *s);
+/* A request of rq's session starts (delta 1) or stops (-1) waiting. */
+void	br_session_hold(struct br *br, const struct br_req *rq, int delta);
+/* A new session of rq's sandbox and server speaking version, making room
+ * by the rules of session.c; NULL (ENOSPC: every candidate is busy). */
+struct br_session *br_session_new(struct br *br, struct br_req *rq,
+	    const char *version);
+/* The session of rq (sid: its Mcp-Session-Id or NULL), moved to the most
+ * recently used end; NULL with *fresh for an initialize, NULL and an
+ * answer given when the request may not go on. */
+struct br_session *br_session_check(struct br_req *rq, const char *sid,
+	    const struct br_rpc *rpc, bool *fresh);
+
+/* ------------------------------------------------------------ rpc.c */
+
+/* Is v a protocol version the bridge speaks? */
+bool	br_version_ok(const char *v);
+/* initialize (a new session) and the other requests of an established
+ * one; each answers rq now or later. */
+void	br_rpc_initialize(struct br_req *rq, const struct br_rpc *rpc);
+void	br_rpc_request(struct br_req *rq, const struct br_rpc *rpc);
+
+/* ------------------------------------------------------------ server.c */
+
 void	br_finding(struct br *br, enum br_event_kind kind, const char *sandbox,
 	    const char *server, const char *tool, const char *detail);
 void	br_client_release(struct br *br, struct br_client *c);
 struct br_up *br_up_find(struct br *br, const char *name);
-
-/* util */
 void	br_sha256_hex(const void *data, size_t len, char out[72]);
 int	br_random_hex(char *out, size_t nbytes);
 uint64_t br_wall_ms(void);
