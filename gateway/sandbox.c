@@ -78,7 +78,17 @@ struct sbx {
 	uint64_t		 reapplied;
 	struct leftover		*left;		/* slots held, see below */
 	size_t			 nleft, capleft;
+	/* Generations reserved in the database and not yet given out:
+	 * [gen_next, gen_next + gen_left). */
+	uint32_t		 gen_next, gen_left;
 };
+
+/* Generations reserved per database write: one durable write per so many
+ * creates. A restart forgoes what its predecessor left unused, so the
+ * block taken at start is small: a daemon restarted every second for two
+ * years still has generations left. */
+#define SBX_GEN_BLOCK	1024
+#define SBX_GEN_FIRST	64
 
 /*
  * What a create's rollback could not remove (its link sl-<slot>, pin or
@@ -95,6 +105,22 @@ struct leftover {
 };
 
 static void	sb_free(struct sandbox *s);
+
+/*
+ * A generation never given before (sandbox_int.h, sbx_rec.gen), from the
+ * block reserved in the database, reserving the next block when it is
+ * spent: the reservation is durable before any of it is used. -1 with err.
+ */
+static int
+gen_alloc(struct sbx *m, uint32_t *gen, char *err, size_t errlen)
+{
+	if (m->gen_left == 0 && sbx_db_gen_reserve(m->db, SBX_GEN_BLOCK,
+	    &m->gen_next, &m->gen_left, err, errlen) == -1)
+		return -1;
+	*gen = m->gen_next++;
+	m->gen_left--;
+	return 0;
+}
 
 /* ------------------------------------------------------------ events */
 
@@ -412,6 +438,11 @@ sb_fields(const struct sandbox *s, const char *decision, const char *result,
 	bad |= json_object_set_new(o, "labels", json_incref(s->labels));
 	bad |= json_object_set_new(o, "address", json_string(s->rec.addr));
 	bad |= json_object_set_new(o, "iface", json_string(s->spec.host_if));
+	/* The conntrack mark of its flows: tells it from every other
+	 * sandbox that had (or will have) this address and link. */
+	if (s->rec.gen != 0)
+		bad |= json_object_set_new(o, "generation",
+		    json_integer((json_int_t)s->rec.gen));
 	/* ns_create turns IPv6 off at both ends of every sandbox's link; the
 	 * record says so, since an IPv6 attempt leaves no packet to deny. */
 	bad |= json_object_set_new(o, "ipv6", json_string("disabled"));
@@ -523,6 +554,7 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	snprintf(s->rec.host_addr, sizeof(s->rec.host_addr), "%s", h);
 	snprintf(s->fsb.ifname, sizeof(s->fsb.ifname), "%s", s->spec.host_if);
 	memcpy(s->fsb.addr4, &s->spec.sandbox_addr, 4);
+	s->fsb.gen = r->gen;
 	return s;
 }
 
@@ -1345,6 +1377,11 @@ sb_json(const struct sbx *m, const struct sandbox *s, int with_token)
 	    "host_address", s->rec.host_addr,
 	    "expires_at", s->rec.expires > 0 ? json_string(expires) :
 	    json_null());
+	if (o != NULL && json_object_set_new(o, "generation",
+	    json_integer((json_int_t)s->rec.gen)) == -1) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o != NULL && with_token &&
 	    json_object_set_new(o, "token", json_string(s->rec.token)) == -1) {
 		json_decref(o);
@@ -1562,6 +1599,12 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	}
 	r.created = (int64_t)time(NULL);
 	r.expires = ttl > 0 ? r.created + ttl : 0;
+	/* Its own generation, durable before the kernel sees it: a flow
+	 * left by an earlier sandbox on this slot never passes for its. */
+	if (gen_alloc(m, &r.gen, msg, sizeof(msg)) == -1) {
+		status = 500, code = "state_db";
+		goto fail;
+	}
 	if ((s = sb_from_rec(m, &r, 0, msg, sizeof(msg))) == NULL) {
 		status = 500, code = "internal";
 		goto fail;
@@ -2204,7 +2247,7 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 	char e[512];
 	int64_t now = (int64_t)time(NULL);
 	size_t i;
-	int whole;
+	int whole, kept;
 
 	if (sbx_db_load(m->db, collect_rec, &rs, err, errlen) == -1 ||
 	    fw_list_sandboxes(m->fw, collect_fw, &fl, err, errlen) == -1)
@@ -2280,13 +2323,32 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 			sb_free(s);
 			continue;
 		}
-		if (sb_commit(s, "sandbox.adopt", "log", NULL, fw_has(&fl, s) ?
+		kept = fw_has(&fl, s);
+		/* A row from before generations gets one now (durably, or
+		 * the start stops), and its kernel state is made afresh
+		 * with it: chains made without one take any flow. */
+		if (s->rec.gen == 0) {
+			if (gen_alloc(m, &s->rec.gen, e, sizeof(e)) == -1 ||
+			    sbx_db_set_gen(m->db, s->rec.id, s->rec.gen, e,
+			    sizeof(e)) == -1) {
+				snprintf(err, errlen, "reconcile: %s: %s; not "
+				    "starting", r->id, e);
+				sb_free(s);
+				goto fail;
+			}
+			s->fsb.gen = s->rec.gen;
+			if (kept)
+				(void)fw_sandbox_del(m->fw, &s->fsb, NULL, 0);
+			kept = 0;
+		}
+		if (sb_commit(s, "sandbox.adopt", "log", NULL, kept ?
 		    "elements=kept" : "elements=restored", e, sizeof(e)) == -1)
 			goto norecord;
 		/* Adopted elements are refreshed from the policy in force
 		 * (it may have changed while we were down), keeping what the
-		 * sandbox learned; missing ones are added afresh. */
-		if (fw_apply(m, s, fw_has(&fl, s), e, sizeof(e)) == -1) {
+		 * sandbox learned and its generation (so its open flows go
+		 * on); missing ones are added afresh. */
+		if (fw_apply(m, s, kept, e, sizeof(e)) == -1) {
 			log_warnx("reconcile: %s: %s", r->id, e);
 			if (sb_commit(s, "sandbox.delete", "log", NULL,
 			    "fw_failed", e, sizeof(e)) == -1)
@@ -2398,6 +2460,10 @@ fw_setup(struct sbx *m, char *err, size_t errlen)
 	fc.ndeny = nd4 + nd6;
 	fc.private = priv;
 	fc.nprivate = npv;
+	/* The table's sets are sized for the most sandboxes the daemon
+	 * runs; the learned sets for each at its learned cap. */
+	fc.max_sandboxes = c->max_sandboxes;
+	fc.max_learned = c->dns_max_learned;
 	if ((m->fw = fw_new(err, errlen)) == NULL)
 		goto out;
 	if ((r = fw_init(m->fw, &fc, FW_ADOPT, e, sizeof(e))) == -1) {
@@ -2476,6 +2542,11 @@ sbx_new(struct gw *gw, struct ev_loop *loop, char *err, size_t errlen)
 		goto fail;
 	}
 	if ((m->db = sbx_db_open(path, err, errlen)) == NULL)
+		goto fail;
+	/* The first block of generations now, so that a create does not
+	 * wait for a database write of its own (nor fail on one). */
+	if (sbx_db_gen_reserve(m->db, SBX_GEN_FIRST, &m->gen_next,
+	    &m->gen_left, err, errlen) == -1)
 		goto fail;
 	if (reconcile(m, err, errlen) == -1)
 		goto fail;

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,7 +32,29 @@ static const char schema[] =
     " token TEXT NOT NULL,"
     " created INTEGER NOT NULL,"
     " expires INTEGER NOT NULL,"
-    " tainted INTEGER NOT NULL DEFAULT 0);";
+    " tainted INTEGER NOT NULL DEFAULT 0,"
+    " gen INTEGER NOT NULL DEFAULT 0);"
+    /* Named counters; "next_gen" is the first generation never given. */
+    "CREATE TABLE IF NOT EXISTS counters ("
+    " name TEXT PRIMARY KEY NOT NULL,"
+    " value INTEGER NOT NULL);";
+
+/* A database written before generations: its rows get gen 0 (each is
+ * given one when adopted). */
+static int
+add_gen_column(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, "SELECT gen FROM sandboxes LIMIT 0", -1,
+	    &st, NULL) == SQLITE_OK) {
+		sqlite3_finalize(st);
+		return 0;
+	}
+	return sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN gen "
+	    "INTEGER NOT NULL DEFAULT 0;", NULL, NULL, NULL) == SQLITE_OK ?
+	    0 : -1;
+}
 
 static void
 db_err(sqlite3 *db, char *err, size_t errlen, const char *what)
@@ -72,7 +95,7 @@ sbx_db_open(const char *path, char *err, size_t errlen)
 	sqlite3_busy_timeout(db, 2000);
 	if (sqlite3_exec(db, "PRAGMA synchronous=FULL;", NULL, NULL,
 	    &msg) != SQLITE_OK || sqlite3_exec(db, schema, NULL, NULL,
-	    &msg) != SQLITE_OK) {
+	    &msg) != SQLITE_OK || add_gen_column(db) == -1) {
 		snprintf(err, errlen, "state database %s: %s", path,
 		    msg != NULL ? msg : "schema");
 		sqlite3_free(msg);
@@ -98,7 +121,7 @@ sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
 
 	if (sqlite3_prepare_v2(db, "INSERT INTO sandboxes (id, policy, "
 	    "subject, labels, idx, address, host_address, token, created, "
-	    "expires, tainted) VALUES (?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
+	    "expires, tainted, gen) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
 	    NULL) != SQLITE_OK) {
 		db_err(db, err, errlen, "insert");
 		return -1;
@@ -114,6 +137,7 @@ sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
 	sqlite3_bind_int64(st, 9, r->created);
 	sqlite3_bind_int64(st, 10, r->expires);
 	sqlite3_bind_int(st, 11, r->tainted);
+	sqlite3_bind_int64(st, 12, r->gen);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE) {
 		db_err(db, err, errlen, "insert");
@@ -186,6 +210,102 @@ sbx_db_set_tainted(struct sqlite3 *db, const char *id, char *err,
 	    id, err, errlen);
 }
 
+int
+sbx_db_set_gen(struct sqlite3 *db, const char *id, uint32_t gen, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, "UPDATE sandboxes SET gen = ?1 WHERE "
+	    "id = ?2", -1, &st, NULL) != SQLITE_OK) {
+		db_err(db, err, errlen, "generation");
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, gen);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		db_err(db, err, errlen, "generation");
+		sqlite3_finalize(st);
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* The integer that sql (one row, one column) gives; dflt when none. */
+static int
+query_int(sqlite3 *db, const char *sql, sqlite3_int64 dflt,
+    sqlite3_int64 *out)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	rc = sqlite3_step(st);
+	*out = dflt;
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+		*out = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
+sbx_db_gen_reserve(struct sqlite3 *db, uint32_t n, uint32_t *first,
+    uint32_t *got, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	sqlite3_int64 next, above, end;
+
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE;", NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		db_err(db, err, errlen, "generation");
+		errno = EIO;
+		return -1;
+	}
+	/* Above every row too: a counter row lost or rolled back (a copy
+	 * of an old database) must not hand out a generation in use. */
+	if (query_int(db, "SELECT value FROM counters WHERE name = "
+	    "'next_gen'", 1, &next) == -1 || query_int(db, "SELECT "
+	    "MAX(gen) FROM sandboxes", 0, &above) == -1)
+		goto fail;
+	if (next < above + 1)
+		next = above + 1;
+	if (next < 1)
+		next = 1;
+	end = next + n;
+	if (end > (sqlite3_int64)UINT32_MAX + 1)
+		end = (sqlite3_int64)UINT32_MAX + 1;
+	if (n == 0 || end <= next) {
+		(void)sqlite3_exec(db, "ROLLBACK;", NULL, NULL, NULL);
+		snprintf(err, errlen, "state database: no sandbox generation "
+		    "left");
+		errno = ERANGE;
+		return -1;
+	}
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO counters (name, "
+	    "value) VALUES ('next_gen', ?)", -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, end);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sqlite3_finalize(st);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	if (sqlite3_exec(db, "COMMIT;", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	*first = (uint32_t)next;
+	*got = (uint32_t)(end - next);
+	return 0;
+fail:
+	db_err(db, err, errlen, "generation");
+	(void)sqlite3_exec(db, "ROLLBACK;", NULL, NULL, NULL);
+	errno = EIO;
+	return -1;
+}
+
 /* Copies column i as text into dst; 0 if it fits (and is text), else -1. */
 static int
 col_text(sqlite3_stmt *st, int i, char *dst, size_t len)
@@ -207,12 +327,12 @@ sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
 {
 	struct sbx_rec r;
 	sqlite3_stmt *st = NULL;
-	sqlite3_int64 idx;
+	sqlite3_int64 idx, gen;
 	int rc, n = 0, bad;
 
 	if (sqlite3_prepare_v2(db, "SELECT id, policy, subject, labels, idx, "
-	    "address, host_address, token, created, expires, tainted FROM "
-	    "sandboxes ORDER BY idx", -1, &st, NULL) != SQLITE_OK) {
+	    "address, host_address, token, created, expires, tainted, gen "
+	    "FROM sandboxes ORDER BY idx", -1, &st, NULL) != SQLITE_OK) {
 		db_err(db, err, errlen, "load");
 		return -1;
 	}
@@ -235,6 +355,12 @@ sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
 		r.created = sqlite3_column_int64(st, 8);
 		r.expires = sqlite3_column_int64(st, 9);
 		r.tainted = sqlite3_column_int(st, 10) != 0;
+		gen = sqlite3_column_int64(st, 11);
+		if (sqlite3_column_type(st, 11) != SQLITE_INTEGER || gen < 0 ||
+		    gen > UINT32_MAX)
+			bad = -1;
+		else
+			r.gen = (uint32_t)gen;
 		cb(&r, bad != 0, arg);
 		n++;
 	}

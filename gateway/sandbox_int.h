@@ -27,6 +27,10 @@ struct sbx_rec {
 	char		token[SBX_TOKEN_HEX + 1];
 	int64_t		created, expires;	/* unix time; expires 0 = never */
 	int		tainted;
+	/* Generation (netns/fw.h, fw_sandbox.gen): nonzero, drawn from the
+	 * database's counter (sbx_db_gen_reserve) and never drawn again;
+	 * 0 only in a row written before generations existed. */
+	uint32_t	gen;
 };
 
 /* sbx_policy_name_valid: 1 if s is a name a loaded policy can have
@@ -66,6 +70,17 @@ int		 sbx_db_delete(struct sqlite3 *db, const char *id, char *err,
 /* sbx_db_set_tainted: marks id tainted. */
 int		 sbx_db_set_tainted(struct sqlite3 *db, const char *id,
 		    char *err, size_t errlen);
+/* sbx_db_gen_reserve: takes up to n generations for this process, durably
+ * before any is used: [*first, *first + *got). The counter only grows,
+ * and starts above every generation a row holds, so no generation is ever
+ * given twice, across restarts too. 0, or -1 with err (ERANGE once the
+ * 32-bit space is spent). */
+int		 sbx_db_gen_reserve(struct sqlite3 *db, uint32_t n,
+		    uint32_t *first, uint32_t *got, char *err, size_t errlen);
+/* sbx_db_set_gen: stores gen in the row of id (a row written before
+ * generations gets one when it is adopted). */
+int		 sbx_db_set_gen(struct sqlite3 *db, const char *id,
+		    uint32_t gen, char *err, size_t errlen);
 /* sbx_db_load: calls cb for each row (in index order). A row whose columns
  * do not fit a struct sbx_rec is still reported, with bad = 1, so the
  * caller can remove what it names. Returns rows seen, or -1 with err. */

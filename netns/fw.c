@@ -12,25 +12,32 @@
  * The ruleset, in `nft list` syntax (G = nflog group, SVC = service address,
  * POOL = sandbox pool; "ipv4 key" means
  * `ifname . ipv4_addr . inet_proto . inet_service`, X = a sandbox's link,
- * e.g. "sl-12"):
+ * e.g. "sl-12", GEN = X's generation; in the sizes, S =
+ * fw_config.max_sandboxes, default 4096, and L = fw_config.max_learned, the
+ * learned destinations one sandbox may hold, default 8192):
  *
  *   table inet sluice {
- *     set sbx4 { type ifname . ipv4_addr; }            # anti-spoofing
- *     set sbx6 { type ifname . ipv6_addr; }
- *     set deny4 { type ipv4_addr; flags interval; }    # always-deny + pool
- *     set deny6 { type ipv6_addr; flags interval; }
- *     set private4 { type ipv4_addr; flags interval; }
- *     set private6 { type ipv6_addr; flags interval; }
- *     set restricted { type ifname; }                  # who is narrowed
- *     set learned4 { ipv4 key; flags timeout; }        # learned, one port
- *     set lkeep4 { ipv4 key; flags timeout; }          # ... on the keep-list
+ *     set sbx4 { type ifname . ipv4_addr; size S; }    # anti-spoofing
+ *     set sbx6 { type ifname . ipv6_addr; size S; }
+ *     set deny4 { type ipv4_addr; flags interval; size 8194; } # always-deny,
+ *                                                       # and the pool
+ *     set deny6 { type ipv6_addr; flags interval; size 8194; }
+ *     set private4 { type ipv4_addr; flags interval; size 8194; }
+ *     set private6 { type ipv6_addr; flags interval; size 8194; }
+ *     set restricted { type ifname; size S; }          # who is narrowed
+ *     set learned4 { ipv4 key; flags timeout; size S*L; } # learned, one port
+ *     set lkeep4 { ipv4 key; flags timeout; size S*L; }   # ... keep-list
  *     (learned6, lkeep6 alike)
- *     map quota { type ifname : quota; }               # objects "q_<ifname>"
- *     map sbx_dispatch { type ifname : verdict; }      # "X" : jump sb_X
+ *     map quota { type ifname : quota; size S; }       # objects "q_<ifname>"
+ *     map sbx_dispatch { type ifname : verdict; size S; } # "X" : jump sb_X
+ *     map sbx_gen { type ifname : mark; size S; }      # "X" : GEN
+ *     set sbx_own { type ifname . mark; size S; }      # "X" . GEN
+ *     set logmeter { type ifname; flags dynamic,timeout; size 2*S; }
+ *     counter unlogged                                 # denials not logged
  *
  *     per sandbox X, made and removed with it:
  *     set s_X { type mark . ipv6_addr . inet_proto . inet_service;
- *       flags interval,timeout; }
+ *       flags interval,timeout; size 3*4096+1+2*L; }
  *       # role . address (IPv4 as ::ffff:a.b.c.d) . proto . port; roles:
  *       # 1/2 allow4/6, 3/4 pallow4/6 (rules inside private ranges),
  *       # 5/6 deny4/6 and 7 icmp4 (proto and port 0), 8/9 keep4/6,
@@ -40,22 +47,21 @@
  *       # . th dport (or . 0 . 0 for 5-7) in @s_X.
  *     chain sb_X {
  *       (only once fw_restrict narrowed X, checked in the policy's order:)
- *       @s_X role 5 log prefix "deny:rule" group G reject ...
+ *       @s_X role 5 goto d_rule
  *       ip daddr @private4 @s_X role 14 accept
- *       ip daddr @private4 log prefix "deny:private" group G reject ...
+ *       ip daddr @private4 goto d_private
  *       @s_X role 8 accept
  *       iifname . ip daddr . meta l4proto . th dport @lkeep4 accept
  *       @s_X role 12 accept
  *       (the same for IPv6: roles 6, 15, 9, 13, @private6, @lkeep6)
- *       log prefix "deny:tainted" group G reject with icmpx admin-prohibited
+ *       goto d_tainted
  *       (always:)
- *       ct state established,related accept
- *       tcp dport 853 log prefix "deny:dot" group G drop
- *       udp dport 853 log prefix "deny:dot" group G drop
- *       @s_X role 5 log prefix "deny:rule" group G reject ...
- *       @s_X role 6 log prefix "deny:rule" group G reject ...
+ *       ct state established,related ct mark GEN accept  # X's own flows only
+ *       meta l4proto 6-17 th dport 853 goto d_dot
+ *       @s_X role 5 goto d_rule
+ *       @s_X role 6 goto d_rule
  *       ip daddr @private4 @s_X role 3 accept
- *       ip daddr @private4 log prefix "deny:private" group G reject ...
+ *       ip daddr @private4 goto d_private
  *       ip6 daddr @private6 ... (the same two rules with role 4)
  *       iifname . ip daddr . meta l4proto . th dport @learned4 accept
  *       @s_X role 10 accept
@@ -70,35 +76,51 @@
  *       iifname != "sl-*" oifname != "sl-*" return     # not ours
  *       iifname != "sl-*" oifname "sl-*" ct state established,related accept
  *       oifname "sl-*" drop                             # new flows inbound
- *       quota name iifname map @quota log prefix "deny:quota" group G drop
- *       meta nfproto ipv4 iifname . ip saddr != @sbx4 log prefix "deny:spoof" group G drop
- *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
- *       ip daddr @deny4 log prefix "deny:always" group G reject with icmpx admin-prohibited
- *       ip6 daddr @deny6 log prefix "deny:always" group G reject with icmpx admin-prohibited
+ *       quota name iifname map @quota goto d_quota
+ *       meta nfproto ipv4 iifname . ip saddr != @sbx4 goto d_spoof
+ *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 goto d_spoof
+ *       ip daddr @deny4 goto d_always
+ *       ip6 daddr @deny6 goto d_always
  *       iifname vmap @sbx_dispatch
- *       log prefix "deny:default" group G
- *       meta l4proto tcp reject with tcp reset
- *       reject with icmpx admin-prohibited
+ *       goto d_default
  *     }
  *     chain input { type filter hook input priority filter; policy accept;
+ *       ip daddr SVC iifname != "sl-*" drop      # sandboxes only, not lo
+ *       (ip6 daddr SVC6 the same, when configured)
  *       iifname != "sl-*" return
- *       ct state established,related accept
  *       icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept
- *       meta nfproto ipv4 iifname . ip saddr != @sbx4 log prefix "deny:spoof" group G drop
- *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 log prefix "deny:spoof" group G drop
+ *       meta nfproto ipv4 iifname . ip saddr != @sbx4 goto d_spoof
+ *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 goto d_spoof
+ *       ct state established,related iifname . ct mark @sbx_own accept
  *       ip daddr SVC udp dport 53 accept
  *       ip daddr SVC tcp dport 53 accept
  *       ip daddr SVC tcp dport BRIDGE accept
  *       (the same three for ip6 daddr SVC6 when configured)
- *       log prefix "deny:input" group G drop
+ *       goto d_input
  *     }
  *     chain prerouting { type nat hook prerouting priority dstnat; policy accept;
+ *       iifname "sl-*" ct mark set iifname map @sbx_gen  # a flow's 1st packet
  *       iifname "sl-*" ip daddr != SVC udp dport 53 dnat ip to SVC:53
  *       iifname "sl-*" ip daddr != SVC tcp dport 53 dnat ip to SVC:53
  *     }
  *     chain postrouting { type nat hook postrouting priority srcnat; policy accept;
  *       ip saddr POOL oifname != "sl-*" masquerade     # or oifname UPLINK
  *     }
+ *
+ *     Denials go to one chain per reason (D, verdict V: d_dot "deny:dot"
+ *     drop, d_rule "deny:rule", d_private "deny:private", d_tainted
+ *     "deny:tainted", d_always "deny:always" (these four reject with
+ *     icmpx admin-prohibited), d_quota "deny:quota", d_spoof "deny:spoof",
+ *     d_input "deny:input" (these drop), d_default "deny:default" (TCP
+ *     reset, else admin-prohibited)), each:
+ *     chain d_D {
+ *       update @logmeter { iifname timeout 1m
+ *           limit rate 20/second burst 50 packets }
+ *           log prefix "deny:D" group G V
+ *       counter name "unlogged" V
+ *     }
+ *     (d_default: both rules first with meta l4proto tcp and reject with
+ *     tcp reset, then as above)
  *   }
  *
  * Notes on choices. Private ranges open only through role pallow, which
@@ -111,6 +133,56 @@
  * because iifname is not known there. Quota uses "over" quota objects
  * looked up by iifname: constant cost, bytes counted on every forwarded
  * packet from the sandbox.
+ *
+ * Flows belong to the sandbox (generation) that opened them. Conntrack
+ * relates packets to flows by addresses and ports alone: accepted as
+ * "established,related" without more, a sandbox could send an ICMP error
+ * quoting another sandbox's live flow (conntrack calls it related to that
+ * flow; its payload goes wherever the other sandbox talks to), or, made on
+ * the link and address of a removed sandbox, send on the flows that one
+ * left. So every sandbox has a generation (fw_sandbox.gen: nonzero, never
+ * given twice, kept by the gateway), the first packet of each flow from
+ * its link marks the flow with it (prerouting; a nat chain sees a flow's
+ * first packet only, when its conntrack entry is new and unconfirmed, so a
+ * leftover entry keeps the mark it had), and only flows with the
+ * sandbox's own mark pass as established or related: a compare in sb_X,
+ * a lookup of link . mark in @sbx_own in input. Another sandbox's flow,
+ * or an earlier sandbox's on the same link, is judged like a new packet,
+ * and no policy rule accepts an ICMP error. Replies into a sandbox are
+ * unchanged (they come from outside, after anti-spoofing kept the
+ * sandbox's own packets to its own address). An adopted sandbox keeps its
+ * generation, so its flows live on across a restart. The whole ct mark is
+ * ours on sandbox flows: another table that rewrites it makes those flows
+ * be judged packet by packet (still by the policy).
+ *
+ * The service address is for sandboxes only: a packet to it from any
+ * other link (the uplink, whatever source it claims and whatever rp_filter
+ * says; lo, so not the host itself either) is dropped first thing in
+ * input, and in input as in forward anti-spoofing comes before the
+ * established accept.
+ *
+ * Logging is bounded per sandbox link: the d_* chains log only while the
+ * link's meter entry (a dynamic set of links, each with its own limit,
+ * FW_LOG_RATE a second after a burst of FW_LOG_BURST, expiring a minute
+ * after its last denial) allows; over it, or with the meter full, the
+ * packet is denied all the same and counted in "unlogged". A denial is a
+ * goto: one rule in sb_X or a base chain, its logging and verdict in the
+ * shared chain, so the per-sandbox chains are no longer than before.
+ *
+ * Set sizes: every set is bounded, and a full set refuses the element
+ * (ENFILE), which only ever denies. Per-sandbox keyed sets hold S (the
+ * most sandboxes fw_config allows; the gateway passes its max_sandboxes).
+ * The range sets hold every range fw_config can pass (FW_MAX_RANGES, and
+ * the pool), two kernel elements each. The learned sets hold S * L, so no
+ * sandbox within its own cap (enforced in the gateway) is ever refused for
+ * another's (S * L = 33,554,432 by default; a hash set with timeouts
+ * grows as it fills, its size only caps it, while one without, such as
+ * sbx4, is a fixed table of 4/3 S buckets rounded up to a power of two:
+ * 64 KiB at S = 4096). A
+ * sandbox's own set holds its statics and keep rules at FW_MAX_RULES each,
+ * the ICMP catch-all and 2 * L learned port ranges. The log meter holds
+ * 2 * S links (removed sandboxes' entries live a minute). A table whose
+ * sets are smaller than asked is not adopted (fw_init) but replaced.
  *
  * Why a set and a chain per sandbox (issue 8): interval (pipapo) sets
  * rebuild their lookup tables on every change, at a cost that grows with
@@ -133,12 +205,15 @@
  * always-deny (ranges added when a restarted daemon adopts the table cut
  * flows opened before) and the dispatch map (whose chain starts with the
  * restriction when there is one: a taint cuts open flows at once): four
- * constant-cost lookups (hash, hash, a short rbtree, hash). The keep lists
- * are searched only for tainted sandboxes. New flows then meet the
- * sandbox's own small set and the learned hash; a learned destination with
- * one port is a hash lookup whatever the number of learned elements, and
- * it is tried before the sandbox's ranges and statics (all accept, so
- * their order changes no verdict, only what a new flow costs).
+ * constant-cost lookups (hash, hash, a short rbtree, hash); then the
+ * generation, a compare of the flow's mark (no lookup). Marking costs a
+ * flow's first packet one hash lookup (prerouting), and no later packet.
+ * The keep lists are searched only for tainted sandboxes. New flows then
+ * meet the sandbox's own small set and the learned hash; a learned
+ * destination with one port is a hash lookup whatever the number of
+ * learned elements, and it is tried before the sandbox's ranges and
+ * statics (all accept, so their order changes no verdict, only what a new
+ * flow costs).
  */
 #include <sys/socket.h>
 
@@ -599,6 +674,94 @@ e_ct_established(struct rb *rb)
 	e_cmp(rb, R_TMP, NFT_CMP_NEQ, &zero, 4);
 }
 
+/* ct KEY into dreg (get), or from sreg into the conntrack entry (set). */
+static void
+e_ct(struct rb *rb, uint32_t key, uint32_t reg, int set)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "ct")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, key);
+	nftnl_expr_set_u32(e, set ? NFTNL_EXPR_CT_SREG : NFTNL_EXPR_CT_DREG,
+	    reg);
+	ex_add(rb, e);
+}
+
+/* A map lookup: the element's data lands in dreg. */
+static void
+e_map(struct rb *rb, uint32_t sreg, const char *set, uint32_t dreg)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "lookup")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, dreg);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	ex_add(rb, e);
+}
+
+/* goto chain: its verdict is the packet's (the d_* chains end in one). */
+static void
+e_goto(struct rb *rb, const char *chain)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "immediate")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)NFT_GOTO);
+	nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+	ex_add(rb, e);
+}
+
+/*
+ * `update @logmeter { iifname timeout 60s limit rate FW_LOG_RATE/second
+ * burst FW_LOG_BURST packets }`: true while the input link is within its
+ * log budget. The meter is a dynamic set of links, each with a limit of
+ * its own; a link over its budget, or that finds the meter full, breaks
+ * the rule (the caller's next rule denies without logging).
+ */
+static void
+e_log_budget(struct rb *rb)
+{
+	struct nftnl_expr	*e, *l;
+
+	e_meta(rb, NFT_META_IIFNAME, R_IF);
+	if ((e = ex(rb, "dynset")) == NULL)
+		return;
+	if ((l = ex(rb, "limit")) == NULL) {
+		nftnl_expr_free(e);
+		return;
+	}
+	nftnl_expr_set_u64(l, NFTNL_EXPR_LIMIT_RATE, FW_LOG_RATE);
+	nftnl_expr_set_u64(l, NFTNL_EXPR_LIMIT_UNIT, 1);
+	nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_BURST, FW_LOG_BURST);
+	nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+	nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_FLAGS, 0);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, R_IF);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE);
+	nftnl_expr_set_u64(e, NFTNL_EXPR_DYNSET_TIMEOUT, FW_LOG_METER_MS);
+	nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, "logmeter");
+	/* From here e owns l. */
+	nftnl_expr_set(e, NFTNL_EXPR_DYNSET_EXPR, l, 0);
+	ex_add(rb, e);
+}
+
+/* counter name "unlogged": what the log budget kept out of nflog. */
+static void
+e_unlogged(struct rb *rb)
+{
+	struct nftnl_expr	*e;
+
+	if ((e = ex(rb, "objref")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, FW_UNLOGGED);
+	ex_add(rb, e);
+}
+
 /* iifname/oifname "sl-*": compare only the prefix, as nft does for '*'. */
 static void
 e_sbx_if(struct rb *rb, uint32_t key, int eq)
@@ -690,8 +853,15 @@ static const uint8_t	DT_IF_V6[] = { DT_IFNAME, DT_IP6ADDR };
 static const uint8_t	DT_T4[] = { DT_IFNAME, DT_IPADDR, DT_PROTO, DT_SERVICE };
 static const uint8_t	DT_T6[] = { DT_IFNAME, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
 
-#define SD(n, k, dt, fl, pers) { n, NULL, k, dt, sizeof(k), fl, pers }
-#define SA(n, also, k, dt, fl) { n, also, k, dt, sizeof(k), fl, 1 }
+static const uint8_t	K_IF_MARK[] = { 16, 4 };
+static const uint8_t	DT_IF_MARK[] = { DT_IFNAME, DT_MARK };
+
+#define SD(n, k, dt, fl, pers, sz) \
+	{ n, NULL, k, dt, sizeof(k), fl, pers, sz, 0 }
+#define SA(n, also, k, dt, fl) \
+	{ n, also, k, dt, sizeof(k), fl, 1, FW_SZ_LEARNED, 0 }
+#define SM(n, k, dt, dtype) \
+	{ n, NULL, k, dt, sizeof(k), NFT_SET_MAP, 1, FW_SZ_SBX, dtype }
 #define CI	NFT_SET_INTERVAL
 #define TO	NFT_SET_TIMEOUT
 
@@ -702,22 +872,31 @@ static const uint8_t	DT_T6[] = { DT_IFNAME, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
  * whereas a pipapo (interval) set rebuilds its lookup tables on every
  * change. Only port ranges go to the interval sets. "also" makes
  * fw_count_elems("learned4") count both halves of the learned state.
+ * The last column is what the set's size counts (FW_SZ_*, fw_setsize).
  */
 const struct fw_setdef fw_sets[] = {
-	SD("sbx4", K_IF_V4, DT_IF_V4, 0, 1),
-	SD("sbx6", K_IF_V6, DT_IF_V6, 0, 1),
-	SD("deny4", K_V4, DT_V4, NFT_SET_INTERVAL, 0),
-	SD("deny6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
-	SD("private4", K_V4, DT_V4, NFT_SET_INTERVAL, 0),
-	SD("private6", K_V6, DT_V6, NFT_SET_INTERVAL, 0),
-	SD("restricted", K_IF, DT_IF, 0, 1),
+	SD("sbx4", K_IF_V4, DT_IF_V4, 0, 1, FW_SZ_SBX),
+	SD("sbx6", K_IF_V6, DT_IF_V6, 0, 1, FW_SZ_SBX),
+	SD("deny4", K_V4, DT_V4, NFT_SET_INTERVAL, 0, FW_SZ_RANGES),
+	SD("deny6", K_V6, DT_V6, NFT_SET_INTERVAL, 0, FW_SZ_RANGES),
+	SD("private4", K_V4, DT_V4, NFT_SET_INTERVAL, 0, FW_SZ_RANGES),
+	SD("private6", K_V6, DT_V6, NFT_SET_INTERVAL, 0, FW_SZ_RANGES),
+	SD("restricted", K_IF, DT_IF, 0, 1, FW_SZ_SBX),
 	SA("learned4", "lrange4", K_T4, DT_T4, TO),
 	SA("learned6", "lrange6", K_T6, DT_T6, TO),
 	SA("lkeep4", "lkrange4", K_T4, DT_T4, TO),
 	SA("lkeep6", "lkrange6", K_T6, DT_T6, TO),
-	SD("quota", K_IF, DT_IF, NFT_SET_OBJECT, 1),
-	SD("sbx_dispatch", K_IF, DT_IF, NFT_SET_MAP, 1),
-	{ NULL, NULL, NULL, NULL, 0, 0, 0 }
+	SD("quota", K_IF, DT_IF, NFT_SET_OBJECT, 1, FW_SZ_SBX),
+	SD("sbx_dispatch", K_IF, DT_IF, NFT_SET_MAP, 1, FW_SZ_SBX),
+	/* A sandbox's generation: the conntrack mark its new flows get
+	 * (prerouting), and the pair its established input must carry. */
+	SM("sbx_gen", K_IF, DT_IF, DT_MARK),
+	SD("sbx_own", K_IF_MARK, DT_IF_MARK, 0, 1, FW_SZ_SBX),
+	/* Per-link log meter (dynamic: the d_* chains add to it; kept
+	 * across FW_ADOPT, so a restart resets no budget, and removed with
+	 * the sandbox, so the next one on its link starts afresh). */
+	SD("logmeter", K_IF, DT_IF, NFT_SET_EVAL | TO, 1, FW_SZ_METER),
+	{ NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
 };
 
 /* The per-sandbox set s_<ifname> (see fw_int.h for the key layout).
@@ -727,8 +906,38 @@ const struct fw_setdef fw_sets[] = {
 static const uint8_t	K_S[] = { 4, 16, 1, 2 };
 static const uint8_t	DT_S[] = { DT_MARK, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
 const struct fw_setdef fw_sbx_setdef = {
-	FW_SBX_SET, NULL, K_S, DT_S, sizeof(K_S), CI | TO, 1
+	FW_SBX_SET, NULL, K_S, DT_S, sizeof(K_S), CI | TO, 1, FW_SZ_OWN, 0
 };
+
+/* The bounds of a table made with max sandboxes s and learned cap l. */
+static uint32_t
+setsize(uint32_t s, uint32_t l, int bound)
+{
+	uint64_t	n;
+
+	switch (bound) {
+	case FW_SZ_SBX:
+		return s;
+	case FW_SZ_LEARNED:
+		n = (uint64_t)s * l;
+		return n > (1u << 31) ? 1u << 31 : (uint32_t)n;
+	case FW_SZ_RANGES:
+		return FW_RANGE_ELEMS;
+	case FW_SZ_METER:
+		return 2 * s;
+	case FW_SZ_OWN:
+		return FW_SBX_ELEMS(l);
+	}
+	return 0;
+}
+
+uint32_t
+fw_setsize(const struct fw *fw, const struct fw_setdef *d)
+{
+	return setsize(fw->max_sbx ? fw->max_sbx : FW_MAX_SANDBOXES_DEFAULT,
+	    fw->max_learned ? fw->max_learned : FW_MAX_LEARNED_DEFAULT,
+	    d->bound);
+}
 
 const struct fw_setdef *
 fw_setdef(const char *name)
@@ -756,7 +965,8 @@ fw_keylen(const struct fw_setdef *d)
  * (ENOENT) unless the set exists (see fw_sbx_queue_check). */
 static int
 add_set_flags(struct fw_batch *b, const char *table,
-    const struct fw_setdef *d, const char *name, uint16_t nlflags)
+    const struct fw_setdef *d, const char *name, uint16_t nlflags,
+    uint32_t size)
 {
 	struct nftnl_set	*s;
 	uint32_t		 type = 0;
@@ -784,8 +994,15 @@ add_set_flags(struct fw_batch *b, const char *table,
 		    (uint32_t)d->nfields);
 	if (d->flags & NFT_SET_OBJECT)
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_QUOTA);
-	if (d->flags & NFT_SET_MAP)
+	if ((d->flags & NFT_SET_MAP) && d->dtype != 0) {
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, d->dtype);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
+	} else if (d->flags & NFT_SET_MAP)
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_DATA_VERDICT);
+	/* Every set is bounded (the ruleset comment says by what): a full
+	 * set refuses the element (ENFILE), which only ever denies. */
+	if (size != 0)
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
 	/* A timeout hash set is swept by a timer that walks every element
 	 * (once a second by default): with 100,000 learned elements that
 	 * walk cost more CPU than all the lookups (perf: nft_rhash_gc).
@@ -795,11 +1012,14 @@ add_set_flags(struct fw_batch *b, const char *table,
 		nftnl_set_set_u32(s, NFTNL_SET_GC_INTERVAL, FW_GC_INTERVAL_MS);
 	if (d->nfields == 1 && d->types[0] == DT_IFNAME) {
 		/* nft's user data "key byte order: host", without which
-		 * `nft list` prints the interface names as "". Display
-		 * only; the kernel ignores it. */
-		static const uint8_t ud[] = { 0, 4, 1, 0, 0, 0 };
+		 * `nft list` prints the interface names as "" (and "data
+		 * byte order: host" for a mark map). Display only; the
+		 * kernel ignores it. */
+		static const uint8_t ud[] = { 0, 4, 1, 0, 0, 0,
+		    1, 4, 1, 0, 0, 0 };
 
-		nftnl_set_set_data(s, NFTNL_SET_USERDATA, ud, sizeof(ud));
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, ud,
+		    d->dtype != 0 ? sizeof(ud) : sizeof(ud) / 2);
 	}
 	nftnl_set_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWSET,
 	    nlflags), s);
@@ -810,9 +1030,9 @@ add_set_flags(struct fw_batch *b, const char *table,
 
 static int
 add_set(struct fw_batch *b, const char *table, const struct fw_setdef *d,
-    const char *name)
+    const char *name, uint32_t size)
 {
-	return add_set_flags(b, table, d, name, NLM_F_CREATE);
+	return add_set_flags(b, table, d, name, NLM_F_CREATE, size);
 }
 
 /*
@@ -828,7 +1048,8 @@ fw_sbx_queue_check(struct fw_batch *b, const char *table, const char *ifname)
 	char	set[FW_NAMEMAX];
 
 	fw_sbx_names(ifname, set, NULL);
-	return add_set_flags(b, table, &fw_sbx_setdef, set, 0);
+	/* No size: this message must change nothing of the set. */
+	return add_set_flags(b, table, &fw_sbx_setdef, set, 0, 0);
 }
 
 static int
@@ -900,6 +1121,97 @@ rule_end(struct fw_batch *b, struct rb *rb)
 		goto oom;						\
 } while (0)
 
+/* The chains a denial goes to: each logs within the link's budget, then
+ * gives its verdict (the ruleset comment at the top of this file). */
+enum { V_DROP, V_ADMIN, V_RESET };
+static const struct {
+	const char	*chain, *prefix;
+	int		 verdict;
+} fw_tails[] = {
+	{ "d_dot",	"deny:dot",	V_DROP },
+	{ "d_rule",	"deny:rule",	V_ADMIN },
+	{ "d_private",	"deny:private",	V_ADMIN },
+	{ "d_tainted",	"deny:tainted",	V_ADMIN },
+	{ "d_quota",	"deny:quota",	V_DROP },
+	{ "d_spoof",	"deny:spoof",	V_DROP },
+	{ "d_always",	"deny:always",	V_ADMIN },
+	/* d_default: TCP gets a reset (add_tails) */
+	{ "d_default",	"deny:default",	V_ADMIN },
+	{ "d_input",	"deny:input",	V_DROP },
+};
+#define FW_NTAILS	(sizeof(fw_tails) / sizeof(fw_tails[0]))
+
+static void
+e_deny(struct rb *rb, int verdict)
+{
+	if (verdict == V_DROP)
+		e_verdict(rb, NF_DROP);
+	else if (verdict == V_RESET)
+		e_reject(rb, NFT_REJECT_TCP_RST, 0);
+	else
+		e_reject_admin(rb);
+}
+
+/*
+ * The two rules of a denial in chain: logged within the link's budget,
+ * else only counted; the verdict is the same either way. tcp: both rules
+ * only for TCP (the reset of d_default).
+ */
+static int
+deny_pair(struct fw_batch *b, const char *t, const char *chain, uint16_t g,
+    const char *prefix, int verdict, int tcp)
+{
+	struct rb	rb;
+
+	RULE(chain, {
+		if (tcp)
+			e_l4proto(&rb, IPPROTO_TCP);
+		e_log_budget(&rb);
+		e_log(&rb, g, prefix);
+		e_deny(&rb, verdict);
+	});
+	RULE(chain, {
+		if (tcp)
+			e_l4proto(&rb, IPPROTO_TCP);
+		e_unlogged(&rb);
+		e_deny(&rb, verdict);
+	});
+	return 0;
+oom:
+	return -1;
+}
+
+static int
+add_tails(struct fw_batch *b, const char *t, uint16_t g)
+{
+	size_t	i;
+
+	for (i = 0; i < FW_NTAILS; i++) {
+		if (strcmp(fw_tails[i].chain, "d_default") == 0 &&
+		    deny_pair(b, t, fw_tails[i].chain, g, fw_tails[i].prefix,
+		    V_RESET, 1) == -1)
+			return -1;
+		if (deny_pair(b, t, fw_tails[i].chain, g, fw_tails[i].prefix,
+		    fw_tails[i].verdict, 0) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* The service address, v4 (six 0) or v6, in a rule of the inet family. */
+static void
+e_daddr_svc(struct rb *rb, const struct fw_config *cfg, int six)
+{
+	e_nfproto(rb, six ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	if (six) {
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, R_ADDR);
+		e_cmp(rb, R_ADDR, NFT_CMP_EQ, cfg->svc6, 16);
+	} else {
+		e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, R_ADDR);
+		e_cmp(rb, R_ADDR, NFT_CMP_EQ, cfg->svc4, 4);
+	}
+}
+
 static int
 add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 {
@@ -910,6 +1222,9 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 	int		 six;
 	uint8_t		 mask[4], net[4];
 	uint32_t	 m;
+
+	if (add_tails(b, t, g) == -1)
+		goto oom;
 
 	/* forward: replies into a sandbox first, then everything from one */
 	RULE("forward", {
@@ -939,23 +1254,20 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 			    "quota");
 			ex_add(&rb, e);
 		}
-		e_log(&rb, g, "deny:quota");
-		e_verdict(&rb, NF_DROP);
+		e_goto(&rb, "d_quota");
 	});
 	for (six = 0; six <= 1; six++)
 		RULE("forward", {
 			e_if_addr(&rb, six, 0);
 			e_lookup(&rb, R_IF, six ? "sbx6" : "sbx4", 1);
-			e_log(&rb, g, "deny:spoof");
-			e_verdict(&rb, NF_DROP);
+			e_goto(&rb, "d_spoof");
 		});
 	/* Always-deny and taint apply to established flows too: a range
 	 * added at adoption or a taint cuts what is already open. */
 	for (six = 0; six <= 1; six++)
 		RULE("forward", {
 			e_daddr_in(&rb, six, six ? "deny6" : "deny4");
-			e_log(&rb, g, "deny:always");
-			e_reject_admin(&rb);
+			e_goto(&rb, "d_always");
 		});
 	/* One hash lookup leads each sandbox to its own chain; a link with
 	 * no entry (or whose chain returns) meets the default denial. */
@@ -963,21 +1275,20 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		e_meta(&rb, NFT_META_IIFNAME, R_IF);
 		e_vmap(&rb, R_IF, "sbx_dispatch");
 	});
-	RULE("forward", e_log(&rb, g, "deny:default"));
-	RULE("forward", {
-		e_l4proto(&rb, IPPROTO_TCP);
-		e_reject(&rb, NFT_REJECT_TCP_RST, 0);
-	});
-	RULE("forward", e_reject_admin(&rb));
+	RULE("forward", e_goto(&rb, "d_default"));
 
-	/* input */
+	/* input. The service address is for sandboxes only: from any other
+	 * link (the uplink, lo, another interface) it is dropped, whatever
+	 * the source claims, so that no peer can speak as a sandbox. */
+	for (six = 0; six <= (cfg->has_svc6 ? 1 : 0); six++)
+		RULE("input", {
+			e_daddr_svc(&rb, cfg, six);
+			e_sbx_if(&rb, NFT_META_IIFNAME, 0);
+			e_verdict(&rb, NF_DROP);
+		});
 	RULE("input", {
 		e_sbx_if(&rb, NFT_META_IIFNAME, 0);
 		e_verdict(&rb, NFT_RETURN);
-	});
-	RULE("input", {
-		e_ct_established(&rb);
-		e_verdict(&rb, NF_ACCEPT);
 	});
 	/* IPv6 neighbour discovery with the gateway (from link-local
 	 * addresses, so before anti-spoofing); hop limit 255 proves it was
@@ -996,13 +1307,22 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 			e_cmp(&rb, R_TMP, NFT_CMP_EQ, &hl, 1);
 			e_verdict(&rb, NF_ACCEPT);
 		});
+	/* Anti-spoofing before the established accept, as in forward. */
 	for (six = 0; six <= 1; six++)
 		RULE("input", {
 			e_if_addr(&rb, six, 0);
 			e_lookup(&rb, R_IF, six ? "sbx6" : "sbx4", 1);
-			e_log(&rb, g, "deny:spoof");
-			e_verdict(&rb, NF_DROP);
+			e_goto(&rb, "d_spoof");
 		});
+	/* Established only for the link's own flows: its generation is
+	 * the flow's conntrack mark (set in prerouting when it began). */
+	RULE("input", {
+		e_ct_established(&rb);
+		e_meta(&rb, NFT_META_IIFNAME, R_IF);
+		e_ct(&rb, NFT_CT_MARK, R_ADDR, 0);
+		e_lookup(&rb, R_IF, "sbx_own", 0);
+		e_verdict(&rb, NF_ACCEPT);
+	});
 	for (six = 0; six <= (cfg->has_svc6 ? 1 : 0); six++) {
 		static const struct { uint8_t proto; int bridge; } svc[] = {
 			{ IPPROTO_UDP, 0 }, { IPPROTO_TCP, 0 },
@@ -1012,33 +1332,28 @@ add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 
 		for (i = 0; i < sizeof(svc) / sizeof(svc[0]); i++)
 			RULE("input", {
-				e_nfproto(&rb, six ? NFPROTO_IPV6 :
-				    NFPROTO_IPV4);
-				if (six) {
-					e_payload(&rb,
-					    NFT_PAYLOAD_NETWORK_HEADER, 24, 16,
-					    R_ADDR);
-					e_cmp(&rb, R_ADDR, NFT_CMP_EQ,
-					    cfg->svc6, 16);
-				} else {
-					e_payload(&rb,
-					    NFT_PAYLOAD_NETWORK_HEADER, 16, 4,
-					    R_ADDR);
-					e_cmp(&rb, R_ADDR, NFT_CMP_EQ,
-					    cfg->svc4, 4);
-				}
+				e_daddr_svc(&rb, cfg, six);
 				e_l4proto(&rb, svc[i].proto);
 				e_dport(&rb, svc[i].bridge ?
 				    cfg->bridge_port : dns);
 				e_verdict(&rb, NF_ACCEPT);
 			});
 	}
-	RULE("input", {
-		e_log(&rb, g, "deny:input");
-		e_verdict(&rb, NF_DROP);
-	});
+	RULE("input", e_goto(&rb, "d_input"));
 
-	/* prerouting: stray DNS lands at the proxy, whatever the address */
+	/* prerouting: a new flow from a sandbox link is marked with the
+	 * sandbox's generation. A nat chain sees only a flow's first packet
+	 * (a conntrack entry not yet confirmed), so a leftover entry of an
+	 * earlier sandbox keeps its own mark, and no packet pays for this
+	 * after the first. A link without a generation leaves the mark 0,
+	 * which no sandbox has. */
+	RULE("prerouting", {
+		e_sbx_if(&rb, NFT_META_IIFNAME, 1);
+		e_meta(&rb, NFT_META_IIFNAME, R_IF);
+		e_map(&rb, R_IF, "sbx_gen", R_ADDR);
+		e_ct(&rb, NFT_CT_MARK, R_ADDR, 1);
+	});
+	/* then stray DNS lands at the proxy, whatever the address */
 	for (six = 0; six < 2; six++)
 		RULE("prerouting", {
 			uint16_t portbe = htons(dns);
@@ -1184,18 +1499,26 @@ e_role(struct rb *rb, const char *set, int six, uint32_t role, int ports)
  */
 int
 fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
-    uint16_t g, int v6)
+    uint32_t gen, int v6)
 {
 	struct rb	rb;
 	char		set[FW_NAMEMAX], chain[FW_NAMEMAX];
 	int		six;
 
 	fw_sbx_names(ifname, set, chain);
-	if (add_set(b, t, &fw_sbx_setdef, set) == -1 ||
+	if (add_set(b, t, &fw_sbx_setdef, set,
+	    fw_setsize(b->fw, &fw_sbx_setdef)) == -1 ||
 	    add_chain(b, t, chain, NULL, 0, 0) == -1)
 		goto oom;
+	/* Only its own flows: the conntrack mark prerouting gave the flow
+	 * when it began is this sandbox's generation. Another sandbox's
+	 * flow (a related ICMP error quoting it, say) or one left by an
+	 * earlier sandbox on this link carries another mark and is judged
+	 * below like a new packet. One compare more per packet. */
 	SRULE(chain, {
 		e_ct_established(&rb);
+		e_ct(&rb, NFT_CT_MARK, R_TMP, 0);
+		e_cmp(&rb, R_TMP, NFT_CMP_EQ, &gen, 4);
 		e_verdict(&rb, NF_ACCEPT);
 	});
 	/* DoT, TCP and UDP in one rule: l4proto 6-17 also takes in a few
@@ -1213,15 +1536,13 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 			ex_add(&rb, e);
 		}
 		e_dport(&rb, 853);
-		e_log(&rb, g, "deny:dot");
-		e_verdict(&rb, NF_DROP);
+		e_goto(&rb, "d_dot");
 	});
 	for (six = 0; six <= v6; six++)
 		SRULE(chain, {
 			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
 			    0);
-			e_log(&rb, g, "deny:rule");
-			e_reject_admin(&rb);
+			e_goto(&rb, "d_rule");
 		});
 	for (six = 0; six <= v6; six++) {
 		SRULE(chain, {
@@ -1232,8 +1553,7 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 		});
 		SRULE(chain, {
 			e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_log(&rb, g, "deny:private");
-			e_reject_admin(&rb);
+			e_goto(&rb, "d_private");
 		});
 	}
 	/* All three accept, so their order is free: the shared learned
@@ -1290,7 +1610,7 @@ oom:
  */
 int
 fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
-    uint16_t g, int v6)
+    int v6)
 {
 	struct rb	rb;
 	char		set[FW_NAMEMAX], chain[FW_NAMEMAX];
@@ -1298,10 +1618,7 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 
 	fw_sbx_names(ifname, set, chain);
 	/* Inserted at the head one by one: queue them last rule first. */
-	IRULE(chain, {
-		e_log(&rb, g, "deny:tainted");
-		e_reject_admin(&rb);
-	});
+	IRULE(chain, e_goto(&rb, "d_tainted"));
 	for (six = v6; six >= 0; six--) {
 		IRULE(chain, {
 			e_role(&rb, set, six, six ? FW_R_LKRANGE6 :
@@ -1327,8 +1644,7 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 	for (six = v6; six >= 0; six--) {
 		IRULE(chain, {
 			e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_log(&rb, g, "deny:private");
-			e_reject_admin(&rb);
+			e_goto(&rb, "d_private");
 		});
 		IRULE(chain, {
 			e_daddr_in(&rb, six, six ? "private6" : "private4");
@@ -1341,8 +1657,7 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 		IRULE(chain, {
 			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
 			    0);
-			e_log(&rb, g, "deny:rule");
-			e_reject_admin(&rb);
+			e_goto(&rb, "d_rule");
 		});
 	return 0;
 oom:
@@ -1405,12 +1720,29 @@ table_exists(struct fw *fw, const char *t)
 	return errno == ENOENT ? 0 : -1;
 }
 
-/* 1 if set exists in table t, 0 if not, -1 on error. */
 static int
-set_exists(struct fw *fw, const char *t, const char *set)
+set_size_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nftnl_set	*s;
+	uint32_t		*size = arg;
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_set_nlmsg_parse(nlh, s) == 0 &&
+	    nftnl_set_is_set(s, NFTNL_SET_DESC_SIZE))
+		*size = nftnl_set_get_u32(s, NFTNL_SET_DESC_SIZE);
+	nftnl_set_free(s);
+	return MNL_CB_OK;
+}
+
+/* 1 if set exists in table t, 0 if not, -1 on error. With size, also its
+ * declared size (0: none, unbounded). */
+static int
+set_exists(struct fw *fw, const char *t, const char *set, uint32_t *size)
 {
 	struct nftnl_set	*s;
 	struct nlmsghdr		*nlh;
+	uint32_t		 sz = 0;
 
 	if ((s = nftnl_set_alloc()) == NULL)
 		return -1;
@@ -1420,9 +1752,31 @@ set_exists(struct fw *fw, const char *t, const char *set)
 	    NLM_F_ACK, fw->seq++);
 	nftnl_set_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	if (fw_request(fw, nlh, NULL, NULL) == 0)
+	if (fw_request(fw, nlh, size != NULL ? set_size_cb : NULL, &sz) == 0) {
+		if (size != NULL)
+			*size = sz;
 		return 1;
+	}
 	return errno == ENOENT ? 0 : -1;
+}
+
+/* Queues the named counter obj (kept, with its count, if it exists). */
+static int
+add_counter(struct fw_batch *b, const char *t, const char *name)
+{
+	struct nftnl_obj	*o;
+
+	if ((o = nftnl_obj_alloc()) == NULL)
+		return -1;
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, t);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWOBJ,
+	    NLM_F_CREATE), o);
+	nftnl_obj_free(o);
+	fw_batch_next(b);
+	return 0;
 }
 
 static void
@@ -1454,6 +1808,11 @@ check_config(const struct fw_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->pool.family != AF_INET || cfg->pool.prefix > 32) {
 		fw_seterr(err, errlen, "fw_init: bad sandbox pool");
+		return -1;
+	}
+	if (cfg->max_sandboxes > FW_MAX_SANDBOXES_LIMIT ||
+	    cfg->max_learned > FW_MAX_LEARNED_LIMIT) {
+		fw_seterr(err, errlen, "fw_init: set bounds out of range");
 		return -1;
 	}
 	if (cfg->bridge_port == 0) {
@@ -1495,6 +1854,8 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	const struct fw_setdef	*d;
 	const char		*t;
 	int			 exists = 0, adopt;
+	uint32_t		 nsbx, nlearned, have;
+	size_t			 i;
 
 	if (fw == NULL || cfg == NULL || (flags & ~FW_ADOPT) != 0) {
 		errno = EINVAL;
@@ -1506,6 +1867,10 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 		return -1;
 	}
 	t = cfg->table[0] != '\0' ? cfg->table : "sluice";
+	nsbx = cfg->max_sandboxes ? cfg->max_sandboxes :
+	    FW_MAX_SANDBOXES_DEFAULT;
+	nlearned = cfg->max_learned ? cfg->max_learned :
+	    FW_MAX_LEARNED_DEFAULT;
 	if (flags & FW_ADOPT) {
 		if ((exists = table_exists(fw, t)) == -1) {
 			fw_seterr(err, errlen, "fw_init: table lookup: %s",
@@ -1517,10 +1882,21 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	/* A table of another layout (shared static sets, no dispatch map)
 	 * cannot be adopted: its sandboxes have no chains of their own.
 	 * Refuse, and let the caller replace it and re-add its sandboxes. */
-	if (adopt && set_exists(fw, t, "sbx_dispatch") != 1) {
+	if (adopt && set_exists(fw, t, "sbx_dispatch", NULL) != 1) {
 		errno = EPROTO;
 		fw_seterr(err, errlen, "fw_init: table %s has another layout",
 		    t);
+		return -1;
+	}
+	/* Nor one whose sandbox chains take any flow as established (made
+	 * before generations), or whose sets cannot hold what cfg allows
+	 * (a kernel may keep a set's size when it is declared again). */
+	if (adopt && (set_exists(fw, t, "sbx_own", &have) != 1 ||
+	    have < nsbx || set_exists(fw, t, "learned4", &have) != 1 ||
+	    have < setsize(nsbx, nlearned, FW_SZ_LEARNED))) {
+		errno = EPROTO;
+		fw_seterr(err, errlen, "fw_init: table %s has another layout "
+		    "(no generations, or smaller sets)", t);
 		return -1;
 	}
 	if (fw_batch_begin(fw, &b) == -1) {
@@ -1535,7 +1911,12 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	}
 	table_msg(&b, t, NFT_MSG_NEWTABLE, NLM_F_CREATE);
 	for (d = fw_sets; d->name != NULL; d++)
-		if (add_set(&b, t, d, NULL) == -1)
+		if (add_set(&b, t, d, NULL, setsize(nsbx, nlearned,
+		    d->bound)) == -1)
+			goto oom;
+	/* The regular chains first: the base chains' rules go to them. */
+	for (i = 0; i < FW_NTAILS; i++)
+		if (add_chain(&b, t, fw_tails[i].chain, NULL, 0, 0) == -1)
 			goto oom;
 	if (add_chain(&b, t, "forward", "filter", NF_INET_FORWARD,
 	    NF_IP_PRI_FILTER) == -1 ||
@@ -1544,7 +1925,8 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 	    add_chain(&b, t, "prerouting", "nat", NF_INET_PRE_ROUTING,
 	    NF_IP_PRI_NAT_DST) == -1 ||
 	    add_chain(&b, t, "postrouting", "nat", NF_INET_POST_ROUTING,
-	    NF_IP_PRI_NAT_SRC) == -1)
+	    NF_IP_PRI_NAT_SRC) == -1 ||
+	    add_counter(&b, t, FW_UNLOGGED) == -1)
 		goto oom;
 	if (adopt) {
 		/* Rewrite what comes from cfg; keep per-sandbox sets. A
@@ -1552,15 +1934,18 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 		 * without elements flushes the set. */
 		static const char *chains[] = { "forward", "input",
 		    "prerouting", "postrouting" };
+		const size_t		 nbase = sizeof(chains) /
+		    sizeof(chains[0]);
 		struct nftnl_rule	*r;
 		struct nftnl_set	*s;
-		size_t			 i;
 
-		for (i = 0; i < sizeof(chains) / sizeof(chains[0]); i++) {
+		/* The base chains and the d_* chains (cfg's nflog group). */
+		for (i = 0; i < nbase + FW_NTAILS; i++) {
 			if ((r = nftnl_rule_alloc()) == NULL)
 				goto oom;
 			nftnl_rule_set_str(r, NFTNL_RULE_TABLE, t);
-			nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chains[i]);
+			nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, i < nbase ?
+			    chains[i] : fw_tails[i - nbase].chain);
 			nftnl_rule_nlmsg_build_payload(fw_batch_hdr(&b,
 			    NFT_MSG_DELRULE, 0), r);
 			nftnl_rule_free(r);
@@ -1595,6 +1980,8 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 		return -1;
 	snprintf(fw->table, sizeof(fw->table), "%s", t);
 	fw->group = cfg->nflog_group;
+	fw->max_sbx = nsbx;
+	fw->max_learned = nlearned;
 	/* From here this handle knows what the table holds per sandbox:
 	 * nothing (new table) or what one dump per set finds (adopted). If
 	 * that dump fails, deletion falls back to dumping each time. */

@@ -51,7 +51,20 @@ struct fw_config {
 	size_t		ndeny;
 	const struct fw_cidr *private;		/* private ranges, v4 and v6 */
 	size_t		nprivate;
+	/* Bounds of the table's sets (the `size` of each set, see fw.c):
+	 * sandboxes at once (0 = FW_MAX_SANDBOXES_DEFAULT, at most
+	 * FW_MAX_SANDBOXES_LIMIT) and learned destinations one sandbox may
+	 * hold (the gateway's own cap; 0 = FW_MAX_LEARNED_DEFAULT, at most
+	 * FW_MAX_LEARNED_LIMIT). A learned set holds max_sandboxes *
+	 * max_learned, so no sandbox at its cap is refused for another's. */
+	uint32_t	max_sandboxes;
+	uint32_t	max_learned;
 };
+
+#define FW_MAX_SANDBOXES_DEFAULT	4096
+#define FW_MAX_SANDBOXES_LIMIT		65536
+#define FW_MAX_LEARNED_DEFAULT		8192
+#define FW_MAX_LEARNED_LIMIT		1000000
 
 /* fw_init flags. */
 #define FW_ADOPT	0x1	/* keep an existing table's per-sandbox state */
@@ -64,6 +77,12 @@ struct fw_sandbox {
 	uint8_t		addr6[16];
 	int		icmp;			/* echo-request to @icmp4 rules */
 	uint64_t	quota_bytes;		/* egress byte budget, 0 = none */
+	/* The sandbox's generation: nonzero, and never given to another
+	 * sandbox (the gateway keeps the counter). Every flow the sandbox
+	 * opens carries it as its conntrack mark, and only flows with its
+	 * own generation pass as established or related: not another
+	 * sandbox's, not an earlier sandbox's on the same link and address. */
+	uint32_t	gen;
 };
 
 /* A static rule: destination CIDR, protocol and port range. For ICMP rules
@@ -134,13 +153,15 @@ void		 fw_free(struct fw *fw);
  * Without FW_ADOPT, an existing table of that name is replaced atomically
  * (delete + create in the same batch; on failure the old table is intact).
  * With FW_ADOPT and an existing table, its per-sandbox sets, chains,
- * elements and quota objects are kept, while the shared rules and the static
- * range sets are rewritten from cfg, still in one batch (the per-sandbox
- * chains keep the nflog group they were made with). A table of another
- * layout (one without @sbx_dispatch, as written before issue 8) is not
- * adopted: -1 with EPROTO, the table untouched; call again without
- * FW_ADOPT to replace it. Returns 1 if a table was adopted, 0 if it was
- * created, -1 on error (EINVAL for bad cfg). cfg is not retained. */
+ * elements and quota objects are kept, while the shared rules (the logging
+ * chains d_* with them, so the nflog group is cfg's) and the static range
+ * sets are rewritten from cfg, still in one batch. A table of another
+ * layout (one without @sbx_dispatch, from before per-sandbox chains, or
+ * without the generation set @sbx_own, whose sandbox chains accept any
+ * flow as established) or whose sets are smaller than cfg asks is not adopted: -1
+ * with EPROTO, the table untouched; call again without FW_ADOPT to replace
+ * it. Returns 1 if a table was adopted, 0 if it was created, -1 on error
+ * (EINVAL for bad cfg). cfg is not retained. */
 int		 fw_init(struct fw *fw, const struct fw_config *cfg, int flags,
 		    char *err, size_t errlen);
 
@@ -152,13 +173,14 @@ int		 fw_destroy(struct fw *fw, const char *table, char *err,
 /* ------------------------------------------------------------ fw_elem.c */
 
 /* fw_sandbox_add: registers a sandbox in one batch: anti-spoofing entry,
- * its set s_<ifname> and chain sb_<ifname> (IPv6 rules only when
- * sb->has_addr6), static allows (CIDR + proto + port range; ICMP rules
- * only when sb->icmp), explicit denies (CIDR; proto/ports ignored: a deny
- * covers the whole range), its quota object and, last, its @sbx_dispatch
- * entry. All or nothing. The handle's nflog group is the one given to
- * fw_init (0 on a handle that never ran it). EINVAL on a bad ifname or
- * rule, EEXIST if the sandbox is already registered. */
+ * its generation (@sbx_gen, @sbx_own), its set s_<ifname> and chain
+ * sb_<ifname> (IPv6 rules only when sb->has_addr6), static allows (CIDR +
+ * proto + port range; ICMP rules only when sb->icmp), explicit denies
+ * (CIDR; proto/ports ignored: a deny covers the whole range), its quota
+ * object and, last, its @sbx_dispatch entry. All or nothing. EINVAL on a
+ * bad ifname or rule or a zero sb->gen, EEXIST if the sandbox is already
+ * registered, ENFILE when the table holds the most sandboxes fw_init was
+ * told of. */
 int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		    const struct fw_rule *allow, size_t nallow,
 		    const struct fw_rule *deny, size_t ndeny,
@@ -166,7 +188,8 @@ int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 
 /* fw_sandbox_del: removes the sandbox's dispatch entry, chain and set (its
  * static, keep and learned port-range elements with it), its elements in
- * the shared sets (learned, learned keep, restricted, anti-spoofing) and
+ * the shared sets (learned, learned keep, restricted, anti-spoofing,
+ * generation) and
  * its quota object, in one batch (learned destinations beyond a few
  * hundred go first in batches of their own). Only sb->ifname is used. A
  * sandbox with nothing left is not an error. A handle that ran fw_init

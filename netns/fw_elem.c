@@ -981,6 +981,37 @@ statics_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
 	return eq_done(&q);
 }
 
+/* A message of one element of set, keyed k, for the caller to fill (*e)
+ * and send with one_elem_send. NULL (ENOMEM) on failure. */
+static struct nftnl_set *
+one_elem(struct fw *fw, const char *set, const struct key *k,
+    struct nftnl_set_elem **e)
+{
+	struct nftnl_set	*s;
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return NULL;
+	if ((*e = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		return NULL;
+	}
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_elem_set(*e, NFTNL_SET_ELEM_KEY, k->b, (uint32_t)k->len);
+	/* From here s owns *e. */
+	nftnl_set_elem_add(s, *e);
+	return s;
+}
+
+static void
+one_elem_send(struct fw_batch *b, struct nftnl_set *s, uint16_t type,
+    uint16_t flags)
+{
+	nftnl_set_elems_nlmsg_build_payload(fw_batch_hdr(b, type, flags), s);
+	nftnl_set_free(s);
+	fw_batch_next(b);
+}
+
 /* Queues the @sbx_dispatch entry "ifname : jump sb_<ifname>" (NEWSETELEM
  * with EXCL) or its removal (DESTROYSETELEM/DELSETELEM, key only). */
 static int
@@ -994,27 +1025,48 @@ dispatch_queue(struct fw *fw, struct fw_batch *b, const char *ifname,
 
 	fw_sbx_names(ifname, NULL, chain);
 	key_init(&k, ifname);
-	if ((s = nftnl_set_alloc()) == NULL)
+	if ((s = one_elem(fw, "sbx_dispatch", &k, &e)) == NULL)
 		return -1;
-	if ((e = nftnl_set_elem_alloc()) == NULL) {
-		nftnl_set_free(s);
-		return -1;
-	}
-	nftnl_set_set_str(s, NFTNL_SET_TABLE, fw->table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, "sbx_dispatch");
-	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, k.b, (uint32_t)k.len);
 	if (type == NFT_MSG_NEWSETELEM) {
 		nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
 		nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, chain);
 	}
-	nftnl_set_elem_add(s, e);
-	nftnl_set_elems_nlmsg_build_payload(fw_batch_hdr(b, type,
-	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_EXCL : 0), s);
-	nftnl_set_free(s);
-	fw_batch_next(b);
+	one_elem_send(b, s, type, type == NFT_MSG_NEWSETELEM ?
+	    NLM_F_CREATE | NLM_F_EXCL : 0);
 	if (rv != NULL)
 		rawvec_add(rv, set_index("sbx_dispatch"), k.b, k.len, NULL);
 	return rv != NULL && rv->oom ? -1 : 0;
+}
+
+/* Queues sb's generation: "ifname : gen" in @sbx_gen (the mark its new
+ * flows get) and "ifname . gen" in @sbx_own (what its established input
+ * must carry), EXCL both, and notes them (and its @logmeter key) in rv.
+ * The mark is a host-order u32, as ct mark is loaded. -1 (ENOMEM) on
+ * failure. */
+static int
+gen_queue(struct fw *fw, struct fw_batch *b, const struct fw_sandbox *sb,
+    struct rawvec *rv)
+{
+	struct nftnl_set	*s;
+	struct nftnl_set_elem	*e;
+	struct eq		 q;
+	struct key		 k;
+
+	key_init(&k, sb->ifname);
+	if ((s = one_elem(fw, "sbx_gen", &k, &e)) == NULL)
+		return -1;
+	nftnl_set_elem_set(e, NFTNL_SET_ELEM_DATA, &sb->gen, 4);
+	one_elem_send(b, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE | NLM_F_EXCL);
+	rawvec_add(rv, set_index("sbx_gen"), k.b, k.len, NULL);
+	/* Its log meter entry is made by its first logged denial, not
+	 * here; noted all the same, so that removal destroys it. */
+	rawvec_add(rv, set_index("logmeter"), k.b, k.len, NULL);
+	eq_init(&q, b, fw->table, "sbx_own", NFT_MSG_NEWSETELEM,
+	    NLM_F_CREATE | NLM_F_EXCL);
+	q.rec = rv;
+	key_put(&k, &sb->gen, 4);
+	eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
+	return eq_done(&q);
 }
 
 /* Queues the removal of ifname's chain (its rules with it) and set (its
@@ -1123,7 +1175,8 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	size_t			 nal = 0, ndn = 0;
 	int			 ret = -1;
 
-	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
+	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname) ||
+	    sb->gen == 0) {
 		errno = EINVAL;
 		fw_seterr(err, errlen, "fw_sandbox_add: invalid arguments");
 		return -1;
@@ -1156,10 +1209,12 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		if (eq_done(&q) == -1)
 			goto oomb;
 	}
+	if (gen_queue(fw, &b, sb, &rv) == -1)
+		goto oomb;
 	/* Its set, chain and rules, the elements, the quota, and last the
 	 * dispatch entry: the chain is reachable only once complete (and
 	 * the whole batch commits or nothing does anyway). */
-	if (fw_sbx_queue_objects(&b, fw->table, sb->ifname, fw->group,
+	if (fw_sbx_queue_objects(&b, fw->table, sb->ifname, sb->gen,
 	    sb->has_addr6 != 0) == -1 ||
 	    statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
 		goto oomb;
@@ -2406,7 +2461,7 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	if (eq_done(&q) == -1)
 		goto oom;
 	if (!restricted && fw_sbx_queue_restrict(&b, fw->table, ifname,
-	    fw->group, v6) == -1)
+	    v6) == -1)
 		goto oom;
 	/* @restricted records the narrowing (for this check and for
 	 * adoption); no packet looks it up. */

@@ -82,6 +82,9 @@ struct fw {
 	 * table does not know what is in it and deletes through dumps. */
 	int			 idx_valid;
 	struct fw_sbx		*idx[FW_IDX_BUCKETS];
+	/* Set bounds from fw_init (defaults on a handle that never ran
+	 * it): the sizes the per-sandbox set s_<ifname> is made with. */
+	uint32_t		 max_sbx, max_learned;
 };
 
 #define FW_DESTROY_UNKNOWN	0
@@ -123,7 +126,35 @@ struct fw_setdef {
 	size_t		 nfields;
 	uint32_t	 flags;		/* NFT_SET_* */
 	int		 persistent;	/* per-sandbox state */
+	int		 bound;		/* FW_SZ_*: its size */
+	uint32_t	 dtype;		/* a data map's value (nft id) */
 };
+
+/* What a set's `size` is made of (fw_setsize; the ruleset comment in fw.c
+ * says why each bound holds). S = max sandboxes, L = learned per sandbox. */
+#define FW_SZ_SBX	1	/* one element per sandbox: S */
+#define FW_SZ_LEARNED	2	/* S * L */
+#define FW_SZ_RANGES	3	/* a range list: FW_RANGE_ELEMS */
+#define FW_SZ_METER	4	/* the log meter: 2 * S */
+#define FW_SZ_OWN	5	/* s_<ifname>: FW_SBX_ELEMS(L) */
+
+/* An interval of a single-field (rbtree) set is two kernel elements; the
+ * pool joins the deny list. */
+#define FW_RANGE_ELEMS		(2 * (FW_MAX_RANGES + 1))
+/* A sandbox's own set: allows, denies and keep rules (FW_MAX_RULES each),
+ * the ICMP catch-all, and learned port ranges (normal and keep). */
+#define FW_SBX_ELEMS(l)		(3u * FW_MAX_RULES + 1u + 2u * (l))
+
+/* Logging (the d_* chains): per sandbox link, at most FW_LOG_RATE denied
+ * packets a second reach nflog after a burst of FW_LOG_BURST; the rest are
+ * denied all the same and counted in the counter FW_UNLOGGED. A link's
+ * meter entry lives FW_LOG_METER_MS after its last denial. */
+#define FW_LOG_RATE		20
+#define FW_LOG_BURST		50
+#define FW_LOG_METER_MS		60000
+#define FW_UNLOGGED		"unlogged"
+
+uint32_t	 fw_setsize(const struct fw *fw, const struct fw_setdef *d);
 
 struct fw_range {
 	uint8_t	lo[16], hi[16];
@@ -169,9 +200,9 @@ int		 fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb,
 void		 fw_sbx_names(const char *ifname, char set[FW_NAMEMAX],
 		    char chain[FW_NAMEMAX]);
 int		 fw_sbx_queue_objects(struct fw_batch *b, const char *table,
-		    const char *ifname, uint16_t group, int v6);
+		    const char *ifname, uint32_t gen, int v6);
 int		 fw_sbx_queue_restrict(struct fw_batch *b, const char *table,
-		    const char *ifname, uint16_t group, int v6);
+		    const char *ifname, int v6);
 int		 fw_sbx_queue_check(struct fw_batch *b, const char *table,
 		    const char *ifname);
 

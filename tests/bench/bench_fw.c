@@ -78,6 +78,7 @@ add_sandbox(const char *ifname, const uint8_t addr[4])
 	    sizeof(sb.ifname))
 		die("ifname too long: %s", ifname);
 	memcpy(sb.addr4, addr, 4);
+	sb.gen = 1;		/* any nonzero one: fw does not compare them */
 	/* A budget far above what the run sends: the quota lookup is on
 	 * every packet's path, so it must be there to be measured. */
 	sb.quota_bytes = 1ULL << 42;

@@ -64,6 +64,7 @@ fw_sb(struct fw_sandbox *sb, const struct ns_spec *s)
 	snprintf(sb->ifname, sizeof(sb->ifname), "%s", s->host_if);
 	memcpy(sb->addr4, &s->sandbox_addr, 4);
 	sb->quota_bytes = 1ULL << 40;
+	sb->gen = 1;		/* any nonzero one: fw does not compare them */
 }
 
 /* Split times of the last make/unmake (ns part, fw part), in ns. */

@@ -78,11 +78,13 @@ elems() {
 	    jq --arg i "$1" '[.. | strings | select(. == $i or . == "q_" + $i)] | length'
 }
 # sets_dump: every set's elements and every quota object, normalised, for
-# "nothing changed" comparisons (without the countdown of timeouts).
+# "nothing changed" comparisons (without the countdown of timeouts, and
+# without the log meter, which each denial touches).
 sets_dump() {
 	world_host nft -j list table inet sluice 2>/dev/null |
 	    jq -S -c '[.nftables[] | select(.set or .map or .quota) |
-		(.set // .map // .quota) | {name, elem: (.elem // null)}] |
+		(.set // .map // .quota) | select(.name != "logmeter") |
+		{name, elem: (.elem // null)}] |
 		walk(if type == "object" then del(.expires) else . end)'
 }
 ls_ids() {

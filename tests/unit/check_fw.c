@@ -514,6 +514,7 @@ sandbox(void)
 	memset(&sb, 0, sizeof(sb));
 	snprintf(sb.ifname, sizeof(sb.ifname), "sl-1");
 	inet_pton(AF_INET, SBX, sb.addr4);
+	sb.gen = 1;
 	return sb;
 }
 
@@ -560,9 +561,11 @@ START_TEST(test_init_ruleset)
 	WORLD();
 	/* The table is there with its four base chains and the deny rule. */
 	ck_assert_int_eq(sh("nft list chain inet sluice forward | "
-	    "grep -q 'deny:default'"), 0);
+	    "grep -q 'goto d_default'"), 0);
 	ck_assert_int_eq(sh("nft list chain inet sluice input | "
-	    "grep -q 'deny:input'"), 0);
+	    "grep -q 'goto d_input'"), 0);
+	ck_assert_int_eq(sh("nft list chain inet sluice d_default | "
+	    "grep -q 'deny:default'"), 0);
 	ck_assert_int_eq(sh("nft list chain inet sluice prerouting | "
 	    "grep -q 'dnat'"), 0);
 	ck_assert_int_eq(sh("nft list chain inet sluice postrouting | "
@@ -718,6 +721,7 @@ second_sandbox(struct fw_sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 	snprintf(sb->ifname, sizeof(sb->ifname), "sl-2");
 	inet_pton(AF_INET, "10.231.0.6", sb->addr4);
+	sb->gen = 2;
 }
 
 START_TEST(test_no_ride_on_other_sandbox_flow)
@@ -1112,11 +1116,11 @@ START_TEST(test_restrict_twice_then_update)
 	ck_assert_msg(fw_restrict(fw, "sl-1", keep, 1, err, sizeof(err)) == 0,
 	    "%s", err);
 	ck_assert_int_eq(sh("test $(nft list chain inet sluice sb_sl-1 | "
-	    "grep -c deny:tainted) -eq 1"), 0);
+	    "grep -c d_tainted) -eq 1"), 0);
 	/* The narrowing comes before the established accept. */
 	ck_assert_int_eq(sh("nft list chain inet sluice sb_sl-1 | "
-	    "grep -n 'deny:tainted\\|ct state' | head -n 1 | "
-	    "grep -q deny:tainted"), 0);
+	    "grep -n 'd_tainted\\|ct state' | head -n 1 | "
+	    "grep -q d_tainted"), 0);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.20", 443), T_REFUSED);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 8443), T_OK);
@@ -1187,7 +1191,7 @@ END_TEST
 static const char *persistent_sets[] = { "sbx4", "sbx6", "sbx_deny4",
     "sbx_deny6", "restricted", "keep4", "keep6", "allow4", "allow6",
     "pallow4", "pallow6", "learned4", "learned6", "lkeep4", "lkeep6",
-    "icmp4", "quota", NULL };
+    "icmp4", "quota", "sbx_gen", "sbx_own", NULL };
 
 static int
 count_all(const char *ifname)
@@ -1236,15 +1240,15 @@ START_TEST(test_sandbox_del)
 	ck_assert_int_eq(fw_restrict(fw, "sl-1", allow, 2, err, sizeof(err)),
 	    0);
 	/* sbx4, sbx6, allow4, allow6, pallow4, sbx_deny4, icmp4, quota,
-	 * learned4, learned6, restricted, keep4, keep6 */
-	ck_assert_int_eq(count_all("sl-1"), 13);
-	ck_assert_int_eq(count_all("sl-2"), 2);
+	 * learned4, learned6, restricted, keep4, keep6, sbx_gen, sbx_own */
+	ck_assert_int_eq(count_all("sl-1"), 15);
+	ck_assert_int_eq(count_all("sl-2"), 4);
 	ck_assert_int_eq(fw_list_sandboxes(fw, NULL, NULL, err, sizeof(err)),
 	    2);
 	ck_assert_msg(fw_sandbox_del(fw, &sb, err, sizeof(err)) == 0, "%s",
 	    err);
 	ck_assert_int_eq(count_all("sl-1"), 0);
-	ck_assert_int_eq(count_all("sl-2"), 2);
+	ck_assert_int_eq(count_all("sl-2"), 4);
 	ck_assert_int_eq(sh("nft list table inet sluice | grep -q 'sl-1'"),
 	    1);
 	ck_assert_int_eq(sh("nft list table inet sluice | grep -q 'q_sl-1'"),
@@ -1503,7 +1507,7 @@ START_TEST(test_del_leaves_nothing)
 	sb2.addr4[3] = 6;
 	fill_sandbox(&sb2, 0);
 	before2 = count_all("sl-2");
-	ck_assert_int_eq(before2, 11);
+	ck_assert_int_eq(before2, 13);
 
 	/* Same handle, index path. */
 	fill_sandbox(&sb, 0);
@@ -1628,12 +1632,12 @@ START_TEST(test_adopt_keeps_state)
 	ck_assert_int_eq(fw_list_sandboxes(fw, list_cb, seen, err,
 	    sizeof(err)), 1);
 	ck_assert_str_eq(seen, "sl-1=" SBX);
-	ck_assert_int_eq(count_all("sl-1"), 3);
+	ck_assert_int_eq(count_all("sl-1"), 5);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
 	ck_assert_int_eq(tcp_try(NULL, "192.0.2.10", 443), T_OK);
 	/* Rules were rewritten, not duplicated. */
 	ck_assert_int_eq(sh("test $(nft list chain inet sluice forward | "
-	    "grep -c 'deny:default') -eq 1"), 0);
+	    "grep -c 'goto d_default') -eq 1"), 0);
 	/* Without the flag the table is replaced: state is gone. */
 	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), 0);
 	ck_assert_int_eq(count_all("sl-1"), 0);
@@ -1677,7 +1681,7 @@ START_TEST(test_replace_is_atomic)
 	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, E2BIG);
 	free(many);
-	ck_assert_int_eq(count_all("sl-1"), 2);
+	ck_assert_int_eq(count_all("sl-1"), 4);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
 	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_REFUSED);
 	close(l);
@@ -1869,7 +1873,7 @@ START_TEST(test_replace_refused_by_kernel)
 	ck_assert_int_eq(sh("nft list table inet taken >/dev/null"), 0);
 	/* Our own table was not touched by the failed call. */
 	ck_assert_int_eq(sh("nft list chain inet sluice forward | "
-	    "grep -q 'deny:default'"), 0);
+	    "grep -q 'goto d_default'"), 0);
 	mnl_socket_close(owner);
 	/* Once the owner is gone the kernel drops its table; init works. */
 	ck_assert_msg(fw_init(fw, &cfg, 0, err, sizeof(err)) == 0, "%s", err);
@@ -1982,6 +1986,454 @@ START_TEST(test_quota)
 }
 END_TEST
 
+/* ------------------------------------------- hostile flows (generations) */
+
+/*
+ * An ICMP port-unreachable sent from namespace nsfd over a raw socket:
+ * outer src -> dst, quoting a UDP packet isrc:isport -> idst:idport and
+ * then the bytes of marker (what an exfiltration would carry).
+ */
+static void
+raw_icmp_unreach(int nsfd, const char *src, const char *dst,
+    const char *isrc, uint16_t isport, const char *idst, uint16_t idport,
+    const char *marker)
+{
+	struct sockaddr_in	sin = sin_of(dst, 0);
+	uint8_t			pkt[256];
+	struct iphdr		*ip = (struct iphdr *)pkt, *in;
+	struct icmphdr		*ic;
+	struct udphdr		*udp;
+	size_t			mlen = strlen(marker), len;
+	int			s;
+
+	memset(pkt, 0, sizeof(pkt));
+	len = sizeof(*ip) + sizeof(*ic) + sizeof(*in) + sizeof(*udp) + mlen;
+	ck_assert(len <= sizeof(pkt));
+	ic = (struct icmphdr *)(pkt + sizeof(*ip));
+	in = (struct iphdr *)(pkt + sizeof(*ip) + sizeof(*ic));
+	udp = (struct udphdr *)((uint8_t *)in + sizeof(*in));
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_ICMP;
+	ip->tot_len = htons((uint16_t)len);
+	inet_pton(AF_INET, src, &ip->saddr);
+	inet_pton(AF_INET, dst, &ip->daddr);
+	ic->type = ICMP_DEST_UNREACH;
+	ic->code = ICMP_PORT_UNREACH;
+	in->version = 4;
+	in->ihl = 5;
+	in->ttl = 60;
+	in->protocol = IPPROTO_UDP;
+	in->tot_len = htons((uint16_t)(sizeof(*in) + sizeof(*udp) + mlen));
+	inet_pton(AF_INET, isrc, &in->saddr);
+	inet_pton(AF_INET, idst, &in->daddr);
+	in->check = csum(in, sizeof(*in));
+	udp->source = htons(isport);
+	udp->dest = htons(idport);
+	udp->len = htons((uint16_t)(sizeof(*udp) + mlen));
+	memcpy((uint8_t *)udp + sizeof(*udp), marker, mlen);
+	/* Conntrack checks the ICMP checksum before it relates anything. */
+	ic->checksum = csum(ic, len - sizeof(*ip));
+	s = sock_in(nsfd, SOCK_RAW, IPPROTO_RAW);
+	ck_assert(sendto(s, pkt, len, 0, (struct sockaddr *)&sin,
+	    sizeof(sin)) == (ssize_t)len);
+	close(s);
+}
+
+/* Whether an ICMP packet carrying marker reaches raw socket rx in time. */
+static int
+icmp_seen(int rx, const char *marker, int ms)
+{
+	uint8_t	buf[512];
+	ssize_t	n;
+	int	i;
+
+	for (i = 0; i < 8 && readable(rx, ms); i++) {
+		n = recv(rx, buf, sizeof(buf), 0);
+		if (n > 0 && memmem(buf, (size_t)n, marker, strlen(marker)))
+			return 1;
+	}
+	return 0;
+}
+
+/* B's UDP flow from 10.231.0.6:40000 to 198.51.100.10:5001, answered so
+ * that conntrack calls it established. Returns B's socket; *u the far
+ * end's. */
+static int
+b_flow(int ns_b, int *u)
+{
+	struct sockaddr_in	to = sin_of("198.51.100.10", 5001), from,
+				bsin = sin_of("10.231.0.6", 40000);
+	socklen_t		flen = sizeof(from);
+	char			buf[64];
+	int			b;
+
+	*u = listen_in(ns_inet, SOCK_DGRAM, "198.51.100.10", 5001);
+	b = sock_in(ns_b, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_eq(bind(b, (struct sockaddr *)&bsin, sizeof(bsin)), 0);
+	ck_assert_int_eq(connect(b, (struct sockaddr *)&to, sizeof(to)), 0);
+	ck_assert_int_eq(send(b, "out", 3, 0), 3);
+	ck_assert(readable(*u, DROP_WAIT_MS));
+	ck_assert_int_eq(recvfrom(*u, buf, sizeof(buf), 0,
+	    (struct sockaddr *)&from, &flen), 3);
+	ck_assert_int_eq(sendto(*u, "back", 4, 0, (struct sockaddr *)&from,
+	    flen), 4);
+	ck_assert(readable(b, DROP_WAIT_MS));
+	ck_assert_int_eq(recv(b, buf, sizeof(buf), 0), 4);
+	return b;
+}
+
+/*
+ * Sandbox A, which may send no UDP at
+ * all, quotes sandbox B's live UDP flow in an ICMP error of its own.
+ * Conntrack calls that error related to B's flow; accepted as such, it
+ * would carry A's payload to any host B talks to. Only B's own errors
+ * about its own flow pass.
+ */
+START_TEST(test_related_icmp_own_flow_only)
+{
+	struct fw_sandbox	sa = sandbox(), sb;
+	struct fw_rule		allow[1];
+	int			u, b, ns_b, rx;
+
+	WORLD();
+	second_sandbox(&sb);
+	allow[0] = rule("198.51.100.10/32", IPPROTO_UDP, 5001, 5001);
+	ck_assert_msg(fw_sandbox_add(fw, &sa, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ns_b = open("/run/netns/sbx2", O_RDONLY | O_CLOEXEC);
+	ck_assert(ns_b != -1);
+	b = b_flow(ns_b, &u);
+	rx = sock_in(ns_inet, SOCK_RAW, IPPROTO_ICMP);
+	/* A, with its own source address (anti-spoofing passes it). */
+	raw_icmp_unreach(ns_sbx, SBX, "198.51.100.10", "198.51.100.10", 5001,
+	    "10.231.0.6", 40000, "EXFIL-from-A");
+	ck_assert_msg(!icmp_seen(rx, "EXFIL-from-A", DROP_WAIT_MS),
+	    "sandbox A's ICMP error quoting B's flow left the gateway");
+	/* B's error about its own flow is its own related traffic. */
+	raw_icmp_unreach(ns_b, "10.231.0.6", "198.51.100.10", "198.51.100.10",
+	    5001, "10.231.0.6", 40000, "own-error-of-B");
+	ck_assert_msg(icmp_seen(rx, "own-error-of-B", DROP_WAIT_MS),
+	    "B's own related ICMP error did not pass");
+	close(rx);
+	close(b);
+	close(u);
+	close(ns_b);
+}
+END_TEST
+
+/*
+ * A flow a removed sandbox left in conntrack never passes for the
+ * next sandbox on the same link and address: its generation differs.
+ * (Were the generation reused, it would: the last step shows that.)
+ */
+START_TEST(test_leftover_flow_other_generation)
+{
+	struct fw_sandbox	sa = sandbox(), sb = sandbox();
+	struct fw_rule		allow[1];
+	struct sockaddr_in	to = sin_of("198.51.100.10", 5001), from,
+				asin = sin_of(SBX, 40001);
+	socklen_t		flen = sizeof(from);
+	char			buf[64];
+	int			u, a, one = 1;
+
+	WORLD();
+	allow[0] = rule("198.51.100.10/32", IPPROTO_UDP, 5001, 5001);
+	ck_assert_msg(fw_sandbox_add(fw, &sa, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	u = listen_in(ns_inet, SOCK_DGRAM, "198.51.100.10", 5001);
+	a = sock_in(ns_sbx, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	setsockopt(a, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(a, (struct sockaddr *)&asin, sizeof(asin)), 0);
+	ck_assert_int_eq(connect(a, (struct sockaddr *)&to, sizeof(to)), 0);
+	ck_assert_int_eq(send(a, "a1", 2, 0), 2);
+	ck_assert(readable(u, DROP_WAIT_MS));
+	ck_assert_int_eq(recvfrom(u, buf, sizeof(buf), 0,
+	    (struct sockaddr *)&from, &flen), 2);
+	ck_assert_int_eq(sendto(u, "back", 4, 0, (struct sockaddr *)&from,
+	    flen), 4);
+	ck_assert(readable(a, DROP_WAIT_MS));
+	ck_assert_int_eq(recv(a, buf, sizeof(buf), 0), 4);
+	/* A goes (its conntrack entry stays); B, allowed no UDP, takes the
+	 * same link and address and sends on A's 5-tuple. */
+	ck_assert_int_eq(fw_sandbox_del(fw, &sa, err, sizeof(err)), 0);
+	sb.gen = 2;
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(send(a, "b1", 2, 0), 2);
+	ck_assert_msg(!readable(u, DROP_WAIT_MS),
+	    "the new sandbox rode the old one's flow");
+	/* The same sandbox again with the old generation: it would. */
+	ck_assert_int_eq(fw_sandbox_del(fw, &sb, err, sizeof(err)), 0);
+	sb.gen = 1;
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	{
+		/* The refusal of "b1" left an error on the socket. */
+		int e = 0;
+		socklen_t el = sizeof(e);
+
+		(void)getsockopt(a, SOL_SOCKET, SO_ERROR, &e, &el);
+	}
+	ck_assert_int_eq(send(a, "b2", 2, 0), 2);
+	ck_assert(readable(u, DROP_WAIT_MS));
+	/* Generation 0 is no generation. */
+	sb.gen = 0;
+	snprintf(sb.ifname, sizeof(sb.ifname), "sl-3");
+	errno = 0;
+	ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	close(a);
+	close(u);
+}
+END_TEST
+
+/*
+ * The service address answers sandbox links only. A peer on the
+ * uplink that forges a sandbox's source (with rp_filter loose, as Ubuntu
+ * sets all.rp_filter=2), one that does not, and the host itself (lo) all
+ * reach nothing there. And a sandbox cannot ride another's established
+ * flow to the service: anti-spoofing comes first in input too.
+ */
+START_TEST(test_service_only_from_sandboxes)
+{
+	struct fw_sandbox	sa = sandbox(), sb;
+	struct sockaddr_in	svc = sin_of(SVC, 53), from,
+				forged = sin_of(SBX, 40002),
+				peer = sin_of("203.0.113.2", 40003);
+	socklen_t		flen = sizeof(from);
+	char			buf[64];
+	int			rx, s, a, ns_b;
+
+	WORLD();
+	second_sandbox(&sb);
+	must("sysctl -q -w net.ipv4.conf.all.rp_filter=2");
+	must("sysctl -q -w net.ipv4.conf.up0.rp_filter=2");
+	must("sysctl -q -w net.ipv4.conf.sl-2.rp_filter=0");
+	must("ip -n inet route add 10.231.0.0/16 via 203.0.113.1");
+	must("ip -n inet addr add " SBX "/32 dev lo");
+	ck_assert_msg(fw_sandbox_add(fw, &sa, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	rx = listen_in(ns_host, SOCK_DGRAM, SVC, 53);
+	/* From the sandbox: answered (and established, for below). */
+	a = sock_in(ns_sbx, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_eq(bind(a, (struct sockaddr *)&forged, sizeof(forged)),
+	    0);
+	ck_assert_int_eq(connect(a, (struct sockaddr *)&svc, sizeof(svc)), 0);
+	ck_assert_int_eq(send(a, "q1", 2, 0), 2);
+	ck_assert(readable(rx, DROP_WAIT_MS));
+	ck_assert_int_eq(recvfrom(rx, buf, sizeof(buf), 0,
+	    (struct sockaddr *)&from, &flen), 2);
+	ck_assert_int_eq(sendto(rx, "a1", 2, 0, (struct sockaddr *)&from,
+	    flen), 2);
+	ck_assert(readable(a, DROP_WAIT_MS));
+	/* From the uplink, as the sandbox (the same 5-tuple, even). */
+	s = sock_in(ns_inet, SOCK_DGRAM, 0);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&forged, sizeof(forged)),
+	    0);
+	ck_assert_int_eq(sendto(s, "q2", 2, 0, (struct sockaddr *)&svc,
+	    sizeof(svc)), 2);
+	close(s);
+	ck_assert_msg(!readable(rx, DROP_WAIT_MS),
+	    "a query forged on the uplink reached the service address");
+	/* From the uplink as itself. */
+	s = sock_in(ns_inet, SOCK_DGRAM, 0);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	ck_assert_int_eq(sendto(s, "q3", 2, 0, (struct sockaddr *)&svc,
+	    sizeof(svc)), 2);
+	close(s);
+	ck_assert(!readable(rx, DROP_WAIT_MS));
+	ck_assert_int_eq(tcp_try(NULL, SVC, 8080) == T_OK, 0);
+	/* From the host itself, over lo. */
+	s = sock_in(ns_host, SOCK_DGRAM, 0);
+	ck_assert_int_eq(sendto(s, "q4", 2, 0, (struct sockaddr *)&svc,
+	    sizeof(svc)), 2);
+	close(s);
+	ck_assert(!readable(rx, DROP_WAIT_MS));
+	/* B forges A's source on A's established flow to the service. */
+	ns_b = open("/run/netns/sbx2", O_RDONLY | O_CLOEXEC);
+	ck_assert(ns_b != -1);
+	{
+		int sv = ns_sbx;
+
+		ns_sbx = ns_b;
+		raw_udp_send_from(SBX, 40002, SVC, 53);
+		ns_sbx = sv;
+	}
+	ck_assert_msg(!readable(rx, DROP_WAIT_MS),
+	    "a packet forged in B on A's flow reached the service");
+	/* A's own flow still works. */
+	ck_assert_int_eq(send(a, "q5", 2, 0), 2);
+	ck_assert(readable(rx, DROP_WAIT_MS));
+	close(ns_b);
+	close(a);
+	close(rx);
+}
+END_TEST
+
+/* Packets of counter FW_UNLOGGED. */
+static long
+unlogged(void)
+{
+	FILE	*p;
+	long	 n = -1;
+
+	p = popen("nft list counter inet sluice " FW_UNLOGGED " | "
+	    "sed -n 's/.*packets \\([0-9]*\\).*/\\1/p'", "r");
+	ck_assert(p != NULL);
+	if (fscanf(p, "%ld", &n) != 1)
+		n = -1;
+	pclose(p);
+	return n;
+}
+
+struct logcount {
+	int	n[2];	/* sl-1, sl-2 */
+};
+
+static void
+logcount_cb(const struct fw_denied *d, void *arg)
+{
+	struct logcount	*c = arg;
+
+	if (strcmp(d->ifname, "sl-1") == 0)
+		c->n[0]++;
+	else if (strcmp(d->ifname, "sl-2") == 0)
+		c->n[1]++;
+}
+
+/*
+ * What one sandbox can make nflog carry is bounded (a burst,
+ * then FW_LOG_RATE a second), every packet is denied all the same, what
+ * was not logged is counted, and the budget is the sandbox's own: another
+ * sandbox is still logged meanwhile.
+ */
+START_TEST(test_log_budget)
+{
+	struct fw_sandbox	sa = sandbox(), sb;
+	struct fw_nflog		*nl;
+	struct logcount		 c = { { 0, 0 } };
+	struct sockaddr_in	 to = sin_of("192.0.2.10", 4444);
+	double			 t0, secs;
+	int			 s, u, i, ns_b;
+
+	WORLD();
+	second_sandbox(&sb);
+	nl = fw_nflog_open(GROUP, err, sizeof(err));
+	ck_assert_msg(nl != NULL, "%s", err);
+	ck_assert_int_eq(fw_sandbox_add(fw, &sa, NULL, 0, NULL, 0, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(unlogged(), 0);
+	u = listen_in(ns_inet, SOCK_DGRAM, "192.0.2.10", 4444);
+	s = sock_in(ns_sbx, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	t0 = now_us();
+	for (i = 0; i < 400; i++)
+		(void)sendto(s, "x", 1, 0, (struct sockaddr *)&to, sizeof(to));
+	close(s);
+	/* B, meanwhile, has a budget of its own. */
+	ns_b = open("/run/netns/sbx2", O_RDONLY | O_CLOEXEC);
+	ck_assert(ns_b != -1);
+	s = sock_in(ns_b, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	for (i = 0; i < 5; i++)
+		(void)sendto(s, "y", 1, 0, (struct sockaddr *)&to, sizeof(to));
+	close(s);
+	close(ns_b);
+	secs = (now_us() - t0) / 1e6;
+	while (readable(fw_nflog_fd(nl), 500))
+		ck_assert_int_ge(fw_nflog_read(nl, logcount_cb, &c), 0);
+	ck_assert_msg(c.n[0] >= FW_LOG_BURST / 2 &&
+	    c.n[0] <= FW_LOG_BURST + (int)(FW_LOG_RATE * (secs + 1)),
+	    "sandbox A logged %d of 400 in %.2f s", c.n[0], secs);
+	ck_assert_int_eq(c.n[1], 5);
+	ck_assert_msg(unlogged() >= 400 - c.n[0], "unlogged %ld, logged %d",
+	    unlogged(), c.n[0]);
+	/* Denied all the same. */
+	ck_assert(!readable(u, 200));
+	/* The meter entry goes with its sandbox, by key (this handle's
+	 * index) and by dump (a handle that never ran fw_init). */
+	ck_assert_int_eq(sh("nft list set inet sluice logmeter | "
+	    "grep -q '\"sl-1\"'"), 0);
+	ck_assert_int_eq(fw_sandbox_del(fw, &sa, err, sizeof(err)), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice logmeter | "
+	    "grep -q '\"sl-1\"'"), 1);
+	{
+		struct fw *raw = fw_new(err, sizeof(err));
+
+		ck_assert(raw != NULL);
+		ck_assert_int_eq(sh("nft list set inet sluice logmeter | "
+		    "grep -q '\"sl-2\"'"), 0);
+		ck_assert_int_eq(fw_sandbox_del(raw, &sb, err, sizeof(err)), 0);
+		ck_assert_int_eq(sh("nft list set inet sluice logmeter | "
+		    "grep -q '\"sl-2\"'"), 1);
+		fw_free(raw);
+	}
+	close(u);
+	fw_nflog_free(nl);
+}
+END_TEST
+
+/* Every set of the table has a size, from fw_config's bounds; a table
+ * smaller than asked is not adopted; a full set refuses, atomically. */
+START_TEST(test_set_sizes)
+{
+	struct fw_config	cfg;
+	struct fw_sandbox	sb = sandbox();
+	int			i;
+
+	WORLD();
+	ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+	    sizeof(err)), 0);
+	/* No set or map block without its size line. */
+	ck_assert_int_eq(sh("nft list table inet sluice | awk "
+	    "'/^\\t(set|map) /{n++; if (b) bad=1; b=1} /^\\t\\tsize /{b=0} "
+	    "/^\\t}/{if (b) bad=1; b=0} END{exit !(n >= 16 && !bad)}'"), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice learned4 | "
+	    "grep -q 'size 33554432'"), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice sbx4 | "
+	    "grep -q 'size 4096$'"), 0);
+	config(&cfg, "sluice");
+	cfg.max_sandboxes = 2;
+	cfg.max_learned = 10;
+	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(sh("nft list set inet sluice learned4 | "
+	    "grep -q 'size 20$'"), 0);
+	for (i = 1; i <= 3; i++) {
+		sb = sandbox();
+		snprintf(sb.ifname, sizeof(sb.ifname), "sl-%d", i);
+		sb.addr4[3] = (uint8_t)(4 * i + 2);
+		errno = 0;
+		ck_assert_int_eq(fw_sandbox_add(fw, &sb, NULL, 0, NULL, 0, err,
+		    sizeof(err)), i <= 2 ? 0 : -1);
+	}
+	ck_assert_int_eq(errno, ENFILE);
+	ck_assert_int_eq(fw_list_sandboxes(fw, NULL, NULL, err, sizeof(err)),
+	    2);
+	ck_assert_int_eq(sh("nft list chain inet sluice sb_sl-3 "
+	    ">/dev/null 2>&1"), 1);
+	ck_assert_int_eq(sh("nft list set inet sluice s_sl-1 | "
+	    "grep -q 'size 12309$'"), 0);
+	/* Asked for more than the table holds: not adopted. */
+	cfg.max_sandboxes = 3;
+	errno = 0;
+	ck_assert_int_eq(fw_init(fw, &cfg, FW_ADOPT, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	cfg.max_sandboxes = 2;
+	ck_assert_int_eq(fw_init(fw, &cfg, FW_ADOPT, err, sizeof(err)), 1);
+	cfg.max_sandboxes = FW_MAX_SANDBOXES_LIMIT + 1;
+	errno = 0;
+	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
+
 /* ---------------------------------------------------------- Limits tests */
 
 START_TEST(test_bad_config)
@@ -2016,7 +2468,7 @@ START_TEST(test_bad_config)
 	ck_assert_int_eq(fw_init(fw, &cfg, 0, err, sizeof(err)), -1);
 	/* None of that touched the installed table. */
 	ck_assert_int_eq(sh("nft list chain inet sluice forward | "
-	    "grep -q 'deny:default'"), 0);
+	    "grep -q 'goto d_default'"), 0);
 	/* Overlapping deny ranges (pool inside 10/8, duplicates) merge. */
 	config(&cfg, "sluice");
 	deny_list[3] = cidr("10.0.0.0/8");
@@ -2077,7 +2529,7 @@ START_TEST(test_bad_sandbox)
 	ck_assert_int_eq(fw_sandbox_add(fw, &sb, r, 1, NULL, 0, err,
 	    sizeof(err)), -1);
 	ck_assert_int_eq(errno, EEXIST);
-	ck_assert_int_eq(count_all("sl-1"), 2);
+	ck_assert_int_eq(count_all("sl-1"), 4);
 	ck_assert_int_eq(fw_restrict(fw, "eth0", r, 1, err, sizeof(err)), -1);
 	r[1] = rule("198.51.100.0/24", IPPROTO_ICMP, 0, 0);
 	ck_assert_int_eq(fw_restrict(fw, "sl-1", r, 2, err, sizeof(err)), -1);
@@ -2379,6 +2831,11 @@ fw_suite(void)
 	tcase_add_test(tc, test_restrict_twice_then_update);
 	tcase_add_test(tc, test_restrict_keeps_policy_order);
 	tcase_add_test(tc, test_adopt_old_layout_refused);
+	tcase_add_test(tc, test_related_icmp_own_flow_only);
+	tcase_add_test(tc, test_leftover_flow_other_generation);
+	tcase_add_test(tc, test_service_only_from_sandboxes);
+	tcase_add_test(tc, test_log_budget);
+	tcase_add_test(tc, test_set_sizes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("Limits");

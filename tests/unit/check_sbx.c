@@ -473,11 +473,94 @@ START_TEST(test_db_roundtrip)
 }
 END_TEST
 
+/* Generations: reserved in blocks, durably, never twice: not after a
+ * row goes, not across a reopen, and always above what any row holds (an
+ * old database's rows, or a counter row that went missing). */
+START_TEST(test_db_generations)
+{
+	struct sbx_rec a;
+	struct got g = { .n = 0 };
+	struct sqlite3 *db;
+	char path[128], err[256];
+	uint32_t first, got, first2, got2;
+
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(sbx_db_gen_reserve(db, 16, &first, &got, err,
+	    sizeof(err)), 0);
+	ck_assert_uint_eq(first, 1);
+	ck_assert_uint_eq(got, 16);
+	rec_fill(&a, "one", 0);
+	a.gen = first + 3;
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_delete(db, "one", err, sizeof(err)), 0);
+	sbx_db_close(db);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(sbx_db_gen_reserve(db, 16, &first2, &got2, err,
+	    sizeof(err)), 0);
+	ck_assert_uint_eq(first2, first + got);
+	/* A row above the counter (its counter row lost): above it. */
+	ck_assert_int_eq(sqlite3_exec(db, "DELETE FROM counters", NULL, NULL,
+	    NULL), SQLITE_OK);
+	rec_fill(&a, "two", 1);
+	a.gen = 1000;
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_gen_reserve(db, 1, &first, &got, err,
+	    sizeof(err)), 0);
+	ck_assert_uint_eq(first, 1001);
+	ck_assert_int_eq(sbx_db_set_gen(db, "two", 4294967295u, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 1);
+	ck_assert_uint_eq(g.r[0].gen, 4294967295u);
+	ck_assert_int_eq(g.bad[0], 0);
+	/* The 32-bit space is spent: refused, never wrapped to 0. */
+	errno = 0;
+	ck_assert_int_eq(sbx_db_gen_reserve(db, 1, &first, &got, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(errno, ERANGE);
+	sbx_db_close(db);
+}
+END_TEST
+
+/* A database written before generations: its rows load with gen 0. */
+START_TEST(test_db_old_schema)
+{
+	struct got g = { .n = 0 };
+	struct sqlite3 *db;
+	char path[128], err[256];
+
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE sandboxes ("
+	    " id TEXT PRIMARY KEY NOT NULL, policy TEXT NOT NULL,"
+	    " subject TEXT NOT NULL, labels TEXT NOT NULL,"
+	    " idx INTEGER NOT NULL UNIQUE, address TEXT NOT NULL,"
+	    " host_address TEXT NOT NULL, token TEXT NOT NULL,"
+	    " created INTEGER NOT NULL, expires INTEGER NOT NULL,"
+	    " tainted INTEGER NOT NULL DEFAULT 0);"
+	    "INSERT INTO sandboxes VALUES ('old', 'p', 's', '{}', 3, 'a', 'h', "
+	    "'t', 1, 0, 0);", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 1);
+	ck_assert_int_eq(g.bad[0], 0);
+	ck_assert_uint_eq(g.r[0].gen, 0);
+	ck_assert_int_eq(sbx_db_set_gen(db, "old", 7, err, sizeof(err)), 0);
+	sbx_db_close(db);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	g.n = 0;
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 1);
+	ck_assert_uint_eq(g.r[0].gen, 7);
+	sbx_db_close(db);
+}
+END_TEST
+
 START_TEST(test_db_bad_rows)
 {
 	struct got g = { .n = 0 };
 	struct sqlite3 *db;
 	char path[128], err[256];
+	int i;
 
 	snprintf(path, sizeof(path), "%s/state.db", tdir);
 	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
@@ -485,15 +568,23 @@ START_TEST(test_db_bad_rows)
 	 * negative slot. Each is reported as bad, never trusted. */
 	ck_assert_int_eq(sqlite3_exec(db,
 	    "INSERT INTO sandboxes VALUES ('x', 'p', 's', '{}', -1, 'a', 'h', "
-	    "'t', 0, 0, 0);"
+	    "'t', 0, 0, 0, 1);"
 	    "INSERT INTO sandboxes VALUES ('y', 'p', 's', '{}', 5, 'a', 'h', "
-	    "x'00', 0, 0, 0);"
+	    "x'00', 0, 0, 0, 2);"
 	    "INSERT INTO sandboxes VALUES ('zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
-	    "zzzzzzzzzz', 'p', 's', '{}', 6, 'a', 'h', 't', 0, 0, 0);"
+	    "zzzzzzzzzz', 'p', 's', '{}', 6, 'a', 'h', 't', 0, 0, 0, 3);"
 	    "INSERT INTO sandboxes VALUES ('w', 'p', 's', '{}', '7', 'a', 'h', "
-	    "'t', 0, 0, 0);", NULL, NULL, NULL), SQLITE_OK);
-	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 4);
+	    "'t', 0, 0, 0, 4);"
+	    "INSERT INTO sandboxes VALUES ('v', 'p', 's', '{}', 8, 'a', 'h', "
+	    "'t', 0, 0, 0, 4294967296);", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 5);
 	ck_assert_int_eq(g.bad[0] + g.bad[1] + g.bad[2], 3);
+	/* A generation beyond 32 bits is no row of ours either. */
+	for (i = 0; i < g.n; i++)
+		if (strcmp(g.r[i].id, "v") == 0)
+			break;
+	ck_assert_int_lt(i, g.n);
+	ck_assert_int_eq(g.bad[i], 1);
 	sbx_db_close(db);
 }
 END_TEST
@@ -737,6 +828,8 @@ sbx_suite(void)
 	tcase_add_checked_fixture(td, db_setup, db_teardown);
 	tcase_add_test(td, test_db_roundtrip);
 	tcase_add_test(td, test_db_bad_rows);
+	tcase_add_test(td, test_db_generations);
+	tcase_add_test(td, test_db_old_schema);
 	tcase_add_test(td, test_db_symlink);
 	suite_add_tcase(s, td);
 	return s;
