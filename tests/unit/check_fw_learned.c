@@ -85,6 +85,7 @@ sandbox(struct fw_sandbox *sb, const char *ifname, uint64_t quota)
 	snprintf(sb->ifname, sizeof(sb->ifname), "%s", ifname);
 	inet_pton(AF_INET, "10.231.0.2", sb->addr4);
 	sb->quota_bytes = quota;
+	sb->gen = 1;		/* a sandbox always has a generation */
 	memset(&r, 0, sizeof(r));
 	r.family = AF_INET;
 	inet_pton(AF_INET, "192.0.2.10", r.addr);
