@@ -13,6 +13,11 @@
 
 #include "audit/audit.h"
 
+/* aud_seterr: formats a message into err (nothing when err is NULL or
+ * errlen 0): how every file of audit/ reports an error without logging. */
+void	aud_seterr(char *err, size_t errlen, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
 /* base64, RFC 4648 §4; decode is strict (padding, no whitespace). */
 size_t	aud_b64_encode(const uint8_t *in, size_t n, char *out);
 ssize_t	aud_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap);
