@@ -109,7 +109,8 @@ const unsigned char aud_plain[256] = {
 };
 
 static int
-dump_string(struct aud_buf *b, const char *s, size_t n, char *err, size_t errlen)
+dump_string(struct aud_buf *b, const char *s, size_t n, char *err,
+    size_t errlen)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *u = (const unsigned char *)s;
@@ -208,7 +209,8 @@ dump_object(struct aud_buf *b, const json_t *v, int depth, struct mrec *mr,
 		if (i == n)
 			break;
 		if (!aud_key_ok(k, kl)) {
-			aud_seterr(err, errlen, "key \"%.40s\" outside [a-z0-9_]", k);
+			aud_seterr(err, errlen, "key \"%.40s\" outside "
+			    "[a-z0-9_]", k);
 			goto out;
 		}
 		kv[i].k = k;
@@ -247,7 +249,8 @@ out:
 }
 
 static int
-dump_value(struct aud_buf *b, const json_t *v, int depth, char *err, size_t errlen)
+dump_value(struct aud_buf *b, const json_t *v, int depth, char *err,
+    size_t errlen)
 {
 	size_t i, n;
 	json_int_t iv;
@@ -255,7 +258,8 @@ dump_value(struct aud_buf *b, const json_t *v, int depth, char *err, size_t errl
 	int len;
 
 	if (depth > AUD_MAX_DEPTH) {
-		aud_seterr(err, errlen, "nesting deeper than %d", AUD_MAX_DEPTH);
+		aud_seterr(err, errlen, "nesting deeper than %d",
+		    AUD_MAX_DEPTH);
 		return -1;
 	}
 	switch (json_typeof(v)) {
@@ -290,7 +294,8 @@ dump_value(struct aud_buf *b, const json_t *v, int depth, char *err, size_t errl
 		aud_buf_add(b, num, (size_t)len);
 		return 0;
 	case JSON_REAL:
-		aud_seterr(err, errlen, "floating-point numbers are not allowed");
+		aud_seterr(err, errlen, "floating-point numbers are not "
+		    "allowed");
 		return -1;
 	case JSON_TRUE:
 		aud_buf_add(b, "true", 4);

@@ -299,8 +299,8 @@ aud_canon_check(const char *buf, size_t len, struct aud_scan *sc, char *err,
 	if (sc != NULL)
 		sc->n = 0;
 	if (buf == NULL || len > AUD_MAX_RECORD) {
-		aud_seterr(err, errlen, "record missing or larger than %d bytes",
-		    AUD_MAX_RECORD);
+		aud_seterr(err, errlen, "record missing or larger than %d "
+		    "bytes", AUD_MAX_RECORD);
 		errno = EINVAL;
 		return -1;
 	}

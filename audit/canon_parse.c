@@ -341,8 +341,8 @@ aud_canon_parse(const char *buf, size_t len, char *err, size_t errlen)
 	size_t rl;
 
 	if (buf == NULL || len > AUD_MAX_RECORD) {
-		aud_seterr(err, errlen, "record missing or larger than %d bytes",
-		    AUD_MAX_RECORD);
+		aud_seterr(err, errlen, "record missing or larger than %d "
+		    "bytes", AUD_MAX_RECORD);
 		errno = EINVAL;
 		return NULL;
 	}

@@ -233,8 +233,8 @@ aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
 	    (sb.st_mode & 077) != 0) {
 		if (sb.st_uid != geteuid())
-			aud_seterr(err, errlen, "%s: the audit key must be owned by "
-			    "uid %ld (it is owned by uid %ld)", path,
+			aud_seterr(err, errlen, "%s: the audit key must be "
+			    "owned by uid %ld (it is owned by uid %ld)", path,
 			    (long)geteuid(), (long)sb.st_uid);
 		else
 			aud_seterr(err, errlen, "%s: the audit key must be a "
@@ -253,8 +253,8 @@ aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 	pk = PEM_read_PrivateKey(f, NULL, no_password, &asked);
 	fclose(f);
 	if (pk == NULL && asked) {
-		aud_seterr(err, errlen, "%s: the key is encrypted; the audit key "
-		    "must be an unencrypted PKCS#8 file (mode 0600)", path);
+		aud_seterr(err, errlen, "%s: the key is encrypted; the audit "
+		    "key must be an unencrypted PKCS#8 file (mode 0600)", path);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -298,7 +298,8 @@ aud_key_from_vkey(const char *vkey, char *err, size_t errlen)
 	if ((k = key_wrap(name, pk, 0, err, errlen)) == NULL)
 		return NULL;
 	if (k->id != (uint32_t)id) {
-		aud_seterr(err, errlen, "vkey: key ID does not match name and key");
+		aud_seterr(err, errlen, "vkey: key ID does not match name and "
+		    "key");
 		aud_key_free(k);
 		errno = EINVAL;
 		return NULL;
@@ -412,7 +413,8 @@ aud_note_sign(const struct aud_key *k, const char *text, char *err,
 	char b64[128], *out;
 
 	if (!k->priv || !text_ok(text, tl)) {
-		aud_seterr(err, errlen, "cannot sign: no private key or bad text");
+		aud_seterr(err, errlen, "cannot sign: no private key or bad "
+		    "text");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -529,7 +531,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 	l3++;
 	if ((e = memchr(l3, '\n', tl - (size_t)(l3 - note))) == NULL ||
 	    (size_t)(e + 1 - note) != tl) {
-		aud_seterr(err, errlen, "checkpoint must have exactly three lines");
+		aud_seterr(err, errlen, "checkpoint must have exactly three "
+		    "lines");
 		errno = EINVAL;
 		return -1;
 	}
@@ -551,7 +554,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 		if ((e = memchr(p, '\n', (size_t)(note + len - p))) == NULL)
 			goto malformed;
 		if (++nsig > MAXSIGS) {
-			aud_seterr(err, errlen, "more than %d signatures", MAXSIGS);
+			aud_seterr(err, errlen, "more than %d signatures",
+			    MAXSIGS);
 			errno = EINVAL;
 			return -1;
 		}
@@ -574,8 +578,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 			    memcmp(k->name, p + 4, (size_t)(sp - p - 4)) != 0)
 				continue;
 			if (!sig_verify(k, note, tl, sig + 4, (size_t)sl - 4)) {
-				aud_seterr(err, errlen, "bad signature by %s+%08x",
-				    k->name, id);
+				aud_seterr(err, errlen, "bad signature by "
+				    "%s+%08x", k->name, id);
 				errno = EBADMSG;
 				return -1;
 			}

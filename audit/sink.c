@@ -59,13 +59,14 @@ read_token(const char *path, char *err, size_t errlen)
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
-		aud_seterr(err, errlen, "token_file %s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "token_file %s: %s", path,
+		    strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode) ||
 	    sb.st_size > SINK_TOKEN_MAX + 2) {
-		aud_seterr(err, errlen, "token_file %s: not a small regular file",
-		    path);
+		aud_seterr(err, errlen, "token_file %s: not a small regular "
+		    "file", path);
 		close(fd);
 		errno = EINVAL;
 		return NULL;
@@ -75,7 +76,8 @@ read_token(const char *path, char *err, size_t errlen)
 		len += (size_t)n;
 	close(fd);
 	if (n == -1) {
-		aud_seterr(err, errlen, "token_file %s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "token_file %s: %s", path,
+		    strerror(errno));
 		return NULL;
 	}
 	buf[len] = '\0';
@@ -84,14 +86,15 @@ read_token(const char *path, char *err, size_t errlen)
 	if (len > 0 && buf[len - 1] == '\r')
 		buf[--len] = '\0';
 	if (len == 0 || len > SINK_TOKEN_MAX) {
-		aud_seterr(err, errlen, "token_file %s: empty or too long", path);
+		aud_seterr(err, errlen, "token_file %s: empty or too long",
+		    path);
 		errno = EINVAL;
 		return NULL;
 	}
 	for (i = 0; i < len; i++)
 		if (buf[i] < 0x21 || buf[i] > 0x7e) {
-			aud_seterr(err, errlen, "token_file %s: the token must be "
-			    "one line of visible ASCII", path);
+			aud_seterr(err, errlen, "token_file %s: the token must "
+			    "be one line of visible ASCII", path);
 			errno = EINVAL;
 			return NULL;
 		}
@@ -141,7 +144,8 @@ prepare(struct aud_sink *s, const char *db_path, char *err, size_t errlen)
 	}
 	if (sqlite3_prepare_v2(s->rd, "SELECT sink, next_seq FROM ship_cursor "
 	    "WHERE sink IN (?1, ?2)", -1, &st, NULL) != SQLITE_OK) {
-		aud_seterr(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s->rd));
+		aud_seterr(err, errlen, "%s: %s", db_path,
+		    sqlite3_errmsg(s->rd));
 		goto fail;
 	}
 	sqlite3_bind_text(st, 1, s->name, -1, SQLITE_STATIC);
@@ -167,7 +171,8 @@ prepare(struct aud_sink *s, const char *db_path, char *err, size_t errlen)
 	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
-		aud_seterr(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s->rd));
+		aud_seterr(err, errlen, "%s: %s", db_path,
+		    sqlite3_errmsg(s->rd));
 		goto fail;
 	}
 	/* A cursor with no checkpoint row, as aud_ship_file left it before
@@ -195,7 +200,8 @@ aud_sink_new(const char *db_path, const struct aud_sink_conf *c,
 	if (db_path == NULL || c == NULL || !name_ok(c->name) ||
 	    c->target == NULL || c->target[0] == '\0' ||
 	    strlen(c->target) > 4096) {
-		aud_seterr(err, errlen, "sink: bad name, target or database path");
+		aud_seterr(err, errlen, "sink: bad name, target or database "
+		    "path");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -256,8 +262,8 @@ aud_sink_new(const char *db_path, const struct aud_sink_conf *c,
 		break;
 	case AUD_SINK_SYSLOG:
 		if (s->hec || c->token_file != NULL) {
-			aud_seterr(err, errlen, "sink %s: a syslog sink takes no "
-			    "token or HEC mode", s->name);
+			aud_seterr(err, errlen, "sink %s: a syslog sink takes "
+			    "no token or HEC mode", s->name);
 			goto fail;
 		}
 		if (aud_sk_parse_syslog(s, s->target, err, errlen) == -1)

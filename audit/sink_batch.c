@@ -163,7 +163,8 @@ ckpt_item(struct aud_sink *s, struct aud_sk_item *it, uint64_t size,
  * went out earlier). 0 with b filled (b->n == 0: nothing to do), or -1.
  */
 int
-aud_sk_load_batch(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t errlen)
+aud_sk_load_batch(struct aud_sink *s, struct aud_sk_batch *b, char *err,
+    size_t errlen)
 {
 	struct { uint64_t size; int64_t ns; char *note; size_t len; } *ck = NULL;
 	size_t nck = 0, ci = 0, bytes = 0, i, nrec0;
@@ -184,8 +185,9 @@ aud_sk_load_batch(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t 
 		len = sqlite3_column_bytes(s->q_rec, 1);
 		/* A hole means a damaged log: never ship past it. */
 		if (seq != expect || len <= 0 || len > AUD_MAX_RECORD) {
-			aud_seterr(err, errlen, "record %llu missing or empty; the "
-			    "feed stops before it", (unsigned long long)expect);
+			aud_seterr(err, errlen, "record %llu missing or empty; "
+			    "the feed stops before it",
+			    (unsigned long long)expect);
 			errno = EBADMSG;
 			goto out;
 		}
@@ -234,7 +236,8 @@ aud_sk_load_batch(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t 
 	}
 	sqlite3_reset(s->q_ck);
 	if (rc != SQLITE_DONE) {
-		aud_seterr(err, errlen, "checkpoints: %s", sqlite3_errmsg(s->rd));
+		aud_seterr(err, errlen, "checkpoints: %s",
+		    sqlite3_errmsg(s->rd));
 		errno = EIO;
 		goto out;
 	}
@@ -258,9 +261,10 @@ aud_sk_load_batch(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t 
 				    ck[ci].len, ck[ci].ns) == -1) {
 					if (it == NULL)
 						errno = ENOMEM;
-					aud_seterr(err, errlen, "checkpoint %llu: "
-					    "%s", (unsigned long long)
-					    ck[ci].size, strerror(errno));
+					aud_seterr(err, errlen, "checkpoint "
+					    "%llu: %s",
+					    (unsigned long long) ck[ci].size,
+					    strerror(errno));
 					for (; i < nr; i++) {
 						free(recs[i].body);
 						json_decref(recs[i].ev);

@@ -63,7 +63,8 @@ repair_tail(int fd, off_t size)
 }
 
 int
-aud_sk_send_file(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t errlen)
+aud_sk_send_file(struct aud_sink *s, struct aud_sk_batch *b, char *err,
+    size_t errlen)
 {
 	struct stat sb;
 	char *buf = NULL, *dir;

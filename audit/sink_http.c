@@ -104,7 +104,8 @@ hec_event(struct aud_sink *s, const struct aud_sk_item *it)
 }
 
 int
-aud_sk_send_webhook(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t errlen)
+aud_sk_send_webhook(struct aud_sink *s, struct aud_sk_batch *b, char *err,
+    size_t errlen)
 {
 	char ebuf[CURL_ERROR_SIZE];
 	char *body = NULL, *line, *p;

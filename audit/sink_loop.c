@@ -266,7 +266,8 @@ shipper(void *arg)
 				backoff = backoff ? backoff * 2 : s->bo_min;
 				if (backoff > s->bo_max)
 					backoff = s->bo_max;
-				next_try = aud_sk_now_ms() + (int64_t)(backoff / 2 +
+				next_try = aud_sk_now_ms() +
+				    (int64_t)(backoff / 2 +
 				    rnd_next(s) % (backoff / 2 + 1));
 			} else {
 				backoff = 0;

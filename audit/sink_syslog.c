@@ -296,7 +296,8 @@ tcp_drained(struct aud_sink *s)
 }
 
 int
-aud_sk_send_syslog(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t errlen)
+aud_sk_send_syslog(struct aud_sink *s, struct aud_sk_batch *b, char *err,
+    size_t errlen)
 {
 	char pre[24];
 	size_t i, len, off;
@@ -334,7 +335,8 @@ aud_sk_send_syslog(struct aud_sink *s, struct aud_sk_batch *b, char *err, size_t
 fail:
 		e = errno ? errno : EIO;
 		free(m);
-		aud_seterr(err, errlen, "syslog %s: %s", s->target, strerror(e));
+		aud_seterr(err, errlen, "syslog %s: %s", s->target,
+		    strerror(e));
 		aud_sk_sock_close(s);
 		errno = e;
 		return -1;

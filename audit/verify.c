@@ -141,7 +141,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 		goto out;
 	}
 	snprintf(uri, sizeof(uri), "%s", o->db_path);
-	if (aud_store_open_vfs(uri, 0, aud_vf_ra_name(), &v.db, e, sizeof(e)) == -1) {
+	if (aud_store_open_vfs(uri, 0, aud_vf_ra_name(), &v.db, e,
+	    sizeof(e)) == -1) {
 		aud_vf_error(&v, "%s", e);
 		goto out;
 	}
@@ -152,8 +153,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 	if (sqlite3_exec(v.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(v.db, "SELECT count(*) FROM sqlite_master", -1,
 	    &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
-		aud_vf_error(&v, "%s: not a readable SQLite database: %s", o->db_path,
-		    sqlite3_errmsg(v.db));
+		aud_vf_error(&v, "%s: not a readable SQLite database: %s",
+		    o->db_path, sqlite3_errmsg(v.db));
 		goto out;
 	}
 	sqlite3_finalize(st);
@@ -162,7 +163,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 	/* 1. log_meta */
 	if (aud_store_meta(v.db, "format", meta, sizeof(meta)) == -1 ||
 	    strcmp(meta, AUD_FORMAT) != 0) {
-		aud_vf_fail(&v, -1, "meta", "log_meta.format is not %s", AUD_FORMAT);
+		aud_vf_fail(&v, -1, "meta", "log_meta.format is not %s",
+		    AUD_FORMAT);
 		goto out;
 	}
 	if (aud_store_meta(v.db, "origin", v.origin, sizeof(v.origin)) == -1 ||
@@ -179,8 +181,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 			if (strcmp(aud_key_name(v.pinned[i]), v.origin) == 0)
 				break;
 		if (i == v.npinned) {
-			aud_vf_fail(&v, -1, "meta", "log origin %s is not the name of "
-			    "a pinned key", v.origin);
+			aud_vf_fail(&v, -1, "meta", "log origin %s is not the "
+			    "name of a pinned key", v.origin);
 			goto out;
 		}
 	}
@@ -198,7 +200,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 	sqlite3_finalize(st);
 	st = NULL;
 	if (nck > 10000000) {
-		aud_vf_fail(&v, -1, "checkpoints", "implausible number of checkpoints");
+		aud_vf_fail(&v, -1, "checkpoints", "implausible number of "
+		    "checkpoints");
 		goto out;
 	}
 	cap += nck;
@@ -222,7 +225,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 	for (i = 0; i < o->next_ckpts; i++) {
 		if (aud_ckpt_parse(o->ext_ckpts[i], strlen(o->ext_ckpts[i]),
 		    NULL, 0, &ck, e, sizeof(e)) == -1) {
-			aud_vf_error(&v, "external checkpoint %zu: %s", i + 1, e);
+			aud_vf_error(&v, "external checkpoint %zu: %s", i + 1,
+			    e);
 			goto out;
 		}
 		want_size(&v, ck.size, cap);
@@ -247,8 +251,8 @@ aud_verify(const struct aud_verify_opts *o, json_t **report)
 	json_object_set_new(v.rep, "unsealed_tail",
 	    json_integer((json_int_t)(n - last_signed)));
 	if (n > last_signed)
-		aud_vf_warn(&v, "%llu records not covered by a signed checkpoint",
-		    (unsigned long long)(n - last_signed));
+		aud_vf_warn(&v, "%llu records not covered by a signed "
+		    "checkpoint", (unsigned long long)(n - last_signed));
 
 	/* 7. gaps */
 	for (u = 0, i = 0; i < json_array_size(v.gaps); i++)

@@ -66,25 +66,27 @@ aud_vf_stored_ckpts(struct aud_vctx *v, uint64_t n, uint64_t nck,
 
 		if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sz <= 0 ||
 		    note == NULL || len <= 0) {
-			aud_vf_fail(v, -1, "checkpoint", "malformed checkpoint row");
+			aud_vf_fail(v, -1, "checkpoint", "malformed checkpoint "
+			    "row");
 			break;
 		}
 		if (aud_ckpt_parse(note, (size_t)len, keys, nkeys, &ck, e,
 		    sizeof(e)) == -1) {
-			aud_vf_fail(v, (int64_t)sz - 1, "checkpoint", "checkpoint %lld: "
-			    "%s", (long long)sz, e);
+			aud_vf_fail(v, (int64_t)sz - 1, "checkpoint",
+			    "checkpoint %lld: %s", (long long)sz, e);
 			break;
 		}
 		if (strcmp(ck.origin, v->origin) != 0 ||
 		    ck.size != (uint64_t)sz) {
-			aud_vf_fail(v, sz - 1, "checkpoint", "checkpoint %lld: origin "
-			    "or size differ from its row", (long long)sz);
+			aud_vf_fail(v, sz - 1, "checkpoint", "checkpoint %lld: "
+			    "origin or size differ from its row",
+			    (long long)sz);
 			break;
 		}
 		if (ck.size > n) {
-			aud_vf_fail(v, (int64_t)n, "TRUNCATION", "stored checkpoint "
-			    "covers %llu records, the log has %llu: %llu "
-			    "missing", (unsigned long long)ck.size,
+			aud_vf_fail(v, (int64_t)n, "TRUNCATION", "stored "
+			    "checkpoint covers %llu records, the log has %llu: "
+			    "%llu missing", (unsigned long long)ck.size,
 			    (unsigned long long)n,
 			    (unsigned long long)(ck.size - n));
 			break;
@@ -137,18 +139,19 @@ aud_vf_external(struct aud_vctx *v, const struct aud_verify_opts *o,
 	for (i = 0; i < o->next_ckpts; i++) {
 		if (aud_ckpt_parse(o->ext_ckpts[i], strlen(o->ext_ckpts[i]),
 		    keys, nkeys, &ck, e, sizeof(e)) == -1) {
-			aud_vf_error(v, "external checkpoint %zu: %s", i + 1, e);
+			aud_vf_error(v, "external checkpoint %zu: %s", i + 1,
+			    e);
 			return -1;
 		}
 		if (strcmp(ck.origin, v->origin) != 0) {
-			aud_vf_error(v, "external checkpoint %zu is for origin %s",
-			    i + 1, ck.origin);
+			aud_vf_error(v, "external checkpoint %zu is for origin "
+			    "%s", i + 1, ck.origin);
 			return -1;
 		}
 		if (ck.size > n) {
-			aud_vf_fail(v, (int64_t)n, "TRUNCATION", "external checkpoint "
-			    "covers %llu records, the log has %llu: %llu "
-			    "missing", (unsigned long long)ck.size,
+			aud_vf_fail(v, (int64_t)n, "TRUNCATION", "external "
+			    "checkpoint covers %llu records, the log has %llu: "
+			    "%llu missing", (unsigned long long)ck.size,
 			    (unsigned long long)n,
 			    (unsigned long long)(ck.size - n));
 			json_object_set_new(v->rep, "missing",
@@ -169,7 +172,7 @@ aud_vf_external(struct aud_vctx *v, const struct aud_verify_opts *o,
 	if (o->next_ckpts > 0)
 		aud_vf_ok(v, "external", "external checkpoints are prefixes");
 	else
-		aud_vf_warn(v, "no external checkpoint given: truncation of the "
-		    "unshipped tail cannot be detected");
+		aud_vf_warn(v, "no external checkpoint given: truncation of "
+		    "the unshipped tail cannot be detected");
 	return 0;
 }

@@ -658,8 +658,8 @@ aud_vf_scan(struct aud_vctx *v)
 	    SQLITE_OK ||
 	    sqlite3_prepare_v2(v->db, "SELECT hash FROM merkle_nodes WHERE "
 	    "level = ? AND idx = ?", -1, &v->lvl_st[0], NULL) != SQLITE_OK) {
-		aud_vf_fail(v, -1, "schema", "records/merkle_nodes unreadable: %s",
-		    sqlite3_errmsg(v->db));
+		aud_vf_fail(v, -1, "schema", "records/merkle_nodes unreadable: "
+		    "%s", sqlite3_errmsg(v->db));
 		sqlite3_finalize(st);
 		close_levels(v);
 		return 0;
@@ -805,8 +805,8 @@ aud_vf_scan(struct aud_vctx *v)
 		    "merkle_nodes", -1, &cs, NULL) == SQLITE_OK &&
 		    sqlite3_step(cs) == SQLITE_ROW &&
 		    (uint64_t)sqlite3_column_int64(cs, 0) != v->nodes_made)
-			aud_vf_fail(v, -1, "merkle", "merkle_nodes has %lld rows, the "
-			    "records make %llu",
+			aud_vf_fail(v, -1, "merkle", "merkle_nodes has %lld "
+			    "rows, the records make %llu",
 			    (long long)sqlite3_column_int64(cs, 0),
 			    (unsigned long long)v->nodes_made);
 		sqlite3_finalize(cs);
@@ -818,7 +818,8 @@ aud_vf_scan(struct aud_vctx *v)
 		aud_tree_root(pp.ts.t, root);
 		aud_hex(root, AUD_HASH_LEN, rh);
 		json_object_set_new(v->rep, "root", json_string(rh));
-		aud_vf_ok(v, "records", "contiguous, canonical, hashed, linked");
+		aud_vf_ok(v, "records", "contiguous, canonical, hashed, "
+		    "linked");
 		aud_vf_ok(v, "merkle", "every stored node recomputed");
 	}
 done:

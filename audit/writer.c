@@ -140,8 +140,9 @@ db_full(struct aud_log *l)
  * in *skip (a disk_full gap, once the batch is in).
  */
 static int
-commit_once(struct aud_log *l, struct aud_wr_item *batch, const struct aud_wr_pending *pd,
-    struct aud_wr_lossc *skip, int *full, int *force)
+commit_once(struct aud_log *l, struct aud_wr_item *batch,
+    const struct aud_wr_pending *pd, struct aud_wr_lossc *skip, int *full,
+    int *force)
 {
 	struct aud_tree *snap;
 	struct aud_wr_fbytes fb;
@@ -234,7 +235,8 @@ space_retry(struct aud_log *l)
  * volume is tried once more from the reserve, constrained. Returns 1 when
  * a checkpoint is due after it. */
 static int
-process(struct aud_log *l, struct aud_wr_item *batch, const struct aud_wr_pending *pd_in)
+process(struct aud_log *l, struct aud_wr_item *batch,
+    const struct aud_wr_pending *pd_in)
 {
 	static const struct aud_wr_pending none;
 	const struct aud_wr_pending *pd = pd_in;
@@ -324,7 +326,8 @@ void *
 aud_wr_main(void *arg)
 {
 	struct aud_log *l = arg;
-	struct aud_wr_item *batch, *it, *next, **tail, *dh, **dt, *dlast = NULL, *dead;
+	struct aud_wr_item *batch, *it, *next, **tail, *dh, **dt, *dead;
+	struct aud_wr_item *dlast = NULL;
 	struct timespec dl;
 	struct aud_wr_pending pd;
 	uint64_t n, one = 1;

@@ -159,8 +159,9 @@ build_record(struct aud_log *l, const char *kind, const struct aud_wr_fbytes *m,
 
 /* Writes one record and its tree nodes. In a txn. */
 int
-aud_wr_append(struct aud_log *l, const char *kind, const struct aud_wr_fbytes *m,
-    const struct aud_cols *c, int64_t ts, int64_t mono, uint64_t *seqp)
+aud_wr_append(struct aud_log *l, const char *kind,
+    const struct aud_wr_fbytes *m, const struct aud_cols *c, int64_t ts,
+    int64_t mono, uint64_t *seqp)
 {
 	uint8_t h[AUD_HASH_LEN], leaf[AUD_HASH_LEN];
 	sqlite3_stmt *st = l->ins_rec;

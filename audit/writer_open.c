@@ -31,7 +31,8 @@ check_last_ckpt(struct aud_log *l, uint64_t n, char *err, size_t errlen)
 
 	if (sqlite3_prepare_v2(l->db, "SELECT size, note FROM checkpoints "
 	    "ORDER BY size DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK) {
-		aud_seterr(err, errlen, "checkpoints: %s", sqlite3_errmsg(l->db));
+		aud_seterr(err, errlen, "checkpoints: %s",
+		    sqlite3_errmsg(l->db));
 		return -1;
 	}
 	if (sqlite3_step(st) == SQLITE_ROW) {
@@ -50,9 +51,9 @@ check_last_ckpt(struct aud_log *l, uint64_t n, char *err, size_t errlen)
 		    (uint64_t)sqlite3_column_int64(st, 0) != ck.size ||
 		    aud_root_at(ck.size, aud_store_subtree, l->db, root) == -1 ||
 		    memcmp(root, ck.root, AUD_HASH_LEN) != 0) {
-			aud_seterr(err, errlen, "newest checkpoint (size %llu) does "
-			    "not match the records: refusing to extend a log "
-			    "that was rewritten or truncated",
+			aud_seterr(err, errlen, "newest checkpoint (size %llu) "
+			    "does not match the records: refusing to extend a "
+			    "log that was rewritten or truncated",
 			    (unsigned long long)ck.size);
 			rc = -1;
 		}
@@ -191,15 +192,16 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	}
 	if (aud_store_meta(l->db, "origin", meta, sizeof(meta)) == 0) {
 		if (o->origin != NULL && strcmp(o->origin, meta) != 0) {
-			aud_seterr(err, errlen, "log origin is \"%s\", not \"%s\"",
-			    meta, o->origin);
+			aud_seterr(err, errlen, "log origin is \"%s\", not "
+			    "\"%s\"", meta, o->origin);
 			errno = EINVAL;
 			goto fail;
 		}
 		snprintf(l->origin, sizeof(l->origin), "%s", meta);
 		if (aud_store_meta(l->db, "format", meta, sizeof(meta)) == -1 ||
 		    strcmp(meta, AUD_FORMAT) != 0) {
-			aud_seterr(err, errlen, "not a %s database", AUD_FORMAT);
+			aud_seterr(err, errlen, "not a %s database",
+			    AUD_FORMAT);
 			errno = EINVAL;
 			goto fail;
 		}
@@ -207,7 +209,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		if (o->origin == NULL || *o->origin == '\0' ||
 		    strlen(o->origin) >= sizeof(l->origin) ||
 		    strpbrk(o->origin, " \t\n+") != NULL) {
-			aud_seterr(err, errlen, "a new log needs a valid origin");
+			aud_seterr(err, errlen, "a new log needs a valid "
+			    "origin");
 			errno = EINVAL;
 			goto fail;
 		}
@@ -215,7 +218,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		if (sqlite3_prepare_v2(l->db, "INSERT INTO log_meta (k, v) "
 		    "VALUES ('format', ?), ('origin', ?), ('created_ns', ?)",
 		    -1, &st, NULL) != SQLITE_OK) {
-			aud_seterr(err, errlen, "log_meta: %s", sqlite3_errmsg(l->db));
+			aud_seterr(err, errlen, "log_meta: %s",
+			    sqlite3_errmsg(l->db));
 			goto fail;
 		}
 		sqlite3_bind_text(st, 1, AUD_FORMAT, -1, SQLITE_STATIC);
@@ -224,7 +228,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		e = sqlite3_step(st);
 		sqlite3_finalize(st);
 		if (e != SQLITE_DONE) {
-			aud_seterr(err, errlen, "log_meta: %s", sqlite3_errmsg(l->db));
+			aud_seterr(err, errlen, "log_meta: %s",
+			    sqlite3_errmsg(l->db));
 			goto fail;
 		}
 	}
@@ -253,8 +258,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 	/* Crash recovery: rebuild the frontier from stored nodes and the tail
 	 * leaves, then hold it against the newest signed checkpoint. */
 	if (aud_tree_load(l->tree, n, aud_store_subtree, l->db) == -1) {
-		aud_seterr(err, errlen, "merkle_nodes do not cover %llu records",
-		    (unsigned long long)n);
+		aud_seterr(err, errlen, "merkle_nodes do not cover %llu "
+		    "records", (unsigned long long)n);
 		errno = EBADMSG;
 		goto fail;
 	}
@@ -309,7 +314,8 @@ aud_open(const struct aud_opts *o, char *err, size_t errlen)
 		json_object_set_new(f, "vkey", json_string(vkey));
 	else
 		json_object_set_new(f, "vkey", json_null());
-	if (aud_wr_enqueue(l, "log.open", f, 0, NULL, NULL, AUD_ENQ_CKPT) == -1 ||
+	if (aud_wr_enqueue(l, "log.open", f, 0, NULL, NULL,
+	    AUD_ENQ_CKPT) == -1 ||
 	    aud_sync(l) == -1) {
 		aud_seterr(err, errlen, "cannot append log.open");
 		aud_close(l);
