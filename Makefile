@@ -67,8 +67,10 @@ LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               policy/classify.c policy/config.c policy/decide.c \
               policy/errors.c policy/load.c policy/reason.c policy/yaml.c \
-              audit/canon.c audit/ckpt.c audit/merkle.c audit/ocsf.c \
-              audit/store.c audit/verify.c \
+              audit/canon.c audit/canon_check.c audit/canon_parse.c \
+              audit/ckpt.c audit/merkle.c audit/ocsf.c \
+              audit/store.c audit/verify.c audit/verify_ckpt.c \
+              audit/verify_proof.c audit/verify_ra.c audit/verify_scan.c \
               netns/ns_enter.c netns/ns.c netns/ns_rtnl.c)
 CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm

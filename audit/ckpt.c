@@ -34,18 +34,6 @@ struct aud_key {
 	uint32_t	 id;
 };
 
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- base64 (RFC 4648 §4, strict: padding required, no whitespace) ---- */
 
 size_t
@@ -146,13 +134,13 @@ key_wrap(const char *name, EVP_PKEY *pk, int priv, char *err, size_t errlen)
 	size_t pl = 32;
 
 	if (!name_ok(name)) {
-		seterr(err, errlen, "bad key name (empty, space or '+')");
+		aud_seterr(err, errlen, "bad key name (empty, space or '+')");
 		EVP_PKEY_free(pk);
 		errno = EINVAL;
 		return NULL;
 	}
 	if (EVP_PKEY_get_base_id(pk) != EVP_PKEY_ED25519) {
-		seterr(err, errlen, "not an Ed25519 key");
+		aud_seterr(err, errlen, "not an Ed25519 key");
 		EVP_PKEY_free(pk);
 		errno = EINVAL;
 		return NULL;
@@ -161,14 +149,14 @@ key_wrap(const char *name, EVP_PKEY *pk, int priv, char *err, size_t errlen)
 	    (k->name = strdup(name)) == NULL) {
 		free(k);
 		EVP_PKEY_free(pk);
-		seterr(err, errlen, "out of memory");
+		aud_seterr(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
 	k->pkey = pk;
 	k->priv = priv;
 	if (EVP_PKEY_get_raw_public_key(pk, k->pub, &pl) != 1 || pl != 32) {
-		seterr(err, errlen, "cannot read the public key");
+		aud_seterr(err, errlen, "cannot read the public key");
 		aud_key_free(k);
 		errno = EINVAL;
 		return NULL;
@@ -186,7 +174,7 @@ aud_key_new(const char *name, char *err, size_t errlen)
 	if ((c = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL)) == NULL ||
 	    EVP_PKEY_keygen_init(c) != 1 || EVP_PKEY_keygen(c, &pk) != 1) {
 		EVP_PKEY_CTX_free(c);
-		seterr(err, errlen, "Ed25519 key generation failed");
+		aud_seterr(err, errlen, "Ed25519 key generation failed");
 		errno = EIO;
 		return NULL;
 	}
@@ -202,7 +190,7 @@ aud_key_from_seed(const char *name, const uint8_t seed[32], char *err,
 
 	if ((pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed,
 	    32)) == NULL) {
-		seterr(err, errlen, "bad Ed25519 seed");
+		aud_seterr(err, errlen, "bad Ed25519 seed");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -231,25 +219,25 @@ aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 	int asked = 0, fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	/* Whoever else can read the key can sign a rewritten log, and
 	 * whoever owns it can make it readable: refuse both, on the file
 	 * actually opened. */
 	if (fstat(fd, &sb) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return NULL;
 	}
 	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
 	    (sb.st_mode & 077) != 0) {
 		if (sb.st_uid != geteuid())
-			seterr(err, errlen, "%s: the audit key must be owned by "
-			    "uid %ld (it is owned by uid %ld)", path,
+			aud_seterr(err, errlen, "%s: the audit key must be "
+			    "owned by uid %ld (it is owned by uid %ld)", path,
 			    (long)geteuid(), (long)sb.st_uid);
 		else
-			seterr(err, errlen, "%s: the audit key must be a "
+			aud_seterr(err, errlen, "%s: the audit key must be a "
 			    "regular file readable by its owner only (mode "
 			    "0600, not %04o)", path,
 			    (unsigned)(sb.st_mode & 07777));
@@ -258,20 +246,20 @@ aud_key_load(const char *path, const char *name, char *err, size_t errlen)
 		return NULL;
 	}
 	if ((f = fdopen(fd, "r")) == NULL) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return NULL;
 	}
 	pk = PEM_read_PrivateKey(f, NULL, no_password, &asked);
 	fclose(f);
 	if (pk == NULL && asked) {
-		seterr(err, errlen, "%s: the key is encrypted; the audit key "
-		    "must be an unencrypted PKCS#8 file (mode 0600)", path);
+		aud_seterr(err, errlen, "%s: the key is encrypted; the audit "
+		    "key must be an unencrypted PKCS#8 file (mode 0600)", path);
 		errno = EINVAL;
 		return NULL;
 	}
 	if (pk == NULL) {
-		seterr(err, errlen, "%s: not a PEM private key", path);
+		aud_seterr(err, errlen, "%s: not a PEM private key", path);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -310,14 +298,15 @@ aud_key_from_vkey(const char *vkey, char *err, size_t errlen)
 	if ((k = key_wrap(name, pk, 0, err, errlen)) == NULL)
 		return NULL;
 	if (k->id != (uint32_t)id) {
-		seterr(err, errlen, "vkey: key ID does not match name and key");
+		aud_seterr(err, errlen, "vkey: key ID does not match name and "
+		    "key");
 		aud_key_free(k);
 		errno = EINVAL;
 		return NULL;
 	}
 	return k;
 bad:
-	seterr(err, errlen, "malformed vkey (want name+hexid+base64)");
+	aud_seterr(err, errlen, "malformed vkey (want name+hexid+base64)");
 	errno = EINVAL;
 	return NULL;
 }
@@ -341,18 +330,18 @@ aud_key_save(const struct aud_key *k, const char *path, char *err,
 	int fd, ok;
 
 	if (!k->priv) {
-		seterr(err, errlen, "no private key to save");
+		aud_seterr(err, errlen, "no private key to save");
 		errno = EINVAL;
 		return -1;
 	}
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
 	    -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if ((f = fdopen(fd, "w")) == NULL) {
 		close(fd);
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		aud_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	ok = PEM_write_PrivateKey(f, k->pkey, NULL, NULL, 0, NULL, NULL) == 1;
@@ -361,7 +350,7 @@ aud_key_save(const struct aud_key *k, const char *path, char *err,
 	if (fclose(f) != 0)
 		ok = 0;
 	if (!ok) {
-		seterr(err, errlen, "%s: cannot write the key", path);
+		aud_seterr(err, errlen, "%s: cannot write the key", path);
 		unlink(path);
 		errno = EIO;
 		return -1;
@@ -424,7 +413,8 @@ aud_note_sign(const struct aud_key *k, const char *text, char *err,
 	char b64[128], *out;
 
 	if (!k->priv || !text_ok(text, tl)) {
-		seterr(err, errlen, "cannot sign: no private key or bad text");
+		aud_seterr(err, errlen, "cannot sign: no private key or bad "
+		    "text");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -437,7 +427,7 @@ aud_note_sign(const struct aud_key *k, const char *text, char *err,
 	    EVP_DigestSign(c, sig + 4, &sl, (const uint8_t *)text, tl) != 1 ||
 	    sl != 64) {
 		EVP_MD_CTX_free(c);
-		seterr(err, errlen, "Ed25519 signing failed");
+		aud_seterr(err, errlen, "Ed25519 signing failed");
 		errno = EIO;
 		return NULL;
 	}
@@ -541,7 +531,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 	l3++;
 	if ((e = memchr(l3, '\n', tl - (size_t)(l3 - note))) == NULL ||
 	    (size_t)(e + 1 - note) != tl) {
-		seterr(err, errlen, "checkpoint must have exactly three lines");
+		aud_seterr(err, errlen, "checkpoint must have exactly three "
+		    "lines");
 		errno = EINVAL;
 		return -1;
 	}
@@ -563,7 +554,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 		if ((e = memchr(p, '\n', (size_t)(note + len - p))) == NULL)
 			goto malformed;
 		if (++nsig > MAXSIGS) {
-			seterr(err, errlen, "more than %d signatures", MAXSIGS);
+			aud_seterr(err, errlen, "more than %d signatures",
+			    MAXSIGS);
 			errno = EINVAL;
 			return -1;
 		}
@@ -586,8 +578,8 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 			    memcmp(k->name, p + 4, (size_t)(sp - p - 4)) != 0)
 				continue;
 			if (!sig_verify(k, note, tl, sig + 4, (size_t)sl - 4)) {
-				seterr(err, errlen, "bad signature by %s+%08x",
-				    k->name, id);
+				aud_seterr(err, errlen, "bad signature by "
+				    "%s+%08x", k->name, id);
 				errno = EBADMSG;
 				return -1;
 			}
@@ -598,13 +590,13 @@ aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
 		p = e + 1;
 	}
 	if (nkeys > 0 && out->nverified == 0) {
-		seterr(err, errlen, "no signature by a known key");
+		aud_seterr(err, errlen, "no signature by a known key");
 		errno = EPERM;
 		return -1;
 	}
 	return 0;
 malformed:
-	seterr(err, errlen, "malformed checkpoint note");
+	aud_seterr(err, errlen, "malformed checkpoint note");
 	errno = EINVAL;
 	return -1;
 }

@@ -9,9 +9,16 @@
 
 #include <sys/types.h>
 
+#include <string.h>
+
 #include <sqlite3.h>
 
 #include "audit/audit.h"
+
+/* aud_seterr: formats a message into err (nothing when err is NULL or
+ * errlen 0): how every file of audit/ reports an error without logging. */
+void	aud_seterr(char *err, size_t errlen, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 
 /* base64, RFC 4648 §4; decode is strict (padding, no whitespace). */
 size_t	aud_b64_encode(const uint8_t *in, size_t n, char *out);
@@ -36,6 +43,56 @@ void	aud_cols_from(const json_t *rec, struct aud_cols *c);
 /* Nanosecond times as canonical decimal strings (they exceed 2^53). */
 json_t	*aud_ns_json(int64_t ns);
 int	aud_ns_parse(const json_t *v, int64_t *ns);
+
+/*
+ * A growing output buffer for the serialiser and the parser's string
+ * decoding (audit/canon.c). Inline appends: the serialiser's hot path.
+ */
+struct aud_buf {
+	char	*p;
+	size_t	 len, cap;
+	int	 oom;
+	int	 borrowed;	/* p is the caller's storage, not malloc'd */
+};
+
+/* aud_buf_grow: room for n more bytes and a NUL. 0, or -1 (oom set). */
+int	aud_buf_grow(struct aud_buf *b, size_t n);
+
+/* Appends without terminating: callers NUL-terminate once at the end. */
+static inline void
+aud_buf_add(struct aud_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap && aud_buf_grow(b, n) == -1)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static inline void
+aud_buf_c(struct aud_buf *b, char c)
+{
+	if (b->len + 2 > b->cap && aud_buf_grow(b, 1) == -1)
+		return;
+	b->p[b->len++] = c;
+}
+
+static inline void
+aud_buf_nul(struct aud_buf *b)
+{
+	if (b->len + 1 > b->cap && aud_buf_grow(b, 0) == -1)
+		return;
+	b->p[b->len] = '\0';
+}
+
+/* The canonical subset's rules that the serialiser, the parser and the
+ * one-pass check share (audit/canon.c). aud_utf8_len: the length of the
+ * valid UTF-8 sequence at s (1..4), 0 if invalid (overlong forms and
+ * surrogates included). aud_key_ok: a key of [a-z0-9_]+. */
+size_t	aud_utf8_len(const unsigned char *s, size_t avail);
+int	aud_key_ok(const char *k, size_t n);
+/* aud_plain: 1 for the bytes a canonical string carries raw (printable
+ * ASCII but '"' and '\\'). */
+extern const unsigned char aud_plain[256];
 
 /*
  * Canonical bytes of a fields object cut at its top-level members, so that

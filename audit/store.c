@@ -43,8 +43,8 @@ static const char schema[] =
     "CREATE TRIGGER IF NOT EXISTS ck_no_del BEFORE DELETE ON checkpoints"
     " BEGIN SELECT RAISE(ABORT,'append-only'); END;";
 
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
+void
+aud_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -218,7 +218,7 @@ aud_store_open_vfs(const char *path, int rw, const char *vfs, sqlite3 **dbp,
 	    SQLITE_OPEN_READONLY;
 	flags |= SQLITE_OPEN_NOMUTEX;
 	if ((rc = sqlite3_open_v2(path, &db, flags, vfs)) != SQLITE_OK) {
-		seterr(err, errlen, "%s: %s", path,
+		aud_seterr(err, errlen, "%s: %s", path,
 		    db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		sqlite3_close(db);
 		errno = EIO;
@@ -232,7 +232,7 @@ aud_store_open_vfs(const char *path, int rw, const char *vfs, sqlite3 **dbp,
 		    "PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;", NULL,
 		    NULL, &msg) != SQLITE_OK ||
 		    sqlite3_exec(db, schema, NULL, NULL, &msg) != SQLITE_OK) {
-			seterr(err, errlen, "%s: %s", path,
+			aud_seterr(err, errlen, "%s: %s", path,
 			    msg ? msg : sqlite3_errmsg(db));
 			sqlite3_free(msg);
 			sqlite3_close(db);
