@@ -170,6 +170,8 @@ lint:
 	    --library=posix --library=tests/lint/sluice.cfg \
 	    --suppressions-list=tests/lint/suppressions.txt \
 	    --error-exitcode=1 $(LINT_DIRS)
+	$(Q)echo "== lint: no tracker issue or session numbers in the tree"
+	$(Q)tests/lint/no_tracker.sh
 	$(Q)echo "== lint: README performance table against tests/bench/RESULTS.md"
 	$(Q)python3 tests/bench/readme_table.py --check tests/bench/RESULTS.md README.md
 
@@ -190,11 +192,11 @@ e2e:
 
 demo: deps all
 	$(Q)if [ -x examples/demo/run.sh ]; then examples/demo/run.sh $(DEMO_ARGS); \
-	else echo "make demo: not yet (issue 7)"; fi
+	else echo "make demo: examples/demo/run.sh is missing"; fi
 
 bench: deps all
 	$(Q)if [ -x tests/bench/run.sh ]; then tests/bench/run.sh; \
-	else echo "make bench: not yet (issue 8)"; fi
+	else echo "make bench: tests/bench/run.sh is missing"; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin

@@ -184,7 +184,7 @@
  * 2 * S links (removed sandboxes' entries live a minute). A table whose
  * sets are smaller than asked is not adopted (fw_init) but replaced.
  *
- * Why a set and a chain per sandbox (issue 8): interval (pipapo) sets
+ * Why a set and a chain per sandbox: interval (pipapo) sets
  * rebuild their lookup tables on every change, at a cost that grows with
  * the set, so shared interval sets keyed on ifname made deleting one
  * sandbox cost tens of milliseconds with a thousand present. A sandbox's

@@ -1,6 +1,6 @@
 /*
  * bench_audit: the audit log's durable write rate, latency and verification
- * speed (issue 6: >= 50,000 durable records/s with group commit, >= 500,000
+ * speed (targets: >= 50,000 durable records/s with group commit, >= 500,000
  * records/s verified, the added latency of one durable record).
  *
  * Everything goes through the public audit/ API as the daemon uses it:

@@ -1,5 +1,5 @@
 /*
- * bench_dns.c: the DNS load tool of `make bench` (issue 4 "Speed").
+ * bench_dns.c: the DNS load tool of `make bench` (its speed targets).
  *
  * The same tool drives Sluice's DNS proxy, the upstream dnsmasq directly and
  * the dnsmasq --nftset anchor, so the three differ only in the server. Each

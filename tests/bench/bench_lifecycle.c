@@ -1,7 +1,7 @@
 /*
  * bench_lifecycle: how long Sluice takes to create and delete a sandbox.
  *
- * Issue 8 promises a median of 10 ms or less for each, against the usual
+ * The target is a median of 10 ms or less for each, against the usual
  * shell approach (`ip netns add`, `ip link`, `nft -f`) that run.sh times in
  * the same run. A sandbox here is what the daemon makes: ns_create (pinned
  * namespace, veth pair, addresses, routes, sysctls, resolv.conf) followed by

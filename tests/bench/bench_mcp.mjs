@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-// tests/bench/bench_mcp.mjs: the MCP load client of `make bench` (issue 6
-// "Speed").
+// tests/bench/bench_mcp.mjs: the MCP load client of `make bench`.
 //
 // The bridge's added cost is what a real agent pays per tools/call, so the
 // client is the official TypeScript SDK (from tests/e2e/node_modules, given

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """readme_table.py: the README's performance table, made from RESULTS.md.
 
-Why this exists: issue 8 asks that the README's performance table be
+Why this exists: the project asks that the README's performance table be
 regenerated from tests/bench/RESULTS.md, and a table copied by hand drifts
 from the run it claims to show. `make bench` calls this after a full run;
 `--check` (run by `make lint`) fails when the README no longer matches the

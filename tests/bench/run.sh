@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/run.sh: `make bench`, Sluice measured against its anchors.
 #
-# Issue 8: one run on one machine, every comparison side by side in that run
+# One run on one machine, every comparison side by side in that run
 # (these machines are noisy), medians of several repetitions with min/max,
 # one table printed and written to tests/bench/RESULTS.md together with the
 # machine and the exact command. Where a target is missed the table says so.
@@ -222,7 +222,7 @@ mass_create() {
 	echo "$n"
 }
 
-# at_1_and_1000 NAME POLICY ROUNDS OUT: growth (issue 8 item 7) for the
+# at_1_and_1000 NAME POLICY ROUNDS OUT: growth for the
 # dns and bridge sections. Runs "ROUNDS 1 '1 sandbox'", adds 999 idle
 # sandboxes of POLICY through the control API (files OUT.*), then runs
 # "ROUNDS 1k LABEL" at the scale reached, labelled so: a row never claims
@@ -1153,7 +1153,7 @@ rss_mib() {
 }
 
 # sec_memory: sluiced's resident memory idle and with 1,000 idle sandboxes
-# (issue 8 target: <= 30 MiB; sandboxes made within 55 s). sluiced runs in
+# (target: <= 30 MiB; sandboxes made within 55 s). sluiced runs in
 # this run's own namespace $BENCH_TAG-m with a private state/run directory;
 # its sandboxes are named $BENCH_TAG-<n> (pins sluice-$BENCH_TAG-<n>,
 # swept at the end).

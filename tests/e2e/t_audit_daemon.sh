@@ -1,6 +1,6 @@
 #!/bin/bash
-# t_audit_daemon.sh: the audit log as the running daemon writes it (issue 5
-# item 7). Unit suites prove the log's integrity on its own; this scenario
+# t_audit_daemon.sh: the audit log as the running daemon writes it.
+# Unit suites prove the log's integrity on its own; this scenario
 # proves the daemon actually records what it does: sandbox lifecycle
 # (durable: the control API answers only after the record is committed),
 # policy reloads (ok and failed, with the errors), DNS decisions and denied

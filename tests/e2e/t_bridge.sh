@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_bridge.sh: the capability bridge inside sluiced, end to end (issue 6).
+# t_bridge.sh: the capability bridge inside sluiced, end to end.
 # Code in a sandbox calls MCP tools through Sluice with the official SDK
 # client (servers/mcp_client.mjs); the upstreams are server-everything over
 # stdio (with a credential in its environment) and over Streamable HTTP on

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_demo.sh: `make demo` as a first-time user meets it (issue 7 item 1).
+# t_demo.sh: `make demo` as a first-time user meets it.
 #
 # The demo is the project's first impression and its claims must hold: it
 # runs start to finish without a person (no TTY, --step ignored), exits 0,

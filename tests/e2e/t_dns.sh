@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_dns.sh: the DNS proxy as a sandbox meets it (issue 4). A sandbox reaches
+# t_dns.sh: the DNS proxy as a sandbox meets it. A sandbox reaches
 # the outside only by names its policy allows, and only at the addresses the
 # proxy answered and taught the kernel; everything else must fail closed and
 # leak nothing (no upstream query for a denied name, no rebinding to
@@ -58,7 +58,7 @@ sed -e 's/^name: dnstest/name: dnsrate/' \
 
 # dnstaint: two allowed names, one of them on the taint keep-list; a
 # confidential tool of server-everything (over stdio, through the bridge)
-# taints the sandbox. Issue 4: names resolved before the taint must keep
+# taints the sandbox. Names resolved before the taint must keep
 # working for the keep-list only.
 cat >"$POL/dnstaint.yaml" <<'EOF'
 version: 1

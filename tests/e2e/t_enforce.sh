@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_enforce.sh: kernel enforcement of sandbox egress, end to end (issue 3).
+# t_enforce.sh: kernel enforcement of sandbox egress, end to end.
 #
 # Sluice's promise is that a sandbox reaches exactly what its policy allows
 # and nothing else, however hostile the code inside is: root in its own

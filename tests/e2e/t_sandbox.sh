@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_sandbox.sh: sandboxes as a user drives them (issue 3 items 4-5): the
+# t_sandbox.sh: sandboxes as a user drives them: the
 # control API and the CLI (sandbox create|ls|show|rm, exec, run), TTL
 # expiry, hostile create requests that must leave nothing half-made, an
 # exhausted pool, net.deny events, SIGKILL of sluiced (fail closed) and the

@@ -1,6 +1,6 @@
 /*
  * check_audit_perf: the fast paths of the audit log hold the same guarantees
- * as the slow ones they replaced (issue 5, "Speed").
+ * as the slow ones they replaced.
  *
  * The writer now builds each record by merging the producer's pre-serialised
  * fields with the common fields, the verifier checks canonical form in one

@@ -1057,7 +1057,7 @@ START_TEST(test_restrict_keeps_policy_order)
 }
 END_TEST
 
-/* Issue 8: a link whose @sbx_dispatch entry is missing (never added, or
+/* A link whose @sbx_dispatch entry is missing (never added, or
  * removed) reaches no sandbox chain and meets the default denial: the
  * per-sandbox rules are only ever reached through that one lookup. */
 START_TEST(test_dispatch_fail_closed)
@@ -1091,7 +1091,7 @@ START_TEST(test_dispatch_fail_closed)
 }
 END_TEST
 
-/* Issue 8: fw_restrict puts its rules in once however often it is called;
+/* fw_restrict puts its rules in once however often it is called;
  * fw_sandbox_update replaces the statics only, keeping the restriction,
  * the keep list and learned port ranges in the same per-sandbox set. */
 START_TEST(test_restrict_twice_then_update)
@@ -1145,7 +1145,7 @@ START_TEST(test_restrict_twice_then_update)
 }
 END_TEST
 
-/* Issue 8: a table of the layout before per-sandbox chains (shared static
+/* A table of the layout before per-sandbox chains (shared static
  * interval sets, no @sbx_dispatch) cannot be adopted: fw_init refuses it
  * and leaves it as it is; without FW_ADOPT it is replaced (what
  * gateway/sandbox.c does next). */
@@ -1323,7 +1323,7 @@ START_TEST(test_learn_after_del)
 }
 END_TEST
 
-/* Issue 2: a restricted (tainted) sandbox still reaches destinations
+/* A restricted (tainted) sandbox still reaches destinations
  * learned for its keep-list host names (FW_ELEM_KEEP), one port or a
  * range, whenever they were learned; everything else it learned is
  * rejected; unlearn and delete take the keep copies too. */
@@ -1380,7 +1380,7 @@ START_TEST(test_learn_keep)
 }
 END_TEST
 
-/* Issue 1: one-port destinations live in the hash sets, ranges in the
+/* One-port destinations live in the hash sets, ranges in the
  * interval sets; both refresh their timeout on re-add and report their
  * expiration; a mixed batch is one commit. */
 START_TEST(test_learn_hash_and_range)
@@ -1489,7 +1489,7 @@ fill_sandbox(struct fw_sandbox *sb, int n_extra)
 	free(many);
 }
 
-/* Issue 3: deletion by key leaves nothing, whatever happened before:
+/* Deletion by key leaves nothing, whatever happened before:
  * learning, expiry, restrict, a restart (a new handle adopting the
  * table), more learning after it, more learned destinations than fit one
  * batch; the fallback paths (no DESTROY, a handle that never initialised)

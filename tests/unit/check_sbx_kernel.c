@@ -672,7 +672,7 @@ END_TEST
 /*
  * Whether any sandbox has element needle ("198.51.100.0/24 . tcp . 443")
  * in what the fw module calls set "allow4" or "pallow4", as `nft list`
- * prints it: since issue 8 these are roles (0x00000001, 0x00000003) in
+ * prints it: since the per-sandbox sets these are roles (0x00000001, 0x00000003) in
  * each sandbox's own set s_<ifname>, IPv4 addresses in their mapped form
  * ("::ffff:198.51.100.0/120").
  */
