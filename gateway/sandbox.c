@@ -1013,33 +1013,6 @@ policy_update_commit(const struct sandbox *s, const char *detail, char *err,
 
 /* ------------------------------------------------------------ narrowing */
 
-/* Does p allow name over proto on both ends of [lo, hi] (tainted: by its
- * taint keep-list)? The ends are what the DNS proxy checks when it cuts an
- * answer's ports into learned ranges. */
-static int
-name_allows(const struct pol_policy *p, const char *name, uint8_t proto,
-    uint16_t lo, uint16_t hi, bool tainted)
-{
-	struct pol_egress_q q;
-	struct pol_decision d;
-	uint16_t port[2] = { lo, hi };
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		memset(&q, 0, sizeof(q));
-		q.host = name;
-		q.proto = proto;
-		q.port = port[i];
-		q.tainted = tainted;
-		memset(&d, 0, sizeof(d));
-		d.verdict = POL_DENY;
-		pol_egress_decide(p, &q, &d);
-		if (d.verdict != POL_ALLOW)
-			return 0;
-	}
-	return 1;
-}
-
 /* Does one of the names l was learned for still give it under p? With
  * no name known (an element found in a table adopted after a restart),
  * nothing can say so: no. */
@@ -1051,8 +1024,8 @@ learned_allowed(const struct pol_policy *p, const struct fw_learned *l,
 	size_t i;
 
 	for (i = 0; i < l->nnames; i++, n += strlen(n) + 1)
-		if (name_allows(p, n, l->e.proto, l->e.port_lo, l->e.port_hi,
-		    tainted))
+		if (pol_egress_range_allowed(p, n, l->e.proto,
+		    l->e.port_lo, l->e.port_hi, tainted))
 			return 1;
 	return 0;
 }

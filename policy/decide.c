@@ -160,6 +160,30 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 		set(out, POL_DENY, "mcp.taint", POL_REASON_TAINTED);
 }
 
+bool
+pol_egress_range_allowed(const struct pol_policy *p, const char *name,
+    uint8_t proto, uint16_t lo, uint16_t hi, bool tainted)
+{
+	struct pol_egress_q q;
+	struct pol_decision d;
+	uint16_t port[2] = { lo, hi };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		memset(&q, 0, sizeof(q));
+		q.host = name;
+		q.proto = proto;
+		q.port = port[i];
+		q.tainted = tainted;
+		memset(&d, 0, sizeof(d));
+		d.verdict = POL_DENY;
+		pol_egress_decide(p, &q, &d);
+		if (d.verdict != POL_ALLOW)
+			return false;
+	}
+	return true;
+}
+
 size_t
 pol_egress_ports_for_name(const struct pol_policy *p, const char *name,
     bool tainted, struct pol_net_rule *out, size_t max)

@@ -456,6 +456,13 @@ struct pol_egress_q {
 void	pol_egress_decide(const struct pol_policy *p,
 	    const struct pol_egress_q *q, struct pol_decision *out);
 
+/* Does p allow host name over proto on both ends of [lo, hi] (tainted: by
+ * its taint keep-list)? The ends are what the DNS proxy checks when it cuts
+ * an answer's ports into learned ranges, so an explicit deny with ports
+ * still wins; a reload re-decides learned elements the same way. */
+bool	pol_egress_range_allowed(const struct pol_policy *p, const char *name,
+	    uint8_t proto, uint16_t lo, uint16_t hi, bool tainted);
+
 /* For an allowed DNS name, the protocol/port pairs its answers may be used
  * with (from the host rules that match it). Returns how many were written
  * (at most max). */

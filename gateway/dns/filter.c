@@ -33,32 +33,6 @@ struct dns_seg {
 	uint8_t		flags;
 };
 
-/* The pure decision for a tainted sandbox allows name on both ends of the
- * range (so an explicit deny with ports still wins). */
-static bool
-keep_confirmed(const struct pol_policy *pol, const char *name, uint8_t proto,
-    uint16_t lo, uint16_t hi)
-{
-	struct pol_egress_q eq;
-	struct pol_decision d;
-	uint16_t port[2] = { lo, hi };
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		memset(&eq, 0, sizeof(eq));
-		eq.host = name;
-		eq.proto = proto;
-		eq.port = port[i];
-		eq.tainted = true;
-		memset(&d, 0, sizeof(d));
-		d.verdict = POL_DENY;
-		pol_egress_decide(pol, &eq, &d);
-		if (d.verdict != POL_ALLOW)
-			return false;
-	}
-	return true;
-}
-
 /*
  * dns_port_segments: the port ranges one answered address is learned with.
  * ports are what the sandbox may use the name with now; keep are the
@@ -109,8 +83,9 @@ dns_port_segments(const struct pol_policy *pol, const char *name,
 			out[n].proto = ports[i].proto;
 			out[n].lo = (uint16_t)cur;
 			out[n].hi = (uint16_t)end;
-			out[n].flags = in && keep_confirmed(pol, name,
-			    ports[i].proto, (uint16_t)cur, (uint16_t)end) ?
+			out[n].flags = in && pol_egress_range_allowed(pol, name,
+			    ports[i].proto, (uint16_t)cur, (uint16_t)end,
+			    true) ?
 			    FW_ELEM_KEEP : 0;
 			n++;
 			cur = end + 1;
