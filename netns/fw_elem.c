@@ -1360,6 +1360,26 @@ chain_exists(struct fw *fw, const char *ifname)
 	return errno == ENOENT ? 0 : -1;
 }
 
+/* Queues a DESTROYOBJ (or DELOBJ) of ifname's quota object. */
+static int
+quota_obj_del(struct fw *fw, struct fw_batch *b, const char *ifname,
+    uint16_t type)
+{
+	struct nftnl_obj	*o;
+	char			 qname[32];
+
+	snprintf(qname, sizeof(qname), "q_%s", ifname);
+	if ((o = nftnl_obj_alloc()) == NULL)
+		return -1;
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
+	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, type, 0), o);
+	nftnl_obj_free(o);
+	fw_batch_next(b);
+	return 0;
+}
+
 /* fw_sandbox_del the old way: dump every per-sandbox set and delete what
  * is keyed on the name. For handles without a valid index and kernels
  * without DESTROYSETELEM; its cost grows with everything in the table. */
@@ -1370,12 +1390,10 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	struct fw_batch		 b;
 	const struct fw_setdef	*d;
 	struct nftnl_set	*dumps[32];
-	struct nftnl_obj	*o;
 	struct eq		 q;
 	struct del_ctx		 c;
 	size_t			 nd = 0, i;
 	int			 quota_found = 0, ret = -1, has_chain;
-	char			 qname[32];
 
 	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
 		errno = EINVAL;
@@ -1418,21 +1436,12 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 		i++;
 	}
 	/* The object goes after the map element that references it. */
-	if (quota_found) {
-		snprintf(qname, sizeof(qname), "q_%s", sb->ifname);
-		if ((o = nftnl_obj_alloc()) == NULL) {
-			fw_batch_abort(&b);
-			errno = ENOMEM;
-			fw_seterr(err, errlen, "fw_sandbox_del: out of memory");
-			goto out;
-		}
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-		nftnl_obj_nlmsg_build_payload(fw_batch_hdr(&b, NFT_MSG_DELOBJ,
-		    0), o);
-		nftnl_obj_free(o);
-		fw_batch_next(&b);
+	if (quota_found &&
+	    quota_obj_del(fw, &b, sb->ifname, NFT_MSG_DELOBJ) == -1) {
+		fw_batch_abort(&b);
+		errno = ENOMEM;
+		fw_seterr(err, errlen, "fw_sandbox_del: out of memory");
+		goto out;
 	}
 	/* Its chain and set: DESTROY where the kernel has it; else DEL,
 	 * only if the chain is there (both are made in one batch). */
@@ -1450,26 +1459,6 @@ out:
 	for (i = 0; i < nd; i++)
 		nftnl_set_free(dumps[i]);
 	return ret;
-}
-
-/* Queues a DESTROYOBJ (or DELOBJ) of ifname's quota object. */
-static int
-quota_obj_del(struct fw *fw, struct fw_batch *b, const char *ifname,
-    uint16_t type)
-{
-	struct nftnl_obj	*o;
-	char			 qname[32];
-
-	snprintf(qname, sizeof(qname), "q_%s", ifname);
-	if ((o = nftnl_obj_alloc()) == NULL)
-		return -1;
-	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, type, 0), o);
-	nftnl_obj_free(o);
-	fw_batch_next(b);
-	return 0;
 }
 
 /* Queues DESTROYSETELEM for x's raw elements of every set but the quota
@@ -1693,7 +1682,6 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 {
 	struct fw_batch		 b;
 	struct nftnl_set	*old = NULL;
-	struct nftnl_obj	*o;
 	struct fw_rule		*al = NULL, *dn = NULL;
 	struct eq		 q;
 	struct rdel_ctx		 dc;
@@ -1702,7 +1690,7 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	struct fw_sbx		*x = NULL;
 	size_t			 nal = 0, ndn = 0;
 	int			 nreg, nquota, ret = -1, byidx;
-	char			 qname[32], set[FW_NAMEMAX];
+	char			 set[FW_NAMEMAX];
 
 	if (fw == NULL || sb == NULL || !valid_ifname(sb->ifname)) {
 		errno = EINVAL;
@@ -1772,16 +1760,8 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		eq_add(&q, k.b, k.len, NULL, 0, 0, NULL);
 		if (eq_done(&q) == -1)
 			goto oomb;
-		snprintf(qname, sizeof(qname), "q_%s", sb->ifname);
-		if ((o = nftnl_obj_alloc()) == NULL)
+		if (quota_obj_del(fw, &b, sb->ifname, NFT_MSG_DELOBJ) == -1)
 			goto oomb;
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-		nftnl_obj_nlmsg_build_payload(fw_batch_hdr(&b, NFT_MSG_DELOBJ,
-		    0), o);
-		nftnl_obj_free(o);
-		fw_batch_next(&b);
 	}
 	ret = fw_batch_commit(&b, "fw_sandbox_update", err, errlen);
 	if (ret == 0 && byidx && fw->idx_valid) {
