@@ -51,7 +51,7 @@ struct fw_config {
 	size_t		ndeny;
 	const struct fw_cidr *private;		/* private ranges, v4 and v6 */
 	size_t		nprivate;
-	/* Bounds of the table's sets (the `size` of each set, see fw.c):
+	/* Bounds of the table's sets (the `size` of each set, see fw_rules.c):
 	 * sandboxes at once (0 = FW_MAX_SANDBOXES_DEFAULT, at most
 	 * FW_MAX_SANDBOXES_LIMIT) and learned destinations one sandbox may
 	 * hold (the gateway's own cap; 0 = FW_MAX_LEARNED_DEFAULT, at most
