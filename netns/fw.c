@@ -213,6 +213,14 @@ fw_setdef(const char *name)
 	return NULL;
 }
 
+int
+fw_set_index(const char *name)
+{
+	const struct fw_setdef	*d = fw_setdef(name);
+
+	return d == NULL ? -1 : (int)(d - fw_sets);
+}
+
 size_t
 fw_keylen(const struct fw_setdef *d)
 {

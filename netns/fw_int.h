@@ -24,6 +24,8 @@
 
 struct nftnl_expr;
 struct nftnl_rule;
+struct nftnl_set;
+struct nftnl_set_elem;
 
 #define FW_BATCH_LIMIT		(128 * 1024)
 #define FW_RBUFSZ		(64 * 1024)
@@ -89,7 +91,7 @@ struct fw {
 	int			 destroy;	/* FW_DESTROY_* */
 	uint16_t		 group;		/* nflog group from fw_init */
 	uint32_t		 learn_cap;	/* per sandbox, 0 = none */
-	/* The per-ifname index (fw_elem.c). Valid only after fw_init on
+	/* The per-ifname index (fw_index.c). Valid only after fw_init on
 	 * this handle: a handle that never initialised (or adopted) the
 	 * table does not know what is in it and deletes through dumps. */
 	int			 idx_valid;
@@ -205,14 +207,16 @@ int		 fw_batch_commit(struct fw_batch *b, const char *what,
 int		 fw_request(struct fw *fw, struct nlmsghdr *nlh, mnl_cb_t cb,
 		    void *arg);
 
-/* fw.c: the set table, and the creation of sets and chains in a batch
- * (fw_add_set: NULL name = d->name; fw_add_chain: type NULL makes a
- * regular chain, else a base chain of that type at hook and prio). -1
- * (ENOMEM) on failure; the caller aborts the batch. */
+/* fw.c: the set table (fw_set_index: the index of set name in fw_sets,
+ * -1 if none), and the creation of sets and chains in a batch (fw_add_set:
+ * NULL name = d->name; fw_add_chain: type NULL makes a regular chain, else
+ * a base chain of that type at hook and prio). -1 (ENOMEM) on failure;
+ * the caller aborts the batch. */
 extern const struct fw_setdef fw_sets[];
 extern const struct fw_setdef fw_sbx_setdef;
 
 const struct fw_setdef *fw_setdef(const char *name);
+int		 fw_set_index(const char *name);
 size_t		 fw_keylen(const struct fw_setdef *d);
 int		 fw_add_set(struct fw_batch *b, const char *table,
 		    const struct fw_setdef *d, const char *name, uint32_t size);
@@ -299,13 +303,125 @@ void		 fw_e_if_addr(struct fw_rb *rb, int six, int dst);
 void		 fw_e_tuple(struct fw_rb *rb, int six);
 void		 fw_e_daddr_in(struct fw_rb *rb, int six, const char *set);
 
-/* fw_elem.c */
+/*
+ * fw_elem.c: checks and encodings. A struct fw_eq collects the elements of
+ * one set (fw_eq_init, fw_eq_add) into messages of FW_ELEMS_PER_MSG in the
+ * caller's batch; fw_eq_done flushes them, -1 (ENOMEM, the batch marked
+ * failed) if any allocation failed. With rec set, every element is also
+ * noted there (struct fw_rawvec) for the index. fw_cidr_range: the first
+ * and last address of a CIDR. fw_rules_normalize, fw_rules_split: rules
+ * without the overlaps the kernel refuses (malloc'ed, caller frees; split:
+ * the public ones first, *npub of them, then those inside a private
+ * range). fw_rule_private: does the rule lie wholly inside a private
+ * range?
+ */
+struct fw_rawvec {
+	struct fw_raw		*v;
+	size_t			 n, cap;
+	int			 oom;
+};
+
+struct fw_eq {
+	struct fw_batch		*b;
+	const char		*table, *set;
+	struct nftnl_set	*s;
+	struct fw_rawvec	*rec;	/* also note each element here */
+	uint16_t		 type, flags;
+	int			 n, oom, setidx;
+};
+
+struct fw_key {
+	uint8_t	b[FW_KEYMAX];
+	size_t	len;
+};
+
 int		 fw_cidr_range(uint8_t family, const uint8_t *addr,
 		    uint8_t prefix, uint8_t lo[16], uint8_t hi[16]);
+void		 fw_rawvec_add(struct fw_rawvec *rv, int set, const void *key,
+		    size_t klen, const void *kend);
+void		 fw_eq_init(struct fw_eq *q, struct fw_batch *b,
+		    const char *table, const char *set, uint16_t type,
+		    uint16_t flags);
+void		 fw_eq_add(struct fw_eq *q, const void *key, size_t klen,
+		    const void *keyend, uint32_t eflags, uint64_t timeout_ms,
+		    const char *objref);
+int		 fw_eq_done(struct fw_eq *q);
 int		 fw_add_intervals(struct fw_batch *b, const char *table,
 		    const char *set, size_t alen, struct fw_range *r, size_t n);
-void		 fw_probe_refresh(struct fw *fw);
+int		 fw_valid_ifname(const char *ifname);
+int		 fw_valid_rule(const struct fw_rule *r, int allow_icmp);
+int		 fw_valid_elem(const struct fw_elem *e);
+void		 fw_key_init(struct fw_key *k, const char *ifname);
+void		 fw_key_put(struct fw_key *k, const void *p, size_t n);
+void		 fw_key_sbx(struct fw_key *k, uint32_t role,
+		    const uint8_t *addr, size_t alen, uint8_t proto,
+		    uint16_t port);
+void		 fw_elem_keys(const struct fw_elem *e, struct fw_key *lo,
+		    struct fw_key *hi);
+void		 fw_add_rule_tuple(struct fw_eq *q, uint32_t role,
+		    const struct fw_rule *r);
+void		 fw_add_rule_cidr(struct fw_eq *q, uint32_t role,
+		    const struct fw_rule *r);
+int		 fw_rule_private(const struct fw *fw, const struct fw_rule *r);
+struct fw_rule	*fw_rules_normalize(const struct fw_rule *in, size_t n,
+		    size_t *outn);
+struct fw_rule	*fw_rules_split(const struct fw *fw, const struct fw_rule *in,
+		    size_t n, size_t *nout, size_t *npub);
+
+/*
+ * fw_index.c: the per-ifname index (struct fw_sbx). fw_idx_find: the
+ * record of ifname, NULL if none. fw_idx_commit, fw_idx_learned: after a
+ * committed batch, note what it added (or, unlearn, removed); on failure
+ * the index is cleared and marked invalid. fw_idx_rebuild: after adopting
+ * a table, from one dump of each per-sandbox set; 0, or -1 (errno) with
+ * the index cleared. fw_mono_ms: CLOCK_MONOTONIC in ms, the clock of
+ * fw_lkey.expires_ms.
+ */
+int64_t		 fw_mono_ms(void);
+struct fw_sbx	*fw_idx_find(struct fw *fw, const char *ifname);
+void		 fw_idx_drop(struct fw *fw, const char *ifname);
 void		 fw_idx_clear(struct fw *fw);
 int		 fw_idx_rebuild(struct fw *fw);
+void		 fw_idx_commit(struct fw *fw, const char *ifname,
+		    struct fw_rawvec *rv, int quota);
+void		 fw_idx_learned(struct fw *fw, const struct fw_elem *e,
+		    size_t n, int unlearn);
+int		 fw_sbx_has_set(const struct fw_sbx *x, const char *name);
+void		 fw_sbx_raw_forget(struct fw_sbx *x, const char *const *names);
+struct fw_lkey	*fw_lk_find(struct fw_sbx *x, const struct fw_lkey *k);
+int		 fw_lk_rehash(struct fw_sbx *x, size_t cap, int64_t before);
+void		 fw_lk_of_elem(const struct fw_elem *e, struct fw_lkey *k,
+		    int64_t now);
+
+/* fw_learn.c: fw_learn_queue queues the learned elements e[0..n) as
+ * messages of type (see there); the probes find out, once per handle,
+ * fw->refresh and fw->destroy. */
+int		 fw_learn_queue(struct fw_batch *b, struct fw *fw,
+		    const struct fw_elem *e, size_t n, uint16_t type,
+		    int keep_all);
+void		 fw_probe_refresh(struct fw *fw);
+void		 fw_probe_destroy(struct fw *fw);
+
+/*
+ * fw_dump.c: fw_dump_set dumps the elements of a set of the handle's
+ * table into a new nftnl_set (caller frees; NULL with errno), which
+ * fw_each_elem walks (until fn returns non-zero). fw_key_has_ifname: does
+ * the element's key start with ifname (NULL: any)? fw_elem_role: the role
+ * of a per-sandbox set element (0 if the key is not ours). fw_del_roles:
+ * an fw_each_elem callback queuing into ctx->q the deletion of the
+ * interval elements whose role ctx->want takes.
+ */
+struct fw_rdel_ctx {
+	struct fw_eq	*q;
+	int		(*want)(uint32_t);
+};
+
+struct nftnl_set	*fw_dump_set(struct fw *fw, const char *set);
+void		 fw_each_elem(struct nftnl_set *s,
+		    int (*fn)(struct nftnl_set_elem *, void *), void *arg);
+int		 fw_key_has_ifname(struct nftnl_set_elem *e,
+		    const char *ifname);
+uint32_t	 fw_elem_role(struct nftnl_set_elem *e);
+int		 fw_del_roles(struct nftnl_set_elem *e, void *arg);
 
 #endif /* SLUICE_NETNS_FW_INT_H */
