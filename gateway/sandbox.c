@@ -4,10 +4,11 @@
  * its set elements in the `inet sluice` table (netns/fw.h), and a row in
  * the state database (sandbox_db.c). Creating makes all three or none;
  * deleting removes all three; at start, reconcile() makes the three agree
- * again after a crash, keeping what is whole and removing the rest. The
- * control API endpoints of /v1/sandboxes are here too, so that every way a
- * sandbox comes or goes passes through the same few functions, and each of
- * them commits its audit record before it touches the kernel (sb_commit).
+ * again after a crash, keeping what is whole and removing the rest. Every
+ * way a sandbox comes or goes passes through the same few functions here,
+ * and each of them commits its audit record before it touches the kernel
+ * (sb_commit). The control API's half (JSON, statuses) is
+ * gateway/ctl/sandboxes.c.
  */
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -139,17 +140,12 @@ gen_alloc(struct sbx *m, uint32_t *gen, char *err, size_t errlen)
  * the record is not known durable: a caller about to act must not.
  */
 static int
-sbx_event(const char *kind, const char *id, const struct sandbox *s,
-    const char *fmt, ...)
+sb_eventv(const char *kind, const char *id, const struct sandbox *s,
+    const char *fmt, va_list ap)
 {
-	char detail[512] = "";
-	va_list ap;
+	char detail[512];
 
-	if (fmt != NULL) {
-		va_start(ap, fmt);
-		vsnprintf(detail, sizeof(detail), fmt, ap);
-		va_end(ap);
-	}
+	vsnprintf(detail, sizeof(detail), fmt, ap);
 	/* Durable: committed before the caller goes on (and acts). */
 	if (rec_sandbox_event(kind, id, s != NULL ? s->rec.policy : NULL,
 	    s != NULL ? s->rec.subject : NULL, s != NULL ? s->spec.host_if :
@@ -165,6 +161,19 @@ sbx_event(const char *kind, const char *id, const struct sandbox *s,
 		log_info("%s id=%s%s%s", kind, id, detail[0] != '\0' ? " " :
 		    "", detail);
 	return 0;
+}
+
+static int __attribute__((format(printf, 4, 5)))
+sbx_event(const char *kind, const char *id, const struct sandbox *s,
+    const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = sb_eventv(kind, id, s, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 /* ------------------------------------------------------------ indexes */
@@ -1403,176 +1412,147 @@ sbx_metrics_print(const struct sbx *m, FILE *fp)
 	    m->count, m->creates, m->deletes, m->failures, m->reapplied);
 }
 
-/* ------------------------------------------------------------ JSON */
+/* ------------------------------------------------------------ the API's view */
 
-static json_t *
-sb_json(const struct sbx *m, const struct sandbox *s, int with_token)
+static void
+fill_info(const struct sbx *m, const struct sandbox *s, int with_token,
+    struct sbx_info *out)
 {
-	char svc[INET_ADDRSTRLEN], url[64], created[32], expires[32];
-	json_t *o;
+	memset(out, 0, sizeof(*out));
+	fill_view(s, &out->view);
+	snprintf(out->netns, sizeof(out->netns), "%s", s->spec.netns);
+	snprintf(out->netns_path, sizeof(out->netns_path), "%s/%s",
+	    s->spec.netns_dir, s->spec.netns);
+	snprintf(out->addr, sizeof(out->addr), "%s", s->rec.addr);
+	snprintf(out->host_addr, sizeof(out->host_addr), "%s",
+	    s->rec.host_addr);
+	inet_ntop(AF_INET, &m->svc, out->service_addr,
+	    sizeof(out->service_addr));
+	out->bridge_port = m->cfg->bridge_port;
+	out->created = s->rec.created;
+	out->gen = s->rec.gen;
+	if (with_token)
+		memcpy(out->token, s->rec.token, sizeof(out->token));
+}
 
-	inet_ntop(AF_INET, &m->svc, svc, sizeof(svc));
-	snprintf(url, sizeof(url), "http://%s:%u", svc,
-	    (unsigned)m->cfg->bridge_port);
-	iso_time(s->rec.created, created, sizeof(created));
-	if (s->rec.expires > 0)
-		iso_time(s->rec.expires, expires, sizeof(expires));
-	o = json_pack("{s:s, s:s, s:s++, s:s, s:s, s:s, s:s, s:s, s:s, s:O, "
-	    "s:s, s:I, s:b, s:s, s:s, s:o}",
-	    "id", s->rec.id,
-	    "netns", s->spec.netns,
-	    "netns_path", s->spec.netns_dir, "/", s->spec.netns,
-	    "address", s->rec.addr,
-	    "service_address", svc,
-	    "dns", svc,
-	    "bridge_url", url,
-	    "policy", s->rec.policy,
-	    "subject", s->rec.subject,
-	    "labels", s->labels,
-	    "interface", s->spec.host_if,
-	    "index", (json_int_t)s->rec.index,
-	    "tainted", s->rec.tainted != 0,
-	    "created_at", created,
-	    "host_address", s->rec.host_addr,
-	    "expires_at", s->rec.expires > 0 ? json_string(expires) :
-	    json_null());
-	if (o != NULL && json_object_set_new(o, "generation",
-	    json_integer((json_int_t)s->rec.gen)) == -1) {
-		json_decref(o);
-		return NULL;
+int
+sbx_get(const struct sbx *m, const char *id, int with_token,
+    struct sbx_info *out)
+{
+	const struct sandbox *s;
+
+	if ((s = find_id(m, id)) == NULL) {
+		errno = ENOENT;
+		return -1;
 	}
-	if (o != NULL && with_token &&
-	    json_object_set_new(o, "token", json_string(s->rec.token)) == -1) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+	fill_info(m, s, with_token, out);
+	return 0;
+}
+
+int
+sbx_note(struct sbx *m, const char *kind, const char *id, const char *fmt,
+    ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = sb_eventv(kind, id, find_id(m, id), fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 /* ------------------------------------------------------------ create */
 
-static const char *const create_keys[] = {
-	"id", "policy", "subject", "labels", "ttl",
+static const char *const err_names[SBX_ERR_COUNT] = {
+	[SBX_ERR_NONE] = "none",
+	[SBX_ERR_INVALID] = "bad_request",
+	[SBX_ERR_LIMIT] = "bad_request",
+	[SBX_ERR_NO_POLICY] = "unknown_policy",
+	[SBX_ERR_EXISTS] = "exists",
+	[SBX_ERR_NOT_FOUND] = "not_found",
+	[SBX_ERR_POOL_FULL] = "pool_exhausted",
+	[SBX_ERR_AUDIT_UNAVAILABLE] = "audit_unavailable",
+	[SBX_ERR_KERNEL] = "kernel",
+	[SBX_ERR_STATE_DB] = "state_db",
+	[SBX_ERR_INTERNAL] = "internal",
 };
 
-/* The request, checked. Returns 0, or an HTTP status with code and
- * message set. */
-static unsigned
-parse_create(struct sbx *m, json_t *body, struct sbx_rec *r, json_t **labels,
-    uint32_t *ttl, const char **code, char *msg, size_t msglen)
+const char *
+sbx_err_name(enum sbx_err why)
 {
-	const char *k, *id, *pol, *subj;
+	if ((unsigned)why >= SBX_ERR_COUNT || err_names[why] == NULL)
+		return "?";
+	return err_names[why];
+}
+
+/* The request, checked: what it says alone (sbx_spec_check), then what
+ * only the manager knows (the policy loaded, the id free). 0, or -1 with
+ * *why and msg. */
+static int
+create_check(struct sbx *m, const struct sbx_spec *spec, enum sbx_err *why,
+    char *msg, size_t msglen)
+{
 	struct gw_pset *ps;
-	json_t *v;
-	size_t i;
 	int found;
 
-	*code = "bad_request";
-	if (!json_is_object(body)) {
-		snprintf(msg, msglen, "the body must be a JSON object");
-		return 400;
-	}
-	/* Unknown members are refused: a misspelt "ttl" must not silently
-	 * give a sandbox that never expires. */
-	json_object_foreach(body, k, v) {
-		for (i = 0, found = 0; i < sizeof(create_keys) /
-		    sizeof(create_keys[0]); i++)
-			found |= strcmp(k, create_keys[i]) == 0;
-		if (!found) {
-			snprintf(msg, msglen, "unknown member '%.64s'", k);
-			return 400;
-		}
-	}
-	v = json_object_get(body, "id");
-	if (v != NULL && !json_is_null(v)) {
-		id = json_string_value(v);
-		if (id == NULL || strlen(id) != json_string_length(v) ||
-		    !sbx_id_valid(id)) {
-			snprintf(msg, msglen, "id: want [a-z0-9][a-z0-9-]{0,31}");
-			return 400;
-		}
-		snprintf(r->id, sizeof(r->id), "%s", id);
-	}
-	v = json_object_get(body, "subject");
-	subj = json_string_value(v);
-	if (subj == NULL || strlen(subj) != json_string_length(v) ||
-	    !sbx_subject_valid(subj)) {
-		snprintf(msg, msglen, "subject: required, want "
-		    "[A-Za-z0-9][A-Za-z0-9._@+:/-]{0,127}");
-		return 400;
-	}
-	snprintf(r->subject, sizeof(r->subject), "%s", subj);
-	v = json_object_get(body, "labels");
-	if (sbx_labels_check(v, msg, msglen) == -1)
-		return 400;
-	*labels = (v != NULL && json_is_object(v)) ? json_incref(v) :
-	    json_object();
-	if (*labels == NULL) {
-		*code = "internal";
-		snprintf(msg, msglen, "out of memory");
-		return 500;
-	}
-	*ttl = m->cfg->default_ttl_s;
-	v = json_object_get(body, "ttl");
-	if (v != NULL && !json_is_null(v) &&
-	    sbx_ttl_parse(v, ttl, msg, msglen) == -1)
-		return 400;
-	v = json_object_get(body, "policy");
-	pol = json_string_value(v);
-	if (pol == NULL || strlen(pol) != json_string_length(v) ||
-	    strlen(pol) > SBX_POLICY_MAX || pol[0] == '\0') {
-		snprintf(msg, msglen, "policy: required (a policy name)");
-		return 400;
+	if (sbx_spec_check(spec, msg, msglen) == -1) {
+		*why = SBX_ERR_INVALID;
+		return -1;
 	}
 	ps = gw_pset_ref(m->gw);
-	found = pol_set_get(gw_pset_set(ps), pol) != NULL;
+	found = pol_set_get(gw_pset_set(ps), spec->policy) != NULL;
 	gw_pset_unref(ps);
 	if (!found) {
-		*code = "unknown_policy";
-		snprintf(msg, msglen, "no policy named '%s' is loaded", pol);
-		return 422;
+		*why = SBX_ERR_NO_POLICY;
+		snprintf(msg, msglen, "no policy named '%s' is loaded",
+		    spec->policy);
+		return -1;
 	}
-	snprintf(r->policy, sizeof(r->policy), "%s", pol);
-	if (r->id[0] != '\0' && id_taken(m, r->id)) {
-		*code = "exists";
-		snprintf(msg, msglen, "sandbox %s already exists", r->id);
-		return 409;
+	if (spec->id[0] != '\0' && id_taken(m, spec->id)) {
+		*why = SBX_ERR_EXISTS;
+		snprintf(msg, msglen, "sandbox %s already exists", spec->id);
+		return -1;
 	}
 	return 0;
 }
 
 /*
- * The record of a create request refused before anything was authorized
- * (bad input, unknown policy, pool exhausted, audit log down): async, as
- * nothing is done on its account. The request's own strings are untrusted
- * and go through rec_string.
+ * What is recorded of a refusal is what is known of the request, all of
+ * it untrusted (through rec_string): nothing was done on its account, so
+ * the record is async.
  */
-static void
-create_refused(const struct sbx_rec *r, json_t *body, unsigned status,
-    const char *code, const char *msg)
+void
+sbx_create_refused(const struct sbx_spec *spec, const char *reason,
+    unsigned status, const char *msg)
 {
-	const char *pol = json_string_value(json_object_get(body, "policy"));
-	char pb[SBX_POLICY_MAX + 1];
+	char id[SBX_ID_MAX + 1] = "", pol[SBX_POLICY_MAX + 1] = "",
+	    subj[SBX_SUBJECT_MAX + 1] = "";
 	json_t *o;
 	int bad = 0;
 
+	/* Bounded: spec's strings need not be terminated. */
+	if (spec != NULL) {
+		snprintf(id, sizeof(id), "%.*s", SBX_ID_MAX, spec->id);
+		snprintf(pol, sizeof(pol), "%.*s", SBX_POLICY_MAX,
+		    spec->policy);
+		snprintf(subj, sizeof(subj), "%.*s", SBX_SUBJECT_MAX,
+		    spec->subject);
+	}
 	if ((o = json_object()) == NULL)
 		return;
-	if (r->id[0] != '\0')
-		bad |= json_object_set_new(o, "sandbox", json_pack("{s:s}",
-		    "id", r->id));
-	if (pol != NULL) {
-		snprintf(pb, sizeof(pb), "%s", pol);
+	if (id[0] != '\0')
+		bad |= json_object_set_new(o, "sandbox", rec_sandbox_json(id));
+	if (pol[0] != '\0')
 		bad |= json_object_set_new(o, "policy", json_pack("{s:o}",
-		    "id", rec_string(pb)));
-	}
-	if (r->subject[0] != '\0')
-		bad |= json_object_set_new(o, "subject",
-		    json_string(r->subject));
+		    "id", rec_string(pol)));
+	if (subj[0] != '\0')
+		bad |= json_object_set_new(o, "subject", rec_string(subj));
 	bad |= json_object_set_new(o, "decision", json_string("deny"));
 	bad |= json_object_set_new(o, "result", json_string("refused"));
-	bad |= json_object_set_new(o, "reason", json_string(code));
-	bad |= json_object_set_new(o, "status", json_integer(status));
+	bad |= json_object_set_new(o, "reason", rec_string(reason));
+	if (status != 0)
+		bad |= json_object_set_new(o, "status", json_integer(status));
 	bad |= json_object_set_new(o, "detail", rec_string(msg));
 	if (bad) {
 		json_decref(o);
@@ -1584,39 +1564,41 @@ create_refused(const struct sbx_rec *r, json_t *body, unsigned status,
 }
 
 /*
- * POST /v1/sandboxes. The audit trail of one create is:
+ * The audit trail of one create is:
  *  - refused before anything is authorized: one sandbox.create with
- *    decision "deny", result "refused" (async);
+ *    decision "deny", result "refused" (async, sbx_create_refused);
  *  - authorized: sandbox.create, decision "allow", result "authorized",
  *    committed durably BEFORE the kernel is touched; if it cannot be
- *    committed the answer is 503 audit_unavailable and nothing is made;
+ *    committed the answer is SBX_ERR_AUDIT_UNAVAILABLE and nothing is
+ *    made;
  *  - authorized but the kernel (or the state database) then fails: a second
  *    sandbox.create with decision "deny", result "failed" and the cause,
  *    after everything made was rolled back.
  */
-unsigned
-sbx_create(struct sbx *m, json_t *body, json_t **reply)
+int
+sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
+    enum sbx_err *why, char *err, size_t errlen)
 {
 	struct sandbox *s = NULL;
 	struct sbx_rec r;
 	json_t *labels = NULL;
-	const char *code;
 	char msg[512], *lj, detail[32];
-	unsigned status;
 	uint32_t ttl = 0;
 	int64_t slot = -1;
 	int made_ns = 0, made_fw = 0, authorized = 0, tries;
 
 	memset(&r, 0, sizeof(r));
-	*reply = NULL;
+	*why = SBX_ERR_NONE;
 	/* First what failed creates left: their slots and ids serve again
 	 * once it is gone. */
 	if (m->nleft > 0)
 		leftovers_remove(m);
-	status = parse_create(m, body, &r, &labels, &ttl, &code, msg,
-	    sizeof(msg));
-	if (status != 0)
+	if (create_check(m, spec, why, msg, sizeof(msg)) == -1)
 		goto fail;
+	snprintf(r.id, sizeof(r.id), "%s", spec->id);
+	snprintf(r.policy, sizeof(r.policy), "%s", spec->policy);
+	snprintf(r.subject, sizeof(r.subject), "%s", spec->subject);
+	ttl = spec->ttl_s != 0 ? spec->ttl_s : m->cfg->default_ttl_s;
 	for (tries = 0; r.id[0] == '\0' && tries < 8; tries++) {
 		char hex[13];
 
@@ -1627,13 +1609,13 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 			r.id[0] = '\0';
 	}
 	if (r.id[0] == '\0') {
-		status = 500, code = "internal";
+		*why = SBX_ERR_INTERNAL;
 		snprintf(msg, sizeof(msg), "cannot generate an id");
 		goto fail;
 	}
 	if (m->count >= m->cfg->max_sandboxes ||
 	    (slot = sbx_slots_alloc(m->slots)) == -1) {
-		status = 503, code = "pool_exhausted";
+		*why = SBX_ERR_POOL_FULL;
 		snprintf(msg, sizeof(msg), "no free sandbox slot (%zu "
 		    "sandboxes, max_sandboxes %u, pool /%u)", m->count,
 		    m->cfg->max_sandboxes, (unsigned)m->prefix);
@@ -1642,17 +1624,23 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	/* sb_link takes the slot again when the sandbox is complete. */
 	sbx_slots_put(m->slots, (uint32_t)slot);
 	r.index = (uint32_t)slot;
+	if ((labels = sbx_labels_json(spec->nlabels, spec->label_keys,
+	    spec->label_values)) == NULL) {
+		*why = SBX_ERR_INTERNAL;
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
 	if ((lj = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)) == NULL ||
 	    strlen(lj) >= sizeof(r.labels)) {
 		free(lj);
-		status = 400, code = "bad_request";
+		*why = SBX_ERR_LIMIT;
 		snprintf(msg, sizeof(msg), "labels: too large");
 		goto fail;
 	}
 	snprintf(r.labels, sizeof(r.labels), "%s", lj);
 	free(lj);
 	if (random_hex(r.token, 32) == -1) {
-		status = 500, code = "internal";
+		*why = SBX_ERR_INTERNAL;
 		snprintf(msg, sizeof(msg), "getrandom: %s", strerror(errno));
 		goto fail;
 	}
@@ -1661,11 +1649,11 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	/* Its own generation, durable before the kernel sees it: a flow
 	 * left by an earlier sandbox on this slot never passes for its. */
 	if (gen_alloc(m, &r.gen, msg, sizeof(msg)) == -1) {
-		status = 500, code = "state_db";
+		*why = SBX_ERR_STATE_DB;
 		goto fail;
 	}
 	if ((s = sb_from_rec(m, &r, 0, msg, sizeof(msg))) == NULL) {
-		status = 500, code = "internal";
+		*why = SBX_ERR_INTERNAL;
 		goto fail;
 	}
 	/* No action without a record: the decision is durable before the
@@ -1674,7 +1662,7 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	snprintf(detail, sizeof(detail), "ttl=%u", ttl);
 	if (sb_commit(s, "sandbox.create", "allow", "authorized", detail, msg,
 	    sizeof(msg)) == -1) {
-		status = 503, code = "audit_unavailable";
+		*why = SBX_ERR_AUDIT_UNAVAILABLE;
 		goto fail;
 	}
 	authorized = 1;
@@ -1683,15 +1671,12 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	if (ns_create(&s->spec, msg, sizeof(msg)) == -1) {
 		/* A namespace of that name that is not ours (/run/netns is
 		 * machine-wide) is a conflict, not a kernel failure. */
-		if (errno == EEXIST)
-			status = 409, code = "exists";
-		else
-			status = 500, code = "kernel";
+		*why = errno == EEXIST ? SBX_ERR_EXISTS : SBX_ERR_KERNEL;
 		goto fail;
 	}
 	made_ns = 1;
 	if (sb_ns_ident(s) == -1) {
-		status = 500, code = "kernel";
+		*why = SBX_ERR_KERNEL;
 		snprintf(msg, sizeof(msg), "%s/%s: %s", s->spec.netns_dir,
 		    s->spec.netns, strerror(errno));
 		goto fail;
@@ -1701,13 +1686,13 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	 * goes before the sandbox is reachable, or the new one would ride
 	 * the old one's flows. */
 	if (sb_ct_flush(m, s->fsb.addr4, s->rec.id) == -1) {
-		status = 500, code = "kernel";
+		*why = SBX_ERR_KERNEL;
 		snprintf(msg, sizeof(msg), "conntrack entries of %s stay",
 		    s->rec.addr);
 		goto fail;
 	}
 	if (fw_apply(m, s, 0, msg, sizeof(msg)) == -1) {
-		status = 500, code = "kernel";
+		*why = SBX_ERR_KERNEL;
 		goto fail;
 	}
 	made_fw = 1;
@@ -1720,27 +1705,24 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	    sbx_db_purge(m->db, s->rec.id, s->rec.index, msg,
 	    sizeof(msg)) == -1 ||
 	    sbx_db_insert(m->db, &s->rec, msg, sizeof(msg)) == -1)) {
-		status = 500, code = "state_db";
+		*why = SBX_ERR_STATE_DB;
 		goto fail;
 	}
 	if (sb_link(m, s) == -1) {
 		(void)sbx_db_delete(m->db, s->rec.id, NULL, 0);
-		status = 500, code = "internal";
+		*why = SBX_ERR_INTERNAL;
 		snprintf(msg, sizeof(msg), "index: %s", strerror(errno));
 		goto fail;
 	}
 	arm_timer(m, s);
 	m->creates++;
-	notify(m, SB_ADDED, s);
 	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
 	    "ttl=%u", s->rec.id, s->rec.policy, s->rec.subject,
 	    s->spec.host_if, s->rec.addr, ttl);
+	notify(m, SB_ADDED, s);
 	json_decref(labels);
-	/* The sandbox exists now; an answer that cannot be built is still
-	 * a 201 the caller can follow with GET. */
-	if ((*reply = sb_json(m, s, 1)) == NULL)
-		*reply = json_pack("{s:s}", "id", s->rec.id);
-	return 201;
+	fill_info(m, s, 1, out);
+	return 0;
 
 fail:
 	if (s != NULL) {
@@ -1771,87 +1753,39 @@ fail:
 		 * happen, durably too, so a reader never takes it for a
 		 * sandbox that existed. */
 		if (authorized) {
-			char why[900];
+			char cause[900];
 
-			snprintf(why, sizeof(why), "%s: %s%s", code, msg,
-			    left);
+			snprintf(cause, sizeof(cause), "%s: %s%s",
+			    sbx_err_name(*why), msg, left);
 			if (sb_commit(s, "sandbox.create", "deny", "failed",
-			    why, e2, sizeof(e2)) == -1)
+			    cause, e2, sizeof(e2)) == -1)
 				log_warnx("sandbox %s: failure not recorded: "
 				    "%s", s->rec.id, e2);
 		}
 		sb_free(s);
 	}
-	if (!authorized)
-		create_refused(&r, body, status, code, msg);
+	if (!authorized) {
+		struct sbx_spec said = *spec;
+
+		/* With the id it drew, if it got that far. */
+		if (r.id[0] != '\0')
+			memcpy(said.id, r.id, sizeof(said.id));
+		sbx_create_refused(&said, sbx_err_name(*why), 0, msg);
+	}
 	json_decref(labels);
-	if (status >= 500)
+	/* The daemon's own failures, not the request's: counted, and
+	 * logged with a conflict on a name (which is not the client's
+	 * fault either when the name is a foreign namespace's). */
+	if (*why >= SBX_ERR_POOL_FULL)
 		m->failures++;
-	if (status >= 500 || status == 409)
+	if (*why >= SBX_ERR_POOL_FULL || *why == SBX_ERR_EXISTS)
 		log_warnx("sandbox create%s%s: %s: %s", r.id[0] ? " " : "",
-		    r.id, code, msg);
-	/* rec_string: msg may quote input cut inside a UTF-8 character,
-	 * which a plain "s" would refuse, turning this 4xx into a 500. */
-	*reply = json_pack("{s:s, s:o}", "error", code, "message",
-	    rec_string(msg));
-	return status;
-}
-
-static enum ctl_rc
-h_create(struct ctl_req *req, void *arg)
-{
-	json_t *reply;
-	unsigned status;
-
-	status = sbx_create(arg, ctl_req_body(req), &reply);
-	return ctl_reply_json(req, status, reply);
+		    r.id, sbx_err_name(*why), msg);
+	snprintf(err, errlen, "%s", msg);
+	return -1;
 }
 
 /* ------------------------------------------------------------ others */
-
-static enum ctl_rc
-h_list(struct ctl_req *req, void *arg)
-{
-	struct sbx *m = arg;
-	json_t *a, *o;
-	uint32_t i;
-
-	if ((a = json_array()) == NULL)
-		return ctl_reply_error(req, 500, "internal", "out of memory");
-	/* Slot order: stable, and the order they were made in for a
-	 * daemon that never deleted one. */
-	for (i = 0; i < m->nslots; i++) {
-		if (m->by_slot[i] == NULL)
-			continue;
-		if (json_array_append_new(a, sb_json(m, m->by_slot[i], 0)) ==
-		    -1) {
-			json_decref(a);
-			return ctl_reply_error(req, 500, "internal",
-			    "out of memory");
-		}
-	}
-	o = json_pack("{s:o, s:I}", "sandboxes", a, "count",
-	    (json_int_t)m->count);
-	return ctl_reply_json(req, 200, o);
-}
-
-static struct sandbox *
-req_sandbox(struct sbx *m, struct ctl_req *req)
-{
-	return find_id(m, ctl_req_param(req, "id"));
-}
-
-static enum ctl_rc
-h_get(struct ctl_req *req, void *arg)
-{
-	struct sbx *m = arg;
-	struct sandbox *s;
-
-	if ((s = req_sandbox(m, req)) == NULL)
-		return ctl_reply_error(req, 404, "not_found",
-		    "no such sandbox");
-	return ctl_reply_json(req, 200, sb_json(m, s, 0));
-}
 
 int
 sbx_delete(struct sbx *m, const char *id, char *err, size_t errlen)
@@ -1864,51 +1798,6 @@ sbx_delete(struct sbx *m, const char *id, char *err, size_t errlen)
 		return -1;
 	}
 	return sb_remove(m, s, "sandbox.delete", "request", err, errlen);
-}
-
-static enum ctl_rc
-h_delete(struct ctl_req *req, void *arg)
-{
-	struct sbx *m = arg;
-	const char *id = ctl_req_param(req, "id");
-	char err[512];
-
-	/* id is the request's own string (never truncated: a prefix of a
-	 * long id must not name another sandbox). */
-	if (sbx_delete(m, id, err, sizeof(err)) == -1) {
-		if (errno == ENOENT)
-			return ctl_reply_error(req, 404, "not_found",
-			    "no such sandbox");
-		/* The log never refuses a removal (sb_remove): what is
-		 * left is the kernel's refusal. */
-		return ctl_reply_error(req, 500, "kernel", "%s", err);
-	}
-	return ctl_reply_json(req, 200, json_pack("{s:s, s:b}", "id", id,
-	    "deleted", 1));
-}
-
-static enum ctl_rc
-h_exec(struct ctl_req *req, void *arg)
-{
-	struct sbx *m = arg;
-	struct sandbox *s;
-	char svc[INET_ADDRSTRLEN], url[64];
-
-	if ((s = req_sandbox(m, req)) == NULL)
-		return ctl_reply_error(req, 404, "not_found",
-		    "no such sandbox");
-	inet_ntop(AF_INET, &m->svc, svc, sizeof(svc));
-	snprintf(url, sizeof(url), "http://%s:%u", svc,
-	    (unsigned)m->cfg->bridge_port);
-	return ctl_reply_json(req, 200, json_pack("{s:s, s:s, s:s++, "
-	    "s:{s:s, s:s, s:s}}",
-	    "id", s->rec.id,
-	    "netns", s->spec.netns,
-	    "netns_path", s->spec.netns_dir, "/", s->spec.netns,
-	    "env",
-	    "SLUICE_SANDBOX_ID", s->rec.id,
-	    "SLUICE_BRIDGE_URL", url,
-	    "SLUICE_TOKEN", s->rec.token));
 }
 
 /*
@@ -1930,14 +1819,9 @@ h_exec(struct ctl_req *req, void *arg)
  * namespace that is also outside its user namespace is refused too.
  * (Code that is root on the host can rejoin the host's namespaces
  * anyway: this check is no boundary against it.)
- *
- * pid_sandbox: 0 when pid is in the daemon's namespace, or in none of the
- * sandboxes' and in the daemon's user namespace; 1 when it is in a
- * sandbox's (*out, if given, names it), in a network namespace of another
- * user namespace, or its namespaces cannot be read (*out NULL).
  */
-static int
-pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
+int
+sbx_pid_sandbox(const struct sbx *m, pid_t pid, struct sbx_view *out)
 {
 	const struct sandbox *s;
 	struct stat ps, st;
@@ -1945,7 +1829,7 @@ pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 	size_t i;
 
 	if (out != NULL)
-		*out = NULL;
+		memset(out, 0, sizeof(*out));
 	snprintf(path, sizeof(path), "/proc/%ld/ns/net", (long)pid);
 	if (stat(path, &ps) == -1)
 		return 1;
@@ -1965,7 +1849,7 @@ pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 			}
 			if (st.st_dev == ps.st_dev && st.st_ino == ps.st_ino) {
 				if (out != NULL)
-					*out = s;
+					fill_view(s, out);
 				return 1;
 			}
 		}
@@ -1974,64 +1858,6 @@ pid_sandbox(const struct sbx *m, pid_t pid, const struct sandbox **out)
 	if (stat(path, &ps) == -1 || stat("/proc/self/ns/user", &st) == -1 ||
 	    st.st_dev != ps.st_dev || st.st_ino != ps.st_ino)
 		return 1;
-	return 0;
-}
-
-static int
-peer_in_sandbox(pid_t pid, void *arg)
-{
-	return pid_sandbox(arg, pid, NULL);
-}
-
-/*
- * What the control server refused before a handler ran is recorded here,
- * where the endpoints are: a create refused for its body (400, 413, 415)
- * is a sandbox.create refusal like one sbx_create refuses; a request from
- * inside a sandbox is a finding on that sandbox, whatever it asked.
- */
-static void
-on_refused(const char *method, const char *path, unsigned status,
-    const char *code, const char *message, pid_t pid, void *arg)
-{
-	struct sbx *m = arg;
-	const struct sandbox *s;
-	struct sbx_rec r;
-	char shown[129];
-	size_t i;
-
-	if (strcmp(code, "from_sandbox") == 0 && pid > 0 &&
-	    pid_sandbox(m, pid, &s) == 1 && s != NULL) {
-		/* The path is the caller's: shown as printable ASCII only. */
-		for (i = 0; i < sizeof(shown) - 1 && path[i] != '\0'; i++)
-			shown[i] = path[i] >= 0x20 && path[i] < 0x7f ?
-			    path[i] : '?';
-		shown[i] = '\0';
-		(void)sbx_event("sandbox.control_refused", s->rec.id, s,
-		    "%s %s from pid %ld inside the sandbox",
-		    strcmp(method, "POST") == 0 || strcmp(method, "GET") ==
-		    0 || strcmp(method, "DELETE") == 0 ? method : "?", shown,
-		    (long)pid);
-		return;
-	}
-	if (strcmp(method, "POST") == 0 && strcmp(path, "/v1/sandboxes") == 0) {
-		memset(&r, 0, sizeof(r));
-		create_refused(&r, NULL, status, code, message);
-	}
-}
-
-int
-sbx_routes(struct sbx *m, struct ctl *ctl)
-{
-	ctl_set_peer_check(ctl, peer_in_sandbox, m);
-	ctl_set_refused_hook(ctl, on_refused, m);
-	if (ctl_route(ctl, "POST", "/v1/sandboxes", h_create, m) == -1 ||
-	    ctl_route(ctl, "GET", "/v1/sandboxes", h_list, m) == -1 ||
-	    ctl_route(ctl, "GET", "/v1/sandboxes/{id}", h_get, m) == -1 ||
-	    ctl_route(ctl, "DELETE", "/v1/sandboxes/{id}", h_delete, m) ==
-	    -1 ||
-	    ctl_route(ctl, "POST", "/v1/sandboxes/{id}/exec", h_exec, m) ==
-	    -1)
-		return -1;
 	return 0;
 }
 

@@ -45,7 +45,8 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
+#include "gateway/ctl/sandboxes.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -191,7 +192,7 @@ create(const char *text, json_t **out)
 	unsigned st;
 
 	ck_assert_ptr_nonnull(body);
-	st = sbx_create(m, body, out);
+	st = ctl_sbx_create(m, body, out);
 	json_decref(body);
 	ck_assert_ptr_nonnull(*out);
 	return st;
@@ -647,7 +648,13 @@ START_TEST(test_audit_down)
 	    "\"subject\":\"bob\"}", id2);
 	ck_assert_uint_eq(create(text, &r), 422);
 	json_decref(r);
-	rec_close(rec);		/* flushes the async refusal */
+	/* One the control API refuses for its body, before the manager is
+	 * asked: recorded as well, with the status it was given. */
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"bob\",\"ttl\":\"0\"}", id2);
+	ck_assert_uint_eq(create(text, &r), 400);
+	json_decref(r);
+	rec_close(rec);		/* flushes the async refusals */
 	rec = NULL;
 	recs = records_of(7, id);
 	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.delete\""), 1);
@@ -656,11 +663,13 @@ START_TEST(test_audit_down)
 	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
 	free(recs);
 	recs = records_of(7, id2);
-	/* Only the refusal: the 503 attempt was never authorized, and its
+	/* Only the refusals: the 503 attempt was never authorized, and its
 	 * own refusal could not be written with the log down. */
-	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
-	ck_assert_ptr_nonnull(strstr(recs, "\"decision\":\"deny\""));
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 2);
+	ck_assert_int_eq(count_substr(recs, "\"decision\":\"deny\""), 2);
 	ck_assert_ptr_nonnull(strstr(recs, "\"reason\":\"unknown_policy\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"reason\":\"bad_request\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"status\":400"));
 	ck_assert_ptr_null(strstr(recs, "\"decision\":\"allow\""));
 	free(recs);
 	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
@@ -1019,7 +1028,7 @@ START_TEST(test_labels_at_limits)
 	ck_assert_int_eq(sbx_labels_check(labels, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(body = json_pack("{s:s, s:s, s:s, s:o}", "id",
 	    "lab", "policy", "tp", "subject", "a", "labels", labels));
-	ck_assert_uint_eq(sbx_create(m, body, &r), 201);
+	ck_assert_uint_eq(ctl_sbx_create(m, body, &r), 201);
 	json_decref(body);
 	json_decref(r);
 	sbx_free(m);
@@ -1121,7 +1130,7 @@ START_TEST(test_peer_nested_netns)
 	ck_assert_uint_eq(create(text, &r), 201);
 	json_decref(r);
 	ck_assert_ptr_nonnull(ctl = ctl_new(loop));
-	ck_assert_int_eq(sbx_routes(m, ctl), 0);
+	ck_assert_int_eq(ctl_sbx_routes(ctl, m), 0);
 	ck_assert_int_lt(snprintf(peer_sock, sizeof(peer_sock), "%.80s/run/"
 	    "ctl.sock", sdir), (int)sizeof(peer_sock));
 	ck_assert_msg(ctl_listen(ctl, peer_sock, err, sizeof(err)) == 0,
