@@ -95,7 +95,7 @@ struct sbx_spec {
 	size_t		nlabels;
 	char		label_keys[SBX_LABELS_MAX][SBX_LABEL_KEY_MAX + 1];
 	char		label_values[SBX_LABELS_MAX][SBX_LABEL_VALUE_MAX + 1];
-	uint32_t	ttl_s;			/* 0: the config's default_ttl */
+	uint32_t	ttl_s;			/* 0: the config's default */
 };
 
 /* sbx_spec_check: 0 if spec is one a create can take as far as it alone

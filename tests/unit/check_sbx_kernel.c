@@ -1,9 +1,10 @@
 /*
- * check_sbx_kernel: the sandbox manager (gateway/sandbox.c) against the real
- * kernel and a real state database, without the HTTP layer. main() moves the
- * whole run into a private network and mount namespace with tmpfs on
- * /run/netns and /etc/netns, so the table, links, pins and service address
- * live and die with this process and never touch the machine. What users
+ * check_sbx_kernel: the sandbox manager (gateway/sandbox*.c) against the
+ * real kernel and a real state database, with requests in the control API's
+ * JSON (ctl_sbx_create) but no HTTP server. main() moves the whole run
+ * into a private network and mount namespace with tmpfs on /run/netns and
+ * /etc/netns, so the table, links, pins and service address live and die
+ * with this process and never touch the machine. What users
  * rely on: a created sandbox is found by its address, id and link, with its
  * labels and token; a duplicate, an unknown policy, a full pool and a kernel
  * refusal each give their error and leave nothing; taint narrows the sandbox
