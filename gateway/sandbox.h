@@ -151,7 +151,9 @@ struct sbx;
 struct fw;
 
 /* Why the manager did not do what was asked. Closed: a caller maps every
- * value (gateway/ctl/sandboxes.c to statuses and error codes). */
+ * value (gateway/ctl/sandboxes.c to statuses and error codes). From
+ * SBX_ERR_POOL_FULL on, the fault is the daemon's, not the request's
+ * (the manager counts those as failures). */
 enum sbx_err {
 	SBX_ERR_NONE = 0,
 	SBX_ERR_INVALID,		/* the request breaks a rule */

@@ -1453,9 +1453,17 @@ END_TEST
 /* What the watchers heard, in order: "<tag><event> <id> <tainted>;". */
 static char	heard[2048];
 
+/* A watcher's ctx: its tag, and the loop it stops on a removal (the
+ * expiry below ends the loop), if any. */
+struct ear {
+	char		 tag;
+	struct ev_loop	*stop;
+};
+
 static void
-hear(char tag, char ev, const struct sbx_view *v)
+hear(void *ctx, char ev, const struct sbx_view *v)
 {
+	const struct ear *e = ctx;
 	struct sbx_view now;
 	size_t n = strlen(heard);
 	int in_table = sbx_lookup_id(m, v->id, &now) == 0;
@@ -1466,45 +1474,28 @@ hear(char tag, char ev, const struct sbx_view *v)
 	ck_assert_int_eq(pin_exists(v->id), ev != '-');
 	if (ev == '~')
 		ck_assert_int_eq(now.tainted, v->tainted);
-	snprintf(heard + n, sizeof(heard) - n, "%c%c %s %d;", tag, ev, v->id,
-	    v->tainted ? 1 : 0);
+	snprintf(heard + n, sizeof(heard) - n, "%c%c %s %d;", e->tag, ev,
+	    v->id, v->tainted ? 1 : 0);
+	if (ev == '-' && e->stop != NULL)
+		ev_stop(e->stop);
 }
 
 static void
-w_add_a(void *c, const struct sbx_view *v)
+w_added(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '+', v);
+	hear(ctx, '+', v);
 }
 
 static void
-w_rm_a(void *c, const struct sbx_view *v)
+w_removed(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '-', v);
+	hear(ctx, '-', v);
 }
 
 static void
-w_ch_a(void *c, const struct sbx_view *v)
+w_changed(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '~', v);
-}
-
-static void
-w_add_b(void *c, const struct sbx_view *v)
-{
-	(void)c;
-	hear('b', '+', v);
-}
-
-static void
-w_rm_b(void *c, const struct sbx_view *v)
-{
-	hear('b', '-', v);
-	/* The expiry below ends the loop. */
-	if (c != NULL)
-		ev_stop(c);
+	hear(ctx, '~', v);
 }
 
 /* sbx_foreach's callback: the ids it is given, in order. */
@@ -1531,8 +1522,9 @@ watch_timeout(struct ev_loop *l, void *arg)
  * copy in slot order. */
 START_TEST(test_watchers)
 {
-	struct sbx_watch wa = { w_add_a, w_rm_a, w_ch_a, NULL };
-	struct sbx_watch wb = { w_add_b, w_rm_b, NULL, NULL };
+	struct ear ea = { 'a', NULL }, eb = { 'b', NULL };
+	struct sbx_watch wa = { w_added, w_removed, w_changed, &ea };
+	struct sbx_watch wb = { w_added, w_removed, NULL, &eb };
 	struct sbx_watch none = { NULL, NULL, NULL, NULL };
 	struct sbx_view v;
 	json_t *r;
@@ -1552,9 +1544,7 @@ START_TEST(test_watchers)
 	    "\"subject\":\"a\"}", a);
 	ck_assert_uint_eq(create(text, &r), 201);
 	json_decref(r);
-	/* Registered after a exists: a copy seeds itself. wb stops the
-	 * loop when it hears of a removal (the expiry below). */
-	wb.ctx = loop;
+	/* Registered after a exists: a copy seeds itself. */
 	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &none), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
@@ -1608,7 +1598,7 @@ START_TEST(test_watchers)
 	/* Expired, on the loop: told like a delete. */
 	start("watch2", 8);
 	heard[0] = '\0';
-	wb.ctx = loop;
+	eb.stop = loop;
 	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
 	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
