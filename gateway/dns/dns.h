@@ -163,9 +163,20 @@ struct dns_config {
 	 * at most whatever the count. no_cache sends every query upstream. */
 	uint32_t		cache_max;
 	bool			no_cache;
+	/* Listeners the caller bound already (dns_listen; a process that
+	 * may not bind the port gets them from one that may): dns_new takes
+	 * them (dns_free closes them) and does not bind listen. */
+	bool			prebound;
+	int			listen_udp, listen_tcp;
 };
 
 struct dns_proxy;
+
+/* dns_listen: binds the UDP and TCP listeners of cfg->listen (TCP on the
+ * UDP port, also an ephemeral one), non-blocking, close-on-exec, TCP
+ * listening. 0 with *udp and *tcp, or -1 with errno and err. */
+int			 dns_listen(const struct dns_config *cfg, int *udp,
+			    int *tcp, char *err, size_t errlen);
 
 /* dns_new: bind the UDP and TCP listeners of cfg and register them with
  * loop. hooks is copied (lookup and learn are required; record may be
@@ -178,6 +189,11 @@ struct dns_proxy	*dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 /* dns_free: close every socket, cancel every timer, drop pending queries
  * without answering them. dns_free(NULL) is a no-op. Loop thread only. */
 void			 dns_free(struct dns_proxy *p);
+/* dns_child_main: main() of the DNS process (gateway/dns/child.c),
+ * started by the daemon as `sluiced --room dns --uid U --gid G
+ * [--foreground] [--verbose]` with its channel and listeners at fixed
+ * descriptors (gateway/privsep/proc.h). Returns the exit status. */
+int			 dns_child_main(int argc, char **argv);
 /* dns_local_port: the bound port (host order), useful after port 0. */
 uint16_t		 dns_local_port(const struct dns_proxy *p);
 
