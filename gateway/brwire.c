@@ -309,6 +309,17 @@ h_restrict(void *ctx, const char *sandbox_id)
 	return 0;
 }
 
+/* The manager's watcher (sbx_watch_add): a removed sandbox's sessions are
+ * forgotten and its pending approvals denied. Through cur, not ctx: the
+ * watcher stays registered after brw_stop, and then does nothing. */
+static void
+on_sandbox_removed(void *ctx, const struct sbx_view *v)
+{
+	(void)ctx;
+	if (cur != NULL)
+		br_sandbox_gone(cur->br, v->id);
+}
+
 struct brw *
 brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     uint16_t port, char *err, size_t errlen)
@@ -329,6 +340,14 @@ brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	}
 	w->gw = gw;
 	w->sbx = sbx;
+	if (sbx_watch_add(sbx, &(struct sbx_watch){ .removed =
+	    on_sandbox_removed }) == -1) {
+		snprintf(err, errlen, "bridge: watching the sandboxes: %s",
+		    strerror(errno));
+		free(w);
+		errno = ENOSPC;
+		return NULL;
+	}
 	memset(&bc, 0, sizeof(bc));
 	bc.cfg = cfg;
 	bc.port = port != 0 ? port : cfg->bridge_port;
@@ -369,12 +388,6 @@ brw_port(const struct brw *w)
 	return br_port(w->br);
 }
 
-void
-brw_sandbox_gone(const char *id)
-{
-	if (cur != NULL && id != NULL)
-		br_sandbox_gone(cur->br, id);
-}
 
 json_t *
 brw_status_json(void)

@@ -9,9 +9,9 @@
  * tainting result narrows egress (sbx_taint). It also serves the bridge's
  * part of the control API: approvals and tool pins.
  *
- * Like the recorder, the wiring is process-wide once started, so that the
- * sandbox manager can tell the bridge a sandbox is gone with one call and
- * no pointer threaded through its constructor. Loop thread only.
+ * Like the recorder, the wiring is process-wide once started. It hears of
+ * a sandbox that is gone as a watcher of the manager (sbx_watch_add): the
+ * manager knows nothing of the bridge. Loop thread only.
  */
 #ifndef SLUICE_GATEWAY_BRWIRE_H
 #define SLUICE_GATEWAY_BRWIRE_H
@@ -32,8 +32,10 @@ struct brw;
  * with the upstream servers of the config. Call after the sandbox manager
  * and the recorder exist (the service address must be on lo). gw, sbx and
  * loop are borrowed and must outlive it; the config of gw must too. Installs
- * the process-wide wiring (EBUSY if one is already installed). NULL with a
- * message in err on failure (never a secret).
+ * the process-wide wiring (EBUSY if one is already installed) and takes one
+ * of sbx's watchers (ENOSPC when none is left): a sandbox removed from then
+ * on takes its sessions and pending approvals with it. NULL with a message
+ * in err on failure (never a secret).
  */
 struct brw	*brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 		    uint16_t port, char *err, size_t errlen);
@@ -53,10 +55,6 @@ uint16_t	 brw_port(const struct brw *w);
  * w is borrowed by the handlers: free ctl before w. -1 with errno.
  */
 int		 brw_routes(struct brw *w, struct ctl *ctl);
-/* brw_sandbox_gone: tells the installed bridge (if any) that sandbox id was
- * removed: its sessions are forgotten and its pending approvals denied. A
- * no-op when no bridge runs. */
-void		 brw_sandbox_gone(const char *id);
 /* brw_status_json: {"pending_approvals", "calls": {"allow", "deny"},
  * "auth_failures", "findings", "record_failures", "port"} of the installed
  * bridge, or NULL when none runs or on allocation failure. New reference. */

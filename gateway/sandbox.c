@@ -27,7 +27,6 @@
 
 #include <openssl/crypto.h>
 
-#include "gateway/brwire.h"
 #include "gateway/log.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
@@ -81,6 +80,15 @@ struct sbx {
 	/* Generations reserved in the database and not yet given out:
 	 * [gen_next, gen_next + gen_left). */
 	uint32_t		 gen_next, gen_left;
+	struct sbx_watch	 watch[SBX_WATCHERS];	/* sbx_watch_add */
+	size_t			 nwatch;
+};
+
+/* Which call of the watchers a change of the table makes. */
+enum sb_change {
+	SB_ADDED,
+	SB_REMOVED,
+	SB_CHANGED,
 };
 
 /* Generations reserved per database write: one durable write per so many
@@ -105,6 +113,7 @@ struct leftover {
 };
 
 static void	sb_free(struct sandbox *s);
+static void	fill_view(const struct sandbox *s, struct sbx_view *v);
 
 /*
  * A generation never given before (sandbox_int.h, sbx_rec.gen), from the
@@ -216,6 +225,74 @@ sb_unlink(struct sbx *m, struct sandbox *s)
 			m->count--;
 			return;
 		}
+	}
+}
+
+/* ------------------------------------------------------------ watchers */
+
+/* Tells every watcher, in registration order, of a change already made
+ * in the kernel and the table; v is the sandbox as it is now (or was, for
+ * SB_REMOVED). */
+static void
+notify_view(const struct sbx *m, enum sb_change what,
+    const struct sbx_view *v)
+{
+	const struct sbx_watch *w;
+	size_t i;
+
+	for (i = 0; i < m->nwatch; i++) {
+		w = &m->watch[i];
+		switch (what) {
+		case SB_ADDED:
+			if (w->added != NULL)
+				w->added(w->ctx, v);
+			break;
+		case SB_REMOVED:
+			if (w->removed != NULL)
+				w->removed(w->ctx, v);
+			break;
+		case SB_CHANGED:
+			if (w->changed != NULL)
+				w->changed(w->ctx, v);
+			break;
+		}
+	}
+}
+
+static void
+notify(const struct sbx *m, enum sb_change what, const struct sandbox *s)
+{
+	struct sbx_view v;
+
+	if (m->nwatch == 0)
+		return;
+	fill_view(s, &v);
+	notify_view(m, what, &v);
+}
+
+int
+sbx_watch_add(struct sbx *m, const struct sbx_watch *w)
+{
+	if (m->nwatch >= SBX_WATCHERS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	m->watch[m->nwatch++] = *w;
+	return 0;
+}
+
+void
+sbx_foreach(const struct sbx *m, void (*fn)(void *ctx,
+    const struct sbx_view *v), void *ctx)
+{
+	struct sbx_view v;
+	uint32_t i;
+
+	for (i = 0; i < m->nslots; i++) {
+		if (m->by_slot[i] == NULL)
+			continue;
+		fill_view(m->by_slot[i], &v);
+		fn(ctx, &v);
 	}
 }
 
@@ -747,7 +824,8 @@ static int
 sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
     const char *reason, char *err, size_t errlen)
 {
-	char id[SBX_ID_MAX + 1], detail[160];
+	struct sbx_view last;
+	char detail[160];
 	int recorded;
 
 	if (!(recorded = sb_commit(s, kind, "log", NULL, reason, err,
@@ -782,15 +860,17 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 		 * that lost its pieces and drops it. */
 		log_warnx("sandbox %s: %s", s->rec.id, err);
 	}
-	snprintf(id, sizeof(id), "%s", s->rec.id);
-	log_info("%s id=%s policy=%s subject=%s if=%s addr=%s%s%s", kind, id,
-	    s->rec.policy, s->rec.subject, s->spec.host_if, s->rec.addr,
-	    reason != NULL ? " " : "", reason != NULL ? reason : "");
+	log_info("%s id=%s policy=%s subject=%s if=%s addr=%s%s%s", kind,
+	    s->rec.id, s->rec.policy, s->rec.subject, s->spec.host_if,
+	    s->rec.addr, reason != NULL ? " " : "", reason != NULL ? reason :
+	    "");
+	fill_view(s, &last);
 	sb_unlink(m, s);
 	sb_free(s);
-	/* Its bridge sessions and pending approvals go with it. */
-	brw_sandbox_gone(id);
 	m->deletes++;
+	/* What follows the table elsewhere (the bridge's sessions and
+	 * pending approvals, among others) lets it go now. */
+	notify_view(m, SB_REMOVED, &last);
 	return 0;
 }
 
@@ -975,6 +1055,9 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		return -1;
 	}
 	s->rec.tainted = 1;
+	/* Narrowed in the kernel and saved: copies follow now, whether or
+	 * not the record below goes in. */
+	notify(m, SB_CHANGED, s);
 record:
 	if (sbx_event("sandbox.taint", id, s, "keep=%zu", nk) == -1) {
 		snprintf(err, errlen, "the taint's audit record was not "
@@ -1210,6 +1293,8 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		if (rec_async("finding", rec_finding_fields(s->rec.id,
 		    "sandbox.policy_removed", "medium", detail)) == -1)
 			log_warn("sandbox %s: finding", s->rec.id);
+		/* Its policy now lives only in the snapshot it runs under. */
+		notify(m, SB_CHANGED, s);
 		return 0;
 	}
 	od = op != NULL ? pol_policy_digest(op) : "";
@@ -1239,6 +1324,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		m->reapplied++;
 		log_info("sandbox %s: policy %s re-applied", s->rec.id,
 		    s->rec.policy);
+		notify(m, SB_CHANGED, s);
 		/* In the same step: what it learned and the flows it holds
 		 * follow the new rules at once, not when they expire. */
 		if ((nd = sb_narrow(m, s, e, sizeof(e))) == -1) {
@@ -1645,6 +1731,7 @@ sbx_create(struct sbx *m, json_t *body, json_t **reply)
 	}
 	arm_timer(m, s);
 	m->creates++;
+	notify(m, SB_ADDED, s);
 	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
 	    "ttl=%u", s->rec.id, s->rec.policy, s->rec.subject,
 	    s->spec.host_if, s->rec.addr, ttl);
@@ -2278,6 +2365,8 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 					goto fail;
 				}
 				arm_timer(m, s);
+				/* Kept, to be retried: it is in the table. */
+				notify(m, SB_ADDED, s);
 			}
 			continue;
 		}
@@ -2341,6 +2430,7 @@ reconcile(struct sbx *m, char *err, size_t errlen)
 		arm_timer(m, s);
 		log_info("sandbox.adopt id=%s policy=%s if=%s addr=%s",
 		    s->rec.id, s->rec.policy, s->spec.host_if, s->rec.addr);
+		notify(m, SB_ADDED, s);
 	}
 	if (remove_orphans(m, &fl, err, errlen) == -1)
 		goto fail;

@@ -130,6 +130,22 @@ struct sbx_view {
 	int64_t		expires;		/* unix time, 0 = never */
 };
 
+/* ------------------------------------------------- watchers
+ *
+ * A copy of the table kept elsewhere (the bridge's sessions, a DNS child's
+ * own index) follows the manager through these calls instead of the
+ * manager calling into it: the manager knows no module that watches it. */
+
+#define SBX_WATCHERS	4	/* watchers per manager */
+
+/* What a watcher hears: every change of the table a copy elsewhere must follow. */
+struct sbx_watch {
+	void	(*added)(void *ctx, const struct sbx_view *v);	/* created or adopted at start */
+	void	(*removed)(void *ctx, const struct sbx_view *v);	/* deleted or expired; v is the last view */
+	void	(*changed)(void *ctx, const struct sbx_view *v);	/* taint, policy (reapply), expiry changed */
+	void	*ctx;
+};
+
 /*
  * sbx_new: the sandbox manager, run at daemon start after the config and
  * the policies are loaded. In the caller's (host) network namespace it
@@ -179,6 +195,11 @@ unsigned	 sbx_create(struct sbx *m, json_t *body, json_t **reply);
  * retried, and a finding records it). */
 int		 sbx_delete(struct sbx *m, const char *id, char *err,
 		    size_t errlen);
+
+/* sbx_watch_add: w is copied; at most SBX_WATCHERS (4). Called in registration order, on the loop thread, after the change is in the kernel and the table. -1 with ENOSPC. */
+int	sbx_watch_add(struct sbx *m, const struct sbx_watch *w);
+/* sbx_foreach: fn for every sandbox now, in slot order (to seed a copy). */
+void	sbx_foreach(const struct sbx *m, void (*fn)(void *ctx, const struct sbx_view *v), void *ctx);
 
 /* sbx_count: sandboxes that exist now. */
 size_t		 sbx_count(const struct sbx *m);

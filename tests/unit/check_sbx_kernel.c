@@ -1440,6 +1440,184 @@ START_TEST(test_adopt_invalid_row)
 }
 END_TEST
 
+/* What the watchers heard, in order: "<tag><event> <id> <tainted>;". */
+static char	heard[2048];
+
+static void
+hear(char tag, char ev, const struct sbx_view *v)
+{
+	struct sbx_view now;
+	size_t n = strlen(heard);
+	int in_table = sbx_lookup_id(m, v->id, &now) == 0;
+
+	/* Told after the change: in the table and the kernel (pin) when
+	 * added or changed, gone from both when removed. */
+	ck_assert_int_eq(in_table, ev != '-');
+	ck_assert_int_eq(pin_exists(v->id), ev != '-');
+	if (ev == '~')
+		ck_assert_int_eq(now.tainted, v->tainted);
+	snprintf(heard + n, sizeof(heard) - n, "%c%c %s %d;", tag, ev, v->id,
+	    v->tainted ? 1 : 0);
+}
+
+static void
+w_add_a(void *c, const struct sbx_view *v)
+{
+	(void)c;
+	hear('a', '+', v);
+}
+
+static void
+w_rm_a(void *c, const struct sbx_view *v)
+{
+	(void)c;
+	hear('a', '-', v);
+}
+
+static void
+w_ch_a(void *c, const struct sbx_view *v)
+{
+	(void)c;
+	hear('a', '~', v);
+}
+
+static void
+w_add_b(void *c, const struct sbx_view *v)
+{
+	(void)c;
+	hear('b', '+', v);
+}
+
+static void
+w_rm_b(void *c, const struct sbx_view *v)
+{
+	hear('b', '-', v);
+	/* The expiry below ends the loop. */
+	if (c != NULL)
+		ev_stop(c);
+}
+
+/* sbx_foreach's callback: the ids it is given, in order. */
+static void
+seed(void *ctx, const struct sbx_view *v)
+{
+	char *out = ctx;
+	size_t n = strlen(out);
+
+	snprintf(out + n, 256 - n, "%s@%u;", v->id, v->index);
+}
+
+static void
+watch_timeout(struct ev_loop *l, void *arg)
+{
+	*(int *)arg = 1;
+	ev_stop(l);
+}
+
+/* A copy of the table elsewhere follows it through the watchers: each
+ * change (create, taint, reapply, a policy gone, delete, expiry) is told
+ * once, to every watcher in registration order, after it is made; NULL
+ * callbacks are skipped; a fifth watcher is refused; sbx_foreach seeds a
+ * copy in slot order. */
+START_TEST(test_watchers)
+{
+	struct sbx_watch wa = { w_add_a, w_rm_a, w_ch_a, NULL };
+	struct sbx_watch wb = { w_add_b, w_rm_b, NULL, NULL };
+	struct sbx_watch none = { NULL, NULL, NULL, NULL };
+	struct sbx_view v;
+	json_t *r;
+	char a[40], b[40], c[40], text[256], want[1024], seeded[256] = "",
+	    err[256], path[192];
+	int timed_out = 0;
+	struct ev_timer *t;
+
+	if (!isolated)
+		return;
+	start("watch", 8);
+	heard[0] = '\0';
+	snprintf(a, sizeof(a), "k%ld-wa", (long)getpid());
+	snprintf(b, sizeof(b), "k%ld-wb", (long)getpid());
+	snprintf(c, sizeof(c), "k%ld-wc", (long)getpid());
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", a);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	/* Registered after a exists: a copy seeds itself. wb stops the
+	 * loop when it hears of a removal (the expiry below). */
+	wb.ctx = loop;
+	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
+	ck_assert_int_eq(sbx_watch_add(m, &none), 0);
+	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
+	ck_assert_int_eq(sbx_watch_add(m, &none), 0);
+	errno = 0;
+	ck_assert_int_eq(sbx_watch_add(m, &wa), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	ck_assert_str_eq(heard, "");
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\"}", b);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	sbx_foreach(m, seed, seeded);
+	snprintf(want, sizeof(want), "%s@0;%s@1;", a, b);
+	ck_assert_str_eq(seeded, want);
+	/* A refused create changes nothing. */
+	ck_assert_uint_eq(create(text, &r), 409);
+	json_decref(r);
+	ck_assert_int_eq(sbx_taint(m, a, err, sizeof(err)), 0);
+	/* Tainted already: no change, nothing told. */
+	ck_assert_int_eq(sbx_taint(m, a, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "a+ %s 0;b+ %s 0;a~ %s 1;", b, b, a);
+	ck_assert_str_eq(heard, want);
+
+	/* A reload that changes the policy's rules changes both sandboxes;
+	 * the same file again changes neither; the policy gone changes
+	 * each once, however many reloads follow. */
+	heard[0] = '\0';
+	snprintf(path, sizeof(path), "%s/pol/tp.yaml", sdir);
+	write_file(path, tp_narrow);
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	snprintf(want, sizeof(want), "a~ %s 1;a~ %s 0;", a, b);
+	ck_assert_str_eq(heard, want);
+	heard[0] = '\0';
+	ck_assert_int_eq(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/pol/other.yaml", sdir);
+	write_file(path, "version: 1\nname: other\n");
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_int_eq(gw_reload(gw, NULL), 0);
+	ck_assert_str_eq(heard, want);
+
+	/* Deleted: the last view, to both. */
+	heard[0] = '\0';
+	ck_assert_int_eq(sbx_delete(m, a, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "a- %s 1;b- %s 1;", a, a);
+	ck_assert_str_eq(heard, want);
+	ck_assert_int_eq(sbx_lookup_id(m, b, &v), 0);
+	stop();
+
+	/* Expired, on the loop: told like a delete. */
+	start("watch2", 8);
+	heard[0] = '\0';
+	wb.ctx = loop;
+	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
+	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"a\",\"ttl\":1}", c);
+	ck_assert_uint_eq(create(text, &r), 201);
+	json_decref(r);
+	ck_assert_ptr_nonnull(t = ev_timer_add(loop, 10000, watch_timeout,
+	    &timed_out));
+	ck_assert_int_eq(ev_run(loop), 0);
+	ck_assert_msg(!timed_out, "no expiry within 10 s: %s", heard);
+	ev_timer_cancel(loop, t);
+	snprintf(want, sizeof(want), "a+ %s 0;b+ %s 0;a- %s 0;b- %s 0;", c,
+	    c, c, c);
+	ck_assert_str_eq(heard, want);
+	ck_assert_uint_eq(sbx_count(m), 0);
+	stop();
+}
+END_TEST
+
 static Suite *
 kernel_suite(void)
 {
@@ -1451,6 +1629,7 @@ kernel_suite(void)
 	tcase_add_test(tc, test_lifecycle);
 	tcase_add_test(tc, test_reload_reapplies);
 	tcase_add_test(tc, test_nsid);
+	tcase_add_test(tc, test_watchers);
 	suite_add_tcase(s, tc);
 	tcase_add_test(tl, test_exhausted);
 	tcase_add_test(tl, test_kernel_refuses);
