@@ -85,12 +85,16 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	return 0;
 }
 
+/* Synchronous: the daemon holds the nftables handle itself, so the
+ * ticket names nothing anyone waits for. */
 static int
-h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
-    size_t errlen)
+h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
+    char *err, size_t errlen)
 {
 	struct dnsw *d = ctx;
 	struct fw *fw = sbx_fw(d->sbx);
+
+	(void)ticket;
 
 	if (fw == NULL) {
 		snprintf(err, errlen, "no nftables handle");
