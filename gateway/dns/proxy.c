@@ -805,23 +805,25 @@ dns_free(struct dns_proxy *p)
 {
 	if (p == NULL)
 		return;
-	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
+	log_debug("dns: %llu learn batches for %llu answers, %llu learn calls "
+	    "acknowledged later, %llu cache hits, "
 	    "%llu tcp clients refused, %llu evicted for another source, "
 	    "%llu queries dropped over their sandbox's rate, %llu refused "
 	    "an upstream socket",
 	    (unsigned long long)p->stat_batches,
 	    (unsigned long long)p->stat_batched,
+	    (unsigned long long)p->stat_learn_pending,
 	    (unsigned long long)p->stat_cache_hits,
 	    (unsigned long long)p->stat_tcp_refused,
 	    (unsigned long long)p->stat_tcp_evicted,
 	    (unsigned long long)p->stat_rl_dropped,
 	    (unsigned long long)p->stat_up_refused);
-	/* Answers waiting for their elements are dropped like every other
-	 * pending query: unanswered, never answered without the learn. */
+	/* Answers waiting for their elements (ready, or held for a pending
+	 * learn call) are dropped like every other pending query:
+	 * unanswered, never answered without the learn. */
 	ev_timer_cancel(p->loop, p->flush);
 	p->flush = NULL;
-	p->ready = NULL;
-	p->ready_tail = &p->ready;
+	dns_learn_forget(p);
 	p->nout = 0;
 	while (p->conns != NULL)
 		dns_conn_close(p->conns);
