@@ -89,7 +89,7 @@ kill -STOP "$PARENT"
 out=$(q web.example.org)
 rc=$?
 kill -CONT "$PARENT"
-check_eq "parent stopped: the allowed name gets no answer" "" "$out"
+check_eq "parent stopped: the allowed name gets no answer" "" "$(echo "$out" | grep -v '^;;')"
 check "parent stopped: dig timed out (exit 9)" test "$rc" -eq 9
 check_eq "parent stopped: nothing was learned meanwhile" 0 "$before"
 check "parent back: the name resolves" wait_for 10 resolves web.example.org "$WORLD_WEB"
@@ -100,7 +100,7 @@ exits0=$(findings)
 kill -STOP "$P"
 out=$(q evil.example.net)
 rc=$?
-check_eq "dns process stopped: no answer" "" "$out"
+check_eq "dns process stopped: no answer" "" "$(echo "$out" | grep -v '^;;')"
 check "dns process stopped: dig timed out (exit 9)" test "$rc" -eq 9
 check_eq "dns process stopped: nothing learned for the name asked" 0 \
     "$(learned "$WORLD_ATTACKER")"
