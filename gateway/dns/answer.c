@@ -429,8 +429,18 @@ decided:
 		goto out;
 	}
 	ev->nelems = fo.nel;
-	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
-	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
+	for (i = 0; i < fo.nel && i < DNS_EV_MAX_ELEMS; i++) {
+		struct dns_ev_elem *x = &ev->elems[i];
+
+		memcpy(x->ifname, fo.el[i].ifname, sizeof(x->ifname));
+		x->family = fo.el[i].family;
+		memcpy(x->addr, fo.el[i].addr, sizeof(x->addr));
+		x->proto = fo.el[i].proto;
+		x->flags = fo.el[i].flags;
+		x->port_lo = fo.el[i].port_lo;
+		x->port_hi = fo.el[i].port_hi;
+		x->timeout_ms = fo.el[i].timeout_ms;
+	}
 	/* Learned for the name asked (the one the policy decided), which
 	 * lives with pq until the answer leaves: a reload decides the
 	 * element again by it. The event's copies carry no pointer. */

@@ -73,6 +73,18 @@ enum dns_decision {
 	DNS_DEC_MALFORMED,	/* FORMERR or dropped */
 };
 
+/* One element handed to learn, as the event keeps it: struct fw_elem's
+ * key and lifetime without its borrowed name (the event's qname). */
+struct dns_ev_elem {
+	char		ifname[FW_IFNAMSIZ];
+	uint8_t		family;
+	uint8_t		addr[16];
+	uint8_t		proto;
+	uint8_t		flags;
+	uint16_t	port_lo, port_hi;
+	uint32_t	timeout_ms;
+};
+
 /* One answered address and what happened to it. */
 struct dns_ev_addr {
 	uint8_t		family;		/* AF_INET or AF_INET6 */
@@ -98,7 +110,7 @@ struct dns_event {
 	struct dns_ev_addr	addrs[DNS_EV_MAX_ADDRS];
 	size_t			naddrs;		/* answered A/AAAA records */
 	size_t			nkept, nremoved;
-	struct fw_elem		elems[DNS_EV_MAX_ELEMS];
+	struct dns_ev_elem	elems[DNS_EV_MAX_ELEMS];
 	size_t			nelems;		/* elements handed to learn */
 	char			upstream[INET6_ADDRSTRLEN + 8]; /* "" if none used */
 	uint64_t		latency_us;	/* query in -> answer out */

@@ -136,12 +136,11 @@ msg_dns_event_ok(struct msg_dns_event *m)
 			return false;
 	}
 	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
-		struct fw_elem *e = &ev->elems[i];
+		const struct dns_ev_elem *e = &ev->elems[i];
 
 		if (!msg_str_ok(e->ifname, sizeof(e->ifname)) ||
 		    (e->family != AF_INET && e->family != AF_INET6))
 			return false;
-		e->name = NULL;
 	}
 	return true;
 }

@@ -169,8 +169,7 @@ bool		 msg_sbx_ok(const struct msg_sbx *s);
  * protocol and port range ones fw_learn can take. */
 bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
 /* msg_dns_event_ok: the event's strings are terminated, its enums and
- * counts within range. Fixes what must not cross (the elements' name
- * pointers are cleared: they meant something only in the child). */
+ * counts within range. */
 bool		 msg_dns_event_ok(struct msg_dns_event *m);
 
 /* msg_elem_from / msg_elem_to: between fw_elem and its flat form; to's

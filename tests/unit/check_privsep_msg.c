@@ -191,12 +191,13 @@ START_TEST(test_dns_event_ok)
 	m->ev.nelems = 1;
 	strcpy(m->ev.elems[0].ifname, "sl-1");
 	m->ev.elems[0].family = AF_INET;
-	m->ev.elems[0].name = (const char *)m;	/* a child's pointer */
 	m->ev.naddrs = 1;
 	m->ev.addrs[0].family = AF_INET;
 	strcpy(m->ev.addrs[0].cls, "public");
 	ck_assert(msg_dns_event_ok(m));
-	ck_assert_ptr_null(m->ev.elems[0].name);
+	memset(m->ev.elems[0].ifname, 'i', sizeof(m->ev.elems[0].ifname));
+	ck_assert(!msg_dns_event_ok(m));
+	strcpy(m->ev.elems[0].ifname, "sl-1");
 	memset(m->ev.qname, 'x', sizeof(m->ev.qname));
 	ck_assert(!msg_dns_event_ok(m));
 	strcpy(m->ev.qname, "a");
