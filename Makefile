@@ -21,7 +21,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
-           sqlite3 libcurl ldns
+           sqlite3 libcurl ldns libseccomp
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
