@@ -51,7 +51,7 @@ struct fw_config {
 	size_t		ndeny;
 	const struct fw_cidr *private;		/* private ranges, v4 and v6 */
 	size_t		nprivate;
-	/* Bounds of the table's sets (the `size` of each set, see fw.c):
+	/* Bounds of the table's sets (the `size` of each set, see fw_rules.c):
 	 * sandboxes at once (0 = FW_MAX_SANDBOXES_DEFAULT, at most
 	 * FW_MAX_SANDBOXES_LIMIT) and learned destinations one sandbox may
 	 * hold (the gateway's own cap; 0 = FW_MAX_LEARNED_DEFAULT, at most
@@ -170,7 +170,7 @@ int		 fw_init(struct fw *fw, const struct fw_config *cfg, int flags,
 int		 fw_destroy(struct fw *fw, const char *table, char *err,
 		    size_t errlen);
 
-/* ------------------------------------------------------------ fw_elem.c */
+/* ------------------------------------------------------------ fw_sandbox.c */
 
 /* fw_sandbox_add: registers a sandbox in one batch: anti-spoofing entry,
  * its generation (@sbx_gen, @sbx_own), its set s_<ifname> and chain
@@ -215,6 +215,8 @@ int		 fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		    const struct fw_rule *deny, size_t ndeny,
 		    char *err, size_t errlen);
 
+/* ------------------------------------------------------------ fw_learn.c */
+
 /* fw_learn: adds or refreshes all n elements in one batch and returns only
  * after the kernel acknowledged the whole batch: 0, or -1 with errno and err
  * set (nothing added). An element that already exists gets its timeout
@@ -252,6 +254,8 @@ int		 fw_learned_list(struct fw *fw, const char *ifname,
 		    struct fw_learned **out, size_t *n, char *err,
 		    size_t errlen);
 
+/* ------------------------------------------------------------ fw_restrict.c */
+
 /* fw_restrict: narrows a registered sandbox at once (tainted data): adds
  * the keep rules to its set and, the first time, the narrowing rules at
  * the head of its chain and ifname to @restricted, in one batch. From then
@@ -264,6 +268,8 @@ int		 fw_learned_list(struct fw *fw, const char *ifname,
 int		 fw_restrict(struct fw *fw, const char *ifname,
 		    const struct fw_rule *keep, size_t n, char *err,
 		    size_t errlen);
+
+/* ------------------------------------------------------------ fw_dump.c */
 
 /* fw_list_sandboxes: calls cb once per sandbox registered in @sbx4 (for
  * reconciliation after a restart); addr4 is the sandbox's address. Returns

@@ -1,12 +1,12 @@
 /*
  * fw_nflog.c: denied packets, as the kernel logs them, back to the daemon.
  *
- * Why this file exists: the deny rules in fw.c log to an nflog group before
- * rejecting, and every denial must become an audit record (`net.deny`). This
- * file subscribes to that group over nfnetlink and turns each logged packet
- * into a flat struct fw_denied (link, rule prefix, 5-tuple). It does no
- * aggregation and reads no clock: the gateway has the clock and folds
- * repeats per second, so a flood cannot flood the log.
+ * Why this file exists: the deny rules in fw_rules.c log to an nflog group
+ * before rejecting, and every denial must become an audit record
+ * (`net.deny`). This file subscribes to that group over nfnetlink and turns
+ * each logged packet into a flat struct fw_denied (link, rule prefix,
+ * 5-tuple). It does no aggregation and reads no clock: the gateway has the
+ * clock and folds repeats per second, so a flood cannot flood the log.
  */
 #include <sys/socket.h>
 

@@ -4,10 +4,10 @@
  * A sandbox lives in a network namespace `sluice-<id>` pinned, as iproute2
  * does, by a bind mount at <netns_dir>/sluice-<id>, so that `ip netns exec`,
  * runc and Firecracker jailers can use it. Its only link to the world is a
- * veth pair: `sl-<n>` on the host, where the nftables rules of netns/fw.c
- * apply, and `eth0` inside, whose default route points at the host side.
- * IPv6 is disabled inside so that no IPv6 path bypasses those rules, and
- * <etc_dir>/sluice-<id>/resolv.conf names the service address.
+ * veth pair: `sl-<n>` on the host, where the nftables rules of
+ * netns/fw_rules.c apply, and `eth0` inside, whose default route points at
+ * the host side. IPv6 is disabled inside so that no IPv6 path bypasses those
+ * rules, and <etc_dir>/sluice-<id>/resolv.conf names the service address.
  *
  * Everything here runs in the privileged parent (CAP_NET_ADMIN and
  * CAP_SYS_ADMIN). The functions that switch namespaces (ns_create,
