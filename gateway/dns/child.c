@@ -143,6 +143,9 @@ tab_clear(struct dnsc *d)
 
 /* ------------------------------------------------------------- hooks */
 
+static const uint32_t table_types[] = { MSG_SBX_ADD, MSG_SBX_DEL,
+    MSG_SBX_CHANGE };
+
 static int
 h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
     struct dns_client *c)
@@ -155,7 +158,14 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	    len < (socklen_t)sizeof(*sin))
 		return -1;
 	sin = (const struct sockaddr_in *)(const void *)src;
-	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL)
+	/* A sandbox is in the table before its creation returns: its
+	 * MSG_SBX_ADD is on the socket before anything in it can send a
+	 * query. A miss takes the table's messages that wait (only those:
+	 * they touch nothing but the table) and looks again. */
+	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL &&
+	    (chan_take(d->ch, table_types, sizeof(table_types) /
+	    sizeof(table_types[0])) == 0 ||
+	    (e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL))
 		return -1;
 	memset(c, 0, sizeof(*c));
 	memcpy(c->id, e->s.id, strnlen(e->s.id, sizeof(c->id) - 1));

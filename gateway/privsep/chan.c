@@ -314,6 +314,28 @@ recv_one(struct chan *c)
 	return c->dead ? -1 : 1;
 }
 
+size_t
+chan_take(struct chan *c, const uint32_t *types, size_t ntypes)
+{
+	struct msg_hdr h;
+	size_t i, n = 0;
+	ssize_t r;
+
+	while (c != NULL && !c->dead && !c->in_cb) {
+		do
+			r = recv(c->fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+		while (r == -1 && errno == EINTR);
+		if (r != (ssize_t)sizeof(h))
+			break;	/* nothing, or a short packet recv_one judges */
+		for (i = 0; i < ntypes && types[i] != h.type; i++)
+			;
+		if (i == ntypes || recv_one(c) <= 0)
+			break;
+		n++;
+	}
+	return n;
+}
+
 static void
 chan_cb(struct ev_loop *loop, int fd, unsigned events, void *arg)
 {

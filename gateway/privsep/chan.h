@@ -55,6 +55,17 @@ int		 chan_send(struct chan *c, uint32_t type, const struct iovec *iov,
 /* chan_send1: chan_send of one buffer (NULL and 0 for an empty payload). */
 int		 chan_send1(struct chan *c, uint32_t type, const void *p,
 		    size_t len);
+/*
+ * chan_take: receives now, outside the loop's turn, the messages at the
+ * head of the socket whose types are among types[0..ntypes), stopping at
+ * the first other one (so order is kept), and hands each to the message
+ * callback as usual. For a receiver that must see what the peer sent
+ * before something it is handling now (a query from a sandbox whose
+ * MSG_SBX_ADD was sent before the sandbox could run). Returns how many it
+ * took. Not from inside the channel's own callbacks (takes none then).
+ */
+size_t		 chan_take(struct chan *c, const uint32_t *types,
+		    size_t ntypes);
 /* chan_queued: bytes waiting to be sent. */
 size_t		 chan_queued(const struct chan *c);
 /* chan_pair: a SOCK_SEQPACKET socket pair (close-on-exec) whose buffers

@@ -82,6 +82,18 @@ check_eq "it holds no file of the parent's (audit log, databases, key)" "" "$fil
 check_eq "the sandbox resolves an allowed name" "$WORLD_PKG" "$(q pkg.example.com)"
 check "its address was learned" test "$(learned "$WORLD_PKG")" -ge 1
 
+# The DNS process learns of a sandbox from a message; a query sent the
+# moment `sandbox create` returns must still find it there.
+fresh_ok=0
+for i in 1 2 3 4 5; do
+	F=ps$$-f$i
+	sl sandbox create --policy ps-names --id "$F" >/dev/null 2>&1 &&
+	    [ "$(world_sandbox "$F" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" pkg.example.com A)" = "$WORLD_PKG" ] &&
+	    fresh_ok=$((fresh_ok + 1))
+	sl sandbox rm "$F" >/dev/null 2>&1
+done
+check_eq "five new sandboxes each resolve at once after create" 5 "$fresh_ok"
+
 # With the parent stopped nothing can be learned, so nothing is answered:
 # the DNS process holds the answer until the parent's acknowledgement.
 before=$(learned "$WORLD_WEB")
