@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 

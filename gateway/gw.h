@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
 #include "policy/policy.h"
 
 #define SLUICE_VERSION	"0.1.0"

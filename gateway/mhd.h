@@ -1,6 +1,6 @@
 /*
  * mhd: one libmicrohttpd server driven by the daemon's ev loop. The control
- * API (gateway/ctl.c) and the MCP bridge (gateway/bridge/front.c) both run
+ * API (gateway/ctl/) and the MCP bridge (gateway/bridge/front.c) both run
  * MHD in "external epoll" mode inside the single-threaded loop; this module
  * is the one place that knows how: it starts the daemon on a listening
  * socket the caller made, puts MHD's epoll fd in the loop, calls MHD_run

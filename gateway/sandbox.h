@@ -1,12 +1,15 @@
 /*
- * sandbox: the sandboxes of sluiced, from POST /v1/sandboxes to their
- * removal. It exists to keep three things in step that live in different
+ * sandbox: the sandboxes of sluiced, from their creation to their removal.
+ * It exists to keep three things in step that live in different
  * places: the kernel (a pinned network namespace and veth pair from
  * netns/netns.h, set elements from netns/fw.h), the state database
  * (<state_dir>/state.db, so a restart finds what it made) and the daemon's
  * memory (an index by id and by pool slot, so the DNS proxy and the bridge
  * find the sandbox of a packet in O(1)). Every change to a sandbox goes
- * through here and is all or nothing across the three.
+ * through here and is all or nothing across the three. It speaks no
+ * HTTP: requests and answers are flat structs (struct sbx_spec, struct
+ * sbx_info) and failures a closed enum (enum sbx_err), which the control
+ * API (gateway/ctl/sandboxes.c) turns into JSON and statuses.
  *
  * The pure parts (validation of ids, labels, subjects and TTLs; the slot
  * allocator) are exposed for the unit tests; they never log. The manager
@@ -20,6 +23,8 @@
 #ifndef SLUICE_GATEWAY_SANDBOX_H
 #define SLUICE_GATEWAY_SANDBOX_H
 
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,7 +32,6 @@
 
 #include <jansson.h>
 
-#include "gateway/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "policy/policy.h"
@@ -55,10 +59,23 @@ int	sbx_label_key_valid(const char *k);
  * [A-Za-z0-9._:/@+=-] (empty is allowed). */
 int	sbx_label_value_valid(const char *v);
 
+/* What a create refuses, word for word in both places that check it (the
+ * control API's parser and sbx_spec_check). */
+#define SBX_ID_WANT	 "id: want [a-z0-9][a-z0-9-]{0,31}"
+#define SBX_SUBJECT_WANT "subject: required, want " \
+			 "[A-Za-z0-9][A-Za-z0-9._@+:/-]{0,127}"
+#define SBX_POLICY_WANT	 "policy: required (a policy name)"
+
 /* sbx_labels_check: 0 if labels (borrowed; NULL or JSON null means none)
  * is an object of at most SBX_LABELS_MAX string members whose keys and
  * values are valid; else -1 with the first problem in err. */
 int	sbx_labels_check(const json_t *labels, char *err, size_t errlen);
+
+/* sbx_labels_json: the object of the n labels keys[i] = values[i], as a
+ * spec or a view holds them, in that order. New reference, or NULL on
+ * allocation failure or a value that is not UTF-8. */
+json_t	*sbx_labels_json(size_t n, const char keys[][SBX_LABEL_KEY_MAX + 1],
+	    const char values[][SBX_LABEL_VALUE_MAX + 1]);
 
 /* sbx_ttl_parse: a TTL as a JSON integer of seconds or a string "<n>s",
  * "<n>m", "<n>h", "<n>d" or plain "<n>" (decimal, no sign or leading
@@ -68,6 +85,26 @@ int	sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err,
 /* sbx_ttl_parse_str: the string form of sbx_ttl_parse. */
 int	sbx_ttl_parse_str(const char *s, uint32_t *secs, char *err,
 	    size_t errlen);
+
+/* A create request: flat (no pointers), so that it can cross a process
+ * boundary as it is. Strings are NUL-terminated within their arrays. */
+struct sbx_spec {
+	char		id[SBX_ID_MAX + 1];	/* "" draws one ("sb-<hex>") */
+	char		policy[SBX_POLICY_MAX + 1];
+	char		subject[SBX_SUBJECT_MAX + 1];
+	size_t		nlabels;
+	char		label_keys[SBX_LABELS_MAX][SBX_LABEL_KEY_MAX + 1];
+	char		label_values[SBX_LABELS_MAX][SBX_LABEL_VALUE_MAX + 1];
+	uint32_t	ttl_s;			/* 0: the config's default */
+};
+
+/* sbx_spec_check: 0 if spec is one a create can take as far as it alone
+ * tells (every string terminated; id empty or valid; subject valid; at
+ * most SBX_LABELS_MAX labels of valid keys, none twice, and values; ttl_s
+ * at most SBX_TTL_MAX_S; a policy named), checked in that order; else -1
+ * with the first problem in err. Whether the policy is loaded and the id
+ * free is the manager's to say. */
+int	sbx_spec_check(const struct sbx_spec *spec, char *err, size_t errlen);
 
 /* ------------------------------------------------- pure: slot allocator */
 
@@ -113,6 +150,30 @@ int		 sbx_cidr_subtract(const struct pol_cidr *c,
 struct sbx;
 struct fw;
 
+/* Why the manager did not do what was asked. Closed: a caller maps every
+ * value (gateway/ctl/sandboxes.c to statuses and error codes). From
+ * SBX_ERR_POOL_FULL on, the fault is the daemon's, not the request's
+ * (the manager counts those as failures). */
+enum sbx_err {
+	SBX_ERR_NONE = 0,
+	SBX_ERR_INVALID,		/* the request breaks a rule */
+	SBX_ERR_LIMIT,			/* the request is too large */
+	SBX_ERR_NO_POLICY,		/* no policy of that name is loaded */
+	SBX_ERR_EXISTS,			/* the id, or its namespace, is taken */
+	SBX_ERR_NOT_FOUND,		/* no sandbox of that id */
+	SBX_ERR_POOL_FULL,		/* max_sandboxes, or no free slot */
+	SBX_ERR_AUDIT_UNAVAILABLE,	/* its record cannot be committed */
+	SBX_ERR_KERNEL,			/* the kernel refused */
+	SBX_ERR_STATE_DB,		/* the state database failed */
+	SBX_ERR_INTERNAL,		/* no memory, no randomness, ... */
+};
+#define SBX_ERR_COUNT	(SBX_ERR_INTERNAL + 1)
+
+/* sbx_err_name: the word the audit records give why (a refusal's reason,
+ * the cause of a failed create), "?" outside the enum. The control API
+ * answers with the same words (a unit test holds them together). */
+const char	*sbx_err_name(enum sbx_err why);
+
 /* A flat copy of what the DNS proxy and the bridge need to know about a
  * sandbox; no pointers into the manager, so it stays valid after the
  * sandbox is gone. */
@@ -146,6 +207,21 @@ struct sbx_watch {
 	void	*ctx;
 };
 
+/* What the control API shows of a sandbox: its view and where it lives.
+ * Flat, like the view. */
+struct sbx_info {
+	struct sbx_view	view;
+	char		netns[48];		/* "sluice-<id>" */
+	char		netns_path[128];	/* its pin */
+	char		addr[16];		/* dotted quad of the sandbox */
+	char		host_addr[16];		/* and of the host side */
+	char		service_addr[16];	/* its DNS and bridge */
+	uint16_t	bridge_port;
+	int64_t		created;		/* unix time */
+	uint32_t	gen;			/* fw_sandbox.gen */
+	char		token[SBX_TOKEN_HEX + 1]; /* "" unless asked for */
+};
+
 /*
  * sbx_new: the sandbox manager, run at daemon start after the config and
  * the policies are loaded. In the caller's (host) network namespace it
@@ -169,24 +245,29 @@ void		 sbx_free(struct sbx *m);
  * the manager must not be used then. */
 int		 sbx_reopen(struct sbx *m, char *err, size_t errlen);
 
-/* sbx_routes: registers POST/GET /v1/sandboxes, GET/DELETE
- * /v1/sandboxes/{id} and POST /v1/sandboxes/{id}/exec on ctl, and makes ctl
- * refuse every request from a process in a sandbox's network namespace, or
- * in a network namespace of a user namespace other than the daemon's (one
- * that sandboxed code made itself) (ctl_set_peer_check). m is borrowed by
- * the handlers. -1 with errno. */
-int		 sbx_routes(struct sbx *m, struct ctl *ctl);
-
-/* sbx_create: what POST /v1/sandboxes does, for callers other than the
- * control API: body (borrowed) is {id?, policy, subject, labels?, ttl?}.
- * Returns the HTTP status (201 when the sandbox exists) and in *reply a
- * new reference: the sandbox with its token, or {error, message}. All or
- * nothing: on any error nothing of the sandbox is left. A durable
+/*
+ * sbx_create: makes the sandbox spec asks for (checked again here, see
+ * sbx_spec_check). 0 and *out filled, with its token; or -1 with *why and
+ * a message in err (which may quote the request: not necessarily UTF-8).
+ * All or nothing: on any error nothing of the sandbox is left. A durable
  * sandbox.create record precedes any kernel change; when it cannot be
- * committed the status is 503 with error "audit_unavailable" (see
- * sandbox.c for the records of refusals and of kernel failures). Blocks
- * the loop for one group commit. */
-unsigned	 sbx_create(struct sbx *m, json_t *body, json_t **reply);
+ * committed *why is SBX_ERR_AUDIT_UNAVAILABLE and nothing is made. A
+ * refusal before that is recorded too (sbx_create_refused, no status),
+ * and a failure after it by a second record (see sandbox.c). Blocks the
+ * loop for one group commit.
+ */
+int		 sbx_create(struct sbx *m, const struct sbx_spec *spec,
+		    struct sbx_info *out, enum sbx_err *why, char *err,
+		    size_t errlen);
+/* sbx_create_refused: the record (async: nothing was done on its account)
+ * of a create refused before it was authorized, for the manager's own
+ * refusals and for a caller that refused one before asking the manager.
+ * spec holds what is known of the request (empty strings: nothing; NULL:
+ * none of it), all of it untrusted; reason is the refusal's word
+ * (sbx_err_name, or the caller's own), status what the caller answered,
+ * 0 for none; msg the refusal's message. */
+void		 sbx_create_refused(const struct sbx_spec *spec,
+		    const char *reason, unsigned status, const char *msg);
 /* sbx_delete: removes sandbox id everywhere (elements, namespace, row),
  * after its sandbox.delete record is durable, or, when the log cannot take
  * it, before it (the record follows, see rec_commit_after: the log never
@@ -200,6 +281,28 @@ int		 sbx_delete(struct sbx *m, const char *id, char *err,
 int	sbx_watch_add(struct sbx *m, const struct sbx_watch *w);
 /* sbx_foreach: fn for every sandbox now, in slot order (to seed a copy). */
 void	sbx_foreach(const struct sbx *m, void (*fn)(void *ctx, const struct sbx_view *v), void *ctx);
+
+/* sbx_get: what the control API shows of sandbox id, its token only
+ * with with_token. 0, or -1 with ENOENT. */
+int		 sbx_get(const struct sbx *m, const char *id, int with_token,
+		    struct sbx_info *out);
+
+/* sbx_pid_sandbox: 1 when process pid must not use the control API: it
+ * is in a sandbox's network namespace (*out, if given, names it; else
+ * out->id is empty), in a network namespace of a user namespace other
+ * than the daemon's (one sandboxed code can make itself without any
+ * privilege), or its namespaces cannot be read (it exited). 0 when it is
+ * in the daemon's network namespace, or in none of the sandboxes' and in
+ * the daemon's user namespace. */
+int		 sbx_pid_sandbox(const struct sbx *m, pid_t pid,
+		    struct sbx_view *out);
+
+/* sbx_note: commits the record of an event of kind (a finding type such
+ * as sandbox.control_refused) about sandbox id, with its fields (none
+ * when no such sandbox exists) and detail printf(fmt, ...), and logs it.
+ * 0 once it is durable, else -1. */
+int		 sbx_note(struct sbx *m, const char *kind, const char *id,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* sbx_count: sandboxes that exist now. */
 size_t		 sbx_count(const struct sbx *m);

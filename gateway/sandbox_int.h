@@ -1,17 +1,26 @@
 /*
  * sandbox_int.h: what the files of the sandbox manager share and nobody else
  * sees: the record kept per sandbox in the state database, the database
- * calls (gateway/sandbox_db.c). The netlink question reconciliation asks
- * (is a pinned namespace ours?) is netns/'s ns_nsid: gateway/ never speaks
- * netlink itself. Public API: gateway/sandbox.h.
+ * calls (gateway/sandbox_db.c), the manager's state (struct sbx, struct
+ * sandbox) and the calls one of its files makes into another. The netlink
+ * question reconciliation asks (is a pinned namespace ours?) is netns/'s
+ * ns_nsid: gateway/ never speaks netlink itself. Public API:
+ * gateway/sandbox.h.
  */
 #ifndef SLUICE_GATEWAY_SANDBOX_INT_H
 #define SLUICE_GATEWAY_SANDBOX_INT_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "gateway/gw.h"
 #include "gateway/sandbox.h"
+#include "netns/fw.h"
+#include "netns/netns.h"
 
 /* One row of the sandboxes table. */
 struct sbx_rec {
@@ -87,5 +96,151 @@ int		 sbx_db_set_gen(struct sqlite3 *db, const char *id,
 int		 sbx_db_load(struct sqlite3 *db,
 		    void (*cb)(const struct sbx_rec *r, int bad, void *arg),
 		    void *arg, char *err, size_t errlen);
+
+/* ------------------------------------------------- the manager's state
+ * What the files of the manager share: the table (sandbox_table.c), its
+ * entries, and the functions one file calls in another. */
+
+#define SBX_HASH	1024		/* id hash buckets */
+
+struct leftover;
+
+struct sandbox {
+	struct sbx_rec	 rec;
+	struct ns_spec	 spec;
+	struct fw_sandbox fsb;
+	json_t		*labels;	/* object, never NULL */
+	struct ev_timer	*timer;		/* TTL, or NULL */
+	struct gw_pset	*ps;		/* the set its statics came from */
+	int		 orphaned;	/* its policy left the set in force */
+	int		 taint_logged;	/* its sandbox.taint is durable */
+	/* Its network namespace's identity, taken when it was made or
+	 * adopted: what sbx_pid_sandbox compares callers against, so that
+	 * the check needs no file and holds while the namespace lives, even
+	 * when its name under netns_dir is gone. */
+	int		 ns_known;
+	dev_t		 ns_dev;
+	ino_t		 ns_ino;
+	struct sbx	*m;
+	struct sandbox	*hnext;		/* id hash chain */
+};
+
+struct sbx {
+	struct gw		*gw;
+	struct ev_loop		*loop;
+	const struct pol_config	*cfg;
+	struct fw		*fw;
+	struct ct		*ct;		/* conntrack, host namespace */
+	struct sqlite3		*db;
+	struct sbx_slots	*slots;
+	uint32_t		 nslots;
+	struct sandbox		**by_slot;	/* nslots entries */
+	struct sandbox		*by_id[SBX_HASH];
+	size_t			 count;
+	struct in_addr		 pool_net, svc;
+	uint8_t			 pool4[4], prefix;
+	uint64_t		 creates, deletes, failures, expires;
+	uint64_t		 reapplied;
+	struct leftover		*left;		/* slots held (sandbox.c) */
+	size_t			 nleft, capleft;
+	/* Generations reserved in the database and not yet given out:
+	 * [gen_next, gen_next + gen_left). */
+	uint32_t		 gen_next, gen_left;
+	struct sbx_watch	 watch[SBX_WATCHERS];	/* sbx_watch_add */
+	size_t			 nwatch;
+};
+
+/* Which call of the watchers a change of the table makes. */
+enum sb_change {
+	SB_ADDED,
+	SB_REMOVED,
+	SB_CHANGED,
+};
+
+/* sandbox.c: sandboxes and their removal */
+/* sb_gen_alloc: a generation never given before (sbx_rec.gen), reserving
+ * the next block in the database when the reserved one is spent. */
+int		 sb_gen_alloc(struct sbx *m, uint32_t *gen, char *err,
+		    size_t errlen);
+/* sb_from_rec: the in-memory sandbox of record r (adopt: a row read at
+ * start, which must carry its slot's addresses). NULL with err and errno
+ * (ENOMEM says nothing of r). */
+struct sandbox	*sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt,
+		    char *err, size_t errlen);
+/* sb_ns_ident: takes s's namespace identity from its pin. -1 with errno. */
+int		 sb_ns_ident(struct sandbox *s);
+/* sb_free: s and its timer; NULL is a no-op. */
+void		 sb_free(struct sandbox *s);
+/* sb_ct_flush: deletes the conntrack entries whose source is addr4; a
+ * finding on id when some stay (-1). */
+int		 sb_ct_flush(struct sbx *m, const uint8_t addr4[4],
+		    const char *id);
+/* sb_kernel_remove: s's elements, then its namespace and link. -1 with
+ * the first error. */
+int		 sb_kernel_remove(struct sbx *m, const struct sandbox *s,
+		    char *err, size_t errlen);
+/* sb_remove: s everywhere under record kind (sandbox.delete or
+ * sandbox.expire), freeing it; -1 with EIO when the kernel refuses (s
+ * stays). */
+int		 sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
+		    const char *reason, char *err, size_t errlen);
+/* sb_arm_timer: s's TTL timer, if it has a TTL. */
+void		 sb_arm_timer(struct sbx *m, struct sandbox *s);
+
+/* sandbox_table.c: the table */
+/* sb_find: the sandbox of id (NULL for none, or a NULL id). */
+struct sandbox	*sb_find(const struct sbx *m, const char *id);
+/* sb_link: takes s's slot and enters it in both indexes; -1 with EEXIST
+ * or as sbx_slots_take. sb_unlink: the reverse. */
+int		 sb_link(struct sbx *m, struct sandbox *s);
+void		 sb_unlink(struct sbx *m, struct sandbox *s);
+/* sb_fill_view, sb_fill_info: the flat copies of s the API hands out. */
+void		 sb_fill_view(const struct sandbox *s, struct sbx_view *v);
+void		 sb_fill_info(const struct sbx *m, const struct sandbox *s,
+		    int with_token, struct sbx_info *out);
+/* sb_notify: tells the watchers of a change of s made already (the
+ * kernel and the table); sb_notify_view the same with a view (the last
+ * one of a sandbox that is gone). */
+void		 sb_notify(const struct sbx *m, enum sb_change what,
+		    const struct sandbox *s);
+void		 sb_notify_view(const struct sbx *m, enum sb_change what,
+		    const struct sbx_view *v);
+
+/* sandbox_rec.c: records */
+/* sb_event: the durable record of an event about id (s, if known, gives
+ * its fields) with detail printf(fmt, ...), and its log line. -1 when
+ * not known durable: the caller must not act. */
+int		 sb_event(const char *kind, const char *id,
+		    const struct sandbox *s, const char *fmt, ...)
+		    __attribute__((format(printf, 4, 5)));
+/* sb_fields: the fields of a sandbox.* record about s. NULL on
+ * allocation failure. */
+json_t		*sb_fields(const struct sandbox *s, const char *decision,
+		    const char *result, const char *detail);
+/* sb_commit: commits the record of kind about s; 0 once durable, else -1
+ * with errno EPIPE and err. */
+int		 sb_commit(const struct sandbox *s, const char *kind,
+		    const char *decision, const char *result,
+		    const char *detail, char *err, size_t errlen);
+
+/* sandbox_fw.c: policies in the kernel's form */
+/* sb_policy: the policy s runs under (NULL: none at all). */
+const struct pol_policy *sb_policy(const struct sandbox *s);
+/* sb_rules_to_fw: n rules of a policy as the kernel's (ICMPv6 dropped,
+ * an allow without ports is every port; *icmp set for an ICMP allow).
+ * Returns how many were written to out (n at most). */
+size_t		 sb_rules_to_fw(const struct pol_net_rule *r, size_t n,
+		    int allow, struct fw_rule *out, int *icmp);
+/* sb_fw_apply: s's static elements (and taint restriction) from its
+ * policy; with update only its statics are replaced. -1 with err. */
+int		 sb_fw_apply(struct sbx *m, struct sandbox *s, int update,
+		    char *err, size_t errlen);
+/* sb_fw_setup: the nftables table for the config, adopted or made. */
+int		 sb_fw_setup(struct sbx *m, char *err, size_t errlen);
+
+/* sandbox_reconcile.c */
+/* sb_reconcile: the kernel, the state database and the table made to
+ * agree at start (see that file). -1 with err: do not serve. */
+int		 sb_reconcile(struct sbx *m, char *err, size_t errlen);
 
 #endif /* SLUICE_GATEWAY_SANDBOX_INT_H */

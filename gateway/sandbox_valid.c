@@ -135,10 +135,38 @@ end:
 	return *s == '\0' && members <= SBX_LABELS_MAX;
 }
 
+/* The rules of a label set of n members, and of one member (v NULL: the
+ * value is not a string): -1 with the problem in err. */
+static int
+labels_count_bad(size_t n, char *err, size_t errlen)
+{
+	if (n <= SBX_LABELS_MAX)
+		return 0;
+	snprintf(err, errlen, "labels: more than %d", SBX_LABELS_MAX);
+	return -1;
+}
+
+static int
+label_bad(const char *k, const char *v, char *err, size_t errlen)
+{
+	if (!sbx_label_key_valid(k)) {
+		snprintf(err, errlen, "labels: bad key (want "
+		    "[a-z0-9][a-z0-9._/-]{0,62})");
+		return -1;
+	}
+	if (!sbx_label_value_valid(v)) {
+		snprintf(err, errlen, "labels.%s: bad value (want a string of "
+		    "at most %d of [A-Za-z0-9._:/@+=-])", k,
+		    SBX_LABEL_VALUE_MAX);
+		return -1;
+	}
+	return 0;
+}
+
 int
 sbx_labels_check(const json_t *labels, char *err, size_t errlen)
 {
-	const char *k;
+	const char *k, *val;
 	json_t *v;
 
 	if (labels == NULL || json_is_null(labels))
@@ -147,27 +175,91 @@ sbx_labels_check(const json_t *labels, char *err, size_t errlen)
 		snprintf(err, errlen, "labels: must be an object");
 		return -1;
 	}
-	if (json_object_size(labels) > SBX_LABELS_MAX) {
-		snprintf(err, errlen, "labels: more than %d", SBX_LABELS_MAX);
+	if (labels_count_bad(json_object_size(labels), err, errlen) == -1)
 		return -1;
-	}
 	/* jansson's iteration macro takes a non-const object. */
 	json_object_foreach((json_t *)labels, k, v) {
-		if (!sbx_label_key_valid(k)) {
-			snprintf(err, errlen, "labels: bad key (want "
-			    "[a-z0-9][a-z0-9._/-]{0,62})");
-			return -1;
-		}
 		/* An embedded NUL would make the value another string
 		 * than the one the client sent: refuse it. */
-		if (!json_is_string(v) ||
-		    strlen(json_string_value(v)) != json_string_length(v) ||
-		    !sbx_label_value_valid(json_string_value(v))) {
-			snprintf(err, errlen, "labels.%s: bad value (want a "
-			    "string of at most %d of [A-Za-z0-9._:/@+=-])", k,
-			    SBX_LABEL_VALUE_MAX);
+		val = json_is_string(v) && strlen(json_string_value(v)) ==
+		    json_string_length(v) ? json_string_value(v) : NULL;
+		if (label_bad(k, val, err, errlen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+json_t *
+sbx_labels_json(size_t n, const char keys[][SBX_LABEL_KEY_MAX + 1],
+    const char values[][SBX_LABEL_VALUE_MAX + 1])
+{
+	json_t *o;
+	size_t i;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		if (json_object_set_new(o, keys[i], json_string(values[i])) ==
+		    -1) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* A string field of a spec: terminated within its array. */
+#define TERMINATED(a)	(memchr((a), '\0', sizeof(a)) != NULL)
+
+static void
+ttl_range(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "ttl: must be between 1s and %ud",
+	    SBX_TTL_MAX_S / 86400);
+}
+
+int
+sbx_spec_check(const struct sbx_spec *spec, char *err, size_t errlen)
+{
+	size_t i, j;
+
+	if (!TERMINATED(spec->id) ||
+	    (spec->id[0] != '\0' && !sbx_id_valid(spec->id))) {
+		snprintf(err, errlen, SBX_ID_WANT);
+		return -1;
+	}
+	if (!TERMINATED(spec->subject) || !sbx_subject_valid(spec->subject)) {
+		snprintf(err, errlen, SBX_SUBJECT_WANT);
+		return -1;
+	}
+	if (labels_count_bad(spec->nlabels, err, errlen) == -1)
+		return -1;
+	for (i = 0; i < spec->nlabels; i++) {
+		if (!TERMINATED(spec->label_keys[i]) ||
+		    !TERMINATED(spec->label_values[i])) {
+			snprintf(err, errlen, "labels: a key or value is not "
+			    "terminated");
 			return -1;
 		}
+		if (label_bad(spec->label_keys[i], spec->label_values[i], err,
+		    errlen) == -1)
+			return -1;
+		for (j = 0; j < i; j++) {
+			if (strcmp(spec->label_keys[i],
+			    spec->label_keys[j]) == 0) {
+				snprintf(err, errlen, "labels.%s: given twice",
+				    spec->label_keys[i]);
+				return -1;
+			}
+		}
+	}
+	if (spec->ttl_s > SBX_TTL_MAX_S) {
+		ttl_range(err, errlen);
+		return -1;
+	}
+	if (!TERMINATED(spec->policy) || spec->policy[0] == '\0') {
+		snprintf(err, errlen, SBX_POLICY_WANT);
+		return -1;
 	}
 	return 0;
 }
@@ -204,8 +296,7 @@ sbx_ttl_parse_str(const char *s, uint32_t *secs, char *err, size_t errlen)
 			break;
 	}
 	if (n == 0 || n > SBX_TTL_MAX_S / mul) {
-		snprintf(err, errlen, "ttl: must be between 1s and %ud",
-		    SBX_TTL_MAX_S / 86400);
+		ttl_range(err, errlen);
 		return -1;
 	}
 	*secs = (uint32_t)(n * mul);
@@ -231,8 +322,7 @@ sbx_ttl_parse(const json_t *v, uint32_t *secs, char *err, size_t errlen)
 	}
 	n = json_integer_value(v);
 	if (n < 1 || n > (json_int_t)SBX_TTL_MAX_S) {
-		snprintf(err, errlen, "ttl: must be between 1s and %ud",
-		    SBX_TTL_MAX_S / 86400);
+		ttl_range(err, errlen);
 		return -1;
 	}
 	*secs = (uint32_t)n;

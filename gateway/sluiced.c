@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #include "gateway/brwire.h"
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
+#include "gateway/ctl/sandboxes.h"
 #include "gateway/dns/dns.h"
 #include "gateway/dnswire.h"
 #include "gateway/ev.h"
@@ -371,7 +372,7 @@ main(int argc, char **argv)
 		ev_free(loop);
 		return 1;
 	}
-	if (sbx_routes(sbx, ctl) == -1)
+	if (ctl_sbx_routes(ctl, sbx) == -1)
 		fatal("control API: sandboxes");
 	/* Packets are denied by the kernel either way; only their records
 	 * are at stake, so a busy nflog group is a warning. */

@@ -33,8 +33,8 @@ else
 	    check_policy_hostile check_policy_load check_policy_redact
 	    check_audit_canon check_audit_ckpt check_audit_merkle
 	    check_audit_log check_audit_sink check_record check_log check_ev
-	    check_ctl check_gw_state check_dns check_dns_learn check_sbx
-	    check_sbx_netdeny check_privsep_msg
+	    check_ctl check_ctl_sbx check_gw_state check_dns check_dns_learn
+	    check_sbx check_sbx_netdeny check_privsep_msg
 	    check_policy_oom check_audit_oom)
 	for f in "$B"/fuzz/fuzz_*; do
 		[ -x "$f" ] && suites+=("$(basename "$f")")

@@ -1,5 +1,5 @@
 /*
- * check_ctl: the control server (gateway/ctl.c) end to end in one process.
+ * check_ctl: the control server (gateway/ctl/ctl.c) end to end in one process.
  * Each test starts a real ctl on a temporary Unix socket with the ev loop in
  * a second thread, and talks to it with libcurl, as `sluice` does: the
  * routing, the error replies every endpoint relies on (404, 405 + Allow,
@@ -28,7 +28,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/log.h"
 

@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"

@@ -3,7 +3,8 @@
  * and its state database (gateway/sandbox_db.c, real SQLite in a temporary
  * directory). What users rely on: a create request with a bad id, subject,
  * label or TTL is refused before anything is made (hostile forms included:
- * path tricks, globs, NULs, overlong values, numbers that overflow); a new
+ * path tricks, globs, NULs, overlong values, numbers that overflow), also
+ * when it comes as a flat spec from a caller other than the API; a new
  * sandbox gets the lowest free pool slot and a full pool says so; the slot
  * of a source address is found by arithmetic and only for real sandbox
  * addresses; the state database keeps tokens in a file only root can read,
@@ -791,6 +792,122 @@ START_TEST(test_rec_valid_nomem)
 }
 END_TEST
 
+/* ------------------------------------------------------------ specs */
+
+/* A spec a create takes: two labels, a TTL, a drawn id. */
+static void
+good_spec(struct sbx_spec *sp)
+{
+	memset(sp, 0, sizeof(*sp));
+	snprintf(sp->policy, sizeof(sp->policy), "coding-agent");
+	snprintf(sp->subject, sizeof(sp->subject), "alice@example.test");
+	sp->nlabels = 2;
+	snprintf(sp->label_keys[0], sizeof(sp->label_keys[0]), "env");
+	snprintf(sp->label_values[0], sizeof(sp->label_values[0]), "dev");
+	snprintf(sp->label_keys[1], sizeof(sp->label_keys[1]), "team");
+	/* label_values[1]: empty, which is allowed. */
+	sp->ttl_s = 3600;
+}
+
+/* sbx_spec_check on sp: refused with the message want, or (want NULL)
+ * taken. */
+static void
+spec_says(const struct sbx_spec *sp, const char *want)
+{
+	char err[256] = "";
+	int rc = sbx_spec_check(sp, err, sizeof(err));
+
+	if (want == NULL) {
+		ck_assert_msg(rc == 0, "refused: %s", err);
+		return;
+	}
+	ck_assert_int_eq(rc, -1);
+	ck_assert_str_eq(err, want);
+}
+
+/* The manager checks a spec itself, whoever built it (a caller that
+ * skipped the control API's parser, or one in another process): each
+ * rule gives its message, the first broken in the documented order, and
+ * strings that fill their arrays unterminated are refused, not read past. */
+START_TEST(test_spec_check)
+{
+	struct sbx_spec sp;
+
+	good_spec(&sp);
+	spec_says(&sp, NULL);
+	snprintf(sp.id, sizeof(sp.id), "agent-1");
+	spec_says(&sp, NULL);
+	sp.ttl_s = SBX_TTL_MAX_S;
+	spec_says(&sp, NULL);
+	sp.ttl_s = 0;		/* the default */
+	spec_says(&sp, NULL);
+
+	/* Everything wrong at once: the id is reported, then each in turn. */
+	snprintf(sp.id, sizeof(sp.id), "-a");
+	sp.subject[0] = '\0';
+	sp.policy[0] = '\0';
+	spec_says(&sp, SBX_ID_WANT);
+	memset(sp.id, 'a', sizeof(sp.id));
+	spec_says(&sp, SBX_ID_WANT);
+	sp.id[0] = '\0';
+	spec_says(&sp, SBX_SUBJECT_WANT);
+	memset(sp.subject, 'a', sizeof(sp.subject));
+	spec_says(&sp, SBX_SUBJECT_WANT);
+	snprintf(sp.subject, sizeof(sp.subject), "a*");
+	spec_says(&sp, SBX_SUBJECT_WANT);
+	snprintf(sp.subject, sizeof(sp.subject), "alice");
+	spec_says(&sp, SBX_POLICY_WANT);
+	memset(sp.policy, 'p', sizeof(sp.policy));
+	spec_says(&sp, SBX_POLICY_WANT);
+	snprintf(sp.policy, sizeof(sp.policy), "tp");
+	spec_says(&sp, NULL);
+
+	/* Labels: the same rules and words as sbx_labels_check, and no key
+	 * twice (a JSON object cannot say that; a spec can). */
+	good_spec(&sp);
+	snprintf(sp.label_keys[1], sizeof(sp.label_keys[1]), "Team");
+	spec_says(&sp, "labels: bad key (want [a-z0-9][a-z0-9._/-]{0,62})");
+	good_spec(&sp);
+	snprintf(sp.label_values[1], sizeof(sp.label_values[1]), "a b");
+	spec_says(&sp, "labels.team: bad value (want a string of at most 128 "
+	    "of [A-Za-z0-9._:/@+=-])");
+	good_spec(&sp);
+	memset(sp.label_values[0], 'v', sizeof(sp.label_values[0]));
+	spec_says(&sp, "labels: a key or value is not terminated");
+	good_spec(&sp);
+	snprintf(sp.label_keys[1], sizeof(sp.label_keys[1]), "env");
+	spec_says(&sp, "labels.env: given twice");
+	good_spec(&sp);
+	sp.nlabels = SBX_LABELS_MAX + 1;
+	spec_says(&sp, "labels: more than 16");
+
+	good_spec(&sp);
+	sp.ttl_s = SBX_TTL_MAX_S + 1;
+	spec_says(&sp, "ttl: must be between 1s and 30d");
+}
+END_TEST
+
+/* Labels as an object, in the order given (as the API shows a view's). */
+START_TEST(test_labels_json)
+{
+	struct sbx_spec sp;
+	json_t *o;
+	char *text;
+
+	good_spec(&sp);
+	ck_assert_ptr_nonnull(o = sbx_labels_json(sp.nlabels, sp.label_keys,
+	    sp.label_values));
+	ck_assert_ptr_nonnull(text = json_dumps(o, JSON_COMPACT));
+	ck_assert_str_eq(text, "{\"env\":\"dev\",\"team\":\"\"}");
+	free(text);
+	json_decref(o);
+	ck_assert_ptr_nonnull(o = sbx_labels_json(0, sp.label_keys,
+	    sp.label_values));
+	ck_assert_uint_eq(json_object_size(o), 0);
+	json_decref(o);
+}
+END_TEST
+
 static Suite *
 sbx_suite(void)
 {
@@ -809,6 +926,8 @@ sbx_suite(void)
 	tcase_add_loop_test(tc, test_pool_slot, 0,
 	    sizeof(pool_slots) / sizeof(pool_slots[0]));
 	tcase_add_test(tc, test_pool_nslots);
+	tcase_add_test(tc, test_spec_check);
+	tcase_add_test(tc, test_labels_json);
 	tcase_add_loop_test(tc, test_rec_valid, 0,
 	    sizeof(rows) / sizeof(rows[0]));
 	tcase_add_loop_test(tc, test_subtract, 0,

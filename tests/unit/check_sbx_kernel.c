@@ -1,9 +1,10 @@
 /*
- * check_sbx_kernel: the sandbox manager (gateway/sandbox.c) against the real
- * kernel and a real state database, without the HTTP layer. main() moves the
- * whole run into a private network and mount namespace with tmpfs on
- * /run/netns and /etc/netns, so the table, links, pins and service address
- * live and die with this process and never touch the machine. What users
+ * check_sbx_kernel: the sandbox manager (gateway/sandbox*.c) against the
+ * real kernel and a real state database, with requests in the control API's
+ * JSON (ctl_sbx_create) but no HTTP server. main() moves the whole run
+ * into a private network and mount namespace with tmpfs on /run/netns and
+ * /etc/netns, so the table, links, pins and service address live and die
+ * with this process and never touch the machine. What users
  * rely on: a created sandbox is found by its address, id and link, with its
  * labels and token; a duplicate, an unknown policy, a full pool and a kernel
  * refusal each give their error and leave nothing; taint narrows the sandbox
@@ -45,7 +46,8 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
+#include "gateway/ctl/sandboxes.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -191,7 +193,7 @@ create(const char *text, json_t **out)
 	unsigned st;
 
 	ck_assert_ptr_nonnull(body);
-	st = sbx_create(m, body, out);
+	st = ctl_sbx_create(m, body, out);
 	json_decref(body);
 	ck_assert_ptr_nonnull(*out);
 	return st;
@@ -647,7 +649,13 @@ START_TEST(test_audit_down)
 	    "\"subject\":\"bob\"}", id2);
 	ck_assert_uint_eq(create(text, &r), 422);
 	json_decref(r);
-	rec_close(rec);		/* flushes the async refusal */
+	/* One the control API refuses for its body, before the manager is
+	 * asked: recorded as well, with the status it was given. */
+	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","
+	    "\"subject\":\"bob\",\"ttl\":\"0\"}", id2);
+	ck_assert_uint_eq(create(text, &r), 400);
+	json_decref(r);
+	rec_close(rec);		/* flushes the async refusals */
 	rec = NULL;
 	recs = records_of(7, id);
 	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.delete\""), 1);
@@ -656,11 +664,13 @@ START_TEST(test_audit_down)
 	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
 	free(recs);
 	recs = records_of(7, id2);
-	/* Only the refusal: the 503 attempt was never authorized, and its
+	/* Only the refusals: the 503 attempt was never authorized, and its
 	 * own refusal could not be written with the log down. */
-	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 1);
-	ck_assert_ptr_nonnull(strstr(recs, "\"decision\":\"deny\""));
+	ck_assert_int_eq(count_substr(recs, "\"kind\":\"sandbox.create\""), 2);
+	ck_assert_int_eq(count_substr(recs, "\"decision\":\"deny\""), 2);
 	ck_assert_ptr_nonnull(strstr(recs, "\"reason\":\"unknown_policy\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"reason\":\"bad_request\""));
+	ck_assert_ptr_nonnull(strstr(recs, "\"status\":400"));
 	ck_assert_ptr_null(strstr(recs, "\"decision\":\"allow\""));
 	free(recs);
 	rec = rec_open(gw_config(gw), loop, err, sizeof(err));
@@ -1019,7 +1029,7 @@ START_TEST(test_labels_at_limits)
 	ck_assert_int_eq(sbx_labels_check(labels, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(body = json_pack("{s:s, s:s, s:s, s:o}", "id",
 	    "lab", "policy", "tp", "subject", "a", "labels", labels));
-	ck_assert_uint_eq(sbx_create(m, body, &r), 201);
+	ck_assert_uint_eq(ctl_sbx_create(m, body, &r), 201);
 	json_decref(body);
 	json_decref(r);
 	sbx_free(m);
@@ -1121,7 +1131,7 @@ START_TEST(test_peer_nested_netns)
 	ck_assert_uint_eq(create(text, &r), 201);
 	json_decref(r);
 	ck_assert_ptr_nonnull(ctl = ctl_new(loop));
-	ck_assert_int_eq(sbx_routes(m, ctl), 0);
+	ck_assert_int_eq(ctl_sbx_routes(ctl, m), 0);
 	ck_assert_int_lt(snprintf(peer_sock, sizeof(peer_sock), "%.80s/run/"
 	    "ctl.sock", sdir), (int)sizeof(peer_sock));
 	ck_assert_msg(ctl_listen(ctl, peer_sock, err, sizeof(err)) == 0,
@@ -1443,9 +1453,17 @@ END_TEST
 /* What the watchers heard, in order: "<tag><event> <id> <tainted>;". */
 static char	heard[2048];
 
+/* A watcher's ctx: its tag, and the loop it stops on a removal (the
+ * expiry below ends the loop), if any. */
+struct ear {
+	char		 tag;
+	struct ev_loop	*stop;
+};
+
 static void
-hear(char tag, char ev, const struct sbx_view *v)
+hear(void *ctx, char ev, const struct sbx_view *v)
 {
+	const struct ear *e = ctx;
 	struct sbx_view now;
 	size_t n = strlen(heard);
 	int in_table = sbx_lookup_id(m, v->id, &now) == 0;
@@ -1456,45 +1474,28 @@ hear(char tag, char ev, const struct sbx_view *v)
 	ck_assert_int_eq(pin_exists(v->id), ev != '-');
 	if (ev == '~')
 		ck_assert_int_eq(now.tainted, v->tainted);
-	snprintf(heard + n, sizeof(heard) - n, "%c%c %s %d;", tag, ev, v->id,
-	    v->tainted ? 1 : 0);
+	snprintf(heard + n, sizeof(heard) - n, "%c%c %s %d;", e->tag, ev,
+	    v->id, v->tainted ? 1 : 0);
+	if (ev == '-' && e->stop != NULL)
+		ev_stop(e->stop);
 }
 
 static void
-w_add_a(void *c, const struct sbx_view *v)
+w_added(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '+', v);
+	hear(ctx, '+', v);
 }
 
 static void
-w_rm_a(void *c, const struct sbx_view *v)
+w_removed(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '-', v);
+	hear(ctx, '-', v);
 }
 
 static void
-w_ch_a(void *c, const struct sbx_view *v)
+w_changed(void *ctx, const struct sbx_view *v)
 {
-	(void)c;
-	hear('a', '~', v);
-}
-
-static void
-w_add_b(void *c, const struct sbx_view *v)
-{
-	(void)c;
-	hear('b', '+', v);
-}
-
-static void
-w_rm_b(void *c, const struct sbx_view *v)
-{
-	hear('b', '-', v);
-	/* The expiry below ends the loop. */
-	if (c != NULL)
-		ev_stop(c);
+	hear(ctx, '~', v);
 }
 
 /* sbx_foreach's callback: the ids it is given, in order. */
@@ -1521,8 +1522,9 @@ watch_timeout(struct ev_loop *l, void *arg)
  * copy in slot order. */
 START_TEST(test_watchers)
 {
-	struct sbx_watch wa = { w_add_a, w_rm_a, w_ch_a, NULL };
-	struct sbx_watch wb = { w_add_b, w_rm_b, NULL, NULL };
+	struct ear ea = { 'a', NULL }, eb = { 'b', NULL };
+	struct sbx_watch wa = { w_added, w_removed, w_changed, &ea };
+	struct sbx_watch wb = { w_added, w_removed, NULL, &eb };
 	struct sbx_watch none = { NULL, NULL, NULL, NULL };
 	struct sbx_view v;
 	json_t *r;
@@ -1542,9 +1544,7 @@ START_TEST(test_watchers)
 	    "\"subject\":\"a\"}", a);
 	ck_assert_uint_eq(create(text, &r), 201);
 	json_decref(r);
-	/* Registered after a exists: a copy seeds itself. wb stops the
-	 * loop when it hears of a removal (the expiry below). */
-	wb.ctx = loop;
+	/* Registered after a exists: a copy seeds itself. */
 	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &none), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
@@ -1598,7 +1598,7 @@ START_TEST(test_watchers)
 	/* Expired, on the loop: told like a delete. */
 	start("watch2", 8);
 	heard[0] = '\0';
-	wb.ctx = loop;
+	eb.stop = loop;
 	ck_assert_int_eq(sbx_watch_add(m, &wa), 0);
 	ck_assert_int_eq(sbx_watch_add(m, &wb), 0);
 	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"policy\":\"tp\","

@@ -39,8 +39,8 @@
  * and its cancel callback (ctl_req_on_cancel) runs so the owner can forget
  * the pointer.
  */
-#ifndef SLUICE_GATEWAY_CTL_H
-#define SLUICE_GATEWAY_CTL_H
+#ifndef SLUICE_GATEWAY_CTL_CTL_H
+#define SLUICE_GATEWAY_CTL_CTL_H
 
 #include <sys/types.h>
 
@@ -163,4 +163,4 @@ uint64_t	 ctl_requests_total(const struct ctl *ctl, unsigned code);
  * Prometheus text format (with HELP and TYPE) to fp. */
 void		 ctl_metrics_print(const struct ctl *ctl, FILE *fp);
 
-#endif /* SLUICE_GATEWAY_CTL_H */
+#endif /* SLUICE_GATEWAY_CTL_CTL_H */

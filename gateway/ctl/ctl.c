@@ -20,7 +20,7 @@
 
 #include <microhttpd.h>
 
-#include "gateway/ctl.h"
+#include "gateway/ctl/ctl.h"
 #include "gateway/mhd.h"
 
 /* Refused bodies up to this size are read and discarded (see on_request). */
