@@ -11,8 +11,8 @@
 #
 # Module objects are grouped so that a unit suite links only the module it
 # tests (check_policy* -> policy/, check_audit* -> audit/, check_ns*/check_fw*
-# -> netns/, check_privsep* -> gateway/privsep/); anything else links every
-# library object of the daemon. gateway/privsep/ is part of the daemon (in
+# -> netns/, check_privsep* -> gateway/privsep/ with the loop and the log
+# it runs on); anything else links every library object of the daemon. gateway/privsep/ is part of the daemon (in
 # GW_OBJ with the rest of gateway/), never of the CLI.
 #
 # The CLI (gateway/cli/) is a room of its own: build/sluice links its own
@@ -104,7 +104,7 @@ unit_deps = $(strip \
   $(if $(filter check_policy%,$(1)),$(POLICY_OBJ), \
   $(if $(filter check_audit%,$(1)),$(AUDIT_OBJ), \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
-  $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ), \
+  $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
   $(LIB_OBJ))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \
