@@ -161,6 +161,7 @@ deps:
 test: deps
 	$(Q)$(MAKE) --no-print-directory lint
 	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/run.sh all build/asan
 	$(Q)$(MAKE) --no-print-directory valgrind
 

@@ -495,6 +495,18 @@ parse_id(const char *s, unsigned long *out)
 	    *out > 0x7fffffffUL ? -1 : 0;
 }
 
+static void
+warm_up(void)
+{
+	static const char text[] = "version: 1\nname: warm-up\n";
+	struct pol_errors *errs = pol_errors_new(1);
+
+	if (errs != NULL)
+		pol_policy_free(pol_policy_load_buf("warm-up", text,
+		    sizeof(text) - 1, NULL, errs));
+	pol_errors_free(errs);
+}
+
 int
 dns_child_main(int argc, char **argv)
 {
@@ -541,6 +553,11 @@ dns_child_main(int argc, char **argv)
 		log_warnx("--uid and --gid are required and not 0");
 		return 2;
 	}
+	/* What loads files on its first use does it now, while it still
+	 * may: OpenSSL reads its config at the first digest (a policy's),
+	 * libyaml and the loader allocate their tables. A policy that does
+	 * not validate is enough to go through all of them. */
+	warm_up();
 	/* Nothing of a sandbox's has been read yet, and nothing will be
 	 * before this: every later syscall is the filter's to allow. */
 	if (priv_drop((uid_t)uid, (gid_t)gid, NULL, err, sizeof(err)) == -1 ||
