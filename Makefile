@@ -11,7 +11,9 @@
 #
 # Module objects are grouped so that a unit suite links only the module it
 # tests (check_policy* -> policy/, check_audit* -> audit/, check_ns*/check_fw*
-# -> netns/); anything else links every library object of the daemon.
+# -> netns/, check_privsep* -> gateway/privsep/ with the loop and the log
+# it runs on); anything else links every library object of the daemon. gateway/privsep/ is part of the daemon (in
+# GW_OBJ with the rest of gateway/), never of the CLI.
 #
 # The CLI (gateway/cli/) is a room of its own: build/sluice links its own
 # objects and the module files it calls (CLI_OBJ below), never the daemon's
@@ -21,7 +23,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
-           sqlite3 libcurl ldns
+           sqlite3 libcurl ldns libseccomp
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -53,6 +55,7 @@ GW_MAINS   := gateway/sluiced.c
 POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
+PRIV_OBJ   := $(call obj,$(wildcard gateway/privsep/*.c))
 GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/%,$(wildcard gateway/*.c gateway/*/*.c)))
 LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 
@@ -101,7 +104,8 @@ unit_deps = $(strip \
   $(if $(filter check_policy%,$(1)),$(POLICY_OBJ), \
   $(if $(filter check_audit%,$(1)),$(AUDIT_OBJ), \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
-  $(LIB_OBJ)))))
+  $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
+  $(LIB_OBJ))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \
         lint valgrind
@@ -157,6 +161,7 @@ deps:
 test: deps
 	$(Q)$(MAKE) --no-print-directory lint
 	$(Q)$(MAKE) --no-print-directory SAN=1 all unit-bins fuzz-bins
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/run.sh all build/asan
 	$(Q)$(MAKE) --no-print-directory valgrind
 

@@ -1,24 +1,38 @@
 /*
- * dnswire.c: the DNS proxy inside sluiced. gateway/dns/ is written against
- * three hooks so that it can be tested alone and later moved behind a
- * privilege boundary; this file is the daemon's side of that seam: who sent
- * a query (the sandbox manager's index by address, and the policy of that
- * sandbox in the set in force now), how an answer becomes kernel state
- * (fw_learn on the manager's nftables handle) and where the decision goes
- * (the audit log, through gateway/record.c).
+ * dnswire.c: the parent's side of the DNS process. The proxy itself
+ * (gateway/dns/) runs in a child of its own, unprivileged
+ * (gateway/dns/child.c); this file binds its listeners on the service
+ * address (port 53 needs privileges the child does not have), starts it
+ * and starts it again when it dies (gateway/privsep/proc.c), and keeps it
+ * told, in messages only (gateway/privsep/msg.h): its configuration, the
+ * policy set in force as text, the sandbox table as it changes. What comes
+ * back is checked as if a sandbox had written it: a learn batch becomes one
+ * fw_learn (the answer leaves the child only after our acknowledgement),
+ * an event becomes its dns.decision record. A child that sends what the
+ * protocol does not allow, or an element no policy can allow (metadata,
+ * loopback, link-local...), is killed, recorded and restarted.
  */
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <sys/wait.h>
+
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/dns/dns_rec.h"
 #include "gateway/dnswire.h"
 #include "gateway/log.h"
+#include "gateway/privsep/chan.h"
+#include "gateway/privsep/msg.h"
+#include "gateway/privsep/priv.h"
+#include "gateway/privsep/proc.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 
@@ -27,8 +41,11 @@
 #define DNSW_PENDING	256
 #define DNSW_CANON_BUF	8192	/* most records take under 1 KiB */
 
+/* What the parent may have queued for a child that does not read: the
+ * table and the set, several times over; past it the child is killed. */
+#define DNSW_QUEUE_MIN	(32u * 1024u * 1024u)
+
 struct dnsw {
-	struct dns_proxy	*proxy;
 	struct gw		*gw;
 	struct sbx		*sbx;
 	struct ev_loop		*loop;
@@ -39,6 +56,18 @@ struct dnsw {
 	}			 pending[DNSW_PENDING];
 	size_t			 npending;
 	uint64_t		 record_failures;
+	/* The child. */
+	int			 lfd[2];	/* UDP, TCP listeners, kept across restarts */
+	uint16_t		 port;
+	struct proc		*proc;
+	struct chan		*ch;
+	bool			 serving;
+	char			 uid[16], gid[16];
+	char			*argv[12];
+	struct msg_dns_config	 mcfg;
+	struct fw_elem		*lbuf;		/* MSG_LEARN_MAX */
+	uint64_t		 learn_batches, learn_refused, violations;
+	uint64_t		 exits, lost;
 };
 
 /* The policy named name in the set in force, or NULL. The pointer is valid
@@ -53,51 +82,6 @@ current_policy(struct gw *gw, const char *name)
 	p = pol_set_get(gw_pset_set(ps), name);
 	gw_pset_unref(ps);
 	return p;
-}
-
-static int
-h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
-    struct dns_client *c)
-{
-	struct dnsw *d = ctx;
-	const struct sockaddr_in *sin;
-	struct sbx_view v;
-
-	/* Sandboxes have IPv4 addresses from the pool only; anything else
-	 * is not a sandbox and is refused. */
-	if (src == NULL || src->sa_family != AF_INET ||
-	    len < (socklen_t)sizeof(*sin))
-		return -1;
-	sin = (const struct sockaddr_in *)(const void *)src;
-	if (sbx_lookup_addr4(d->sbx, (const uint8_t *)&sin->sin_addr,
-	    &v) == -1)
-		return -1;
-	/* Once per query: copies into the zeroed client (a cut copy stays
-	 * terminated), not snprintf. */
-	memset(c, 0, sizeof(*c));
-	memcpy(c->id, v.id, strnlen(v.id, sizeof(c->id) - 1));
-	memcpy(c->ifname, v.ifname, strnlen(v.ifname, sizeof(c->ifname) - 1));
-	/* A sandbox whose policy vanished in a reload resolves nothing:
-	 * refusing is the closed way to fail. */
-	if ((c->policy = current_policy(d->gw, v.policy)) == NULL)
-		return -1;
-	c->tainted = v.tainted;
-	return 0;
-}
-
-static int
-h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
-    size_t errlen)
-{
-	struct dnsw *d = ctx;
-	struct fw *fw = sbx_fw(d->sbx);
-
-	if (fw == NULL) {
-		snprintf(err, errlen, "no nftables handle");
-		errno = ENOTCONN;
-		return -1;
-	}
-	return fw_learn(fw, e, n, err, errlen);
 }
 
 /*
@@ -302,14 +286,340 @@ dnsw_config(const struct pol_config *cfg, uint16_t listen_port,
 	return 0;
 }
 
+/* ------------------------------------------------------ the child */
+
+static void	child_sync(struct dnsw *d);
+
+/* The child broke the protocol: it goes, a finding says why, and proc
+ * starts a fresh one (which gets the whole state again). */
+static void
+violation(struct dnsw *d, const char *what)
+{
+	char detail[160];
+
+	d->violations++;
+	log_warnx("dns process %ld: %s; killing it", (long)proc_pid(d->proc),
+	    what);
+	snprintf(detail, sizeof(detail), "dns process: %s", what);
+	if (rec_async("finding", rec_finding_fields(NULL,
+	    "privsep_violation", "high", detail)) == -1)
+		log_warn("privsep_violation record");
+	proc_kill(d->proc);
+}
+
+/* Sends one message, or ends the child when it cannot take it (a child
+ * that does not read is as broken as one that writes nonsense). */
+static void
+send_or_kill(struct dnsw *d, uint32_t type, const void *p, size_t len)
+{
+	if (d->ch == NULL)
+		return;
+	if (chan_send1(d->ch, type, p, len) == 0)
+		return;
+	log_warnx("dns process: %s: %s; restarting it", msg_name(type),
+	    strerror(errno));
+	chan_free(d->ch);
+	d->ch = NULL;
+	d->serving = false;
+	proc_kill(d->proc);
+}
+
+static void
+sbx_msg(struct msg_sbx *m, const struct sbx_view *v)
+{
+	memset(m, 0, sizeof(*m));
+	memcpy(m->id, v->id, strnlen(v->id, sizeof(m->id) - 1));
+	memcpy(m->ifname, v->ifname, strnlen(v->ifname, sizeof(m->ifname) -
+	    1));
+	memcpy(m->policy, v->policy, strnlen(v->policy, sizeof(m->policy) -
+	    1));
+	memcpy(m->addr4, v->addr4, 4);
+	m->tainted = v->tainted ? 1 : 0;
+}
+
+static void
+w_added(void *ctx, const struct sbx_view *v)
+{
+	struct msg_sbx m;
+
+	sbx_msg(&m, v);
+	send_or_kill(ctx, MSG_SBX_ADD, &m, sizeof(m));
+}
+
+static void
+w_removed(void *ctx, const struct sbx_view *v)
+{
+	struct msg_sbx m;
+
+	sbx_msg(&m, v);
+	send_or_kill(ctx, MSG_SBX_DEL, &m, sizeof(m));
+}
+
+static void
+w_changed(void *ctx, const struct sbx_view *v)
+{
+	struct msg_sbx m;
+
+	sbx_msg(&m, v);
+	send_or_kill(ctx, MSG_SBX_CHANGE, &m, sizeof(m));
+}
+
+static void
+seed_one(void *ctx, const struct sbx_view *v)
+{
+	w_added(ctx, v);
+}
+
+/* The set in force, as the bytes it was loaded from. */
+static void
+send_policies(struct dnsw *d)
+{
+	struct gw_pset *ps = gw_pset_ref(d->gw);
+	const struct pol_set *set = gw_pset_set(ps);
+	struct msg_policy_begin b;
+	struct msg_policy_file f;
+	size_t i, off, len, n;
+	const char *src, *path;
+
+	memset(&b, 0, sizeof(b));
+	b.nfiles = (uint32_t)pol_set_count(set);
+	send_or_kill(d, MSG_POLICY_BEGIN, &b, sizeof(b));
+	for (i = 0; i < pol_set_count(set) && d->ch != NULL; i++) {
+		const struct pol_policy *p = pol_set_at(set, i);
+
+		src = pol_policy_source(p, &path, &len);
+		memset(&f, 0, sizeof(f));
+		snprintf(f.path, sizeof(f.path), "%s", path);
+		snprintf(f.digest, sizeof(f.digest), "%s",
+		    pol_policy_digest(p));
+		f.len = (uint32_t)len;
+		send_or_kill(d, MSG_POLICY_FILE, &f, sizeof(f));
+		for (off = 0; off < len && d->ch != NULL; off += n) {
+			n = len - off < MSG_DATA_MAX ? len - off : MSG_DATA_MAX;
+			send_or_kill(d, MSG_POLICY_DATA, src + off, n);
+		}
+	}
+	send_or_kill(d, MSG_POLICY_END, NULL, 0);
+	gw_pset_unref(ps);
+}
+
+static void
+on_reload(void *ctx)
+{
+	send_policies(ctx);
+}
+
+/* Everything a new child needs before it serves, in order. */
+static void
+child_sync(struct dnsw *d)
+{
+	send_or_kill(d, MSG_DNS_CONFIG, &d->mcfg, sizeof(d->mcfg));
+	send_policies(d);
+	sbx_foreach(d->sbx, seed_one, d);
+	send_or_kill(d, MSG_SYNC, NULL, 0);
+}
+
+static void
+on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
+{
+	const struct msg_elem *me = (const struct msg_elem *)(m + 1);
+	const struct pol_config *cfg = gw_config(d->gw);
+	struct msg_learn_ack a;
+	struct pol_addr_info ai;
+	struct pol_addr pa;
+	struct fw *fw = sbx_fw(d->sbx);
+	uint32_t i;
+
+	if (!msg_learn_ok(m, len)) {
+		violation(d, "a malformed learn batch");
+		return;
+	}
+	for (i = 0; i < m->n; i++) {
+		msg_elem_to(&d->lbuf[i], &me[i]);
+		/* What no policy can allow never reaches the kernel, whoever
+		 * asks: the child's filter drops these, so one here means
+		 * the child is not the one we started. */
+		pa.family = me[i].family;
+		memcpy(pa.a, me[i].addr, sizeof(pa.a));
+		pol_addr_classify(&pa, cfg->treat_as_public,
+		    cfg->ntreat_as_public, &ai);
+		if (pol_addr_class_always_denied(ai.cls)) {
+			violation(d, "a learn of an address no policy allows");
+			return;
+		}
+	}
+	memset(&a, 0, sizeof(a));
+	a.ticket = m->ticket;
+	d->learn_batches++;
+	if (fw == NULL) {
+		a.err_no = ENOTCONN;
+		snprintf(a.err, sizeof(a.err), "no nftables handle");
+	} else if (fw_learn(fw, d->lbuf, m->n, a.err, sizeof(a.err)) == -1) {
+		a.err_no = errno != 0 ? errno : EIO;
+		d->learn_refused++;
+	}
+	send_or_kill(d, MSG_LEARN_ACK, &a, sizeof(a));
+}
+
+static void
+on_lost(struct dnsw *d, const struct msg_lost *l)
+{
+	char detail[128];
+
+	d->lost += l->events;
+	snprintf(detail, sizeof(detail), "%llu dns.decision records the "
+	    "dns process could not hand over", (unsigned long long)l->events);
+	log_warnx("%s", detail);
+	if (rec_async("finding", rec_finding_fields(NULL, "dns_records_lost",
+	    "medium", detail)) == -1)
+		log_warn("dns_records_lost record");
+}
+
+static void
+on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
+{
+	struct dnsw *d = ctx;
+
+	switch (type) {
+	case MSG_READY:
+		d->serving = true;
+		log_info("dns process %ld serving on port %u",
+		    (long)proc_pid(d->proc), d->port);
+		break;
+	case MSG_LEARN:
+		on_learn(d, pl, len);
+		break;
+	case MSG_DNS_EVENT:
+		if (!msg_dns_event_ok(pl)) {
+			violation(d, "a malformed dns event");
+			return;
+		}
+		h_record(d, &((struct msg_dns_event *)pl)->ev);
+		break;
+	case MSG_LOST:
+		on_lost(d, pl);
+		break;
+	default:	/* msg_check let only the child's messages through */
+		break;
+	}
+}
+
+static void
+on_child_gone(void *ctx, const char *why)
+{
+	struct dnsw *d = ctx;
+
+	if (proc_pid(d->proc) != 0)
+		log_warnx("dns process %ld: channel %s", (long)proc_pid(d->proc),
+		    why);
+	chan_free(d->ch);
+	d->ch = NULL;
+	d->serving = false;
+	/* Whatever it was doing, it cannot do it without us: restart. */
+	proc_kill(d->proc);
+}
+
+static size_t
+set_bytes(struct dnsw *d)
+{
+	struct gw_pset *ps = gw_pset_ref(d->gw);
+	const struct pol_set *set = gw_pset_set(ps);
+	size_t i, len, n = 0;
+	const char *path;
+
+	for (i = 0; i < pol_set_count(set); i++) {
+		(void)pol_policy_source(pol_set_at(set, i), &path, &len);
+		n += len;
+	}
+	gw_pset_unref(ps);
+	return n;
+}
+
+static void
+on_child_up(void *ctx, int fd, pid_t pid)
+{
+	struct dnsw *d = ctx;
+
+	if ((d->ch = chan_new(d->loop, fd, MSG_TO_PARENT, DNSW_QUEUE_MIN +
+	    2 * set_bytes(d), on_child_msg, on_child_gone, d)) == NULL) {
+		log_warn("dns process %ld: channel", (long)pid);
+		(void)kill(pid, SIGKILL);
+		return;
+	}
+	child_sync(d);
+}
+
+static void
+on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
+{
+	struct dnsw *d = ctx;
+	char detail[160];
+
+	chan_free(d->ch);
+	d->ch = NULL;
+	d->serving = false;
+	d->exits++;
+	if (WIFSIGNALED(status))
+		snprintf(detail, sizeof(detail), "dns process %ld killed by "
+		    "signal %d after %u restarts; DNS is closed until it is "
+		    "back", (long)pid, WTERMSIG(status), restarts);
+	else
+		snprintf(detail, sizeof(detail), "dns process %ld exited with "
+		    "status %d after %u restarts; DNS is closed until it is "
+		    "back", (long)pid, WEXITSTATUS(status), restarts);
+	log_warnx("%s", detail);
+	if (rec_async("finding", rec_finding_fields(NULL, "process_exit",
+	    "high", detail)) == -1)
+		log_warn("process_exit record");
+}
+
+static int
+mcfg_fill(struct msg_dns_config *m, const struct dns_config *dc, char *err,
+    size_t errlen)
+{
+	size_t i;
+
+	if (dc->ntreat_as_public > MSG_TAP_MAX) {
+		snprintf(err, errlen, "dns: at most %u treat_as_public ranges",
+		    MSG_TAP_MAX);
+		errno = EINVAL;
+		return -1;
+	}
+	memset(m, 0, sizeof(*m));
+	m->service_addr = dc->service_addr;
+	memcpy(m->upstreams, dc->upstreams, sizeof(m->upstreams));
+	for (i = 0; i < DNS_MAX_UPSTREAMS; i++)
+		m->upstream_lens[i] = (uint32_t)dc->upstream_lens[i];
+	m->nupstreams = (uint32_t)dc->nupstreams;
+	m->timeout_ms = dc->timeout_ms;
+	m->tcp_idle_ms = dc->tcp_idle_ms;
+	m->max_tcp_conns = dc->max_tcp_conns;
+	m->tcp_per_sandbox = dc->tcp_per_sandbox;
+	m->max_answer_addrs = dc->max_answer_addrs;
+	m->max_pending = dc->max_pending;
+	m->cache_max = dc->cache_max;
+	m->max_udp_size = dc->max_udp_size;
+	m->no_cache = dc->no_cache ? 1 : 0;
+	m->ntap = (uint32_t)dc->ntreat_as_public;
+	for (i = 0; i < dc->ntreat_as_public; i++)
+		m->tap[i] = dc->treat_as_public[i];
+	return 0;
+}
+
 struct dnsw *
 dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     uint16_t listen_port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
+	struct sbx_watch w;
+	struct proc_spec ps;
 	struct dns_config dc;
-	struct dns_hooks h;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uid_t uid;
+	gid_t gid;
 	struct dnsw *d;
+	size_t k = 0;
 
 	if (sbx == NULL) {
 		snprintf(err, errlen, "dns: no sandbox manager");
@@ -321,26 +631,77 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	if (cfg->ndns_upstreams > DNS_MAX_UPSTREAMS)
 		log_warnx("dns: %zu upstreams configured, the first %d are "
 		    "used", cfg->ndns_upstreams, DNS_MAX_UPSTREAMS);
-	if ((d = calloc(1, sizeof(*d))) == NULL) {
+	if (priv_user(cfg->privsep_dns_user, &uid, &gid, err, errlen) == -1)
+		return NULL;
+	if ((d = calloc(1, sizeof(*d))) == NULL ||
+	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL) {
 		snprintf(err, errlen, "dns: %s", strerror(errno));
+		if (d != NULL)
+			free(d);
 		return NULL;
 	}
 	d->gw = gw;
 	d->sbx = sbx;
 	d->loop = loop;
-	memset(&h, 0, sizeof(h));
-	h.lookup = h_lookup;
-	h.learn = h_learn;
-	h.record = h_record;
-	h.ctx = d;
-	if ((d->proxy = dns_new(loop, &dc, &h, err, errlen)) == NULL) {
-		int e = errno;
-
-		free(d);
-		errno = e;
-		return NULL;
+	d->lfd[0] = d->lfd[1] = -1;
+	if (mcfg_fill(&d->mcfg, &dc, err, errlen) == -1 ||
+	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1)
+		goto fail;
+	if (getsockname(d->lfd[0], (struct sockaddr *)&ss, &sl) == 0)
+		d->port = ntohs(ss.ss_family == AF_INET ?
+		    ((struct sockaddr_in *)&ss)->sin_port :
+		    ((struct sockaddr_in6 *)&ss)->sin6_port);
+	snprintf(d->uid, sizeof(d->uid), "%lu", (unsigned long)uid);
+	snprintf(d->gid, sizeof(d->gid), "%lu", (unsigned long)gid);
+	d->argv[k++] = "sluiced";
+	d->argv[k++] = "--room";
+	d->argv[k++] = "dns";
+	d->argv[k++] = "--uid";
+	d->argv[k++] = d->uid;
+	d->argv[k++] = "--gid";
+	d->argv[k++] = d->gid;
+	if (log_getforeground())
+		d->argv[k++] = "--foreground";
+	if (log_getverbose())
+		d->argv[k++] = "--verbose";
+	d->argv[k] = NULL;
+	memset(&ps, 0, sizeof(ps));
+	ps.role = "dns";
+	ps.exe = "/proc/self/exe";
+	ps.argv = d->argv;
+	ps.fds = d->lfd;
+	ps.nfds = 2;
+	if ((d->proc = proc_new(loop, &ps, on_child_up, on_child_down, d)) ==
+	    NULL) {
+		snprintf(err, errlen, "dns: %s", strerror(errno));
+		goto fail;
+	}
+	memset(&w, 0, sizeof(w));
+	w.added = w_added;
+	w.removed = w_removed;
+	w.changed = w_changed;
+	w.ctx = d;
+	if (sbx_watch_add(sbx, &w) == -1 ||
+	    gw_on_reload(gw, on_reload, d) == -1) {
+		snprintf(err, errlen, "dns: cannot follow the sandbox table");
+		goto fail;
 	}
 	return d;
+fail:
+	proc_free(d->proc);
+	if (d->lfd[0] != -1)
+		close(d->lfd[0]);
+	if (d->lfd[1] != -1)
+		close(d->lfd[1]);
+	free(d->lbuf);
+	free(d);
+	return NULL;
+}
+
+int
+dnsw_run(struct dnsw *d, char *err, size_t errlen)
+{
+	return proc_start(d->proc, err, errlen);
 }
 
 void
@@ -348,16 +709,47 @@ dnsw_stop(struct dnsw *d)
 {
 	if (d == NULL)
 		return;
-	dns_free(d->proxy);
+	proc_free(d->proc);
+	chan_free(d->ch);
 	/* What the last turn decided is still recorded. */
 	ev_timer_cancel(d->loop, d->flush);
 	d->flush = NULL;
 	flush_records(d);
+	close(d->lfd[0]);
+	close(d->lfd[1]);
+	free(d->lbuf);
 	free(d);
 }
 
 uint16_t
 dnsw_port(const struct dnsw *d)
 {
-	return dns_local_port(d->proxy);
+	return d->port;
+}
+
+pid_t
+dnsw_pid(const struct dnsw *d)
+{
+	return d != NULL ? proc_pid(d->proc) : 0;
+}
+
+void
+dnsw_metrics_print(const struct dnsw *d, FILE *fp)
+{
+	if (d == NULL)
+		return;
+	fprintf(fp,
+	    "# HELP sluice_process_up Whether the process serves.\n"
+	    "# TYPE sluice_process_up gauge\n"
+	    "sluice_process_up{room=\"dns\"} %d\n"
+	    "# HELP sluice_process_exits_total Child processes that ended "
+	    "(each is restarted).\n"
+	    "# TYPE sluice_process_exits_total counter\n"
+	    "sluice_process_exits_total{room=\"dns\"} %llu\n"
+	    "# HELP sluice_privsep_violations_total Messages of a child the "
+	    "protocol does not allow (the child is killed).\n"
+	    "# TYPE sluice_privsep_violations_total counter\n"
+	    "sluice_privsep_violations_total{room=\"dns\"} %llu\n",
+	    d->serving ? 1 : 0, (unsigned long long)d->exits,
+	    (unsigned long long)d->violations);
 }

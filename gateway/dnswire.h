@@ -8,8 +8,11 @@
 #ifndef SLUICE_GATEWAY_DNSWIRE_H
 #define SLUICE_GATEWAY_DNSWIRE_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gateway/dns/dns.h"
 #include "gateway/ev.h"
@@ -28,24 +31,35 @@ struct dnsw;
 int	dnsw_config(const struct pol_config *cfg, uint16_t listen_port,
 	    struct dns_config *dc, char *err, size_t errlen);
 /*
- * dnsw_start: the DNS proxy of the daemon, listening (UDP and TCP) on the
- * service address (port 53, or listen_port when non-zero). Call after the
- * sandbox manager set up the host (the service address must exist on lo).
- * Its hooks: lookup -> sbx_lookup_addr4 and the policy of that name in
- * gw's current set; learn -> fw_learn on sbx_fw(sbx); record -> the
- * dns.decision fields (plus a finding when the event asks for one), built
- * at once and handed to rec_async together with the rest of that loop
- * turn's records when the turn ends (ev_defer; at once if that fails), in
- * order. gw, sbx and loop are borrowed and must outlive it. NULL with err
- * on failure.
+ * dnsw_start: the DNS service of the daemon: binds its listeners (UDP and
+ * TCP) on the service address (port 53, or listen_port when non-zero) and
+ * prepares the DNS process (gateway/dns/child.c) that will serve them as
+ * the user privsep.dns_user. Call after the sandbox manager set up the
+ * host (the service address must exist on lo); nothing runs until
+ * dnsw_run. It follows the sandbox table (sbx_watch_add) and reloads
+ * (gw_on_reload) and turns what the child sends into fw_learn calls and
+ * dns.decision records (plus findings), handed to rec_async together with
+ * the rest of that loop turn's records when the turn ends (ev_defer; at
+ * once if that fails), in order. gw, sbx and loop are borrowed and must
+ * outlive it. NULL with err on failure (an unknown or root user, a port
+ * taken).
  */
 struct dnsw	*dnsw_start(struct ev_loop *loop, struct gw *gw,
 		    struct sbx *sbx, uint16_t listen_port, char *err,
 		    size_t errlen);
-/* dnsw_stop: closes the proxy (pending queries are dropped unanswered)
- * and frees the wiring. NULL is a no-op. */
+/* dnsw_run: starts the DNS process (in the process that stays after
+ * daemon(3): the child dies with its parent). It is restarted whenever it
+ * dies; meanwhile DNS is unanswered. 0, or -1 with err. */
+int		 dnsw_run(struct dnsw *d, char *err, size_t errlen);
+/* dnsw_stop: stops the DNS process, closes the listeners and frees the
+ * wiring. NULL is a no-op. */
 void		 dnsw_stop(struct dnsw *d);
-/* dnsw_port: the port the proxy is bound to (host order). */
+/* dnsw_port: the port the listeners are bound to (host order). */
 uint16_t	 dnsw_port(const struct dnsw *d);
+/* dnsw_pid: the DNS process now, or 0 while there is none. */
+pid_t		 dnsw_pid(const struct dnsw *d);
+/* dnsw_metrics_print: sluice_process_up, sluice_process_exits_total and
+ * sluice_privsep_violations_total for room "dns". NULL prints nothing. */
+void		 dnsw_metrics_print(const struct dnsw *d, FILE *fp);
 
 #endif /* SLUICE_GATEWAY_DNSWIRE_H */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gateway/brwire.h"
+#include "gateway/dnswire.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -20,6 +21,7 @@
 #include "gateway/sandbox.h"
 
 #define GW_MAX_ERRORS	64	/* errors kept per failed load */
+#define GW_RELOAD_HOOKS	4
 
 struct gw_pset {
 	unsigned	 refs;
@@ -40,6 +42,12 @@ struct gw {
 	struct ctl		*ctl;		/* for /metrics; borrowed */
 	struct sbx		*sbx;		/* borrowed, may be NULL */
 	struct nd		*nd;		/* borrowed, may be NULL */
+	struct dnsw		*dns;		/* borrowed, may be NULL */
+	struct {
+		void	(*fn)(void *);
+		void	*ctx;
+	}			 on_reload[GW_RELOAD_HOOKS];
+	size_t			 non_reload;
 };
 
 static struct gw_pset *
@@ -186,6 +194,10 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	if (rec_async("policy.reload", rec_reload_fields(true,
 	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
 		log_warn("policy.reload record");
+	/* Copies of the set elsewhere (the DNS process) first, so that the
+	 * sandboxes' changes below find their policies there. */
+	for (i = 0; i < gw->non_reload; i++)
+		gw->on_reload[i].fn(gw->on_reload[i].ctx);
 	/* Live sandboxes follow the new set (after its record); those that
 	 * could not are reported with the reload. */
 	gw->not_updated = sbx_reapply(gw->sbx);
@@ -296,6 +308,7 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 	if (gw->nd != NULL)
 		nd_metrics_print(gw->nd, fp);
 	rec_metrics_print(fp);
+	dnsw_metrics_print(gw->dns, fp);
 	brw_metrics_print(fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
@@ -370,6 +383,24 @@ gw_set_sandboxes(struct gw *gw, struct sbx *sbx, struct nd *nd)
 {
 	gw->sbx = sbx;
 	gw->nd = nd;
+}
+
+void
+gw_set_dns(struct gw *gw, struct dnsw *dns)
+{
+	gw->dns = dns;
+}
+
+int
+gw_on_reload(struct gw *gw, void (*fn)(void *ctx), void *ctx)
+{
+	if (gw->non_reload == GW_RELOAD_HOOKS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	gw->on_reload[gw->non_reload].fn = fn;
+	gw->on_reload[gw->non_reload++].ctx = ctx;
+	return 0;
 }
 
 int

@@ -63,6 +63,14 @@ json_t			*gw_status_json(struct gw *gw);
 void			 gw_metrics_print(struct gw *gw, const struct ctl *ctl,
 			    FILE *fp);
 
+/* gw_set_dns: the DNS service, for /metrics (NULL: none). */
+struct dnsw;
+void			 gw_set_dns(struct gw *gw, struct dnsw *dns);
+/* gw_on_reload: fn(ctx) runs after each successful reload, once the new
+ * set is in force and before the sandboxes follow it (gw_pset_ref gives
+ * it). At most 4; -1 with ENOSPC. */
+int			 gw_on_reload(struct gw *gw, void (*fn)(void *ctx),
+			    void *ctx);
 /* gw_set_sandboxes: the sandbox manager and the net.deny reader whose
  * counts GET /v1/status and GET /metrics report (borrowed; either may be
  * NULL; unset them before freeing them). */

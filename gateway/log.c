@@ -34,6 +34,12 @@ log_setverbose(int verbose)
 }
 
 int
+log_getforeground(void)
+{
+	return log_foreground;
+}
+
+int
 log_getverbose(void)
 {
 	return log_verbose;

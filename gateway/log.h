@@ -16,6 +16,8 @@ void	log_init(int foreground, const char *ident);
 /* log_setverbose: 0 hides log_debug, 1 shows it. */
 void	log_setverbose(int verbose);
 int	log_getverbose(void);
+/* log_getforeground: what log_init was given (children log the same way). */
+int	log_getforeground(void);
 /* log_procinit: tag following messages with a process role ("dns", ...). */
 void	log_procinit(const char *role);
 

@@ -268,6 +268,11 @@ main(int argc, char **argv)
 	char err[512], *pidfile;
 	sigset_t mask;
 
+	/* The parent starts its children as itself in a role (proc.c): a
+	 * fresh image that shares nothing with the parent's memory. */
+	if (argc > 2 && strcmp(argv[1], "--room") == 0 &&
+	    strcmp(argv[2], "dns") == 0)
+		return dns_child_main(argc, argv);
 	while ((ch = getopt_long(argc, argv, "c:fhv", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -399,6 +404,11 @@ main(int argc, char **argv)
 		if (sbx_reopen(sbx, err, sizeof(err)) == -1)
 			fatalx("sandboxes: %s", err);
 	}
+	/* The DNS process too: it dies with its parent, so it is started
+	 * by the one that stays. */
+	if (dnsw_run(dns, err, sizeof(err)) == -1)
+		fatalx("dns process: %s", err);
+	gw_set_dns(dc.gw, dns);
 	/* The bridge starts in the process that stays: its stdio upstreams
 	 * are our children and its budget database must not cross a fork.
 	 * Without it no tool call can be checked, so we do not serve. */
@@ -425,6 +435,7 @@ main(int argc, char **argv)
 	ctl_free(ctl);
 	/* Before the recorder: the approvals it denies are recorded. */
 	brw_stop(brw);
+	gw_set_dns(dc.gw, NULL);
 	dnsw_stop(dns);
 	gw_set_sandboxes(dc.gw, NULL, NULL);
 	nd_free(nd);

@@ -37,6 +37,8 @@ pol_config_free(struct pol_config *c)
 	free(c->audit_db);
 	free(c->audit_key);
 	free(c->audit_origin);
+	free(c->privsep_dns_user);
+	free(c->privsep_bridge_user);
 	for (i = 0; i < c->nsinks; i++) {
 		free(c->sinks[i].name);
 		free(c->sinks[i].target);
@@ -575,12 +577,30 @@ dupdef(char **dst, const char *a, const char *b)
 	return asprintf(dst, "%s%s", a, b) == -1 ? -1 : 0;
 }
 
+/*
+ * privsep: which users the unprivileged processes run as. A name must be
+ * a plain user name (the daemon looks it up at start and refuses root).
+ */
+static void
+yprivsep(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "dns_user", "bridge_user", NULL };
+	const struct ynode *v;
+
+	if (!ycheck_map(w, n, "privsep", keys))
+		return;
+	if ((v = yget(n, "dns_user")) != NULL)
+		(void)ystr(w, v, &c->privsep_dns_user);
+	if ((v = yget(n, "bridge_user")) != NULL)
+		(void)ystr(w, v, &c->privsep_bridge_user);
+}
+
 struct pol_config *
 pol_config_load(const char *path, struct pol_errors *errs)
 {
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
-	    "audit_sinks", "servers", "limits", NULL };
+	    "audit_sinks", "servers", "limits", "privsep", NULL };
 	static const char *const skeys[] = { "max", "default_ttl", NULL };
 	struct ywalk	 w;
 	struct ynode	*root;
@@ -664,6 +684,8 @@ pol_config_load(const char *path, struct pol_errors *errs)
 			yservers(&w, v, c);
 		if ((v = yget(root, "limits")) != NULL)
 			ylimits(&w, v, c);
+		if ((v = yget(root, "privsep")) != NULL)
+			yprivsep(&w, v, c);
 	}
 	ynode_free(root);
 	if (w.nerr == 0) {
@@ -672,7 +694,9 @@ pol_config_load(const char *path, struct pol_errors *errs)
 		    dupdef(&c->socket_path, c->run_dir, "/sluice.sock") == -1 ||
 		    dupdef(&c->policy_dir, "/etc/sluice/policies", "") == -1 ||
 		    dupdef(&c->audit_db, c->state_dir, "/audit.db") == -1 ||
-		    dupdef(&c->audit_origin, "sluice", "") == -1)
+		    dupdef(&c->audit_origin, "sluice", "") == -1 ||
+		    dupdef(&c->privsep_dns_user, "sluice-dns", "") == -1 ||
+		    dupdef(&c->privsep_bridge_user, "sluice-bridge", "") == -1)
 			yerr(&w, NULL, "out of memory");
 	}
 	if (w.nerr != 0) {

@@ -176,6 +176,9 @@ struct budget {
 struct pol_policy {
 	char		 *name;
 	char		 *description;
+	char		 *path;		/* as given to pol_policy_load_buf */
+	char		 *src;		/* its bytes (srclen, not terminated) */
+	size_t		  srclen;
 	char		  digest[65];
 	struct erule	 *allow, *deny, *keep;
 	size_t		  nallow, ndeny, nkeep;

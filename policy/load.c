@@ -872,6 +872,8 @@ pol_policy_free(struct pol_policy *p)
 		return;
 	free(p->name);
 	free(p->description);
+	free(p->path);
+	free(p->src);
 	erules_free(p->allow, p->nallow);
 	erules_free(p->deny, p->ndeny);
 	erules_free(p->keep, p->nkeep);
@@ -1036,11 +1038,28 @@ pol_policy_load_buf(const char *path, const char *buf, size_t len,
 	    flatten(p->keep, p->nkeep, &p->net_keep, &p->nnet_keep) ||
 	    (p->mctx = pol_match_context()) == NULL))
 		yerr(&c.w, NULL, "out of memory");
+	/* The bytes stay with the policy: the daemon hands the set in
+	 * force to its DNS process as text (the file may have changed on
+	 * disk since). */
+	if (c.w.nerr == 0 && ((p->path = strdup(path)) == NULL ||
+	    (p->src = malloc(len > 0 ? len : 1)) == NULL))
+		yerr(&c.w, NULL, "out of memory");
 	if (c.w.nerr != 0) {
 		pol_policy_free(p);
 		return NULL;
 	}
+	memcpy(p->src, buf, len);
+	p->srclen = len;
 	return p;
+}
+
+const char *
+pol_policy_source(const struct pol_policy *p, const char **path,
+    size_t *len)
+{
+	*path = p->path;
+	*len = p->srclen;
+	return p->src;
 }
 
 const char *
@@ -1178,6 +1197,40 @@ pol_set_load_dir(const char *dir, const struct pol_config *cfg,
 		pol_set_free(s);
 		return NULL;
 	}
+	return s;
+}
+
+struct pol_set *
+pol_set_build(struct pol_policy **v, size_t n, struct pol_errors *errs)
+{
+	struct pol_set *s = NULL;
+	size_t i, j;
+	bool bad = false;
+
+	for (i = 0; i < n && !bad; i++)
+		for (j = 0; j < i; j++)
+			if (strcmp(v[i]->name, v[j]->name) == 0) {
+				pol_errors_add(errs, v[i]->path, 0, 0,
+				    "duplicate policy name \"%s\"",
+				    v[i]->name);
+				bad = true;
+				break;
+			}
+	if (!bad && ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (n > 0 && (s->v = calloc(n, sizeof(*s->v))) == NULL))) {
+		if (s != NULL)
+			free(s);
+		pol_errors_add(errs, "policies", 0, 0, "out of memory");
+		bad = true;
+	}
+	if (bad) {
+		for (i = 0; i < n; i++)
+			pol_policy_free(v[i]);
+		return NULL;
+	}
+	for (i = 0; i < n; i++)
+		s->v[i] = v[i];
+	s->n = n;
 	return s;
 }
 

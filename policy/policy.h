@@ -277,6 +277,11 @@ struct pol_config {
 #define POL_LIM_DNS_TCP_CONNS		256
 #define POL_LIM_DNS_TCP_CONNS_SBX	8
 #define POL_LIM_DNS_TCP_QUERY_S		10
+	/* privsep: the users the DNS and bridge processes run as (default
+	 * "sluice-dns" and "sluice-bridge"; each must exist and not be
+	 * root). */
+	char			*privsep_dns_user;
+	char			*privsep_bridge_user;
 };
 
 /* pol_config_load: read and strictly validate a daemon config. NULL on any
@@ -310,6 +315,17 @@ const char		*pol_policy_name(const struct pol_policy *p);
 /* pol_policy_digest: hex SHA-256 of the file's bytes (for audit records). */
 const char		*pol_policy_digest(const struct pol_policy *p);
 
+/* pol_policy_source: the bytes the policy was loaded from (len of them,
+ * not NUL-terminated) and the path it was given, both owned by p. Feeding
+ * them to pol_policy_load_buf gives the same policy (and digest). */
+const char		*pol_policy_source(const struct pol_policy *p,
+			    const char **path, size_t *len);
+
+/* pol_set_build: a set of the n policies of v, which it takes (freed on
+ * failure too; v itself stays the caller's). All or nothing, as
+ * pol_set_load_dir: two policies with one name are an error in errs. */
+struct pol_set		*pol_set_build(struct pol_policy **v, size_t n,
+			    struct pol_errors *errs);
 /* pol_set_load_dir: every *.yaml / *.yml file of dir. All or nothing: NULL if
  * any file fails (errors in errs) or two files share a name. */
 struct pol_set		*pol_set_load_dir(const char *dir,

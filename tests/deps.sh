@@ -6,7 +6,7 @@ set -eu
 
 PKGS="build-essential pkg-config
 libnftnl-dev libmnl-dev libldns-dev libmicrohttpd-dev libjansson-dev libyaml-dev
-libpcre2-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev check
+libpcre2-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libseccomp-dev check
 nftables conntrack iproute2 dnsmasq-base dnsutils ldnsutils curl iperf3 sqlite3 jq
 procps psmisc iputils-ping util-linux python3 nodejs npm cppcheck valgrind"
 
@@ -30,6 +30,18 @@ if [ -n "$(echo "$missing" | tr -d ' ')" ]; then
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+
+# The users sluiced's unprivileged processes run as (privsep.dns_user and
+# privsep.bridge_user in the config): system users with no home and no
+# shell, as a package would create them.
+for u in sluice-dns sluice-bridge; do
+	if ! id -u "$u" >/dev/null 2>&1; then
+		[ "$(id -u)" -eq 0 ] || { echo "deps: need root to create user $u" >&2; exit 1; }
+		echo "deps: creating system user $u"
+		useradd --system --no-create-home --home-dir /nonexistent \
+		    --shell /usr/sbin/nologin "$u"
+	fi
+done
 
 # npm packages of the end-to-end tests, pinned by tests/e2e/package-lock.json.
 here=$(cd "$(dirname "$0")" && pwd)

@@ -21,6 +21,10 @@ fail=0
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export SLUICE_BUILD="$top/$B"
+# The same daemon built without sanitizers, when it is there (make test
+# builds it): some scenarios also run what operators run.
+[ -x "$top/build/sluiced" ] && [ "$top/build" != "$SLUICE_BUILD" ] &&
+    export SLUICE_PLAIN_BUILD="$top/build"
 
 run_unit() {
 	local t out rc line c f e

@@ -6,9 +6,12 @@
  * elements of every answer that became ready in it go to the learn hook in
  * one call (one netlink batch, one kernel round trip), and only once the
  * kernel has them are the answers released, with TTLs no longer than the
- * kernel elements, UDP ones in one sendmmsg. It is a file of its own
- * because that order, no answer before its elements, is what the proxy
- * promises, and one place keeps it.
+ * kernel elements, UDP ones in one sendmmsg. The kernel's acknowledgement
+ * is the hook's return, or, when the proxy runs apart from the privileged
+ * process, a later dns_learn_done: then the answers stay held here, a
+ * bounded number of calls at a time. It is a file of its own because that
+ * order, no answer before its elements, is what the proxy promises, and
+ * one place keeps it.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -113,89 +116,242 @@ ready_release(struct dns_pq *pq)
 	ldns_buffer_free(b);
 }
 
+/* Puts list (linked by rnext) back at the front of the ready list: answers
+ * to be learned again go before the ones that became ready after them. */
+static void
+ready_unshift(struct dns_proxy *p, struct dns_pq *list)
+{
+	struct dns_pq *last = list;
+
+	while (last->rnext != NULL)
+		last = last->rnext;
+	last->rnext = p->ready;
+	if (p->ready == NULL)
+		p->ready_tail = &last->rnext;
+	p->ready = list;
+}
+
+/*
+ * How the learn call for the answers of list (npq of them, nb elements)
+ * went: err_no 0 or the refusal's errno, known now (the hook's return) or
+ * later (dns_learn_done). Success releases them. A refused call of several
+ * answers puts each back at the front of the ready list, to be learned
+ * alone: one element the kernel refuses then costs only its own query a
+ * SERVFAIL, not its neighbours' (and a batch mixes sandboxes, so one at
+ * its learn cap must not fail the others). A refused answer alone gets
+ * SERVFAIL.
+ */
+static void
+batch_end(struct dns_proxy *p, struct dns_pq *list, size_t npq, size_t nb,
+    int err_no, const char *err)
+{
+	struct dns_pq *pq, *next;
+
+	if (err == NULL || *err == '\0')
+		err = strerror(err_no);
+	if (err_no == 0) {
+		/* Retries alone are not counted as batches. */
+		if (!list->alone) {
+			p->stat_batches++;
+			p->stat_batched += npq;
+		}
+		for (pq = list; pq != NULL; pq = next) {
+			next = pq->rnext;
+			ready_release(pq);
+		}
+		return;
+	}
+	if (npq > 1) {
+		/* ENOSPC: a sandbox at its learn cap, which its findings
+		 * report; only other failures are logged. */
+		if (err_no != ENOSPC)
+			log_warnx("dns: learn of %zu elements for %zu answers "
+			    "failed: %s; trying each answer alone", nb, npq,
+			    err);
+		for (pq = list; pq != NULL; pq = pq->rnext)
+			pq->alone = true;
+		ready_unshift(p, list);
+		dns_flush_schedule(p);
+		return;
+	}
+	if (err_no == ENOSPC) {
+		pq_fail_capped(list);
+		return;
+	}
+	if (list->alone)
+		log_warnx("dns: learn for %s (%s) failed: %s", list->c.id,
+		    list->q.qname, err);
+	else
+		log_warnx("dns: learn of %zu elements for 1 answer failed: %s",
+		    nb, err);
+	dns_pq_fail(list, POL_REASON_LEARN_FAILED);
+}
+
+/* One learn call for the answers of list (npq of them, whose nb elements
+ * are in p->bel); the caller saw a free slot for it in p->lb. */
+static void
+batch_learn(struct dns_proxy *p, struct dns_pq *list, size_t npq, size_t nb)
+{
+	uint64_t t = ++p->ticket;
+	char err[128];
+	size_t i;
+	int rc, e;
+
+	err[0] = '\0';
+	errno = 0;
+	p->in_learn = true;
+	rc = p->h.learn(p->h.ctx, t, p->bel, nb, err, sizeof(err));
+	e = errno;
+	p->in_learn = false;
+	if (rc != DNS_LEARN_PENDING) {
+		/* Anything but 0 is a refusal, with EIO if errno says none. */
+		batch_end(p, list, npq, nb, rc == 0 ? 0 : e != 0 ? e : EIO,
+		    err);
+		return;
+	}
+	for (i = 0; i < DNS_LEARN_INFLIGHT; i++) {
+		struct dns_lbatch *lb = &p->lb[i];
+
+		if (lb->pqs != NULL)
+			continue;
+		lb->ticket = t;
+		lb->pqs = list;
+		lb->npq = npq;
+		lb->nb = nb;
+		p->nlb++;
+		p->stat_learn_pending++;
+		return;
+	}
+	/* Not reached: dns_flush calls only with a slot free. */
+	batch_end(p, list, npq, nb, EAGAIN, "no learn slot");
+}
+
 /*
  * dns_flush: the end of a loop iteration. The elements of every answer
  * that became ready in it go to the kernel in one learn call (one netlink
- * batch, one round trip) and, once it is acknowledged, the answers leave
- * (recorded first, as everywhere). When a batch fails, each of its
- * answers is tried again alone, so one element the kernel refuses costs
- * only its own query a SERVFAIL, not its neighbours'. Queued UDP answers
- * leave together at the end (sendmmsg).
+ * batch, one round trip) and, once it is acknowledged (by the hook's
+ * return, or later by dns_learn_done), the answers leave (recorded first,
+ * as everywhere). When a batch fails, each of its answers is tried again
+ * alone (batch_end). While DNS_LEARN_INFLIGHT calls are pending the rest
+ * stays on the ready list, in order, until an acknowledgement frees a
+ * slot and flushes again. Queued UDP answers leave together at the end
+ * (sendmmsg).
  */
 static void
 dns_flush(struct ev_loop *loop, void *arg)
 {
 	struct dns_proxy *p = arg;
-	struct dns_pq *list, *pq, *next, *end;
-	size_t nb, tot, npq;
-	char err[128];
+	struct dns_pq *list, *pq, *next, *end, *last;
+	size_t nb, tot, npq, i;
 
 	(void)loop;
 	p->flush = NULL;
 	p->flushing = true;
-	list = p->ready;
-	p->ready = NULL;
-	p->ready_tail = &p->ready;
-	while (list != NULL) {
+	while ((list = p->ready) != NULL && p->nlb < DNS_LEARN_INFLIGHT) {
 		/* A chunk: as many answers as fit in one batch (one answer
-		 * has at most DNS_MAX_ELEMS < DNS_BATCH_ELEMS elements). */
+		 * has at most DNS_MAX_ELEMS < DNS_BATCH_ELEMS elements), or
+		 * one answer to be learned alone. */
 		nb = tot = npq = 0;
-		for (end = list; end != NULL && (npq == 0 ||
-		    tot + end->nel <= DNS_BATCH_ELEMS); end = end->rnext) {
-			size_t i;
-
+		last = list;
+		for (end = list; end != NULL && (npq == 0 || (!list->alone &&
+		    !end->alone && tot + end->nel <= DNS_BATCH_ELEMS));
+		    end = end->rnext) {
 			for (i = 0; i < end->nel; i++)
 				batch_add(p, &nb, &end->el[i]);
 			tot += end->nel;
 			npq++;
+			last = end;
 		}
-		err[0] = '\0';
-		if (nb > 0 && p->h.learn(p->h.ctx, p->bel, nb, err,
-		    sizeof(err)) != 0) {
-			/* ENOSPC: a sandbox at its learn cap, which its
-			 * findings report; only other failures are logged. */
-			int e = errno;
-
-			if (e != ENOSPC)
-				log_warnx("%s: learn of %zu elements for %zu "
-				    "answers failed: %s%s", __func__, nb, npq,
-				    err, npq > 1 ? "; trying each answer "
-				    "alone" : "");
-			for (pq = list; pq != end; pq = next) {
-				next = pq->rnext;
-				err[0] = '\0';
-				if (pq->nel > 0 && (npq == 1 ||
-				    (e = 0, p->h.learn(p->h.ctx, pq->el,
-				    pq->nel, err, sizeof(err)) != 0))) {
-					if (npq > 1)
-						e = errno;
-					if (e == ENOSPC) {
-						pq_fail_capped(pq);
-						continue;
-					}
-					if (npq > 1)
-						log_warnx("%s: learn for %s "
-						    "(%s) failed: %s", __func__,
-						    pq->c.id, pq->q.qname, err);
-					dns_pq_fail(pq, POL_REASON_LEARN_FAILED);
-				} else
-					ready_release(pq);
-			}
-		} else {
-			if (nb > 0) {
-				p->stat_batches++;
-				p->stat_batched += npq;
-			}
-			for (pq = list; pq != end; pq = next) {
-				next = pq->rnext;
-				ready_release(pq);
-			}
+		p->ready = end;
+		if (end == NULL)
+			p->ready_tail = &p->ready;
+		last->rnext = NULL;
+		if (nb > 0) {
+			batch_learn(p, list, npq, nb);
+			continue;
 		}
-		list = end;
+		/* Nothing to learn (no address kept, NXDOMAIN): they go. */
+		for (pq = list; pq != NULL; pq = next) {
+			next = pq->rnext;
+			ready_release(pq);
+		}
 	}
 	if (p->nout > 0)
 		dns_out_send(p);
 	p->flushing = false;
+}
+
+void
+dns_learn_done(struct dns_proxy *p, uint64_t ticket, int err_no,
+    const char *err)
+{
+	struct dns_lbatch b;
+	size_t i;
+
+	if (p == NULL)
+		return;
+	if (p->in_learn) {
+		/* Against the contract: the ticket is not pending yet, and
+		 * the call in progress would be left holding its answers. */
+		log_warnx("dns: learn ticket %llu acknowledged from inside "
+		    "the learn hook; ignored", (unsigned long long)ticket);
+		return;
+	}
+	for (i = 0; i < DNS_LEARN_INFLIGHT; i++)
+		if (p->lb[i].pqs != NULL && p->lb[i].ticket == ticket)
+			break;
+	if (i == DNS_LEARN_INFLIGHT) {
+		log_debug("dns: learn ticket %llu is not pending; ignored",
+		    (unsigned long long)ticket);
+		return;
+	}
+	b = p->lb[i];
+	memset(&p->lb[i], 0, sizeof(p->lb[i]));
+	p->nlb--;
+	batch_end(p, b.pqs, b.npq, b.nb, err_no, err);
+	/* A slot is free: answers waiting for one go at the end of this
+	 * loop iteration, together. */
+	if (p->ready != NULL)
+		dns_flush_schedule(p);
+}
+
+size_t
+dns_learn_abort_all(struct dns_proxy *p)
+{
+	struct dns_pq *pq, *next;
+	size_t i, n = 0;
+
+	if (p == NULL)
+		return 0;
+	for (i = 0; i < DNS_LEARN_INFLIGHT; i++) {
+		struct dns_lbatch b = p->lb[i];
+
+		if (b.pqs == NULL)
+			continue;
+		memset(&p->lb[i], 0, sizeof(p->lb[i]));
+		p->nlb--;
+		/* No retry: whoever was to answer is gone. */
+		for (pq = b.pqs; pq != NULL; pq = next) {
+			next = pq->rnext;
+			dns_pq_fail(pq, POL_REASON_LEARN_FAILED);
+			n++;
+		}
+	}
+	if (n > 0)
+		log_warnx("dns: %zu answers failed: their learn calls will "
+		    "never be acknowledged", n);
+	if (p->ready != NULL)
+		dns_flush_schedule(p);
+	return n;
+}
+
+void
+dns_learn_forget(struct dns_proxy *p)
+{
+	memset(p->lb, 0, sizeof(p->lb));
+	p->nlb = 0;
+	p->ready = NULL;
+	p->ready_tail = &p->ready;
 }
 
 /* The upstream (or cached) answer passed the checks: filter it, build the
@@ -273,8 +429,18 @@ decided:
 		goto out;
 	}
 	ev->nelems = fo.nel;
-	memcpy(ev->elems, fo.el, (fo.nel < DNS_EV_MAX_ELEMS ? fo.nel :
-	    DNS_EV_MAX_ELEMS) * sizeof(*fo.el));
+	for (i = 0; i < fo.nel && i < DNS_EV_MAX_ELEMS; i++) {
+		struct dns_ev_elem *x = &ev->elems[i];
+
+		memcpy(x->ifname, fo.el[i].ifname, sizeof(x->ifname));
+		x->family = fo.el[i].family;
+		memcpy(x->addr, fo.el[i].addr, sizeof(x->addr));
+		x->proto = fo.el[i].proto;
+		x->flags = fo.el[i].flags;
+		x->port_lo = fo.el[i].port_lo;
+		x->port_hi = fo.el[i].port_hi;
+		x->timeout_ms = fo.el[i].timeout_ms;
+	}
 	/* Learned for the name asked (the one the policy decided), which
 	 * lives with pq until the answer leaves: a reload decides the
 	 * element again by it. The event's copies carry no pointer. */

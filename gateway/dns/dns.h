@@ -12,7 +12,11 @@
  *
  * It runs inside the daemon's single epoll loop (gateway/ev.h) and reaches
  * the rest of the daemon only through struct dns_hooks, whose arguments are
- * flat structs: this seam is the future privilege-separation boundary.
+ * flat structs: this seam is the privilege-separation boundary. Learning
+ * may be synchronous (the daemon inserts the elements itself) or
+ * asynchronous (the proxy runs in a process of its own and asks the
+ * privileged parent, whose acknowledgement comes back later through
+ * dns_learn_done); either way no answer leaves before its elements.
  */
 #ifndef SLUICE_GATEWAY_DNS_DNS_H
 #define SLUICE_GATEWAY_DNS_DNS_H
@@ -42,6 +46,14 @@
 #define DNS_USOCK_MAX		128	/* UDP upstream sockets */
 #define DNS_TCP_UP_MAX		64	/* TCP upstream connections */
 #define DNS_UPSTREAM_FDS	(DNS_USOCK_MAX + DNS_TCP_UP_MAX)
+/* What the learn hook returns when it sent the request elsewhere: the
+ * answers wait for dns_learn_done. Positive, unlike 0 and -1. */
+#define DNS_LEARN_PENDING	1
+/* Learn calls that may be pending at once. Answers ready beyond that wait
+ * (still unanswered) until an acknowledgement frees a slot, so a parent
+ * that is slow to answer costs held queries (bounded by max_pending), not
+ * an unbounded backlog of requests on its socket. */
+#define DNS_LEARN_INFLIGHT	64
 
 /* What the daemon tells the proxy about the sandbox a query came from. */
 struct dns_client {
@@ -59,6 +71,18 @@ enum dns_decision {
 	DNS_DEC_REFUSED,	/* unknown source */
 	DNS_DEC_ERROR,		/* upstream or learn failure: SERVFAIL */
 	DNS_DEC_MALFORMED,	/* FORMERR or dropped */
+};
+
+/* One element handed to learn, as the event keeps it: struct fw_elem's
+ * key and lifetime without its borrowed name (the event's qname). */
+struct dns_ev_elem {
+	char		ifname[FW_IFNAMSIZ];
+	uint8_t		family;
+	uint8_t		addr[16];
+	uint8_t		proto;
+	uint8_t		flags;
+	uint16_t	port_lo, port_hi;
+	uint32_t	timeout_ms;
 };
 
 /* One answered address and what happened to it. */
@@ -86,7 +110,7 @@ struct dns_event {
 	struct dns_ev_addr	addrs[DNS_EV_MAX_ADDRS];
 	size_t			naddrs;		/* answered A/AAAA records */
 	size_t			nkept, nremoved;
-	struct fw_elem		elems[DNS_EV_MAX_ELEMS];
+	struct dns_ev_elem	elems[DNS_EV_MAX_ELEMS];
 	size_t			nelems;		/* elements handed to learn */
 	char			upstream[INET6_ADDRSTRLEN + 8]; /* "" if none used */
 	uint64_t		latency_us;	/* query in -> answer out */
@@ -98,10 +122,12 @@ struct dns_event {
 	uint32_t		suppressed;
 };
 
-/* Called on the loop's thread, synchronously. learn blocks the loop until
- * the kernel answers (that is the point: no answer before the element).
- * record is called before the answer is sent, so a record exists for every
- * answer anyone can observe; the event is only valid during the call. */
+/* Called on the loop's thread. learn either blocks the loop until the
+ * kernel answers or hands the request on (DNS_LEARN_PENDING) and the proxy
+ * holds the answers until dns_learn_done: never an answer before its
+ * elements. record is called before the answer is sent, so a record exists
+ * for every answer anyone can observe; the event is only valid during the
+ * call. */
 struct dns_hooks {
 	/* Identify the sandbox by the query's source address (v4 or v6): 0
 	 * and fill *c, or -1: not a live sandbox -> REFUSED, recorded.
@@ -113,15 +139,32 @@ struct dns_hooks {
 	 * turns. */
 	int	(*lookup)(void *ctx, const struct sockaddr *src, socklen_t len,
 		    struct dns_client *c);
-	/* Insert/refresh kernel elements; synchronous, returns after the
-	 * kernel ACK. One call carries the elements of every answer that
-	 * became ready in one loop iteration (several queries, possibly of
-	 * several sandboxes: each element names its link). -1 -> each of
-	 * those answers is retried alone, and the ones whose own call fails
-	 * are answered SERVFAIL. Elements on the sandbox's taint keep-list
-	 * carry FW_ELEM_KEEP, also while it is not tainted. */
-	int	(*learn)(void *ctx, const struct fw_elem *e, size_t n,
-		    char *err, size_t errlen);
+	/*
+	 * Insert/refresh the kernel elements e[0..n). One call carries the
+	 * elements of every answer that became ready in one loop iteration
+	 * (several queries, possibly of several sandboxes: each element
+	 * names its link); none of those answers leaves before the kernel
+	 * has them. e, and the names its elements point to, are valid only
+	 * during the call: a hook that sends the request elsewhere copies
+	 * them. ticket names the call: unique per proxy, increasing. Returns
+	 *   0                  the kernel has them now (synchronous success):
+	 *                      the answers leave;
+	 *   -1                 refused now, errno set (ENOSPC: a sandbox is
+	 *                      at its learn cap) and a message in err;
+	 *   DNS_LEARN_PENDING  the request was sent elsewhere: the answers
+	 *                      stay held until dns_learn_done(p, ticket, ...)
+	 *                      reports its outcome (which must not be called
+	 *                      from inside this hook).
+	 * A refused call (now or later) of several answers is retried one
+	 * answer at a time, each retry again a call that may be pending; a
+	 * refused answer alone gets SERVFAIL (ENOSPC: learned_cap, with a
+	 * finding once a minute per sandbox; otherwise learn_failed). At
+	 * most DNS_LEARN_INFLIGHT calls are pending at once. Elements on
+	 * the sandbox's taint keep-list carry FW_ELEM_KEEP, also while it
+	 * is not tainted.
+	 */
+	int	(*learn)(void *ctx, uint64_t ticket, const struct fw_elem *e,
+		    size_t n, char *err, size_t errlen);
 	/* One dns.decision event per query (and findings). */
 	void	(*record)(void *ctx, const struct dns_event *ev);
 	void	*ctx;
@@ -163,9 +206,20 @@ struct dns_config {
 	 * at most whatever the count. no_cache sends every query upstream. */
 	uint32_t		cache_max;
 	bool			no_cache;
+	/* Listeners the caller bound already (dns_listen; a process that
+	 * may not bind the port gets them from one that may): dns_new takes
+	 * them (dns_free closes them) and does not bind listen. */
+	bool			prebound;
+	int			listen_udp, listen_tcp;
 };
 
 struct dns_proxy;
+
+/* dns_listen: binds the UDP and TCP listeners of cfg->listen (TCP on the
+ * UDP port, also an ephemeral one), non-blocking, close-on-exec, TCP
+ * listening. 0 with *udp and *tcp, or -1 with errno and err. */
+int			 dns_listen(const struct dns_config *cfg, int *udp,
+			    int *tcp, char *err, size_t errlen);
 
 /* dns_new: bind the UDP and TCP listeners of cfg and register them with
  * loop. hooks is copied (lookup and learn are required; record may be
@@ -176,10 +230,37 @@ struct dns_proxy;
 struct dns_proxy	*dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 			    const struct dns_hooks *hooks, char *err, size_t errlen);
 /* dns_free: close every socket, cancel every timer, drop pending queries
- * without answering them. dns_free(NULL) is a no-op. Loop thread only. */
+ * without answering them, those held for a pending learn call too (their
+ * tickets die with the proxy). dns_free(NULL) is a no-op. Loop thread only. */
 void			 dns_free(struct dns_proxy *p);
+/* dns_child_main: main() of the DNS process (gateway/dns/child.c),
+ * started by the daemon as `sluiced --room dns --uid U --gid G
+ * [--foreground] [--verbose]` with its channel and listeners at fixed
+ * descriptors (gateway/privsep/proc.h). Returns the exit status. */
+int			 dns_child_main(int argc, char **argv);
 /* dns_local_port: the bound port (host order), useful after port 0. */
 uint16_t		 dns_local_port(const struct dns_proxy *p);
+/*
+ * dns_learn_done: the outcome of the learn call ticket that returned
+ * DNS_LEARN_PENDING. err_no 0: the kernel has the elements, and the
+ * call's answers are released (recorded first; UDP ones leave together
+ * at the end of the loop iteration). Otherwise err_no is the refusal's
+ * errno (ENOSPC: a learn cap) and err a message or NULL, handled as a
+ * refusal of the call itself would be (see struct dns_hooks, learn). A
+ * ticket that is not pending (unknown, or already done) is ignored.
+ * Loop thread only, and never from inside the learn hook: a ticket is
+ * pending only once the hook has returned.
+ */
+void			 dns_learn_done(struct dns_proxy *p, uint64_t ticket,
+			    int err_no, const char *err);
+/*
+ * dns_learn_abort_all: every pending learn call is taken as refused for
+ * good: its answers get SERVFAIL (learn_failed), none retried. For when
+ * whoever was to acknowledge is gone (the parent process); answers still
+ * waiting for a free slot are left to the next learn call. Returns the
+ * number of answers failed. Loop thread only, not from inside a hook.
+ */
+size_t			 dns_learn_abort_all(struct dns_proxy *p);
 
 /*
  * The query parser, exposed for the fuzz target and unit tests. Pure: no

@@ -80,12 +80,27 @@ struct dns_pq {
 	uint8_t			*rbuf;			/* TCP upstream reply */
 	size_t			 rlen;
 	struct ev_timer		*timer;
-	/* Answer built, waiting for its elements (the proxy's ready list). */
+	/* Answer built, waiting for its elements: on the proxy's ready list,
+	 * then in a learn call (struct dns_lbatch) until it is released.
+	 * From then on only answer.c finishes or frees it (and dns_free):
+	 * its timer is cancelled and its upstream socket closed before it
+	 * becomes ready (pq_close_fd), and a TCP client that leaves only
+	 * orphans it (dns_conn_close), so nothing else reaches it. */
 	struct dns_pq		*rnext;
 	ldns_buffer		*ans;
 	uint8_t			 ans_rcode;
 	struct fw_elem		*el;
 	size_t			 nel;
+	bool			 alone;		/* its batch failed: learn it alone */
+};
+
+/* A learn call the hook sent elsewhere (DNS_LEARN_PENDING): its answers,
+ * held until dns_learn_done says how it went. A free slot has no pqs. */
+struct dns_lbatch {
+	uint64_t		 ticket;
+	struct dns_pq		*pqs;		/* by rnext, in arrival order */
+	size_t			 npq;
+	size_t			 nb;		/* elements sent */
 };
 
 /* A TCP client (tcp.c). */
@@ -115,7 +130,8 @@ struct dns_capnote {
 };
 
 /* The proxy: its sockets, queries in flight, TCP clients, rate buckets,
- * cache and the answers waiting for the end of the loop iteration. */
+ * cache, the answers waiting for the end of the loop iteration and those
+ * waiting for a pending learn call. */
 struct dns_proxy {
 	struct ev_loop		*loop;
 	struct dns_config	 cfg;
@@ -147,6 +163,11 @@ struct dns_proxy {
 	struct ev_timer		*flush;
 	bool			 flushing;		/* inside dns_flush */
 	struct fw_elem		*bel;			/* DNS_BATCH_ELEMS */
+	/* Learn calls pending (DNS_LEARN_PENDING), and the last ticket. */
+	struct dns_lbatch	 lb[DNS_LEARN_INFLIGHT];
+	size_t			 nlb;
+	uint64_t		 ticket;
+	bool			 in_learn;		/* inside the learn hook */
 	struct dns_out		*out;			/* DNS_OUT_SLOTS */
 	size_t			 nout;
 	uint8_t			*rbufs;			/* recvmmsg buffers */
@@ -159,7 +180,7 @@ struct dns_proxy {
 	 * one getrandom per 256 queries instead of one per query. */
 	uint8_t			 rnd[512];
 	size_t			 rndpos;
-	uint64_t		 stat_batches, stat_batched;
+	uint64_t		 stat_batches, stat_batched, stat_learn_pending;
 	uint64_t		 stat_cache_hits;
 	uint64_t		 stat_tcp_refused, stat_tcp_evicted;
 	struct dns_capnote	 capnote[DNS_CAPNOTE_SLOTS];
@@ -303,5 +324,9 @@ void	dns_pq_answer(struct dns_pq *pq, ldns_pkt *pkt, bool relookup);
 /* dns_flush_schedule: make sure the end-of-iteration flush (learn, then
  * release; queued UDP answers) runs. */
 void	dns_flush_schedule(struct dns_proxy *p);
+/* dns_learn_forget: empty the pending learn calls and the ready list
+ * without answering or freeing their queries (dns_free frees them with
+ * the rest). */
+void	dns_learn_forget(struct dns_proxy *p);
 
 #endif /* SLUICE_GATEWAY_DNS_DNS_INT_H */

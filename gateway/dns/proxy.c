@@ -625,15 +625,71 @@ listen_port_is_zero(const struct dns_config *cfg)
 	return ((const struct sockaddr_in6 *)&cfg->listen)->sin6_port == 0;
 }
 
+int
+dns_listen(const struct dns_config *cfg, int *udp, int *tcp, char *err,
+    size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int attempt, one = 1, serr, ufd = -1, tfd = -1;
+	const char *what = "";
+
+	/*
+	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
+	 * ephemeral UDP port may already be taken for TCP by someone else:
+	 * then try another one (only when the caller asked for port 0).
+	 */
+	for (attempt = 0;; attempt++) {
+		what = "udp socket";
+		ufd = socket(cfg->listen.ss_family, SOCK_DGRAM |
+		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (ufd == -1 || bind(ufd, (const struct sockaddr *)&cfg->listen,
+		    cfg->listen_len) == -1)
+			goto fail;
+		what = "getsockname";
+		sl = sizeof(ss);
+		if (getsockname(ufd, (struct sockaddr *)&ss, &sl) == -1)
+			goto fail;
+		what = "tcp socket";
+		tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		if (tfd == -1 || setsockopt(tfd, SOL_SOCKET, SO_REUSEADDR,
+		    &one, sizeof(one)) == -1)
+			goto fail;
+		if (bind(tfd, (struct sockaddr *)&ss, sl) == 0)
+			break;
+		if (errno != EADDRINUSE || !listen_port_is_zero(cfg) ||
+		    attempt >= 16)
+			goto fail;
+		close(tfd);
+		close(ufd);
+		tfd = ufd = -1;
+	}
+	what = "listen";
+	if (listen(tfd, 64) == -1)
+		goto fail;
+	*udp = ufd;
+	*tcp = tfd;
+	return 0;
+fail:
+	serr = errno;
+	snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
+	if (ufd != -1)
+		close(ufd);
+	if (tfd != -1)
+		close(tfd);
+	errno = serr;
+	return -1;
+}
+
 struct dns_proxy *
 dns_new(struct ev_loop *loop, const struct dns_config *cfg,
     const struct dns_hooks *hooks, char *err, size_t errlen)
 {
-	int attempt;
 	struct dns_proxy *p;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	int one = 1, serr;
+	int serr;
 	const char *what = "";
 
 	if (loop == NULL || cfg == NULL || hooks == NULL ||
@@ -693,42 +749,32 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 	if (p->cfg.max_udp_size > DNS_MAX_QUERY)
 		p->cfg.max_udp_size = DNS_MAX_QUERY;
 
-	/*
-	 * TCP on the same port as UDP, also when UDP's was ephemeral. An
-	 * ephemeral UDP port may already be taken for TCP by someone else:
-	 * then try another one (only when the caller asked for port 0).
-	 */
-	for (attempt = 0;; attempt++) {
-		what = "udp socket";
-		p->ufd = socket(cfg->listen.ss_family, SOCK_DGRAM |
-		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (p->ufd == -1 || bind(p->ufd,
-		    (struct sockaddr *)&cfg->listen, cfg->listen_len) == -1)
-			goto fail;
+	if (cfg->prebound) {
+		p->ufd = cfg->listen_udp;
+		p->tfd = cfg->listen_tcp;
 		what = "getsockname";
-		sl = sizeof(ss);
 		if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
 			goto fail;
 		p->port = ntohs(ss.ss_family == AF_INET ?
 		    ((struct sockaddr_in *)&ss)->sin_port :
 		    ((struct sockaddr_in6 *)&ss)->sin6_port);
-		what = "tcp socket";
-		p->tfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-		    SOCK_CLOEXEC, 0);
-		if (p->tfd == -1 || setsockopt(p->tfd, SOL_SOCKET,
-		    SO_REUSEADDR, &one, sizeof(one)) == -1)
-			goto fail;
-		if (bind(p->tfd, (struct sockaddr *)&ss, sl) == 0)
-			break;
-		if (errno != EADDRINUSE || !listen_port_is_zero(cfg) ||
-		    attempt >= 16)
-			goto fail;
-		close(p->tfd);
-		close(p->ufd);
-		p->tfd = p->ufd = -1;
+	} else if (dns_listen(cfg, &p->ufd, &p->tfd, err, errlen) == -1) {
+		serr = errno;
+		free(p->rl);
+		free(p->bel);
+		free(p->out);
+		free(p->rbufs);
+		free(p->cslots);
+		free(p);
+		errno = serr;
+		return NULL;
+	} else {
+		sl = sizeof(ss);
+		(void)getsockname(p->ufd, (struct sockaddr *)&ss, &sl);
+		p->port = ntohs(ss.ss_family == AF_INET ?
+		    ((struct sockaddr_in *)&ss)->sin_port :
+		    ((struct sockaddr_in6 *)&ss)->sin6_port);
 	}
-	if (listen(p->tfd, 64) == -1)
-		goto fail;
 	what = "ev_add";
 	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
 		goto fail;
@@ -759,23 +805,25 @@ dns_free(struct dns_proxy *p)
 {
 	if (p == NULL)
 		return;
-	log_debug("dns: %llu learn batches for %llu answers, %llu cache hits, "
+	log_debug("dns: %llu learn batches for %llu answers, %llu learn calls "
+	    "acknowledged later, %llu cache hits, "
 	    "%llu tcp clients refused, %llu evicted for another source, "
 	    "%llu queries dropped over their sandbox's rate, %llu refused "
 	    "an upstream socket",
 	    (unsigned long long)p->stat_batches,
 	    (unsigned long long)p->stat_batched,
+	    (unsigned long long)p->stat_learn_pending,
 	    (unsigned long long)p->stat_cache_hits,
 	    (unsigned long long)p->stat_tcp_refused,
 	    (unsigned long long)p->stat_tcp_evicted,
 	    (unsigned long long)p->stat_rl_dropped,
 	    (unsigned long long)p->stat_up_refused);
-	/* Answers waiting for their elements are dropped like every other
-	 * pending query: unanswered, never answered without the learn. */
+	/* Answers waiting for their elements (ready, or held for a pending
+	 * learn call) are dropped like every other pending query:
+	 * unanswered, never answered without the learn. */
 	ev_timer_cancel(p->loop, p->flush);
 	p->flush = NULL;
-	p->ready = NULL;
-	p->ready_tail = &p->ready;
+	dns_learn_forget(p);
 	p->nout = 0;
 	while (p->conns != NULL)
 		dns_conn_close(p->conns);

@@ -332,7 +332,7 @@ dns_elements(const struct dns_event *ev)
 	if ((arr = json_array()) == NULL)
 		return NULL;
 	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
-		const struct fw_elem *e = &ev->elems[i];
+		const struct dns_ev_elem *e = &ev->elems[i];
 
 		vals[0] = addr_fast(e->family, e->addr);
 		vals[1] = proto_json(e->proto);
@@ -442,7 +442,7 @@ cw_elements(struct aud_cw *w, const struct dns_event *ev)
 
 	CW_K(w, "[");
 	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
-		const struct fw_elem *e = &ev->elems[i];
+		const struct dns_ev_elem *e = &ev->elems[i];
 
 		if (i > 0)
 			CW_K(w, ",");

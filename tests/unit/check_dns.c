@@ -489,12 +489,14 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 }
 
 static int
-h_learn(void *ctx, const struct fw_elem *e, size_t n, char *err,
-    size_t errlen)
+h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
+    char *err, size_t errlen)
 {
 	struct elog *l = ctx;
 	struct pollfd pfd;
 	int rc = 0;
+
+	(void)ticket;	/* synchronous: the asynchronous side is check_dns_learn */
 
 	pthread_mutex_lock(&l->mu);
 	l->calls++;

@@ -1,0 +1,599 @@
+/*
+ * child.c: the DNS process. sluiced's parent starts it (gateway/privsep/
+ * proc.c) with the listeners it bound on the service address and one end
+ * of a socket pair; everything a sandbox sends to port 53 is parsed here,
+ * by a process that runs as its own unprivileged user, with no
+ * capabilities, no_new_privs and a seccomp filter (gateway/privsep/priv.h),
+ * holding no key, no database and no netlink socket. What it knows it was
+ * told in messages (gateway/privsep/msg.h): the proxy's configuration, the
+ * policy set as text (loaded here again, so no pointer crosses), and the
+ * sandbox table as add/remove/change. What it decides goes back as
+ * messages too: learn batches, which the parent applies in one netlink
+ * batch and acknowledges before the answers leave (dns_learn_done), and
+ * one dns.decision event per query for the audit log.
+ *
+ * It fails closed: until the first MSG_SYNC it serves nothing, and when
+ * the parent goes away it exits (its answers could no longer be learned).
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/dns/dns.h"
+#include "gateway/ev.h"
+#include "gateway/log.h"
+#include "gateway/privsep/chan.h"
+#include "gateway/privsep/msg.h"
+#include "gateway/privsep/priv.h"
+#include "gateway/privsep/proc.h"
+
+#define DNSC_BUCKETS	4096u		/* sandbox table: chains by address */
+#define DNSC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
+#define DNSC_MAX_ERRORS	16
+
+struct dnsc_sbx {
+	struct dnsc_sbx	*next;
+	struct msg_sbx	 s;
+};
+
+/* A policy set on its way in (MSG_POLICY_BEGIN .. MSG_POLICY_END). */
+struct dnsc_load {
+	bool			 on;
+	uint32_t		 nfiles;
+	struct pol_policy	**v;
+	size_t			 n;
+	struct msg_policy_file	 file;
+	bool			 in_file;
+	char			*buf;
+	size_t			 got;
+	bool			 bad;
+};
+
+struct dnsc {
+	struct ev_loop		*loop;
+	struct chan		*ch;
+	struct dns_proxy	*proxy;
+	struct msg_dns_config	 cfg;
+	bool			 have_cfg;
+	int			 ufd, tfd;
+	struct pol_set		*set, *old;
+	struct ev_timer		*old_free;
+	struct dnsc_load	 ld;
+	struct dnsc_sbx		*tab[DNSC_BUCKETS];
+	size_t			 nsbx;
+	struct msg_elem		*ebuf;		/* MSG_LEARN_MAX of them */
+	uint64_t		 lost;
+	int			 status;	/* exit status */
+};
+
+static uint32_t
+addr_hash(const uint8_t a[4])
+{
+	uint32_t h;
+
+	memcpy(&h, a, 4);
+	h ^= h >> 16;
+	h *= 0x45d9f3bu;
+	h ^= h >> 16;
+	return h % DNSC_BUCKETS;
+}
+
+static struct dnsc_sbx **
+tab_find(struct dnsc *d, const uint8_t a[4])
+{
+	struct dnsc_sbx **pp = &d->tab[addr_hash(a)];
+
+	for (; *pp != NULL; pp = &(*pp)->next)
+		if (memcmp((*pp)->s.addr4, a, 4) == 0)
+			return pp;
+	return pp;
+}
+
+/* Add or change: the table is keyed by address, the only thing a query
+ * tells about its sender. */
+static int
+tab_put(struct dnsc *d, const struct msg_sbx *s)
+{
+	struct dnsc_sbx **pp = tab_find(d, s->addr4), *e;
+
+	if ((e = *pp) == NULL) {
+		if ((e = calloc(1, sizeof(*e))) == NULL)
+			return -1;
+		*pp = e;
+		d->nsbx++;
+	}
+	e->s = *s;
+	return 0;
+}
+
+static void
+tab_del(struct dnsc *d, const struct msg_sbx *s)
+{
+	struct dnsc_sbx **pp = tab_find(d, s->addr4), *e;
+
+	if ((e = *pp) == NULL || strcmp(e->s.id, s->id) != 0)
+		return;
+	*pp = e->next;
+	free(e);
+	d->nsbx--;
+}
+
+static void
+tab_clear(struct dnsc *d)
+{
+	struct dnsc_sbx *e;
+	size_t i;
+
+	for (i = 0; i < DNSC_BUCKETS; i++)
+		while ((e = d->tab[i]) != NULL) {
+			d->tab[i] = e->next;
+			free(e);
+		}
+	d->nsbx = 0;
+}
+
+/* ------------------------------------------------------------- hooks */
+
+static const uint32_t table_types[] = { MSG_SBX_ADD, MSG_SBX_DEL,
+    MSG_SBX_CHANGE };
+
+static int
+h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
+    struct dns_client *c)
+{
+	struct dnsc *d = ctx;
+	const struct sockaddr_in *sin;
+	struct dnsc_sbx *e;
+
+	if (src == NULL || src->sa_family != AF_INET ||
+	    len < (socklen_t)sizeof(*sin))
+		return -1;
+	sin = (const struct sockaddr_in *)(const void *)src;
+	/* A sandbox is in the table before its creation returns: its
+	 * MSG_SBX_ADD is on the socket before anything in it can send a
+	 * query. A miss takes the table's messages that wait (only those:
+	 * they touch nothing but the table) and looks again. */
+	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL &&
+	    (chan_take(d->ch, table_types, sizeof(table_types) /
+	    sizeof(table_types[0])) == 0 ||
+	    (e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL))
+		return -1;
+	memset(c, 0, sizeof(*c));
+	memcpy(c->id, e->s.id, strnlen(e->s.id, sizeof(c->id) - 1));
+	memcpy(c->ifname, e->s.ifname, strnlen(e->s.ifname,
+	    sizeof(c->ifname) - 1));
+	/* A sandbox whose policy is not in the set resolves nothing. */
+	if ((c->policy = pol_set_get(d->set, e->s.policy)) == NULL)
+		return -1;
+	c->tainted = e->s.tainted != 0;
+	return 0;
+}
+
+static int
+h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
+    char *err, size_t errlen)
+{
+	struct dnsc *d = ctx;
+	struct msg_learn m;
+	struct iovec v[2];
+	size_t i;
+
+	if (n == 0 || n > MSG_LEARN_MAX) {
+		snprintf(err, errlen, "%zu elements in one batch", n);
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&m, 0, sizeof(m));
+	m.ticket = ticket;
+	m.n = (uint32_t)n;
+	for (i = 0; i < n; i++)
+		msg_elem_from(&d->ebuf[i], &e[i]);
+	v[0].iov_base = &m;
+	v[0].iov_len = sizeof(m);
+	v[1].iov_base = d->ebuf;
+	v[1].iov_len = n * sizeof(*d->ebuf);
+	if (chan_send(d->ch, MSG_LEARN, v, 2) == -1) {
+		snprintf(err, errlen, "to the parent: %s", strerror(errno));
+		return -1;
+	}
+	return DNS_LEARN_PENDING;
+}
+
+static void
+h_record(void *ctx, const struct dns_event *ev)
+{
+	struct dnsc *d = ctx;
+	struct msg_lost l;
+
+	if (d->lost > 0) {
+		l.events = d->lost;
+		if (chan_send1(d->ch, MSG_LOST, &l, sizeof(l)) == -1) {
+			d->lost++;
+			return;
+		}
+		d->lost = 0;
+	}
+	/* The event is flat; a copy crosses as it is. A parent that does
+	 * not keep up costs records, counted, never answers. */
+	if (chan_send1(d->ch, MSG_DNS_EVENT, ev, sizeof(*ev)) == -1)
+		d->lost++;
+}
+
+/* --------------------------------------------------------- messages */
+
+static void
+quit(struct dnsc *d, int status, const char *why)
+{
+	if (why != NULL)
+		log_warnx("%s", why);
+	d->status = status;
+	ev_stop(d->loop);
+}
+
+static void
+on_gone(void *ctx, const char *why)
+{
+	struct dnsc *d = ctx;
+
+	/* Without the parent nothing can be learned: stop serving. */
+	chan_free(d->ch);
+	d->ch = NULL;
+	quit(d, 0, NULL);
+	(void)why;
+}
+
+static void
+load_reset(struct dnsc_load *ld)
+{
+	size_t i;
+
+	for (i = 0; i < ld->n; i++)
+		pol_policy_free(ld->v[i]);
+	free(ld->v);
+	free(ld->buf);
+	memset(ld, 0, sizeof(*ld));
+}
+
+static void
+free_old(struct ev_loop *loop, void *arg)
+{
+	struct dnsc *d = arg;
+
+	(void)loop;
+	d->old_free = NULL;
+	pol_set_free(d->old);
+	d->old = NULL;
+}
+
+/* The file whose bytes are all in: loaded exactly as the parent did. */
+static void
+load_file_done(struct dnsc *d)
+{
+	struct dnsc_load *ld = &d->ld;
+	struct pol_errors *errs = pol_errors_new(DNSC_MAX_ERRORS);
+	struct pol_policy *p;
+
+	ld->in_file = false;
+	p = errs != NULL ? pol_policy_load_buf(ld->file.path, ld->buf,
+	    ld->got, NULL, errs) : NULL;
+	free(ld->buf);
+	ld->buf = NULL;
+	if (p == NULL || strcmp(pol_policy_digest(p), ld->file.digest) != 0) {
+		const char *m = errs != NULL ? pol_errors_get(errs, 0) : NULL;
+
+		log_warnx("policy %s: %s", ld->file.path, m != NULL ? m :
+		    "not the text the parent loaded");
+		pol_policy_free(p);
+		ld->bad = true;
+	} else
+		ld->v[ld->n++] = p;
+	pol_errors_free(errs);
+}
+
+static void
+on_policy(struct dnsc *d, uint32_t type, const void *pl, size_t len)
+{
+	struct dnsc_load *ld = &d->ld;
+	struct pol_errors *errs;
+	struct pol_set *s;
+
+	switch (type) {
+	case MSG_POLICY_BEGIN: {
+		const struct msg_policy_begin *b = pl;
+
+		load_reset(ld);
+		if (b->nfiles > MSG_POLICIES_MAX || (b->nfiles > 0 &&
+		    (ld->v = calloc(b->nfiles, sizeof(*ld->v))) == NULL)) {
+			quit(d, 1, "policy set: too many files or no memory");
+			return;
+		}
+		ld->on = true;
+		ld->nfiles = b->nfiles;
+		return;
+	}
+	case MSG_POLICY_FILE:
+		memcpy(&ld->file, pl, sizeof(ld->file));
+		if (!ld->on || ld->in_file || ld->n >= ld->nfiles ||
+		    !msg_str_ok(ld->file.path, sizeof(ld->file.path)) ||
+		    !msg_str_ok(ld->file.digest, sizeof(ld->file.digest)) ||
+		    ld->file.len > MSG_POLICY_FILE_MAX ||
+		    (ld->buf = malloc(ld->file.len + 1)) == NULL) {
+			quit(d, 1, "policy set: a file out of order");
+			return;
+		}
+		ld->got = 0;
+		ld->in_file = true;
+		if (ld->file.len == 0)
+			load_file_done(d);
+		return;
+	case MSG_POLICY_DATA:
+		if (!ld->in_file || len > ld->file.len - ld->got) {
+			quit(d, 1, "policy set: bytes out of order");
+			return;
+		}
+		memcpy(ld->buf + ld->got, pl, len);
+		ld->got += len;
+		if (ld->got == ld->file.len)
+			load_file_done(d);
+		return;
+	default:	/* MSG_POLICY_END */
+		if (!ld->on || ld->in_file || ld->n + (ld->bad ? 1 : 0) <
+		    ld->nfiles) {
+			quit(d, 1, "policy set: incomplete");
+			return;
+		}
+		break;
+	}
+	/* A set the parent loaded and this process cannot is a bug of one
+	 * of the two; serving with an older set would be worse. */
+	if (ld->bad || (errs = pol_errors_new(DNSC_MAX_ERRORS)) == NULL) {
+		quit(d, 1, "policy set: not loaded");
+		return;
+	}
+	s = pol_set_build(ld->v, ld->n, errs);
+	free(ld->v);
+	ld->v = NULL;
+	ld->n = 0;
+	pol_errors_free(errs);
+	load_reset(ld);
+	if (s == NULL) {
+		quit(d, 1, "policy set: not loaded");
+		return;
+	}
+	/* The old set may still be pointed at by this loop turn's
+	 * queries: it goes once the turn is over. */
+	if (d->old != NULL) {
+		ev_timer_cancel(d->loop, d->old_free);
+		pol_set_free(d->old);
+	}
+	d->old = d->set;
+	d->set = s;
+	if (d->old != NULL && (d->old_free = ev_defer(d->loop, free_old,
+	    d)) == NULL)
+		log_warn("policy set: deferred free");
+}
+
+/* The first MSG_SYNC: configuration, policies and table are in; now the
+ * listeners are served. */
+static void
+start_proxy(struct dnsc *d)
+{
+	struct dns_config dc;
+	struct dns_hooks h;
+	struct msg_ready r;
+	char err[256];
+
+	if (!d->have_cfg || d->set == NULL) {
+		quit(d, 1, "sync before configuration and policies");
+		return;
+	}
+	memset(&dc, 0, sizeof(dc));
+	dc.service_addr = d->cfg.service_addr;
+	memcpy(dc.upstreams, d->cfg.upstreams, sizeof(dc.upstreams));
+	for (size_t i = 0; i < DNS_MAX_UPSTREAMS; i++)
+		dc.upstream_lens[i] = d->cfg.upstream_lens[i];
+	dc.nupstreams = d->cfg.nupstreams;
+	dc.timeout_ms = d->cfg.timeout_ms;
+	dc.tcp_idle_ms = d->cfg.tcp_idle_ms;
+	dc.max_tcp_conns = d->cfg.max_tcp_conns;
+	dc.tcp_per_sandbox = d->cfg.tcp_per_sandbox;
+	dc.max_answer_addrs = d->cfg.max_answer_addrs;
+	dc.max_pending = d->cfg.max_pending;
+	dc.cache_max = d->cfg.cache_max;
+	dc.max_udp_size = d->cfg.max_udp_size;
+	dc.no_cache = d->cfg.no_cache != 0;
+	dc.treat_as_public = d->cfg.tap;
+	dc.ntreat_as_public = d->cfg.ntap;
+	dc.prebound = true;
+	dc.listen_udp = d->ufd;
+	dc.listen_tcp = d->tfd;
+	memset(&h, 0, sizeof(h));
+	h.lookup = h_lookup;
+	h.learn = h_learn;
+	h.record = h_record;
+	h.ctx = d;
+	d->ufd = d->tfd = -1;	/* the proxy's now, whatever happens */
+	if ((d->proxy = dns_new(d->loop, &dc, &h, err, sizeof(err))) ==
+	    NULL) {
+		quit(d, 1, err);
+		return;
+	}
+	r.pid = (uint32_t)getpid();
+	(void)chan_send1(d->ch, MSG_READY, &r, sizeof(r));
+	log_info("serving");
+}
+
+static void
+on_msg(void *ctx, uint32_t type, void *pl, size_t len)
+{
+	struct dnsc *d = ctx;
+
+	switch (type) {
+	case MSG_DNS_CONFIG:
+		memcpy(&d->cfg, pl, sizeof(d->cfg));
+		if (d->proxy != NULL || d->cfg.nupstreams == 0 ||
+		    d->cfg.nupstreams > DNS_MAX_UPSTREAMS ||
+		    d->cfg.ntap > MSG_TAP_MAX) {
+			quit(d, 1, "a configuration it cannot use");
+			return;
+		}
+		d->have_cfg = true;
+		break;
+	case MSG_POLICY_BEGIN:
+	case MSG_POLICY_FILE:
+	case MSG_POLICY_DATA:
+	case MSG_POLICY_END:
+		on_policy(d, type, pl, len);
+		break;
+	case MSG_SBX_ADD:
+	case MSG_SBX_CHANGE:
+		if (!msg_sbx_ok(pl) || tab_put(d, pl) == -1)
+			quit(d, 1, "sandbox table: bad entry or no memory");
+		break;
+	case MSG_SBX_DEL:
+		if (!msg_sbx_ok(pl)) {
+			quit(d, 1, "sandbox table: bad entry");
+			return;
+		}
+		tab_del(d, pl);
+		break;
+	case MSG_SYNC:
+		if (d->proxy == NULL)
+			start_proxy(d);
+		break;
+	case MSG_LEARN_ACK: {
+		struct msg_learn_ack *a = pl;
+
+		a->err[sizeof(a->err) - 1] = '\0';
+		if (d->proxy != NULL)
+			dns_learn_done(d->proxy, a->ticket, a->err_no,
+			    a->err[0] != '\0' ? a->err : NULL);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static int
+parse_id(const char *s, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return errno != 0 || end == s || *end != '\0' || *out == 0 ||
+	    *out > 0x7fffffffUL ? -1 : 0;
+}
+
+static void
+warm_up(void)
+{
+	static const char text[] = "version: 1\nname: warm-up\n";
+	struct pol_errors *errs = pol_errors_new(1);
+
+	if (errs != NULL)
+		pol_policy_free(pol_policy_load_buf("warm-up", text,
+		    sizeof(text) - 1, NULL, errs));
+	pol_errors_free(errs);
+}
+
+int
+dns_child_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "room", required_argument, NULL, 'r' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "foreground", no_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 }
+	};
+	unsigned long uid = 0, gid = 0;
+	int c, foreground = 0, verbose = 0;
+	char err[256];
+	struct dnsc *d;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:u:g:dv", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			break;
+		case 'u':
+			if (parse_id(optarg, &uid) == -1)
+				return 2;
+			break;
+		case 'g':
+			if (parse_id(optarg, &gid) == -1)
+				return 2;
+			break;
+		case 'd':
+			foreground = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		default:
+			return 2;
+		}
+	}
+	log_init(foreground, "sluiced");
+	log_setverbose(verbose);
+	log_procinit("dns");
+	if (uid == 0 || gid == 0) {
+		log_warnx("--uid and --gid are required and not 0");
+		return 2;
+	}
+	/* What loads files on its first use does it now, while it still
+	 * may: OpenSSL reads its config at the first digest (a policy's),
+	 * libyaml and the loader allocate their tables. A policy that does
+	 * not validate is enough to go through all of them. */
+	warm_up();
+	/* Nothing of a sandbox's has been read yet, and nothing will be
+	 * before this: every later syscall is the filter's to allow. */
+	if (priv_drop((uid_t)uid, (gid_t)gid, NULL, err, sizeof(err)) == -1 ||
+	    priv_seccomp(PRIV_ROOM_DNS, err, sizeof(err)) == -1) {
+		log_warnx("%s", err);
+		return 1;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL ||
+	    (d->ebuf = calloc(MSG_LEARN_MAX, sizeof(*d->ebuf))) == NULL ||
+	    (d->loop = ev_new()) == NULL) {
+		log_warn("start");
+		return 1;
+	}
+	d->ufd = PROC_FIRST_FD;
+	d->tfd = PROC_FIRST_FD + 1;
+	if ((d->ch = chan_new(d->loop, PROC_CHAN_FD, MSG_TO_CHILD,
+	    DNSC_QUEUE_MAX, on_msg, on_gone, d)) == NULL) {
+		log_warn("channel");
+		return 1;
+	}
+	if (ev_run(d->loop) == -1)
+		log_warn("event loop");
+	c = d->status;
+	dns_free(d->proxy);
+	if (d->ufd != -1)
+		close(d->ufd);
+	if (d->tfd != -1)
+		close(d->tfd);
+	chan_free(d->ch);
+	ev_timer_cancel(d->loop, d->old_free);
+	pol_set_free(d->old);
+	pol_set_free(d->set);
+	load_reset(&d->ld);
+	tab_clear(d);
+	ev_free(d->loop);
+	free(d->ebuf);
+	free(d);
+	return c;
+}

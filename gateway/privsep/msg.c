@@ -1,0 +1,182 @@
+/*
+ * msg.c: the one table of what may cross between sluiced's processes
+ * (msg.h), and the checks a receiver runs on a payload before it uses it.
+ * Sizes are decided here and nowhere else, so that a receiver never reads a
+ * payload whose length it has not compared with the table.
+ */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "gateway/privsep/msg.h"
+
+struct msg_spec {
+	const char	*name;
+	enum msg_dir	 dir;
+	size_t		 min, max;	/* payload bytes */
+};
+
+#define FIXED(t, d, s)	[t] = { #t, d, sizeof(s), sizeof(s) }
+#define EMPTY(t, d)	[t] = { #t, d, 0, 0 }
+
+static const struct msg_spec specs[MSG_TYPE_MAX] = {
+	FIXED(MSG_DNS_CONFIG, MSG_TO_CHILD, struct msg_dns_config),
+	FIXED(MSG_POLICY_BEGIN, MSG_TO_CHILD, struct msg_policy_begin),
+	FIXED(MSG_POLICY_FILE, MSG_TO_CHILD, struct msg_policy_file),
+	[MSG_POLICY_DATA] = { "MSG_POLICY_DATA", MSG_TO_CHILD, 1,
+	    MSG_DATA_MAX },
+	EMPTY(MSG_POLICY_END, MSG_TO_CHILD),
+	FIXED(MSG_SBX_ADD, MSG_TO_CHILD, struct msg_sbx),
+	FIXED(MSG_SBX_DEL, MSG_TO_CHILD, struct msg_sbx),
+	FIXED(MSG_SBX_CHANGE, MSG_TO_CHILD, struct msg_sbx),
+	EMPTY(MSG_SYNC, MSG_TO_CHILD),
+	FIXED(MSG_LEARN_ACK, MSG_TO_CHILD, struct msg_learn_ack),
+	FIXED(MSG_READY, MSG_TO_PARENT, struct msg_ready),
+	[MSG_LEARN] = { "MSG_LEARN", MSG_TO_PARENT, sizeof(struct msg_learn) +
+	    sizeof(struct msg_elem), sizeof(struct msg_learn) +
+	    MSG_LEARN_MAX * sizeof(struct msg_elem) },
+	FIXED(MSG_DNS_EVENT, MSG_TO_PARENT, struct msg_dns_event),
+	FIXED(MSG_LOST, MSG_TO_PARENT, struct msg_lost),
+};
+
+int
+msg_check(uint32_t type, size_t len, enum msg_dir dir)
+{
+	const struct msg_spec *s;
+
+	if (type == MSG_NONE || type >= MSG_TYPE_MAX)
+		goto bad;
+	s = &specs[type];
+	if (s->dir != dir || len < s->min || len > s->max)
+		goto bad;
+	return 0;
+bad:
+	errno = EPROTO;
+	return -1;
+}
+
+const char *
+msg_name(uint32_t type)
+{
+	if (type == MSG_NONE || type >= MSG_TYPE_MAX)
+		return "?";
+	/* Past the "MSG_" every name shares. */
+	return specs[type].name + 4;
+}
+
+size_t
+msg_max_payload(void)
+{
+	size_t i, m = 0;
+
+	for (i = 1; i < MSG_TYPE_MAX; i++)
+		if (specs[i].max > m)
+			m = specs[i].max;
+	return m;
+}
+
+bool
+msg_str_ok(const char *s, size_t size)
+{
+	return memchr(s, '\0', size) != NULL;
+}
+
+bool
+msg_sbx_ok(const struct msg_sbx *s)
+{
+	return msg_str_ok(s->id, sizeof(s->id)) && s->id[0] != '\0' &&
+	    msg_str_ok(s->ifname, sizeof(s->ifname)) &&
+	    msg_str_ok(s->policy, sizeof(s->policy)) && s->tainted <= 1;
+}
+
+bool
+msg_learn_ok(const struct msg_learn *m, size_t len)
+{
+	const struct msg_elem *e = (const struct msg_elem *)(m + 1);
+	uint32_t i;
+
+	if (len < sizeof(*m) || m->n == 0 || m->n > MSG_LEARN_MAX ||
+	    len != sizeof(*m) + (size_t)m->n * sizeof(*e))
+		return false;
+	for (i = 0; i < m->n; i++, e++) {
+		if (!msg_str_ok(e->ifname, sizeof(e->ifname)) ||
+		    e->ifname[0] == '\0' ||
+		    !msg_str_ok(e->name, sizeof(e->name)) ||
+		    (e->family != AF_INET && e->family != AF_INET6) ||
+		    (e->proto != IPPROTO_TCP && e->proto != IPPROTO_UDP) ||
+		    e->port_hi < e->port_lo ||
+		    (e->flags & ~FW_ELEM_KEEP) != 0)
+			return false;
+	}
+	return true;
+}
+
+bool
+msg_dns_event_ok(struct msg_dns_event *m)
+{
+	struct dns_event *ev = &m->ev;
+	size_t i;
+
+	if (!msg_str_ok(ev->sandbox, sizeof(ev->sandbox)) ||
+	    !msg_str_ok(ev->client, sizeof(ev->client)) ||
+	    !msg_str_ok(ev->qname, sizeof(ev->qname)) ||
+	    !msg_str_ok(ev->rule, sizeof(ev->rule)) ||
+	    !msg_str_ok(ev->upstream, sizeof(ev->upstream)) ||
+	    (unsigned)ev->decision > DNS_DEC_MALFORMED ||
+	    (unsigned)ev->reason >= POL_REASON__COUNT)
+		return false;
+	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
+		const struct dns_ev_addr *a = &ev->addrs[i];
+
+		if ((a->family != AF_INET && a->family != AF_INET6) ||
+		    !msg_str_ok(a->cls, sizeof(a->cls)))
+			return false;
+	}
+	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
+		const struct dns_ev_elem *e = &ev->elems[i];
+
+		if (!msg_str_ok(e->ifname, sizeof(e->ifname)) ||
+		    (e->family != AF_INET && e->family != AF_INET6))
+			return false;
+	}
+	return true;
+}
+
+void
+msg_elem_from(struct msg_elem *m, const struct fw_elem *e)
+{
+	size_t n;
+
+	memset(m, 0, sizeof(*m));
+	memcpy(m->ifname, e->ifname, strnlen(e->ifname, sizeof(m->ifname) -
+	    1));
+	if (e->name != NULL) {
+		n = strnlen(e->name, sizeof(m->name) - 1);
+		memcpy(m->name, e->name, n);
+	}
+	m->family = e->family;
+	memcpy(m->addr, e->addr, sizeof(m->addr));
+	m->proto = e->proto;
+	m->flags = e->flags;
+	m->port_lo = e->port_lo;
+	m->port_hi = e->port_hi;
+	m->timeout_ms = e->timeout_ms;
+}
+
+void
+msg_elem_to(struct fw_elem *e, const struct msg_elem *m)
+{
+	memset(e, 0, sizeof(*e));
+	memcpy(e->ifname, m->ifname, sizeof(e->ifname));
+	e->family = m->family;
+	memcpy(e->addr, m->addr, sizeof(e->addr));
+	e->proto = m->proto;
+	e->flags = m->flags;
+	e->port_lo = m->port_lo;
+	e->port_hi = m->port_hi;
+	e->timeout_ms = m->timeout_ms;
+	e->name = m->name[0] != '\0' ? m->name : NULL;
+}

@@ -1,0 +1,180 @@
+/*
+ * msg.h: every message that crosses between sluiced's processes.
+ *
+ * sluiced is a privileged parent (sandboxes, namespaces, nftables, the
+ * audit log, the state database, the control socket) and unprivileged
+ * children that parse what sandboxes send (the DNS process). They talk over
+ * one SOCK_SEQPACKET socket pair each, one message per packet: a struct
+ * msg_hdr and a payload whose size the table in msg.c fixes (or bounds, for
+ * the two messages that end in an array). Payloads are flat: fixed arrays,
+ * integers, NUL-terminated strings inside their arrays, never a pointer, so
+ * a message means the same in both processes and a receiver can check it
+ * completely before it uses a byte of it (msg_check, then the payload's own
+ * msg_*_ok). A child is not trusted by the parent: whatever a child sends
+ * is checked as if a sandbox had written it, and a child that sends
+ * something malformed is killed and restarted.
+ *
+ * The closed enum below is the whole protocol. Adding a message means a
+ * row in msg.c's table; nothing else decides what may cross.
+ */
+#ifndef SLUICE_GATEWAY_PRIVSEP_MSG_H
+#define SLUICE_GATEWAY_PRIVSEP_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/dns/dns.h"
+#include "netns/fw.h"
+#include "policy/policy.h"
+
+/* Who may send a message. */
+enum msg_dir {
+	MSG_TO_CHILD = 1,	/* parent -> child */
+	MSG_TO_PARENT,		/* child -> parent */
+};
+
+enum msg_type {
+	MSG_NONE = 0,
+	/* parent -> DNS child, at start (in this order, then MSG_SYNC) */
+	MSG_DNS_CONFIG,		/* struct msg_dns_config */
+	MSG_POLICY_BEGIN,	/* struct msg_policy_begin: a new set follows */
+	MSG_POLICY_FILE,	/* struct msg_policy_file: one file's header */
+	MSG_POLICY_DATA,	/* bytes of the current file, <= MSG_DATA_MAX */
+	MSG_POLICY_END,		/* (empty) the set is whole: swap it in */
+	MSG_SBX_ADD,		/* struct msg_sbx: a sandbox exists */
+	MSG_SBX_DEL,		/* struct msg_sbx: it is gone */
+	MSG_SBX_CHANGE,		/* struct msg_sbx: its taint or policy changed */
+	MSG_SYNC,		/* (empty) the initial state is complete */
+	MSG_LEARN_ACK,		/* struct msg_learn_ack */
+	/* DNS child -> parent */
+	MSG_READY,		/* struct msg_ready: serving */
+	MSG_LEARN,		/* struct msg_learn + n struct msg_elem */
+	MSG_DNS_EVENT,		/* struct msg_dns_event */
+	MSG_LOST,		/* struct msg_lost: events the child could not send */
+	MSG_TYPE_MAX
+};
+
+#define MSG_DATA_MAX		(32u * 1024u)	/* policy bytes per message */
+#define MSG_POLICY_FILE_MAX	(1024u * 1024u)	/* as pol_policy_load */
+#define MSG_POLICIES_MAX	4096u		/* as pol_set_load_dir */
+#define MSG_TAP_MAX		256u		/* treat_as_public CIDRs */
+#define MSG_LEARN_MAX		1024u		/* elements per learn batch */
+#define MSG_NAME_MAX		256u		/* a DNS name, with its NUL */
+#define MSG_ID_MAX		33u		/* a sandbox id, with its NUL */
+#define MSG_POLNAME_MAX		65u		/* a policy name, with its NUL */
+#define MSG_ERR_MAX		128u
+
+struct msg_hdr {
+	uint32_t	type;		/* enum msg_type */
+	uint32_t	len;		/* payload bytes after the header */
+};
+
+/* The proxy's configuration (struct dns_config without its pointer and
+ * its listen fields: the parent binds the listeners and hands them over at
+ * exec). */
+struct msg_dns_config {
+	struct pol_addr		service_addr;
+	struct sockaddr_storage	upstreams[DNS_MAX_UPSTREAMS];
+	uint32_t		upstream_lens[DNS_MAX_UPSTREAMS];
+	uint32_t		nupstreams;
+	uint32_t		timeout_ms;
+	uint32_t		tcp_idle_ms;
+	uint32_t		max_tcp_conns;
+	uint32_t		tcp_per_sandbox;
+	uint32_t		max_answer_addrs;
+	uint32_t		max_pending;
+	uint32_t		cache_max;
+	uint16_t		max_udp_size;
+	uint8_t			no_cache;
+	uint8_t			pad;
+	uint32_t		ntap;
+	struct pol_cidr		tap[MSG_TAP_MAX];	/* treat_as_public */
+};
+
+struct msg_policy_begin {
+	uint32_t	nfiles;		/* <= MSG_POLICIES_MAX */
+};
+
+struct msg_policy_file {
+	char		path[256];	/* names the text in messages */
+	uint32_t	len;		/* bytes in the MSG_POLICY_DATA that follow */
+	char		digest[65];	/* pol_policy_digest, checked by the child */
+};
+
+struct msg_sbx {
+	char		id[MSG_ID_MAX];
+	char		ifname[FW_IFNAMSIZ];
+	char		policy[MSG_POLNAME_MAX];
+	uint8_t		addr4[4];	/* network byte order */
+	uint8_t		tainted;
+};
+
+/* One learned element: struct fw_elem with the name inline. */
+struct msg_elem {
+	char		ifname[FW_IFNAMSIZ];
+	char		name[MSG_NAME_MAX];	/* "" when not said */
+	uint8_t		family;
+	uint8_t		addr[16];
+	uint8_t		proto;
+	uint8_t		flags;
+	uint16_t	port_lo, port_hi;
+	uint32_t	timeout_ms;
+};
+
+struct msg_learn {
+	uint64_t	ticket;
+	uint32_t	n;		/* struct msg_elem that follow, 1..MSG_LEARN_MAX */
+};
+
+struct msg_learn_ack {
+	uint64_t	ticket;
+	int32_t		err_no;		/* 0: the kernel has them */
+	char		err[MSG_ERR_MAX];
+};
+
+struct msg_ready {
+	uint32_t	pid;
+};
+
+struct msg_dns_event {
+	struct dns_event ev;		/* flat (see dns.h) */
+};
+
+struct msg_lost {
+	uint64_t	events;		/* dns.decision records never sent */
+};
+
+/*
+ * msg_check: whether a payload of len bytes may be a message of type going
+ * in direction dir (the type is in the enum, flows that way, and len is
+ * its size, or within its bounds for MSG_LEARN and MSG_POLICY_DATA). 0, or
+ * -1 with errno EPROTO. It looks at sizes only; the payload's own checks
+ * follow (msg_sbx_ok, msg_learn_ok, msg_dns_event_ok).
+ */
+int		 msg_check(uint32_t type, size_t len, enum msg_dir dir);
+/* msg_name: a message type's name for logs ("?" when out of range). */
+const char	*msg_name(uint32_t type);
+/* msg_max_payload: the largest payload any message may carry (for
+ * receive buffers). */
+size_t		 msg_max_payload(void);
+
+/* msg_str_ok: s holds a NUL within its size bytes (a string that stays
+ * inside its array). */
+bool		 msg_str_ok(const char *s, size_t size);
+/* msg_sbx_ok: every string of s is terminated inside its array. */
+bool		 msg_sbx_ok(const struct msg_sbx *s);
+/* msg_learn_ok: a learn message of len payload bytes is whole: n within
+ * bounds and matching len, each element's strings terminated, its family,
+ * protocol and port range ones fw_learn can take. */
+bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
+/* msg_dns_event_ok: the event's strings are terminated, its enums and
+ * counts within range. */
+bool		 msg_dns_event_ok(struct msg_dns_event *m);
+
+/* msg_elem_from / msg_elem_to: between fw_elem and its flat form; to's
+ * e->name points into m (valid as long as m). */
+void		 msg_elem_from(struct msg_elem *m, const struct fw_elem *e);
+void		 msg_elem_to(struct fw_elem *e, const struct msg_elem *m);
+
+#endif /* SLUICE_GATEWAY_PRIVSEP_MSG_H */

@@ -1,0 +1,465 @@
+/*
+ * check_privsep_msg: the protocol between sluiced's processes. The parent
+ * treats what a child sends as hostile, so these tests are about refusal:
+ * every message type is taken only in its size and direction, a learn
+ * batch or a DNS event with one bad field is refused whole, and a channel
+ * ends (once, with a reason) on a packet the table does not allow, on a
+ * peer that hangs up, and stops queueing at its bound when the peer does
+ * not read. Everything runs on one event loop over socket pairs.
+ */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway/ev.h"
+#include "gateway/privsep/chan.h"
+#include "gateway/privsep/msg.h"
+
+/* ------------------------------------------------------------ msg_check */
+
+START_TEST(test_check_sizes_and_directions)
+{
+	ck_assert_int_eq(msg_check(MSG_SBX_ADD, sizeof(struct msg_sbx),
+	    MSG_TO_CHILD), 0);
+	ck_assert_int_eq(msg_check(MSG_SBX_ADD, sizeof(struct msg_sbx),
+	    MSG_TO_PARENT), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_int_eq(msg_check(MSG_SBX_ADD, sizeof(struct msg_sbx) - 1,
+	    MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_SBX_ADD, sizeof(struct msg_sbx) + 1,
+	    MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_SYNC, 0, MSG_TO_CHILD), 0);
+	ck_assert_int_eq(msg_check(MSG_SYNC, 1, MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENT, sizeof(struct msg_dns_event),
+	    MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENT, sizeof(struct msg_dns_event),
+	    MSG_TO_CHILD), -1);
+	/* Bounded ones: at least one element, at most the batch. */
+	ck_assert_int_eq(msg_check(MSG_LEARN, sizeof(struct msg_learn),
+	    MSG_TO_PARENT), -1);
+	ck_assert_int_eq(msg_check(MSG_LEARN, sizeof(struct msg_learn) +
+	    sizeof(struct msg_elem), MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_LEARN, sizeof(struct msg_learn) +
+	    MSG_LEARN_MAX * sizeof(struct msg_elem), MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_LEARN, sizeof(struct msg_learn) +
+	    (MSG_LEARN_MAX + 1) * sizeof(struct msg_elem), MSG_TO_PARENT), -1);
+	ck_assert_int_eq(msg_check(MSG_POLICY_DATA, 0, MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_POLICY_DATA, MSG_DATA_MAX,
+	    MSG_TO_CHILD), 0);
+	ck_assert_int_eq(msg_check(MSG_POLICY_DATA, MSG_DATA_MAX + 1,
+	    MSG_TO_CHILD), -1);
+	/* Outside the enum. */
+	ck_assert_int_eq(msg_check(MSG_NONE, 0, MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_TYPE_MAX, 0, MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(0xffffffffu, 0, MSG_TO_PARENT), -1);
+	ck_assert_str_eq(msg_name(MSG_LEARN), "LEARN");
+	ck_assert_str_eq(msg_name(12345), "?");
+	ck_assert_uint_ge(msg_max_payload(), sizeof(struct msg_learn) +
+	    MSG_LEARN_MAX * sizeof(struct msg_elem));
+}
+END_TEST
+
+/* Every type in the enum has a row: a type added without one would be
+ * refused in both directions. */
+START_TEST(test_check_every_type_has_a_row)
+{
+	uint32_t t;
+
+	for (t = MSG_NONE + 1; t < MSG_TYPE_MAX; t++)
+		ck_assert_msg(strcmp(msg_name(t), "?") != 0, "type %u", t);
+}
+END_TEST
+
+/* ------------------------------------------------------- payload checks */
+
+static struct msg_learn *
+learn_new(uint32_t n)
+{
+	struct msg_learn *m = calloc(1, sizeof(*m) + n * sizeof(struct msg_elem));
+	struct msg_elem *e = (struct msg_elem *)(m + 1);
+	uint32_t i;
+
+	ck_assert_ptr_nonnull(m);
+	m->ticket = 7;
+	m->n = n;
+	for (i = 0; i < n; i++) {
+		strcpy(e[i].ifname, "sl-3");
+		strcpy(e[i].name, "pkg.example.com");
+		e[i].family = AF_INET;
+		e[i].addr[0] = 192;
+		e[i].addr[2] = 2;
+		e[i].addr[3] = 10;
+		e[i].proto = IPPROTO_TCP;
+		e[i].port_lo = e[i].port_hi = 443;
+		e[i].timeout_ms = 60000;
+	}
+	return m;
+}
+
+START_TEST(test_learn_ok)
+{
+	size_t len = sizeof(struct msg_learn) + 3 * sizeof(struct msg_elem);
+	struct msg_learn *m = learn_new(3);
+	struct msg_elem *e = (struct msg_elem *)(m + 1);
+
+	ck_assert(msg_learn_ok(m, len));
+	/* n that does not match the bytes */
+	m->n = 2;
+	ck_assert(!msg_learn_ok(m, len));
+	m->n = 4;
+	ck_assert(!msg_learn_ok(m, len));
+	m->n = 0;
+	ck_assert(!msg_learn_ok(m, sizeof(*m)));
+	m->n = 3;
+	/* one bad field in the last element refuses the batch */
+	memset(e[2].ifname, 'a', sizeof(e[2].ifname));
+	ck_assert(!msg_learn_ok(m, len));
+	strcpy(e[2].ifname, "");
+	ck_assert(!msg_learn_ok(m, len));
+	strcpy(e[2].ifname, "sl-3");
+	memset(e[2].name, 'a', sizeof(e[2].name));
+	ck_assert(!msg_learn_ok(m, len));
+	e[2].name[0] = '\0';
+	ck_assert(msg_learn_ok(m, len));
+	e[2].family = 99;
+	ck_assert(!msg_learn_ok(m, len));
+	e[2].family = AF_INET6;
+	e[2].proto = IPPROTO_ICMP;
+	ck_assert(!msg_learn_ok(m, len));
+	e[2].proto = IPPROTO_UDP;
+	e[2].port_lo = 500;
+	e[2].port_hi = 400;
+	ck_assert(!msg_learn_ok(m, len));
+	e[2].port_hi = 600;
+	e[2].flags = 0x80;
+	ck_assert(!msg_learn_ok(m, len));
+	e[2].flags = FW_ELEM_KEEP;
+	ck_assert(msg_learn_ok(m, len));
+	free(m);
+}
+END_TEST
+
+START_TEST(test_elem_roundtrip)
+{
+	struct fw_elem e, back;
+	struct msg_elem m;
+
+	memset(&e, 0, sizeof(e));
+	strcpy(e.ifname, "sl-12");
+	e.family = AF_INET6;
+	e.addr[0] = 0x20;
+	e.addr[1] = 0x01;
+	e.addr[15] = 9;
+	e.proto = IPPROTO_UDP;
+	e.port_lo = 5000;
+	e.port_hi = 5010;
+	e.timeout_ms = 1234;
+	e.flags = FW_ELEM_KEEP;
+	e.name = "web.example.org";
+	msg_elem_from(&m, &e);
+	msg_elem_to(&back, &m);
+	ck_assert_str_eq(back.ifname, "sl-12");
+	ck_assert_int_eq(memcmp(back.addr, e.addr, 16), 0);
+	ck_assert_uint_eq(back.port_lo, 5000);
+	ck_assert_uint_eq(back.port_hi, 5010);
+	ck_assert_uint_eq(back.timeout_ms, 1234);
+	ck_assert_uint_eq(back.flags, FW_ELEM_KEEP);
+	ck_assert_str_eq(back.name, "web.example.org");
+	ck_assert_ptr_eq(back.name, m.name);	/* into the message, not e's */
+	e.name = NULL;
+	msg_elem_from(&m, &e);
+	msg_elem_to(&back, &m);
+	ck_assert_ptr_null(back.name);
+}
+END_TEST
+
+START_TEST(test_dns_event_ok)
+{
+	struct msg_dns_event *m = calloc(1, sizeof(*m));
+
+	ck_assert_ptr_nonnull(m);
+	strcpy(m->ev.sandbox, "s1");
+	strcpy(m->ev.qname, "pkg.example.com");
+	m->ev.decision = DNS_DEC_ALLOW;
+	m->ev.reason = POL_REASON_ALLOWED;
+	m->ev.nelems = 1;
+	strcpy(m->ev.elems[0].ifname, "sl-1");
+	m->ev.elems[0].family = AF_INET;
+	m->ev.naddrs = 1;
+	m->ev.addrs[0].family = AF_INET;
+	strcpy(m->ev.addrs[0].cls, "public");
+	ck_assert(msg_dns_event_ok(m));
+	memset(m->ev.elems[0].ifname, 'i', sizeof(m->ev.elems[0].ifname));
+	ck_assert(!msg_dns_event_ok(m));
+	strcpy(m->ev.elems[0].ifname, "sl-1");
+	memset(m->ev.qname, 'x', sizeof(m->ev.qname));
+	ck_assert(!msg_dns_event_ok(m));
+	strcpy(m->ev.qname, "a");
+	m->ev.decision = (enum dns_decision)77;
+	ck_assert(!msg_dns_event_ok(m));
+	m->ev.decision = DNS_DEC_DENY;
+	m->ev.reason = POL_REASON__COUNT;
+	ck_assert(!msg_dns_event_ok(m));
+	m->ev.reason = POL_REASON_ALLOWED;
+	memset(m->ev.addrs[0].cls, 'c', sizeof(m->ev.addrs[0].cls));
+	ck_assert(!msg_dns_event_ok(m));
+	strcpy(m->ev.addrs[0].cls, "public");
+	m->ev.addrs[0].family = 0;
+	ck_assert(!msg_dns_event_ok(m));
+	m->ev.addrs[0].family = AF_INET;
+	memset(m->ev.client, '1', sizeof(m->ev.client));
+	ck_assert(!msg_dns_event_ok(m));
+	m->ev.client[0] = '\0';
+	ck_assert(msg_dns_event_ok(m));
+	free(m);
+}
+END_TEST
+
+START_TEST(test_sbx_ok)
+{
+	struct msg_sbx s;
+
+	memset(&s, 0, sizeof(s));
+	strcpy(s.id, "a");
+	strcpy(s.ifname, "sl-1");
+	strcpy(s.policy, "p");
+	ck_assert(msg_sbx_ok(&s));
+	s.tainted = 2;
+	ck_assert(!msg_sbx_ok(&s));
+	s.tainted = 1;
+	memset(s.policy, 'p', sizeof(s.policy));
+	ck_assert(!msg_sbx_ok(&s));
+	strcpy(s.policy, "p");
+	s.id[0] = '\0';
+	ck_assert(!msg_sbx_ok(&s));
+}
+END_TEST
+
+/* --------------------------------------------------------------- chan */
+
+struct side {
+	uint32_t	types[64];
+	size_t		lens[64];
+	unsigned char	last[256];
+	size_t		n;
+	int		gone;
+	char		why[64];
+	struct chan	*c;
+	bool		free_on_gone;
+};
+
+static void
+on_msg(void *ctx, uint32_t type, void *p, size_t len)
+{
+	struct side *s = ctx;
+
+	if (s->n < 64) {
+		s->types[s->n] = type;
+		s->lens[s->n] = len;
+	}
+	s->n++;
+	memcpy(s->last, p, len < sizeof(s->last) ? len : sizeof(s->last));
+}
+
+static void
+on_gone(void *ctx, const char *why)
+{
+	struct side *s = ctx;
+
+	s->gone++;
+	strncpy(s->why, why, sizeof(s->why) - 1);
+	if (s->free_on_gone) {
+		chan_free(s->c);
+		s->c = NULL;
+	}
+}
+
+static void
+stop_cb(struct ev_loop *loop, void *arg)
+{
+	(void)arg;
+	ev_stop(loop);
+}
+
+static void
+turns(struct ev_loop *loop, int n)
+{
+	while (n-- > 0) {
+		ck_assert_ptr_nonnull(ev_timer_add(loop, 2, stop_cb, NULL));
+		ck_assert_int_eq(ev_run(loop), 0);
+	}
+}
+
+START_TEST(test_chan_roundtrip)
+{
+	struct ev_loop *loop = ev_new();
+	struct side parent, child;
+	struct msg_ready r = { .pid = 4242 };
+	struct msg_sbx s;
+	int sv[2];
+
+	memset(&parent, 0, sizeof(parent));
+	memset(&child, 0, sizeof(child));
+	ck_assert_ptr_nonnull(loop);
+	ck_assert_int_eq(chan_pair(sv), 0);
+	parent.c = chan_new(loop, sv[0], MSG_TO_PARENT, 1 << 20, on_msg,
+	    on_gone, &parent);
+	child.c = chan_new(loop, sv[1], MSG_TO_CHILD, 1 << 20, on_msg,
+	    on_gone, &child);
+	ck_assert_ptr_nonnull(parent.c);
+	ck_assert_ptr_nonnull(child.c);
+	ck_assert_int_eq(chan_send1(child.c, MSG_READY, &r, sizeof(r)), 0);
+	memset(&s, 0, sizeof(s));
+	strcpy(s.id, "x1");
+	ck_assert_int_eq(chan_send1(parent.c, MSG_SBX_ADD, &s, sizeof(s)), 0);
+	ck_assert_int_eq(chan_send1(parent.c, MSG_SYNC, NULL, 0), 0);
+	turns(loop, 5);
+	ck_assert_uint_eq(parent.n, 1);
+	ck_assert_uint_eq(parent.types[0], MSG_READY);
+	ck_assert_uint_eq(((struct msg_ready *)parent.last)->pid, 4242);
+	ck_assert_uint_eq(child.n, 2);
+	ck_assert_uint_eq(child.types[0], MSG_SBX_ADD);
+	ck_assert_uint_eq(child.lens[0], sizeof(s));
+	ck_assert_uint_eq(child.types[1], MSG_SYNC);
+	ck_assert_int_eq(parent.gone + child.gone, 0);
+	chan_free(parent.c);
+	turns(loop, 3);
+	ck_assert_int_eq(child.gone, 1);
+	ck_assert_str_eq(child.why, "closed by the peer");
+	chan_free(child.c);
+	chan_free(NULL);
+	ev_free(loop);
+}
+END_TEST
+
+/* A raw packet the table does not allow ends the channel: the parent's
+ * side, fed by a child that is not the one it started. */
+static void
+hostile(const void *pkt, size_t len, const char *why)
+{
+	struct ev_loop *loop = ev_new();
+	struct side parent;
+	int sv[2];
+
+	memset(&parent, 0, sizeof(parent));
+	parent.free_on_gone = true;
+	ck_assert_int_eq(chan_pair(sv), 0);
+	parent.c = chan_new(loop, sv[0], MSG_TO_PARENT, 1 << 20, on_msg,
+	    on_gone, &parent);
+	ck_assert_int_eq(send(sv[1], pkt, len, 0), (ssize_t)len);
+	turns(loop, 3);
+	ck_assert_uint_eq(parent.n, 0);
+	ck_assert_int_eq(parent.gone, 1);
+	ck_assert_str_eq(parent.why, why);
+	ck_assert_ptr_null(parent.c);
+	close(sv[1]);
+	ev_free(loop);
+}
+
+START_TEST(test_chan_refuses)
+{
+	struct {
+		struct msg_hdr	h;
+		unsigned char	p[sizeof(struct msg_sbx) + 8];
+	} pkt;
+
+	memset(&pkt, 0, sizeof(pkt));
+	/* the parent's own message, coming from the child */
+	pkt.h.type = MSG_SBX_ADD;
+	pkt.h.len = sizeof(struct msg_sbx);
+	hostile(&pkt, sizeof(pkt.h) + pkt.h.len,
+	    "a message the protocol does not allow");
+	/* a header that says more than the packet has */
+	pkt.h.type = MSG_READY;
+	pkt.h.len = 100;
+	hostile(&pkt, sizeof(pkt.h) + sizeof(struct msg_ready),
+	    "a message the protocol does not allow");
+	/* the right header, the wrong size */
+	pkt.h.len = sizeof(struct msg_ready) + 1;
+	hostile(&pkt, sizeof(pkt.h) + pkt.h.len,
+	    "a message the protocol does not allow");
+	/* shorter than a header */
+	hostile(&pkt, 3, "a message of the wrong size");
+	/* a type outside the enum */
+	pkt.h.type = 999;
+	pkt.h.len = 0;
+	hostile(&pkt, sizeof(pkt.h), "a message the protocol does not allow");
+}
+END_TEST
+
+START_TEST(test_chan_oversized)
+{
+	size_t big = sizeof(struct msg_hdr) + msg_max_payload() + 64;
+	unsigned char *pkt = calloc(1, big);
+
+	ck_assert_ptr_nonnull(pkt);
+	((struct msg_hdr *)pkt)->type = MSG_LEARN;
+	((struct msg_hdr *)pkt)->len = (uint32_t)(big - sizeof(struct msg_hdr));
+	hostile(pkt, big, "a message of the wrong size");
+	free(pkt);
+}
+END_TEST
+
+/* A peer that does not read costs at most the queue's bound. */
+START_TEST(test_chan_bounded_queue)
+{
+	struct ev_loop *loop = ev_new();
+	struct side parent;
+	static unsigned char data[MSG_DATA_MAX];
+	int sv[2], i, rc = 0;
+
+	memset(&parent, 0, sizeof(parent));
+	ck_assert_int_eq(chan_pair(sv), 0);
+	parent.c = chan_new(loop, sv[0], MSG_TO_PARENT, 256 * 1024, on_msg,
+	    on_gone, &parent);
+	for (i = 0; i < 100000 && rc == 0; i++)
+		rc = chan_send1(parent.c, MSG_POLICY_DATA, data, sizeof(data));
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(errno, ENOBUFS);
+	ck_assert_uint_le(chan_queued(parent.c), 256 * 1024);
+	ck_assert_int_lt(i, 100000);
+	chan_free(parent.c);
+	close(sv[1]);
+	ev_free(loop);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("privsep_msg");
+	TCase *t = tcase_create("msg");
+
+	tcase_add_test(t, test_check_sizes_and_directions);
+	tcase_add_test(t, test_check_every_type_has_a_row);
+	tcase_add_test(t, test_learn_ok);
+	tcase_add_test(t, test_elem_roundtrip);
+	tcase_add_test(t, test_dns_event_ok);
+	tcase_add_test(t, test_sbx_ok);
+	suite_add_tcase(s, t);
+	t = tcase_create("chan");
+	tcase_add_test(t, test_chan_roundtrip);
+	tcase_add_test(t, test_chan_refuses);
+	tcase_add_test(t, test_chan_oversized);
+	tcase_add_test(t, test_chan_bounded_queue);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *r = srunner_create(suite());
+	int nf;
+
+	srunner_run_all(r, CK_NORMAL);
+	nf = srunner_ntests_failed(r);
+	srunner_free(r);
+	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
