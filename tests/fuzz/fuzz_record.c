@@ -158,7 +158,7 @@ fill(struct in *in, struct dns_event *ev)
 	ev->nremoved = count(in, DNS_EV_MAX_ADDRS);
 	ev->nelems = count(in, DNS_EV_MAX_ELEMS);
 	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
-		struct fw_elem *e = &ev->elems[i];
+		struct dns_ev_elem *e = &ev->elems[i];
 		size_t k;
 
 		str(in, e->ifname, sizeof(e->ifname), false);
