@@ -114,6 +114,17 @@ msg_learn_ok(const struct msg_learn *m, size_t len)
 	return true;
 }
 
+/* A bool that crossed a process boundary may hold any byte, and loading
+ * one that is not 0 or 1 is undefined: look at it as a byte. */
+static bool
+bool_ok(const bool *b)
+{
+	uint8_t v;
+
+	memcpy(&v, b, 1);
+	return v <= 1;
+}
+
 bool
 msg_dns_event_ok(struct msg_dns_event *m)
 {
@@ -126,13 +137,14 @@ msg_dns_event_ok(struct msg_dns_event *m)
 	    !msg_str_ok(ev->rule, sizeof(ev->rule)) ||
 	    !msg_str_ok(ev->upstream, sizeof(ev->upstream)) ||
 	    (unsigned)ev->decision > DNS_DEC_MALFORMED ||
-	    (unsigned)ev->reason >= POL_REASON__COUNT)
+	    (unsigned)ev->reason >= POL_REASON__COUNT ||
+	    !bool_ok(&ev->tcp) || !bool_ok(&ev->finding))
 		return false;
 	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
 		const struct dns_ev_addr *a = &ev->addrs[i];
 
 		if ((a->family != AF_INET && a->family != AF_INET6) ||
-		    !msg_str_ok(a->cls, sizeof(a->cls)))
+		    !msg_str_ok(a->cls, sizeof(a->cls)) || !bool_ok(&a->kept))
 			return false;
 	}
 	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {

@@ -217,6 +217,21 @@ START_TEST(test_dns_event_ok)
 	ck_assert(!msg_dns_event_ok(m));
 	m->ev.client[0] = '\0';
 	ck_assert(msg_dns_event_ok(m));
+	/* A bool holding another byte (undefined to load as a bool). */
+	{
+		uint8_t seven = 7, zero = 0;
+
+		memcpy(&m->ev.tcp, &seven, 1);
+		ck_assert(!msg_dns_event_ok(m));
+		memcpy(&m->ev.tcp, &zero, 1);
+		memcpy(&m->ev.addrs[0].kept, &seven, 1);
+		ck_assert(!msg_dns_event_ok(m));
+		memcpy(&m->ev.addrs[0].kept, &zero, 1);
+		memcpy(&m->ev.finding, &seven, 1);
+		ck_assert(!msg_dns_event_ok(m));
+		memcpy(&m->ev.finding, &zero, 1);
+		ck_assert(msg_dns_event_ok(m));
+	}
 	free(m);
 }
 END_TEST
