@@ -158,6 +158,23 @@ if grep -q '^  - name: local-file' "$Q/etc/sluice.yaml"; then
 	check "the example's local-file sink receives the records" \
 	    wait_for 10 test -s "$Q/log/audit.ndjson"
 fi
+# Enabling a credential without creating it, as the config's comment
+# warns: the daemon refuses to start and names the file.
+world_stop_sluiced
+cfg2=$Q/etc/sluice-files-cred.yaml
+sed -e '/^  - name: files/,/^  - name: /{s/^    # credential:/    credential:/;s/^    #   /      /}' \
+    "$Q/etc/sluice.yaml" >"$cfg2"
+if grep -q "^      file: $Q/etc/files.token" "$cfg2"; then
+	out=$(timeout 30 nsenter --net="/run/netns/$WORLD_HOST_NS" -- \
+	    "$SLUICED" --config "$cfg2" --foreground </dev/null 2>&1); rc=$?
+	check_match "files' credential enabled, token missing: sluiced exits (not 0, not killed)" \
+	    '^([1-9]|[1-9][0-9]|1[01][0-9]|12[0-3])$' "$rc"
+	check_match "... naming the server and the file" \
+	    "upstream files: credential file $Q/etc/files.token" "$out"
+else
+	not_ok "the example config's files credential could not be uncommented"
+fi
+
 # What the daemon said about its upstreams and sinks (diagnostics).
 grep -iE 'upstream|sink' <<<"$log" | head -n 10 | sed 's/^/# /'
 finish
