@@ -23,13 +23,44 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
 	missing=$(echo "$missing" | tr ' ' '\n' | grep -vx -e nodejs -e npm | tr '\n' ' ')
 fi
 
+# On a fresh machine unattended-upgrades or another apt-get often holds the
+# dpkg/apt locks for a while; failing at once with "Could not get lock" is
+# the worst first impression. Wait for them, bounded (DEPS_LOCK_WAIT
+# seconds, 120 by default), polling with fuser when it is there, and let
+# apt itself wait as long again for the lock it takes (DPkg::Lock::Timeout,
+# apt 2.x as in Debian 12).
+LOCK_WAIT=${DEPS_LOCK_WAIT:-120}
+LOCKS="/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
+/var/cache/apt/archives/lock"
+
+wait_apt_locks() {
+	command -v fuser >/dev/null 2>&1 || return 0
+	waited=0
+	# shellcheck disable=SC2086
+	while holders=$(fuser $LOCKS 2>/dev/null) && [ -n "$(echo "$holders" | tr -d ' ')" ]; do
+		if [ "$waited" -eq 0 ]; then
+			echo "deps: apt/dpkg is busy (pid$holders); waiting up to ${LOCK_WAIT} s"
+		fi
+		if [ "$waited" -ge "$LOCK_WAIT" ]; then
+			echo "deps: apt/dpkg still busy after ${LOCK_WAIT} s (pid$holders); try again when it is done" >&2
+			exit 1
+		fi
+		sleep 2
+		waited=$((waited + 2))
+	done
+}
+
 if [ -n "$(echo "$missing" | tr -d ' ')" ]; then
 	[ "$(id -u)" -eq 0 ] || { echo "deps: need root to install:$missing" >&2; exit 1; }
-	echo "deps: installing$missing"
+	echo "deps: about to install these Debian packages:"
+	echo "$missing" | tr ' ' '\n' | grep -v '^$' | sed 's/^/  /'
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
+	wait_apt_locks
+	apt-get -o DPkg::Lock::Timeout="$LOCK_WAIT" update -qq
+	wait_apt_locks
 	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	apt-get -o DPkg::Lock::Timeout="$LOCK_WAIT" install -y -qq \
+	    --no-install-recommends $missing >/dev/null
 fi
 
 # The users sluiced's unprivileged processes run as (privsep.dns_user and

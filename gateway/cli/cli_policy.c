@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/cli/cli.h"
 #include "policy/policy.h"
@@ -57,6 +58,14 @@ load_config(const char *path, struct pol_config **out)
 	return *out == NULL ? -1 : 0;
 }
 
+/*
+ * Where sluiced's config lives when it is installed as the README says.
+ * `policy check` uses it when no --config is given, so that a policy
+ * naming a server the daemon does not declare fails here and not at the
+ * daemon's start or reload.
+ */
+#define DEFAULT_CONFIG	"/etc/sluice/sluice.yaml"
+
 static int
 cmd_check(int argc, char **argv)
 {
@@ -76,8 +85,17 @@ cmd_check(int argc, char **argv)
 		i++;
 	if (i >= argc)
 		return usage();
+	/* Absent is normal (a CI runner, a laptop); present but broken is
+	 * an error, as with --config: the daemon would not start either. */
+	if (cfgpath == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
+		cfgpath = DEFAULT_CONFIG;
 	if (load_config(cfgpath, &cfg) == -1)
 		return 1;
+	if (cfgpath == NULL)
+		printf("no daemon config found; server names not checked "
+		    "(give --config FILE)\n");
+	else
+		printf("server names checked against %s\n", cfgpath);
 	if ((e = pol_errors_new(50)) == NULL) {
 		pol_config_free(cfg);
 		return 1;

@@ -49,7 +49,10 @@ static const struct cmd cmds[] = {
 	  "check validates each FILE against the schema and prints its errors\n"
 	  "as FILE:LINE:COL: message; explain prints what the policy decides\n"
 	  "for one egress or one tool call, and which rule decides it.\n"
-	  "CFG is the daemon's configuration (its limits), if not the default.\n" },
+	  "CFG is the daemon's configuration (its limits and MCP servers).\n"
+	  "check without --config uses /etc/sluice/sluice.yaml if it exists,\n"
+	  "so a tool naming a server the daemon does not declare is an error;\n"
+	  "it says on its first line which config, if any, it checked against.\n" },
 	{ "audit", cli_audit, false,
 	  "audit verify [--db F] [--key PUB]... [--checkpoint F]... [--json]\n"
 	  "audit keygen --origin O --out FILE\n"

@@ -152,6 +152,24 @@ check_match "metadata v6: the table's note says why there is no deny record" \
     'metadata over IPv6: no deny record, because there was no decision' \
     "$(cat "$OUT")"
 
+# ------------------------------------------------------------ the agent's words
+# What the agent says must be what happened: curl's "000" (its status when
+# no answer came) is not an answer and never shown, and the DNS act's
+# verdict repeats what its two queries got, not a third query's.
+check_fails "no curl 000 status in the agent's lines" \
+    grep -qE 'agent:.*(^|[ (])000([ )]|$)' "$OUT"
+own=$(sed -n "s/^ *agent:   via the sandbox's resolver: //p" "$OUT")
+direct=$(sed -n 's/^ *agent:   via 198\.51\.100\.53 directly: //p' "$OUT")
+check_match "DNS act: each query's outcome is named" \
+    '^(NXDOMAIN|REFUSED|SERVFAIL|NOERROR.*|no reply)$' "$own"
+check_match "DNS act: the direct query's outcome is named" \
+    '^(NXDOMAIN|REFUSED|SERVFAIL|NOERROR.*|no reply)$' "$direct"
+check_eq "DNS act: the verdict is what the two queries got" \
+    "neither query was answered ($own; $direct)" \
+    "$(sed -n 's/^ *agent: stopped: //p' "$OUT" | grep '^neither query')"
+check_fails "no act says 'no answer' and then that it was answered" \
+    grep -qE 'agent: .*no answer' "$OUT"
+
 # ------------------------------------------------------------ the MCP acts
 # mcpn JQ-FILTER: how many mcp.call records of server ev match.
 mcpn() {

@@ -20,11 +20,64 @@ run_cli() {
 
 o=$E2E_TMP/out e=$E2E_TMP/err
 
-rc=$(run_cli "$o" "$e" policy check examples/policies/*.yaml)
+# in_etc DIR CMD...: run CMD where /etc/sluice is DIR's contents (absent if
+# DIR is "-"): a private mount namespace with an overlay over /etc whose
+# upper layer is a temp dir, so `policy check`'s default config can be
+# tested without touching the machine's /etc/sluice.
+in_etc() {
+	local d=$1 u
+	shift
+	u=$(mktemp -d "$E2E_TMP/etc.XXXXXX") || return 1
+	mkdir -p "$u/up" "$u/work"
+	unshare --mount --propagation private -- sh -c '
+	    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/up,workdir=$1/work" /etc &&
+	    rm -rf /etc/sluice &&
+	    if [ "$2" != - ]; then cp -r "$2" /etc/sluice; fi &&
+	    shift 2 && exec "$@"' sh "$u" "$d" "$@"
+}
+# cli_in_etc DIR OUT ERR ARGS...: run_cli inside in_etc DIR.
+cli_in_etc() {
+	local d=$1 out=$2 err=$3; shift 3
+	in_etc "$d" "$SLUICE" "$@" >"$out" 2>"$err"
+	echo $?
+}
+NOCFG="no daemon config found; server names not checked (give --config FILE)"
+
+rc=$(cli_in_etc - "$o" "$e" policy check examples/policies/*.yaml)
 check_eq "policy check examples exits 0" 0 "$rc"
-want=$(for f in examples/policies/*.yaml; do echo "$f: ok"; done)
-check_eq "policy check examples prints FILE: ok for each" "$want" "$(cat "$o")"
+want=$(echo "$NOCFG"; for f in examples/policies/*.yaml; do echo "$f: ok"; done)
+check_eq "policy check examples, no /etc/sluice: says server names are not checked, FILE: ok for each" \
+    "$want" "$(cat "$o")"
 check_eq "policy check examples prints no errors" "" "$(cat "$e")"
+
+# With the example config installed where the README puts it, check uses it.
+ex=$E2E_TMP/etc-example
+mkdir -p "$ex" && cp examples/sluice.yaml "$ex/sluice.yaml"
+rc=$(cli_in_etc "$ex" "$o" "$e" policy check examples/policies/*.yaml)
+check_eq "policy check examples against the installed example config exits 0" 0 "$rc"
+want=$(echo "server names checked against /etc/sluice/sluice.yaml"
+    for f in examples/policies/*.yaml; do echo "$f: ok"; done)
+check_eq "policy check names the installed config it used" "$want" "$(cat "$o")"
+# A config that does not declare a server a policy names: an error, found
+# without --config.
+sed '/^servers:/,$d' examples/sluice.yaml >"$ex/sluice.yaml"
+rc=$(cli_in_etc "$ex" "$o" "$e" policy check examples/policies/data-analyst.yaml)
+check_eq "installed config without warehouse: data-analyst fails" 1 "$rc"
+check_match "the error names the unknown server" \
+    '^examples/policies/data-analyst.yaml:[0-9]+:[0-9]+: unknown MCP server "warehouse"' "$(cat "$e")"
+# --config wins over the installed one.
+rc=$(cli_in_etc "$ex" "$o" "$e" policy check --config examples/sluice.yaml \
+    examples/policies/data-analyst.yaml)
+check_eq "--config wins over /etc/sluice/sluice.yaml" 0 "$rc"
+check_eq "--config: first line names it" \
+    "server names checked against examples/sluice.yaml" "$(head -n 1 "$o")"
+# An installed config that does not load is an error, as with --config.
+echo "version: 2" >"$ex/sluice.yaml"
+rc=$(cli_in_etc "$ex" "$o" "$e" policy check examples/policies/locked-down.yaml)
+check_eq "a broken /etc/sluice/sluice.yaml fails the check" 1 "$rc"
+check_match "its error names the file" '^/etc/sluice/sluice.yaml:' "$(cat "$e")"
+check_eq "the machine's /etc was not touched" "" \
+    "$(find /etc/sluice -newer "$E2E_TMP" 2>/dev/null)"
 
 n=0
 for f in tests/policy/hostile/*.yaml; do
@@ -38,11 +91,11 @@ if [ "$n" -ge 20 ]; then ok "hostile corpus has $n files"; else
 	not_ok "hostile corpus has only $n files"; fi
 
 # A good and a bad file together: exit 1, the good one still reported ok.
-rc=$(run_cli "$o" "$e" policy check examples/policies/locked-down.yaml \
+rc=$(cli_in_etc - "$o" "$e" policy check examples/policies/locked-down.yaml \
     tests/policy/hostile/dupkey.yaml)
 check_eq "mixed check exits 1" 1 "$rc"
 check_eq "mixed check reports the good file" \
-    "examples/policies/locked-down.yaml: ok" "$(cat "$o")"
+    "examples/policies/locked-down.yaml: ok" "$(grep -v "^$NOCFG$" "$o")"
 
 # Too big to commit: generated here.
 big=$E2E_TMP/big.yaml

@@ -66,6 +66,13 @@ START_TEST(example_config)
 	struct pol_errors	*e = pol_errors_new(50);
 	struct pol_config	*c = pol_config_load("examples/sluice.yaml", e);
 	const struct pol_mcp_server *s;
+	static const char	*policies[] = {
+		"examples/policies/coding-agent.yaml",
+		"examples/policies/data-analyst.yaml",
+		"examples/policies/locked-down.yaml",
+	};
+	struct pol_policy	*p;
+	size_t			 i;
 
 	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
 	ck_assert_str_eq(c->path, "examples/sluice.yaml");
@@ -93,22 +100,19 @@ START_TEST(example_config)
 	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
 	ck_assert_str_eq(c->audit_key, "/etc/sluice/audit.key");
 	ck_assert_str_eq(c->audit_origin, "sluice.example.com/prod");
-	ck_assert_uint_eq(c->nsinks, 2);
+	/* Credential-bearing sinks and credentials ship commented out: the
+	 * Quickstart's daemon starts without any secret. */
+	ck_assert_uint_eq(c->nsinks, 1);
 	ck_assert_int_eq(c->sinks[0].type, POL_SINK_FILE);
 	ck_assert_int_eq(c->sinks[0].format, POL_FMT_JSON);
 	ck_assert_uint_eq(c->sinks[0].lag_alert, 10000);
-	ck_assert_int_eq(c->sinks[1].type, POL_SINK_WEBHOOK);
-	ck_assert_int_eq(c->sinks[1].format, POL_FMT_OCSF);
-	ck_assert(c->sinks[1].splunk_hec);
-	ck_assert_str_eq(c->sinks[1].token_file, "/etc/sluice/splunk.token");
-	ck_assert_uint_eq(c->nservers, 2);
+	ck_assert_ptr_null(c->sinks[0].token_file);
+	ck_assert_uint_eq(c->nservers, 3);
 	s = pol_config_server(c, "everything");
 	ck_assert_ptr_nonnull(s);
 	ck_assert_int_eq(s->transport, POL_MCP_HTTP);
 	ck_assert_str_eq(s->url, "https://mcp.example.com/mcp");
-	ck_assert_str_eq(s->cred_env, "EVERYTHING_TOKEN");
-	ck_assert_str_eq(s->cred_header, "Authorization");
-	ck_assert_str_eq(s->cred_prefix, "Bearer ");
+	ck_assert_ptr_null(s->cred_env);
 	ck_assert_ptr_null(s->cred_file);
 	s = pol_config_server(c, "files");
 	ck_assert_int_eq(s->transport, POL_MCP_STDIO);
@@ -117,7 +121,19 @@ START_TEST(example_config)
 	ck_assert_ptr_null(s->argv[3]);		/* execv-ready */
 	ck_assert_uint_eq(s->nenv, 1);
 	ck_assert_str_eq(s->env[0], "LOG_LEVEL=warn");
-	ck_assert_str_eq(s->cred_child_env, "FILES_TOKEN");
+	ck_assert_ptr_null(s->cred_file);
+	s = pol_config_server(c, "warehouse");
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(s->transport, POL_MCP_HTTP);
+	ck_assert_ptr_null(s->cred_file);
+	/* Every server an example policy names is declared. */
+	for (i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		pol_errors_clear(e);
+		p = pol_policy_load(policies[i], c, e);
+		ck_assert_msg(p != NULL, "%s: %s", policies[i],
+		    pol_errors_get(e, 0));
+		pol_policy_free(p);
+	}
 	ck_assert_ptr_null(pol_config_server(c, "nope"));
 	ck_assert_ptr_null(pol_config_server(NULL, "files"));
 	pol_config_free(c);
