@@ -43,6 +43,15 @@ sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
 metrics() { world_host curl -s --max-time 30 --unix-socket "$WORLD_SOCK" http://localhost/metrics; }
 # dns_pid: the DNS process now (a child of sluiced in the dns room), or "".
 dns_pid() { pgrep -P "$PARENT" -f -- '--room dns' | head -n 1; }
+# dns_settled [NOT_PID]: a DNS process (other than NOT_PID) has finished
+# dropping its privileges: its filter, the last step, is on. Until then a
+# new one is still the parent's image, as root, between exec and drop.
+dns_settled() {
+	local p
+	p=$(dns_pid)
+	[ -n "$p" ] && [ "$p" != "${1:-}" ] &&
+	    [ "$(status_field "$p" Seccomp)" = 2 ]
+}
 status_field() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "/proc/$1/status"; }
 q() { world_sandbox "$S" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" "$1" A; }
 resolves() { test "$(q "$1")" = "$2"; }
@@ -60,7 +69,7 @@ check "sandbox created" test $? -eq 0
 SI=$(jq -r .interface "$E2E_TMP/s.json")
 
 # ---------------------------------------------------- 1: what it may do
-check "a DNS process runs as a child of sluiced" wait_for 10 test -n "$(dns_pid)"
+check "a DNS process runs as a child of sluiced" wait_for 10 dns_settled
 P=$(dns_pid)
 echo "# dns process: $P"
 DNS_UID=$(id -u sluice-dns)
@@ -117,9 +126,7 @@ check "dns process stopped: dig timed out (exit 9)" test "$rc" -eq 9
 check_eq "dns process stopped: nothing learned for the name asked" 0 \
     "$(learned "$WORLD_ATTACKER")"
 kill -KILL "$P"
-check "killed: a new DNS process is started" wait_for 20 sh -c "
-	p=\$(pgrep -P $PARENT -f -- '--room dns' | head -n 1)
-	[ -n \"\$p\" ] && [ \"\$p\" != $P ]"
+check "killed: a new DNS process is started" wait_for 20 dns_settled "$P"
 P2=$(dns_pid)
 echo "# new dns process: $P2"
 check_eq "the new one has no capabilities either" 0000000000000000 "$(status_field "$P2" CapEff)"
@@ -148,7 +155,7 @@ if [ -x "${SLUICE_PLAIN_BUILD:-}/sluiced" ]; then
 	exits0=$(findings)
 	world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "the plain build starts"; finish; }
 	PARENT=$_WORLD_SLUICED_PID
-	check "plain build: a DNS process runs" wait_for 10 test -n "$(dns_pid)"
+	check "plain build: a DNS process runs" wait_for 10 dns_settled
 	P=$(dns_pid)
 	check_eq "plain build: it is filtered" 2 "$(status_field "$P" Seccomp)"
 	check "plain build: the adopted sandbox resolves (UDP)" wait_for 10 resolves pkg.example.com "$WORLD_PKG"
