@@ -688,6 +688,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	}
 	return d;
 fail:
+	sbx_watch_del(sbx, d);
 	proc_free(d->proc);
 	if (d->lfd[0] != -1)
 		close(d->lfd[0]);
@@ -709,6 +710,7 @@ dnsw_stop(struct dnsw *d)
 {
 	if (d == NULL)
 		return;
+	sbx_watch_del(d->sbx, d);
 	proc_free(d->proc);
 	chan_free(d->ch);
 	/* What the last turn decided is still recorded. */

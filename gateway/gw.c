@@ -43,6 +43,7 @@ struct gw {
 	struct sbx		*sbx;		/* borrowed, may be NULL */
 	struct nd		*nd;		/* borrowed, may be NULL */
 	struct dnsw		*dns;		/* borrowed, may be NULL */
+	struct brw		*brw;		/* borrowed, may be NULL */
 	struct {
 		void	(*fn)(void *);
 		void	*ctx;
@@ -272,7 +273,8 @@ gw_status_json(struct gw *gw)
 	    "sandboxes", (json_int_t)(gw->sbx != NULL ? sbx_count(gw->sbx) :
 	    0),
 	    /* The bridge's counters, or null when it does not run. */
-	    "mcp", (mcp = brw_status_json()) != NULL ? mcp : json_null());
+	    "mcp", (mcp = brw_status_json(gw->brw)) != NULL ? mcp :
+	    json_null());
 }
 
 void
@@ -309,7 +311,7 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 		nd_metrics_print(gw->nd, fp);
 	rec_metrics_print(fp);
 	dnsw_metrics_print(gw->dns, fp);
-	brw_metrics_print(fp);
+	brw_metrics_print(gw->brw, fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
 }
@@ -389,6 +391,12 @@ void
 gw_set_dns(struct gw *gw, struct dnsw *dns)
 {
 	gw->dns = dns;
+}
+
+void
+gw_set_brw(struct gw *gw, struct brw *brw)
+{
+	gw->brw = brw;
 }
 
 int

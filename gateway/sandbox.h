@@ -279,6 +279,9 @@ int		 sbx_delete(struct sbx *m, const char *id, char *err,
 
 /* sbx_watch_add: w is copied; at most SBX_WATCHERS (4). Called in registration order, on the loop thread, after the change is in the kernel and the table. -1 with ENOSPC. */
 int	sbx_watch_add(struct sbx *m, const struct sbx_watch *w);
+/* sbx_watch_del: removes the watchers added with ctx, so that a module
+ * freed before the manager is not called any more. None is a no-op. */
+void	sbx_watch_del(struct sbx *m, const void *ctx);
 /* sbx_foreach: fn for every sandbox now, in slot order (to seed a copy). */
 void	sbx_foreach(const struct sbx *m, void (*fn)(void *ctx, const struct sbx_view *v), void *ctx);
 

@@ -416,6 +416,7 @@ main(int argc, char **argv)
 		fatalx("capability bridge: %s", err);
 	if (brw_routes(brw, ctl) == -1)
 		fatal("control API: approvals");
+	gw_set_brw(dc.gw, brw);
 	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 
 	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
@@ -434,6 +435,7 @@ main(int argc, char **argv)
 	 * so that LeakSanitizer sees a clean exit. */
 	ctl_free(ctl);
 	/* Before the recorder: the approvals it denies are recorded. */
+	gw_set_brw(dc.gw, NULL);
 	brw_stop(brw);
 	gw_set_dns(dc.gw, NULL);
 	dnsw_stop(dns);
