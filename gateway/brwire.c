@@ -33,6 +33,7 @@ struct rec_wait;
 
 struct brw {
 	struct br	*br;
+	struct rec	*rec;		/* borrowed, may be NULL */
 	struct gw	*gw;
 	struct sbx	*sbx;
 	uint64_t	 calls_allow, calls_deny;
@@ -249,8 +250,8 @@ h_record(void *ctx, const struct br_event *ev, br_record_done *done,
 	w->waits = rw;
 	/* No action without a record: the bridge releases the result only
 	 * from on_durable with ok = 1. */
-	if (rec_durable(ev->kind_name != NULL ? ev->kind_name : "mcp.call",
-	    ev_fields(ev), on_durable, rw) == -1) {
+	if (rec_durable(w->rec, ev->kind_name != NULL ? ev->kind_name :
+	    "mcp.call", ev_fields(ev), on_durable, rw) == -1) {
 		log_warn("mcp.call record for %s/%s",
 		    ev->server != NULL ? ev->server : "-",
 		    ev->tool != NULL ? ev->tool : "-");
@@ -297,7 +298,7 @@ h_finding(void *ctx, const struct br_event *ev)
 		json_decref(o);
 		o = NULL;
 	}
-	if (rec_async("finding", o) == -1)
+	if (rec_async(w->rec, "finding", o) == -1)
 		log_warn("finding %s", ev->kind_name != NULL ? ev->kind_name :
 		    "?");
 	if (ev->kind == BR_EV_UPSTREAM || ev->kind == BR_EV_TOOL_DRIFT)
@@ -327,8 +328,9 @@ h_restrict(void *ctx, const char *sandbox_id)
 static int
 h_auth_tally(void *ctx, const char *src)
 {
-	(void)ctx;
-	return rec_tally(REC_TALLY_MCP_AUTH, src, NULL);
+	struct brw *w = ctx;
+
+	return rec_tally(w->rec, REC_TALLY_MCP_AUTH, src, NULL);
 }
 
 /* The manager's watcher (sbx_watch_add, removed by brw_stop): a removed
@@ -343,7 +345,7 @@ on_sandbox_removed(void *ctx, const struct sbx_view *v)
 
 struct brw *
 brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
-    uint16_t port, char *err, size_t errlen)
+    struct rec *rec, uint16_t port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
 	struct br_config bc;
@@ -355,6 +357,7 @@ brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 		return NULL;
 	}
 	w->gw = gw;
+	w->rec = rec;
 	w->sbx = sbx;
 	if (sbx_watch_add(sbx, &(struct sbx_watch){ .removed =
 	    on_sandbox_removed, .ctx = w }) == -1) {

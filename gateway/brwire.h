@@ -30,14 +30,17 @@ struct brw;
  * brw_start: the bridge of the daemon, listening on the config's service
  * address and bridge_port (port overrides it when non-zero, for tests),
  * with the upstream servers of the config. Call after the sandbox manager
- * and the recorder exist (the service address must be on lo). gw, sbx and
- * loop are borrowed and must outlive it; the config of gw must too. Takes one
+ * and the recorder exist (the service address must be on lo); calls and
+ * findings are recorded to rec (NULL: none, and then no call is
+ * released: no action without a record). gw, sbx, rec and loop are
+ * borrowed and must outlive it; the config of gw must too. Takes one
  * of sbx's watchers (ENOSPC when none is left): a sandbox removed from then
  * on takes its sessions and pending approvals with it. NULL with a message
  * in err on failure (never a secret).
  */
+struct rec;
 struct brw	*brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
-		    uint16_t port, char *err, size_t errlen);
+		    struct rec *rec, uint16_t port, char *err, size_t errlen);
 /* brw_stop: frees the bridge (parked requests get 503, pending approvals
  * are denied and recorded, children stopped) and gives back its watcher
  * of the sandboxes. NULL is a no-op. Call before the recorder and the sandbox manager go. */

@@ -44,6 +44,7 @@ struct gw {
 	struct nd		*nd;		/* borrowed, may be NULL */
 	struct dnsw		*dns;		/* borrowed, may be NULL */
 	struct brw		*brw;		/* borrowed, may be NULL */
+	struct rec		*rec;		/* borrowed, may be NULL */
 	struct {
 		void	(*fn)(void *);
 		void	*ctx;
@@ -174,7 +175,7 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 		gw->last_error = errors_json(errs);
 		log_warnx("reload failed, the previous %zu policies stay in "
 		    "force", pol_set_count(gw->cur->set));
-		if (rec_async("policy.reload", rec_reload_fields(false,
+		if (rec_async(gw->rec, "policy.reload", rec_reload_fields(false,
 		    gw->cfg->policy_dir, gw_policies_json(gw), errs)) == -1)
 			log_warn("policy.reload record");
 		for (i = 0; (m = pol_errors_get(errs, i)) != NULL; i++)
@@ -192,7 +193,7 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	gw->last_error = NULL;
 	log_info("reload: %zu policies loaded from %s", pol_set_count(set),
 	    gw->cfg->policy_dir);
-	if (rec_async("policy.reload", rec_reload_fields(true,
+	if (rec_async(gw->rec, "policy.reload", rec_reload_fields(true,
 	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
 		log_warn("policy.reload record");
 	/* Copies of the set elsewhere (the DNS process) first, so that the
@@ -309,7 +310,7 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 		    "# TYPE sluice_sandboxes gauge\nsluice_sandboxes 0\n");
 	if (gw->nd != NULL)
 		nd_metrics_print(gw->nd, fp);
-	rec_metrics_print(fp);
+	rec_metrics_print(gw->rec, fp);
 	dnsw_metrics_print(gw->dns, fp);
 	brw_metrics_print(gw->brw, fp);
 	if (ctl != NULL)
@@ -391,6 +392,12 @@ void
 gw_set_dns(struct gw *gw, struct dnsw *dns)
 {
 	gw->dns = dns;
+}
+
+void
+gw_set_rec(struct gw *gw, struct rec *rec)
+{
+	gw->rec = rec;
 }
 
 void
