@@ -29,8 +29,11 @@
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 
+struct rec_wait;
+
 struct brw {
 	struct br	*br;
+	struct rec	*rec;		/* borrowed, may be NULL */
 	struct gw	*gw;
 	struct sbx	*sbx;
 	uint64_t	 calls_allow, calls_deny;
@@ -39,10 +42,10 @@ struct brw {
 	/* How long calls wait for their durable record: the part of a
 	 * tools/call's latency the audit log adds (a Prometheus summary). */
 	uint64_t	 record_waits, record_wait_us;
+	/* Records still being committed: their completion may come after
+	 * brw_stop (the log's close runs it), which detaches them. */
+	struct rec_wait	*waits;
 };
-
-/* The one installed wiring (see brwire.h: process-wide, loop thread). */
-static struct brw *cur;
 
 /* Copies s into dst (size bytes) whole, or -1 when it does not fit. */
 static int
@@ -187,6 +190,8 @@ ev_fields(const struct br_event *ev)
 /* rec_durable's completion carries a sequence number the bridge does not
  * want; this carries the bridge's own callback across. */
 struct rec_wait {
+	struct rec_wait	*next, **prevp;	/* on w->waits while w lives */
+	struct brw	*w;		/* NULL once brw_stop has run */
 	br_record_done	*done;
 	void		*arg;
 	uint64_t	 t0_us;
@@ -207,13 +212,15 @@ on_durable(void *arg, int ok, uint64_t seq)
 	struct rec_wait rw = *(struct rec_wait *)arg;
 
 	(void)seq;
-	free(arg);
-	if (cur != NULL) {
+	if (rw.w != NULL) {
+		if ((*rw.prevp = rw.next) != NULL)
+			rw.next->prevp = rw.prevp;
 		if (!ok)
-			cur->record_failures++;
-		cur->record_waits++;
-		cur->record_wait_us += mono_us() - rw.t0_us;
+			rw.w->record_failures++;
+		rw.w->record_waits++;
+		rw.w->record_wait_us += mono_us() - rw.t0_us;
 	}
+	free(arg);
 	rw.done(rw.arg, ok);
 }
 
@@ -232,16 +239,24 @@ h_record(void *ctx, const struct br_event *ev, br_record_done *done,
 		w->record_failures++;
 		return -1;
 	}
+	rw->w = w;
 	rw->done = done;
 	rw->arg = arg;
 	rw->t0_us = mono_us();
+	/* Linked first: the completion may run inside rec_durable. */
+	if ((rw->next = w->waits) != NULL)
+		rw->next->prevp = &rw->next;
+	rw->prevp = &w->waits;
+	w->waits = rw;
 	/* No action without a record: the bridge releases the result only
 	 * from on_durable with ok = 1. */
-	if (rec_durable(ev->kind_name != NULL ? ev->kind_name : "mcp.call",
-	    ev_fields(ev), on_durable, rw) == -1) {
+	if (rec_durable(w->rec, ev->kind_name != NULL ? ev->kind_name :
+	    "mcp.call", ev_fields(ev), on_durable, rw) == -1) {
 		log_warn("mcp.call record for %s/%s",
 		    ev->server != NULL ? ev->server : "-",
 		    ev->tool != NULL ? ev->tool : "-");
+		if ((*rw->prevp = rw->next) != NULL)
+			rw->next->prevp = rw->prevp;
 		free(rw);
 		w->record_failures++;
 		return -1;
@@ -283,7 +298,7 @@ h_finding(void *ctx, const struct br_event *ev)
 		json_decref(o);
 		o = NULL;
 	}
-	if (rec_async("finding", o) == -1)
+	if (rec_async(w->rec, "finding", o) == -1)
 		log_warn("finding %s", ev->kind_name != NULL ? ev->kind_name :
 		    "?");
 	if (ev->kind == BR_EV_UPSTREAM || ev->kind == BR_EV_TOOL_DRIFT)
@@ -309,39 +324,43 @@ h_restrict(void *ctx, const char *sandbox_id)
 	return 0;
 }
 
-/* The manager's watcher (sbx_watch_add): a removed sandbox's sessions are
- * forgotten and its pending approvals denied. Through cur, not ctx: the
- * watcher stays registered after brw_stop, and then does nothing. */
+/* Within the recorder's budget per source, the rest summarised. */
+static int
+h_auth_tally(void *ctx, const char *src)
+{
+	struct brw *w = ctx;
+
+	return rec_tally(w->rec, REC_TALLY_MCP_AUTH, src, NULL);
+}
+
+/* The manager's watcher (sbx_watch_add, removed by brw_stop): a removed
+ * sandbox's sessions are forgotten and its pending approvals denied. */
 static void
 on_sandbox_removed(void *ctx, const struct sbx_view *v)
 {
-	(void)ctx;
-	if (cur != NULL)
-		br_sandbox_gone(cur->br, v->id);
+	struct brw *w = ctx;
+
+	br_sandbox_gone(w->br, v->id);
 }
 
 struct brw *
 brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
-    uint16_t port, char *err, size_t errlen)
+    struct rec *rec, uint16_t port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
 	struct br_config bc;
 	struct br_hooks h;
 	struct brw *w;
 
-	if (cur != NULL) {
-		snprintf(err, errlen, "bridge already running");
-		errno = EBUSY;
-		return NULL;
-	}
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		snprintf(err, errlen, "bridge: %s", strerror(errno));
 		return NULL;
 	}
 	w->gw = gw;
+	w->rec = rec;
 	w->sbx = sbx;
 	if (sbx_watch_add(sbx, &(struct sbx_watch){ .removed =
-	    on_sandbox_removed }) == -1) {
+	    on_sandbox_removed, .ctx = w }) == -1) {
 		snprintf(err, errlen, "bridge: watching the sandboxes: %s",
 		    strerror(errno));
 		free(w);
@@ -357,28 +376,34 @@ brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	h.record = h_record;
 	h.finding = h_finding;
 	h.restrict_egress = h_restrict;
+	h.auth_tally = h_auth_tally;
 	h.ctx = w;
 	if ((w->br = br_new(loop, &bc, &h, err, errlen)) == NULL) {
 		int e = errno;
 
+		sbx_watch_del(sbx, w);
 		free(w);
 		errno = e;
 		return NULL;
 	}
-	cur = w;
 	return w;
 }
 
 void
 brw_stop(struct brw *w)
 {
+	struct rec_wait *rw;
+
 	if (w == NULL)
 		return;
-	/* br_free records the approvals it denies: cur stays set until the
-	 * bridge is gone so that those records are counted here. */
+	/* Before br_free, which records the approvals it denies: those
+	 * are counted here. */
 	br_free(w->br);
-	if (cur == w)
-		cur = NULL;
+	sbx_watch_del(w->sbx, w);
+	/* Their completions still run (the log's close runs them), with
+	 * nothing left here to count into. */
+	for (rw = w->waits; rw != NULL; rw = rw->next)
+		rw->w = NULL;
 	free(w);
 }
 
@@ -390,37 +415,37 @@ brw_port(const struct brw *w)
 
 
 json_t *
-brw_status_json(void)
+brw_status_json(const struct brw *w)
 {
 	json_t *list;
 	size_t pending;
 
-	if (cur == NULL)
+	if (w == NULL)
 		return NULL;
-	if ((list = br_approvals_list(cur->br)) == NULL)
+	if ((list = br_approvals_list(w->br)) == NULL)
 		return NULL;
 	pending = json_array_size(list);
 	json_decref(list);
 	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i}",
 	    "pending_approvals", (json_int_t)pending,
-	    "calls", "allow", (json_int_t)cur->calls_allow,
-	    "deny", (json_int_t)cur->calls_deny,
-	    "auth_failures", (json_int_t)cur->auth_failures,
-	    "findings", (json_int_t)cur->findings,
-	    "record_failures", (json_int_t)cur->record_failures,
-	    "taints", (json_int_t)cur->taints,
-	    "port", (int)br_port(cur->br));
+	    "calls", "allow", (json_int_t)w->calls_allow,
+	    "deny", (json_int_t)w->calls_deny,
+	    "auth_failures", (json_int_t)w->auth_failures,
+	    "findings", (json_int_t)w->findings,
+	    "record_failures", (json_int_t)w->record_failures,
+	    "taints", (json_int_t)w->taints,
+	    "port", (int)br_port(w->br));
 }
 
 void
-brw_metrics_print(FILE *fp)
+brw_metrics_print(const struct brw *w, FILE *fp)
 {
 	json_t *list;
 	size_t pending = 0;
 
-	if (cur == NULL)
+	if (w == NULL)
 		return;
-	if ((list = br_approvals_list(cur->br)) != NULL) {
+	if ((list = br_approvals_list(w->br)) != NULL) {
 		pending = json_array_size(list);
 		json_decref(list);
 	}
@@ -450,13 +475,13 @@ brw_metrics_print(FILE *fp)
 	    "# TYPE sluice_mcp_record_wait_seconds summary\n"
 	    "sluice_mcp_record_wait_seconds_sum %.6f\n"
 	    "sluice_mcp_record_wait_seconds_count %llu\n",
-	    pending, (unsigned long long)cur->calls_allow,
-	    (unsigned long long)cur->calls_deny,
-	    (unsigned long long)cur->auth_failures,
-	    (unsigned long long)cur->findings,
-	    (unsigned long long)cur->taints,
-	    (double)cur->record_wait_us / 1e6,
-	    (unsigned long long)cur->record_waits);
+	    pending, (unsigned long long)w->calls_allow,
+	    (unsigned long long)w->calls_deny,
+	    (unsigned long long)w->auth_failures,
+	    (unsigned long long)w->findings,
+	    (unsigned long long)w->taints,
+	    (double)w->record_wait_us / 1e6,
+	    (unsigned long long)w->record_waits);
 }
 
 /* ------------------------------------------------------------ control API */

@@ -47,6 +47,7 @@
 
 struct dnsw {
 	struct gw		*gw;
+	struct rec		*rec;		/* borrowed, may be NULL */
 	struct sbx		*sbx;
 	struct ev_loop		*loop;
 	struct ev_timer		*flush;		/* deferred submission, or NULL */
@@ -98,7 +99,7 @@ flush_records(struct dnsw *d)
 	for (i = 0; i < d->npending; i++) {
 		const char *kind = d->pending[i].kind;
 
-		if (rec_async(kind, d->pending[i].fields) == 0)
+		if (rec_async(d->rec, kind, d->pending[i].fields) == 0)
 			continue;
 		if (strcmp(kind, "finding") == 0)
 			log_warn("finding record of a DNS decision");
@@ -153,7 +154,7 @@ hold_record(struct dnsw *d, const char *kind, json_t *fields)
  * 1 when ev is to be recorded as it is.
  */
 static int
-itemised(const struct dns_event *ev)
+itemised(const struct dnsw *d, const struct dns_event *ev)
 {
 	char key[sizeof(ev->client)], *hash;
 
@@ -163,11 +164,11 @@ itemised(const struct dns_event *ev)
 	if ((hash = strrchr(key, '#')) != NULL)
 		*hash = '\0';
 	if (ev->decision == DNS_DEC_MALFORMED)
-		return rec_tally(REC_TALLY_DNS_MALFORMED, key, ev->sandbox);
+		return rec_tally(d->rec, REC_TALLY_DNS_MALFORMED, key, ev->sandbox);
 	if (ev->sandbox[0] == '\0')
-		return rec_tally(REC_TALLY_DNS_UNKNOWN, key, NULL);
+		return rec_tally(d->rec, REC_TALLY_DNS_UNKNOWN, key, NULL);
 	if (ev->reason == POL_REASON_RATE_LIMITED)
-		return rec_tally(REC_TALLY_DNS_RATE, ev->sandbox, NULL);
+		return rec_tally(d->rec, REC_TALLY_DNS_RATE, ev->sandbox, NULL);
 	return 1;
 }
 
@@ -180,7 +181,7 @@ h_record(void *ctx, const struct dns_event *ev)
 	char buf[DNSW_CANON_BUF];
 	struct aud_cw w;
 
-	if (!itemised(ev))
+	if (!itemised(d, ev))
 		return;
 	if (ev->sandbox[0] != '\0' &&
 	    sbx_lookup_id(d->sbx, ev->sandbox, &v) == 0)
@@ -193,7 +194,7 @@ h_record(void *ctx, const struct dns_event *ev)
 	if (dns_rec_canon(ev, p, &w) == 0) {
 		if (d->npending > 0)
 			flush_records(d);
-		if (rec_canon("dns.decision", w.p, w.len) == 0)
+		if (rec_canon(d->rec, "dns.decision", w.p, w.len) == 0)
 			goto finding;
 		/* Bytes the log refused (a bug here, never expected): the
 		 * tree path still gets the decision recorded. A full queue
@@ -301,7 +302,7 @@ violation(struct dnsw *d, const char *what)
 	log_warnx("dns process %ld: %s; killing it", (long)proc_pid(d->proc),
 	    what);
 	snprintf(detail, sizeof(detail), "dns process: %s", what);
-	if (rec_async("finding", rec_finding_fields(NULL,
+	if (rec_async(d->rec, "finding", rec_finding_fields(NULL,
 	    "privsep_violation", "high", detail)) == -1)
 		log_warn("privsep_violation record");
 	proc_kill(d->proc);
@@ -470,7 +471,7 @@ on_lost(struct dnsw *d, const struct msg_lost *l)
 	snprintf(detail, sizeof(detail), "%llu dns.decision records the "
 	    "dns process could not hand over", (unsigned long long)l->events);
 	log_warnx("%s", detail);
-	if (rec_async("finding", rec_finding_fields(NULL, "dns_records_lost",
+	if (rec_async(d->rec, "finding", rec_finding_fields(NULL, "dns_records_lost",
 	    "medium", detail)) == -1)
 		log_warn("dns_records_lost record");
 }
@@ -568,7 +569,7 @@ on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
 		    "status %d after %u restarts; DNS is closed until it is "
 		    "back", (long)pid, WEXITSTATUS(status), restarts);
 	log_warnx("%s", detail);
-	if (rec_async("finding", rec_finding_fields(NULL, "process_exit",
+	if (rec_async(d->rec, "finding", rec_finding_fields(NULL, "process_exit",
 	    "high", detail)) == -1)
 		log_warn("process_exit record");
 }
@@ -608,7 +609,7 @@ mcfg_fill(struct msg_dns_config *m, const struct dns_config *dc, char *err,
 
 struct dnsw *
 dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
-    uint16_t listen_port, char *err, size_t errlen)
+    struct rec *rec, uint16_t listen_port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
 	struct sbx_watch w;
@@ -641,6 +642,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 		return NULL;
 	}
 	d->gw = gw;
+	d->rec = rec;
 	d->sbx = sbx;
 	d->loop = loop;
 	d->lfd[0] = d->lfd[1] = -1;
@@ -688,6 +690,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	}
 	return d;
 fail:
+	sbx_watch_del(sbx, d);
 	proc_free(d->proc);
 	if (d->lfd[0] != -1)
 		close(d->lfd[0]);
@@ -709,6 +712,7 @@ dnsw_stop(struct dnsw *d)
 {
 	if (d == NULL)
 		return;
+	sbx_watch_del(d->sbx, d);
 	proc_free(d->proc);
 	chan_free(d->ch);
 	/* What the last turn decided is still recorded. */

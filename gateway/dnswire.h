@@ -40,13 +40,15 @@ int	dnsw_config(const struct pol_config *cfg, uint16_t listen_port,
  * (gw_on_reload) and turns what the child sends into fw_learn calls and
  * dns.decision records (plus findings), handed to rec_async together with
  * the rest of that loop turn's records when the turn ends (ev_defer; at
- * once if that fails), in order. gw, sbx and loop are borrowed and must
- * outlive it. NULL with err on failure (an unknown or root user, a port
+ * once if that fails), in order, to rec (NULL: none; the child still
+ * sends them, they are dropped). gw, sbx, rec and loop are borrowed and
+ * must outlive it. NULL with err on failure (an unknown or root user, a port
  * taken).
  */
+struct rec;
 struct dnsw	*dnsw_start(struct ev_loop *loop, struct gw *gw,
-		    struct sbx *sbx, uint16_t listen_port, char *err,
-		    size_t errlen);
+		    struct sbx *sbx, struct rec *rec, uint16_t listen_port,
+		    char *err, size_t errlen);
 /* dnsw_run: starts the DNS process (in the process that stays after
  * daemon(3): the child dies with its parent). It is restarted whenever it
  * dies; meanwhile DNS is unanswered. 0, or -1 with err. */

@@ -43,6 +43,8 @@ struct gw {
 	struct sbx		*sbx;		/* borrowed, may be NULL */
 	struct nd		*nd;		/* borrowed, may be NULL */
 	struct dnsw		*dns;		/* borrowed, may be NULL */
+	struct brw		*brw;		/* borrowed, may be NULL */
+	struct rec		*rec;		/* borrowed, may be NULL */
 	struct {
 		void	(*fn)(void *);
 		void	*ctx;
@@ -173,7 +175,7 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 		gw->last_error = errors_json(errs);
 		log_warnx("reload failed, the previous %zu policies stay in "
 		    "force", pol_set_count(gw->cur->set));
-		if (rec_async("policy.reload", rec_reload_fields(false,
+		if (rec_async(gw->rec, "policy.reload", rec_reload_fields(false,
 		    gw->cfg->policy_dir, gw_policies_json(gw), errs)) == -1)
 			log_warn("policy.reload record");
 		for (i = 0; (m = pol_errors_get(errs, i)) != NULL; i++)
@@ -191,7 +193,7 @@ gw_reload(struct gw *gw, struct pol_errors *errs)
 	gw->last_error = NULL;
 	log_info("reload: %zu policies loaded from %s", pol_set_count(set),
 	    gw->cfg->policy_dir);
-	if (rec_async("policy.reload", rec_reload_fields(true,
+	if (rec_async(gw->rec, "policy.reload", rec_reload_fields(true,
 	    gw->cfg->policy_dir, gw_policies_json(gw), NULL)) == -1)
 		log_warn("policy.reload record");
 	/* Copies of the set elsewhere (the DNS process) first, so that the
@@ -272,7 +274,8 @@ gw_status_json(struct gw *gw)
 	    "sandboxes", (json_int_t)(gw->sbx != NULL ? sbx_count(gw->sbx) :
 	    0),
 	    /* The bridge's counters, or null when it does not run. */
-	    "mcp", (mcp = brw_status_json()) != NULL ? mcp : json_null());
+	    "mcp", (mcp = brw_status_json(gw->brw)) != NULL ? mcp :
+	    json_null());
 }
 
 void
@@ -307,9 +310,9 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 		    "# TYPE sluice_sandboxes gauge\nsluice_sandboxes 0\n");
 	if (gw->nd != NULL)
 		nd_metrics_print(gw->nd, fp);
-	rec_metrics_print(fp);
+	rec_metrics_print(gw->rec, fp);
 	dnsw_metrics_print(gw->dns, fp);
-	brw_metrics_print(fp);
+	brw_metrics_print(gw->brw, fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
 }
@@ -389,6 +392,18 @@ void
 gw_set_dns(struct gw *gw, struct dnsw *dns)
 {
 	gw->dns = dns;
+}
+
+void
+gw_set_rec(struct gw *gw, struct rec *rec)
+{
+	gw->rec = rec;
+}
+
+void
+gw_set_brw(struct gw *gw, struct brw *brw)
+{
+	gw->brw = brw;
 }
 
 int

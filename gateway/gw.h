@@ -66,6 +66,15 @@ void			 gw_metrics_print(struct gw *gw, const struct ctl *ctl,
 /* gw_set_dns: the DNS service, for /metrics (NULL: none). */
 struct dnsw;
 void			 gw_set_dns(struct gw *gw, struct dnsw *dns);
+/* gw_set_rec: the recorder of policy.reload records and of /metrics
+ * (borrowed; NULL: none, reloads are then only logged; unset it before
+ * closing the recorder). */
+struct rec;
+void			 gw_set_rec(struct gw *gw, struct rec *rec);
+/* gw_set_brw: the capability bridge, for /v1/status and /metrics
+ * (borrowed; NULL: none; unset it before stopping the bridge). */
+struct brw;
+void			 gw_set_brw(struct gw *gw, struct brw *brw);
 /* gw_on_reload: fn(ctx) runs after each successful reload, once the new
  * set is in force and before the sandboxes follow it (gw_pset_ref gives
  * it). At most 4; -1 with ENOSPC. */

@@ -337,6 +337,7 @@ nd_reason(const struct fw_denied *d, const struct pol_cidr *treat_as_public,
 
 struct nd {
 	struct ev_loop		*loop;
+	struct rec		*rec;		/* borrowed, may be NULL */
 	const struct sbx	*sbx;
 	const struct pol_config	*cfg;
 	struct fw_nflog		*nl;
@@ -473,7 +474,7 @@ emit(const struct nd_entry *e, void *arg)
 		    " denied packets beyond %d destinations first_ts=%s "
 		    "last_ts=%s", sandbox, ifname[0] != '\0' ? ifname : "-",
 		    e->count, ND_LINK_KEYS, first, last);
-		if (rec_async("net.deny", nd_rec_fields(e, sandbox,
+		if (rec_async(nd->rec, "net.deny", nd_rec_fields(e, sandbox,
 		    "not_itemised")) == -1)
 			log_debug("net.deny record: %s", strerror(errno));
 		return;
@@ -486,7 +487,7 @@ emit(const struct nd_entry *e, void *arg)
 	    rec_proto_name(e->d.proto, pb, sizeof(pb)), src, dst, e->d.sport,
 	    e->d.dport, reason, e->count, first, last);
 	/* Async: a flood of denials must never wait for the disk. */
-	if (rec_async("net.deny", nd_rec_fields(e, sandbox, reason)) ==
+	if (rec_async(nd->rec, "net.deny", nd_rec_fields(e, sandbox, reason)) ==
 	    -1)
 		log_debug("net.deny record: %s", strerror(errno));
 }
@@ -508,7 +509,7 @@ flush(struct nd *nd)
 		sum.summary = 1;
 		sum.count = dropped;
 		sum.first_ms = sum.last_ms = wall_ms();
-		if (rec_async("net.deny", nd_rec_fields(&sum, NULL,
+		if (rec_async(nd->rec, "net.deny", nd_rec_fields(&sum, NULL,
 		    "table_full")) == -1)
 			log_debug("net.deny record: %s", strerror(errno));
 	}
@@ -560,7 +561,7 @@ on_read(struct ev_loop *loop, int fd, unsigned events, void *arg)
 }
 
 struct nd *
-nd_new(struct ev_loop *loop, const struct sbx *sbx,
+nd_new(struct ev_loop *loop, const struct sbx *sbx, struct rec *rec,
     const struct pol_config *cfg, char *err, size_t errlen)
 {
 	struct nd *nd;
@@ -578,6 +579,7 @@ nd_new(struct ev_loop *loop, const struct sbx *sbx,
 	}
 	nd->loop = loop;
 	nd->sbx = sbx;
+	nd->rec = rec;
 	nd->cfg = cfg;
 	if ((nd->nl = fw_nflog_open((uint16_t)cfg->nflog_group, err,
 	    errlen)) == NULL)

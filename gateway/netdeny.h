@@ -113,10 +113,13 @@ struct sbx;
 
 /* nd_new: opens nflog group cfg->nflog_group in the caller's network
  * namespace, reads it from loop and flushes net.deny events once a second.
- * sbx (names the sandbox of a link; may be NULL) and cfg are borrowed and
- * must outlive nd. NULL with err on failure. */
+ * The records go to rec (NULL: none, the events are only logged). sbx
+ * (names the sandbox of a link; may be NULL), rec and cfg are borrowed
+ * and must outlive nd. NULL with err on failure. */
+struct rec;
 struct nd	*nd_new(struct ev_loop *loop, const struct sbx *sbx,
-		    const struct pol_config *cfg, char *err, size_t errlen);
+		    struct rec *rec, const struct pol_config *cfg, char *err,
+		    size_t errlen);
 /* nd_free: flushes what is pending, closes the socket. NULL is a no-op. */
 void		 nd_free(struct nd *nd);
 /* nd_metrics_print: sluice_net_deny_packets_total,

@@ -157,9 +157,9 @@ rec_finding_fields(const char *sandbox, const char *type, const char *severity,
 }
 
 int
-rec_sandbox_event(const char *kind, const char *id, const char *policy,
-    const char *subject, const char *iface, const char *addr,
-    const char *detail)
+rec_sandbox_event(struct rec *r, const char *kind, const char *id,
+    const char *policy, const char *subject, const char *iface,
+    const char *addr, const char *detail)
 {
 	const char *rkind = kind;
 	char err[256];
@@ -203,7 +203,7 @@ rec_sandbox_event(const char *kind, const char *id, const char *policy,
 		errno = ENOMEM;
 		return -1;
 	}
-	if (rec_commit(rkind, o, NULL, err, sizeof(err)) == -1)
+	if (rec_commit(r, rkind, o, NULL, err, sizeof(err)) == -1)
 		return -1;
 	return 0;
 }

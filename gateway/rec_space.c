@@ -21,30 +21,29 @@
 
 struct later {
 	struct later	*next;
+	struct rec_space *sp;
 	char		 kind[32];
 	json_t		*fields;
 	int		 inflight;
 };
 
 struct rec_space {
+	struct rec		*r;
 	struct ev_loop		*loop;
-	struct aud_log		*log;
+	struct aud_log		*log;		/* NULL while detached */
 	const struct pol_config	*cfg;
 	char			*db;
 	struct ev_timer		*check, *retry;
 	int			 low;		/* under the threshold now */
 	int			 low_raised;	/* its finding is out */
 	uint64_t		 released_seen;
+	/* The records held: they outlive a suspension of the recorder
+	 * (the reopened log takes them). */
+	struct {
+		struct later	*head;
+		size_t		 n;
+	}			 held;
 };
-
-/* The one in use, for rec_commit_after (the recorder is process-wide),
- * and the records held for it. They outlive a recorder that is closed
- * and opened again (tests, a reopen): the next one submits them. */
-static struct rec_space *the_sp;
-static struct {
-	struct later	*head;
-	size_t		 n;
-} held;
 
 static void	on_retry(struct ev_loop *loop, void *arg);
 static void	later_submit(struct rec_space *sp, struct later *it);
@@ -91,7 +90,7 @@ check_space(struct rec_space *sp)
 			    "%" PRIu64 " bytes free of %" PRIu64 ", under "
 			    "%" PRIu64, sp->db, avail, total, thr);
 			log_warnx("%s", detail);
-			if (rec_async("finding", rec_finding_fields(NULL,
+			if (rec_async(sp->r, "finding", rec_finding_fields(NULL,
 			    "audit.volume_low", "high", detail)) == -1)
 				log_warn("audit: volume finding");
 			sp->low_raised = 1;
@@ -113,7 +112,7 @@ check_space(struct rec_space *sp)
 		    sp->db);
 		log_warnx("%s", detail);
 		/* Durable: a constrained log writes those, not async ones. */
-		if (rec_durable("finding", rec_finding_fields(NULL,
+		if (rec_durable(sp->r, "finding", rec_finding_fields(NULL,
 		    "audit.volume_full", "high", detail), noop_done,
 		    NULL) == -1)
 			log_warn("audit: volume finding");
@@ -133,7 +132,7 @@ on_check(struct ev_loop *loop, void *arg)
 }
 
 struct rec_space *
-rec_space_new(struct ev_loop *loop, struct aud_log *log,
+rec_space_new(struct rec *r, struct ev_loop *loop,
     const struct pol_config *cfg, const char *db_path)
 {
 	struct rec_space *sp;
@@ -145,26 +144,32 @@ rec_space_new(struct ev_loop *loop, struct aud_log *log,
 		free(sp);
 		return NULL;
 	}
+	sp->r = r;
 	sp->loop = loop;
-	sp->log = log;
 	sp->cfg = cfg;
-	the_sp = sp;
-	on_check(loop, sp);
-	/* Held while no recorder was open: submitted now. */
-	if (held.head != NULL)
-		on_retry(loop, sp);
 	return sp;
+}
+
+void
+rec_space_attach(struct rec_space *sp, struct aud_log *log)
+{
+	sp->log = log;
+	on_check(sp->loop, sp);
+	/* Held while the log was closed: submitted now. */
+	if (sp->held.head != NULL)
+		on_retry(sp->loop, sp);
 }
 
 static void
 later_unlink(struct later *it)
 {
+	struct rec_space *sp = it->sp;
 	struct later **pp;
 
-	for (pp = &held.head; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &sp->held.head; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == it) {
 			*pp = it->next;
-			held.n--;
+			sp->held.n--;
 			return;
 		}
 }
@@ -183,8 +188,8 @@ later_done(void *arg, int ok, uint64_t seq)
 		free(it);
 		return;
 	}
-	if (the_sp != NULL)
-		arm_retry(the_sp);
+	if (it->sp->log != NULL)
+		arm_retry(it->sp);
 }
 
 /* Submits the held record it unless it is in flight; arms the retry
@@ -209,30 +214,73 @@ on_retry(struct ev_loop *loop, void *arg)
 
 	(void)loop;
 	sp->retry = NULL;
-	for (it = held.head; it != NULL; it = it->next)
+	for (it = sp->held.head; it != NULL; it = it->next)
 		later_submit(sp, it);
 }
 
 void
-rec_commit_after(const char *kind, json_t *fields)
+rec_commit_after(struct rec *r, const char *kind, json_t *fields)
+{
+	struct rec_space *sp = rec_space_of(r);
+
+	if (sp == NULL) {
+		/* No recorder: refused, and said in the daemon's log. */
+		log_warnx("%s: done, and no audit log to record it", kind);
+		json_decref(fields);
+		return;
+	}
+	rec_space_hold(sp, kind, fields);
+}
+
+void
+rec_space_hold(struct rec_space *sp, const char *kind, json_t *fields)
 {
 	struct later *it;
 
-	if (fields == NULL || held.n >= REC_LATER_MAX ||
+	if (fields == NULL || sp->held.n >= REC_LATER_MAX ||
 	    (it = calloc(1, sizeof(*it))) == NULL) {
 		/* Async: written, or counted in a log.gap. */
-		(void)rec_async(kind, fields);
+		(void)rec_async(sp->r, kind, fields);
 		return;
 	}
+	it->sp = sp;
 	snprintf(it->kind, sizeof(it->kind), "%s", kind);
 	it->fields = fields;
-	it->next = held.head;
-	held.head = it;
-	held.n++;
+	it->next = sp->held.head;
+	sp->held.head = it;
+	sp->held.n++;
 	log_warnx("%s: done before its record; recorded when the log takes "
 	    "it", kind);
-	if (the_sp != NULL)
-		later_submit(the_sp, it);
+	if (sp->log != NULL)
+		later_submit(sp, it);
+}
+
+void
+rec_space_detach(struct rec_space *sp)
+{
+	struct later *it, *next;
+
+	if (sp->log == NULL)
+		return;
+	ev_timer_cancel(sp->loop, sp->check);
+	ev_timer_cancel(sp->loop, sp->retry);
+	sp->check = sp->retry = NULL;
+	/* Let what is in flight finish, then hand the rest to the closing
+	 * log as async records: it writes them or counts them as lost. One
+	 * still in flight (the writer stopped) stays held, for its
+	 * completion, which aud_close runs. */
+	(void)aud_sync(sp->log);
+	aud_dispatch(sp->log);
+	for (it = sp->held.head; it != NULL; it = next) {
+		next = it->next;
+		if (it->inflight)
+			continue;
+		later_unlink(it);
+		if (aud_submit_async(sp->log, it->kind, it->fields) == -1)
+			log_warnx("%s: not recorded", it->kind);
+		free(it);
+	}
+	sp->log = NULL;
 }
 
 void
@@ -242,25 +290,13 @@ rec_space_free(struct rec_space *sp)
 
 	if (sp == NULL)
 		return;
-	ev_timer_cancel(sp->loop, sp->check);
-	ev_timer_cancel(sp->loop, sp->retry);
-	/* Let what is in flight finish, then hand the rest to the closing
-	 * log as async records: it writes them or counts them as lost. One
-	 * still in flight (the writer stopped) stays held, for its
-	 * completion, which aud_close runs. */
-	(void)aud_sync(sp->log);
-	aud_dispatch(sp->log);
-	for (it = held.head; it != NULL; it = next) {
+	rec_space_detach(sp);
+	for (it = sp->held.head; it != NULL; it = next) {
 		next = it->next;
-		if (it->inflight)
-			continue;
-		later_unlink(it);
-		if (aud_submit_async(sp->log, it->kind, it->fields) == -1)
-			log_warnx("%s: not recorded", it->kind);
+		log_warnx("%s: not recorded", it->kind);
+		json_decref(it->fields);
 		free(it);
 	}
-	if (the_sp == sp)
-		the_sp = NULL;
 	free(sp->db);
 	free(sp);
 }
@@ -310,5 +346,5 @@ rec_space_metrics_print(const struct rec_space *sp, FILE *fp)
 	    "# TYPE sluice_audit_pending_records gauge\n"
 	    "sluice_audit_pending_records %zu\n",
 	    known ? avail < threshold(sp, total) : sp->low, si.constrained,
-	    si.reserve_held ? si.reserve_bytes : 0, si.skipped, held.n);
+	    si.reserve_held ? si.reserve_bytes : 0, si.skipped, sp->held.n);
 }

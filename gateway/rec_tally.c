@@ -58,13 +58,15 @@ static const struct {
 	[REC_TALLY_MCP_AUTH] = { "mcp_auth_failed", "finding", 1, 0 },
 };
 
-static struct {
+/* One recorder's, while its log is open (rec_tally_new). */
+struct rec_tally {
+	struct rec	*r;
 	struct ev_loop	*loop;
 	struct ev_timer	*timer;
 	struct tally	 t[REC_TALLY_N];
-} tl;
+};
 
-static void	tally_flush(void);
+static void	tally_flush(struct rec_tally *tl);
 
 static int64_t
 wall_ms(void)
@@ -110,26 +112,29 @@ slot_of(struct tally *t, const char *key)
 static void
 on_timer(struct ev_loop *loop, void *arg)
 {
+	struct rec_tally *tl = arg;
+
 	(void)loop;
-	(void)arg;
-	tl.timer = NULL;
-	tally_flush();
+	tl->timer = NULL;
+	tally_flush(tl);
 }
 
 int
-rec_tally(enum rec_tally_what what, const char *key, const char *sandbox)
+rec_tally(struct rec *r, enum rec_tally_what what, const char *key,
+    const char *sandbox)
 {
+	struct rec_tally *tl = rec_tally_of(r);
 	struct tally_slot *s;
 	int64_t now;
 
-	/* No recorder (a module tested alone): every event is the
-	 * caller's to record, as it always was. */
-	if (tl.loop == NULL || (unsigned)what >= REC_TALLY_N)
+	/* No recorder (a module tested alone, a suspended one): every
+	 * event is the caller's to record, as it always was. */
+	if (tl == NULL || (unsigned)what >= REC_TALLY_N)
 		return 1;
-	s = slot_of(&tl.t[what], key != NULL ? key : "?");
+	s = slot_of(&tl->t[what], key != NULL ? key : "?");
 	if (s->seen < UINT32_MAX)
 		s->seen++;
-	if (s != &tl.t[what].other && s->seen <= what_info[what].budget)
+	if (s != &tl->t[what].other && s->seen <= what_info[what].budget)
 		return 1;
 	now = wall_ms();
 	if (s->summed++ == 0)
@@ -137,11 +142,11 @@ rec_tally(enum rec_tally_what what, const char *key, const char *sandbox)
 	s->last_ms = now;
 	if (sandbox != NULL && sandbox[0] != '\0' && s->sandbox[0] == '\0')
 		snprintf(s->sandbox, sizeof(s->sandbox), "%s", sandbox);
-	tl.t[what].total++;
+	tl->t[what].total++;
 	/* One timer per interval, armed by its first summarised event: an
 	 * idle daemon wakes for nothing. */
-	if (tl.timer == NULL && (tl.timer = ev_timer_add(tl.loop,
-	    REC_TALLY_MS, on_timer, NULL)) == NULL)
+	if (tl->timer == NULL && (tl->timer = ev_timer_add(tl->loop,
+	    REC_TALLY_MS, on_timer, tl)) == NULL)
 		log_warn("audit: summary timer");
 	return 0;
 }
@@ -205,57 +210,62 @@ summary_fields(enum rec_tally_what what, const struct tally_slot *s,
 }
 
 static void
-emit(enum rec_tally_what what, const struct tally_slot *s, int other)
+emit(struct rec *r, enum rec_tally_what what, const struct tally_slot *s, int other)
 {
 	if (s->summed == 0)
 		return;
 	log_info("%s: %" PRIu64 " events from %s summarised",
 	    what_info[what].name, s->summed, other ? "other sources" : s->key);
 	/* Async, like the records it stands for; a loss is a log.gap. */
-	(void)rec_async(what_info[what].kind, summary_fields(what, s, other));
+	(void)rec_async(r, what_info[what].kind, summary_fields(what, s, other));
 }
 
 static void
-tally_flush(void)
+tally_flush(struct rec_tally *tl)
 {
 	struct tally *t;
 	unsigned w;
 	size_t i;
 
 	for (w = 0; w < REC_TALLY_N; w++) {
-		t = &tl.t[w];
+		t = &tl->t[w];
 		for (i = 0; i < TALLY_SLOTS && t->n > 0; i++)
 			if (t->slots[i].used)
-				emit(w, &t->slots[i], 0);
-		emit(w, &t->other, 1);
+				emit(tl->r, w, &t->slots[i], 0);
+		emit(tl->r, w, &t->other, 1);
 		memset(t->slots, 0, sizeof(t->slots));
 		memset(&t->other, 0, sizeof(t->other));
 		t->n = 0;
 	}
 }
 
-void
-rec_tally_start(struct ev_loop *loop)
+struct rec_tally *
+rec_tally_new(struct rec *r, struct ev_loop *loop)
 {
-	memset(&tl, 0, sizeof(tl));
-	tl.loop = loop;
+	struct rec_tally *tl;
+
+	if ((tl = calloc(1, sizeof(*tl))) == NULL)
+		return NULL;
+	tl->r = r;
+	tl->loop = loop;
+	return tl;
 }
 
 void
-rec_tally_stop(void)
+rec_tally_free(struct rec_tally *tl)
 {
-	if (tl.loop == NULL)
+	if (tl == NULL)
 		return;
-	if (tl.timer != NULL)
-		ev_timer_cancel(tl.loop, tl.timer);
-	tl.timer = NULL;
+	if (tl->timer != NULL)
+		ev_timer_cancel(tl->loop, tl->timer);
+	tl->timer = NULL;
 	/* What was counted is still summarised, while the log is open. */
-	tally_flush();
-	tl.loop = NULL;
+	tally_flush(tl);
+	free(tl);
 }
 
 void
-rec_tally_metrics_print(FILE *fp)
+rec_tally_metrics_print(const struct rec_tally *tl, FILE *fp)
 {
 	unsigned w;
 
@@ -264,5 +274,5 @@ rec_tally_metrics_print(FILE *fp)
 	    "# TYPE sluice_audit_summarised_total counter\n");
 	for (w = 0; w < REC_TALLY_N; w++)
 		fprintf(fp, "sluice_audit_summarised_total{what=\"%s\"} %"
-		    PRIu64 "\n", what_info[w].name, tl.t[w].total);
+		    PRIu64 "\n", what_info[w].name, tl->t[w].total);
 }

@@ -1,5 +1,5 @@
 /*
- * record.c: the process-wide recorder of sluiced. audit/ knows how to
+ * record.c: the recorder of sluiced. audit/ knows how to
  * store, chain and sign records; this is the one place the daemon submits
  * them from: it opens the log from the config, hands the SOC sinks their
  * wake-ups, keeps the heartbeat, and gives producers the three ways a
@@ -19,7 +19,8 @@
 #include "gateway/record_int.h"
 
 struct rec {
-	struct aud_log		*log;
+	const struct pol_config	*cfg;
+	struct aud_log		*log;		/* NULL while suspended */
 	struct aud_sink		**sinks;	/* the SOC feed, one per sink */
 	size_t			 nsinks;
 	struct ev_loop		*loop;
@@ -27,10 +28,8 @@ struct rec {
 	char			*db_path;
 	uint64_t		 async_ok, durable_ok, failures;
 	struct rec_space	*space;		/* the volume, late records */
+	struct rec_tally	*tally;		/* NULL while suspended */
 };
-
-/* The one recorder; see record.h for why it is process-wide. */
-static struct rec *cur;
 
 static void	arm_heartbeat(struct rec *r);
 
@@ -180,104 +179,72 @@ mkdir_parent(const char *path)
 	return rc;
 }
 
-struct rec *
-rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
-    size_t errlen)
+/* Opens the log of r and everything that lives with it. 0, or -1 with
+ * errno and err; r is left suspended then. */
+static int
+rec_start(struct rec *r, char *err, size_t errlen)
 {
 	struct aud_opts o;
-	struct rec *r;
 	char aerr[512];
+	int e;
 
-	if (cur != NULL) {
-		snprintf(err, errlen, "audit log already open");
-		errno = EBUSY;
-		return NULL;
-	}
-	if (cfg == NULL || loop == NULL) {
-		snprintf(err, errlen, "audit: no config");
-		errno = EINVAL;
-		return NULL;
-	}
-	if ((r = calloc(1, sizeof(*r))) == NULL) {
-		snprintf(err, errlen, "audit: %s", strerror(errno));
-		return NULL;
-	}
-	r->loop = loop;
-	if (cfg->audit_db != NULL && cfg->audit_db[0] != '\0')
-		r->db_path = strdup(cfg->audit_db);
-	else if (asprintf(&r->db_path, "%s/audit.db", cfg->state_dir) == -1)
-		r->db_path = NULL;
-	if (r->db_path == NULL) {
-		snprintf(err, errlen, "audit: %s", strerror(errno));
-		free(r);
-		return NULL;
-	}
 	if (mkdir_parent(r->db_path) == -1) {
-		int e = errno;
-
+		e = errno;
 		snprintf(err, errlen, "audit log %s: %s", r->db_path,
 		    strerror(e));
-		free(r->db_path);
-		free(r);
 		errno = e;
-		return NULL;
+		return -1;
 	}
 	memset(&o, 0, sizeof(o));
 	o.db_path = r->db_path;
-	o.origin = cfg->audit_origin;
-	o.key_path = cfg->audit_key;
-	o.reserve_bytes = (uint64_t)cfg->audit_reserve_kib * 1024;
+	o.origin = r->cfg->audit_origin;
+	o.key_path = r->cfg->audit_key;
+	o.reserve_bytes = (uint64_t)r->cfg->audit_reserve_kib * 1024;
 	if ((r->log = aud_open(&o, aerr, sizeof(aerr))) == NULL) {
-		int e = errno;
-
+		e = errno;
 		snprintf(err, errlen, "audit log %s: %s", r->db_path, aerr);
-		free(r->db_path);
-		free(r);
 		errno = e;
-		return NULL;
+		return -1;
 	}
-	if (ev_add(loop, aud_notify_fd(r->log), EV_READ, on_notify, r) == -1) {
-		int e = errno;
-
+	if (ev_add(r->loop, aud_notify_fd(r->log), EV_READ, on_notify, r) ==
+	    -1) {
+		e = errno;
 		snprintf(err, errlen, "audit: event loop: %s", strerror(e));
 		aud_close(r->log);
-		free(r->db_path);
-		free(r);
+		r->log = NULL;
 		errno = e;
-		return NULL;
+		return -1;
 	}
-	if (open_sinks(r, cfg, err, errlen) == -1) {
-		ev_del(loop, aud_notify_fd(r->log));
+	if (open_sinks(r, r->cfg, err, errlen) == -1) {
+		ev_del(r->loop, aud_notify_fd(r->log));
 		aud_close(r->log);
-		free(r->db_path);
-		free(r);
+		r->log = NULL;
 		errno = EINVAL;
-		return NULL;
+		return -1;
 	}
 	arm_heartbeat(r);
-	cur = r;
-	rec_tally_start(loop);
-	/* Without it the log still works; only the volume goes unwatched
-	 * and a late record goes async. */
-	if ((r->space = rec_space_new(loop, r->log, cfg, r->db_path)) == NULL)
-		log_warn("audit: volume watch");
-	return r;
+	/* Without it every event is recorded on its own, as with no
+	 * recorder: more records, none lost. */
+	if ((r->tally = rec_tally_new(r, r->loop)) == NULL)
+		log_warn("audit: summaries");
+	rec_space_attach(r->space, r->log);
+	return 0;
 }
 
-void
-rec_close(struct rec *r)
+/* The reverse of rec_start; a suspended r is left as it is. */
+static void
+rec_stop(struct rec *r)
 {
 	uint64_t lost;
 
-	if (r == NULL)
+	if (r->log == NULL)
 		return;
-	/* Summaries and held records still go in, while r is the recorder. */
-	if (cur == r)
-		rec_tally_stop();
-	rec_space_free(r->space);
-	if (cur == r)
-		cur = NULL;
+	/* Summaries and held records still go in, while the log is open. */
+	rec_tally_free(r->tally);
+	r->tally = NULL;
+	rec_space_detach(r->space);
 	ev_timer_cancel(r->loop, r->hb);
+	r->hb = NULL;
 	ev_del(r->loop, aud_notify_fd(r->log));
 	/* The shippers stop first: what they had not delivered is still in
 	 * the log, and their cursors say where to resume. */
@@ -287,8 +254,96 @@ rec_close(struct rec *r)
 		log_warnx("audit: %llu records could not be written at "
 		    "shutdown, not even as a gap (database locked, full or "
 		    "failing)", (unsigned long long)lost);
+	r->log = NULL;
+}
+
+struct rec *
+rec_open(const struct pol_config *cfg, struct ev_loop *loop, char *err,
+    size_t errlen)
+{
+	struct rec *r;
+	int e;
+
+	if (cfg == NULL || loop == NULL) {
+		snprintf(err, errlen, "audit: no config");
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		snprintf(err, errlen, "audit: %s", strerror(errno));
+		return NULL;
+	}
+	r->cfg = cfg;
+	r->loop = loop;
+	if (cfg->audit_db != NULL && cfg->audit_db[0] != '\0')
+		r->db_path = strdup(cfg->audit_db);
+	else if (asprintf(&r->db_path, "%s/audit.db", cfg->state_dir) == -1)
+		r->db_path = NULL;
+	if (r->db_path == NULL ||
+	    (r->space = rec_space_new(r, loop, cfg, r->db_path)) == NULL) {
+		e = errno;
+		snprintf(err, errlen, "audit: %s", strerror(e));
+		free(r->db_path);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	if (rec_start(r, err, errlen) == -1) {
+		e = errno;
+		rec_space_free(r->space);
+		free(r->db_path);
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	return r;
+}
+
+void
+rec_suspend(struct rec *r)
+{
+	if (r != NULL)
+		rec_stop(r);
+}
+
+int
+rec_reopen(struct rec *r, char *err, size_t errlen)
+{
+	if (r->log != NULL) {
+		snprintf(err, errlen, "audit log already open");
+		errno = EBUSY;
+		return -1;
+	}
+	return rec_start(r, err, errlen);
+}
+
+void
+rec_close(struct rec *r)
+{
+	if (r == NULL)
+		return;
+	rec_stop(r);
+	rec_space_free(r->space);
 	free(r->db_path);
 	free(r);
+}
+
+int
+rec_is_open(const struct rec *r)
+{
+	return r != NULL && r->log != NULL;
+}
+
+struct rec_tally *
+rec_tally_of(const struct rec *r)
+{
+	return r != NULL ? r->tally : NULL;
+}
+
+struct rec_space *
+rec_space_of(const struct rec *r)
+{
+	return r != NULL ? r->space : NULL;
 }
 
 const char *
@@ -298,57 +353,58 @@ rec_db_path(const struct rec *r)
 }
 
 static int
-refuse(json_t *fields, int e)
+refuse(struct rec *r, json_t *fields, int e)
 {
 	json_decref(fields);
-	if (cur != NULL)
-		cur->failures++;
+	if (r != NULL)
+		r->failures++;
 	errno = e;
 	return -1;
 }
 
 int
-rec_async(const char *kind, json_t *fields)
+rec_async(struct rec *r, const char *kind, json_t *fields)
 {
-	if (cur == NULL)
-		return refuse(fields, EPIPE);
+	if (!rec_is_open(r))
+		return refuse(r, fields, EPIPE);
 	/* fields NULL (the converter ran out of memory) goes on: the log
 	 * counts the lost record and writes it as a log.gap. */
-	if (aud_submit_async(cur->log, kind, fields) == -1) {
-		cur->failures++;
+	if (aud_submit_async(r->log, kind, fields) == -1) {
+		r->failures++;
 		return -1;
 	}
-	cur->async_ok++;
+	r->async_ok++;
 	return 0;
 }
 
 int
-rec_canon(const char *kind, const char *body, size_t len)
+rec_canon(struct rec *r, const char *kind, const char *body, size_t len)
 {
-	if (cur == NULL) {
+	if (!rec_is_open(r)) {
 		errno = EPIPE;
 		return -1;
 	}
-	if (aud_submit_canon(cur->log, kind, body, len) == -1) {
-		cur->failures++;
+	if (aud_submit_canon(r->log, kind, body, len) == -1) {
+		r->failures++;
 		return -1;
 	}
-	cur->async_ok++;
+	r->async_ok++;
 	return 0;
 }
 
 int
-rec_durable(const char *kind, json_t *fields, aud_done_fn done, void *arg)
+rec_durable(struct rec *r, const char *kind, json_t *fields, aud_done_fn done,
+    void *arg)
 {
-	if (cur == NULL)
-		return refuse(fields, EPIPE);
+	if (!rec_is_open(r))
+		return refuse(r, fields, EPIPE);
 	if (fields == NULL)
-		return refuse(NULL, ENOMEM);
-	if (aud_submit_durable(cur->log, kind, fields, done, arg) == -1) {
-		cur->failures++;
+		return refuse(r, NULL, ENOMEM);
+	if (aud_submit_durable(r->log, kind, fields, done, arg) == -1) {
+		r->failures++;
 		return -1;
 	}
-	cur->durable_ok++;
+	r->durable_ok++;
 	return 0;
 }
 
@@ -372,8 +428,8 @@ commit_done(void *arg, int ok, uint64_t seq)
 }
 
 int
-rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
-    size_t errlen)
+rec_commit(struct rec *r, const char *kind, json_t *fields, uint64_t *seq,
+    char *err, size_t errlen)
 {
 	struct commit_wait *w;
 	int ok;
@@ -384,7 +440,7 @@ rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 		    strerror(errno));
 		return -1;
 	}
-	if (rec_durable(kind, fields, commit_done, w) == -1) {
+	if (rec_durable(r, kind, fields, commit_done, w) == -1) {
 		snprintf(err, errlen, "audit record %s: %s", kind,
 		    strerror(errno));
 		free(w);
@@ -393,14 +449,14 @@ rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 	/* aud_sync returns once the writer has finished everything queued so
 	 * far, ours included; its completion is then on the list that
 	 * aud_dispatch runs (with any others, all on this thread). */
-	(void)aud_sync(cur->log);
-	aud_dispatch(cur->log);
-	kick_sinks(cur);
+	(void)aud_sync(r->log);
+	aud_dispatch(r->log);
+	kick_sinks(r);
 	if (!w->fired) {
 		/* Only if the writer stopped: the completion comes later
 		 * (aud_close runs it) and frees w then. */
 		w->abandoned = 1;
-		cur->failures++;
+		r->failures++;
 		snprintf(err, errlen, "audit record %s: not committed", kind);
 		errno = EIO;
 		return -1;
@@ -410,7 +466,7 @@ rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 		*seq = w->seq;
 	free(w);
 	if (!ok) {
-		cur->failures++;
+		r->failures++;
 		snprintf(err, errlen, "audit record %s: not committed", kind);
 		errno = EIO;
 		return -1;
@@ -419,9 +475,9 @@ rec_commit(const char *kind, json_t *fields, uint64_t *seq, char *err,
 }
 
 void
-rec_metrics_print(FILE *fp)
+rec_metrics_print(const struct rec *r, FILE *fp)
 {
-	if (cur == NULL)
+	if (!rec_is_open(r))
 		return;
 	fprintf(fp,
 	    "# HELP sluice_audit_records_total Records handed to the audit "
@@ -440,39 +496,40 @@ rec_metrics_print(FILE *fp)
 	    "# HELP sluice_audit_next_seq The next record's seq.\n"
 	    "# TYPE sluice_audit_next_seq gauge\n"
 	    "sluice_audit_next_seq %" PRIu64 "\n",
-	    cur->async_ok, cur->durable_ok, cur->failures,
-	    aud_dropped(cur->log), aud_next_seq(cur->log));
-	if (cur->space != NULL)
-		rec_space_metrics_print(cur->space, fp);
-	rec_tally_metrics_print(fp);
-	if (cur->nsinks > 0) {
+	    r->async_ok, r->durable_ok, r->failures,
+	    aud_dropped(r->log), aud_next_seq(r->log));
+	if (r->space != NULL)
+		rec_space_metrics_print(r->space, fp);
+	if (r->tally != NULL)
+		rec_tally_metrics_print(r->tally, fp);
+	if (r->nsinks > 0) {
 		struct aud_sink_stats st;
 		size_t i;
 
 		fprintf(fp, "# HELP sluice_audit_sink_lag Records in the log "
 		    "not yet acknowledged by the sink.\n"
 		    "# TYPE sluice_audit_sink_lag gauge\n");
-		for (i = 0; i < cur->nsinks; i++)
+		for (i = 0; i < r->nsinks; i++)
 			fprintf(fp, "sluice_audit_sink_lag{sink=\"%s\"} %"
-			    PRIu64 "\n", aud_sink_name(cur->sinks[i]),
-			    aud_sink_lag(cur->sinks[i]));
+			    PRIu64 "\n", aud_sink_name(r->sinks[i]),
+			    aud_sink_lag(r->sinks[i]));
 		fprintf(fp, "# HELP sluice_audit_sink_next_seq The sink's "
 		    "durable cursor.\n"
 		    "# TYPE sluice_audit_sink_next_seq gauge\n");
-		for (i = 0; i < cur->nsinks; i++) {
-			aud_sink_stats(cur->sinks[i], &st);
+		for (i = 0; i < r->nsinks; i++) {
+			aud_sink_stats(r->sinks[i], &st);
 			fprintf(fp, "sluice_audit_sink_next_seq{sink=\"%s\"} %"
-			    PRIu64 "\n", aud_sink_name(cur->sinks[i]),
+			    PRIu64 "\n", aud_sink_name(r->sinks[i]),
 			    st.next_seq);
 		}
 		fprintf(fp, "# HELP sluice_audit_sink_failures_total "
 		    "Deliveries that were not acknowledged.\n"
 		    "# TYPE sluice_audit_sink_failures_total counter\n");
-		for (i = 0; i < cur->nsinks; i++) {
-			aud_sink_stats(cur->sinks[i], &st);
+		for (i = 0; i < r->nsinks; i++) {
+			aud_sink_stats(r->sinks[i], &st);
 			fprintf(fp, "sluice_audit_sink_failures_total{sink="
 			    "\"%s\"} %" PRIu64 "\n",
-			    aud_sink_name(cur->sinks[i]), st.failures);
+			    aud_sink_name(r->sinks[i]), st.failures);
 		}
 	}
 }

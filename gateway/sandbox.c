@@ -226,7 +226,7 @@ sb_ct_flush(struct sbx *m, const uint8_t addr4[4], const char *id)
 	if ((n = ct_del_src(m->ct, AF_INET, addr4, err, sizeof(err))) ==
 	    -1) {
 		log_warnx("sandbox %s: conntrack: %s", id, err);
-		if (rec_async("finding", rec_finding_fields(id,
+		if (rec_async(m->rec, "finding", rec_finding_fields(id,
 		    "sandbox.flows_kept", "high", err)) == -1)
 			log_warn("sandbox %s: finding", id);
 		return -1;
@@ -319,7 +319,7 @@ leftovers_remove(struct sbx *m)
 		/* Recorded once, before the first try: every later create
 		 * retries the same removal, and a removal that keeps failing
 		 * must not write a durable record per create. */
-		if (!l->recorded && sb_event("sandbox.orphan",
+		if (!l->recorded && sb_event(m, "sandbox.orphan",
 		    ns_id_valid(l->spec.id) ? l->spec.id : "-", NULL,
 		    "link=%s netns=%s removing (left by a failed create)",
 		    l->spec.host_if, l->spec.netns) == -1)
@@ -375,7 +375,7 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 	char detail[160];
 	int recorded;
 
-	if (!(recorded = sb_commit(s, kind, "log", NULL, reason, err,
+	if (!(recorded = sb_commit(m, s, kind, "log", NULL, reason, err,
 	    errlen) == 0)) {
 		log_warnx("sandbox %s: removing before its record: %s",
 		    s->rec.id, err);
@@ -385,11 +385,11 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 		if (!recorded) {
 			snprintf(detail, sizeof(detail), "%s; removal failed, "
 			    "recorded after the attempt", reason);
-			rec_commit_after(kind, sb_fields(s, "log", "failed",
+			rec_commit_after(m->rec, kind, sb_fields(s, "log", "failed",
 			    detail));
 		}
 		log_warnx("sandbox %s: remove: %s", s->rec.id, err);
-		if (rec_async("finding", rec_finding_fields(s->rec.id,
+		if (rec_async(m->rec, "finding", rec_finding_fields(s->rec.id,
 		    "sandbox.remove_failed", "high", err)) == -1)
 			log_warn("sandbox %s: finding", s->rec.id);
 		m->failures++;
@@ -400,7 +400,7 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 		/* result "done": this record comes after the teardown. */
 		snprintf(detail, sizeof(detail), "%s; recorded after the "
 		    "teardown", reason);
-		rec_commit_after(kind, sb_fields(s, "log", "done", detail));
+		rec_commit_after(m->rec, kind, sb_fields(s, "log", "done", detail));
 	}
 	if (sbx_db_delete(m->db, s->rec.id, err, errlen) == -1) {
 		/* The kernel part is gone; the next start sees a record
@@ -620,7 +620,7 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	 * kernel sees the sandbox. Blocking (rec_commit) is a group-commit
 	 * window plus an fsync; creates are rare next to packets. */
 	snprintf(detail, sizeof(detail), "ttl=%u", ttl);
-	if (sb_commit(s, "sandbox.create", "allow", "authorized", detail, msg,
+	if (sb_commit(m, s, "sandbox.create", "allow", "authorized", detail, msg,
 	    sizeof(msg)) == -1) {
 		*why = SBX_ERR_AUDIT_UNAVAILABLE;
 		goto fail;
@@ -717,7 +717,7 @@ fail:
 
 			snprintf(cause, sizeof(cause), "%s: %s%s",
 			    sbx_err_name(*why), msg, left);
-			if (sb_commit(s, "sandbox.create", "deny", "failed",
+			if (sb_commit(m, s, "sandbox.create", "deny", "failed",
 			    cause, e2, sizeof(e2)) == -1)
 				log_warnx("sandbox %s: failure not recorded: "
 				    "%s", s->rec.id, e2);
@@ -730,7 +730,7 @@ fail:
 		/* With the id it drew, if it got that far. */
 		if (r.id[0] != '\0')
 			memcpy(said.id, r.id, sizeof(said.id));
-		sbx_create_refused(&said, sbx_err_name(*why), 0, msg);
+		sbx_create_refused(m, &said, sbx_err_name(*why), 0, msg);
 	}
 	json_decref(labels);
 	/* The daemon's own failures, not the request's: counted, and
@@ -748,7 +748,8 @@ fail:
 /* ------------------------------------------------------------ lifecycle */
 
 struct sbx *
-sbx_new(struct gw *gw, struct ev_loop *loop, char *err, size_t errlen)
+sbx_new(struct gw *gw, struct rec *rec, struct ev_loop *loop, char *err,
+    size_t errlen)
 {
 	const struct pol_config *c = gw_config(gw);
 	struct sbx *m;
@@ -760,6 +761,7 @@ sbx_new(struct gw *gw, struct ev_loop *loop, char *err, size_t errlen)
 		return NULL;
 	}
 	m->gw = gw;
+	m->rec = rec;
 	m->loop = loop;
 	m->cfg = c;
 	if (c->pool.addr.family != AF_INET || c->service_addr.family !=

@@ -231,11 +231,14 @@ struct sbx_info {
  * are whole are adopted, recorded ones that lost a piece are removed,
  * sandbox namespaces, links and table entries nobody recorded are removed
  * as orphans, expired ones are removed, and TTL timers are armed on loop.
- * gw and loop are borrowed and must outlive the manager. NULL with a
- * message in err on failure (the daemon should not serve then).
+ * Its records go to rec (NULL: none; every lifecycle event then fails
+ * closed, as with the log down). gw, rec and loop are borrowed and must
+ * outlive the manager. NULL with a message in err on failure (the daemon
+ * should not serve then).
  */
-struct sbx	*sbx_new(struct gw *gw, struct ev_loop *loop, char *err,
-		    size_t errlen);
+struct rec;
+struct sbx	*sbx_new(struct gw *gw, struct rec *rec, struct ev_loop *loop,
+		    char *err, size_t errlen);
 /* sbx_free: cancels timers, closes the database and the netlink socket.
  * The sandboxes stay (a restart adopts them). NULL is a no-op. */
 void		 sbx_free(struct sbx *m);
@@ -265,9 +268,11 @@ int		 sbx_create(struct sbx *m, const struct sbx_spec *spec,
  * spec holds what is known of the request (empty strings: nothing; NULL:
  * none of it), all of it untrusted; reason is the refusal's word
  * (sbx_err_name, or the caller's own), status what the caller answered,
- * 0 for none; msg the refusal's message. */
-void		 sbx_create_refused(const struct sbx_spec *spec,
-		    const char *reason, unsigned status, const char *msg);
+ * 0 for none; msg the refusal's message. Recorded to m's recorder (m
+ * NULL: none, the refusal goes unrecorded). */
+void		 sbx_create_refused(struct sbx *m,
+		    const struct sbx_spec *spec, const char *reason,
+		    unsigned status, const char *msg);
 /* sbx_delete: removes sandbox id everywhere (elements, namespace, row),
  * after its sandbox.delete record is durable, or, when the log cannot take
  * it, before it (the record follows, see rec_commit_after: the log never
@@ -279,6 +284,9 @@ int		 sbx_delete(struct sbx *m, const char *id, char *err,
 
 /* sbx_watch_add: w is copied; at most SBX_WATCHERS (4). Called in registration order, on the loop thread, after the change is in the kernel and the table. -1 with ENOSPC. */
 int	sbx_watch_add(struct sbx *m, const struct sbx_watch *w);
+/* sbx_watch_del: removes the watchers added with ctx, so that a module
+ * freed before the manager is not called any more. None is a no-op. */
+void	sbx_watch_del(struct sbx *m, const void *ctx);
 /* sbx_foreach: fn for every sandbox now, in slot order (to seed a copy). */
 void	sbx_foreach(const struct sbx *m, void (*fn)(void *ctx, const struct sbx_view *v), void *ctx);
 

@@ -127,6 +127,7 @@ struct sandbox {
 
 struct sbx {
 	struct gw		*gw;
+	struct rec		*rec;		/* borrowed, may be NULL */
 	struct ev_loop		*loop;
 	const struct pol_config	*cfg;
 	struct fw		*fw;
@@ -210,16 +211,17 @@ void		 sb_notify_view(const struct sbx *m, enum sb_change what,
 /* sb_event: the durable record of an event about id (s, if known, gives
  * its fields) with detail printf(fmt, ...), and its log line. -1 when
  * not known durable: the caller must not act. */
-int		 sb_event(const char *kind, const char *id,
+int		 sb_event(struct sbx *m, const char *kind, const char *id,
 		    const struct sandbox *s, const char *fmt, ...)
-		    __attribute__((format(printf, 4, 5)));
+		    __attribute__((format(printf, 5, 6)));
 /* sb_fields: the fields of a sandbox.* record about s. NULL on
  * allocation failure. */
 json_t		*sb_fields(const struct sandbox *s, const char *decision,
 		    const char *result, const char *detail);
 /* sb_commit: commits the record of kind about s; 0 once durable, else -1
  * with errno EPIPE and err. */
-int		 sb_commit(const struct sandbox *s, const char *kind,
+int		 sb_commit(struct sbx *m, const struct sandbox *s,
+		    const char *kind,
 		    const char *decision, const char *result,
 		    const char *detail, char *err, size_t errlen);
 

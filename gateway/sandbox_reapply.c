@@ -73,7 +73,7 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 	 * not the record below goes in. */
 	sb_notify(m, SB_CHANGED, s);
 record:
-	if (sb_event("sandbox.taint", id, s, "keep=%zu", nk) == -1) {
+	if (sb_event(m, "sandbox.taint", id, s, "keep=%zu", nk) == -1) {
 		snprintf(err, errlen, "the taint's audit record was not "
 		    "committed");
 		errno = EIO;
@@ -87,8 +87,8 @@ record:
  * sandbox.policy_update carrying the sandbox fields (policy and digest as
  * they are about to be applied). 0, or -1 with err. */
 static int
-policy_update_commit(const struct sandbox *s, const char *detail, char *err,
-    size_t errlen)
+policy_update_commit(struct sbx *m, const struct sandbox *s,
+    const char *detail, char *err, size_t errlen)
 {
 	json_t *f;
 	char e[256];
@@ -101,7 +101,7 @@ policy_update_commit(const struct sandbox *s, const char *detail, char *err,
 		snprintf(err, errlen, "audit log: out of memory");
 		return -1;
 	}
-	if (rec_commit("finding", f, NULL, e, sizeof(e)) == -1) {
+	if (rec_commit(m->rec, "finding", f, NULL, e, sizeof(e)) == -1) {
 		snprintf(err, errlen, "audit log: %s", e);
 		return -1;
 	}
@@ -304,7 +304,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		    "loaded: the sandbox keeps the rules it was created with",
 		    s->rec.policy);
 		log_warnx("sandbox %s: %s", s->rec.id, detail);
-		if (rec_async("finding", rec_finding_fields(s->rec.id,
+		if (rec_async(m->rec, "finding", rec_finding_fields(s->rec.id,
 		    "sandbox.policy_removed", "medium", detail)) == -1)
 			log_warn("sandbox %s: finding", s->rec.id);
 		/* Its policy now lives only in the snapshot it runs under. */
@@ -319,7 +319,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		snprintf(detail, sizeof(detail), "statics re-applied: "
 		    "sha256 %.64s -> %.64s", od[0] != '\0' ? od : "none",
 		    pol_policy_digest(np));
-		if (policy_update_commit(s, detail, e, sizeof(e)) == -1 ||
+		if (policy_update_commit(m, s, detail, e, sizeof(e)) == -1 ||
 		    sb_fw_apply(m, s, 1, e, sizeof(e)) == -1) {
 			/* Still on the old rules, in the kernel and here;
 			 * the next reload tries again. */
@@ -327,7 +327,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 			s->ps = old;
 			log_warnx("sandbox %s: policy %s not re-applied: %s",
 			    s->rec.id, s->rec.policy, e);
-			if (rec_async("finding", rec_finding_fields(s->rec.id,
+			if (rec_async(m->rec, "finding", rec_finding_fields(s->rec.id,
 			    "sandbox.reapply_failed", "high", e)) == -1)
 				log_warn("sandbox %s: finding", s->rec.id);
 			m->failures++;
@@ -343,7 +343,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		 * follow the new rules at once, not when they expire. */
 		if ((nd = sb_narrow(m, s, e, sizeof(e))) == -1) {
 			log_warnx("sandbox %s: narrowing: %s", s->rec.id, e);
-			if (rec_async("finding", rec_finding_fields(s->rec.id,
+			if (rec_async(m->rec, "finding", rec_finding_fields(s->rec.id,
 			    "sandbox.narrow_failed", "high", e)) == -1)
 				log_warn("sandbox %s: finding", s->rec.id);
 			m->failures++;

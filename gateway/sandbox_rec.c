@@ -23,14 +23,14 @@
  * the record is not known durable: a caller about to act must not.
  */
 static int
-sb_eventv(const char *kind, const char *id, const struct sandbox *s,
-    const char *fmt, va_list ap)
+sb_eventv(struct sbx *m, const char *kind, const char *id,
+    const struct sandbox *s, const char *fmt, va_list ap)
 {
 	char detail[512];
 
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	/* Durable: committed before the caller goes on (and acts). */
-	if (rec_sandbox_event(kind, id, s != NULL ? s->rec.policy : NULL,
+	if (rec_sandbox_event(m->rec, kind, id, s != NULL ? s->rec.policy : NULL,
 	    s != NULL ? s->rec.subject : NULL, s != NULL ? s->spec.host_if :
 	    NULL, s != NULL ? s->rec.addr : NULL, detail) == -1) {
 		log_warn("%s %s: audit record not committed", kind, id);
@@ -47,14 +47,14 @@ sb_eventv(const char *kind, const char *id, const struct sandbox *s,
 }
 
 int
-sb_event(const char *kind, const char *id, const struct sandbox *s,
-    const char *fmt, ...)
+sb_event(struct sbx *m, const char *kind, const char *id,
+    const struct sandbox *s, const char *fmt, ...)
 {
 	va_list ap;
 	int rc;
 
 	va_start(ap, fmt);
-	rc = sb_eventv(kind, id, s, fmt, ap);
+	rc = sb_eventv(m, kind, id, s, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -67,7 +67,7 @@ sbx_note(struct sbx *m, const char *kind, const char *id, const char *fmt,
 	int rc;
 
 	va_start(ap, fmt);
-	rc = sb_eventv(kind, id, sb_find(m, id), fmt, ap);
+	rc = sb_eventv(m, kind, id, sb_find(m, id), fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -139,7 +139,7 @@ sb_fields(const struct sandbox *s, const char *decision, const char *result,
 /* Commits the record of kind about s before the caller acts. 0 once it is
  * durable, -1 with errno EPIPE and err otherwise. */
 int
-sb_commit(const struct sandbox *s, const char *kind, const char *decision,
+sb_commit(struct sbx *m, const struct sandbox *s, const char *kind, const char *decision,
     const char *result, const char *detail, char *err, size_t errlen)
 {
 	json_t *f;
@@ -151,7 +151,7 @@ sb_commit(const struct sandbox *s, const char *kind, const char *decision,
 		errno = EPIPE;
 		return -1;
 	}
-	if (rec_commit(kind, f, NULL, e, sizeof(e)) == -1) {
+	if (rec_commit(m->rec, kind, f, NULL, e, sizeof(e)) == -1) {
 		snprintf(err, errlen, "audit log: %s", e);
 		errno = EPIPE;
 		return -1;
@@ -165,8 +165,8 @@ sb_commit(const struct sandbox *s, const char *kind, const char *decision,
  * the record is async.
  */
 void
-sbx_create_refused(const struct sbx_spec *spec, const char *reason,
-    unsigned status, const char *msg)
+sbx_create_refused(struct sbx *m, const struct sbx_spec *spec,
+    const char *reason, unsigned status, const char *msg)
 {
 	char id[SBX_ID_MAX + 1] = "", pol[SBX_POLICY_MAX + 1] = "",
 	    subj[SBX_SUBJECT_MAX + 1] = "";
@@ -201,6 +201,6 @@ sbx_create_refused(const struct sbx_spec *spec, const char *reason,
 		log_warnx("sandbox.create refusal: record: out of memory");
 		return;
 	}
-	if (rec_async("sandbox.create", o) == -1)
+	if (rec_async(m != NULL ? m->rec : NULL, "sandbox.create", o) == -1)
 		log_warn("sandbox.create refusal: record");
 }

@@ -148,7 +148,7 @@ remove_orphans(struct sbx *m, const struct fwlist *fl, char *errout,
 			log_warnx("reconcile: orphan link %s stays", links[i]);
 			continue;
 		}
-		if (sb_event("sandbox.orphan", "-", NULL, "link=%s removing",
+		if (sb_event(m, "sandbox.orphan", "-", NULL, "link=%s removing",
 		    links[i]) == -1)
 			goto norecord;
 		memset(&fsb, 0, sizeof(fsb));
@@ -184,7 +184,7 @@ remove_orphans(struct sbx *m, const struct fwlist *fl, char *errout,
 			    pins[i]);
 			continue;
 		}
-		if (sb_event("sandbox.orphan", id, NULL, "netns=%s removing",
+		if (sb_event(m, "sandbox.orphan", id, NULL, "netns=%s removing",
 		    pins[i]) == -1)
 			goto norecord;
 		if (ns_delete(&sp, err, sizeof(err)) == -1)
@@ -201,7 +201,7 @@ remove_orphans(struct sbx *m, const struct fwlist *fl, char *errout,
 		memset(&fsb, 0, sizeof(fsb));
 		snprintf(fsb.ifname, sizeof(fsb.ifname), "%s",
 		    fl->v[i].ifname);
-		if (sb_event("sandbox.orphan", "-", NULL, "elements=%s "
+		if (sb_event(m, "sandbox.orphan", "-", NULL, "elements=%s "
 		    "removing", fsb.ifname) == -1)
 			goto norecord;
 		if (fw_sandbox_del(m->fw, &fsb, err, sizeof(err)) == -1)
@@ -278,7 +278,7 @@ drop_row(struct sbx *m, const struct sbx_rec *r, const char *why)
 	w[i] = '\0';
 	log_warnx("reconcile: record %s: %s: dropped", sbx_id_valid(r->id) ?
 	    r->id : "(bad id)", w);
-	if (sb_event("sandbox.invalid_row", sbx_id_valid(r->id) ? r->id :
+	if (sb_event(m, "sandbox.invalid_row", sbx_id_valid(r->id) ? r->id :
 	    "-", NULL, "state row dropped: %s", w) == -1)
 		return -1;
 	(void)sbx_db_delete(m->db, r->id, NULL, 0);
@@ -361,7 +361,7 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 		 * made; a log that cannot commit stops the start (the
 		 * daemon must not serve then anyway). */
 		if (whole == 0) {
-			if (sb_commit(s, "sandbox.delete", "log", NULL,
+			if (sb_commit(m, s, "sandbox.delete", "log", NULL,
 			    "incomplete", e, sizeof(e)) == -1)
 				goto norecord;
 			if (sb_kernel_remove(m, s, e, sizeof(e)) == -1)
@@ -390,7 +390,7 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 				(void)fw_sandbox_del(m->fw, &s->fsb, NULL, 0);
 			kept = 0;
 		}
-		if (sb_commit(s, "sandbox.adopt", "log", NULL, kept ?
+		if (sb_commit(m, s, "sandbox.adopt", "log", NULL, kept ?
 		    "elements=kept" : "elements=restored", e, sizeof(e)) == -1)
 			goto norecord;
 		/* Adopted elements are refreshed from the policy in force
@@ -399,7 +399,7 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 		 * on); missing ones are added afresh. */
 		if (sb_fw_apply(m, s, kept, e, sizeof(e)) == -1) {
 			log_warnx("reconcile: %s: %s", r->id, e);
-			if (sb_commit(s, "sandbox.delete", "log", NULL,
+			if (sb_commit(m, s, "sandbox.delete", "log", NULL,
 			    "fw_failed", e, sizeof(e)) == -1)
 				goto norecord;
 			(void)sb_kernel_remove(m, s, e, sizeof(e));

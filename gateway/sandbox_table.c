@@ -141,6 +141,17 @@ sbx_watch_add(struct sbx *m, const struct sbx_watch *w)
 }
 
 void
+sbx_watch_del(struct sbx *m, const void *ctx)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < m->nwatch; i++)
+		if (m->watch[i].ctx != ctx)
+			m->watch[j++] = m->watch[i];
+	m->nwatch = j;
+}
+
+void
 sbx_foreach(const struct sbx *m, void (*fn)(void *ctx,
     const struct sbx_view *v), void *ctx)
 {

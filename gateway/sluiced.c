@@ -362,10 +362,12 @@ main(int argc, char **argv)
 	if ((rec = rec_open(gw_config(dc.gw), loop, err, sizeof(err))) ==
 	    NULL)
 		fatalx("%s", err);
+	gw_set_rec(dc.gw, rec);
 	/* Only once the socket is ours: a second daemon stops above, before
 	 * it reconciles (and removes) the first one's sandboxes. */
-	if ((sbx = sbx_new(dc.gw, loop, err, sizeof(err))) == NULL) {
+	if ((sbx = sbx_new(dc.gw, rec, loop, err, sizeof(err))) == NULL) {
 		log_warnx("sandboxes: %s", err);
+		gw_set_rec(dc.gw, NULL);
 		rec_close(rec);
 		ctl_free(ctl);
 		gw_free(dc.gw);
@@ -376,12 +378,12 @@ main(int argc, char **argv)
 		fatal("control API: sandboxes");
 	/* Packets are denied by the kernel either way; only their records
 	 * are at stake, so a busy nflog group is a warning. */
-	if ((nd = nd_new(loop, sbx, gw_config(dc.gw), err, sizeof(err))) ==
-	    NULL)
+	if ((nd = nd_new(loop, sbx, rec, gw_config(dc.gw), err,
+	    sizeof(err))) == NULL)
 		log_warnx("net.deny: %s: denied packets are not reported", err);
 	gw_set_sandboxes(dc.gw, sbx, nd);
 	/* sbx_new put the service address on lo: the proxy can bind it. */
-	if ((dns = dnsw_start(loop, dc.gw, sbx, 0, err, sizeof(err))) ==
+	if ((dns = dnsw_start(loop, dc.gw, sbx, rec, 0, err, sizeof(err))) ==
 	    NULL)
 		fatalx("dns proxy: %s", err);
 
@@ -393,13 +395,13 @@ main(int argc, char **argv)
 			    "current directory", config);
 		/* The audit writer is a thread, and threads do not survive
 		 * fork: close the log (everything so far is committed) and
-		 * open it again in the process that stays. */
-		rec_close(rec);
+		 * open it again in the process that stays. The handle is
+		 * the same, so its holders need not hear of it. */
+		rec_suspend(rec);
 		if (daemon(nochdir, 0) == -1)
 			fatal("daemon");
 		log_init(0, "sluiced");
-		if ((rec = rec_open(gw_config(dc.gw), loop, err,
-		    sizeof(err))) == NULL)
+		if (rec_reopen(rec, err, sizeof(err)) == -1)
 			fatalx("%s", err);
 		if (sbx_reopen(sbx, err, sizeof(err)) == -1)
 			fatalx("sandboxes: %s", err);
@@ -412,10 +414,12 @@ main(int argc, char **argv)
 	/* The bridge starts in the process that stays: its stdio upstreams
 	 * are our children and its budget database must not cross a fork.
 	 * Without it no tool call can be checked, so we do not serve. */
-	if ((brw = brw_start(loop, dc.gw, sbx, 0, err, sizeof(err))) == NULL)
+	if ((brw = brw_start(loop, dc.gw, sbx, rec, 0, err,
+	    sizeof(err))) == NULL)
 		fatalx("capability bridge: %s", err);
 	if (brw_routes(brw, ctl) == -1)
 		fatal("control API: approvals");
+	gw_set_brw(dc.gw, brw);
 	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 
 	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
@@ -434,12 +438,14 @@ main(int argc, char **argv)
 	 * so that LeakSanitizer sees a clean exit. */
 	ctl_free(ctl);
 	/* Before the recorder: the approvals it denies are recorded. */
+	gw_set_brw(dc.gw, NULL);
 	brw_stop(brw);
 	gw_set_dns(dc.gw, NULL);
 	dnsw_stop(dns);
 	gw_set_sandboxes(dc.gw, NULL, NULL);
 	nd_free(nd);
 	sbx_free(sbx);
+	gw_set_rec(dc.gw, NULL);
 	rec_close(rec);
 	ev_del(loop, dc.sigfd);
 	close(dc.sigfd);

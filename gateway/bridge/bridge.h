@@ -132,6 +132,12 @@ struct br_hooks {
 	 * 0 once it is in force; -1 and the tainting result is withheld
 	 * (fail closed). Required when a policy can taint. */
 	int	(*restrict_egress)(void *ctx, const char *sandbox_id);
+	/* A request from src that failed authentication, which anyone who
+	 * reaches the port can send at packet rate: 1 when it is to be
+	 * reported on its own (a finding), 0 when it was only counted into
+	 * a summary within the daemon's budget. Optional: without it every
+	 * one is reported. */
+	int	(*auth_tally)(void *ctx, const char *src);
 	void	*ctx;
 };
 

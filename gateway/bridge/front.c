@@ -29,7 +29,6 @@
 #include "gateway/bridge/br_int.h"
 #include "gateway/log.h"
 #include "gateway/mhd.h"
-#include "gateway/record.h"
 
 /* ------------------------------------------------------------ replies */
 
@@ -241,10 +240,11 @@ identify(struct br_req *rq)
 	if (br->h.identify(br->h.ctx, sa, slen, token, &rq->client) == -1 ||
 	    rq->client.policy == NULL || rq->client.id[0] == '\0') {
 		br_client_release(br, &rq->client);
-		/* Anyone who reaches the port can send these: recorded
+		/* Anyone who reaches the port can send these: reported
 		 * within a budget per source and interval, the rest counted
-		 * into one summary (rec_tally). */
-		if (rec_tally(REC_TALLY_MCP_AUTH, rq->src, NULL) == 0)
+		 * into one summary (the auth_tally hook). */
+		if (br->h.auth_tally != NULL &&
+		    br->h.auth_tally(br->h.ctx, rq->src) == 0)
 			return -1;
 		/* Never the token itself: only whether one came. */
 		snprintf(detail, sizeof(detail), "bridge request from %s %s "

@@ -248,7 +248,7 @@ ctl_sbx_create(struct sbx *m, json_t *body, json_t **reply)
 		/* Refused before the manager was asked: recorded here,
 		 * like a refusal of the manager's. */
 		status = ctl_sbx_status(SBX_ERR_INVALID, &code);
-		sbx_create_refused(&spec, code, status, msg);
+		sbx_create_refused(m, &spec, code, status, msg);
 		return create_failed(SBX_ERR_INVALID, msg, reply);
 	}
 	if (sbx_create(m, &spec, &info, &why, msg, sizeof(msg)) == -1)
@@ -399,7 +399,7 @@ on_refused(const char *method, const char *path, unsigned status,
 		return;
 	}
 	if (strcmp(method, "POST") == 0 && strcmp(path, "/v1/sandboxes") == 0)
-		sbx_create_refused(NULL, code, status, message);
+		sbx_create_refused(m, NULL, code, status, message);
 }
 
 int

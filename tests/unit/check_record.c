@@ -608,12 +608,15 @@ START_TEST(rec_async_without_recorder)
 
 	typical(&ev, "sbx-a", "n.example.com");
 	errno = 0;
-	ck_assert_int_eq(rec_async("dns.decision", dns_rec_fields(&ev, NULL)),
-	    -1);
+	ck_assert_int_eq(rec_async(NULL, "dns.decision",
+	    dns_rec_fields(&ev, NULL)), -1);
 	ck_assert_int_eq(errno, EPIPE);
 	errno = 0;
-	ck_assert_int_eq(rec_async("dns.decision", NULL), -1);
+	ck_assert_int_eq(rec_async(NULL, "dns.decision", NULL), -1);
 	ck_assert_int_eq(errno, EPIPE);
+	/* What needs no log is harmless without one. */
+	rec_metrics_print(NULL, stderr);
+	rec_commit_after(NULL, "sandbox.delete", json_object());
 }
 END_TEST
 
@@ -704,7 +707,7 @@ START_TEST(rec_async_null_is_a_gap)
 	r = open_rec(dir, &cfg, &loop, &errs);
 	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
 	errno = 0;
-	ck_assert_int_eq(rec_async("dns.decision", NULL), -1);
+	ck_assert_int_eq(rec_async(r, "dns.decision", NULL), -1);
 	ck_assert_int_eq(errno, ENOMEM);
 	rec_close(r);
 	ck_assert_int_eq(records_with(dbpath, gap, &sum), 1);
@@ -736,17 +739,17 @@ START_TEST(tally_summarises_per_source)
 	long long sum;
 	int i, own = 0;
 
-	ck_assert_int_eq(rec_tally(REC_TALLY_DNS_UNKNOWN, "192.0.2.1", NULL),
-	    1);
+	ck_assert_int_eq(rec_tally(NULL, REC_TALLY_DNS_UNKNOWN, "192.0.2.1",
+	    NULL), 1);
 	r = open_rec(dir, &cfg, &loop, &errs);
 	snprintf(dbpath, sizeof(dbpath), "%s", rec_db_path(r));
 	for (i = 0; i < 1000; i++) {
 		snprintf(src, sizeof(src), "198.51.100.%d", i % 100);
-		own += rec_tally(REC_TALLY_DNS_UNKNOWN, src, NULL);
+		own += rec_tally(r, REC_TALLY_DNS_UNKNOWN, src, NULL);
 	}
 	ck_assert_int_eq(own, 0);
 	for (i = 0; i < 10; i++)
-		own += rec_tally(REC_TALLY_MCP_AUTH, "192.0.2.7", NULL);
+		own += rec_tally(r, REC_TALLY_MCP_AUTH, "192.0.2.7", NULL);
 	ck_assert_int_eq(own, 1);
 	rec_close(r);		/* writes what is counted */
 	ck_assert_int_eq(records_with(dbpath, dns_sum, &sum), 65);
@@ -760,9 +763,9 @@ START_TEST(tally_summarises_per_source)
 END_TEST
 
 /*
- * The record of an action done while no log could take it is held, and
- * written by the next recorder; the recorder keeps its reserve beside the
- * database.
+ * The record of an action done while the log is suspended is held, and
+ * written once it is reopened; a suspended recorder refuses the rest as
+ * if there were none; the recorder keeps its reserve beside the database.
  */
 START_TEST(commit_after_is_held_until_a_log_takes_it)
 {
@@ -782,13 +785,22 @@ START_TEST(commit_after_is_held_until_a_log_takes_it)
 	snprintf(res, sizeof(res), "%s.reserve", dbpath);
 	ck_assert_int_eq(stat(res, &sb), 0);
 	ck_assert_int_gt(sb.st_size, 0);
-	rec_close(r);
-	rec_commit_after("sandbox.delete", json_pack("{s:{s:s},s:s,s:s}",
+	rec_suspend(r);
+	rec_suspend(r);		/* a no-op */
+	rec_commit_after(r, "sandbox.delete", json_pack("{s:{s:s},s:s,s:s}",
 	    "sandbox", "id", "sbx-held", "decision", "log", "result",
 	    "done"));
+	errno = 0;
+	ck_assert_int_eq(rec_async(r, "finding", json_object()), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	ck_assert_int_eq(rec_tally(r, REC_TALLY_DNS_UNKNOWN, "192.0.2.9",
+	    NULL), 1);
 	ck_assert_int_eq(records_with(dbpath, del, &sum), 0);
-	r = rec_open(cfg, loop, err, sizeof(err));
-	ck_assert_msg(r != NULL, "rec_open: %s", err);
+	ck_assert_msg(rec_reopen(r, err, sizeof(err)) == 0, "rec_reopen: %s",
+	    err);
+	errno = 0;
+	ck_assert_int_eq(rec_reopen(r, err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, EBUSY);
 	rec_close(r);
 	ck_assert_int_eq(records_with(dbpath, del, &sum), 1);
 	open_rec_done(dir, cfg, loop, errs);
