@@ -239,7 +239,7 @@ mcp-approval)
 	    '{"messageType":"success"}'
 	;;
 mcp-budget)
-	# A runaway loop: five calls in one session against a budget of three.
+	# A runaway loop: five calls in one MCP session against a budget of three.
 	say "tools/call get-sum five times in a row"
 	n=0 i=0
 	while IFS= read -r line; do

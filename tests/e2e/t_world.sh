@@ -160,7 +160,7 @@ if [ -e "$E2E_DIR/node_modules/.bin/mcp-server-everything" ]; then
 	check_match "server-everything over stdio (SDK client)" '"text":"Echo: over stdio"' "$out"
 	if world_mcp_http_start 3001; then
 		ok "server-everything over Streamable HTTP starts on $WORLD_MCP:3001"
-		# One session, three operations, one JSON line each.
+		# One MCP session, three operations, one JSON line each.
 		out=$(world_mcp_client host --url "http://$WORLD_MCP:3001/mcp" \
 		    --list --call echo '{"message":"hi"}' --call nosuch_tool)
 		check_eq "three operations give three lines" 3 "$(wc -l <<<"$out")"
