@@ -20,7 +20,6 @@
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,12 +364,6 @@ w_changed(void *ctx, const struct sbx_view *v)
 	send_or_kill(ctx, MSG_SBX_CHANGE, &m, sizeof(m));
 }
 
-static void
-seed_one(void *ctx, const struct sbx_view *v)
-{
-	w_added(ctx, v);
-}
-
 /* The set in force, as the bytes it was loaded from. */
 static void
 send_policies(struct dnsw *d)
@@ -416,7 +409,7 @@ child_sync(struct dnsw *d)
 {
 	send_or_kill(d, MSG_DNS_CONFIG, &d->mcfg, sizeof(d->mcfg));
 	send_policies(d);
-	sbx_foreach(d->sbx, seed_one, d);
+	sbx_foreach(d->sbx, w_added, d);
 	send_or_kill(d, MSG_SYNC, NULL, 0);
 }
 
@@ -544,7 +537,7 @@ on_child_up(void *ctx, int fd, pid_t pid)
 	if ((d->ch = chan_new(d->loop, fd, MSG_TO_PARENT, DNSW_QUEUE_MIN +
 	    2 * set_bytes(d), on_child_msg, on_child_gone, d)) == NULL) {
 		log_warn("dns process %ld: channel", (long)pid);
-		(void)kill(pid, SIGKILL);
+		proc_kill(d->proc);
 		return;
 	}
 	child_sync(d);
@@ -615,8 +608,6 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	struct sbx_watch w;
 	struct proc_spec ps;
 	struct dns_config dc;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	uid_t uid;
 	gid_t gid;
 	struct dnsw *d;
@@ -649,10 +640,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	if (mcfg_fill(&d->mcfg, &dc, err, errlen) == -1 ||
 	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1)
 		goto fail;
-	if (getsockname(d->lfd[0], (struct sockaddr *)&ss, &sl) == 0)
-		d->port = ntohs(ss.ss_family == AF_INET ?
-		    ((struct sockaddr_in *)&ss)->sin_port :
-		    ((struct sockaddr_in6 *)&ss)->sin6_port);
+	(void)dns_fd_port(d->lfd[0], &d->port);
 	snprintf(d->uid, sizeof(d->uid), "%lu", (unsigned long)uid);
 	snprintf(d->gid, sizeof(d->gid), "%lu", (unsigned long)gid);
 	d->argv[k++] = "sluiced";

@@ -1132,6 +1132,24 @@ cmpstr(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* v[n] has the name of one of v[0..n): each such is an error in errs,
+ * against v[n]'s file. */
+static bool
+name_taken(struct pol_policy *const *v, size_t n, struct pol_errors *errs)
+{
+	bool taken = false;
+	size_t j;
+
+	for (j = 0; j < n; j++) {
+		if (strcmp(v[j]->name, v[n]->name) == 0) {
+			pol_errors_add(errs, v[n]->path, 0, 0, "duplicate "
+			    "policy name \"%s\"", v[j]->name);
+			taken = true;
+		}
+	}
+	return taken;
+}
+
 struct pol_set *
 pol_set_load_dir(const char *dir, const struct pol_config *cfg,
     struct pol_errors *errs)
@@ -1139,7 +1157,7 @@ pol_set_load_dir(const char *dir, const struct pol_config *cfg,
 	DIR		 *d;
 	struct dirent	 *de;
 	char		**names = NULL, **t, *path;
-	size_t		  nnames = 0, i, j, len;
+	size_t		  nnames = 0, i, len;
 	struct pol_set	 *s;
 	bool		  bad = false;
 
@@ -1183,13 +1201,7 @@ pol_set_load_dir(const char *dir, const struct pol_config *cfg,
 			bad = true;
 			continue;
 		}
-		for (j = 0; j < s->n; j++) {
-			if (strcmp(s->v[j]->name, s->v[s->n]->name) == 0) {
-				pol_errors_add(errs, path, 0, 0, "duplicate "
-				    "policy name \"%s\"", s->v[j]->name);
-				bad = true;
-			}
-		}
+		bad |= name_taken(s->v, s->n, errs);
 		s->n++;
 	}
 	strv_free(names, nnames);
@@ -1204,18 +1216,11 @@ struct pol_set *
 pol_set_build(struct pol_policy **v, size_t n, struct pol_errors *errs)
 {
 	struct pol_set *s = NULL;
-	size_t i, j;
+	size_t i;
 	bool bad = false;
 
-	for (i = 0; i < n && !bad; i++)
-		for (j = 0; j < i; j++)
-			if (strcmp(v[i]->name, v[j]->name) == 0) {
-				pol_errors_add(errs, v[i]->path, 0, 0,
-				    "duplicate policy name \"%s\"",
-				    v[i]->name);
-				bad = true;
-				break;
-			}
+	for (i = 0; i < n; i++)
+		bad |= name_taken(v, i, errs);
 	if (!bad && ((s = calloc(1, sizeof(*s))) == NULL ||
 	    (n > 0 && (s->v = calloc(n, sizeof(*s->v))) == NULL))) {
 		if (s != NULL)

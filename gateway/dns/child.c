@@ -346,25 +346,19 @@ on_policy(struct dnsc *d, uint32_t type, const void *pl, size_t len)
 			load_file_done(d);
 		return;
 	default:	/* MSG_POLICY_END */
-		if (!ld->on || ld->in_file || ld->n + (ld->bad ? 1 : 0) <
-		    ld->nfiles) {
-			quit(d, 1, "policy set: incomplete");
-			return;
-		}
 		break;
 	}
 	/* A set the parent loaded and this process cannot is a bug of one
 	 * of the two; serving with an older set would be worse. */
-	if (ld->bad || (errs = pol_errors_new(DNSC_MAX_ERRORS)) == NULL) {
-		quit(d, 1, "policy set: not loaded");
+	if (!ld->on || ld->in_file || ld->bad || ld->n < ld->nfiles ||
+	    (errs = pol_errors_new(DNSC_MAX_ERRORS)) == NULL) {
+		quit(d, 1, "policy set: incomplete or not loaded");
 		return;
 	}
 	s = pol_set_build(ld->v, ld->n, errs);
-	free(ld->v);
-	ld->v = NULL;
-	ld->n = 0;
-	pol_errors_free(errs);
+	ld->n = 0;		/* the set's now, or freed by pol_set_build */
 	load_reset(ld);
+	pol_errors_free(errs);
 	if (s == NULL) {
 		quit(d, 1, "policy set: not loaded");
 		return;

@@ -215,6 +215,9 @@ struct dns_config {
 
 struct dns_proxy;
 
+/* dns_fd_port: the local port (host order) of the bound socket fd.
+ * 0, or -1 with errno. */
+int			 dns_fd_port(int fd, uint16_t *port);
 /* dns_listen: binds the UDP and TCP listeners of cfg->listen (TCP on the
  * UDP port, also an ephemeral one), non-blocking, close-on-exec, TCP
  * listening. 0 with *udp and *tcp, or -1 with errno and err. */

@@ -626,6 +626,20 @@ listen_port_is_zero(const struct dns_config *cfg)
 }
 
 int
+dns_fd_port(int fd, uint16_t *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == -1)
+		return -1;
+	*port = ntohs(ss.ss_family == AF_INET ?
+	    ((struct sockaddr_in *)&ss)->sin_port :
+	    ((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+int
 dns_listen(const struct dns_config *cfg, int *udp, int *tcp, char *err,
     size_t errlen)
 {
@@ -687,8 +701,6 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
     const struct dns_hooks *hooks, char *err, size_t errlen)
 {
 	struct dns_proxy *p;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	int serr;
 	const char *what = "";
 
@@ -752,29 +764,13 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 	if (cfg->prebound) {
 		p->ufd = cfg->listen_udp;
 		p->tfd = cfg->listen_tcp;
-		what = "getsockname";
-		if (getsockname(p->ufd, (struct sockaddr *)&ss, &sl) == -1)
-			goto fail;
-		p->port = ntohs(ss.ss_family == AF_INET ?
-		    ((struct sockaddr_in *)&ss)->sin_port :
-		    ((struct sockaddr_in6 *)&ss)->sin6_port);
 	} else if (dns_listen(cfg, &p->ufd, &p->tfd, err, errlen) == -1) {
-		serr = errno;
-		free(p->rl);
-		free(p->bel);
-		free(p->out);
-		free(p->rbufs);
-		free(p->cslots);
-		free(p);
-		errno = serr;
-		return NULL;
-	} else {
-		sl = sizeof(ss);
-		(void)getsockname(p->ufd, (struct sockaddr *)&ss, &sl);
-		p->port = ntohs(ss.ss_family == AF_INET ?
-		    ((struct sockaddr_in *)&ss)->sin_port :
-		    ((struct sockaddr_in6 *)&ss)->sin6_port);
+		what = NULL;	/* err says it already */
+		goto fail;
 	}
+	what = "getsockname";
+	if (dns_fd_port(p->ufd, &p->port) == -1)
+		goto fail;
 	what = "ev_add";
 	if (ev_add(loop, p->ufd, EV_READ, udp_cb, p) == -1)
 		goto fail;
@@ -785,7 +781,8 @@ dns_new(struct ev_loop *loop, const struct dns_config *cfg,
 	return p;
 fail:
 	serr = errno;
-	snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
+	if (what != NULL)
+		snprintf(err, errlen, "dns: %s: %s", what, strerror(serr));
 	if (p->ufd != -1)
 		close(p->ufd);
 	if (p->tfd != -1)
