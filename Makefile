@@ -104,7 +104,7 @@ unit_deps = $(strip \
   $(if $(filter check_policy%,$(1)),$(POLICY_OBJ), \
   $(if $(filter check_audit%,$(1)),$(AUDIT_OBJ), \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
-  $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
+  $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(POLICY_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
   $(LIB_OBJ))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \

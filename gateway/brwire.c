@@ -1,16 +1,27 @@
 /*
- * brwire.c: the capability bridge inside sluiced (see gateway/brwire.h).
- * gateway/bridge/ decides nothing about identity, records and the firewall
- * by itself; this file gives it the daemon's answers: the sandbox manager's
- * index plus the bearer token for identity, the policy set in force held by
- * reference for as long as a call runs, gateway/record.c for durable
- * mcp.call records and findings, and sbx_taint to narrow egress. The
- * control API's approvals and pins endpoints live here too, as thin
- * translations to the bridge's functions; an approval is made in the name
- * of the uid the control socket's kernel credentials give, whatever the
- * request body says.
+ * brwire.c: the parent's side of the bridge process. The capability bridge
+ * itself (gateway/bridge/) runs in a child of its own, unprivileged
+ * (gateway/bridge/child.c), which alone parses what sandboxes send to the
+ * bridge port and alone holds the upstream credentials. This file binds
+ * its listener on the service address, checks before anything starts that
+ * the credentials are there (without reading them), starts the child and
+ * starts it again when it dies (gateway/privsep/proc.c), and keeps it
+ * told, in messages only (gateway/privsep/msg.h): the daemon config and the
+ * policy set as the bytes they were loaded from, the sandbox table with a
+ * digest of each bearer token. What comes back is checked as if a sandbox
+ * had written it: an mcp.call event becomes a durable record whose commit
+ * is acknowledged (the child releases the result only then), a finding
+ * becomes a record within the recorder's budgets, a taint becomes
+ * sbx_taint and its acknowledgement. The control API's approvals and pins
+ * endpoints are forwarded to the child and answered when it replies; an
+ * approval is made in the name of the uid the control socket's kernel
+ * credentials give, whatever the request body says. A child that breaks
+ * the protocol is killed, recorded and restarted; while it is down the
+ * bridge port is not served (connections wait in the listener's backlog)
+ * and the control endpoints answer 503.
  */
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,30 +33,82 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gateway/bridge/bridge.h"
 #include "gateway/brwire.h"
 #include "gateway/log.h"
+#include "gateway/privsep/chan.h"
+#include "gateway/privsep/msg.h"
+#include "gateway/privsep/polrx.h"
+#include "gateway/privsep/priv.h"
+#include "gateway/privsep/proc.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
 
+/* What the parent may have queued for a child that does not read. */
+#define BRW_QUEUE_MAX	(64u * 1024u * 1024u)
+/* How long the first start may take (credentials, database, upstreams'
+ * processes): past it the daemon does not start. */
+#define BRW_START_MS	60000u
+
 struct rec_wait;
+struct ctl_wait;
 
 struct brw {
-	struct br	*br;
-	struct rec	*rec;		/* borrowed, may be NULL */
 	struct gw	*gw;
+	struct rec	*rec;		/* borrowed, may be NULL */
 	struct sbx	*sbx;
+	struct ev_loop	*loop;
+	int		 lfd;		/* the listener, kept across restarts */
+	uint16_t	 port;
+	struct proc	*proc;
+	struct chan	*ch;
+	uint64_t	 gen;		/* which child: acknowledgements of
+					   records go to the one that asked */
+	bool		 serving;
+	bool		 starting;	/* brw_run waits for the first start */
+	int		 start_rc;
+	char		 start_err[256];
+	char		 uid[16], gid[16];
+	char		*argv[12];
 	uint64_t	 calls_allow, calls_deny;
 	uint64_t	 auth_failures, findings, record_failures;
 	uint64_t	 taints, taint_failures;
-	/* How long calls wait for their durable record: the part of a
-	 * tools/call's latency the audit log adds (a Prometheus summary). */
 	uint64_t	 record_waits, record_wait_us;
-	/* Records still being committed: their completion may come after
-	 * brw_stop (the log's close runs it), which detaches them. */
+	uint64_t	 exits, violations;
+	uint32_t	 pending_approvals;	/* as the child last said */
 	struct rec_wait	*waits;
+	struct ctl_wait	*ctls;
+	uint64_t	 next_ticket;
 };
+
+/* A record being committed for the child: its acknowledgement goes back
+ * to the child that asked, if it is still the one running. */
+struct rec_wait {
+	struct rec_wait	*next, **prevp;	/* on w->waits while w lives */
+	struct brw	*w;		/* NULL once brw_stop has run */
+	uint64_t	 gen, ticket;
+	uint64_t	 t0_us;
+};
+
+/* A control request forwarded to the child. */
+struct ctl_wait {
+	struct ctl_wait	*next, **prevp;
+	struct brw	*w;
+	struct ctl_req	*req;
+	uint64_t	 ticket;
+	struct msg_br_ctl m;		/* what was asked, for the answer */
+};
+
+static uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 /* Copies s into dst (size bytes) whole, or -1 when it does not fit. */
 static int
@@ -57,66 +120,6 @@ cp(char *dst, size_t size, const char *s)
 		return -1;
 	memcpy(dst, s, n + 1);
 	return 0;
-}
-
-/* A reference to the set in force, with the policy picked from it: the
- * bridge hands the pointer back to release() once the call is finished. */
-static int
-h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
-    const char *token, struct br_client *out)
-{
-	struct brw *w = ctx;
-	const struct sockaddr_in *sin;
-	struct gw_pset *ps;
-	struct sbx_view v;
-	size_t i;
-
-	/* Sandboxes only have IPv4 pool addresses; anything else, and any
-	 * request without a token, is nobody. */
-	if (src == NULL || src->sa_family != AF_INET ||
-	    len < (socklen_t)sizeof(*sin) || token == NULL)
-		return -1;
-	sin = (const struct sockaddr_in *)(const void *)src;
-	if (sbx_lookup_addr4(w->sbx, (const uint8_t *)&sin->sin_addr,
-	    &v) == -1)
-		return -1;
-	/* The address alone is not enough (a process inside the sandbox may
-	 * be handed a stolen token, or the token may leak to another
-	 * sandbox): both must name the same sandbox. */
-	if (!sbx_token_ok(w->sbx, v.id, token))
-		return -1;
-	memset(out, 0, sizeof(*out));
-	/* The bridge's fields are a byte shorter than the manager's limits
-	 * for subjects and label values: a value that does not fit would be
-	 * matched truncated by the policy, so it is refused instead. */
-	if (cp(out->id, sizeof(out->id), v.id) == -1 ||
-	    cp(out->subject, sizeof(out->subject), v.subject) == -1 ||
-	    v.nlabels > BR_MAX_LABELS)
-		return -1;
-	for (i = 0; i < v.nlabels; i++)
-		if (cp(out->label_keys[i], sizeof(out->label_keys[i]),
-		    v.label_keys[i]) == -1 ||
-		    cp(out->label_values[i], sizeof(out->label_values[i]),
-		    v.label_values[i]) == -1)
-			return -1;
-	out->nlabels = i;
-	out->tainted = v.tainted;
-	ps = gw_pset_ref(w->gw);
-	/* A sandbox whose policy vanished in a reload calls nothing:
-	 * refusing is the closed way to fail. */
-	if ((out->policy = pol_set_get(gw_pset_set(ps), v.policy)) == NULL) {
-		gw_pset_unref(ps);
-		return -1;
-	}
-	out->policy_ref = ps;
-	return 0;
-}
-
-static void
-h_release(void *ctx, void *policy_ref)
-{
-	(void)ctx;
-	gw_pset_unref(policy_ref);
 }
 
 /* Sets key to a string only when s is given: absent fields stay absent
@@ -187,83 +190,6 @@ ev_fields(const struct br_event *ev)
 	return o;
 }
 
-/* rec_durable's completion carries a sequence number the bridge does not
- * want; this carries the bridge's own callback across. */
-struct rec_wait {
-	struct rec_wait	*next, **prevp;	/* on w->waits while w lives */
-	struct brw	*w;		/* NULL once brw_stop has run */
-	br_record_done	*done;
-	void		*arg;
-	uint64_t	 t0_us;
-};
-
-static uint64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void
-on_durable(void *arg, int ok, uint64_t seq)
-{
-	struct rec_wait rw = *(struct rec_wait *)arg;
-
-	(void)seq;
-	if (rw.w != NULL) {
-		if ((*rw.prevp = rw.next) != NULL)
-			rw.next->prevp = rw.prevp;
-		if (!ok)
-			rw.w->record_failures++;
-		rw.w->record_waits++;
-		rw.w->record_wait_us += mono_us() - rw.t0_us;
-	}
-	free(arg);
-	rw.done(rw.arg, ok);
-}
-
-static int
-h_record(void *ctx, const struct br_event *ev, br_record_done *done,
-    void *arg)
-{
-	struct brw *w = ctx;
-	struct rec_wait *rw;
-
-	if (ev->decision != NULL && strcmp(ev->decision, "allow") == 0)
-		w->calls_allow++;
-	else
-		w->calls_deny++;
-	if ((rw = malloc(sizeof(*rw))) == NULL) {
-		w->record_failures++;
-		return -1;
-	}
-	rw->w = w;
-	rw->done = done;
-	rw->arg = arg;
-	rw->t0_us = mono_us();
-	/* Linked first: the completion may run inside rec_durable. */
-	if ((rw->next = w->waits) != NULL)
-		rw->next->prevp = &rw->next;
-	rw->prevp = &w->waits;
-	w->waits = rw;
-	/* No action without a record: the bridge releases the result only
-	 * from on_durable with ok = 1. */
-	if (rec_durable(w->rec, ev->kind_name != NULL ? ev->kind_name :
-	    "mcp.call", ev_fields(ev), on_durable, rw) == -1) {
-		log_warn("mcp.call record for %s/%s",
-		    ev->server != NULL ? ev->server : "-",
-		    ev->tool != NULL ? ev->tool : "-");
-		if ((*rw->prevp = rw->next) != NULL)
-			rw->next->prevp = rw->prevp;
-		free(rw);
-		w->record_failures++;
-		return -1;
-	}
-	return 0;
-}
-
 static const char *
 finding_severity(enum br_event_kind k)
 {
@@ -279,68 +205,519 @@ finding_severity(enum br_event_kind k)
 	}
 }
 
+
+/* ------------------------------------------------------ the child */
+
+static void	ctl_fail_all(struct brw *w, const char *why);
+
 static void
-h_finding(void *ctx, const struct br_event *ev)
+violation(struct brw *w, const char *what)
 {
-	struct brw *w = ctx;
+	char detail[160];
+
+	w->violations++;
+	log_warnx("bridge process %ld: %s; killing it",
+	    (long)proc_pid(w->proc), what);
+	snprintf(detail, sizeof(detail), "bridge process: %s", what);
+	if (rec_async(w->rec, "finding", rec_finding_fields(NULL,
+	    "privsep_violation", "high", detail)) == -1)
+		log_warn("privsep_violation record");
+	proc_kill(w->proc);
+}
+
+static void
+lose_child(struct brw *w)
+{
+	chan_free(w->ch);
+	w->ch = NULL;
+	w->serving = false;
+	ctl_fail_all(w, "the bridge process is restarting");
+}
+
+/* Sends one message, or ends the child when it cannot take it. */
+static int
+send_or_kill(struct brw *w, uint32_t type, const void *p, size_t len)
+{
+	if (w->ch == NULL)
+		return -1;
+	if (chan_send1(w->ch, type, p, len) == 0)
+		return 0;
+	log_warnx("bridge process: %s: %s; restarting it", msg_name(type),
+	    strerror(errno));
+	lose_child(w);
+	proc_kill(w->proc);
+	return -1;
+}
+
+/* The sandbox as the child needs it. A subject or label that does not
+ * fit the bridge's fields would be matched truncated by the policy: such
+ * a sandbox is sent unusable, and calls nothing. */
+static void
+sbx_msg(struct brw *w, struct msg_br_sbx *m, const struct sbx_view *v)
+{
+	size_t i;
+	bool fits;
+
+	memset(m, 0, sizeof(*m));
+	memcpy(m->id, v->id, strnlen(v->id, sizeof(m->id) - 1));
+	memcpy(m->policy, v->policy, strnlen(v->policy, sizeof(m->policy) -
+	    1));
+	memcpy(m->addr4, v->addr4, 4);
+	m->tainted = v->tainted ? 1 : 0;
+	fits = strlen(v->id) < sizeof(m->id) &&
+	    strlen(v->policy) < sizeof(m->policy) &&
+	    cp(m->subject, sizeof(m->subject), v->subject) == 0 &&
+	    v->nlabels <= MSG_BR_LABELS;
+	for (i = 0; fits && i < v->nlabels; i++)
+		fits = cp(m->label_keys[i], sizeof(m->label_keys[i]),
+		    v->label_keys[i]) == 0 && cp(m->label_values[i],
+		    sizeof(m->label_values[i]), v->label_values[i]) == 0;
+	m->nlabels = fits ? (uint8_t)v->nlabels : 0;
+	m->usable = fits && sbx_token_digest(w->sbx, v->id,
+	    m->token_sha256) == 0 ? 1 : 0;
+	if (!m->usable)
+		memset(m->token_sha256, 0, sizeof(m->token_sha256));
+}
+
+static void
+w_added(void *ctx, const struct sbx_view *v)
+{
+	struct msg_br_sbx m;
+
+	sbx_msg(ctx, &m, v);
+	(void)send_or_kill(ctx, MSG_BR_SBX_ADD, &m, sizeof(m));
+}
+
+static void
+w_removed(void *ctx, const struct sbx_view *v)
+{
+	struct msg_br_sbx m;
+
+	sbx_msg(ctx, &m, v);
+	(void)send_or_kill(ctx, MSG_BR_SBX_DEL, &m, sizeof(m));
+}
+
+static void
+w_changed(void *ctx, const struct sbx_view *v)
+{
+	struct msg_br_sbx m;
+
+	sbx_msg(ctx, &m, v);
+	(void)send_or_kill(ctx, MSG_BR_SBX_CHANGE, &m, sizeof(m));
+}
+
+static void
+send_policies(struct brw *w)
+{
+	struct gw_pset *ps;
+
+	if (w->ch == NULL)
+		return;
+	ps = gw_pset_ref(w->gw);
+	if (polrx_send(w->ch, gw_pset_set(ps)) == -1) {
+		log_warnx("bridge process: the policy set: %s; restarting it",
+		    strerror(errno));
+		lose_child(w);
+		proc_kill(w->proc);
+	}
+	gw_pset_unref(ps);
+}
+
+static void
+on_reload(void *ctx)
+{
+	send_policies(ctx);
+}
+
+/* The config as the bytes it was loaded from, with the limits fitted to
+ * our descriptors at start. */
+static void
+send_config(struct brw *w)
+{
+	const struct pol_config *cfg = gw_config(w->gw);
+	struct msg_br_config m;
+	const char *src;
+	size_t len, off, n;
+
+	src = pol_config_source(cfg, &len);
+	memset(&m, 0, sizeof(m));
+	snprintf(m.path, sizeof(m.path), "%s", cfg->path);
+	m.len = (uint32_t)len;
+	msg_digest(src, len, m.digest);
+	m.lim_conns = cfg->lim_bridge_conns;
+	m.lim_conns_sbx = cfg->lim_bridge_conns_sbx;
+	m.lim_request_s = cfg->lim_bridge_request_s;
+	if (send_or_kill(w, MSG_BR_CONFIG, &m, sizeof(m)) == -1)
+		return;
+	for (off = 0; off < len; off += n) {
+		n = len - off < MSG_DATA_MAX ? len - off : MSG_DATA_MAX;
+		if (send_or_kill(w, MSG_BR_CONFIG_DATA, src + off, n) == -1)
+			return;
+	}
+}
+
+static void
+child_sync(struct brw *w)
+{
+	send_config(w);
+	send_policies(w);
+	if (w->ch != NULL)
+		sbx_foreach(w->sbx, w_added, w);
+	(void)send_or_kill(w, MSG_SYNC, NULL, 0);
+}
+
+/* An event of the child as struct br_event, its strings inside m. */
+static bool
+event_from(struct br_event *ev, const struct msg_br_event *m, size_t len)
+{
+	const char *s[MSG_BR_NSTR];
+
+	if (!msg_br_event_ok(m, len, s))
+		return false;
+	memset(ev, 0, sizeof(*ev));
+	ev->kind = (enum br_event_kind)m->kind;
+	ev->sandbox = s[MSG_BRS_SANDBOX];
+	ev->subject = s[MSG_BRS_SUBJECT];
+	ev->policy = s[MSG_BRS_POLICY];
+	ev->src = s[MSG_BRS_SRC];
+	ev->session = s[MSG_BRS_SESSION];
+	ev->server = s[MSG_BRS_SERVER];
+	ev->tool = s[MSG_BRS_TOOL];
+	ev->args = s[MSG_BRS_ARGS];
+	ev->args_digest = s[MSG_BRS_ARGS_DIGEST];
+	ev->decision = s[MSG_BRS_DECISION];
+	ev->rule = s[MSG_BRS_RULE];
+	ev->reason = (enum pol_reason)m->reason;
+	ev->message = s[MSG_BRS_MESSAGE];
+	ev->budget = s[MSG_BRS_BUDGET];
+	ev->approver = s[MSG_BRS_APPROVER];
+	ev->approver_uid = m->approver_uid;
+	ev->approver_note = s[MSG_BRS_APPROVER_NOTE];
+	ev->approval = s[MSG_BRS_APPROVAL];
+	ev->classification = s[MSG_BRS_CLASSIFICATION];
+	ev->taints = m->taints != 0;
+	ev->upstream_latency_us = m->upstream_latency_us;
+	ev->result_bytes = m->result_bytes;
+	ev->result_digest = s[MSG_BRS_RESULT_DIGEST];
+	ev->redactions = m->redactions;
+	ev->detail = s[MSG_BRS_DETAIL];
+	/* The kind's name is ours, never the child's text. */
+	ev->kind_name = br_kind_name(ev->kind);
+	return true;
+}
+
+static void
+on_durable(void *arg, int ok, uint64_t seq)
+{
+	struct rec_wait rw = *(struct rec_wait *)arg;
+	struct msg_br_done d;
+
+	(void)seq;
+	free(arg);
+	if (rw.w == NULL)
+		return;
+	if ((*rw.prevp = rw.next) != NULL)
+		rw.next->prevp = rw.prevp;
+	if (!ok)
+		rw.w->record_failures++;
+	rw.w->record_waits++;
+	rw.w->record_wait_us += mono_us() - rw.t0_us;
+	/* A child that died meanwhile gets nothing: its call is gone. */
+	if (rw.gen != rw.w->gen || rw.w->ch == NULL)
+		return;
+	memset(&d, 0, sizeof(d));
+	d.ticket = rw.ticket;
+	d.ok = ok ? 1 : 0;
+	(void)send_or_kill(rw.w, MSG_BR_RECORD_DONE, &d, sizeof(d));
+}
+
+static void
+on_record(struct brw *w, const struct msg_br_event *m, size_t len)
+{
+	struct br_event ev;
+	struct rec_wait *rw;
+	struct msg_br_done d;
+
+	if (!event_from(&ev, m, len) || ev.kind != BR_EV_CALL) {
+		violation(w, "a malformed mcp.call event");
+		return;
+	}
+	if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
+		w->calls_allow++;
+	else
+		w->calls_deny++;
+	memset(&d, 0, sizeof(d));
+	d.ticket = m->ticket;
+	if ((rw = malloc(sizeof(*rw))) == NULL) {
+		w->record_failures++;
+		(void)send_or_kill(w, MSG_BR_RECORD_DONE, &d, sizeof(d));
+		return;
+	}
+	rw->w = w;
+	rw->gen = w->gen;
+	rw->ticket = m->ticket;
+	rw->t0_us = mono_us();
+	/* Linked first: the completion may run inside rec_durable. */
+	if ((rw->next = w->waits) != NULL)
+		rw->next->prevp = &rw->next;
+	rw->prevp = &w->waits;
+	w->waits = rw;
+	/* No action without a record: the child releases the result only
+	 * when we say it is durable. */
+	if (rec_durable(w->rec, ev.kind_name, ev_fields(&ev), on_durable,
+	    rw) == -1) {
+		log_warn("mcp.call record for %s/%s", ev.server != NULL ?
+		    ev.server : "-", ev.tool != NULL ? ev.tool : "-");
+		if ((*rw->prevp = rw->next) != NULL)
+			rw->next->prevp = rw->prevp;
+		free(rw);
+		w->record_failures++;
+		(void)send_or_kill(w, MSG_BR_RECORD_DONE, &d, sizeof(d));
+	}
+}
+
+static void
+on_finding(struct brw *w, const struct msg_br_event *m, size_t len)
+{
+	struct br_event ev;
 	json_t *o;
 
-	w->findings++;
-	if (ev->kind == BR_EV_AUTH_FAILED)
+	if (!event_from(&ev, m, len) || ev.kind == BR_EV_CALL) {
+		violation(w, "a malformed finding");
+		return;
+	}
+	if (ev.kind == BR_EV_AUTH_FAILED) {
 		w->auth_failures++;
-	/* The generic finding shape (type, severity, detail) plus what the
-	 * event knows: who, which server and tool. */
-	if ((o = ev_fields(ev)) != NULL &&
-	    (rec_put(o, "type", rec_string(ev->kind_name)) == -1 ||
-	    rec_put(o, "severity", json_string(finding_severity(ev->kind))) ==
-	    -1 ||
-	    rec_put(o, "decision", json_string("log")) == -1)) {
+		/* Anyone who reaches the port can cause these: within the
+		 * recorder's budget per source, the rest summarised. */
+		if (ev.src == NULL ||
+		    rec_tally(w->rec, REC_TALLY_MCP_AUTH, ev.src, NULL) == 0)
+			return;
+	}
+	w->findings++;
+	if ((o = ev_fields(&ev)) != NULL &&
+	    (rec_put(o, "type", rec_string(ev.kind_name)) == -1 ||
+	    rec_put(o, "severity", json_string(finding_severity(ev.kind))) ==
+	    -1 || rec_put(o, "decision", json_string("log")) == -1)) {
 		json_decref(o);
 		o = NULL;
 	}
 	if (rec_async(w->rec, "finding", o) == -1)
-		log_warn("finding %s", ev->kind_name != NULL ? ev->kind_name :
-		    "?");
-	if (ev->kind == BR_EV_UPSTREAM || ev->kind == BR_EV_TOOL_DRIFT)
-		log_warnx("%s: server %s tool %s: %s", ev->kind_name,
-		    ev->server != NULL ? ev->server : "-",
-		    ev->tool != NULL ? ev->tool : "-",
-		    ev->detail != NULL ? ev->detail : "");
+		log_warn("finding %s", ev.kind_name);
+	if (ev.kind == BR_EV_UPSTREAM || ev.kind == BR_EV_TOOL_DRIFT)
+		log_warnx("%s: server %s tool %s: %s", ev.kind_name,
+		    ev.server != NULL ? ev.server : "-",
+		    ev.tool != NULL ? ev.tool : "-",
+		    ev.detail != NULL ? ev.detail : "");
 }
 
-static int
-h_restrict(void *ctx, const char *sandbox_id)
+/* Narrowing only ever takes egress away, so the child may ask it for any
+ * sandbox; it is applied to the kernel before the answer goes back. */
+static void
+on_taint(struct brw *w, const struct msg_br_taint *m)
 {
-	struct brw *w = ctx;
+	struct msg_br_done d;
 	char err[256];
 
-	if (sbx_taint(w->sbx, sandbox_id, err, sizeof(err)) == -1) {
-		/* The bridge withholds the tainting result then. */
-		log_warnx("sandbox %s: taint: %s", sandbox_id, err);
+	if (!msg_str_ok(m->id, sizeof(m->id))) {
+		violation(w, "a malformed taint");
+		return;
+	}
+	memset(&d, 0, sizeof(d));
+	d.ticket = m->ticket;
+	if (sbx_taint(w->sbx, m->id, err, sizeof(err)) == -1) {
+		log_warnx("sandbox %s: taint: %s", m->id, err);
 		w->taint_failures++;
+	} else {
+		w->taints++;
+		d.ok = 1;
+	}
+	(void)send_or_kill(w, MSG_BR_TAINT_DONE, &d, sizeof(d));
+}
+
+static void	ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
+		    const char *body);
+
+static void
+on_ctl_reply(struct brw *w, const struct msg_br_ctl_reply *r, size_t len)
+{
+	struct ctl_wait *cw;
+	char *body;
+
+	if (len != sizeof(*r) + r->len) {
+		violation(w, "a malformed control reply");
+		return;
+	}
+	for (cw = w->ctls; cw != NULL; cw = cw->next)
+		if (cw->ticket == r->ticket)
+			break;
+	if (cw == NULL)
+		return;		/* its caller went away */
+	if ((body = malloc((size_t)r->len + 1)) == NULL) {
+		ctl_answer(cw, NULL, NULL);
+		return;
+	}
+	memcpy(body, r + 1, r->len);
+	body[r->len] = '\0';
+	ctl_answer(cw, r, body);
+	free(body);
+}
+
+static void
+on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
+{
+	struct brw *w = ctx;
+
+	switch (type) {
+	case MSG_READY:
+		w->serving = true;
+		log_info("bridge process %ld serving on port %u",
+		    (long)proc_pid(w->proc), w->port);
+		if (w->starting) {
+			w->starting = false;
+			w->start_rc = 0;
+			ev_stop(w->loop);
+		}
+		break;
+	case MSG_BR_FAIL: {
+		struct msg_br_fail *f = pl;
+
+		f->err[sizeof(f->err) - 1] = '\0';
+		log_warnx("bridge process %ld: %s", (long)proc_pid(w->proc),
+		    f->err);
+		if (w->starting)
+			snprintf(w->start_err, sizeof(w->start_err), "%s",
+			    f->err);
+		break;
+	}
+	case MSG_BR_RECORD:
+		on_record(w, pl, len);
+		break;
+	case MSG_BR_FINDING:
+		on_finding(w, pl, len);
+		break;
+	case MSG_BR_TAINT:
+		on_taint(w, pl);
+		break;
+	case MSG_BR_CTL_REPLY:
+		on_ctl_reply(w, pl, len);
+		break;
+	case MSG_BR_STATS:
+		w->pending_approvals = ((struct msg_br_stats *)pl)->
+		    pending_approvals;
+		break;
+	default:	/* the DNS process's messages: not from this one */
+		violation(w, "a message of another process");
+		break;
+	}
+}
+
+static void
+on_child_gone(void *ctx, const char *why)
+{
+	struct brw *w = ctx;
+
+	if (proc_pid(w->proc) != 0)
+		log_warnx("bridge process %ld: channel %s",
+		    (long)proc_pid(w->proc), why);
+	lose_child(w);
+	proc_kill(w->proc);
+}
+
+static void
+on_child_up(void *ctx, int fd, pid_t pid)
+{
+	struct brw *w = ctx;
+
+	w->gen++;
+	if ((w->ch = chan_new(w->loop, fd, MSG_TO_PARENT, BRW_QUEUE_MAX,
+	    on_child_msg, on_child_gone, w)) == NULL) {
+		log_warn("bridge process %ld: channel", (long)pid);
+		proc_kill(w->proc);
+		return;
+	}
+	child_sync(w);
+}
+
+static void
+on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
+{
+	struct brw *w = ctx;
+	char detail[256];
+
+	lose_child(w);
+	w->exits++;
+	snprintf(detail, sizeof(detail), "bridge process %ld %s %d after %u "
+	    "restarts, %u calls waiting for approval lost; tool calls are "
+	    "refused until it is back", (long)pid, WIFSIGNALED(status) ?
+	    "killed by signal" : "exited with status", WIFSIGNALED(status) ?
+	    WTERMSIG(status) : WEXITSTATUS(status), restarts,
+	    w->pending_approvals);
+	w->pending_approvals = 0;
+	log_warnx("%s", detail);
+	if (w->starting) {
+		/* The first start failed: the daemon does not serve. */
+		w->starting = false;
+		w->start_rc = -1;
+		if (w->start_err[0] == '\0')
+			snprintf(w->start_err, sizeof(w->start_err), "the "
+			    "bridge process %s %d before it served",
+			    WIFSIGNALED(status) ? "was killed by signal" :
+			    "exited with status", WIFSIGNALED(status) ?
+			    WTERMSIG(status) : WEXITSTATUS(status));
+		ev_stop(w->loop);
+		return;
+	}
+	if (rec_async(w->rec, "finding", rec_finding_fields(NULL,
+	    "process_exit", "high", detail)) == -1)
+		log_warn("process_exit record");
+}
+
+/* ------------------------------------------------------------ start, stop */
+
+/* The bridge's listener on the service address: ours, so that it stays
+ * bound while the child restarts (connections wait in its backlog). */
+static int
+bind_listener(const struct pol_config *cfg, uint16_t port, int *fdp,
+    uint16_t *portp, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	socklen_t slen;
+	int fd, one = 1, e;
+
+	memset(&ss, 0, sizeof(ss));
+	if (cfg->service_addr.family == AF_INET) {
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, cfg->service_addr.a, 4);
+		sin->sin_port = htons(port);
+		slen = sizeof(*sin);
+	} else {
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, cfg->service_addr.a, 16);
+		sin6->sin6_port = htons(port);
+		slen = sizeof(*sin6);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	    0);
+	if (fd == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ==
+	    -1 || bind(fd, (struct sockaddr *)&ss, slen) == -1 ||
+	    listen(fd, 256) == -1 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &slen) == -1) {
+		e = errno;
+		snprintf(err, errlen, "bridge: listen on port %u: %s", port,
+		    strerror(e));
+		if (fd != -1)
+			close(fd);
+		errno = e;
 		return -1;
 	}
-	w->taints++;
+	*portp = ntohs(ss.ss_family == AF_INET ? sin->sin_port :
+	    sin6->sin6_port);
+	*fdp = fd;
 	return 0;
-}
-
-/* Within the recorder's budget per source, the rest summarised. */
-static int
-h_auth_tally(void *ctx, const char *src)
-{
-	struct brw *w = ctx;
-
-	return rec_tally(w->rec, REC_TALLY_MCP_AUTH, src, NULL);
-}
-
-/* The manager's watcher (sbx_watch_add, removed by brw_stop): a removed
- * sandbox's sessions are forgotten and its pending approvals denied. */
-static void
-on_sandbox_removed(void *ctx, const struct sbx_view *v)
-{
-	struct brw *w = ctx;
-
-	br_sandbox_gone(w->br, v->id);
 }
 
 struct brw *
@@ -348,10 +725,19 @@ brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     struct rec *rec, uint16_t port, char *err, size_t errlen)
 {
 	const struct pol_config *cfg = gw_config(gw);
-	struct br_config bc;
-	struct br_hooks h;
+	struct sbx_watch sw;
+	struct proc_spec ps;
+	uid_t uid;
+	gid_t gid;
 	struct brw *w;
+	size_t k = 0;
 
+	/* The credentials are the bridge process's to read; whether they
+	 * are there is ours to know before the daemon says it started. */
+	if (br_check_credentials(cfg, NULL, err, errlen) == -1)
+		return NULL;
+	if (priv_user(cfg->privsep_bridge_user, &uid, &gid, err, errlen) == -1)
+		return NULL;
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		snprintf(err, errlen, "bridge: %s", strerror(errno));
 		return NULL;
@@ -359,34 +745,103 @@ brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	w->gw = gw;
 	w->rec = rec;
 	w->sbx = sbx;
-	if (sbx_watch_add(sbx, &(struct sbx_watch){ .removed =
-	    on_sandbox_removed, .ctx = w }) == -1) {
-		snprintf(err, errlen, "bridge: watching the sandboxes: %s",
-		    strerror(errno));
-		free(w);
-		errno = ENOSPC;
-		return NULL;
+	w->loop = loop;
+	w->lfd = -1;
+	if (bind_listener(cfg, port != 0 ? port : cfg->bridge_port, &w->lfd,
+	    &w->port, err, errlen) == -1)
+		goto fail;
+	snprintf(w->uid, sizeof(w->uid), "%lu", (unsigned long)uid);
+	snprintf(w->gid, sizeof(w->gid), "%lu", (unsigned long)gid);
+	w->argv[k++] = "sluiced";
+	w->argv[k++] = "--room";
+	w->argv[k++] = "bridge";
+	w->argv[k++] = "--uid";
+	w->argv[k++] = w->uid;
+	w->argv[k++] = "--gid";
+	w->argv[k++] = w->gid;
+	if (log_getforeground())
+		w->argv[k++] = "--foreground";
+	if (log_getverbose())
+		w->argv[k++] = "--verbose";
+	w->argv[k] = NULL;
+	memset(&ps, 0, sizeof(ps));
+	ps.role = "bridge";
+	ps.exe = "/proc/self/exe";
+	ps.argv = w->argv;
+	ps.fds = &w->lfd;
+	ps.nfds = 1;
+	if ((w->proc = proc_new(loop, &ps, on_child_up, on_child_down, w)) ==
+	    NULL) {
+		snprintf(err, errlen, "bridge: %s", strerror(errno));
+		goto fail;
 	}
-	memset(&bc, 0, sizeof(bc));
-	bc.cfg = cfg;
-	bc.port = port != 0 ? port : cfg->bridge_port;
-	memset(&h, 0, sizeof(h));
-	h.identify = h_identify;
-	h.release = h_release;
-	h.record = h_record;
-	h.finding = h_finding;
-	h.restrict_egress = h_restrict;
-	h.auth_tally = h_auth_tally;
-	h.ctx = w;
-	if ((w->br = br_new(loop, &bc, &h, err, errlen)) == NULL) {
-		int e = errno;
-
-		sbx_watch_del(sbx, w);
-		free(w);
-		errno = e;
-		return NULL;
+	memset(&sw, 0, sizeof(sw));
+	sw.added = w_added;
+	sw.removed = w_removed;
+	sw.changed = w_changed;
+	sw.ctx = w;
+	if (sbx_watch_add(sbx, &sw) == -1 ||
+	    gw_on_reload(gw, on_reload, w) == -1) {
+		snprintf(err, errlen, "bridge: cannot follow the sandbox "
+		    "table");
+		errno = ENOSPC;
+		goto fail;
 	}
 	return w;
+fail:
+	sbx_watch_del(sbx, w);
+	proc_free(w->proc);
+	if (w->lfd != -1)
+		close(w->lfd);
+	free(w);
+	return NULL;
+}
+
+static void
+on_start_timeout(struct ev_loop *loop, void *arg)
+{
+	struct brw *w = arg;
+
+	(void)loop;
+	if (!w->starting)
+		return;
+	w->starting = false;
+	w->start_rc = -1;
+	snprintf(w->start_err, sizeof(w->start_err), "the bridge process did "
+	    "not serve within %u s", BRW_START_MS / 1000);
+	ev_stop(w->loop);
+}
+
+int
+brw_run(struct brw *w, char *err, size_t errlen)
+{
+	struct ev_timer *t;
+
+	if (proc_start(w->proc, err, errlen) == -1)
+		return -1;
+	/* The loop runs until the child says it serves (or fails): the
+	 * daemon starts only with a bridge that works. */
+	w->starting = true;
+	w->start_rc = -1;
+	w->start_err[0] = '\0';
+	if ((t = ev_timer_add(w->loop, BRW_START_MS, on_start_timeout, w)) ==
+	    NULL) {
+		snprintf(err, errlen, "bridge: %s", strerror(errno));
+		return -1;
+	}
+	if (ev_run(w->loop) == -1)
+		w->start_rc = -1;
+	if (w->starting) {
+		w->starting = false;
+		snprintf(w->start_err, sizeof(w->start_err), "event loop: %s",
+		    strerror(errno));
+	} else
+		ev_timer_cancel(w->loop, t);
+	if (w->start_rc == -1) {
+		snprintf(err, errlen, "%s", w->start_err);
+		return -1;
+	}
+	return 0;
 }
 
 void
@@ -396,59 +851,54 @@ brw_stop(struct brw *w)
 
 	if (w == NULL)
 		return;
-	/* Before br_free, which records the approvals it denies: those
-	 * are counted here. */
-	br_free(w->br);
 	sbx_watch_del(w->sbx, w);
+	proc_free(w->proc);
+	lose_child(w);
 	/* Their completions still run (the log's close runs them), with
 	 * nothing left here to count into. */
 	for (rw = w->waits; rw != NULL; rw = rw->next)
 		rw->w = NULL;
+	close(w->lfd);
 	free(w);
 }
 
 uint16_t
 brw_port(const struct brw *w)
 {
-	return br_port(w->br);
+	return w->port;
 }
 
+pid_t
+brw_pid(const struct brw *w)
+{
+	return w != NULL ? proc_pid(w->proc) : 0;
+}
 
 json_t *
 brw_status_json(const struct brw *w)
 {
-	json_t *list;
-	size_t pending;
-
 	if (w == NULL)
 		return NULL;
-	if ((list = br_approvals_list(w->br)) == NULL)
-		return NULL;
-	pending = json_array_size(list);
-	json_decref(list);
-	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i}",
-	    "pending_approvals", (json_int_t)pending,
+	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i,s:b}",
+	    "pending_approvals", (json_int_t)w->pending_approvals,
 	    "calls", "allow", (json_int_t)w->calls_allow,
 	    "deny", (json_int_t)w->calls_deny,
 	    "auth_failures", (json_int_t)w->auth_failures,
 	    "findings", (json_int_t)w->findings,
 	    "record_failures", (json_int_t)w->record_failures,
 	    "taints", (json_int_t)w->taints,
-	    "port", (int)br_port(w->br));
+	    "port", (int)w->port,
+	    "serving", w->serving);
 }
 
 void
 brw_metrics_print(const struct brw *w, FILE *fp)
 {
-	json_t *list;
-	size_t pending = 0;
+	size_t pending;
 
 	if (w == NULL)
 		return;
-	if ((list = br_approvals_list(w->br)) != NULL) {
-		pending = json_array_size(list);
-		json_decref(list);
-	}
+	pending = w->pending_approvals;
 	fprintf(fp,
 	    "# HELP sluice_mcp_pending_approvals Tool calls waiting for a "
 	    "person.\n"
@@ -482,16 +932,155 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 	    (unsigned long long)w->taints,
 	    (double)w->record_wait_us / 1e6,
 	    (unsigned long long)w->record_waits);
+	fprintf(fp,
+	    "sluice_process_up{room=\"bridge\"} %d\n"
+	    "sluice_process_exits_total{room=\"bridge\"} %llu\n"
+	    "sluice_privsep_violations_total{room=\"bridge\"} %llu\n",
+	    w->serving ? 1 : 0, (unsigned long long)w->exits,
+	    (unsigned long long)w->violations);
 }
 
+
 /* ------------------------------------------------------------ control API */
+
+static void
+ctl_unlink(struct ctl_wait *cw)
+{
+	if ((*cw->prevp = cw->next) != NULL)
+		cw->next->prevp = cw->prevp;
+}
+
+static void
+on_ctl_cancel(struct ctl_req *req, void *arg)
+{
+	struct ctl_wait *cw = arg;
+
+	(void)req;
+	ctl_unlink(cw);
+	free(cw);
+}
+
+static void
+ctl_fail_all(struct brw *w, const char *why)
+{
+	struct ctl_wait *cw;
+
+	while ((cw = w->ctls) != NULL) {
+		ctl_unlink(cw);
+		ctl_req_on_cancel(cw->req, NULL, NULL);
+		(void)ctl_reply_error(cw->req, 503, "unavailable", "%s", why);
+		free(cw);
+	}
+}
+
+/* Forwards m to the child; the answer comes in ctl_answer. */
+static enum ctl_rc
+forward(struct brw *w, struct ctl_req *req, struct msg_br_ctl *m)
+{
+	struct ctl_wait *cw;
+
+	if (w->ch == NULL || !w->serving)
+		return ctl_reply_error(req, 503, "unavailable",
+		    "the bridge process is restarting");
+	if ((cw = calloc(1, sizeof(*cw))) == NULL)
+		return ctl_reply_error(req, 500, "internal", "memory");
+	m->ticket = ++w->next_ticket;
+	cw->w = w;
+	cw->req = req;
+	cw->ticket = m->ticket;
+	cw->m = *m;
+	if (chan_send1(w->ch, MSG_BR_CTL, m, sizeof(*m)) == -1) {
+		free(cw);
+		return ctl_reply_error(req, 503, "unavailable",
+		    "the bridge process does not take requests: %s",
+		    strerror(errno));
+	}
+	if ((cw->next = w->ctls) != NULL)
+		cw->next->prevp = &cw->next;
+	cw->prevp = &w->ctls;
+	w->ctls = cw;
+	ctl_req_on_cancel(req, on_ctl_cancel, cw);
+	return CTL_SUSPEND;
+}
+
+/* The child's answer (r NULL: none could be had). The body is the
+ * child's text, passed on as it is, never parsed here. */
+static void
+ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
+    const char *body)
+{
+	const struct msg_br_ctl *m = &cw->m;
+	struct ctl_req *req = cw->req;
+	int e = r != NULL ? r->err_no : ENOMEM;
+
+	ctl_unlink(cw);
+	ctl_req_on_cancel(req, NULL, NULL);
+	switch (m->op) {
+	case MSG_BR_OP_APPROVALS:
+		if (e != 0)
+			(void)ctl_reply_error(req, 500, "internal", "%s",
+			    strerror(e));
+		else
+			(void)ctl_reply_text(req, 200, "application/json",
+			    body);
+		break;
+	case MSG_BR_OP_DECIDE:
+		if (e == ENOENT)
+			(void)ctl_reply_error(req, 404, "not_found", "no "
+			    "pending call %s (unknown, already decided or "
+			    "timed out)", m->id);
+		else if (e != 0)
+			(void)ctl_reply_error(req, 400, "bad_request", "cannot "
+			    "decide call %s: %s", m->id, strerror(e));
+		else {
+			log_info("approval %s: %s by %s (uid %lld)%s%s", m->id,
+			    m->approve ? "approve" : "deny", m->name,
+			    (long long)m->uid, m->has_note ? ", note: " : "",
+			    m->has_note ? m->note : "");
+			(void)ctl_reply_json(req, 200, json_pack("{s:s,s:s,s:s,"
+			    "s:I}", "id", m->id, "decision", m->approve ?
+			    "approved" : "denied", "approver", m->name,
+			    "approver_uid", (json_int_t)m->uid));
+		}
+		break;
+	case MSG_BR_OP_PINS:
+		if (e == ENOENT)
+			(void)ctl_reply_error(req, 404, "not_found", "unknown "
+			    "server %s, or its tools were not listed yet",
+			    m->server);
+		else if (e != 0)
+			(void)ctl_reply_error(req, 500, "internal", "%s",
+			    strerror(e));
+		else
+			(void)ctl_reply_text(req, 200,
+			    "text/yaml; charset=utf-8", body);
+		break;
+	default:	/* MSG_BR_OP_ACCEPT */
+		if (e == ENOENT)
+			(void)ctl_reply_error(req, 404, "not_found", "unknown "
+			    "server %s or tool %s", m->server, m->tool);
+		else if (e != 0)
+			(void)ctl_reply_error(req, 500, "internal", "%s",
+			    strerror(e));
+		else {
+			log_info("mcp pins: %s/%s accepted", m->server,
+			    m->tool);
+			(void)ctl_reply_json(req, 200, json_pack("{s:s,s:s}",
+			    "server", m->server, "tool", m->tool));
+		}
+		break;
+	}
+	free(cw);
+}
 
 static enum ctl_rc
 approvals_get(struct ctl_req *req, void *arg)
 {
-	struct brw *w = arg;
+	struct msg_br_ctl m;
 
-	return ctl_reply_json(req, 200, br_approvals_list(w->br));
+	memset(&m, 0, sizeof(m));
+	m.op = MSG_BR_OP_APPROVALS;
+	return forward(arg, req, &m);
 }
 
 /* Printable, bounded text for the record: approver and reason come from
@@ -532,10 +1121,9 @@ approvals_post(struct ctl_req *req, void *arg)
 	json_t *body = ctl_req_body(req), *v;
 	const char *decision, *note = NULL, *reason = NULL;
 	const char *key;
-	struct br_approver who;
+	struct msg_br_ctl m;
 	char name[160];
 	uid_t uid;
-	bool approve;
 
 	/* Who approves is who connected, as the kernel saw it: a caller
 	 * that cannot be identified decides nothing. */
@@ -579,77 +1167,58 @@ approvals_post(struct ctl_req *req, void *arg)
 	if (reason != NULL && !text_ok(reason, 1024))
 		return ctl_reply_error(req, 400, "bad_request",
 		    "reason must be printable text (at most 1024 bytes)");
-	approve = strcmp(decision, "approve") == 0;
+	memset(&m, 0, sizeof(m));
+	if (id == NULL || cp(m.id, sizeof(m.id), id) == -1)
+		return ctl_reply_error(req, 404, "not_found",
+		    "no pending call %s (unknown, already decided or timed "
+		    "out)", id != NULL ? id : "");
 	uid_name(uid, name, sizeof(name));
-	who.name = name;
-	who.uid = (int64_t)uid;
-	who.note = note;
-	if (br_approval_decide(w->br, id, approve, &who, reason) == -1) {
-		if (errno == ENOENT)
-			return ctl_reply_error(req, 404, "not_found",
-			    "no pending call %s (unknown, already decided or "
-			    "timed out)", id);
-		return ctl_reply_error(req, 400, "bad_request",
-		    "cannot decide call %s: %s", id, strerror(errno));
+	m.op = MSG_BR_OP_DECIDE;
+	m.approve = strcmp(decision, "approve") == 0;
+	m.uid = (int64_t)uid;
+	(void)cp(m.name, sizeof(m.name), name);
+	if (note != NULL) {
+		m.has_note = 1;
+		(void)cp(m.note, sizeof(m.note), note);
 	}
-	log_info("approval %s: %s by %s (uid %lu)%s%s", id, decision, name,
-	    (unsigned long)uid, note != NULL ? ", note: " : "",
-	    note != NULL ? note : "");
-	return ctl_reply_json(req, 200, json_pack("{s:s,s:s,s:s,s:I}", "id",
-	    id, "decision", approve ? "approved" : "denied", "approver", name,
-	    "approver_uid", (json_int_t)uid));
+	if (reason != NULL) {
+		m.has_reason = 1;
+		(void)cp(m.reason, sizeof(m.reason), reason);
+	}
+	return forward(w, req, &m);
 }
 
 static enum ctl_rc
 pins_get(struct ctl_req *req, void *arg)
 {
-	struct brw *w = arg;
 	const char *server = ctl_req_param(req, "server");
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *fp;
-	int rc, e;
-	enum ctl_rc r;
+	struct msg_br_ctl m;
 
-	if ((fp = open_memstream(&buf, &len)) == NULL)
-		return ctl_reply_error(req, 500, "internal", "memory");
-	rc = br_pins_snippet(w->br, server, fp);
-	e = errno;
-	if (fclose(fp) != 0 && rc == 0) {
-		rc = -1;
-		e = ENOMEM;
-	}
-	if (rc == -1) {
-		free(buf);
-		if (e == ENOENT)
-			return ctl_reply_error(req, 404, "not_found",
-			    "unknown server %s, or its tools were not listed "
-			    "yet", server);
-		return ctl_reply_error(req, 500, "internal", "%s",
-		    strerror(e));
-	}
-	r = ctl_reply_text(req, 200, "text/yaml; charset=utf-8", buf);
-	free(buf);
-	return r;
+	memset(&m, 0, sizeof(m));
+	if (server == NULL || cp(m.server, sizeof(m.server), server) == -1)
+		return ctl_reply_error(req, 404, "not_found",
+		    "unknown server %s, or its tools were not listed yet",
+		    server != NULL ? server : "");
+	m.op = MSG_BR_OP_PINS;
+	return forward(arg, req, &m);
 }
 
 static enum ctl_rc
 pins_accept(struct ctl_req *req, void *arg)
 {
-	struct brw *w = arg;
 	const char *server = ctl_req_param(req, "server");
 	const char *tool = ctl_req_param(req, "tool");
+	struct msg_br_ctl m;
 
-	if (br_pins_accept(w->br, server, tool) == -1) {
-		if (errno == ENOENT)
-			return ctl_reply_error(req, 404, "not_found",
-			    "unknown server %s or tool %s", server, tool);
-		return ctl_reply_error(req, 500, "internal", "%s",
-		    strerror(errno));
-	}
-	log_info("mcp pins: %s/%s accepted", server, tool);
-	return ctl_reply_json(req, 200, json_pack("{s:s,s:s}", "server",
-	    server, "tool", tool));
+	memset(&m, 0, sizeof(m));
+	if (server == NULL || tool == NULL ||
+	    cp(m.server, sizeof(m.server), server) == -1 ||
+	    cp(m.tool, sizeof(m.tool), tool) == -1)
+		return ctl_reply_error(req, 404, "not_found",
+		    "unknown server %s or tool %s", server != NULL ? server :
+		    "", tool != NULL ? tool : "");
+	m.op = MSG_BR_OP_ACCEPT;
+	return forward(arg, req, &m);
 }
 
 int

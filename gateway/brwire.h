@@ -1,20 +1,16 @@
 /*
- * brwire: the capability bridge inside sluiced. gateway/bridge/ is written
- * against hooks (struct br_hooks) so that it can be tested alone and later
- * run behind a privilege boundary; this is the daemon's side of that seam:
- * who a request is (the sandbox manager's index by address, and the bearer
- * token minted at creation: both must agree), which policy applies (the set
- * in force, held by reference while a call is in flight), where decisions go
- * (durable mcp.call records and findings through gateway/record.h) and how a
- * tainting result narrows egress (sbx_taint). It also serves the bridge's
- * part of the control API: approvals and tool pins.
- *
- * The daemon holds the handle and hands it to gw (gw_set_brw) for status
- * and metrics. It hears of a sandbox that is gone as a watcher of the manager (sbx_watch_add): the
- * manager knows nothing of the bridge. Loop thread only.
+ * brwire: the parent's side of the bridge process (gateway/bridge/child.c
+ * runs the capability bridge unprivileged). It binds the bridge's listener,
+ * starts the child and restarts it when it dies, streams it the config,
+ * the policy set and the sandbox table (each token as a digest), records
+ * its calls durably and acknowledges them, applies its taints, and serves
+ * the bridge's part of the control API (approvals, tool pins) by
+ * forwarding to it. Loop thread only.
  */
 #ifndef SLUICE_GATEWAY_BRWIRE_H
 #define SLUICE_GATEWAY_BRWIRE_H
+
+#include <sys/types.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -29,21 +25,27 @@ struct brw;
 /*
  * brw_start: the bridge of the daemon, listening on the config's service
  * address and bridge_port (port overrides it when non-zero, for tests),
- * with the upstream servers of the config. Call after the sandbox manager
- * and the recorder exist (the service address must be on lo); calls and
- * findings are recorded to rec (NULL: none, and then no call is
- * released: no action without a record). gw, sbx, rec and loop are
- * borrowed and must outlive it; the config of gw must too. Takes one
- * of sbx's watchers (ENOSPC when none is left): a sandbox removed from then
- * on takes its sessions and pending approvals with it. NULL with a message
- * in err on failure (never a secret).
+ * with the upstream servers of the config. Binds the listener and checks
+ * that every upstream credential is there (br_check_credentials, never
+ * reading one) and that privsep.bridge_user exists; starts nothing (see
+ * brw_run). Call after the sandbox manager and the recorder exist (the
+ * service address must be on lo); calls and findings are recorded to rec
+ * (NULL: none, and then no call is released). gw, sbx, rec and loop are
+ * borrowed and must outlive it. Takes one of sbx's watchers (ENOSPC when
+ * none is left). NULL with a message in err on failure (never a secret).
  */
 struct rec;
 struct brw	*brw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 		    struct rec *rec, uint16_t port, char *err, size_t errlen);
-/* brw_stop: frees the bridge (parked requests get 503, pending approvals
- * are denied and recorded, children stopped) and gives back its watcher
- * of the sandboxes. NULL is a no-op. Call before the recorder and the sandbox manager go. */
+/* brw_run: starts the bridge process and runs the loop until it serves
+ * (or fails, or 60 s pass): 0 once it serves, -1 with its error in err.
+ * Call once, from the process that stays (the child dies with it). */
+int		 brw_run(struct brw *w, char *err, size_t errlen);
+/* brw_pid: the bridge process, or 0 while none runs. */
+pid_t		 brw_pid(const struct brw *w);
+/* brw_stop: stops the bridge process and frees w, giving back its watcher
+ * of the sandboxes. NULL is a no-op. Call after ctl_free and before the
+ * recorder and the sandbox manager go. */
 void		 brw_stop(struct brw *w);
 /* brw_port: the TCP port the bridge listens on. */
 uint16_t	 brw_port(const struct brw *w);
@@ -58,7 +60,8 @@ uint16_t	 brw_port(const struct brw *w);
  */
 int		 brw_routes(struct brw *w, struct ctl *ctl);
 /* brw_status_json: {"pending_approvals", "calls": {"allow", "deny"},
- * "auth_failures", "findings", "record_failures", "port"} of bridge w, or
+ * "auth_failures", "findings", "record_failures", "taints", "port",
+ * "serving"} of bridge w, or
  * NULL when w is NULL (none runs) or on allocation failure. New
  * reference. */
 json_t		*brw_status_json(const struct brw *w);

@@ -30,6 +30,7 @@
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
+#include "gateway/privsep/polrx.h"
 #include "gateway/privsep/priv.h"
 #include "gateway/privsep/proc.h"
 #include "gateway/record.h"
@@ -368,32 +369,19 @@ w_changed(void *ctx, const struct sbx_view *v)
 static void
 send_policies(struct dnsw *d)
 {
-	struct gw_pset *ps = gw_pset_ref(d->gw);
-	const struct pol_set *set = gw_pset_set(ps);
-	struct msg_policy_begin b;
-	struct msg_policy_file f;
-	size_t i, off, len, n;
-	const char *src, *path;
+	struct gw_pset *ps;
 
-	memset(&b, 0, sizeof(b));
-	b.nfiles = (uint32_t)pol_set_count(set);
-	send_or_kill(d, MSG_POLICY_BEGIN, &b, sizeof(b));
-	for (i = 0; i < pol_set_count(set) && d->ch != NULL; i++) {
-		const struct pol_policy *p = pol_set_at(set, i);
-
-		src = pol_policy_source(p, &path, &len);
-		memset(&f, 0, sizeof(f));
-		snprintf(f.path, sizeof(f.path), "%s", path);
-		snprintf(f.digest, sizeof(f.digest), "%s",
-		    pol_policy_digest(p));
-		f.len = (uint32_t)len;
-		send_or_kill(d, MSG_POLICY_FILE, &f, sizeof(f));
-		for (off = 0; off < len && d->ch != NULL; off += n) {
-			n = len - off < MSG_DATA_MAX ? len - off : MSG_DATA_MAX;
-			send_or_kill(d, MSG_POLICY_DATA, src + off, n);
-		}
+	if (d->ch == NULL)
+		return;
+	ps = gw_pset_ref(d->gw);
+	if (polrx_send(d->ch, gw_pset_set(ps)) == -1) {
+		log_warnx("dns process: the policy set: %s; restarting it",
+		    strerror(errno));
+		chan_free(d->ch);
+		d->ch = NULL;
+		d->serving = false;
+		proc_kill(d->proc);
 	}
-	send_or_kill(d, MSG_POLICY_END, NULL, 0);
 	gw_pset_unref(ps);
 }
 

@@ -331,6 +331,11 @@ int		 sbx_lookup_ifname(const struct sbx *m, const char *ifname,
 		    struct sbx_view *out);
 /* sbx_token_ok: 1 if token is the bearer token of sandbox id (compared in
  * constant time), else 0 (also for an unknown id or a NULL token). */
+/* sbx_token_digest: SHA-256 of sandbox id's bearer token into out, for a
+ * process that checks tokens without holding them. 0, or -1 with errno
+ * ENOENT (no such sandbox). */
+int		 sbx_token_digest(const struct sbx *m, const char *id,
+		    uint8_t out[32]);
 int		 sbx_token_ok(const struct sbx *m, const char *id,
 		    const char *token);
 

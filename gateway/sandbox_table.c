@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "gateway/sandbox.h"
 #include "gateway/sandbox_int.h"
@@ -263,6 +264,24 @@ sbx_token_ok(const struct sbx *m, const char *id, const char *token)
 	    strlen(token) != SBX_TOKEN_HEX)
 		return 0;
 	return CRYPTO_memcmp(token, s->rec.token, SBX_TOKEN_HEX) == 0;
+}
+
+int
+sbx_token_digest(const struct sbx *m, const char *id, uint8_t out[32])
+{
+	const struct sandbox *s;
+	unsigned int n = 0;
+
+	if ((s = sb_find(m, id)) == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (EVP_Digest(s->rec.token, strlen(s->rec.token), out, &n,
+	    EVP_sha256(), NULL) != 1 || n != 32) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
 }
 
 void

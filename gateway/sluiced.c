@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/bridge/bridge.h"
 #include "gateway/brwire.h"
 #include "gateway/ctl/ctl.h"
 #include "gateway/ctl/sandboxes.h"
@@ -273,6 +274,9 @@ main(int argc, char **argv)
 	if (argc > 2 && strcmp(argv[1], "--room") == 0 &&
 	    strcmp(argv[2], "dns") == 0)
 		return dns_child_main(argc, argv);
+	if (argc > 2 && strcmp(argv[1], "--room") == 0 &&
+	    strcmp(argv[2], "bridge") == 0)
+		return bridge_child_main(argc, argv);
 	while ((ch = getopt_long(argc, argv, "c:fhv", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -386,6 +390,11 @@ main(int argc, char **argv)
 	if ((dns = dnsw_start(loop, dc.gw, sbx, rec, 0, err, sizeof(err))) ==
 	    NULL)
 		fatalx("dns proxy: %s", err);
+	/* Its listener and its credentials are checked here, so that a
+	 * bridge that cannot start stops the daemon before it detaches. */
+	if ((brw = brw_start(loop, dc.gw, sbx, rec, 0, err,
+	    sizeof(err))) == NULL)
+		fatalx("capability bridge: %s", err);
 
 	if (!foreground) {
 		int nochdir = !all_absolute(gw_config(dc.gw));
@@ -411,11 +420,9 @@ main(int argc, char **argv)
 	if (dnsw_run(dns, err, sizeof(err)) == -1)
 		fatalx("dns process: %s", err);
 	gw_set_dns(dc.gw, dns);
-	/* The bridge starts in the process that stays: its stdio upstreams
-	 * are our children and its budget database must not cross a fork.
-	 * Without it no tool call can be checked, so we do not serve. */
-	if ((brw = brw_start(loop, dc.gw, sbx, rec, 0, err,
-	    sizeof(err))) == NULL)
+	/* The bridge process too. Without it no tool call can be checked,
+	 * so we do not serve. */
+	if (brw_run(brw, err, sizeof(err)) == -1)
 		fatalx("capability bridge: %s", err);
 	if (brw_routes(brw, ctl) == -1)
 		fatal("control API: approvals");

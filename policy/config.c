@@ -26,6 +26,7 @@ pol_config_free(struct pol_config *c)
 	if (c == NULL)
 		return;
 	free(c->path);
+	free(c->src);
 	free(c->state_dir);
 	free(c->run_dir);
 	free(c->socket_path);
@@ -598,6 +599,28 @@ yprivsep(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 struct pol_config *
 pol_config_load(const char *path, struct pol_errors *errs)
 {
+	struct pol_config *c;
+	unsigned char	*buf;
+	size_t		 len;
+
+	if (yaml_read_file(path, &buf, &len, errs) == -1)
+		return NULL;
+	c = pol_config_load_buf(path, (const char *)buf, len, errs);
+	free(buf);
+	return c;
+}
+
+const char *
+pol_config_source(const struct pol_config *c, size_t *len)
+{
+	*len = c->src_len;
+	return c->src;
+}
+
+struct pol_config *
+pol_config_load_buf(const char *path, const char *buf, size_t len,
+    struct pol_errors *errs)
+{
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
 	    "audit_sinks", "servers", "limits", "privsep", NULL };
@@ -608,18 +631,33 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	struct pol_config *c;
 	uint64_t	 u;
 
-	if ((root = yaml_load_file(path, errs, NULL)) == NULL)
+	if (path == NULL || (buf == NULL && len > 0)) {
+		pol_errors_add(errs, path != NULL ? path : "(null)", 0, 0,
+		    "no config text");
+		return NULL;
+	}
+	if ((root = yaml_load_buf(path, (const unsigned char *)(buf != NULL ?
+	    buf : ""), len, errs)) == NULL)
 		return NULL;
 	memset(&w, 0, sizeof(w));
 	w.file = path;
 	w.errs = errs;
+	/* The text is kept: the bridge process loads the same bytes. */
 	if ((c = calloc(1, sizeof(*c))) == NULL || (c->path =
-	    strdup(path)) == NULL) {
+	    strdup(path)) == NULL || (c->src = malloc(len + 1)) == NULL) {
+		if (c != NULL) {
+			free(c->path);
+			free(c->src);
+		}
 		free(c);
 		ynode_free(root);
 		pol_errors_add(errs, path, 0, 0, "out of memory");
 		return NULL;
 	}
+	if (len > 0)
+		memcpy(c->src, buf, len);
+	c->src[len] = '\0';
+	c->src_len = len;
 	pol_cidr_parse("10.231.0.0/16", &c->pool);
 	pol_addr_parse("10.231.255.254", &c->service_addr);
 	c->bridge_port = 8080;

@@ -214,6 +214,8 @@ struct pol_sink {
 
 struct pol_config {
 	char			*path;		/* the file it came from */
+	char			*src;		/* its bytes (src_len of them) */
+	size_t			 src_len;
 	char			*state_dir;	/* default /var/lib/sluice */
 	char			*run_dir;	/* default /run/sluice */
 	char			*socket_path;	/* default <run_dir>/sluice.sock */
@@ -287,6 +289,14 @@ struct pol_config {
 /* pol_config_load: read and strictly validate a daemon config. NULL on any
  * error, with every error in errs. The result is owned by the caller. */
 struct pol_config	*pol_config_load(const char *path, struct pol_errors *errs);
+/* pol_config_load_buf: the same over len bytes of buf (need not be
+ * NUL-terminated); path names the text in messages. */
+struct pol_config	*pol_config_load_buf(const char *path, const char *buf,
+			    size_t len, struct pol_errors *errs);
+/* pol_config_source: the bytes the config was loaded from (*len of them),
+ * owned by c: pol_config_load_buf of them gives the same config. */
+const char		*pol_config_source(const struct pol_config *c,
+			    size_t *len);
 void			 pol_config_free(struct pol_config *c);
 /* pol_config_server: the upstream called name, or NULL. */
 const struct pol_mcp_server *pol_config_server(const struct pol_config *c,

@@ -82,7 +82,10 @@ struct br_up {
 	struct ev_timer			*restart;
 
 	/* stdio */
-	pid_t				 pid;
+	pid_t				 pid;		/* forked here */
+	int				 pidfd;		/* or started by
+							   c.spawn */
+	bool				 has_pidfd;
 	int				 in_fd, out_fd;
 	char				*rbuf;
 	size_t				 rlen, rcap;
@@ -208,7 +211,13 @@ TAILQ_HEAD(br_reqs, br_req);
 /* ------------------------------------------------------------ calls */
 
 enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_FORWARDED,
-	CALL_RECORDING, CALL_DONE };
+	CALL_TAINTING, CALL_RECORDING, CALL_DONE };
+
+/* A call waiting for its egress to be narrowed; detached (c = NULL) when
+ * the call goes first, so that the late completion touches nothing. */
+struct br_taint_wait {
+	struct br_call		*c;
+};
 
 struct br_call {
 	TAILQ_ENTRY(br_call)	 entry;		/* approvals */
@@ -251,6 +260,7 @@ struct br_call {
 	int			 rpc_code;	/* non-zero: answer with this
 						   JSON-RPC error, not a result */
 	unsigned		 redactions;
+	struct br_taint_wait	*twait;		/* CALL_TAINTING */
 	bool			 taint_done;	/* the answer went out under
 						   narrowed egress (the
 						   record's taints) */
@@ -360,6 +370,23 @@ enum MHD_Result br_front_request(void *cls, struct MHD_Connection *conn,
 	    const char *upload, size_t *upload_size, void **con_cls);
 void	br_front_completed(void *cls, struct MHD_Connection *conn,
 	    void **con_cls, enum MHD_RequestTerminationCode toe);
+/* br_secret_read: the credential of s (its file's first line, or its
+ * variable through get, NULL = getenv), a new string; NULL with a message
+ * in err (never the secret). */
+char	*br_secret_read(const struct pol_mcp_server *s,
+	    const char *(*get)(const char *), char *err, size_t errlen);
+/* br_stdio_env: the environment of stdio server s: its declared K=V
+ * entries and the credential secret (may be NULL) in its variable;
+ * NULL-terminated, free with br_stdio_env_free (which wipes it). */
+char	**br_stdio_env(const struct pol_mcp_server *s, const char *secret);
+void	 br_stdio_env_free(char **env);
+/* br_stdio_fork: pipes, fork and exec of stdio server srv with env, in a
+ * child that holds no capability, no descriptor but its three and its own
+ * session. 0 with *in_w (its stdin), *out_r (its stdout), close-on-exec,
+ * and *pidp; -1 with errno. For the bridge itself and for a starter
+ * process working for it. */
+int	br_stdio_fork(const struct pol_mcp_server *srv, char *const *env,
+	    int *in_w, int *out_r, pid_t *pidp);
 int	br_front_listen(struct br *br, char *err, size_t errlen);
 /* Answers rq once (later answers are ignored), resuming it if parked. */
 void	br_req_reply(struct br_req *rq, unsigned status, const char *body,
@@ -402,6 +429,5 @@ struct br_up *br_up_find(struct br *br, const char *name);
 void	br_sha256_hex(const void *data, size_t len, char out[72]);
 int	br_random_hex(char *out, size_t nbytes);
 uint64_t br_wall_ms(void);
-const char *br_kind_name(enum br_event_kind k);
 
 #endif /* SLUICE_GATEWAY_BRIDGE_BR_INT_H */

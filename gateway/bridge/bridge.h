@@ -68,6 +68,10 @@ enum br_event_kind {
 				   to start (finding) */
 };
 
+/* br_kind_name: "mcp.call", "mcp.tool_drift"... for k; "mcp.unknown"
+ * outside the enum. Never NULL. */
+const char	*br_kind_name(enum br_event_kind k);
+
 /* One event. Every pointer is borrowed for the duration of the hook call
  * only (copy what you keep); any may be NULL when it does not apply. No
  * field ever holds an upstream credential or a sandbox token. */
@@ -109,6 +113,18 @@ struct br_event {
 /* Completion of a durable record: ok != 0 once it is committed, 0 if it
  * could not be. May run inside record() itself or later from the loop. */
 typedef void br_record_done(void *arg, int ok);
+/* Completion of an egress narrowing: ok != 0 once it is in force. */
+typedef void br_taint_done(void *arg, int ok);
+/* Starts the stdio server srv (an entry of the config's servers) in a
+ * process that is not the bridge's (a bridge under a seccomp filter
+ * cannot exec, and an MCP server must not inherit the filter): that
+ * starter builds the server's environment and credential itself, so the
+ * bridge cannot ask for anything but a server of the config. 0 with
+ * *in_fd (its stdin, write end), *out_fd (its stdout, read end) and
+ * *pidfd (a pidfd of the server, for signals) filled, all close-on-exec;
+ * -1 with errno. */
+typedef int br_spawn_fn(void *ctx, const struct pol_mcp_server *srv,
+	    int *in_fd, int *out_fd, int *pidfd);
 
 struct br_hooks {
 	/* src/len (the TCP peer) plus the bearer token (NULL when the
@@ -128,10 +144,14 @@ struct br_hooks {
 	/* A finding (drift, 401, taint, upstream trouble); fire and forget.
 	 * Optional. */
 	void	(*finding)(void *ctx, const struct br_event *ev);
-	/* Narrow the sandbox's egress to its policy's taint keep-list now.
-	 * 0 once it is in force; -1 and the tainting result is withheld
-	 * (fail closed). Required when a policy can taint. */
-	int	(*restrict_egress)(void *ctx, const char *sandbox_id);
+	/* Narrow the sandbox's egress to its policy's taint keep-list.
+	 * done(arg, 1) once it is in force, done(arg, 0) if it could not
+	 * be: called exactly once if this returns 0 (possibly inside it);
+	 * -1 means it will not be (failed now). Until done(arg, 1) the
+	 * tainting result is withheld; after a failure it is never
+	 * released (fail closed). Required when a policy can taint. */
+	int	(*restrict_egress)(void *ctx, const char *sandbox_id,
+		    br_taint_done *done, void *arg);
 	/* A request from src that failed authentication, which anyone who
 	 * reaches the port can send at packet rate: 1 when it is to be
 	 * reported on its own (a finding), 0 when it was only counted into
@@ -162,6 +182,19 @@ struct br_config {
 	uint32_t		 upstream_timeout_ms; /* 0 = 30000 */
 	/* Lookup of credential variables (cred_env); NULL = getenv. */
 	const char		*(*getenv)(const char *name);
+	/* A listening socket made by someone else (the parent of the
+	 * bridge process, which binds for it): used instead of binding
+	 * listen_addr and port when prebound. */
+	bool			 prebound;
+	int			 listen_fd;
+	/* Where stdio servers are started; NULL: forked here. */
+	br_spawn_fn		*spawn;
+	void			*spawn_ctx;
+	/* The database is this process's alone: WAL in exclusive locking
+	 * mode, opened and written once by br_new, so that no later access
+	 * creates a file (a process that gave up its rights to the state
+	 * directory keeps using what it opened). */
+	bool			 db_exclusive;
 };
 
 struct br;
@@ -178,6 +211,15 @@ struct br	*br_new(struct ev_loop *loop, const struct br_config *c,
  * parked requests with 503, stops the children (SIGTERM, then SIGKILL) and
  * closes everything. br_free(NULL) is a no-op. */
 void		 br_free(struct br *br);
+/* br_check_credentials: whether every upstream credential of cfg is
+ * there (a credential file that opens and is not empty, a variable that is
+ * set, through get or getenv when NULL), without reading one: for a daemon
+ * that starts its bridge in another process and must refuse to start when
+ * that process could not. 0, or -1 with errno and the message br_new would
+ * give in err. */
+int		 br_check_credentials(const struct pol_config *cfg,
+		    const char *(*get)(const char *), char *err,
+		    size_t errlen);
 /* br_port: the TCP port listened on. */
 uint16_t	 br_port(const struct br *br);
 
@@ -221,6 +263,12 @@ int		 br_pins_snippet(struct br *br, const char *server, FILE *out);
  * with errno ENOENT (unknown server or tool) or EIO (database). */
 int		 br_pins_accept(struct br *br, const char *server,
 		    const char *tool);
+
+/* bridge_child_main: main() of the bridge process (gateway/bridge/
+ * child.c), which sluiced's parent starts as `sluiced --room bridge --uid
+ * U --gid G` with its socket pair on fd 3 and the listener on fd 4. The
+ * exit status. */
+int		 bridge_child_main(int argc, char **argv);
 
 /* ------------------------------------------------------------ parsing */
 

@@ -32,6 +32,45 @@ static const char schema[] =
     "  server TEXT NOT NULL, tool TEXT NOT NULL, pin TEXT NOT NULL,"
     "  PRIMARY KEY (server, tool));";
 
+/*
+ * The bridge process opens its database as root and then gives up every
+ * right to the state directory (it runs as its own user, and the directory
+ * is root's). From then on SQLite must never create a file: no rollback
+ * journal per transaction, no -shm, no temporary file, no directory sync.
+ * WAL in exclusive locking mode does that (the write-ahead log is opened
+ * once and kept, its index lives in the heap), kept on close so that the
+ * next process finds it, with a first write now so that the log exists
+ * and the directory has been synced before the rights go.
+ */
+static int
+mode_is_wal(void *arg, int n, char **v, char **names)
+{
+	(void)names;
+	*(int *)arg = n == 1 && v[0] != NULL && strcmp(v[0], "wal") == 0;
+	return 0;
+}
+
+static int
+db_exclusive(sqlite3 *db, char **emsg)
+{
+	int one = 1, wal = 0;
+
+	if (sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE;"
+	    "PRAGMA temp_store=MEMORY;", NULL, NULL, emsg) != SQLITE_OK ||
+	    sqlite3_exec(db, "PRAGMA journal_mode=WAL;", mode_is_wal, &wal,
+	    emsg) != SQLITE_OK || !wal ||
+	    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL,
+	    &one) != SQLITE_OK)
+		return -1;
+	return 0;
+}
+
+static const char warm[] =
+    "CREATE TABLE IF NOT EXISTS br_meta ("
+    "  k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+    "INSERT INTO br_meta VALUES ('opened', 1) ON CONFLICT (k) DO UPDATE "
+    "  SET v = v + 1;";
+
 int
 br_db_open(struct br *br, const char *dir, char *err, size_t errlen)
 {
@@ -69,7 +108,10 @@ br_db_open(struct br *br, const char *dir, char *err, size_t errlen)
 	if (sqlite3_open_v2(path, &br->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
 	    sqlite3_busy_timeout(br->db, 2000) != SQLITE_OK ||
-	    sqlite3_exec(br->db, schema, NULL, NULL, &emsg) != SQLITE_OK) {
+	    (br->c.db_exclusive && db_exclusive(br->db, &emsg) == -1) ||
+	    sqlite3_exec(br->db, schema, NULL, NULL, &emsg) != SQLITE_OK ||
+	    (br->c.db_exclusive && sqlite3_exec(br->db, warm, NULL, NULL,
+	    &emsg) != SQLITE_OK)) {
 		snprintf(err, errlen, "bridge: %s: %s", path,
 		    emsg != NULL ? emsg : br->db != NULL ?
 		    sqlite3_errmsg(br->db) : "cannot open");

@@ -76,6 +76,8 @@ call_free(struct br_call *c)
 	}
 	if (c->ureq != NULL)
 		br_up_cancel(c->ureq);
+	if (c->twait != NULL)
+		c->twait->c = NULL;
 	if (c->client.policy_ref != NULL && c->release != NULL)
 		c->release(c->hctx, c->client.policy_ref);
 	json_decref(c->rpc_id);
@@ -273,42 +275,70 @@ deny(struct br_call *c, const char *rule, enum pol_reason reason,
 
 /* ------------------------------------------------------------ results */
 
+static void
+on_tainted(void *arg, int ok)
+{
+	struct br_taint_wait *tw = arg;
+	struct br_call *c = tw->c;
+	struct br *br;
+	char detail[320];
+
+	free(tw);
+	if (c == NULL)
+		return;		/* the call went first */
+	c->twait = NULL;
+	c->state = CALL_NEW;
+	br = c->br;
+	if (!ok) {
+		deny(c, NULL, POL_REASON_TAINT_FAILED, "The result is withheld "
+		    "because the sandbox's network could not be narrowed.");
+		return;
+	}
+	c->client.tainted = true;
+	snprintf(detail, sizeof(detail), "sandbox %s received %s data from "
+	    "%s/%s; egress narrowed to the taint keep-list", c->client.id,
+	    c->dec.classification != NULL ? c->dec.classification :
+	    "classified", c->up->srv->name, c->tool);
+	br_finding(br, BR_EV_TAINT, c->client.id, c->up->srv->name, c->tool,
+	    detail);
+	c->taint_done = true;
+	finish(c);
+}
+
 /*
  * The taint step. Whatever a tainting tool answers (its result, or the text
  * of the error it returned) is its data: it reaches the sandbox only once
- * the sandbox's other egress is gone. 0: the answer may be released, and
- * c->taint_done says whether it taints (egress narrowed now or already).
- * -1: narrowing failed, and c is denied with the answer withheld (c may be
- * gone).
+ * the sandbox's other egress is gone. 0: nothing to wait for, the answer
+ * may be released now (c->taint_done says whether it taints: egress was
+ * narrowed already). 1: the call is in other hands (narrowing under way,
+ * or it failed and c was denied with the answer withheld): c may be gone.
  */
 static int
 taint_step(struct br_call *c)
 {
 	struct br *br = c->br;
-	char detail[320];
+	struct br_taint_wait *tw;
 
 	if (!c->dec.taints)
 		return 0;
-	if (!c->client.tainted) {
-		if (br->h.restrict_egress == NULL ||
-		    br->h.restrict_egress(br->h.ctx, c->client.id) == -1) {
-			deny(c, NULL, POL_REASON_TAINT_FAILED,
-			    "The result is withheld "
-			    "because the sandbox's network could not be "
-			    "narrowed.");
-			return -1;
-		}
-		c->client.tainted = true;
-		snprintf(detail, sizeof(detail), "sandbox %s received %s data "
-		    "from %s/%s; egress narrowed to the taint keep-list",
-		    c->client.id, c->dec.classification != NULL ?
-		    c->dec.classification : "classified", c->up->srv->name,
-		    c->tool);
-		br_finding(br, BR_EV_TAINT, c->client.id, c->up->srv->name,
-		    c->tool, detail);
+	if (c->client.tainted) {
+		c->taint_done = true;
+		return 0;
 	}
-	c->taint_done = true;
-	return 0;
+	if (br->h.restrict_egress == NULL ||
+	    (tw = calloc(1, sizeof(*tw))) == NULL) {
+		deny(c, NULL, POL_REASON_TAINT_FAILED, "The result is withheld "
+		    "because the sandbox's network could not be narrowed.");
+		return 1;
+	}
+	tw->c = c;
+	c->twait = tw;
+	c->state = CALL_TAINTING;
+	/* The completion may run inside the hook. */
+	if (br->h.restrict_egress(br->h.ctx, c->client.id, on_tainted,
+	    tw) == -1)
+		on_tainted(tw, 0);
+	return 1;
 }
 
 static void
@@ -351,12 +381,12 @@ on_result(void *arg, json_t *msg, const char *err)
 			    "reached: %s", err != NULL ? err :
 			    "malformed answer");
 		c->reason = POL_REASON_UPSTREAM_ERROR;
-		/* An error the upstream wrote carries its text: taint
-		 * before it is released, as for a result. */
-		if (theirs && taint_step(c) == -1)
-			return;
 		snprintf(c->message, sizeof(c->message), "%.250s", buf);
 		c->result = error_result(buf);
+		/* An error the upstream wrote carries its text: taint
+		 * before it is released, as for a result. */
+		if (theirs && taint_step(c) != 0)
+			return;
 		finish(c);
 		return;
 	}
@@ -412,7 +442,7 @@ on_result(void *arg, json_t *msg, const char *err)
 	/* Taint before release: once the sandbox holds the data, its other
 	 * egress must already be gone. A result too large to release
 	 * releases nothing. */
-	if (c->reason != POL_REASON_RESULT_TOO_LARGE && taint_step(c) == -1)
+	if (c->reason != POL_REASON_RESULT_TOO_LARGE && taint_step(c) != 0)
 		return;
 	finish(c);
 }
@@ -875,6 +905,15 @@ br_call_abort_all(struct br *br)
 	 * (the listing waiters are gone, the upstream request is
 	 * cancelled). */
 	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
+		if (c->state == CALL_TAINTING) {
+			/* The tool ran; its answer is never released. */
+			c->twait->c = NULL;
+			c->twait = NULL;
+			c->state = CALL_NEW;
+			deny(c, NULL, POL_REASON_SHUTDOWN, "Sluice stopped "
+			    "before the result could be released.");
+			continue;
+		}
 		if (c->state != CALL_FORWARDED && c->state != CALL_LISTING)
 			continue;
 		if (c->ureq != NULL) {

@@ -250,8 +250,20 @@ identify(struct br_req *rq)
 		snprintf(detail, sizeof(detail), "bridge request from %s %s "
 		    "refused: %s", rq->src, rq->path, token == NULL ?
 		    "no bearer token" : "address and token do not agree");
-		br_finding(br, BR_EV_AUTH_FAILED, NULL, rq->server, NULL,
-		    detail);
+		if (br->h.finding != NULL) {
+			struct br_event ev;
+
+			/* With its source: whoever records it keeps a
+			 * budget per source. */
+			memset(&ev, 0, sizeof(ev));
+			ev.kind = BR_EV_AUTH_FAILED;
+			ev.kind_name = br_kind_name(ev.kind);
+			ev.src = rq->src;
+			ev.server = rq->server;
+			ev.detail = detail;
+			ev.upstream_latency_us = -1;
+			br->h.finding(br->h.ctx, &ev);
+		}
 		return -1;
 	}
 	rq->client.id[sizeof(rq->client.id) - 1] = '\0';
@@ -497,6 +509,30 @@ br_front_listen(struct br *br, char *err, size_t errlen)
 	int fd, one = 1, saved;
 
 	memset(&ss, 0, sizeof(ss));
+	if (br->c.prebound) {
+		/* Bound by the parent: only what it is bound to is learned. */
+		slen = sizeof(ss);
+		if (br->c.listen_fd < 0 || getsockname(br->c.listen_fd,
+		    (struct sockaddr *)&ss, &slen) == -1 ||
+		    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
+			snprintf(err, errlen, "bridge: the listener handed "
+			    "over is not a bound socket");
+			errno = EBADF;
+			return -1;
+		}
+		if (ss.ss_family == AF_INET) {
+			inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+			snprintf(br->origin_self, sizeof(br->origin_self),
+			    "http://%s", abuf);
+		} else {
+			inet_ntop(AF_INET6, &sin6->sin6_addr, abuf,
+			    sizeof(abuf));
+			snprintf(br->origin_self, sizeof(br->origin_self),
+			    "http://[%s]", abuf);
+		}
+		fd = br->c.listen_fd;
+		goto bound;
+	}
 	if (addr == NULL) {
 		if (br->c.cfg == NULL || pol_addr_format(
 		    &br->c.cfg->service_addr, abuf, sizeof(abuf)) == NULL) {
@@ -538,6 +574,7 @@ br_front_listen(struct br *br, char *err, size_t errlen)
 		errno = saved;
 		return -1;
 	}
+bound:
 	br->port = ntohs(ss.ss_family == AF_INET ? sin->sin_port :
 	    sin6->sin6_port);
 	snprintf(br->origin_self + strlen(br->origin_self),

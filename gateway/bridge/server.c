@@ -12,6 +12,10 @@
  * deprecated by OpenSSL 3, as in audit/merkle.c. */
 #define OPENSSL_API_COMPAT 0x10100000L
 #include <sys/random.h>
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,9 +142,9 @@ br_up_find(struct br *br, const char *name)
 
 /* ------------------------------------------------------------ secrets */
 
-static char *
-read_secret(struct br *br, const struct pol_mcp_server *s, char *err,
-    size_t errlen)
+char *
+br_secret_read(const struct pol_mcp_server *s,
+    const char *(*get)(const char *), char *err, size_t errlen)
 {
 	char buf[8192], *p;
 	const char *v;
@@ -167,8 +171,7 @@ read_secret(struct br *br, const struct pol_mcp_server *s, char *err,
 		explicit_bzero(buf, sizeof(buf));
 		return p;
 	}
-	v = br->c.getenv != NULL ? br->c.getenv(s->cred_env) :
-	    getenv(s->cred_env);
+	v = get != NULL ? get(s->cred_env) : getenv(s->cred_env);
 	if (v == NULL || *v == '\0') {
 		snprintf(err, errlen, "upstream %s: credential variable %s is "
 		    "not set", s->name, s->cred_env);
@@ -176,6 +179,50 @@ read_secret(struct br *br, const struct pol_mcp_server *s, char *err,
 		return NULL;
 	}
 	return strdup(v);
+}
+
+int
+br_check_credentials(const struct pol_config *cfg,
+    const char *(*get)(const char *), char *err, size_t errlen)
+{
+	const struct pol_mcp_server *s;
+	struct stat st;
+	const char *v;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < cfg->nservers; i++) {
+		s = &cfg->servers[i];
+		if (s->cred_file != NULL) {
+			/* Opened, never read: whether it is there for the
+			 * bridge process, which reads it. */
+			if ((fd = open(s->cred_file, O_RDONLY | O_CLOEXEC)) ==
+			    -1) {
+				snprintf(err, errlen, "upstream %s: credential "
+				    "file %s: %s", s->name, s->cred_file,
+				    strerror(errno));
+				return -1;
+			}
+			if (fstat(fd, &st) == -1 || st.st_size == 0) {
+				close(fd);
+				snprintf(err, errlen, "upstream %s: credential "
+				    "file %s is empty", s->name, s->cred_file);
+				errno = EINVAL;
+				return -1;
+			}
+			close(fd);
+		} else if (s->cred_env != NULL) {
+			v = get != NULL ? get(s->cred_env) : getenv(s->cred_env);
+			if (v == NULL || *v == '\0') {
+				snprintf(err, errlen, "upstream %s: credential "
+				    "variable %s is not set", s->name,
+				    s->cred_env);
+				errno = ENOENT;
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -241,8 +288,8 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 		u->next_id = 1;
 		TAILQ_INIT(&u->reqs);
 		if (u->srv->cred_file != NULL || u->srv->cred_env != NULL) {
-			if ((u->secret = read_secret(br, u->srv, err,
-			    errlen)) == NULL)
+			if ((u->secret = br_secret_read(u->srv, br->c.getenv,
+			    err, errlen)) == NULL)
 				goto fail;
 			br->secrets[br->nsecrets++] = u->secret;
 		}

@@ -8,6 +8,7 @@
  * when one dies so the upstream layer can restart it.
  */
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -31,10 +32,9 @@ static void	on_in(struct ev_loop *loop, int fd, unsigned events, void *arg);
 
 /* The child's environment: the config's K=V entries and the credential;
  * PATH only if the config gives one. */
-static char **
-child_env(struct br_up *u)
+char **
+br_stdio_env(const struct pol_mcp_server *s, const char *secret)
 {
-	const struct pol_mcp_server *s = u->srv;
 	char **env;
 	size_t i, n = 0;
 
@@ -43,13 +43,12 @@ child_env(struct br_up *u)
 	for (i = 0; i < s->nenv; i++)
 		if ((env[n++] = strdup(s->env[i])) == NULL)
 			goto fail;
-	if (u->secret != NULL && s->cred_child_env != NULL) {
-		size_t len = strlen(s->cred_child_env) + strlen(u->secret) + 2;
+	if (secret != NULL && s->cred_child_env != NULL) {
+		size_t len = strlen(s->cred_child_env) + strlen(secret) + 2;
 
 		if ((env[n] = malloc(len)) == NULL)
 			goto fail;
-		snprintf(env[n++], len, "%s=%s", s->cred_child_env,
-		    u->secret);
+		snprintf(env[n++], len, "%s=%s", s->cred_child_env, secret);
 	}
 	return env;
 fail:
@@ -59,8 +58,8 @@ fail:
 	return NULL;
 }
 
-static void
-env_free(char **env)
+void
+br_stdio_env_free(char **env)
 {
 	size_t i;
 
@@ -111,18 +110,16 @@ child_drop_caps(void)
 }
 
 int
-br_stdio_spawn(struct br_up *u)
+br_stdio_fork(const struct pol_mcp_server *srv, char *const *env,
+    int *in_w, int *out_r, pid_t *pidp)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, devnull, saved;
-	char **env;
 	pid_t pid;
 
-	if (u->srv->argc == 0 || u->srv->argv == NULL) {
+	if (srv->argc == 0 || srv->argv == NULL) {
 		errno = EINVAL;
 		return -1;
 	}
-	if ((env = child_env(u)) == NULL)
-		return -1;
 	if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1)
 		goto fail;
 	if ((pid = fork()) == -1)
@@ -155,26 +152,17 @@ br_stdio_spawn(struct br_up *u)
 			_exit(126);
 		/* The daemon's PATH finds the program; the child gets only
 		 * the declared environment. */
-		execvpe(u->srv->argv[0], u->srv->argv, env);
+		execvpe(srv->argv[0], srv->argv, env);
 		_exit(127);
 	}
 	close(in[0]);
 	close(out[1]);
-	env_free(env);
-	u->pid = pid;
-	u->in_fd = in[1];
-	u->out_fd = out[0];
-	u->rlen = u->wlen = 0;
-	if (fcntl(u->in_fd, F_SETFL, O_NONBLOCK) == -1 ||
-	    fcntl(u->out_fd, F_SETFL, O_NONBLOCK) == -1 ||
-	    ev_add(u->br->loop, u->out_fd, EV_READ, on_out, u) == -1) {
-		br_stdio_close(u);
-		return -1;
-	}
+	*in_w = in[1];
+	*out_r = out[0];
+	*pidp = pid;
 	return 0;
 fail:
 	saved = errno;
-	env_free(env);
 	if (in[0] != -1) {
 		close(in[0]);
 		close(in[1]);
@@ -185,6 +173,61 @@ fail:
 	}
 	errno = saved;
 	return -1;
+}
+
+int
+br_stdio_spawn(struct br_up *u)
+{
+	int in_w, out_r, saved, rc;
+	char **env;
+	pid_t pid = 0;
+
+	if (u->srv->argc == 0 || u->srv->argv == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((env = br_stdio_env(u->srv, u->secret)) == NULL)
+		return -1;
+	/* Started elsewhere when the bridge cannot exec (its process is
+	 * under a seccomp filter that an MCP server must not inherit). */
+	if (u->br->c.spawn != NULL)
+		rc = u->br->c.spawn(u->br->c.spawn_ctx, u->srv, &in_w, &out_r,
+		    &u->pidfd);
+	else
+		rc = br_stdio_fork(u->srv, env, &in_w, &out_r, &pid);
+	saved = errno;
+	br_stdio_env_free(env);
+	if (rc == -1) {
+		errno = saved;
+		return -1;
+	}
+	u->has_pidfd = u->br->c.spawn != NULL;
+	u->pid = pid;
+	u->in_fd = in_w;
+	u->out_fd = out_r;
+	u->rlen = u->wlen = 0;
+	if (fcntl(u->in_fd, F_SETFL, O_NONBLOCK) == -1 ||
+	    fcntl(u->out_fd, F_SETFL, O_NONBLOCK) == -1 ||
+	    ev_add(u->br->loop, u->out_fd, EV_READ, on_out, u) == -1) {
+		br_stdio_close(u);
+		return -1;
+	}
+	return 0;
+}
+
+/* A server started elsewhere: its starter reaps it; we only ask it to go
+ * and make sure it has, within the same ~100 ms as our own children. */
+static void
+stop_pidfd(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == -1)
+		return;		/* gone already */
+	if (poll(&p, 1, 100) == 1)
+		return;
+	(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	(void)poll(&p, 1, 1000);
 }
 
 void
@@ -216,6 +259,11 @@ br_stdio_close(struct br_up *u)
 			(void)waitpid(u->pid, &status, 0);
 		}
 		u->pid = 0;
+	}
+	if (u->has_pidfd) {
+		stop_pidfd(u->pidfd);
+		close(u->pidfd);
+		u->has_pidfd = false;
 	}
 	free(u->rbuf);
 	free(u->wbuf);

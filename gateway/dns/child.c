@@ -33,29 +33,16 @@
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
+#include "gateway/privsep/polrx.h"
 #include "gateway/privsep/priv.h"
 #include "gateway/privsep/proc.h"
 
 #define DNSC_BUCKETS	4096u		/* sandbox table: chains by address */
 #define DNSC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
-#define DNSC_MAX_ERRORS	16
 
 struct dnsc_sbx {
 	struct dnsc_sbx	*next;
 	struct msg_sbx	 s;
-};
-
-/* A policy set on its way in (MSG_POLICY_BEGIN .. MSG_POLICY_END). */
-struct dnsc_load {
-	bool			 on;
-	uint32_t		 nfiles;
-	struct pol_policy	**v;
-	size_t			 n;
-	struct msg_policy_file	 file;
-	bool			 in_file;
-	char			*buf;
-	size_t			 got;
-	bool			 bad;
 };
 
 struct dnsc {
@@ -67,7 +54,7 @@ struct dnsc {
 	int			 ufd, tfd;
 	struct pol_set		*set, *old;
 	struct ev_timer		*old_free;
-	struct dnsc_load	 ld;
+	struct polrx		*rx;
 	struct dnsc_sbx		*tab[DNSC_BUCKETS];
 	size_t			 nsbx;
 	struct msg_elem		*ebuf;		/* MSG_LEARN_MAX of them */
@@ -252,18 +239,6 @@ on_gone(void *ctx, const char *why)
 }
 
 static void
-load_reset(struct dnsc_load *ld)
-{
-	size_t i;
-
-	for (i = 0; i < ld->n; i++)
-		pol_policy_free(ld->v[i]);
-	free(ld->v);
-	free(ld->buf);
-	memset(ld, 0, sizeof(*ld));
-}
-
-static void
 free_old(struct ev_loop *loop, void *arg)
 {
 	struct dnsc *d = arg;
@@ -274,95 +249,20 @@ free_old(struct ev_loop *loop, void *arg)
 	d->old = NULL;
 }
 
-/* The file whose bytes are all in: loaded exactly as the parent did. */
-static void
-load_file_done(struct dnsc *d)
-{
-	struct dnsc_load *ld = &d->ld;
-	struct pol_errors *errs = pol_errors_new(DNSC_MAX_ERRORS);
-	struct pol_policy *p;
-
-	ld->in_file = false;
-	p = errs != NULL ? pol_policy_load_buf(ld->file.path, ld->buf,
-	    ld->got, NULL, errs) : NULL;
-	free(ld->buf);
-	ld->buf = NULL;
-	if (p == NULL || strcmp(pol_policy_digest(p), ld->file.digest) != 0) {
-		const char *m = errs != NULL ? pol_errors_get(errs, 0) : NULL;
-
-		log_warnx("policy %s: %s", ld->file.path, m != NULL ? m :
-		    "not the text the parent loaded");
-		pol_policy_free(p);
-		ld->bad = true;
-	} else
-		ld->v[ld->n++] = p;
-	pol_errors_free(errs);
-}
-
 static void
 on_policy(struct dnsc *d, uint32_t type, const void *pl, size_t len)
 {
-	struct dnsc_load *ld = &d->ld;
-	struct pol_errors *errs;
 	struct pol_set *s;
+	char err[320];
+	int rc;
 
-	switch (type) {
-	case MSG_POLICY_BEGIN: {
-		const struct msg_policy_begin *b = pl;
-
-		load_reset(ld);
-		if (b->nfiles > MSG_POLICIES_MAX || (b->nfiles > 0 &&
-		    (ld->v = calloc(b->nfiles, sizeof(*ld->v))) == NULL)) {
-			quit(d, 1, "policy set: too many files or no memory");
-			return;
-		}
-		ld->on = true;
-		ld->nfiles = b->nfiles;
+	if ((rc = polrx_msg(d->rx, type, pl, len, NULL, &s, err,
+	    sizeof(err))) == -1) {
+		quit(d, 1, err);
 		return;
 	}
-	case MSG_POLICY_FILE:
-		memcpy(&ld->file, pl, sizeof(ld->file));
-		if (!ld->on || ld->in_file || ld->n >= ld->nfiles ||
-		    !msg_str_ok(ld->file.path, sizeof(ld->file.path)) ||
-		    !msg_str_ok(ld->file.digest, sizeof(ld->file.digest)) ||
-		    ld->file.len > MSG_POLICY_FILE_MAX ||
-		    (ld->buf = malloc(ld->file.len + 1)) == NULL) {
-			quit(d, 1, "policy set: a file out of order");
-			return;
-		}
-		ld->got = 0;
-		ld->in_file = true;
-		if (ld->file.len == 0)
-			load_file_done(d);
+	if (rc == 0)
 		return;
-	case MSG_POLICY_DATA:
-		if (!ld->in_file || len > ld->file.len - ld->got) {
-			quit(d, 1, "policy set: bytes out of order");
-			return;
-		}
-		memcpy(ld->buf + ld->got, pl, len);
-		ld->got += len;
-		if (ld->got == ld->file.len)
-			load_file_done(d);
-		return;
-	default:	/* MSG_POLICY_END */
-		break;
-	}
-	/* A set the parent loaded and this process cannot is a bug of one
-	 * of the two; serving with an older set would be worse. */
-	if (!ld->on || ld->in_file || ld->bad || ld->n < ld->nfiles ||
-	    (errs = pol_errors_new(DNSC_MAX_ERRORS)) == NULL) {
-		quit(d, 1, "policy set: incomplete or not loaded");
-		return;
-	}
-	s = pol_set_build(ld->v, ld->n, errs);
-	ld->n = 0;		/* the set's now, or freed by pol_set_build */
-	load_reset(ld);
-	pol_errors_free(errs);
-	if (s == NULL) {
-		quit(d, 1, "policy set: not loaded");
-		return;
-	}
 	/* The old set may still be pointed at by this loop turn's
 	 * queries: it goes once the turn is over. */
 	if (d->old != NULL) {
@@ -561,6 +461,7 @@ dns_child_main(int argc, char **argv)
 	}
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->ebuf = calloc(MSG_LEARN_MAX, sizeof(*d->ebuf))) == NULL ||
+	    (d->rx = polrx_new()) == NULL ||
 	    (d->loop = ev_new()) == NULL) {
 		log_warn("start");
 		return 1;
@@ -584,7 +485,7 @@ dns_child_main(int argc, char **argv)
 	ev_timer_cancel(d->loop, d->old_free);
 	pol_set_free(d->old);
 	pol_set_free(d->set);
-	load_reset(&d->ld);
+	polrx_free(d->rx);
 	tab_clear(d);
 	ev_free(d->loop);
 	free(d->ebuf);

@@ -189,7 +189,7 @@ flush(struct chan *c)
 int
 chan_send(struct chan *c, uint32_t type, const struct iovec *iov, int iovcnt)
 {
-	struct iovec v[8];
+	struct iovec v[CHAN_IOV_MAX + 1];
 	struct msg_hdr h;
 	struct msghdr mh;
 	struct chan_out *o;
@@ -197,7 +197,7 @@ chan_send(struct chan *c, uint32_t type, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 	int i;
 
-	if (c == NULL || c->dead || iovcnt < 0 || iovcnt > 7) {
+	if (c == NULL || c->dead || iovcnt < 0 || iovcnt > CHAN_IOV_MAX) {
 		errno = c != NULL && c->dead ? EPIPE : EINVAL;
 		return -1;
 	}

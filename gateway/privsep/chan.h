@@ -21,6 +21,8 @@
 
 struct chan;
 
+#define CHAN_IOV_MAX	24	/* pieces of one chan_send */
+
 /* A message that passed msg_check: payload (len bytes, aligned for any
  * payload struct) is valid until the callback returns. */
 typedef void	chan_msg_fn(void *ctx, uint32_t type, void *payload, size_t len);

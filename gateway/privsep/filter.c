@@ -35,6 +35,7 @@
 enum priv_op {
 	PRIV_EQ,	/* arg == val */
 	PRIV_NOBITS,	/* (arg & val) == 0 */
+	PRIV_HASBITS,	/* (arg & val) == val */
 	PRIV_SELF	/* arg == this process's pid, at install */
 };
 
@@ -57,6 +58,7 @@ struct priv_rule {
 #define EQ2(name, a, v, b, w)	{ SCMP_SYS(name), 2, \
 				  { { a, PRIV_EQ, v }, { b, PRIV_EQ, w } } }
 #define NOBITS(name, a, m)	{ SCMP_SYS(name), 1, { { a, PRIV_NOBITS, m } } }
+#define HASBITS(name, a, m)	{ SCMP_SYS(name), 1, { { a, PRIV_HASBITS, m } } }
 #define SELF(name, a)		{ SCMP_SYS(name), 1, { { a, PRIV_SELF, 0 } } }
 
 /* Every room: an epoll loop over sockets, timers and eventfds, memory,
@@ -99,42 +101,40 @@ static const struct priv_rule dns_mem[] = {
 	NOBITS(mmap, 2, PROT_EXEC), NOBITS(mprotect, 2, PROT_EXEC),
 };
 
-/* The bridge: libmicrohttpd's threads serving the sandbox, libcurl's
- * clients (their resolver opens /etc files and loads NSS modules, so
- * executable mappings and a netlink route socket for getaddrinfo's
- * address sorting), SQLite on its own database, and stdio MCP servers
- * forked and exec'd (upstream_stdio.c: a session, descriptors, the
- * capability calls that only ever lower, execve). It listens. */
+/* The bridge: libcurl's clients (its resolver runs getaddrinfo on a
+ * thread of its own, which opens /etc files, loads NSS modules, so
+ * executable mappings, and asks a netlink route socket for address
+ * sorting), TLS's CA files, and SQLite on the database it opened before
+ * its rights went (pread/pwrite, fsync, locks through fcntl). Threads
+ * only: clone must carry CLONE_THREAD (a fork would start a process the
+ * filter was not written for), and clone3, whose flags a filter cannot
+ * read, fails with ENOSYS so that glibc falls back to clone. Its stdio
+ * servers are started by another process (gateway/bridge/spawn.h): no
+ * exec, no wait, no kill here; a server is signalled through its pidfd. */
 static const struct priv_rule bridge_more[] = {
 	/* memory, threads */
 	ANY(mmap), ANY(mprotect),
-	ANY(clone), ANY(clone3), ANY(set_robust_list), ANY(rseq),
-	ANY(sched_getaffinity),
-	ANY(prlimit64), ANY(getrlimit), ANY(setrlimit),
-	/* files: SQLite, the resolver's and TLS's files */
-	ANY(open), ANY(openat), ANY(unlink), ANY(unlinkat),
-	ANY(rename), ANY(renameat), ANY(renameat2), ANY(mkdir), ANY(mkdirat),
-	ANY(fsync), ANY(fdatasync), ANY(ftruncate), ANY(fchmod), ANY(flock),
-	ANY(pread64), ANY(pwrite64), ANY(getdents64), ANY(statx),
-	ANY(access), ANY(faccessat), ANY(faccessat2),
-	ANY(readlink), ANY(readlinkat), ANY(getcwd), ANY(sendfile),
+	HASBITS(clone, 0, CLONE_THREAD), ANY(set_robust_list), ANY(rseq),
+	ANY(sched_getaffinity), ANY(prlimit64), ANY(getrlimit),
+	/* files: reading (resolver, TLS), and the database opened before */
+	ANY(open), ANY(openat), ANY(statx), ANY(access), ANY(faccessat),
+	ANY(faccessat2), ANY(readlink), ANY(readlinkat), ANY(getcwd),
+	ANY(getdents64),
+	ANY(pread64), ANY(pwrite64), ANY(fsync), ANY(fdatasync),
+	ANY(ftruncate),
 	/* descriptors and waiting */
-	ANY(pipe2), ANY(dup), ANY(dup2), ANY(dup3), ANY(close_range),
-	ANY(poll), ANY(ppoll), ANY(select), ANY(pselect6),
-	/* sockets: the bridge's own listener; getaddrinfo asks the
-	 * kernel's routes (reading them needs no capability) */
-	ANY(bind), ANY(listen), ANY(socketpair),
-	EQ2(socket, 0, AF_NETLINK, 2, NETLINK_ROUTE),
-	/* stdio servers; an exec'd program inherits this filter, and its
-	 * start (ld.so, libc) needs arch_prctl and set_tid_address */
-	ANY(execve), ANY(wait4), ANY(kill), ANY(setsid), ANY(getppid),
-	ANY(arch_prctl), ANY(set_tid_address),
-	ANY(capget), ANY(capset),
-	EQ(prctl, 0, PR_GET_NAME), EQ(prctl, 0, PR_CAPBSET_READ),
-	EQ(prctl, 0, PR_CAPBSET_DROP), EQ(prctl, 0, PR_CAP_AMBIENT),
-	EQ(prctl, 0, PR_SET_SECUREBITS), EQ(prctl, 0, PR_SET_NO_NEW_PRIVS),
-	EQ(prctl, 0, PR_SET_PDEATHSIG),
+	ANY(pipe2), ANY(dup), ANY(dup2), ANY(dup3), ANY(poll), ANY(ppoll),
+	ANY(select), ANY(pselect6),
+	/* getaddrinfo asks the kernel's routes (reading needs no
+	 * capability) */
+	EQ2(socket, 0, AF_NETLINK, 2, NETLINK_ROUTE), ANY(bind),
+	/* stdio servers, through their pidfds */
+	ANY(pidfd_send_signal),
+	EQ(prctl, 0, PR_GET_NAME),
 };
+
+/* Calls that fail with ENOSYS instead of killing: clone3 (see above). */
+static const int bridge_enosys[] = { SCMP_SYS(clone3) };
 
 /*
  * The sanitizers' own calls (PRIV_SANITIZED builds only, in every room),
@@ -194,6 +194,10 @@ add_rule(scmp_filter_ctx ctx, const struct priv_rule *r, char *err,
 		case PRIV_NOBITS:
 			c[i].op = SCMP_CMP_MASKED_EQ;
 			c[i].datum_b = 0;
+			continue;
+		case PRIV_HASBITS:
+			c[i].op = SCMP_CMP_MASKED_EQ;
+			c[i].datum_b = r->cmp[i].val;
 			continue;
 		case PRIV_SELF:
 			c[i].op = SCMP_CMP_EQ;
@@ -283,6 +287,18 @@ priv_seccomp(enum priv_room room, char *err, size_t errlen)
 	    sanitizer_room, 1, err, errlen) == -1)) {
 		seccomp_release(ctx);
 		return -1;
+	}
+	if (room == PRIV_ROOM_BRIDGE) {
+		size_t i;
+
+		for (i = 0; i < sizeof(bridge_enosys) / sizeof(int); i++)
+			if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+			    bridge_enosys[i], 0)) < 0) {
+				snprintf(err, errlen, "seccomp ENOSYS rule: %s",
+				    strerror(-rc));
+				seccomp_release(ctx);
+				return -1;
+			}
 	}
 	if ((rc = seccomp_load(ctx)) < 0) {
 		snprintf(err, errlen, "seccomp_load (%s): %s",

@@ -11,6 +11,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
+#include "gateway/bridge/bridge.h"
 #include "gateway/privsep/msg.h"
 
 struct msg_spec {
@@ -40,6 +43,27 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	    MSG_LEARN_MAX * sizeof(struct msg_elem) },
 	FIXED(MSG_DNS_EVENT, MSG_TO_PARENT, struct msg_dns_event),
 	FIXED(MSG_LOST, MSG_TO_PARENT, struct msg_lost),
+	FIXED(MSG_BR_CONFIG, MSG_TO_CHILD, struct msg_br_config),
+	[MSG_BR_CONFIG_DATA] = { "MSG_BR_CONFIG_DATA", MSG_TO_CHILD, 1,
+	    MSG_DATA_MAX },
+	FIXED(MSG_BR_SBX_ADD, MSG_TO_CHILD, struct msg_br_sbx),
+	FIXED(MSG_BR_SBX_DEL, MSG_TO_CHILD, struct msg_br_sbx),
+	FIXED(MSG_BR_SBX_CHANGE, MSG_TO_CHILD, struct msg_br_sbx),
+	FIXED(MSG_BR_RECORD_DONE, MSG_TO_CHILD, struct msg_br_done),
+	FIXED(MSG_BR_TAINT_DONE, MSG_TO_CHILD, struct msg_br_done),
+	FIXED(MSG_BR_CTL, MSG_TO_CHILD, struct msg_br_ctl),
+	FIXED(MSG_BR_FAIL, MSG_TO_PARENT, struct msg_br_fail),
+	[MSG_BR_RECORD] = { "MSG_BR_RECORD", MSG_TO_PARENT,
+	    sizeof(struct msg_br_event), sizeof(struct msg_br_event) +
+	    MSG_BR_STR_MAX },
+	[MSG_BR_FINDING] = { "MSG_BR_FINDING", MSG_TO_PARENT,
+	    sizeof(struct msg_br_event), sizeof(struct msg_br_event) +
+	    MSG_BR_STR_MAX },
+	FIXED(MSG_BR_TAINT, MSG_TO_PARENT, struct msg_br_taint),
+	[MSG_BR_CTL_REPLY] = { "MSG_BR_CTL_REPLY", MSG_TO_PARENT,
+	    sizeof(struct msg_br_ctl_reply), sizeof(struct msg_br_ctl_reply) +
+	    MSG_BR_BODY_MAX },
+	FIXED(MSG_BR_STATS, MSG_TO_PARENT, struct msg_br_stats),
 };
 
 int
@@ -155,6 +179,80 @@ msg_dns_event_ok(struct msg_dns_event *m)
 			return false;
 	}
 	return true;
+}
+
+bool
+msg_br_sbx_ok(const struct msg_br_sbx *s)
+{
+	size_t i;
+
+	if (!msg_str_ok(s->id, sizeof(s->id)) || s->id[0] == '\0' ||
+	    !msg_str_ok(s->policy, sizeof(s->policy)) ||
+	    !msg_str_ok(s->subject, sizeof(s->subject)) ||
+	    s->nlabels > MSG_BR_LABELS || s->tainted > 1 || s->usable > 1)
+		return false;
+	for (i = 0; i < s->nlabels; i++)
+		if (!msg_str_ok(s->label_keys[i], sizeof(s->label_keys[i])) ||
+		    !msg_str_ok(s->label_values[i],
+		    sizeof(s->label_values[i])))
+			return false;
+	return true;
+}
+
+bool
+msg_br_ctl_ok(const struct msg_br_ctl *m)
+{
+	return m->op >= MSG_BR_OP_APPROVALS && m->op < MSG_BR_OP_MAX &&
+	    m->approve <= 1 && m->has_note <= 1 && m->has_reason <= 1 &&
+	    msg_str_ok(m->id, sizeof(m->id)) &&
+	    msg_str_ok(m->server, sizeof(m->server)) &&
+	    msg_str_ok(m->tool, sizeof(m->tool)) &&
+	    msg_str_ok(m->name, sizeof(m->name)) &&
+	    msg_str_ok(m->note, sizeof(m->note)) &&
+	    msg_str_ok(m->reason, sizeof(m->reason));
+}
+
+bool
+msg_br_event_ok(const struct msg_br_event *m, size_t len,
+    const char *strs[MSG_BR_NSTR])
+{
+	const char *p = (const char *)(m + 1);
+	size_t i, left;
+
+	if (len < sizeof(*m) || m->kind < BR_EV_CALL ||
+	    m->kind > BR_EV_UPSTREAM || m->reason < 0 ||
+	    m->reason >= POL_REASON__COUNT || m->taints > 1)
+		return false;
+	left = len - sizeof(*m);
+	for (i = 0; i < MSG_BR_NSTR; i++) {
+		strs[i] = NULL;
+		if (m->lens[i] == MSG_BR_NULL)
+			continue;
+		/* Its bytes, then its NUL, within what is left. */
+		if (m->lens[i] >= left || p[m->lens[i]] != '\0' ||
+		    memchr(p, '\0', m->lens[i]) != NULL)
+			return false;
+		strs[i] = p;
+		p += m->lens[i] + 1;
+		left -= m->lens[i] + 1;
+	}
+	return left == 0;
+}
+
+void
+msg_digest(const void *buf, size_t len, char out[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1)
+		mdlen = 0;
+	for (i = 0; i < mdlen && i < 32; i++) {
+		out[2 * i] = digits[md[i] >> 4];
+		out[2 * i + 1] = digits[md[i] & 0xf];
+	}
+	out[2 * i] = '\0';
 }
 
 void

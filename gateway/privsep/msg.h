@@ -52,6 +52,22 @@ enum msg_type {
 	MSG_LEARN,		/* struct msg_learn + n struct msg_elem */
 	MSG_DNS_EVENT,		/* struct msg_dns_event */
 	MSG_LOST,		/* struct msg_lost: events the child could not send */
+	/* parent -> bridge child (the policy messages, MSG_SYNC as above) */
+	MSG_BR_CONFIG,		/* struct msg_br_config: the daemon config */
+	MSG_BR_CONFIG_DATA,	/* its bytes, <= MSG_DATA_MAX per message */
+	MSG_BR_SBX_ADD,		/* struct msg_br_sbx: a sandbox exists */
+	MSG_BR_SBX_DEL,		/* struct msg_br_sbx: it is gone */
+	MSG_BR_SBX_CHANGE,	/* struct msg_br_sbx: taint or policy changed */
+	MSG_BR_RECORD_DONE,	/* struct msg_br_done: a record is durable (or not) */
+	MSG_BR_TAINT_DONE,	/* struct msg_br_done: egress narrowed (or not) */
+	MSG_BR_CTL,		/* struct msg_br_ctl: a control API request */
+	/* bridge child -> parent (and MSG_READY) */
+	MSG_BR_FAIL,		/* struct msg_br_fail: it cannot serve, and why */
+	MSG_BR_RECORD,		/* struct msg_br_event + strings: durable record */
+	MSG_BR_FINDING,		/* struct msg_br_event + strings: a finding */
+	MSG_BR_TAINT,		/* struct msg_br_taint: narrow this sandbox */
+	MSG_BR_CTL_REPLY,	/* struct msg_br_ctl_reply + body */
+	MSG_BR_STATS,		/* struct msg_br_stats */
 	MSG_TYPE_MAX
 };
 
@@ -64,6 +80,11 @@ enum msg_type {
 #define MSG_ID_MAX		33u		/* a sandbox id, with its NUL */
 #define MSG_POLNAME_MAX		65u		/* a policy name, with its NUL */
 #define MSG_ERR_MAX		128u
+#define MSG_CONFIG_MAX		(1024u * 1024u)	/* as pol_config_load */
+#define MSG_BR_LABELS		16u		/* as BR_MAX_LABELS */
+#define MSG_BR_NSTR		19u		/* strings of an event */
+#define MSG_BR_STR_MAX		(2u * 1024u * 1024u)	/* an event's strings */
+#define MSG_BR_BODY_MAX		(4u * 1024u * 1024u)	/* a control reply */
 
 struct msg_hdr {
 	uint32_t	type;		/* enum msg_type */
@@ -145,6 +166,106 @@ struct msg_lost {
 	uint64_t	events;		/* dns.decision records never sent */
 };
 
+/* The daemon config for the bridge process, whose bytes follow in
+ * MSG_BR_CONFIG_DATA: loaded there again from the same text, with the
+ * limits the parent fitted to its descriptors. */
+struct msg_br_config {
+	char		path[256];	/* names the text in messages */
+	uint32_t	len;		/* bytes that follow, <= MSG_CONFIG_MAX */
+	char		digest[65];	/* msg_digest of them */
+	uint32_t	lim_conns, lim_conns_sbx, lim_request_s;
+};
+
+/* A sandbox as the bridge needs it: who it is (subject and labels, which
+ * the policy matches) and the digest of its bearer token, never the token. */
+struct msg_br_sbx {
+	char		id[MSG_ID_MAX];
+	char		policy[MSG_POLNAME_MAX];
+	char		subject[128];
+	char		label_keys[MSG_BR_LABELS][64];
+	char		label_values[MSG_BR_LABELS][128];
+	uint8_t		token_sha256[32];
+	uint8_t		addr4[4];	/* network byte order */
+	uint8_t		nlabels;
+	uint8_t		tainted;
+	uint8_t		usable;		/* 0: its identity does not fit the
+					   bridge's fields: it calls nothing */
+};
+
+struct msg_br_done {
+	uint64_t	ticket;
+	int32_t		ok;		/* 1 done, 0 not */
+};
+
+struct msg_br_taint {
+	uint64_t	ticket;
+	char		id[MSG_ID_MAX];
+};
+
+/* What a control request asks of the bridge. */
+enum msg_br_op {
+	MSG_BR_OP_APPROVALS = 1,	/* list pending calls (JSON) */
+	MSG_BR_OP_DECIDE,		/* approve or deny one */
+	MSG_BR_OP_PINS,			/* a server's pins (YAML) */
+	MSG_BR_OP_ACCEPT,		/* accept a tool's definition */
+	MSG_BR_OP_MAX
+};
+
+struct msg_br_ctl {
+	uint64_t	ticket;
+	uint32_t	op;		/* enum msg_br_op */
+	uint8_t		approve;	/* DECIDE: 1 approve, 0 deny */
+	uint8_t		has_note, has_reason;
+	uint8_t		pad;
+	int64_t		uid;		/* DECIDE: the caller, from the socket */
+	char		id[64];		/* DECIDE: the pending call */
+	char		server[128];	/* PINS, ACCEPT */
+	char		tool[128];	/* ACCEPT */
+	char		name[160];	/* DECIDE: the caller's user name */
+	char		note[129];
+	char		reason[1025];
+};
+
+struct msg_br_ctl_reply {
+	uint64_t	ticket;
+	int32_t		err_no;		/* 0, or the bridge function's errno */
+	uint32_t	len;		/* body bytes that follow */
+};
+
+struct msg_br_fail {
+	char		err[256];
+};
+
+struct msg_br_stats {
+	uint32_t	pending_approvals;
+	uint32_t	calls;		/* tool calls in flight */
+};
+
+/* One bridge event (struct br_event) flat: numbers here, and the
+ * MSG_BR_NSTR strings after it in this order, each NUL-terminated, with
+ * lens[i] its length or MSG_BR_NULL when the field is absent. */
+#define MSG_BR_NULL	UINT32_MAX
+enum msg_br_str {
+	MSG_BRS_SANDBOX, MSG_BRS_SUBJECT, MSG_BRS_POLICY, MSG_BRS_SRC,
+	MSG_BRS_SESSION, MSG_BRS_SERVER, MSG_BRS_TOOL, MSG_BRS_ARGS,
+	MSG_BRS_ARGS_DIGEST, MSG_BRS_DECISION, MSG_BRS_RULE, MSG_BRS_MESSAGE,
+	MSG_BRS_BUDGET, MSG_BRS_APPROVER, MSG_BRS_APPROVER_NOTE,
+	MSG_BRS_APPROVAL, MSG_BRS_CLASSIFICATION, MSG_BRS_RESULT_DIGEST,
+	MSG_BRS_DETAIL
+};
+struct msg_br_event {
+	uint64_t	ticket;		/* MSG_BR_RECORD: for the done */
+	uint32_t	kind;		/* enum br_event_kind */
+	int32_t		reason;		/* enum pol_reason */
+	int64_t		approver_uid;
+	int64_t		upstream_latency_us;
+	uint64_t	result_bytes;
+	uint32_t	redactions;
+	uint8_t		taints;
+	uint8_t		pad[3];
+	uint32_t	lens[MSG_BR_NSTR];
+};
+
 /*
  * msg_check: whether a payload of len bytes may be a message of type going
  * in direction dir (the type is in the enum, flows that way, and len is
@@ -171,6 +292,19 @@ bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
 /* msg_dns_event_ok: the event's strings are terminated, its enums and
  * counts within range. */
 bool		 msg_dns_event_ok(struct msg_dns_event *m);
+
+/* msg_br_sbx_ok: its strings terminated, counts and flags in range. */
+bool		 msg_br_sbx_ok(const struct msg_br_sbx *s);
+/* msg_br_ctl_ok: op known, strings terminated, flags 0 or 1. */
+bool		 msg_br_ctl_ok(const struct msg_br_ctl *m);
+/* msg_br_event_ok: an event of len payload bytes is whole: kind and
+ * reason within their enums, taints 0 or 1, and the strings exactly fill
+ * the rest, each ending where its length says and holding no other NUL.
+ * On success strs[i] points at string i inside m (NULL when absent). */
+bool		 msg_br_event_ok(const struct msg_br_event *m, size_t len,
+		    const char *strs[MSG_BR_NSTR]);
+/* msg_digest: lower-case hex SHA-256 of len bytes of buf into out. */
+void		 msg_digest(const void *buf, size_t len, char out[65]);
 
 /* msg_elem_from / msg_elem_to: between fw_elem and its flat form; to's
  * e->name points into m (valid as long as m). */

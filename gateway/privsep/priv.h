@@ -52,7 +52,7 @@
  * (filter.c). */
 enum priv_room {
 	PRIV_ROOM_DNS,		/* the DNS proxy: one epoll loop, sockets */
-	PRIV_ROOM_BRIDGE	/* the MCP bridge: threads, files, fork+exec */
+	PRIV_ROOM_BRIDGE	/* the MCP bridge: threads, reading files, its database */
 };
 
 /* priv_room_name: "dns" or "bridge" (for messages); "?" for a value

@@ -18,6 +18,9 @@ SLUICED=$SLUICE_BUILD/sluiced
 SLUICE=$SLUICE_BUILD/sluice
 E2E_FAILS=0
 E2E_TMP=$(mktemp -d /tmp/sluice-e2e.XXXXXX)
+# Traversable (not listable) by the bridge's user, whose stdio MCP servers
+# read and write files the scenarios put here.
+chmod 0711 "$E2E_TMP"
 _CLEANUP=()
 
 # cleanup_push CMD...: run CMD (as one eval'd string) at exit, last in first out.

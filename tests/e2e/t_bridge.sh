@@ -32,6 +32,9 @@ CFG=$E2E_TMP/sluice.yaml
 DRIFT=$E2E_TMP/drift
 SECRETS=$E2E_TMP/secrets
 mkdir -p "$POL" "$DRIFT" "$SECRETS"
+# The drift server runs as the bridge's user: its directory is writable
+# by it.
+chmod 0777 "$DRIFT"
 chmod 0700 "$SECRETS"
 # Fake credentials, unique to this run so that a grep cannot match by luck.
 STDIO_CRED="sk-fake-stdio-$$-$RANDOM$RANDOM"
@@ -284,7 +287,7 @@ check_eq "its record: the real uid and name; the claimed name only as a note" \
     "${NOBODY:-65534} 65534 root" \
     "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null |
       grep 'spoofed' | jq -r '"\(.approver) \(.approver_uid) \(.approver_note)"')"
-chmod 0700 "$E2E_TMP"
+chmod 0711 "$E2E_TMP"	# as lib.sh leaves it
 
 # /metrics: every call recorded so far waited for its durable record once,
 # and those waits add up to a positive time.
@@ -317,6 +320,7 @@ client "$A" "$TA" drift --list >"$OUT/d2" 2>&1
 check_eq "drift: the changed tool is withheld" "stable " \
     "$(jq -r '.tools[].name' "$OUT/d2" 2>/dev/null | sort | tr '\n' ' ')"
 : >"$DRIFT/calls.log"
+chmod 0666 "$DRIFT/calls.log"
 client "$A" "$TA" drift --call shifty '{"note":"x"}' >"$OUT/d3" 2>&1
 check_eq "drift: calling the withheld tool is denied" "true" "$(jq -r .isError "$OUT/d3" 2>/dev/null)"
 check_fails "drift: the withheld call never reached the upstream" grep -q shifty "$DRIFT/calls.log"

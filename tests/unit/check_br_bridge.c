@@ -249,7 +249,7 @@ h_finding(void *ctx, const struct br_event *ev)
 }
 
 static int
-h_restrict(void *ctx, const char *sandbox)
+h_restrict(void *ctx, const char *sandbox, br_taint_done *done, void *arg)
 {
 	(void)ctx;
 	(void)sandbox;
@@ -257,7 +257,10 @@ h_restrict(void *ctx, const char *sandbox)
 	restrict_calls++;
 	restrict_seq = ++seq;
 	pthread_mutex_unlock(&mu);
-	return fail_restrict ? -1 : 0;
+	if (fail_restrict)
+		return -1;
+	done(arg, 1);
+	return 0;
 }
 
 static int

@@ -1,0 +1,848 @@
+/*
+ * child.c: the bridge process. sluiced's parent starts it (gateway/privsep/
+ * proc.c) with the bridge's listener, bound on the service address, and
+ * one end of a socket pair. Everything a sandbox sends to the bridge port
+ * (HTTP, JSON-RPC, SSE) is parsed here, and the upstream credentials live
+ * here and nowhere else: the parent never reads them.
+ *
+ * It starts as root, because what it needs at the start is root's: the
+ * config the parent streams (loaded again from the same bytes), the
+ * credential files, bridge.db in the state directory. Once they are open,
+ * and before the first byte of a sandbox is read, it forks the starter of
+ * the stdio servers (spawn.h), becomes the bridge's own user with no
+ * capabilities and no_new_privs, and installs its seccomp filter
+ * (gateway/privsep/priv.h). It holds no signing key, no state database, no
+ * netlink socket that changes anything.
+ *
+ * What it knows of sandboxes it was told (the table as add/remove/change
+ * messages, with a digest of each bearer token, never the token); what it
+ * decides goes back as messages: each mcp.call record, whose durability the
+ * parent acknowledges before the result is released; findings; a taint,
+ * which the parent applies to the kernel and acknowledges before a
+ * tainting result is released. Control requests (approvals, pins) come in
+ * as messages and their answers go back as text the parent passes on.
+ *
+ * It fails closed: until the first MSG_SYNC it serves nothing, and when
+ * the parent goes away it exits (nothing could be recorded any more).
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "gateway/bridge/br_int.h"
+#include "gateway/bridge/bridge.h"
+#include "gateway/bridge/spawn.h"
+#include "gateway/ev.h"
+#include "gateway/log.h"
+#include "gateway/privsep/chan.h"
+#include "gateway/privsep/msg.h"
+#include "gateway/privsep/polrx.h"
+#include "gateway/privsep/priv.h"
+#include "gateway/privsep/proc.h"
+
+#define BRC_BUCKETS	4096u			/* sandbox table by address */
+#define BRC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
+#define BRC_STATS_MS	1000u
+
+struct brc_sbx {
+	struct brc_sbx	*next;
+	struct msg_br_sbx s;
+};
+
+/* The policy set in force, counted: a call holds the set it started
+ * under until it is finished, whatever reloads come meanwhile. */
+struct brc_pset {
+	unsigned	 refs;
+	struct pol_set	*set;
+};
+
+/* A record or a taint the parent has yet to acknowledge. */
+enum brc_wait_kind { BRC_W_RECORD = 1, BRC_W_TAINT };
+struct brc_wait {
+	struct brc_wait		*next, **prevp;
+	uint64_t		 ticket;
+	enum brc_wait_kind	 kind;
+	void			(*done)(void *, int);
+	void			*arg;
+};
+
+struct brc {
+	struct ev_loop		*loop;
+	struct chan		*ch;
+	struct br		*br;
+	struct pol_config	*cfg;
+	/* the config on its way in */
+	struct msg_br_config	 chdr;
+	char			*cbuf;
+	size_t			 cgot;
+	bool			 chave;
+	struct polrx		*rx;
+	struct brc_pset		*pset;
+	struct brc_sbx		*tab[BRC_BUCKETS];
+	size_t			 nsbx;
+	struct brc_wait		*waits;
+	uint64_t		 next_ticket;
+	int			 lfd;
+	int			 spawn_fd;
+	pid_t			 spawn_pid;
+	uid_t			 uid;
+	gid_t			 gid;
+	struct ev_timer		*stats;
+	struct msg_br_stats	 last;
+	int			 status;
+};
+
+/* ------------------------------------------------------------- table */
+
+static uint32_t
+addr_hash(const uint8_t a[4])
+{
+	uint32_t h;
+
+	memcpy(&h, a, 4);
+	h ^= h >> 16;
+	h *= 0x45d9f3bu;
+	h ^= h >> 16;
+	return h % BRC_BUCKETS;
+}
+
+static struct brc_sbx **
+tab_find(struct brc *d, const uint8_t a[4])
+{
+	struct brc_sbx **pp = &d->tab[addr_hash(a)];
+
+	for (; *pp != NULL; pp = &(*pp)->next)
+		if (memcmp((*pp)->s.addr4, a, 4) == 0)
+			return pp;
+	return pp;
+}
+
+static int
+tab_put(struct brc *d, const struct msg_br_sbx *s)
+{
+	struct brc_sbx **pp = tab_find(d, s->addr4), *e;
+
+	if ((e = *pp) == NULL) {
+		if ((e = calloc(1, sizeof(*e))) == NULL)
+			return -1;
+		*pp = e;
+		d->nsbx++;
+	}
+	e->s = *s;
+	return 0;
+}
+
+static void
+tab_del(struct brc *d, const struct msg_br_sbx *s)
+{
+	struct brc_sbx **pp = tab_find(d, s->addr4), *e;
+
+	if ((e = *pp) == NULL || strcmp(e->s.id, s->id) != 0)
+		return;
+	*pp = e->next;
+	free(e);
+	d->nsbx--;
+}
+
+static void
+tab_clear(struct brc *d)
+{
+	struct brc_sbx *e;
+	size_t i;
+
+	for (i = 0; i < BRC_BUCKETS; i++)
+		while ((e = d->tab[i]) != NULL) {
+			d->tab[i] = e->next;
+			free(e);
+		}
+	d->nsbx = 0;
+}
+
+static void
+pset_unref(struct brc_pset *ps)
+{
+	if (ps == NULL || --ps->refs > 0)
+		return;
+	pol_set_free(ps->set);
+	free(ps);
+}
+
+/* ------------------------------------------------------------ waits */
+
+static struct brc_wait *
+wait_add(struct brc *d, enum brc_wait_kind kind, void (*done)(void *, int),
+    void *arg)
+{
+	struct brc_wait *w;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return NULL;
+	w->ticket = ++d->next_ticket;
+	w->kind = kind;
+	w->done = done;
+	w->arg = arg;
+	if ((w->next = d->waits) != NULL)
+		w->next->prevp = &w->next;
+	w->prevp = &d->waits;
+	d->waits = w;
+	return w;
+}
+
+static void
+wait_unlink(struct brc_wait *w)
+{
+	if ((*w->prevp = w->next) != NULL)
+		w->next->prevp = w->prevp;
+}
+
+/* The acknowledgement of ticket, of the kind it must be: anything else is
+ * a parent we do not understand, and answers nothing. */
+static void
+wait_done(struct brc *d, enum brc_wait_kind kind, const struct msg_br_done *m)
+{
+	struct brc_wait *w;
+
+	for (w = d->waits; w != NULL; w = w->next)
+		if (w->ticket == m->ticket && w->kind == kind)
+			break;
+	if (w == NULL)
+		return;
+	wait_unlink(w);
+	w->done(w->arg, m->ok == 1);
+	free(w);
+}
+
+/* Every wait fails: the parent is gone, or the bridge is stopping. */
+static void
+waits_fail(struct brc *d)
+{
+	struct brc_wait *w;
+
+	while ((w = d->waits) != NULL) {
+		wait_unlink(w);
+		w->done(w->arg, 0);
+		free(w);
+	}
+}
+
+/* ------------------------------------------------------------- hooks */
+
+static const uint32_t table_types[] = { MSG_BR_SBX_ADD, MSG_BR_SBX_DEL,
+    MSG_BR_SBX_CHANGE };
+
+static int
+h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
+    const char *token, struct br_client *out)
+{
+	struct brc *d = ctx;
+	const struct sockaddr_in *sin;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	struct brc_sbx *e;
+	size_t i;
+
+	if (src == NULL || src->sa_family != AF_INET ||
+	    len < (socklen_t)sizeof(*sin) || token == NULL ||
+	    d->pset == NULL)
+		return -1;
+	sin = (const struct sockaddr_in *)(const void *)src;
+	/* A sandbox is in the table before its creation returns: a miss
+	 * takes the table's messages that wait and looks again. */
+	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL &&
+	    (chan_take(d->ch, table_types, sizeof(table_types) /
+	    sizeof(table_types[0])) == 0 ||
+	    (e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL))
+		return -1;
+	/* The address alone is not enough: the token must be this
+	 * sandbox's too. Only its digest is here to compare with. */
+	if (!e->s.usable || EVP_Digest(token, strlen(token), md, &mdlen,
+	    EVP_sha256(), NULL) != 1 || mdlen != sizeof(e->s.token_sha256) ||
+	    CRYPTO_memcmp(md, e->s.token_sha256, mdlen) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	memcpy(out->id, e->s.id, strnlen(e->s.id, sizeof(out->id) - 1));
+	memcpy(out->subject, e->s.subject, strnlen(e->s.subject,
+	    sizeof(out->subject) - 1));
+	for (i = 0; i < e->s.nlabels && i < BR_MAX_LABELS; i++) {
+		memcpy(out->label_keys[i], e->s.label_keys[i],
+		    strnlen(e->s.label_keys[i], sizeof(out->label_keys[i]) -
+		    1));
+		memcpy(out->label_values[i], e->s.label_values[i],
+		    strnlen(e->s.label_values[i],
+		    sizeof(out->label_values[i]) - 1));
+	}
+	out->nlabels = i;
+	out->tainted = e->s.tainted != 0;
+	/* A sandbox whose policy vanished in a reload calls nothing. */
+	if ((out->policy = pol_set_get(d->pset->set, e->s.policy)) == NULL)
+		return -1;
+	d->pset->refs++;
+	out->policy_ref = d->pset;
+	return 0;
+}
+
+static void
+h_release(void *ctx, void *policy_ref)
+{
+	(void)ctx;
+	pset_unref(policy_ref);
+}
+
+/* An event, flat: the numbers, then each string with its NUL. */
+static int
+send_event(struct brc *d, uint32_t type, const struct br_event *ev,
+    uint64_t ticket)
+{
+	const char *strs[MSG_BR_NSTR] = {
+		[MSG_BRS_SANDBOX] = ev->sandbox,
+		[MSG_BRS_SUBJECT] = ev->subject,
+		[MSG_BRS_POLICY] = ev->policy,
+		[MSG_BRS_SRC] = ev->src,
+		[MSG_BRS_SESSION] = ev->session,
+		[MSG_BRS_SERVER] = ev->server,
+		[MSG_BRS_TOOL] = ev->tool,
+		[MSG_BRS_ARGS] = ev->args,
+		[MSG_BRS_ARGS_DIGEST] = ev->args_digest,
+		[MSG_BRS_DECISION] = ev->decision,
+		[MSG_BRS_RULE] = ev->rule,
+		[MSG_BRS_MESSAGE] = ev->message,
+		[MSG_BRS_BUDGET] = ev->budget,
+		[MSG_BRS_APPROVER] = ev->approver,
+		[MSG_BRS_APPROVER_NOTE] = ev->approver_note,
+		[MSG_BRS_APPROVAL] = ev->approval,
+		[MSG_BRS_CLASSIFICATION] = ev->classification,
+		[MSG_BRS_RESULT_DIGEST] = ev->result_digest,
+		[MSG_BRS_DETAIL] = ev->detail,
+	};
+	struct iovec v[1 + MSG_BR_NSTR];
+	struct msg_br_event m;
+	size_t i, total = 0;
+	int n = 1;
+
+	memset(&m, 0, sizeof(m));
+	m.ticket = ticket;
+	m.kind = (uint32_t)ev->kind;
+	m.reason = (int32_t)ev->reason;
+	m.approver_uid = ev->approver_uid;
+	m.upstream_latency_us = ev->upstream_latency_us;
+	m.result_bytes = ev->result_bytes;
+	m.redactions = ev->redactions;
+	m.taints = ev->taints ? 1 : 0;
+	v[0].iov_base = &m;
+	v[0].iov_len = sizeof(m);
+	for (i = 0; i < MSG_BR_NSTR; i++) {
+		if (strs[i] == NULL) {
+			m.lens[i] = MSG_BR_NULL;
+			continue;
+		}
+		m.lens[i] = (uint32_t)strlen(strs[i]);
+		total += (size_t)m.lens[i] + 1;
+		if (total > MSG_BR_STR_MAX) {
+			errno = EMSGSIZE;
+			return -1;
+		}
+		v[n].iov_base = (void *)(uintptr_t)strs[i];
+		v[n++].iov_len = (size_t)m.lens[i] + 1;
+	}
+	return chan_send(d->ch, type, v, n);
+}
+
+static int
+h_record(void *ctx, const struct br_event *ev, br_record_done *done,
+    void *arg)
+{
+	struct brc *d = ctx;
+	struct brc_wait *w;
+
+	if (d->ch == NULL || (w = wait_add(d, BRC_W_RECORD, done, arg)) ==
+	    NULL)
+		return -1;
+	if (send_event(d, MSG_BR_RECORD, ev, w->ticket) == -1) {
+		log_warn("mcp.call record to the parent");
+		wait_unlink(w);
+		free(w);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+h_finding(void *ctx, const struct br_event *ev)
+{
+	struct brc *d = ctx;
+
+	if (d->ch != NULL && send_event(d, MSG_BR_FINDING, ev, 0) == -1)
+		log_warn("finding to the parent");
+}
+
+static int
+h_restrict(void *ctx, const char *sandbox_id, br_taint_done *done, void *arg)
+{
+	struct brc *d = ctx;
+	struct msg_br_taint m;
+	struct brc_wait *w;
+
+	if (d->ch == NULL || strlen(sandbox_id) >= sizeof(m.id) ||
+	    (w = wait_add(d, BRC_W_TAINT, done, arg)) == NULL)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	m.ticket = w->ticket;
+	memcpy(m.id, sandbox_id, strlen(sandbox_id));
+	if (chan_send1(d->ch, MSG_BR_TAINT, &m, sizeof(m)) == -1) {
+		wait_unlink(w);
+		free(w);
+		return -1;
+	}
+	return 0;
+}
+
+/* Every failed authentication goes to the parent as a finding; the
+ * parent's recorder keeps its budget per source. */
+static int
+h_auth_tally(void *ctx, const char *src)
+{
+	(void)ctx;
+	(void)src;
+	return 1;
+}
+
+static int
+h_spawn(void *ctx, const struct pol_mcp_server *srv, int *in_fd, int *out_fd,
+    int *pidfd)
+{
+	struct brc *d = ctx;
+
+	if (srv < d->cfg->servers || srv >= d->cfg->servers +
+	    d->cfg->nservers) {
+		errno = EINVAL;
+		return -1;
+	}
+	return brsp_spawn(d->spawn_fd, (size_t)(srv - d->cfg->servers), in_fd,
+	    out_fd, pidfd);
+}
+
+/* --------------------------------------------------------- messages */
+
+static void
+quit(struct brc *d, int status, const char *why)
+{
+	if (why != NULL)
+		log_warnx("%s", why);
+	d->status = status;
+	ev_stop(d->loop);
+}
+
+/* The parent hears why before we go (its log and its finding). */
+static void
+fail(struct brc *d, const char *why)
+{
+	struct msg_br_fail f;
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.err, sizeof(f.err), "%s", why);
+	if (d->ch != NULL)
+		(void)chan_send1(d->ch, MSG_BR_FAIL, &f, sizeof(f));
+	quit(d, 1, why);
+}
+
+static void
+on_gone(void *ctx, const char *why)
+{
+	struct brc *d = ctx;
+
+	(void)why;
+	chan_free(d->ch);
+	d->ch = NULL;
+	quit(d, 0, NULL);
+}
+
+static void
+send_stats(struct brc *d)
+{
+	struct msg_br_stats s;
+	json_t *list;
+
+	if (d->br == NULL || d->ch == NULL)
+		return;
+	memset(&s, 0, sizeof(s));
+	if ((list = br_approvals_list(d->br)) != NULL) {
+		s.pending_approvals = (uint32_t)json_array_size(list);
+		json_decref(list);
+	}
+	if (memcmp(&s, &d->last, sizeof(s)) == 0)
+		return;
+	if (chan_send1(d->ch, MSG_BR_STATS, &s, sizeof(s)) == 0)
+		d->last = s;
+}
+
+static void
+on_stats(struct ev_loop *loop, void *arg)
+{
+	struct brc *d = arg;
+
+	d->stats = ev_timer_add(loop, BRC_STATS_MS, on_stats, d);
+	send_stats(d);
+}
+
+static void
+on_config(struct brc *d, uint32_t type, const void *pl, size_t len)
+{
+	struct pol_errors *errs;
+	char digest[65];
+
+	if (d->cfg != NULL) {
+		fail(d, "a second configuration");
+		return;
+	}
+	if (type == MSG_BR_CONFIG) {
+		memcpy(&d->chdr, pl, sizeof(d->chdr));
+		free(d->cbuf);
+		if (!msg_str_ok(d->chdr.path, sizeof(d->chdr.path)) ||
+		    !msg_str_ok(d->chdr.digest, sizeof(d->chdr.digest)) ||
+		    d->chdr.len == 0 || d->chdr.len > MSG_CONFIG_MAX ||
+		    (d->cbuf = malloc(d->chdr.len)) == NULL) {
+			fail(d, "configuration: a header it cannot use");
+			return;
+		}
+		d->cgot = 0;
+		d->chave = true;
+		return;
+	}
+	if (!d->chave || len > d->chdr.len - d->cgot) {
+		fail(d, "configuration: bytes out of order");
+		return;
+	}
+	memcpy(d->cbuf + d->cgot, pl, len);
+	if ((d->cgot += len) < d->chdr.len)
+		return;
+	msg_digest(d->cbuf, d->cgot, digest);
+	if (strcmp(digest, d->chdr.digest) != 0 ||
+	    (errs = pol_errors_new(8)) == NULL) {
+		fail(d, "configuration: not the text the parent loaded");
+		return;
+	}
+	d->cfg = pol_config_load_buf(d->chdr.path, d->cbuf, d->cgot, errs);
+	if (d->cfg == NULL) {
+		const char *m = pol_errors_get(errs, 0);
+		char why[300];
+
+		snprintf(why, sizeof(why), "configuration: %s", m != NULL ? m :
+		    "not loaded");
+		pol_errors_free(errs);
+		fail(d, why);
+		return;
+	}
+	pol_errors_free(errs);
+	free(d->cbuf);
+	d->cbuf = NULL;
+	/* The limits the parent fitted to the descriptors it has. */
+	if (d->chdr.lim_conns != 0)
+		d->cfg->lim_bridge_conns = d->chdr.lim_conns;
+	if (d->chdr.lim_conns_sbx != 0)
+		d->cfg->lim_bridge_conns_sbx = d->chdr.lim_conns_sbx;
+	if (d->chdr.lim_request_s != 0)
+		d->cfg->lim_bridge_request_s = d->chdr.lim_request_s;
+}
+
+static void
+on_policy(struct brc *d, uint32_t type, const void *pl, size_t len)
+{
+	struct brc_pset *ps;
+	struct pol_set *s;
+	char err[320];
+	int rc;
+
+	if ((rc = polrx_msg(d->rx, type, pl, len, d->cfg, &s, err,
+	    sizeof(err))) == -1) {
+		fail(d, err);
+		return;
+	}
+	if (rc == 0)
+		return;
+	if ((ps = calloc(1, sizeof(*ps))) == NULL) {
+		pol_set_free(s);
+		fail(d, "policy set: no memory");
+		return;
+	}
+	ps->refs = 1;
+	ps->set = s;
+	pset_unref(d->pset);
+	d->pset = ps;
+}
+
+/*
+ * The first MSG_SYNC: everything is in. Still as root: open the database,
+ * read the credentials, start the stdio starter and the upstreams; then
+ * drop every privilege and install the filter, and only then serve.
+ */
+static void
+start_bridge(struct brc *d)
+{
+	struct br_config bc;
+	struct br_hooks h;
+	struct msg_ready r;
+	char err[320];
+
+	if (d->cfg == NULL || d->pset == NULL) {
+		fail(d, "sync before configuration and policies");
+		return;
+	}
+	if ((d->spawn_fd = brsp_start(d->cfg, NULL, d->uid, d->gid,
+	    &d->spawn_pid, err, sizeof(err))) == -1) {
+		fail(d, err);
+		return;
+	}
+	memset(&bc, 0, sizeof(bc));
+	bc.cfg = d->cfg;
+	bc.port = 0;
+	bc.prebound = true;
+	bc.listen_fd = d->lfd;
+	bc.spawn = h_spawn;
+	bc.spawn_ctx = d;
+	bc.db_exclusive = true;
+	memset(&h, 0, sizeof(h));
+	h.identify = h_identify;
+	h.release = h_release;
+	h.record = h_record;
+	h.finding = h_finding;
+	h.restrict_egress = h_restrict;
+	h.auth_tally = h_auth_tally;
+	h.ctx = d;
+	d->lfd = -1;		/* the bridge's now, whatever happens */
+	if ((d->br = br_new(d->loop, &bc, &h, err, sizeof(err))) == NULL) {
+		fail(d, err);
+		return;
+	}
+	/* Nothing of a sandbox's has been read yet, and nothing will be
+	 * before this: every later syscall is the filter's to allow. */
+	if (priv_drop(d->uid, d->gid, NULL, err, sizeof(err)) == -1 ||
+	    priv_seccomp(PRIV_ROOM_BRIDGE, err, sizeof(err)) == -1) {
+		fail(d, err);
+		return;
+	}
+	d->stats = ev_timer_add(d->loop, BRC_STATS_MS, on_stats, d);
+	r.pid = (uint32_t)getpid();
+	(void)chan_send1(d->ch, MSG_READY, &r, sizeof(r));
+	log_info("serving on port %u", br_port(d->br));
+}
+
+static void
+on_ctl(struct brc *d, const struct msg_br_ctl *m)
+{
+	struct msg_br_ctl_reply r;
+	struct br_approver who;
+	struct iovec v[2];
+	char *body = NULL;
+	size_t blen = 0;
+	json_t *list;
+	FILE *fp;
+
+	memset(&r, 0, sizeof(r));
+	r.ticket = m->ticket;
+	switch (m->op) {
+	case MSG_BR_OP_APPROVALS:
+		if ((list = br_approvals_list(d->br)) == NULL ||
+		    (body = json_dumps(list, JSON_COMPACT)) == NULL)
+			r.err_no = ENOMEM;
+		json_decref(list);
+		break;
+	case MSG_BR_OP_DECIDE:
+		who.name = m->name;
+		who.uid = m->uid;
+		who.note = m->has_note ? m->note : NULL;
+		if (br_approval_decide(d->br, m->id, m->approve != 0, &who,
+		    m->has_reason ? m->reason : NULL) == -1)
+			r.err_no = errno != 0 ? errno : EIO;
+		break;
+	case MSG_BR_OP_PINS:
+		if ((fp = open_memstream(&body, &blen)) == NULL) {
+			r.err_no = ENOMEM;
+			break;
+		}
+		if (br_pins_snippet(d->br, m->server, fp) == -1)
+			r.err_no = errno != 0 ? errno : EIO;
+		if (fclose(fp) != 0 && r.err_no == 0)
+			r.err_no = ENOMEM;
+		break;
+	case MSG_BR_OP_ACCEPT:
+		if (br_pins_accept(d->br, m->server, m->tool) == -1)
+			r.err_no = errno != 0 ? errno : EIO;
+		break;
+	default:
+		r.err_no = EINVAL;
+		break;
+	}
+	if (r.err_no != 0 || body == NULL || strlen(body) > MSG_BR_BODY_MAX) {
+		if (r.err_no == 0 && body != NULL)
+			r.err_no = EMSGSIZE;
+		free(body);
+		body = NULL;
+	}
+	r.len = body != NULL ? (uint32_t)strlen(body) : 0;
+	v[0].iov_base = &r;
+	v[0].iov_len = sizeof(r);
+	v[1].iov_base = body;
+	v[1].iov_len = r.len;
+	if (chan_send(d->ch, MSG_BR_CTL_REPLY, v, r.len > 0 ? 2 : 1) == -1)
+		log_warn("control reply to the parent");
+	free(body);
+	send_stats(d);
+}
+
+static void
+on_msg(void *ctx, uint32_t type, void *pl, size_t len)
+{
+	struct brc *d = ctx;
+
+	switch (type) {
+	case MSG_BR_CONFIG:
+	case MSG_BR_CONFIG_DATA:
+		on_config(d, type, pl, len);
+		break;
+	case MSG_POLICY_BEGIN:
+	case MSG_POLICY_FILE:
+	case MSG_POLICY_DATA:
+	case MSG_POLICY_END:
+		on_policy(d, type, pl, len);
+		break;
+	case MSG_BR_SBX_ADD:
+	case MSG_BR_SBX_CHANGE:
+		if (!msg_br_sbx_ok(pl) || tab_put(d, pl) == -1)
+			fail(d, "sandbox table: bad entry or no memory");
+		break;
+	case MSG_BR_SBX_DEL:
+		if (!msg_br_sbx_ok(pl)) {
+			fail(d, "sandbox table: bad entry");
+			return;
+		}
+		tab_del(d, pl);
+		if (d->br != NULL)
+			br_sandbox_gone(d->br, ((struct msg_br_sbx *)pl)->id);
+		break;
+	case MSG_SYNC:
+		if (d->br == NULL)
+			start_bridge(d);
+		break;
+	case MSG_BR_RECORD_DONE:
+		wait_done(d, BRC_W_RECORD, pl);
+		break;
+	case MSG_BR_TAINT_DONE:
+		wait_done(d, BRC_W_TAINT, pl);
+		break;
+	case MSG_BR_CTL:
+		if (!msg_br_ctl_ok(pl) || d->br == NULL) {
+			fail(d, "a control request it cannot take");
+			return;
+		}
+		on_ctl(d, pl);
+		break;
+	default:	/* the DNS process's: not for this room */
+		fail(d, "a message for another process");
+		break;
+	}
+}
+
+static int
+parse_id(const char *s, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return errno != 0 || end == s || *end != '\0' || *out == 0 ||
+	    *out > 0x7fffffffUL ? -1 : 0;
+}
+
+int
+bridge_child_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "room", required_argument, NULL, 'r' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "foreground", no_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 }
+	};
+	unsigned long uid = 0, gid = 0;
+	int c, foreground = 0, verbose = 0;
+	struct brc *d;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "r:u:g:dv", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			break;
+		case 'u':
+			if (parse_id(optarg, &uid) == -1)
+				return 2;
+			break;
+		case 'g':
+			if (parse_id(optarg, &gid) == -1)
+				return 2;
+			break;
+		case 'd':
+			foreground = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		default:
+			return 2;
+		}
+	}
+	log_init(foreground, "sluiced");
+	log_setverbose(verbose);
+	log_procinit("bridge");
+	if (uid == 0 || gid == 0) {
+		log_warnx("--uid and --gid are required and not 0");
+		return 2;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL ||
+	    (d->rx = polrx_new()) == NULL || (d->loop = ev_new()) == NULL) {
+		log_warn("start");
+		return 1;
+	}
+	d->uid = (uid_t)uid;
+	d->gid = (gid_t)gid;
+	d->lfd = PROC_FIRST_FD;
+	d->spawn_fd = -1;
+	if ((d->ch = chan_new(d->loop, PROC_CHAN_FD, MSG_TO_CHILD,
+	    BRC_QUEUE_MAX, on_msg, on_gone, d)) == NULL) {
+		log_warn("channel");
+		return 1;
+	}
+	if (ev_run(d->loop) == -1)
+		log_warn("event loop");
+	c = d->status;
+	ev_timer_cancel(d->loop, d->stats);
+	/* Pending approvals are denied and recorded while the channel is
+	 * there to take the records (it goes when the parent is gone). */
+	br_free(d->br);
+	waits_fail(d);
+	if (d->lfd != -1)
+		close(d->lfd);
+	if (d->spawn_fd != -1)
+		close(d->spawn_fd);	/* the starter goes with it */
+	chan_free(d->ch);
+	pset_unref(d->pset);
+	polrx_free(d->rx);
+	pol_config_free(d->cfg);
+	free(d->cbuf);
+	tab_clear(d);
+	ev_free(d->loop);
+	free(d);
+	return c;
+}
