@@ -420,14 +420,19 @@ main(int argc, char **argv)
 	if (dnsw_run(dns, err, sizeof(err)) == -1)
 		fatalx("dns process: %s", err);
 	gw_set_dns(dc.gw, dns);
+	/* The control socket answers while the bridge process starts: the
+	 * pid file is there first, as it is whenever the socket answers. */
+	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 	/* The bridge process too. Without it no tool call can be checked,
 	 * so we do not serve. */
-	if (brw_run(brw, err, sizeof(err)) == -1)
-		fatalx("capability bridge: %s", err);
 	if (brw_routes(brw, ctl) == -1)
 		fatal("control API: approvals");
 	gw_set_brw(dc.gw, brw);
-	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
+	if (brw_run(brw, err, sizeof(err)) == -1) {
+		if (pidfile != NULL)
+			(void)unlink(pidfile);
+		fatalx("capability bridge: %s", err);
+	}
 
 	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
 	    -1)

@@ -126,8 +126,10 @@ static const struct priv_rule bridge_more[] = {
 	ANY(pipe2), ANY(dup), ANY(dup2), ANY(dup3), ANY(poll), ANY(ppoll),
 	ANY(select), ANY(pselect6),
 	/* getaddrinfo asks the kernel's routes (reading needs no
-	 * capability) */
+	 * capability); libcurl wakes its multi handle through a local
+	 * socket pair */
 	EQ2(socket, 0, AF_NETLINK, 2, NETLINK_ROUTE), ANY(bind),
+	EQ(socketpair, 0, AF_UNIX),
 	/* stdio servers, through their pidfds */
 	ANY(pidfd_send_signal),
 	EQ(prctl, 0, PR_GET_NAME),
