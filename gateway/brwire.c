@@ -68,6 +68,7 @@ struct brw {
 					   records go to the one that asked */
 	bool		 serving;
 	bool		 starting;	/* brw_run waits for the first start */
+	bool		 stopping;	/* brw_stop waits for the last end */
 	int		 start_rc;
 	char		 start_err[256];
 	char		 uid[16], gid[16];
@@ -646,6 +647,11 @@ on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
 	char detail[256];
 
 	lose_child(w);
+	if (w->stopping) {
+		w->stopping = false;
+		ev_stop(w->loop);
+		return;
+	}
 	w->exits++;
 	snprintf(detail, sizeof(detail), "bridge process %ld %s %d after %u "
 	    "restarts, %u calls waiting for approval lost; tool calls are "
@@ -844,6 +850,35 @@ brw_run(struct brw *w, char *err, size_t errlen)
 	return 0;
 }
 
+static void
+on_stop_timeout(struct ev_loop *loop, void *arg)
+{
+	struct brw *w = arg;
+
+	w->stopping = false;
+	ev_stop(loop);
+}
+
+/* The child denies what waits (approvals, calls in flight) and records
+ * it through us before it goes: nothing a sandbox asked for goes
+ * unrecorded because the daemon stopped. Bounded: past a few seconds it
+ * is killed like any child. */
+static void
+stop_child(struct brw *w)
+{
+	struct ev_timer *t;
+
+	if (w->ch == NULL || !w->serving ||
+	    chan_send1(w->ch, MSG_BR_STOP, NULL, 0) == -1 ||
+	    (t = ev_timer_add(w->loop, 5000, on_stop_timeout, w)) == NULL)
+		return;
+	w->stopping = true;
+	if (ev_run(w->loop) == -1 || w->stopping)
+		log_warnx("bridge process: did not stop in time");
+	w->stopping = false;
+	ev_timer_cancel(w->loop, t);
+}
+
 void
 brw_stop(struct brw *w)
 {
@@ -851,6 +886,7 @@ brw_stop(struct brw *w)
 
 	if (w == NULL)
 		return;
+	stop_child(w);
 	sbx_watch_del(w->sbx, w);
 	proc_free(w->proc);
 	lose_child(w);

@@ -741,6 +741,12 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_BR_TAINT_DONE:
 		wait_done(d, BRC_W_TAINT, pl);
 		break;
+	case MSG_BR_STOP:
+		/* The daemon stops: what waits for a person or an upstream
+		 * is denied and recorded by br_free, the parent still
+		 * listening, and then we go. */
+		quit(d, 0, NULL);
+		break;
 	case MSG_BR_CTL:
 		if (!msg_br_ctl_ok(pl) || d->br == NULL) {
 			fail(d, "a control request it cannot take");

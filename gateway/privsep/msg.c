@@ -52,6 +52,7 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	FIXED(MSG_BR_RECORD_DONE, MSG_TO_CHILD, struct msg_br_done),
 	FIXED(MSG_BR_TAINT_DONE, MSG_TO_CHILD, struct msg_br_done),
 	FIXED(MSG_BR_CTL, MSG_TO_CHILD, struct msg_br_ctl),
+	EMPTY(MSG_BR_STOP, MSG_TO_CHILD),
 	FIXED(MSG_BR_FAIL, MSG_TO_PARENT, struct msg_br_fail),
 	[MSG_BR_RECORD] = { "MSG_BR_RECORD", MSG_TO_PARENT,
 	    sizeof(struct msg_br_event), sizeof(struct msg_br_event) +

@@ -61,6 +61,7 @@ enum msg_type {
 	MSG_BR_RECORD_DONE,	/* struct msg_br_done: a record is durable (or not) */
 	MSG_BR_TAINT_DONE,	/* struct msg_br_done: egress narrowed (or not) */
 	MSG_BR_CTL,		/* struct msg_br_ctl: a control API request */
+	MSG_BR_STOP,		/* (empty) deny what waits, record it, exit */
 	/* bridge child -> parent (and MSG_READY) */
 	MSG_BR_FAIL,		/* struct msg_br_fail: it cannot serve, and why */
 	MSG_BR_RECORD,		/* struct msg_br_event + strings: durable record */

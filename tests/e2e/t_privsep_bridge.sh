@@ -45,6 +45,10 @@ cat >"$POL/pb.yaml" <<-'P'
 	      decision: allow
 	      args:
 	        note: {type: string}
+	    - tool: drift/shifty
+	      decision: ask
+	      args:
+	        note: {type: string}
 P
 world_sluiced_config "$CFG" "$POL"
 cat >>"$CFG" <<EOF
@@ -151,8 +155,21 @@ check_eq "sluice_process_up{room=\"bridge\"} is 1 again" 1 \
     "$(metrics | awk '$1 == "sluice_process_up{room=\"bridge\"}" { print $2 }')"
 
 # -------------------------------------------------- 5: it goes with sluiced
+# A call waiting for a person when sluiced stops is denied in Sluice's
+# name and recorded: the bridge process hands its records over first.
+world_mcp_client "sandbox:$S" --url "$URL/drift" --timeout 20000 \
+    --header "Authorization: Bearer $TOK" --call shifty '{"note":"y"}' \
+    >"$E2E_TMP/ask.out" 2>&1 &
+ASK=$!
+npend() { test "$(sl approvals --json 2>/dev/null | jq length)" = "$1"; }
+check "a call waits for approval" wait_for 20 npend 1
 SP2=$(server_pid)
 world_stop_sluiced
+wait "$ASK"
+check_fails "its caller got no result" grep -q "note from" "$E2E_TMP/ask.out"
+check_eq "it is recorded as denied by sluice" "denied sluice deny" \
+    "$("$SLUICE" audit tail --db "$DB" --kind mcp.call 2>/dev/null |
+      jq -r 'select(.tool == "shifty") | "\(.approval) \(.approver) \(.decision)"')"
 check "the stopped daemon's bridge process is gone" wait_for 10 sh -c "! kill -0 $P2 2>/dev/null"
 check "and its stdio server" wait_for 10 sh -c "! kill -0 ${SP2:-0} 2>/dev/null"
 

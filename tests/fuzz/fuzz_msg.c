@@ -4,7 +4,7 @@
  *
  * A random payload almost never gets past the size check, so the input
  * edits a valid one instead: byte 0 picks the message (a learn batch, a
- * DNS event, a sandbox entry), byte 1 the number of elements of a learn
+ * DNS event, a sandbox entry, a bridge event), byte 1 the number of elements of a learn
  * batch, bytes 2-3 an offset, byte 4 whether the length is cut or grown,
  * and the rest is written over the valid payload at the offset. Beyond
  * "does not crash" (ASan, UBSan):
@@ -150,6 +150,55 @@ try_event(const uint8_t *data, size_t size)
 	json_decref(j);
 }
 
+/* A bridge event: the numbers, then strings whose lengths the header
+ * gives. Accepted, every string is where its length says, NUL-terminated
+ * with no NUL inside, and together they fill the payload exactly. */
+static void
+try_br_event(const uint8_t *data, size_t size)
+{
+	static uint8_t buf[sizeof(struct msg_br_event) + 256];
+	static const char *const vals[] = { "s1", "alice", "p", "10.231.0.2",
+	    NULL, "ev", "echo", "{\"message\":\"hi\"}" };
+	struct msg_br_event *m = (struct msg_br_event *)(void *)buf;
+	const char *strs[MSG_BR_NSTR];
+	size_t i, off = sizeof(*m), got, sum = 0;
+	char *p = (char *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	m->kind = 1;
+	m->reason = POL_REASON_ALLOWED;
+	for (i = 0; i < MSG_BR_NSTR; i++) {
+		const char *v = i < sizeof(vals) / sizeof(vals[0]) ? vals[i] :
+		    NULL;
+
+		if (v == NULL) {
+			m->lens[i] = MSG_BR_NULL;
+			continue;
+		}
+		m->lens[i] = (uint32_t)strlen(v);
+		memcpy(p + off, v, strlen(v) + 1);
+		off += strlen(v) + 1;
+	}
+	edit(buf, off, data, size);
+	got = cut(off, data[4]);
+	if (msg_check(MSG_BR_RECORD, got, MSG_TO_PARENT) != 0 ||
+	    !msg_br_event_ok(m, got, strs))
+		return;
+	REQUIRE(m->kind >= 1 && m->reason >= 0 &&
+	    m->reason < POL_REASON__COUNT && m->taints <= 1);
+	for (i = 0; i < MSG_BR_NSTR; i++) {
+		if (strs[i] == NULL) {
+			REQUIRE(m->lens[i] == MSG_BR_NULL);
+			continue;
+		}
+		REQUIRE((const uint8_t *)strs[i] >= buf + sizeof(*m) &&
+		    (const uint8_t *)strs[i] + m->lens[i] < buf + got);
+		REQUIRE(strlen(strs[i]) == m->lens[i]);
+		sum += (size_t)m->lens[i] + 1;
+	}
+	REQUIRE(sum == got - sizeof(*m));
+}
+
 static void
 try_sbx(const uint8_t *data, size_t size)
 {
@@ -181,12 +230,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    MSG_TO_PARENT : MSG_TO_CHILD);
 	REQUIRE(msg_check(t, 0, MSG_TO_PARENT) != 0 ||
 	    (t > MSG_NONE && t < MSG_TYPE_MAX));
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0:
 		try_learn(data, size);
 		break;
 	case 1:
 		try_event(data, size);
+		break;
+	case 3:
+		try_br_event(data, size);
 		break;
 	default:
 		try_sbx(data, size);

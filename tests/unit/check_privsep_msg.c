@@ -19,6 +19,7 @@
 
 #include "gateway/ev.h"
 #include "gateway/privsep/chan.h"
+#include "gateway/bridge/bridge.h"
 #include "gateway/privsep/msg.h"
 
 /* ------------------------------------------------------------ msg_check */
@@ -233,6 +234,122 @@ START_TEST(test_dns_event_ok)
 		ck_assert(msg_dns_event_ok(m));
 	}
 	free(m);
+}
+END_TEST
+
+/* A bridge event with strings a, (absent), b, then nothing. */
+static size_t
+br_event(uint8_t *buf, const char *a, const char *b)
+{
+	struct msg_br_event *m = (struct msg_br_event *)(void *)buf;
+	size_t i, off = sizeof(*m);
+
+	memset(m, 0, sizeof(*m));
+	m->kind = BR_EV_CALL;
+	m->reason = POL_REASON_ALLOWED;
+	for (i = 0; i < MSG_BR_NSTR; i++)
+		m->lens[i] = MSG_BR_NULL;
+	m->lens[0] = (uint32_t)strlen(a);
+	memcpy(buf + off, a, strlen(a) + 1);
+	off += strlen(a) + 1;
+	m->lens[2] = (uint32_t)strlen(b);
+	memcpy(buf + off, b, strlen(b) + 1);
+	return off + strlen(b) + 1;
+}
+
+START_TEST(test_br_event_ok)
+{
+	static uint8_t buf[sizeof(struct msg_br_event) + 64];
+	struct msg_br_event *m = (struct msg_br_event *)(void *)buf;
+	const char *s[MSG_BR_NSTR];
+	size_t len;
+
+	len = br_event(buf, "sbx1", "policy");
+	ck_assert(msg_br_event_ok(m, len, s));
+	ck_assert_str_eq(s[0], "sbx1");
+	ck_assert_ptr_null(s[1]);
+	ck_assert_str_eq(s[2], "policy");
+	ck_assert_ptr_null(s[3]);
+	/* Bytes left over, or missing. */
+	ck_assert(!msg_br_event_ok(m, len + 1, s));
+	ck_assert(!msg_br_event_ok(m, len - 1, s));
+	/* A length that points past the payload, or short of its NUL. */
+	m->lens[2] = 40;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	len = br_event(buf, "sbx1", "policy");
+	m->lens[0] = 3;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	/* A NUL inside a string. */
+	len = br_event(buf, "sbx1", "policy");
+	buf[sizeof(*m) + 1] = '\0';
+	ck_assert(!msg_br_event_ok(m, len, s));
+	/* Kind, reason and taints out of their ranges. */
+	len = br_event(buf, "sbx1", "policy");
+	m->kind = 0;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	m->kind = BR_EV_UPSTREAM + 1;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	m->kind = BR_EV_CALL;
+	m->reason = POL_REASON__COUNT;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	m->reason = -1;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	m->reason = POL_REASON_ALLOWED;
+	m->taints = 2;
+	ck_assert(!msg_br_event_ok(m, len, s));
+	m->taints = 1;
+	ck_assert(msg_br_event_ok(m, len, s));
+	/* The table: the child sends it, within its bound. */
+	ck_assert_int_eq(msg_check(MSG_BR_RECORD, len, MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_BR_RECORD, len, MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_BR_RECORD, sizeof(*m) - 1,
+	    MSG_TO_PARENT), -1);
+	ck_assert_int_eq(msg_check(MSG_BR_RECORD, sizeof(*m) + MSG_BR_STR_MAX +
+	    1, MSG_TO_PARENT), -1);
+}
+END_TEST
+
+START_TEST(test_br_sbx_ctl_ok)
+{
+	struct msg_br_sbx b;
+	struct msg_br_ctl c;
+
+	memset(&b, 0, sizeof(b));
+	strcpy(b.id, "s1");
+	strcpy(b.policy, "p");
+	b.nlabels = 1;
+	b.usable = 1;
+	ck_assert(msg_br_sbx_ok(&b));
+	memset(b.label_values[0], 'v', sizeof(b.label_values[0]));
+	ck_assert(!msg_br_sbx_ok(&b));
+	memset(b.label_values[0], 0, sizeof(b.label_values[0]));
+	b.nlabels = MSG_BR_LABELS + 1;
+	ck_assert(!msg_br_sbx_ok(&b));
+	b.nlabels = 0;
+	b.usable = 2;
+	ck_assert(!msg_br_sbx_ok(&b));
+	b.usable = 1;
+	b.id[0] = '\0';
+	ck_assert(!msg_br_sbx_ok(&b));
+
+	memset(&c, 0, sizeof(c));
+	c.op = MSG_BR_OP_DECIDE;
+	ck_assert(msg_br_ctl_ok(&c));
+	c.op = MSG_BR_OP_MAX;
+	ck_assert(!msg_br_ctl_ok(&c));
+	c.op = MSG_BR_OP_PINS;
+	c.approve = 2;
+	ck_assert(!msg_br_ctl_ok(&c));
+	c.approve = 0;
+	memset(c.reason, 'r', sizeof(c.reason));
+	ck_assert(!msg_br_ctl_ok(&c));
+	/* Only the parent asks; only the child answers. */
+	ck_assert_int_eq(msg_check(MSG_BR_CTL, sizeof(c), MSG_TO_PARENT), -1);
+	ck_assert_int_eq(msg_check(MSG_BR_CTL_REPLY,
+	    sizeof(struct msg_br_ctl_reply), MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_BR_CTL_REPLY,
+	    sizeof(struct msg_br_ctl_reply) + MSG_BR_BODY_MAX + 1,
+	    MSG_TO_PARENT), -1);
 }
 END_TEST
 
@@ -457,6 +574,8 @@ suite(void)
 	tcase_add_test(t, test_elem_roundtrip);
 	tcase_add_test(t, test_dns_event_ok);
 	tcase_add_test(t, test_sbx_ok);
+	tcase_add_test(t, test_br_event_ok);
+	tcase_add_test(t, test_br_sbx_ctl_ok);
 	suite_add_tcase(s, t);
 	t = tcase_create("chan");
 	tcase_add_test(t, test_chan_roundtrip);
