@@ -167,6 +167,53 @@ ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
 }
 
 int
+ns_rtnl_link_down(struct ns_rtnl *r, int ifindex)
+{
+	struct nlmsghdr		*nlh;
+	struct ifinfomsg	*ifm;
+
+	nlh = rtnl_msg(r, RTM_NEWLINK, 0);
+	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	ifm->ifi_index = ifindex;
+	ifm->ifi_flags = 0;
+	ifm->ifi_change = IFF_UP;
+	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+int
+ns_rtnl_dump(struct ns_rtnl *r, uint16_t type, uint8_t family,
+    int (*cb)(const struct nlmsghdr *, void *), void *data)
+{
+	struct nlmsghdr		*nlh;
+	struct ifinfomsg	*ifm;
+	struct ifaddrmsg	*ifa;
+	struct rtmsg		*rtm;
+
+	nlh = rtnl_msg(r, type, NLM_F_DUMP);
+	/* Each dump with the header of its kind, as a strict kernel wants. */
+	switch (type) {
+	case RTM_GETLINK:
+		ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+		ifm->ifi_family = family;
+		mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+		break;
+	case RTM_GETADDR:
+		ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+		ifa->ifa_family = family;
+		break;
+	case RTM_GETROUTE:
+		rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+		rtm->rtm_family = family;
+		break;
+	default:
+		errno = EINVAL;
+		return -1;
+	}
+	return rtnl_talk(r, nlh, cb, data);
+}
+
+int
 ns_rtnl_link_del(struct ns_rtnl *r, const char *name)
 {
 	struct nlmsghdr		*nlh;

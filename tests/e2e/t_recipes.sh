@@ -16,7 +16,7 @@
 #   (c) a denied name (web.example.org) does not resolve, and its server
 #       is not reached by address either.
 # A runtime that cannot work here prints "# skip: why" and the others are
-# still asserted. Every container, bundle, image and storage directory
+# still asserted. RECIPES="attach runc" runs only those. Every container, bundle, image and storage directory
 # lives under $E2E_TMP and is removed at exit, also on failure.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
@@ -252,7 +252,120 @@ run_bwrap() {
 	judge "bwrap (ip netns exec)" "$out" "$W"
 }
 
-run_runc
-run_podman
-run_bwrap
+# ------------------------------------------------- Docker-style: attach
+# A container runtime that makes the namespace itself (`docker run
+# --network none`, containerd, a CNI runtime) and Sluice attaching to it:
+# the "container" is a process in a namespace of its own made with
+# `unshare --net` (and a mount namespace, for its resolv.conf), which
+# Sluice wires with `sandbox create --attach-pid`. Asserted: the probe's
+# three answers from inside; a namespace with a way out of its own, the
+# daemon's own namespace and one namespace twice are refused; the sandbox
+# survives a restart of the daemon; and `sandbox rm` takes back only
+# Sluice's part: the process and its namespace (same inode) stay, with lo
+# only, and the sysctls set back.
+A=rec$$-att
+# ns_sysctls PID: ip_forward and IPv6 "default" inside PID's namespace.
+ns_sysctls() {
+	nsenter -t "$1" --net sh -c 'cat /proc/sys/net/ipv4/ip_forward \
+	    /proc/sys/net/ipv6/conf/default/disable_ipv6 2>/dev/null' | tr '\n' ' '
+}
+# host_links: the sl-* and sg-* links of the host namespace.
+host_links() {
+	world_host ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 |
+	    grep -E '^s[lg]-' | sort | tr '\n' ' '
+}
+run_attach() {
+	local rc=$E2E_TMP/att-resolv.conf out=$E2E_TMP/attach.out c ident \
+	    before busy msg links hl
+	command -v unshare >/dev/null || { echo "# skip: attach: no unshare"; return 0; }
+	: >"$rc"
+	unshare --net --mount --propagation private sh -c \
+	    'mount --bind "$1" /etc/resolv.conf && exec sleep 600' sh "$rc" &
+	c=$!
+	cleanup_push "kill $c"
+	wait_for 5 sh -c "nsenter -t $c --mount test -e /etc/resolv.conf &&
+	    [ \"\$(readlink /proc/$c/ns/net)\" != \"\$(readlink /proc/self/ns/net)\" ]" ||
+	    { not_ok "attach: the container process is up"; return 0; }
+	ident=$(stat -L -c '%d:%i' "/proc/$c/ns/net")
+	before=$(ns_sysctls "$c")
+	hl=$(host_links)
+	if ! sl sandbox create --policy recipe --id "$A" --attach-pid "$c" \
+	    >"$E2E_TMP/$A.json" 2>"$E2E_TMP/att.err"; then
+		not_ok "attach: sandbox is created around the container's namespace"
+		sed 's/^/#   /' "$E2E_TMP/att.err"
+		return 0
+	fi
+	ok "attach: sandbox is created around the container's namespace"
+	check_eq "attach: the answer says attached, from /proc/PID/ns/net" \
+	    "true /proc/$c/ns/net" \
+	    "$(jq -r '"\(.attached) \(.attached_from)"' "$E2E_TMP/$A.json")"
+	check_eq "attach: the sandbox holds the container's namespace (dev:inode)" \
+	    "$ident" "$(jq -r .netns_id "$E2E_TMP/$A.json")"
+	check_eq "attach: its pin is that namespace" "$ident" \
+	    "$(stat -L -c '%d:%i' "/run/netns/sluice-$A")"
+	printf 'nameserver %s\n' "$(dns_of "$A")" >"$rc"
+	clear_logs
+	timeout 60 nsenter -t "$c" --net --mount sh "$ROOTFS/probe.sh" \
+	    >"$out" 2>&1 </dev/null
+	check_eq "attach: the probe ran in the container" 0 "$?"
+	sed 's/^/#   attach: /' "$out"
+	judge attach "$out" "$A"
+
+	# Refusals, each saying why.
+	unshare --net sh -c 'ip link add d0 type veth peer name d1 && ip addr add 192.0.2.9/24 dev d0 &&
+	    ip link set d0 up && ip route add default via 192.0.2.1 && exec sleep 600' &
+	busy=$!
+	cleanup_push "kill $busy"
+	wait_for 5 sh -c "nsenter -t $busy --net ip route show default | grep -q via" ||
+	    not_ok "attach: the busy namespace is up"
+	msg=$(sl sandbox create --policy recipe --id "$A-b" --attach-pid "$busy" 2>&1)
+	echo "#   attach: $msg"
+	check_match "attach: a namespace with a way out is refused (409 netns_busy)" \
+	    'netns_busy \(409\).*has a way out already' "$msg"
+	check_match "attach: ... naming the interface, its address and its route" \
+	    'interface d0 \(up\).*address 192\.0\.2\.9/24 on d0.*route default/0 via 192\.0\.2\.1 dev d0' "$msg"
+	check_eq "attach: ... and nothing of Sluice's is left in it" "lo d1@d0 d0@d1" \
+	    "$(nsenter -t "$busy" --net ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ' | sed 's/ $//')"
+	msg=$(sl sandbox create --policy recipe --id "$A-c" --attach-pid "$c" 2>&1)
+	check_match "attach: one namespace is one sandbox's" \
+	    "already the namespace of sandbox $A" "$msg"
+	msg=$(sl sandbox create --policy recipe --id "$A-d" \
+	    --attach "/run/netns/$WORLD_HOST_NS" 2>&1)
+	check_match "attach: the daemon's own namespace is refused" \
+	    "daemon's own network namespace" "$msg"
+	msg=$(sl sandbox create --policy recipe --id "$A-e" --attach /etc/passwd 2>&1)
+	check_match "attach: a file that is no namespace is refused" \
+	    "is not a namespace" "$msg"
+
+	# A restart adopts it: same namespace, still policed.
+	world_stop_sluiced
+	world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "attach: sluiced restarts"; return 0; }
+	check_eq "attach: after a restart the sandbox is still attached to it" \
+	    "true $ident" "$(sl sandbox show "$A" 2>&1 | jq -r '"\(.attached) \(.netns_id)"' 2>&1)"
+	clear_logs
+	timeout 60 nsenter -t "$c" --net --mount sh "$ROOTFS/probe.sh" \
+	    >"$out" 2>&1 </dev/null
+	check_match "attach: after a restart the allowed name still works" \
+	    "^allowed rc=0 package index" "$(grep '^allowed ' "$out")"
+	check_match "attach: after a restart the metadata service is still refused" \
+	    '^metadata rc=[1-9]' "$(grep '^metadata ' "$out")"
+
+	# rm: Sluice's part goes, the container and its namespace stay.
+	check "attach: sandbox rm" sl sandbox rm "$A"
+	check "attach: the container process is still running" kill -0 "$c"
+	check_eq "attach: ... in the same namespace" "$ident" \
+	    "$(stat -L -c '%d:%i' "/proc/$c/ns/net")"
+	links=$(nsenter -t "$c" --net ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')
+	check_eq "attach: ... which has lo only again (eth0 went with Sluice's link)" \
+	    "lo " "$links"
+	check_eq "attach: ... with its sysctls as they were" "$before" "$(ns_sysctls "$c")"
+	check_fails "attach: the pin is gone" test -e "/run/netns/sluice-$A"
+	check_eq "attach: no host link of it is left (sl-* or sg-*)" "$hl" \
+	    "$(host_links)"
+	check_fails "attach: the daemon no longer lists it" sl sandbox show "$A"
+}
+
+for r in ${RECIPES:-runc podman bwrap attach}; do
+	"run_$r"
+done
 finish
