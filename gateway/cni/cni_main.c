@@ -127,8 +127,10 @@ cmd_add(const struct cni_req *req, struct cni_err *e)
 	long status;
 	int r;
 
-	labels = json_pack("{s:s, s:s}", "cni.network", req->name,
-	    "cni.container", req->containerid);
+	/* Keys of [a-z0-9_] only: the audit record carries the labels as
+	 * they are, and its canonical form allows no other key. */
+	labels = json_pack("{s:s, s:s}", "cni_network", req->name,
+	    "cni_container", req->containerid);
 	if (labels != NULL && req->pod_ns[0] != '\0' && req->pod_name[0] !=
 	    '\0') {
 		char pod[320];
@@ -137,7 +139,7 @@ cmd_add(const struct cni_req *req, struct cni_err *e)
 		/* A label value has at most 128 characters: a longer pod
 		 * name is in the subject, not here. */
 		if (strlen(pod) <= 128)
-			json_object_set_new(labels, "k8s.pod", json_string(pod));
+			json_object_set_new(labels, "k8s_pod", json_string(pod));
 	}
 	body = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", req->id, "policy",
 	    req->policy, "subject", req->subject, "attach", req->netns,
@@ -295,7 +297,7 @@ cmd_gc(const struct cni_req *req, struct cni_err *e)
 	json_array_foreach(json_object_get(reply, "sandboxes"), i, sb) {
 		id = json_string_value(json_object_get(sb, "id"));
 		net = json_string_value(json_object_get(json_object_get(sb,
-		    "labels"), "cni.network"));
+		    "labels"), "cni_network"));
 		if (id == NULL || net == NULL || strcmp(net, req->name) != 0 ||
 		    strncmp(id, "cni-", 4) != 0 || valid_attachment(valid, id))
 			continue;

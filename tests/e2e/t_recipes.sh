@@ -16,7 +16,7 @@
 #   (c) a denied name (web.example.org) does not resolve, and its server
 #       is not reached by address either.
 # A runtime that cannot work here prints "# skip: why" and the others are
-# still asserted. RECIPES="attach runc" runs only those. Every container, bundle, image and storage directory
+# still asserted. RECIPES="attach cni" runs only those. Every container, bundle, image and storage directory
 # lives under $E2E_TMP and is removed at exit, also on failure.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
@@ -365,7 +365,127 @@ run_attach() {
 	check_fails "attach: the daemon no longer lists it" sl sandbox show "$A"
 }
 
-for r in ${RECIPES:-runc podman bwrap attach}; do
+# -------------------------------------------------------------------- CNI
+# build/sluice-cni called as the CNI spec says (CNI_* environment, network
+# config on stdin), the way a runtime runs examples/cni/10-sluice.conflist:
+# each plugin of the list in order for ADD, with the previous one's result
+# as prevResult, and in reverse for DEL. Debian's loopback plugin is put in
+# front of it, as containerd does, so the chain is a real one. Debian ships
+# the plugins (containernetworking-plugins) but no cnitool, so the list is
+# run here as libcni runs it. The pod is a process in its own namespace,
+# bind-mounted as runtimes pin one.
+C=rec$$-cni
+CNI_DIR=$E2E_TMP/cni
+# cni_exec CMD PLUGIN_CONF NETNS CONTAINERID: one plugin call; its stdout.
+cni_exec() {
+	local type
+	type=$(printf '%s' "$2" | jq -r .type)
+	printf '%s' "$2" | CNI_COMMAND=$1 CNI_CONTAINERID=$4 CNI_NETNS=$3 \
+	    CNI_IFNAME=eth0 CNI_PATH=$CNI_DIR/bin \
+	    CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=agent-0" \
+	    "$CNI_DIR/bin/$type"
+}
+# cni_list CMD LIST NETNS CONTAINERID: the list run as libcni runs it; the
+# last result on stdout, 1 at the first plugin that fails (its error shown).
+cni_list() {
+	local n i conf prev='' out order
+	n=$(jq '.plugins | length' "$2")
+	order=$(seq 0 $((n - 1)))
+	[ "$1" = DEL ] && order=$(seq $((n - 1)) -1 0)
+	for i in $order; do
+		conf=$(jq -c --argjson i "$i" --arg prev "$prev" '
+		    .plugins[$i] + {cniVersion, name} +
+		    (if $prev == "" then {} else {prevResult: ($prev | fromjson)} end)' "$2")
+		out=$(cni_exec "$1" "$conf" "$3" "$4") || { printf '%s\n' "$out"; return 1; }
+		[ "$1" = ADD ] && prev=$out
+	done
+	printf '%s\n' "$prev"
+}
+run_cni() {
+	local list=$CNI_DIR/10-sluice.conflist pin=$CNI_DIR/netns-pod c res out \
+	    cid=0123456789abcdef0123456789abcdef addr err
+	[ -x "$SLUICE_BUILD/sluice-cni" ] || { not_ok "cni: build/sluice-cni is built"; return 0; }
+	[ -x /usr/lib/cni/loopback ] || { echo "# skip: cni: no /usr/lib/cni/loopback"; return 0; }
+	mkdir -p "$CNI_DIR/bin"
+	ln -s "$SLUICE_BUILD/sluice-cni" "$CNI_DIR/bin/sluice-cni"
+	ln -s /usr/lib/cni/loopback "$CNI_DIR/bin/loopback"
+	# The example list, pointed at this world's daemon and policy, with
+	# loopback in front.
+	jq --arg sock "$WORLD_SOCK" '.plugins[0].socket = $sock |
+	    .plugins[0].policy = "recipe" | .plugins = [{type: "loopback"}] + .plugins' \
+	    "$TOP/examples/cni/10-sluice.conflist" >"$list" ||
+	    { not_ok "cni: examples/cni/10-sluice.conflist is JSON"; return 0; }
+	printf 'nameserver 192.0.2.1\n' >"$CNI_DIR/resolv.conf"
+	unshare --net --mount --propagation private sh -c \
+	    'mount --bind "$1" /etc/resolv.conf && exec sleep 600' sh "$CNI_DIR/resolv.conf" &
+	c=$!
+	cleanup_push "kill $c"
+	cleanup_push "umount -l '$pin'"
+	wait_for 5 sh -c "[ \"\$(readlink /proc/$c/ns/net)\" != \"\$(readlink /proc/self/ns/net)\" ]" ||
+	    { not_ok "cni: the pod process is up"; return 0; }
+	: >"$pin" && mount --bind "/proc/$c/ns/net" "$pin" ||
+	    { not_ok "cni: the pod's namespace is pinned"; return 0; }
+
+	check_eq "cni: VERSION lists 1.0.0 and 1.1.0" '["1.0.0","1.1.0"]' \
+	    "$(CNI_COMMAND=VERSION "$CNI_DIR/bin/sluice-cni" </dev/null | jq -c .supportedVersions)"
+	if ! res=$(cni_list ADD "$list" "$pin" "$cid"); then
+		not_ok "cni: ADD of the list succeeds"; echo "#   $res"
+		world_sluiced_log | tail -n 10 | sed 's/^/#   sluiced: /'
+		return 0
+	fi
+	ok "cni: ADD of the list succeeds"
+	echo "#   cni: $res"
+	addr=$(printf '%s' "$res" | jq -r '.ips[-1].address')
+	check_eq "cni: the result lists lo (loopback's), Sluice's link and eth0 in the pod" \
+	    "lo $pin eth0 $pin" \
+	    "$(printf '%s' "$res" | jq -r '[.interfaces[0].name, .interfaces[0].sandbox, .interfaces[-1].name, .interfaces[-1].sandbox] | join(" ")')"
+	check_eq "cni: its last IP is eth0's, and it is the pod's address" \
+	    "$(printf '%s' "$res" | jq '.interfaces | length - 1')" \
+	    "$(printf '%s' "$res" | jq '.ips[-1].interface')"
+	check_match "cni: eth0 in the pod has that address" "inet ${addr//./\\.} " \
+	    "$(nsenter -t "$c" --net ip -o -4 addr show dev eth0)"
+	check_eq "cni: the sandbox is attached, with the pod's subject and labels" \
+	    "true k8s:team-a/agent-0 team-a/agent-0 sluice" \
+	    "$(sl sandbox ls --json | jq -r '.sandboxes[] | select(.labels.cni_container == "'"$cid"'") | "\(.attached) \(.subject) \(.labels.k8s_pod) \(.labels.cni_network)"')"
+	check_eq "cni: ADD again (a runtime's retry) gives the same result" "$res" \
+	    "$(cni_list ADD "$list" "$pin" "$cid")"
+	printf 'nameserver %s\n' "$(printf '%s' "$res" | jq -r '.dns.nameservers[0]')" \
+	    >"$CNI_DIR/resolv.conf"
+	clear_logs
+	timeout 60 nsenter -t "$c" --net --mount sh "$ROOTFS/probe.sh" \
+	    >"$E2E_TMP/cni.out" 2>&1 </dev/null
+	check_eq "cni: the probe ran in the pod" 0 "$?"
+	sed 's/^/#   cni: /' "$E2E_TMP/cni.out"
+	echo "{\"address\":\"x\",\"dns\":\"$(printf '%s' "$res" | jq -r '.dns.nameservers[0]')\"}" \
+	    >"$E2E_TMP/$C.json"
+	judge cni "$E2E_TMP/cni.out" "$C"
+	out=$(cni_exec CHECK "$(jq -c --argjson prev "$res" '.plugins[1] + {cniVersion, name, prevResult: $prev}' "$list")" "$pin" "$cid")
+	check_eq "cni: CHECK with the result as prevResult passes, silently" "0 " "$? $out"
+	out=$(cni_exec CHECK "$(jq -c '.plugins[1] + {cniVersion, name, prevResult: {ips: []}}' "$list")" "$pin" "$cid")
+	check_eq "cni: CHECK with another prevResult fails with code 7" 7 \
+	    "$(printf '%s' "$out" | jq .code)"
+	out=$(printf 'not json' | CNI_COMMAND=ADD CNI_CONTAINERID=x CNI_NETNS=$pin CNI_IFNAME=eth0 \
+	    "$CNI_DIR/bin/sluice-cni"); rc_=$?
+	check_eq "cni: a malformed config is CNI error 6, exit 1" "6 1" \
+	    "$(printf '%s' "$out" | jq .code) $rc_"
+	out=$(jq -c '.plugins[1] + {cniVersion, name} | del(.policy)' "$list" |
+	    CNI_COMMAND=ADD CNI_CONTAINERID=y CNI_NETNS=$pin CNI_IFNAME=eth0 "$CNI_DIR/bin/sluice-cni")
+	check_match "cni: no policy is CNI error 7, saying where to name one" \
+	    '"code":7.*SLUICE_POLICY' "$out"
+
+	check "cni: DEL of the list succeeds" cni_list DEL "$list" "$pin" "$cid"
+	check "cni: DEL again succeeds (idempotent)" cni_list DEL "$list" "$pin" "$cid"
+	check "cni: the pod process is still running" kill -0 "$c"
+	check_eq "cni: the pod's namespace has lo only again" "lo " \
+	    "$(nsenter -t "$c" --net ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
+	out=$(cni_exec CHECK "$(jq -c --argjson prev "$res" '.plugins[1] + {cniVersion, name, prevResult: $prev}' "$list")" "$pin" "$cid")
+	check_eq "cni: CHECK after DEL fails with code 3 (unknown container)" 3 \
+	    "$(printf '%s' "$out" | jq .code)"
+	err=$(CNI_COMMAND=STATUS "$CNI_DIR/bin/sluice-cni" <<<"$(jq -c '.plugins[1] + {cniVersion: "1.1.0", name}' "$list")"; echo "rc=$?")
+	check_eq "cni: STATUS (1.1) says the daemon is ready" "rc=0" "$err"
+}
+
+for r in ${RECIPES:-runc podman bwrap attach cni}; do
 	"run_$r"
 done
 finish
