@@ -40,6 +40,9 @@
  * group leader's, which differs once a thread has unshared. */
 #define THREAD_NETNS	"/proc/thread-self/ns/net"
 
+static int	unpin(const char *pin, const char *etc, int first, char *err,
+		    size_t errlen);
+
 void
 ns_seterr(char *err, size_t errlen, int errnum, const char *fmt, ...)
 {
@@ -643,6 +646,47 @@ struct made {
 	int	reserved, mounted, linked, etcdir;
 };
 
+int
+ns_inside_links(const struct ns_spec *s, struct ns_rtnl *host,
+    struct ns_rtnl *in, int nsfd, int c6, int *linked, char *err,
+    size_t errlen)
+{
+	int	eth0;
+
+	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
+		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+		return -1;
+	}
+	*linked = 1;
+	if (ipv6_ensure_off(c6, NS_SANDBOX_IF) == -1) {
+		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
+		return -1;
+	}
+	/* The loopback device is ifindex 1 in every namespace. */
+	if (ns_rtnl_link_up(in, 1) == -1) {
+		ns_seterr(err, errlen, errno, "lo up inside");
+		return -1;
+	}
+	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1) {
+		ns_seterr(err, errlen, errno, "find eth0");
+		return -1;
+	}
+	if (ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
+	    0) == -1) {
+		ns_seterr(err, errlen, errno, "address on eth0");
+		return -1;
+	}
+	if (ns_rtnl_link_up(in, eth0) == -1) {
+		ns_seterr(err, errlen, errno, "eth0 up");
+		return -1;
+	}
+	if (ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
+		ns_seterr(err, errlen, errno, "default route inside");
+		return -1;
+	}
+	return 0;
+}
+
 /* The part of ns_create done inside the new namespace; the thread is in
  * it on entry and the caller brings it back. */
 static int
@@ -650,7 +694,7 @@ create_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
     int nsfd, struct made *m, char *err, size_t errlen)
 {
 	struct ns_rtnl	*in = NULL;
-	int		 c6, none, eth0, ret = -1;
+	int		 c6, none, ret = -1;
 
 	if ((c6 = ns_conf6_open(pfd, &none)) == -1 && !none) {
 		ns_seterr(err, errlen, errno, "disable IPv6 inside");
@@ -676,37 +720,9 @@ create_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 		ns_seterr(err, errlen, errno, "rtnetlink socket inside");
 		goto out;
 	}
-	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
-		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+	if (ns_inside_links(s, host, in, nsfd, c6, &m->linked, err,
+	    errlen) == -1)
 		goto out;
-	}
-	m->linked = 1;
-	if (ipv6_ensure_off(c6, NS_SANDBOX_IF) == -1) {
-		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
-		goto out;
-	}
-	/* The loopback device is ifindex 1 in every namespace. */
-	if (ns_rtnl_link_up(in, 1) == -1) {
-		ns_seterr(err, errlen, errno, "lo up inside");
-		goto out;
-	}
-	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1) {
-		ns_seterr(err, errlen, errno, "find eth0");
-		goto out;
-	}
-	if (ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
-	    0) == -1) {
-		ns_seterr(err, errlen, errno, "address on eth0");
-		goto out;
-	}
-	if (ns_rtnl_link_up(in, eth0) == -1) {
-		ns_seterr(err, errlen, errno, "eth0 up");
-		goto out;
-	}
-	if (ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
-		ns_seterr(err, errlen, errno, "default route inside");
-		goto out;
-	}
 	ret = 0;
 out:
 	if (c6 != -1)
@@ -802,33 +818,53 @@ ns_etc_make(const struct ns_spec *s, const char *etc, int *made, char *err,
 }
 
 int
+ns_begin(const struct ns_spec *s, char *pin, char *etc,
+    struct ns_rtnl **host, int *pfd, char *err, size_t errlen)
+{
+	int	fd, e;
+
+	*host = NULL;
+	*pfd = -1;
+	if (ns_spec_valid(s, err, errlen) == -1)
+		return -1;
+	if (ns_path_join(pin, PATH_MAX, s->netns_dir, s->netns) == -1 ||
+	    ns_path_join(etc, PATH_MAX, s->etc_dir, s->netns) == -1) {
+		ns_seterr(err, errlen, errno, "paths");
+		return -1;
+	}
+	if ((*host = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket");
+		return -1;
+	}
+	/* -1 (no private instance) is not an error: /proc serves then. */
+	*pfd = ns_procfs_get();
+	/* The reservation is what makes two creates of one name exclusive. */
+	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0)) == -1) {
+		e = errno;
+		ns_seterr(err, errlen, e, "reserve %s", pin);
+		ns_rtnl_free(*host);
+		*host = NULL;
+		if (*pfd != -1)
+			close(*pfd);
+		*pfd = -1;
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int
 ns_create(const struct ns_spec *s, char *err, size_t errlen)
 {
 	char		 pin[PATH_MAX], etc[PATH_MAX];
 	struct made	 m = { 0 };
 	struct ns_rtnl	*host = NULL;
-	int		 fd, saved = -1, nsfd = -1, pfd, inside = 0, e;
+	int		 saved = -1, nsfd = -1, pfd = -1, inside = 0, e;
 
-	if (ns_spec_valid(s, err, errlen) == -1)
+	if (ns_begin(s, pin, etc, &host, &pfd, err, errlen) == -1)
 		return -1;
-	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
-	    ns_path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
-		ns_seterr(err, errlen, errno, "paths");
-		return -1;
-	}
-	if ((host = ns_rtnl_new()) == NULL) {
-		ns_seterr(err, errlen, errno, "rtnetlink socket");
-		return -1;
-	}
-	/* -1 (no private instance) is not an error: /proc serves then. */
-	pfd = ns_procfs_get();
-	/* The reservation is what makes two creates of one name exclusive. */
-	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0)) == -1) {
-		ns_seterr(err, errlen, errno, "reserve %s", pin);
-		goto fail;
-	}
-	close(fd);
 	m.reserved = 1;
 	if ((saved = open(THREAD_NETNS, O_RDONLY | O_CLOEXEC)) == -1) {
 		ns_seterr(err, errlen, errno, "open own netns");
@@ -934,9 +970,16 @@ host_link_remove(const struct ns_spec *s, struct ns_rtnl *host,
 int
 ns_delete(const struct ns_spec *s, char *err, size_t errlen)
 {
-	char		 pin[PATH_MAX], etc[PATH_MAX];
+	return ns_remove(s, NULL, NULL, err, errlen);
+}
+
+int
+ns_remove(const struct ns_spec *s, int (*inside)(void *, char *, size_t),
+    void *arg, char *err, size_t errlen)
+{
+	char		 pin[PATH_MAX], etc[PATH_MAX], e2[256];
 	struct ns_rtnl	*host;
-	int		 first = 0;
+	int		 first = 0, r;
 
 	if (ns_spec_valid(s, err, errlen) == -1)
 		return -1;
@@ -949,12 +992,31 @@ ns_delete(const struct ns_spec *s, char *err, size_t errlen)
 		ns_seterr(err, errlen, errno, "rtnetlink socket");
 		first = errno;
 	} else {
-		if (host_link_remove(s, host, pin) == -1 && errno != ENODEV) {
+		/* A namespace that outlives its pin (attached) keeps no
+		 * retired link: it is deleted, and eth0 inside with it. */
+		r = inside != NULL ? ns_rtnl_link_del(host, s->host_if) :
+		    host_link_remove(s, host, pin);
+		if (r == -1 && errno != ENODEV) {
 			ns_seterr(err, errlen, errno, "delete %s", s->host_if);
 			first = errno;
 		}
 		ns_rtnl_free(host);
 	}
+	if (inside != NULL && inside(arg, e2, sizeof(e2)) == -1 &&
+	    first == 0) {
+		first = errno != 0 ? errno : EIO;
+		ns_seterr(err, errlen, 0, "%s", e2);
+	}
+	return unpin(pin, etc, first, err, errlen);
+}
+
+/* The last steps of a removal: the pin unmounted and unlinked, the etc
+ * directory removed; absent parts are fine. first is the errno of an
+ * earlier step (0 for none), whose message is in err already and stays
+ * the one reported. */
+static int
+unpin(const char *pin, const char *etc, int first, char *err, size_t errlen)
+{
 	/* EINVAL: not a mount point (a reservation, or already gone). */
 	if (umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW) == -1 &&
 	    errno != EINVAL && errno != ENOENT && first == 0) {

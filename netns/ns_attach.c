@@ -181,6 +181,18 @@ attr_cb(const struct nlattr *a, void *data)
 	return MNL_CB_OK;
 }
 
+/* The header of a dump answer of type (hdrlen bytes) with its
+ * attributes in tb[32], or NULL for another message. */
+static const void *
+msg_parse(const struct nlmsghdr *nlh, uint16_t type, size_t hdrlen,
+    const struct nlattr **tb)
+{
+	if (nlh->nlmsg_type != type || mnl_nlmsg_get_payload_len(nlh) < hdrlen)
+		return NULL;
+	(void)mnl_attr_parse(nlh, (unsigned)hdrlen, attr_cb, tb);
+	return mnl_nlmsg_get_payload(nlh);
+}
+
 static int
 link_cb(const struct nlmsghdr *nlh, void *data)
 {
@@ -189,11 +201,8 @@ link_cb(const struct nlmsghdr *nlh, void *data)
 	struct probe *p = data;
 	const char *name = "?";
 
-	if (nlh->nlmsg_type != RTM_NEWLINK ||
-	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifm))
+	if ((ifm = msg_parse(nlh, RTM_NEWLINK, sizeof(*ifm), tb)) == NULL)
 		return MNL_CB_OK;
-	ifm = mnl_nlmsg_get_payload(nlh);
-	(void)mnl_attr_parse(nlh, sizeof(*ifm), attr_cb, tb);
 	if (tb[IFLA_IFNAME] != NULL &&
 	    mnl_attr_validate(tb[IFLA_IFNAME], MNL_TYPE_NUL_STRING) == 0)
 		name = mnl_attr_get_str(tb[IFLA_IFNAME]);
@@ -218,11 +227,8 @@ addr_cb(const struct nlmsghdr *nlh, void *data)
 	char s[INET6_ADDRSTRLEN], nb[16];
 	const uint8_t *b;
 
-	if (nlh->nlmsg_type != RTM_NEWADDR ||
-	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifa))
+	if ((ifa = msg_parse(nlh, RTM_NEWADDR, sizeof(*ifa), tb)) == NULL)
 		return MNL_CB_OK;
-	ifa = mnl_nlmsg_get_payload(nlh);
-	(void)mnl_attr_parse(nlh, sizeof(*ifa), attr_cb, tb);
 	a = tb[IFA_LOCAL] != NULL ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
 	if (a == NULL || (ifa->ifa_family == AF_INET ?
 	    mnl_attr_get_payload_len(a) != 4 :
@@ -251,11 +257,8 @@ route_cb(const struct nlmsghdr *nlh, void *data)
 	    nb[16];
 	uint32_t table, oif = 0;
 
-	if (nlh->nlmsg_type != RTM_NEWROUTE ||
-	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*rtm))
+	if ((rtm = msg_parse(nlh, RTM_NEWROUTE, sizeof(*rtm), tb)) == NULL)
 		return MNL_CB_OK;
-	rtm = mnl_nlmsg_get_payload(nlh);
-	(void)mnl_attr_parse(nlh, sizeof(*rtm), attr_cb, tb);
 	table = rtm->rtm_table;
 	if (tb[RTA_TABLE] != NULL &&
 	    mnl_attr_validate(tb[RTA_TABLE], MNL_TYPE_U32) == 0)
@@ -440,7 +443,7 @@ attach_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
     size_t errlen)
 {
 	struct ns_rtnl *in = NULL;
-	int c6, none, v, eth0, ret = -1;
+	int c6, none, v, ret = -1;
 
 	*prior = NS_PRIOR_KNOWN | (lo_up ? 0 : NS_PRIOR_LO_DOWN);
 	if ((c6 = ns_conf6_open(pfd, &none)) == -1 && !none) {
@@ -472,27 +475,8 @@ attach_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 		ns_seterr(err, errlen, errno, "rtnetlink socket inside");
 		goto out;
 	}
-	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
-		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+	if (ns_inside_links(s, host, in, nsfd, c6, linked, err, errlen) == -1)
 		goto out;
-	}
-	*linked = 1;
-	if (c6 != -1 && ns_sysctl_put(ns_ipv6_conf_open(c6, NS_SANDBOX_IF,
-	    O_WRONLY), "1") == -1) {
-		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
-		goto out;
-	}
-	if (ns_rtnl_link_up(in, LO_IFINDEX) == -1) {
-		ns_seterr(err, errlen, errno, "lo up inside");
-		goto out;
-	}
-	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1 ||
-	    ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
-	    0) == -1 || ns_rtnl_link_up(in, eth0) == -1 ||
-	    ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
-		ns_seterr(err, errlen, errno, "eth0 inside");
-		goto out;
-	}
 	ret = 0;
 out:
 	if (c6 != -1)
@@ -508,17 +492,10 @@ ns_attach(const struct ns_spec *s, int nsfd, uint32_t *prior, char *err,
 	char pin[PATH_MAX], etc[PATH_MAX], src[64], found[512];
 	struct ns_rtnl *host = NULL;
 	struct probe lo = { 0 };
-	int fd, saved = -1, pfd = -1, inside = 0, reserved = 0, mounted = 0,
+	int saved = -1, pfd = -1, inside = 0, reserved = 0, mounted = 0,
 	    linked = 0, etcdir = 0, e, r;
 
 	*prior = 0;
-	if (ns_spec_valid(s, err, errlen) == -1)
-		return -1;
-	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
-	    ns_path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
-		ns_seterr(err, errlen, errno, "paths");
-		return -1;
-	}
 	/* Again here, not only when the request was checked: something may
 	 * have been added since. */
 	if ((r = ns_attach_probe(nsfd, found, sizeof(found))) != 1) {
@@ -529,17 +506,8 @@ ns_attach(const struct ns_spec *s, int nsfd, uint32_t *prior, char *err,
 			ns_seterr(err, errlen, errno, "probe the namespace");
 		return -1;
 	}
-	if ((host = ns_rtnl_new()) == NULL) {
-		ns_seterr(err, errlen, errno, "rtnetlink socket");
+	if (ns_begin(s, pin, etc, &host, &pfd, err, errlen) == -1)
 		return -1;
-	}
-	pfd = ns_procfs_get();
-	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0)) == -1) {
-		ns_seterr(err, errlen, errno, "reserve %s", pin);
-		goto fail;
-	}
-	close(fd);
 	reserved = 1;
 	/* The pin is the namespace of nsfd itself, not whatever its path
 	 * names by now. */
@@ -609,55 +577,28 @@ fail:
 	return -1;
 }
 
+/* What ns_detach sets back inside, for ns_remove. */
+struct restore {
+	int		nsfd;
+	uint32_t	prior;
+};
+
+static int
+restore_cb(void *arg, char *err, size_t errlen)
+{
+	const struct restore *r = arg;
+
+	/* No fd: a namespace whose identity is not known is not touched. */
+	if (r->nsfd == -1)
+		return 0;
+	return restore_inside(r->nsfd, r->prior, err, errlen);
+}
+
 int
 ns_detach(const struct ns_spec *s, int nsfd, uint32_t prior, char *err,
     size_t errlen)
 {
-	char pin[PATH_MAX], etc[PATH_MAX], e2[256];
-	struct ns_rtnl *host;
-	int first = 0;
+	struct restore r = { nsfd, prior };
 
-	if (ns_spec_valid(s, err, errlen) == -1)
-		return -1;
-	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
-	    ns_path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
-		ns_seterr(err, errlen, errno, "paths");
-		return -1;
-	}
-	/* The link first: the sandbox's way out goes before anything else.
-	 * Deleting the host end deletes eth0 inside with it. */
-	if ((host = ns_rtnl_new()) == NULL) {
-		ns_seterr(err, errlen, errno, "rtnetlink socket");
-		first = errno;
-	} else {
-		if (ns_rtnl_link_del(host, s->host_if) == -1 &&
-		    errno != ENODEV) {
-			ns_seterr(err, errlen, errno, "delete %s", s->host_if);
-			first = errno;
-		}
-		ns_rtnl_free(host);
-	}
-	if (nsfd != -1 && restore_inside(nsfd, prior, e2, sizeof(e2)) == -1 &&
-	    first == 0) {
-		ns_seterr(err, errlen, 0, "%s", e2);
-		first = errno != 0 ? errno : EIO;
-	}
-	if (umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW) == -1 &&
-	    errno != EINVAL && errno != ENOENT && first == 0) {
-		ns_seterr(err, errlen, errno, "unmount %s", pin);
-		first = errno;
-	}
-	if (unlink(pin) == -1 && errno != ENOENT && first == 0) {
-		ns_seterr(err, errlen, errno, "unlink %s", pin);
-		first = errno;
-	}
-	if (ns_etc_remove(etc) == -1 && first == 0) {
-		ns_seterr(err, errlen, errno, "remove %s", etc);
-		first = errno;
-	}
-	if (first != 0) {
-		errno = first;
-		return -1;
-	}
-	return 0;
+	return ns_remove(s, restore_cb, &r, err, errlen);
 }

@@ -105,6 +105,28 @@ int	ns_resolv_write(const char *dir, const struct in_addr *service);
  * resolv.conf; *made = 1 once the directory exists. */
 int	ns_etc_make(const struct ns_spec *s, const char *etc, int *made,
 	    char *err, size_t errlen);
+/* ns_inside_links: the veth pair (host_if through host, eth0 in the
+ * namespace of nsfd; *linked = 1 once it exists), IPv6 off on eth0 (c6:
+ * the namespace's IPv6 conf directory, -1 for none), and through in (a
+ * socket inside): lo up, eth0 with s's address, up, default route via the
+ * host side. The calling thread is inside the namespace. */
+int	ns_inside_links(const struct ns_spec *s, struct ns_rtnl *host,
+	    struct ns_rtnl *in, int nsfd, int c6, int *linked, char *err,
+	    size_t errlen);
+/* ns_begin: the first steps of ns_create and ns_attach: s checked, the
+ * pin's and the etc directory's paths (PATH_MAX bytes each), the host's
+ * rtnetlink socket (*host), a procfs fd (*pfd, may be -1) and the pin
+ * reserved (O_EXCL: EEXIST if taken). On failure nothing is left. */
+int	ns_begin(const struct ns_spec *s, char *pin, char *etc,
+	    struct ns_rtnl **host, int *pfd, char *err, size_t errlen);
+/* ns_remove: ns_delete, or with inside != NULL the removal of an
+ * attached namespace: the host link deleted synchronously (never retired:
+ * the namespace lives on), then inside(arg, err, errlen) to set back what
+ * was changed in it, then the pin and etc directory. Tries every part;
+ * the first error is reported. */
+int	ns_remove(const struct ns_spec *s,
+	    int (*inside)(void *arg, char *err, size_t errlen), void *arg,
+	    char *err, size_t errlen);
 /* ns_host_side: the host end of s's veth set up (IPv6 off, no proxy ARP,
  * strict rp_filter, host_addr, up), through host (the host's socket). */
 int	ns_host_side(const struct ns_spec *s, struct ns_rtnl *host, int pfd,

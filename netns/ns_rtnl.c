@@ -151,8 +151,9 @@ ns_rtnl_link_index(struct ns_rtnl *r, const char *name)
 	return idx;
 }
 
-int
-ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
+/* IFF_UP of ifindex set (up) or cleared. */
+static int
+link_set_up(struct ns_rtnl *r, int ifindex, int up)
 {
 	struct nlmsghdr		*nlh;
 	struct ifinfomsg	*ifm;
@@ -161,24 +162,21 @@ ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
 	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	ifm->ifi_index = ifindex;
-	ifm->ifi_flags = IFF_UP;
+	ifm->ifi_flags = up ? IFF_UP : 0;
 	ifm->ifi_change = IFF_UP;
 	return rtnl_talk(r, nlh, NULL, NULL);
 }
 
 int
+ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
+{
+	return link_set_up(r, ifindex, 1);
+}
+
+int
 ns_rtnl_link_down(struct ns_rtnl *r, int ifindex)
 {
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-
-	nlh = rtnl_msg(r, RTM_NEWLINK, 0);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	ifm->ifi_index = ifindex;
-	ifm->ifi_flags = 0;
-	ifm->ifi_change = IFF_UP;
-	return rtnl_talk(r, nlh, NULL, NULL);
+	return link_set_up(r, ifindex, 0);
 }
 
 int
