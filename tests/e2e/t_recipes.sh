@@ -276,7 +276,7 @@ host_links() {
 }
 run_attach() {
 	local rc=$E2E_TMP/att-resolv.conf out=$E2E_TMP/attach.out c ident \
-	    before busy msg links hl
+	    before busy msg links hl other second
 	command -v unshare >/dev/null || { echo "# skip: attach: no unshare"; return 0; }
 	: >"$rc"
 	unshare --net --mount --propagation private sh -c \
@@ -337,8 +337,25 @@ run_attach() {
 	check_match "attach: a file that is no namespace is refused" \
 	    "is not a namespace" "$msg"
 
-	# A restart adopts it: same namespace, still policed.
+	# A second sandbox, whose pin is swapped for another namespace while
+	# the daemon is down (a path reused, or tampering): the restart must
+	# drop it without touching the namespace now under its name.
+	unshare --net sh -c 'echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 &&
+	    exec sleep 600' &
+	other=$!
+	cleanup_push "kill $other"
+	unshare --net sleep 600 &
+	second=$!
+	cleanup_push "kill $second"
+	wait_for 5 sh -c "[ \"\$(nsenter -t $other --net cat /proc/sys/net/ipv6/conf/default/disable_ipv6)\" = 1 ] &&
+	    [ \"\$(readlink /proc/$second/ns/net)\" != \"\$(readlink /proc/self/ns/net)\" ]" ||
+	    not_ok "attach: the namespaces of the swap are up"
+	check "attach: a second sandbox is attached" \
+	    sl sandbox create --policy recipe --id "$A-s" --attach-pid "$second"
+	# A restart adopts the first: same namespace, still policed.
 	world_stop_sluiced
+	umount -l "/run/netns/sluice-$A-s" && mount --bind "/proc/$other/ns/net" "/run/netns/sluice-$A-s" ||
+	    not_ok "attach: the second sandbox's pin is swapped"
 	world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "attach: sluiced restarts"; return 0; }
 	check_eq "attach: after a restart the sandbox is still attached to it" \
 	    "true $ident" "$(sl sandbox show "$A" 2>&1 | jq -r '"\(.attached) \(.netns_id)"' 2>&1)"
@@ -349,6 +366,14 @@ run_attach() {
 	    "^allowed rc=0 package index" "$(grep '^allowed ' "$out")"
 	check_match "attach: after a restart the metadata service is still refused" \
 	    '^metadata rc=[1-9]' "$(grep '^metadata ' "$out")"
+	check_fails "attach: the sandbox whose pin names another namespace is dropped" \
+	    sl sandbox show "$A-s"
+	check_eq "attach: ... and that namespace was not touched (its sysctl as it was, lo only)" \
+	    "1 lo " "$(nsenter -t "$other" --net sh -c 'cat /proc/sys/net/ipv6/conf/default/disable_ipv6;
+	    ip -o link show' | awk -F': ' 'NR == 1 { printf "%s ", $0; next } { printf "%s ", $2 }')"
+	check_eq "attach: ... while the attached one lost Sluice's link" "lo " \
+	    "$(nsenter -t "$second" --net ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
+	check_fails "attach: ... and its pin" test -e "/run/netns/sluice-$A-s"
 
 	# rm: Sluice's part goes, the container and its namespace stay.
 	check "attach: sandbox rm" sl sandbox rm "$A"
