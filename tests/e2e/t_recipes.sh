@@ -310,6 +310,10 @@ run_attach() {
 	check_eq "attach: the probe ran in the container" 0 "$?"
 	sed 's/^/#   attach: /' "$out"
 	judge attach "$out" "$A"
+	check_eq "attach: sluice exec runs in the attached namespace, with its resolv.conf" \
+	    "$ident nameserver $(dns_of "$A")" \
+	    "$(timeout 30 "$SLUICE" -s "$WORLD_SOCK" exec "$A" -- sh -c \
+	    'stat -L -c "%d:%i" /proc/self/ns/net; grep ^nameserver /etc/resolv.conf' 2>&1 | tr '\n' ' ' | sed 's/ $//')"
 
 	# Refusals, each saying why.
 	unshare --net sh -c 'ip link add d0 type veth peer name d1 && ip addr add 192.0.2.9/24 dev d0 &&
