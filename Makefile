@@ -56,7 +56,7 @@ POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
 PRIV_OBJ   := $(call obj,$(wildcard gateway/privsep/*.c))
-GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/%,$(wildcard gateway/*.c gateway/*/*.c)))
+GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/% gateway/cni/%,$(wildcard gateway/*.c gateway/*/*.c)))
 LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 
 # The CLI, file by file, so that what it carries is a decision in review:
@@ -78,6 +78,14 @@ CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
 CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 
+# The CNI plugin (gateway/cni/) is another room: build/sluice-cni is run by a
+# container runtime, as root, on a pod's config, so it links its own files
+# and the CLI's HTTP client to reach sluiced, and nothing else.
+CNI_CONF_OBJ := $(call obj,gateway/cni/cni_conf.c)
+CNI_OBJ    := $(call obj,$(wildcard gateway/cni/*.c) gateway/cli/cli_http.c)
+CNI_LDLIBS := $(shell pkg-config --libs jansson libcurl 2>/dev/null)
+CNI_BIN_DIR ?= $(PREFIX)/lib/cni
+
 UNIT_SRC   := $(wildcard tests/unit/check_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
@@ -90,7 +98,8 @@ FUZZ_BIN   := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 fuzz_deps = $(strip \
   $(if $(filter fuzz_addr% fuzz_policy%,$(1)),$(POLICY_OBJ), \
   $(if $(filter fuzz_audit%,$(1)),$(AUDIT_OBJ), \
-  $(LIB_OBJ))))
+  $(if $(filter fuzz_cni%,$(1)),$(CNI_CONF_OBJ) $(POLICY_OBJ), \
+  $(LIB_OBJ)))))
 ifeq ($(FUZZ_ENGINE),libfuzzer)
 CFLAGS  += -fsanitize=fuzzer-no-link
 FUZZ_MAIN :=
@@ -105,17 +114,21 @@ unit_deps = $(strip \
   $(if $(filter check_audit%,$(1)),$(AUDIT_OBJ), \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
   $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(POLICY_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
-  $(LIB_OBJ))))))
+  $(if $(filter check_cni%,$(1)),$(CNI_CONF_OBJ), \
+  $(LIB_OBJ)))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \
         lint valgrind
-all: $(B)/sluiced $(B)/sluice
+all: $(B)/sluiced $(B)/sluice $(B)/sluice-cni
 
 $(B)/sluiced: $(B)/obj/gateway/sluiced.o $(LIB_OBJ)
 	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/sluice: $(CLI_OBJ)
 	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LDLIBS)
+
+$(B)/sluice-cni: $(CNI_OBJ)
+	$(qld)$(CC) $(LDFLAGS) -o $@ $^ $(CNI_LDLIBS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -207,6 +220,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(B)/sluiced $(DESTDIR)$(PREFIX)/sbin/sluiced
 	install -m 0755 $(B)/sluice $(DESTDIR)$(PREFIX)/bin/sluice
+	install -d $(DESTDIR)$(CNI_BIN_DIR)
+	install -m 0755 $(B)/sluice-cni $(DESTDIR)$(CNI_BIN_DIR)/sluice-cni
 	install -d $(DESTDIR)$(PREFIX)/share/sluice/policies
 	install -m 0644 examples/sluice.yaml $(DESTDIR)$(PREFIX)/share/sluice/sluice.yaml
 	install -m 0644 examples/policies/*.yaml $(DESTDIR)$(PREFIX)/share/sluice/policies/

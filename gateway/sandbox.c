@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -56,6 +57,7 @@ struct leftover {
 	struct ns_spec	spec;
 	uint32_t	slot;
 	int		fw;		/* its elements may be left too */
+	int		attached;	/* the namespace is a provider's */
 	int		recorded;	/* its removal's record is durable */
 };
 
@@ -129,6 +131,7 @@ sb_from_rec(struct sbx *m, const struct sbx_rec *r, int adopt, char *err,
 	}
 	s->m = m;
 	s->rec = *r;
+	s->att_fd = -1;
 	/* A row marked tainted had its taint recorded right after it was
 	 * written (sbx_taint retries a record that failed, in that run). */
 	s->taint_logged = r->tainted != 0;
@@ -203,6 +206,8 @@ sb_free(struct sandbox *s)
 		return;
 	if (s->timer != NULL)
 		ev_timer_cancel(s->m->loop, s->timer);
+	if (s->att_fd != -1)
+		close(s->att_fd);
 	json_decref(s->labels);
 	gw_pset_unref(s->ps);
 	OPENSSL_cleanse(s->rec.token, sizeof(s->rec.token));
@@ -252,7 +257,7 @@ sb_kernel_remove(struct sbx *m, const struct sandbox *s, char *err,
 	 * next sandbox on this address starts with the same sweep. */
 	else
 		(void)sb_ct_flush(m, s->fsb.addr4, s->rec.id);
-	if (ns_delete(&s->spec, rc == 0 ? err : e2, rc == 0 ? errlen :
+	if (sb_ns_remove(s, rc == 0 ? err : e2, rc == 0 ? errlen :
 	    sizeof(e2)) == -1)
 		rc = -1;
 	return rc;
@@ -265,7 +270,7 @@ sb_kernel_remove(struct sbx *m, const struct sandbox *s, char *err,
  * cannot be kept (no memory): a restart frees it. */
 static void
 leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
-    int fw)
+    int fw, int attached)
 {
 	struct leftover *nv;
 
@@ -282,6 +287,7 @@ leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
 	m->left[m->nleft].spec = *spec;
 	m->left[m->nleft].slot = slot;
 	m->left[m->nleft].fw = fw;
+	m->left[m->nleft].attached = attached;
 	m->left[m->nleft].recorded = 0;
 	m->nleft++;
 }
@@ -339,7 +345,12 @@ leftovers_remove(struct sbx *m)
 				    &l->spec.sandbox_addr, "-");
 			}
 		}
-		if (rc == 0 && ns_delete(&l->spec, err, sizeof(err)) == -1)
+		/* An attached namespace lives on: its link is deleted, not
+		 * retired with it (what ns_attach set inside is not known
+		 * any more, so it stays). */
+		if (rc == 0 && (l->attached ? ns_detach(&l->spec, -1, 0, err,
+		    sizeof(err)) : ns_delete(&l->spec, err, sizeof(err))) ==
+		    -1)
 			rc = -1;
 		if (rc == -1) {
 			log_warnx("slot %u: %s stays: %s", l->slot,
@@ -477,6 +488,7 @@ static const char *const err_names[SBX_ERR_COUNT] = {
 	[SBX_ERR_NO_POLICY] = "unknown_policy",
 	[SBX_ERR_EXISTS] = "exists",
 	[SBX_ERR_NOT_FOUND] = "not_found",
+	[SBX_ERR_NETNS_BUSY] = "netns_busy",
 	[SBX_ERR_POOL_FULL] = "pool_exhausted",
 	[SBX_ERR_AUDIT_UNAVAILABLE] = "audit_unavailable",
 	[SBX_ERR_KERNEL] = "kernel",
@@ -542,10 +554,10 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	struct sandbox *s = NULL;
 	struct sbx_rec r;
 	json_t *labels = NULL;
-	char msg[512], *lj, detail[32];
+	char msg[512], *lj, detail[256];
 	uint32_t ttl = 0;
 	int64_t slot = -1;
-	int made_ns = 0, made_fw = 0, authorized = 0, tries;
+	int made_ns = 0, made_fw = 0, authorized = 0, tries, attfd = -1;
 
 	memset(&r, 0, sizeof(r));
 	*why = SBX_ERR_NONE;
@@ -554,6 +566,11 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	if (m->nleft > 0)
 		leftovers_remove(m);
 	if (create_check(m, spec, why, msg, sizeof(msg)) == -1)
+		goto fail;
+	/* Attach mode: the namespace is opened, and refused if it is not
+	 * one a sandbox can be, before anything is authorized. */
+	if (spec->attach[0] != '\0' && sb_attach_open(m, spec, &r, &attfd,
+	    why, msg, sizeof(msg)) == -1)
 		goto fail;
 	snprintf(r.id, sizeof(r.id), "%s", spec->id);
 	snprintf(r.policy, sizeof(r.policy), "%s", spec->policy);
@@ -616,10 +633,17 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 		*why = SBX_ERR_INTERNAL;
 		goto fail;
 	}
+	s->att_fd = attfd;
+	attfd = -1;
 	/* No action without a record: the decision is durable before the
 	 * kernel sees the sandbox. Blocking (rec_commit) is a group-commit
 	 * window plus an fsync; creates are rare next to packets. */
-	snprintf(detail, sizeof(detail), "ttl=%u", ttl);
+	if (s->rec.attached)
+		snprintf(detail, sizeof(detail), "ttl=%u attach=%s netns=%llu:%llu",
+		    ttl, s->rec.attach_src, (unsigned long long)s->rec.ns_dev,
+		    (unsigned long long)s->rec.ns_ino);
+	else
+		snprintf(detail, sizeof(detail), "ttl=%u", ttl);
 	if (sb_commit(m, s, "sandbox.create", "allow", "authorized", detail, msg,
 	    sizeof(msg)) == -1) {
 		*why = SBX_ERR_AUDIT_UNAVAILABLE;
@@ -628,10 +652,13 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	authorized = 1;
 	/* The kernel first, the row last: a crash in between leaves pieces
 	 * with no record, which the next start removes as orphans. */
-	if (ns_create(&s->spec, msg, sizeof(msg)) == -1) {
+	if ((s->rec.attached ? sb_attach_make(s, msg, sizeof(msg)) :
+	    ns_create(&s->spec, msg, sizeof(msg))) == -1) {
 		/* A namespace of that name that is not ours (/run/netns is
-		 * machine-wide) is a conflict, not a kernel failure. */
-		*why = errno == EEXIST ? SBX_ERR_EXISTS : SBX_ERR_KERNEL;
+		 * machine-wide) is a conflict, not a kernel failure; so is
+		 * an attached one that gained a way out since the check. */
+		*why = errno == EEXIST ? SBX_ERR_EXISTS : errno == EBUSY ?
+		    SBX_ERR_NETNS_BUSY : SBX_ERR_KERNEL;
 		goto fail;
 	}
 	made_ns = 1;
@@ -677,8 +704,9 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	sb_arm_timer(m, s);
 	m->creates++;
 	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
-	    "ttl=%u", s->rec.id, s->rec.policy, s->rec.subject,
-	    s->spec.host_if, s->rec.addr, ttl);
+	    "ttl=%u%s%s", s->rec.id, s->rec.policy, s->rec.subject,
+	    s->spec.host_if, s->rec.addr, ttl, s->rec.attached ?
+	    " attach=" : "", s->rec.attach_src);
 	sb_notify(m, SB_ADDED, s);
 	json_decref(labels);
 	sb_fill_info(m, s, 1, out);
@@ -694,7 +722,7 @@ fail:
 			log_warnx("sandbox %s: rollback: %s", s->rec.id, e2);
 			left_fw = 1;
 		}
-		if (made_ns && ns_delete(&s->spec, left_fw ? NULL : e2,
+		if (made_ns && sb_ns_remove(s, left_fw ? NULL : e2,
 		    left_fw ? 0 : sizeof(e2)) == -1) {
 			log_warnx("sandbox %s: rollback: %.200s", s->rec.id,
 			    left_fw ? "namespace or link" : e2);
@@ -707,7 +735,8 @@ fail:
 			snprintf(left, sizeof(left), "; left behind: %s "
 			    "(%.200s); slot %u held until it is removed",
 			    s->spec.host_if, e2, s->rec.index);
-			leftover_hold(m, &s->spec, s->rec.index, left_fw);
+			leftover_hold(m, &s->spec, s->rec.index, left_fw,
+			    s->rec.attached);
 		}
 		/* The log holds an "allow" for this id: say it did not
 		 * happen, durably too, so a reader never takes it for a
@@ -724,6 +753,8 @@ fail:
 		}
 		sb_free(s);
 	}
+	if (attfd != -1)
+		close(attfd);
 	if (!authorized) {
 		struct sbx_spec said = *spec;
 

@@ -45,6 +45,7 @@
 #define SBX_TTL_MAX_S		(30u * 86400u)	/* 30 days */
 #define SBX_TOKEN_HEX		64	/* 32 random bytes, hex */
 #define SBX_SLOTS_MAX		(1u << 20)	/* pool slots we index */
+#define SBX_ATTACH_MAX		127	/* characters in a namespace path */
 
 /* ------------------------------------------------- pure: validation */
 
@@ -65,6 +66,8 @@ int	sbx_label_value_valid(const char *v);
 #define SBX_SUBJECT_WANT "subject: required, want " \
 			 "[A-Za-z0-9][A-Za-z0-9._@+:/-]{0,127}"
 #define SBX_POLICY_WANT	 "policy: required (a policy name)"
+#define SBX_ATTACH_WANT	 "attach: want the absolute path of a network " \
+			 "namespace (at most 127 printable characters)"
 
 /* sbx_labels_check: 0 if labels (borrowed; NULL or JSON null means none)
  * is an object of at most SBX_LABELS_MAX string members whose keys and
@@ -96,6 +99,9 @@ struct sbx_spec {
 	char		label_keys[SBX_LABELS_MAX][SBX_LABEL_KEY_MAX + 1];
 	char		label_values[SBX_LABELS_MAX][SBX_LABEL_VALUE_MAX + 1];
 	uint32_t	ttl_s;			/* 0: the config's default */
+	/* "" makes a namespace; else the path of an existing one to wire
+	 * (attach mode: the namespace is the provider's and stays). */
+	char		attach[SBX_ATTACH_MAX + 1];
 };
 
 /* sbx_spec_check: 0 if spec is one a create can take as far as it alone
@@ -161,6 +167,8 @@ enum sbx_err {
 	SBX_ERR_NO_POLICY,		/* no policy of that name is loaded */
 	SBX_ERR_EXISTS,			/* the id, or its namespace, is taken */
 	SBX_ERR_NOT_FOUND,		/* no sandbox of that id */
+	SBX_ERR_NETNS_BUSY,		/* the namespace to attach has a way
+					 * out already */
 	SBX_ERR_POOL_FULL,		/* max_sandboxes, or no free slot */
 	SBX_ERR_AUDIT_UNAVAILABLE,	/* its record cannot be committed */
 	SBX_ERR_KERNEL,			/* the kernel refused */
@@ -188,6 +196,7 @@ struct sbx_view {
 	char		label_keys[SBX_LABELS_MAX][SBX_LABEL_KEY_MAX + 1];
 	char		label_values[SBX_LABELS_MAX][SBX_LABEL_VALUE_MAX + 1];
 	bool		tainted;
+	bool		attached;		/* the namespace is not ours */
 	int64_t		expires;		/* unix time, 0 = never */
 };
 
@@ -219,6 +228,8 @@ struct sbx_info {
 	uint16_t	bridge_port;
 	int64_t		created;		/* unix time */
 	uint32_t	gen;			/* fw_sandbox.gen */
+	char		attached_from[SBX_ATTACH_MAX + 1]; /* "" unless attached */
+	uint64_t	netns_dev, netns_ino;	/* the namespace's identity */
 	char		token[SBX_TOKEN_HEX + 1]; /* "" unless asked for */
 };
 

@@ -33,27 +33,52 @@ static const char schema[] =
     " created INTEGER NOT NULL,"
     " expires INTEGER NOT NULL,"
     " tainted INTEGER NOT NULL DEFAULT 0,"
-    " gen INTEGER NOT NULL DEFAULT 0);"
+    " gen INTEGER NOT NULL DEFAULT 0,"
+    " attached INTEGER NOT NULL DEFAULT 0,"
+    " attach_src TEXT NOT NULL DEFAULT '',"
+    " ns_dev INTEGER NOT NULL DEFAULT 0,"
+    " ns_ino INTEGER NOT NULL DEFAULT 0,"
+    " prior INTEGER NOT NULL DEFAULT 0);"
     /* Named counters; "next_gen" is the first generation never given. */
     "CREATE TABLE IF NOT EXISTS counters ("
     " name TEXT PRIMARY KEY NOT NULL,"
     " value INTEGER NOT NULL);";
 
-/* A database written before generations: its rows get gen 0 (each is
- * given one when adopted). */
+/* Columns added since the first schema, each with the default a row
+ * written before it means: gen 0 (given one when adopted), and not
+ * attached. */
+static const struct {
+	const char	*name, *decl;
+} added_columns[] = {
+	{ "gen", "gen INTEGER NOT NULL DEFAULT 0" },
+	{ "attached", "attached INTEGER NOT NULL DEFAULT 0" },
+	{ "attach_src", "attach_src TEXT NOT NULL DEFAULT ''" },
+	{ "ns_dev", "ns_dev INTEGER NOT NULL DEFAULT 0" },
+	{ "ns_ino", "ns_ino INTEGER NOT NULL DEFAULT 0" },
+	{ "prior", "prior INTEGER NOT NULL DEFAULT 0" },
+};
+
 static int
-add_gen_column(sqlite3 *db)
+add_columns(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
+	char sql[128];
+	size_t i;
 
-	if (sqlite3_prepare_v2(db, "SELECT gen FROM sandboxes LIMIT 0", -1,
-	    &st, NULL) == SQLITE_OK) {
-		sqlite3_finalize(st);
-		return 0;
+	for (i = 0; i < sizeof(added_columns) / sizeof(added_columns[0]);
+	    i++) {
+		snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes LIMIT 0",
+		    added_columns[i].name);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_finalize(st);
+			continue;
+		}
+		snprintf(sql, sizeof(sql), "ALTER TABLE sandboxes ADD COLUMN "
+		    "%s;", added_columns[i].decl);
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			return -1;
 	}
-	return sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN gen "
-	    "INTEGER NOT NULL DEFAULT 0;", NULL, NULL, NULL) == SQLITE_OK ?
-	    0 : -1;
+	return 0;
 }
 
 static void
@@ -95,7 +120,7 @@ sbx_db_open(const char *path, char *err, size_t errlen)
 	sqlite3_busy_timeout(db, 2000);
 	if (sqlite3_exec(db, "PRAGMA synchronous=FULL;", NULL, NULL,
 	    &msg) != SQLITE_OK || sqlite3_exec(db, schema, NULL, NULL,
-	    &msg) != SQLITE_OK || add_gen_column(db) == -1) {
+	    &msg) != SQLITE_OK || add_columns(db) == -1) {
 		snprintf(err, errlen, "state database %s: %s", path,
 		    msg != NULL ? msg : "schema");
 		sqlite3_free(msg);
@@ -121,7 +146,8 @@ sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
 
 	if (sqlite3_prepare_v2(db, "INSERT INTO sandboxes (id, policy, "
 	    "subject, labels, idx, address, host_address, token, created, "
-	    "expires, tainted, gen) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
+	    "expires, tainted, gen, attached, attach_src, ns_dev, ns_ino, "
+	    "prior) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
 	    NULL) != SQLITE_OK) {
 		db_err(db, err, errlen, "insert");
 		return -1;
@@ -138,6 +164,12 @@ sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
 	sqlite3_bind_int64(st, 10, r->expires);
 	sqlite3_bind_int(st, 11, r->tainted);
 	sqlite3_bind_int64(st, 12, r->gen);
+	sqlite3_bind_int(st, 13, r->attached);
+	sqlite3_bind_text(st, 14, r->attach_src, -1, SQLITE_STATIC);
+	/* Device and inode numbers as SQLite's signed 64 bits, bit for bit. */
+	sqlite3_bind_int64(st, 15, (sqlite3_int64)r->ns_dev);
+	sqlite3_bind_int64(st, 16, (sqlite3_int64)r->ns_ino);
+	sqlite3_bind_int64(st, 17, r->prior);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE) {
 		db_err(db, err, errlen, "insert");
@@ -331,7 +363,8 @@ sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
 	int rc, n = 0, bad;
 
 	if (sqlite3_prepare_v2(db, "SELECT id, policy, subject, labels, idx, "
-	    "address, host_address, token, created, expires, tainted, gen "
+	    "address, host_address, token, created, expires, tainted, gen, "
+	    "attached, attach_src, ns_dev, ns_ino, prior "
 	    "FROM sandboxes ORDER BY idx", -1, &st, NULL) != SQLITE_OK) {
 		db_err(db, err, errlen, "load");
 		return -1;
@@ -361,6 +394,15 @@ sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
 			bad = -1;
 		else
 			r.gen = (uint32_t)gen;
+		r.attached = sqlite3_column_int(st, 12);
+		bad |= col_text(st, 13, r.attach_src, sizeof(r.attach_src));
+		r.ns_dev = (uint64_t)sqlite3_column_int64(st, 14);
+		r.ns_ino = (uint64_t)sqlite3_column_int64(st, 15);
+		gen = sqlite3_column_int64(st, 16);
+		if (gen < 0 || gen > UINT32_MAX)
+			bad = -1;
+		else
+			r.prior = (uint32_t)gen;
 		cb(&r, bad != 0, arg);
 		n++;
 	}

@@ -40,6 +40,13 @@ struct sbx_rec {
 	 * database's counter (sbx_db_gen_reserve) and never drawn again;
 	 * 0 only in a row written before generations existed. */
 	uint32_t	gen;
+	/* Attach mode (sandbox_attach.c): the namespace is a provider's,
+	 * known by its identity; prior is what ns_attach changed in it
+	 * (NS_PRIOR_*), for the removal to set back, after a restart too. */
+	int		attached;
+	uint32_t	prior;
+	uint64_t	ns_dev, ns_ino;
+	char		attach_src[SBX_ATTACH_MAX + 1];
 };
 
 /* sbx_policy_name_valid: 1 if s is a name a loaded policy can have
@@ -121,6 +128,9 @@ struct sandbox {
 	int		 ns_known;
 	dev_t		 ns_dev;
 	ino_t		 ns_ino;
+	/* Attached: the namespace held open while the sandbox lives, so
+	 * that removal acts on that namespace and no other. -1 otherwise. */
+	int		 att_fd;
 	struct sbx	*m;
 	struct sandbox	*hnext;		/* id hash chain */
 };
@@ -239,6 +249,25 @@ int		 sb_fw_apply(struct sbx *m, struct sandbox *s, int update,
 		    char *err, size_t errlen);
 /* sb_fw_setup: the nftables table for the config, adopted or made. */
 int		 sb_fw_setup(struct sbx *m, char *err, size_t errlen);
+
+/* sandbox_attach.c: attach mode */
+/* sb_attach_open: the namespace spec->attach names, opened and checked
+ * before the create is authorized: a network namespace, not the daemon's
+ * nor any sandbox's, with no way out. The fd (*fd) and identity go to r.
+ * -1 with *why and msg. */
+int		 sb_attach_open(struct sbx *m, const struct sbx_spec *spec,
+		    struct sbx_rec *r, int *fd, enum sbx_err *why, char *msg,
+		    size_t msglen);
+/* sb_attach_make: ns_attach for s (its att_fd), prior into s->rec. */
+int		 sb_attach_make(struct sandbox *s, char *err, size_t errlen);
+/* sb_attach_adopt: at start, the pin of attached s opened and compared
+ * with its recorded identity: 1 the same (s->att_fd held), 0 another
+ * namespace or none (removal must not touch it), -1 with errno. */
+int		 sb_attach_adopt(struct sandbox *s);
+/* sb_ns_remove: s's namespace side: ns_detach when attached, else
+ * ns_delete. */
+int		 sb_ns_remove(const struct sandbox *s, char *err,
+		    size_t errlen);
 
 /* sandbox_reconcile.c */
 /* sb_reconcile: the kernel, the state database and the table made to

@@ -294,7 +294,7 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 	char e[512];
 	int64_t now = (int64_t)time(NULL);
 	size_t i;
-	int whole, kept;
+	int whole, kept, same = 1;
 
 	if (sbx_db_load(m->db, collect_rec, &rs, err, errlen) == -1 ||
 	    fw_list_sandboxes(m->fw, collect_fw, &fl, err, errlen) == -1)
@@ -334,13 +334,23 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 		 * even after a few tries stops the start with nothing
 		 * removed: a supervisor starts us again, and meanwhile
 		 * nothing is served on a guess. */
-		if ((whole = sb_exists(s)) == -1) {
+		if ((whole = sb_exists(s)) == -1 || (s->rec.attached &&
+		    (same = sb_attach_adopt(s)) == -1)) {
 			snprintf(err, errlen, "reconcile: sandbox %s (%s): "
 			    "cannot tell whether it is whole: %s; nothing "
 			    "removed, not starting", r->id, s->spec.host_if,
 			    strerror(errno));
 			sb_free(s);
 			goto fail;
+		}
+		/* An attached sandbox whose pin names another namespace now
+		 * (or none) is not whole, and its removal sets nothing back
+		 * in a namespace it cannot name (no att_fd). */
+		if (s->rec.attached && same == 0 && whole == 1) {
+			log_warnx("reconcile: %s: %s/%s is not the namespace "
+			    "attached", r->id, s->spec.netns_dir,
+			    s->spec.netns);
+			whole = 0;
 		}
 		if (whole == 1 && s->rec.expires > 0 && s->rec.expires <= now) {
 			(void)sb_link(m, s);

@@ -189,6 +189,7 @@ sb_fill_view(const struct sandbox *s, struct sbx_view *v)
 	memcpy(v->addr4, &s->spec.sandbox_addr, 4);
 	v->index = s->rec.index;
 	v->tainted = s->rec.tainted != 0;
+	v->attached = s->rec.attached != 0;
 	v->expires = s->rec.expires;
 	json_object_foreach(s->labels, k, val) {
 		if (i >= SBX_LABELS_MAX)
@@ -301,6 +302,13 @@ sb_fill_info(const struct sbx *m, const struct sandbox *s, int with_token,
 	out->bridge_port = m->cfg->bridge_port;
 	out->created = s->rec.created;
 	out->gen = s->rec.gen;
+	if (s->rec.attached)
+		memcpy(out->attached_from, s->rec.attach_src,
+		    sizeof(out->attached_from));
+	if (s->ns_known) {
+		out->netns_dev = (uint64_t)s->ns_dev;
+		out->netns_ino = (uint64_t)s->ns_ino;
+	}
 	if (with_token)
 		memcpy(out->token, s->rec.token, sizeof(out->token));
 }

@@ -261,6 +261,11 @@ sbx_spec_check(const struct sbx_spec *spec, char *err, size_t errlen)
 		snprintf(err, errlen, SBX_POLICY_WANT);
 		return -1;
 	}
+	if (!TERMINATED(spec->attach) || (spec->attach[0] != '\0' &&
+	    !ns_attach_path_valid(spec->attach))) {
+		snprintf(err, errlen, SBX_ATTACH_WANT);
+		return -1;
+	}
 	return 0;
 }
 
@@ -392,6 +397,18 @@ sbx_rec_valid(const struct sbx_rec *r, char *err, size_t errlen)
 	}
 	if (r->tainted != 0 && r->tainted != 1) {
 		snprintf(err, errlen, "bad taint mark");
+		errno = EINVAL;
+		return -1;
+	}
+	/* Attached: a path and an identity, and only bits ns_attach sets;
+	 * not attached: none of it. */
+	if (memchr(r->attach_src, '\0', sizeof(r->attach_src)) == NULL ||
+	    (r->attached != 0 && r->attached != 1) ||
+	    (r->attached && (!ns_attach_path_valid(r->attach_src) ||
+	    r->ns_ino == 0 || (r->prior & ~NS_PRIOR_MASK) != 0)) ||
+	    (!r->attached && (r->attach_src[0] != '\0' || r->prior != 0 ||
+	    r->ns_dev != 0 || r->ns_ino != 0))) {
+		snprintf(err, errlen, "bad attach columns");
 		errno = EINVAL;
 		return -1;
 	}

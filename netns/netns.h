@@ -201,6 +201,72 @@ void	ns_names_free(char **names);
  */
 int	ns_nsid(const char *path, int *nsid, char *err, size_t errlen);
 
+/* ------------------------------------------- ns_attach.c: attaching
+ *
+ * A namespace made by someone else (a container's) wired like one of
+ * ns_create's and pinned at <netns_dir>/<netns> the same way; see
+ * ns_attach.c. */
+
+#define NS_ATTACH_PATH_MAX	127	/* characters in a path to attach */
+
+/* What an attach changed and a detach sets back (ns_attach's *prior). */
+#define NS_PRIOR_KNOWN		0x01u	/* the bits below are a record */
+#define NS_PRIOR_LO_DOWN	0x02u	/* lo was down */
+#define NS_PRIOR_FORWARD	0x04u	/* ip_forward was 1 */
+#define NS_PRIOR_V6_DEFAULT	0x08u	/* default/disable_ipv6 was 0 */
+#define NS_PRIOR_MASK		0x0fu
+
+/* ns_attach_path_valid: 1 if path is absolute, at most
+ * NS_ATTACH_PATH_MAX characters, printable ASCII without spaces. */
+int	ns_attach_path_valid(const char *path);
+
+/*
+ * ns_attach_open: opens the network namespace at path (a bind mount such
+ * as /run/docker/netns/<x>, or /proc/<pid>/ns/net) for ns_attach: *fd
+ * (O_RDONLY | O_CLOEXEC, the caller's to close) and its identity, the
+ * device and inode every later check compares (never the path again).
+ * -1/EINVAL with a message for a path that is malformed, not a namespace,
+ * not a network namespace, or the calling thread's own namespace; else
+ * open's errno (ENOENT: nothing there).
+ */
+int	ns_attach_open(const char *path, int *fd, uint64_t *dev,
+	    uint64_t *ino, char *err, size_t errlen);
+
+/*
+ * ns_attach_probe: 1 if the namespace of nsfd has no way out (no
+ * interface but lo, no address on lo beyond loopback, no route in a
+ * table other than local except through lo), 0 if it has, with what was
+ * found in found ("interface eth0 (up); address 172.17.0.2/16 on eth0;
+ * route default/0 via 172.17.0.1 dev eth0"), -1 with errno on failure.
+ * Enters the namespace in the calling thread for a moment.
+ */
+int	ns_attach_probe(int nsfd, char *found, size_t foundlen);
+
+/*
+ * ns_attach: wires the namespace of nsfd as ns_create wires its own, all
+ * or nothing: refuses (EBUSY, what was found in err) a namespace
+ * ns_attach_probe does not pass, pins it at <netns_dir>/<netns> (EEXIST
+ * if taken), sets "default" IPv6 off and forwarding off inside, lo up,
+ * the veth pair with eth0 inside (IPv6 off, sandbox_addr, up, default
+ * route) and host_if as ns_create makes it, and the resolv.conf. *prior
+ * gets what was changed inside (NS_PRIOR_*), for ns_detach; the caller
+ * keeps it (it is needed after a restart too). On failure all of it is
+ * undone and *prior is 0.
+ */
+int	ns_attach(const struct ns_spec *s, int nsfd, uint32_t *prior,
+	    char *err, size_t errlen);
+
+/*
+ * ns_detach: takes back what ns_attach added, and only that: deletes
+ * host_if (and with it eth0 inside; synchronously, the namespace lives
+ * on), sets the sysctls and lo of prior back inside nsfd (skipped when
+ * nsfd is -1: a namespace whose identity is no longer known is not
+ * touched), drops the pin and the etc directory. The namespace and its
+ * processes stay. Idempotent; tries every part, reports the first error.
+ */
+int	ns_detach(const struct ns_spec *s, int nsfd, uint32_t prior,
+	    char *err, size_t errlen);
+
 /* ------------------------------------------------ ns_enter.c: entering */
 
 /*

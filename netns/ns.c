@@ -40,6 +40,9 @@
  * group leader's, which differs once a thread has unshared. */
 #define THREAD_NETNS	"/proc/thread-self/ns/net"
 
+static int	unpin(const char *pin, const char *etc, int first, char *err,
+		    size_t errlen);
+
 void
 ns_seterr(char *err, size_t errlen, int errnum, const char *fmt, ...)
 {
@@ -311,13 +314,13 @@ procfs_new(void)
 }
 
 /*
- * procfs_get: for one ns_create, an fd of the root of the current private
+ * ns_procfs_get: for one ns_create, an fd of the root of the current private
  * procfs instance (the caller closes it), or -1 if there is none, in which
  * case sys_open falls back to /proc. An fd, not the shared one, so that a
  * replacement by another thread never pulls it from under the caller.
  */
-static int
-procfs_get(void)
+int
+ns_procfs_get(void)
 {
 	int	fd = -1, old = -1, nfd;
 
@@ -339,7 +342,7 @@ procfs_get(void)
 	return fd;
 }
 
-/* Opens <procfs>/rel: in the instance of procfs_get's fd pfd, or in /proc
+/* Opens <procfs>/rel: in the instance of ns_procfs_get's fd pfd, or in /proc
  * when pfd is -1. */
 static int
 sys_open(int pfd, const char *rel, int flags)
@@ -357,8 +360,8 @@ sys_open(int pfd, const char *rel, int flags)
 }
 
 /* Writes a short value to the sysctl file open at fd, and closes fd. */
-static int
-sysctl_put(int fd, const char *val)
+int
+ns_sysctl_put(int fd, const char *val)
 {
 	ssize_t	 n;
 	size_t	 len = strlen(val);
@@ -376,14 +379,14 @@ sysctl_put(int fd, const char *val)
 
 /* Writes val to the sysctl <procfs>/rel (see sys_open). The file belongs
  * to the calling thread's network namespace when it is opened. */
-static int
-sysctl_write(int pfd, const char *rel, const char *val)
+int
+ns_sysctl_write(int pfd, const char *rel, const char *val)
 {
 	int	fd;
 
 	if ((fd = sys_open(pfd, rel, O_WRONLY)) == -1)
 		return -1;
-	return sysctl_put(fd, val);
+	return ns_sysctl_put(fd, val);
 }
 
 /*
@@ -393,8 +396,8 @@ sysctl_write(int pfd, const char *rel, const char *val)
  * tree is missing, which is as off as it gets); -1 with *none = 0 and
  * errno on a real failure.
  */
-static int
-conf6_open(int pfd, int *none)
+int
+ns_conf6_open(int pfd, int *none)
 {
 	int	fd, e;
 
@@ -411,9 +414,9 @@ conf6_open(int pfd, int *none)
 }
 
 /* Opens dev's disable_ipv6 (dev may be "all", "default") under the
- * conf6_open directory c6 with flags; the fd, or -1 with errno. */
-static int
-ipv6_conf_open(int c6, const char *dev, int flags)
+ * ns_conf6_open directory c6 with flags; the fd, or -1 with errno. */
+int
+ns_ipv6_conf_open(int c6, const char *dev, int flags)
 {
 	char	rel[64];
 
@@ -426,7 +429,7 @@ ipv6_conf_open(int c6, const char *dev, int flags)
 }
 
 /* Sets disable_ipv6 of dev (or "all", "default") in the namespace of the
- * conf6_open directory c6; c6 == -1 (no IPv6 in the kernel) is a no-op. */
+ * ns_conf6_open directory c6; c6 == -1 (no IPv6 in the kernel) is a no-op. */
 static int
 ipv6_disable(int c6, const char *dev)
 {
@@ -434,9 +437,9 @@ ipv6_disable(int c6, const char *dev)
 
 	if (c6 == -1)
 		return 0;
-	if ((fd = ipv6_conf_open(c6, dev, O_WRONLY)) == -1)
+	if ((fd = ns_ipv6_conf_open(c6, dev, O_WRONLY)) == -1)
 		return -1;
-	return sysctl_put(fd, "1");
+	return ns_sysctl_put(fd, "1");
 }
 
 /*
@@ -459,7 +462,7 @@ ipv6_ensure_off(int c6, const char *dev)
 
 	if (c6 == -1)
 		return 0;
-	if ((fd = ipv6_conf_open(c6, dev, O_RDONLY)) == -1)
+	if ((fd = ns_ipv6_conf_open(c6, dev, O_RDONLY)) == -1)
 		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
@@ -468,8 +471,8 @@ ipv6_ensure_off(int c6, const char *dev)
 	return ipv6_disable(c6, dev);
 }
 
-static int
-path_join(char *buf, size_t len, const char *dir, const char *name)
+int
+ns_path_join(char *buf, size_t len, const char *dir, const char *name)
 {
 	int	n;
 
@@ -482,8 +485,8 @@ path_join(char *buf, size_t len, const char *dir, const char *name)
 }
 
 /* Removes the regular files of dir and then dir itself. Absent is fine. */
-static int
-etc_remove(const char *dir)
+int
+ns_etc_remove(const char *dir)
 {
 	struct dirent	*de;
 	DIR		*d;
@@ -519,14 +522,14 @@ etc_remove(const char *dir)
 	return ret;
 }
 
-static int
-resolv_write(const char *dir, const struct in_addr *service)
+int
+ns_resolv_write(const char *dir, const struct in_addr *service)
 {
 	char	path[PATH_MAX], line[128], a[INET_ADDRSTRLEN];
 	ssize_t	n;
 	int	fd, len, saved;
 
-	if (path_join(path, sizeof(path), dir, "resolv.conf") == -1)
+	if (ns_path_join(path, sizeof(path), dir, "resolv.conf") == -1)
 		return -1;
 	if (inet_ntop(AF_INET, service, a, sizeof(a)) == NULL)
 		return -1;
@@ -627,7 +630,7 @@ ns_host_setup(const struct in_addr *service_addr, char *err, size_t errlen)
 	}
 	ns_rtnl_free(r);
 	r = NULL;
-	if (sysctl_write(-1, "sys/net/ipv4/ip_forward", "1") == -1) {
+	if (ns_sysctl_write(-1, "sys/net/ipv4/ip_forward", "1") == -1) {
 		ns_seterr(err, errlen, errno, "enable ip_forward");
 		return -1;
 	}
@@ -643,6 +646,47 @@ struct made {
 	int	reserved, mounted, linked, etcdir;
 };
 
+int
+ns_inside_links(const struct ns_spec *s, struct ns_rtnl *host,
+    struct ns_rtnl *in, int nsfd, int c6, int *linked, char *err,
+    size_t errlen)
+{
+	int	eth0;
+
+	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
+		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+		return -1;
+	}
+	*linked = 1;
+	if (ipv6_ensure_off(c6, NS_SANDBOX_IF) == -1) {
+		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
+		return -1;
+	}
+	/* The loopback device is ifindex 1 in every namespace. */
+	if (ns_rtnl_link_up(in, 1) == -1) {
+		ns_seterr(err, errlen, errno, "lo up inside");
+		return -1;
+	}
+	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1) {
+		ns_seterr(err, errlen, errno, "find eth0");
+		return -1;
+	}
+	if (ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
+	    0) == -1) {
+		ns_seterr(err, errlen, errno, "address on eth0");
+		return -1;
+	}
+	if (ns_rtnl_link_up(in, eth0) == -1) {
+		ns_seterr(err, errlen, errno, "eth0 up");
+		return -1;
+	}
+	if (ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
+		ns_seterr(err, errlen, errno, "default route inside");
+		return -1;
+	}
+	return 0;
+}
+
 /* The part of ns_create done inside the new namespace; the thread is in
  * it on entry and the caller brings it back. */
 static int
@@ -650,9 +694,9 @@ create_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
     int nsfd, struct made *m, char *err, size_t errlen)
 {
 	struct ns_rtnl	*in = NULL;
-	int		 c6, none, eth0, ret = -1;
+	int		 c6, none, ret = -1;
 
-	if ((c6 = conf6_open(pfd, &none)) == -1 && !none) {
+	if ((c6 = ns_conf6_open(pfd, &none)) == -1 && !none) {
 		ns_seterr(err, errlen, errno, "disable IPv6 inside");
 		return -1;
 	}
@@ -668,7 +712,7 @@ create_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 	}
 	/* A new namespace copies the host's ip_forward; a sandbox routes
 	 * nothing. */
-	if (sysctl_write(pfd, "sys/net/ipv4/ip_forward", "0") == -1) {
+	if (ns_sysctl_write(pfd, "sys/net/ipv4/ip_forward", "0") == -1) {
 		ns_seterr(err, errlen, errno, "disable forwarding inside");
 		goto out;
 	}
@@ -676,37 +720,9 @@ create_inside(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 		ns_seterr(err, errlen, errno, "rtnetlink socket inside");
 		goto out;
 	}
-	if (ns_rtnl_veth_add(host, s->host_if, NS_SANDBOX_IF, nsfd) == -1) {
-		ns_seterr(err, errlen, errno, "create veth %s", s->host_if);
+	if (ns_inside_links(s, host, in, nsfd, c6, &m->linked, err,
+	    errlen) == -1)
 		goto out;
-	}
-	m->linked = 1;
-	if (ipv6_ensure_off(c6, NS_SANDBOX_IF) == -1) {
-		ns_seterr(err, errlen, errno, "disable IPv6 on eth0");
-		goto out;
-	}
-	/* The loopback device is ifindex 1 in every namespace. */
-	if (ns_rtnl_link_up(in, 1) == -1) {
-		ns_seterr(err, errlen, errno, "lo up inside");
-		goto out;
-	}
-	if ((eth0 = ns_rtnl_link_index(in, NS_SANDBOX_IF)) == -1) {
-		ns_seterr(err, errlen, errno, "find eth0");
-		goto out;
-	}
-	if (ns_rtnl_addr_add(in, eth0, &s->sandbox_addr, s->prefixlen,
-	    0) == -1) {
-		ns_seterr(err, errlen, errno, "address on eth0");
-		goto out;
-	}
-	if (ns_rtnl_link_up(in, eth0) == -1) {
-		ns_seterr(err, errlen, errno, "eth0 up");
-		goto out;
-	}
-	if (ns_rtnl_route_default(in, eth0, &s->host_addr) == -1) {
-		ns_seterr(err, errlen, errno, "default route inside");
-		goto out;
-	}
 	ret = 0;
 out:
 	if (c6 != -1)
@@ -717,8 +733,8 @@ out:
 
 /* Host side of the veth: IPv6 off before it is up, no proxy ARP, strict
  * reverse-path filtering (a sandbox cannot send with another's source). */
-static int
-create_host_side(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
+int
+ns_host_side(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
     char *err, size_t errlen)
 {
 	static const int	 ids[] = { IPV4_DEVCONF_PROXY_ARP,
@@ -726,7 +742,7 @@ create_host_side(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 	static const uint32_t	 vals[] = { 0, 1 };
 	int			 c6, none, idx, rc;
 
-	if ((c6 = conf6_open(pfd, &none)) == -1 && !none) {
+	if ((c6 = ns_conf6_open(pfd, &none)) == -1 && !none) {
 		ns_seterr(err, errlen, errno, "disable IPv6 on %s", s->host_if);
 		return -1;
 	}
@@ -758,35 +774,97 @@ create_host_side(const struct ns_spec *s, struct ns_rtnl *host, int pfd,
 	return 0;
 }
 
+/*
+ * ns_etc_make: <etc_dir>/<netns>/ (the path etc) with its resolv.conf
+ * naming the service address. *made is set once the directory is there,
+ * so that a failure after it knows to remove it.
+ */
+int
+ns_etc_make(const struct ns_spec *s, const char *etc, int *made, char *err,
+    size_t errlen)
+{
+	struct stat	 st;
+
+	if (mkdir(etc, 0755) == -1) {
+		/* The etc dir may be missing (ns_dirs_setup not run for
+		 * it) or be a leftover of a crash: the caller's reservation
+		 * of the pin says the name is ours now, so reuse it. */
+		if (errno == ENOENT && mkdir(s->etc_dir, 0755) == -1 &&
+		    errno != EEXIST) {
+			ns_seterr(err, errlen, errno, "mkdir %s", s->etc_dir);
+			return -1;
+		}
+		if (mkdir(etc, 0755) == -1 && errno != EEXIST) {
+			ns_seterr(err, errlen, errno, "mkdir %s", etc);
+			return -1;
+		}
+		/* Reused only if it is a real directory: a symlink there
+		 * would send resolv.conf somewhere else. */
+		if (lstat(etc, &st) == -1) {
+			ns_seterr(err, errlen, errno, "stat %s", etc);
+			return -1;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			ns_seterr(err, errlen, ENOTDIR, "%s", etc);
+			return -1;
+		}
+	}
+	*made = 1;
+	if (ns_resolv_write(etc, &s->service_addr) == -1) {
+		ns_seterr(err, errlen, errno, "write %s/resolv.conf", etc);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ns_begin(const struct ns_spec *s, char *pin, char *etc,
+    struct ns_rtnl **host, int *pfd, char *err, size_t errlen)
+{
+	int	fd, e;
+
+	*host = NULL;
+	*pfd = -1;
+	if (ns_spec_valid(s, err, errlen) == -1)
+		return -1;
+	if (ns_path_join(pin, PATH_MAX, s->netns_dir, s->netns) == -1 ||
+	    ns_path_join(etc, PATH_MAX, s->etc_dir, s->netns) == -1) {
+		ns_seterr(err, errlen, errno, "paths");
+		return -1;
+	}
+	if ((*host = ns_rtnl_new()) == NULL) {
+		ns_seterr(err, errlen, errno, "rtnetlink socket");
+		return -1;
+	}
+	/* -1 (no private instance) is not an error: /proc serves then. */
+	*pfd = ns_procfs_get();
+	/* The reservation is what makes two creates of one name exclusive. */
+	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0)) == -1) {
+		e = errno;
+		ns_seterr(err, errlen, e, "reserve %s", pin);
+		ns_rtnl_free(*host);
+		*host = NULL;
+		if (*pfd != -1)
+			close(*pfd);
+		*pfd = -1;
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 int
 ns_create(const struct ns_spec *s, char *err, size_t errlen)
 {
 	char		 pin[PATH_MAX], etc[PATH_MAX];
 	struct made	 m = { 0 };
-	struct stat	 st;
 	struct ns_rtnl	*host = NULL;
-	int		 fd, saved = -1, nsfd = -1, pfd, inside = 0, e;
+	int		 saved = -1, nsfd = -1, pfd = -1, inside = 0, e;
 
-	if (ns_spec_valid(s, err, errlen) == -1)
+	if (ns_begin(s, pin, etc, &host, &pfd, err, errlen) == -1)
 		return -1;
-	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
-	    path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
-		ns_seterr(err, errlen, errno, "paths");
-		return -1;
-	}
-	if ((host = ns_rtnl_new()) == NULL) {
-		ns_seterr(err, errlen, errno, "rtnetlink socket");
-		return -1;
-	}
-	/* -1 (no private instance) is not an error: /proc serves then. */
-	pfd = procfs_get();
-	/* The reservation is what makes two creates of one name exclusive. */
-	if ((fd = open(pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0)) == -1) {
-		ns_seterr(err, errlen, errno, "reserve %s", pin);
-		goto fail;
-	}
-	close(fd);
 	m.reserved = 1;
 	if ((saved = open(THREAD_NETNS, O_RDONLY | O_CLOEXEC)) == -1) {
 		ns_seterr(err, errlen, errno, "open own netns");
@@ -813,37 +891,10 @@ ns_create(const struct ns_spec *s, char *err, size_t errlen)
 		goto fail;
 	}
 	inside = 0;
-	if (create_host_side(s, host, pfd, err, errlen) == -1)
+	if (ns_host_side(s, host, pfd, err, errlen) == -1)
 		goto fail;
-	if (mkdir(etc, 0755) == -1) {
-		/* The etc dir may be missing (ns_dirs_setup not run for
-		 * it) or be a leftover of a crash: the reservation above
-		 * says the name is ours now, so reuse it. */
-		if (errno == ENOENT && mkdir(s->etc_dir, 0755) == -1 &&
-		    errno != EEXIST) {
-			ns_seterr(err, errlen, errno, "mkdir %s", s->etc_dir);
-			goto fail;
-		}
-		if (mkdir(etc, 0755) == -1 && errno != EEXIST) {
-			ns_seterr(err, errlen, errno, "mkdir %s", etc);
-			goto fail;
-		}
-		/* Reused only if it is a real directory: a symlink there
-		 * would send resolv.conf somewhere else. */
-		if (lstat(etc, &st) == -1) {
-			ns_seterr(err, errlen, errno, "stat %s", etc);
-			goto fail;
-		}
-		if (!S_ISDIR(st.st_mode)) {
-			ns_seterr(err, errlen, ENOTDIR, "%s", etc);
-			goto fail;
-		}
-	}
-	m.etcdir = 1;
-	if (resolv_write(etc, &s->service_addr) == -1) {
-		ns_seterr(err, errlen, errno, "write %s/resolv.conf", etc);
+	if (ns_etc_make(s, etc, &m.etcdir, err, errlen) == -1)
 		goto fail;
-	}
 	close(nsfd);
 	close(saved);
 	if (pfd != -1)
@@ -868,7 +919,7 @@ fail:
 	if (m.linked)
 		(void)ns_rtnl_link_del(host, s->host_if);
 	if (m.etcdir)
-		(void)etc_remove(etc);
+		(void)ns_etc_remove(etc);
 	if (m.mounted)
 		(void)umount2(pin, MNT_DETACH);
 	if (m.reserved)
@@ -919,14 +970,21 @@ host_link_remove(const struct ns_spec *s, struct ns_rtnl *host,
 int
 ns_delete(const struct ns_spec *s, char *err, size_t errlen)
 {
-	char		 pin[PATH_MAX], etc[PATH_MAX];
+	return ns_remove(s, NULL, NULL, err, errlen);
+}
+
+int
+ns_remove(const struct ns_spec *s, int (*inside)(void *, char *, size_t),
+    void *arg, char *err, size_t errlen)
+{
+	char		 pin[PATH_MAX], etc[PATH_MAX], e2[256];
 	struct ns_rtnl	*host;
-	int		 first = 0;
+	int		 first = 0, r;
 
 	if (ns_spec_valid(s, err, errlen) == -1)
 		return -1;
-	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
-	    path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
+	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1 ||
+	    ns_path_join(etc, sizeof(etc), s->etc_dir, s->netns) == -1) {
 		ns_seterr(err, errlen, errno, "paths");
 		return -1;
 	}
@@ -934,12 +992,31 @@ ns_delete(const struct ns_spec *s, char *err, size_t errlen)
 		ns_seterr(err, errlen, errno, "rtnetlink socket");
 		first = errno;
 	} else {
-		if (host_link_remove(s, host, pin) == -1 && errno != ENODEV) {
+		/* A namespace that outlives its pin (attached) keeps no
+		 * retired link: it is deleted, and eth0 inside with it. */
+		r = inside != NULL ? ns_rtnl_link_del(host, s->host_if) :
+		    host_link_remove(s, host, pin);
+		if (r == -1 && errno != ENODEV) {
 			ns_seterr(err, errlen, errno, "delete %s", s->host_if);
 			first = errno;
 		}
 		ns_rtnl_free(host);
 	}
+	if (inside != NULL && inside(arg, e2, sizeof(e2)) == -1 &&
+	    first == 0) {
+		first = errno != 0 ? errno : EIO;
+		ns_seterr(err, errlen, 0, "%s", e2);
+	}
+	return unpin(pin, etc, first, err, errlen);
+}
+
+/* The last steps of a removal: the pin unmounted and unlinked, the etc
+ * directory removed; absent parts are fine. first is the errno of an
+ * earlier step (0 for none), whose message is in err already and stays
+ * the one reported. */
+static int
+unpin(const char *pin, const char *etc, int first, char *err, size_t errlen)
+{
 	/* EINVAL: not a mount point (a reservation, or already gone). */
 	if (umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW) == -1 &&
 	    errno != EINVAL && errno != ENOENT && first == 0) {
@@ -950,7 +1027,7 @@ ns_delete(const struct ns_spec *s, char *err, size_t errlen)
 		ns_seterr(err, errlen, errno, "unlink %s", pin);
 		first = errno;
 	}
-	if (etc_remove(etc) == -1 && first == 0) {
+	if (ns_etc_remove(etc) == -1 && first == 0) {
 		ns_seterr(err, errlen, errno, "remove %s", etc);
 		first = errno;
 	}
@@ -970,7 +1047,7 @@ ns_exists(const struct ns_spec *s)
 
 	if (ns_spec_valid(s, NULL, 0) == -1)
 		return -1;
-	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
+	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
 		return -1;
 	if ((r = is_nsfs(pin)) == -1)
 		return errno == ENOENT ? 0 : -1;
@@ -996,7 +1073,7 @@ ns_netns_fd(const struct ns_spec *s)
 
 	if (ns_spec_valid(s, NULL, 0) == -1)
 		return -1;
-	if (path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
+	if (ns_path_join(pin, sizeof(pin), s->netns_dir, s->netns) == -1)
 		return -1;
 	if ((fd = open(pin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
 		return -1;

@@ -151,8 +151,9 @@ ns_rtnl_link_index(struct ns_rtnl *r, const char *name)
 	return idx;
 }
 
-int
-ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
+/* IFF_UP of ifindex set (up) or cleared. */
+static int
+link_set_up(struct ns_rtnl *r, int ifindex, int up)
 {
 	struct nlmsghdr		*nlh;
 	struct ifinfomsg	*ifm;
@@ -161,9 +162,53 @@ ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
 	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	ifm->ifi_index = ifindex;
-	ifm->ifi_flags = IFF_UP;
+	ifm->ifi_flags = up ? IFF_UP : 0;
 	ifm->ifi_change = IFF_UP;
 	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+int
+ns_rtnl_link_up(struct ns_rtnl *r, int ifindex)
+{
+	return link_set_up(r, ifindex, 1);
+}
+
+int
+ns_rtnl_link_down(struct ns_rtnl *r, int ifindex)
+{
+	return link_set_up(r, ifindex, 0);
+}
+
+int
+ns_rtnl_dump(struct ns_rtnl *r, uint16_t type, uint8_t family,
+    int (*cb)(const struct nlmsghdr *, void *), void *data)
+{
+	struct nlmsghdr		*nlh;
+	struct ifinfomsg	*ifm;
+	struct ifaddrmsg	*ifa;
+	struct rtmsg		*rtm;
+
+	nlh = rtnl_msg(r, type, NLM_F_DUMP);
+	/* Each dump with the header of its kind, as a strict kernel wants. */
+	switch (type) {
+	case RTM_GETLINK:
+		ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+		ifm->ifi_family = family;
+		mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+		break;
+	case RTM_GETADDR:
+		ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+		ifa->ifa_family = family;
+		break;
+	case RTM_GETROUTE:
+		rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+		rtm->rtm_family = family;
+		break;
+	default:
+		errno = EINVAL;
+		return -1;
+	}
+	return rtnl_talk(r, nlh, cb, data);
 }
 
 int

@@ -227,6 +227,34 @@ default_subject(void)
 	return "unknown";
 }
 
+/* --attach PATH or --attach-pid PID into body (the daemon checks what
+ * the path names; here its shape, and that only one is given). */
+static int
+attach_opt(json_t *body, int ch, const char *arg)
+{
+	unsigned long pid;
+
+	if (json_object_get(body, "attach") != NULL ||
+	    json_object_get(body, "attach_pid") != NULL) {
+		fprintf(stderr, "sluice: give --attach or --attach-pid once\n");
+		return -1;
+	}
+	if (ch == 'A') {
+		if (arg[0] != '/') {
+			fprintf(stderr, "sluice: --attach: want an absolute "
+			    "path\n");
+			return -1;
+		}
+		return json_object_set_new(body, "attach", json_string(arg));
+	}
+	if (parse_id(arg, &pid) == -1 || pid == 0 || pid > 4194304) {
+		fprintf(stderr, "sluice: --attach-pid: want a process id\n");
+		return -1;
+	}
+	return json_object_set_new(body, "attach_pid",
+	    json_integer((json_int_t)pid));
+}
+
 /* Options shared by `sandbox create` and `run`: fills *body, and *xo
  * with the options of how the command runs (`run` only: xo NULL refuses
  * them). -1 on a usage error (message printed). */
@@ -242,6 +270,8 @@ create_opts(int argc, char **argv, int allow_id, json_t *body,
 		{ "ttl",	required_argument,	NULL, 't' },
 		{ "user",	required_argument,	NULL, 'u' },
 		{ "net-raw",	no_argument,		NULL, 'N' },
+		{ "attach",	required_argument,	NULL, 'A' },
+		{ "attach-pid",	required_argument,	NULL, 'P' },
 		{ NULL,		0,			NULL, 0 }
 	};
 	json_t *labels = json_object();
@@ -293,6 +323,12 @@ create_opts(int argc, char **argv, int allow_id, json_t *body,
 			if (xo == NULL)
 				goto bad;
 			xo->net_raw = 1;
+			break;
+		case 'A':
+		case 'P':
+			/* `sandbox create` only: `run` makes its own. */
+			if (!allow_id || attach_opt(body, ch, optarg) == -1)
+				goto bad;
 			break;
 		default:
 			goto bad;

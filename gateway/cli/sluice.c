@@ -73,13 +73,18 @@ static const struct cmd cmds[] = {
 	  "error, 3 verified with warnings.\n" },
 	{ "sandbox", cli_sandbox, true,
 	  "sandbox create --policy NAME [--subject S] [--id ID]\n"
-	  "  [--label K=V]... [--ttl DUR]\n"
+	  "  [--label K=V]... [--ttl DUR] [--attach NETNS | --attach-pid PID]\n"
 	  "sandbox ls [--json]\n"
 	  "sandbox show ID\n"
 	  "sandbox rm ID\n",
 	  "The subject defaults to the login name (through sudo, the user\n"
 	  "behind it). DUR is N[s|m|h|d], at most 30d; without --ttl the\n"
-	  "daemon's default applies.\n" },
+	  "daemon's default applies.\n"
+	  "--attach wires an existing network namespace (a path such as\n"
+	  "/run/docker/netns/X or /proc/PID/ns/net; --attach-pid PID is the\n"
+	  "latter) instead of making one: it must have no interface but lo.\n"
+	  "rm then removes only what Sluice added; the namespace and its\n"
+	  "processes stay.\n" },
 	{ "exec", cli_exec, true,
 	  "exec [--user U[:G]] [--net-raw] ID -- CMD [ARG...]\n",
 	  "Runs CMD inside sandbox ID, as a child of this shell: its exit\n"

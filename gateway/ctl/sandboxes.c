@@ -20,6 +20,7 @@
 
 #include "gateway/ctl/sandboxes.h"
 #include "gateway/record.h"
+#include "netns/netns.h"
 
 /* What the API answers for each enum sbx_err. */
 static const struct {
@@ -33,6 +34,7 @@ static const struct {
 	[SBX_ERR_NO_POLICY]		= { 422, "unknown_policy" },
 	[SBX_ERR_EXISTS]		= { 409, "exists" },
 	[SBX_ERR_NOT_FOUND]		= { 404, "not_found" },
+	[SBX_ERR_NETNS_BUSY]		= { 409, "netns_busy" },
 	[SBX_ERR_POOL_FULL]		= { 503, "pool_exhausted" },
 	[SBX_ERR_AUDIT_UNAVAILABLE]	= { 503, "audit_unavailable" },
 	[SBX_ERR_KERNEL]		= { 500, "kernel" },
@@ -110,6 +112,27 @@ info_json(const struct sbx_info *in, int with_token)
 		json_decref(o);
 		return NULL;
 	}
+	/* Attach mode: where the namespace came from, and the identity
+	 * (device:inode) the daemon holds it by. */
+	if (o != NULL && (json_object_set_new(o, "attached",
+	    json_boolean(v->attached)) == -1 || (v->attached &&
+	    json_object_set_new(o, "attached_from",
+	    rec_string(in->attached_from)) == -1))) {
+		json_decref(o);
+		return NULL;
+	}
+	if (o != NULL && in->netns_ino != 0) {
+		char ident[48];
+
+		snprintf(ident, sizeof(ident), "%llu:%llu",
+		    (unsigned long long)in->netns_dev,
+		    (unsigned long long)in->netns_ino);
+		if (json_object_set_new(o, "netns_id", json_string(ident)) ==
+		    -1) {
+			json_decref(o);
+			return NULL;
+		}
+	}
 	if (o != NULL && with_token &&
 	    json_object_set_new(o, "token", json_string(in->token)) == -1) {
 		json_decref(o);
@@ -121,7 +144,7 @@ info_json(const struct sbx_info *in, int with_token)
 /* ------------------------------------------------------------ create */
 
 static const char *const create_keys[] = {
-	"id", "policy", "subject", "labels", "ttl",
+	"id", "policy", "subject", "labels", "ttl", "attach", "attach_pid",
 };
 
 /* Copies the JSON string v into dst (size bytes) whole: 0, or -1 when v
@@ -158,6 +181,44 @@ take_labels(json_t *v, struct sbx_spec *spec)
 		    json_string_value(val));
 		spec->nlabels++;
 	}
+}
+
+/* "attach" (a path) or "attach_pid" (a process whose network namespace
+ * it is; the daemon reads /proc/<pid>/ns/net once, and holds the
+ * namespace from then on), at most one of them, into spec->attach. */
+static int
+parse_attach(json_t *body, struct sbx_spec *spec, char *msg, size_t msglen)
+{
+	json_t *path = json_object_get(body, "attach"),
+	    *pid = json_object_get(body, "attach_pid");
+	json_int_t p;
+
+	if (path != NULL && json_is_null(path))
+		path = NULL;
+	if (pid != NULL && json_is_null(pid))
+		pid = NULL;
+	if (path != NULL && pid != NULL) {
+		snprintf(msg, msglen, "attach, attach_pid: give one of them");
+		return -1;
+	}
+	if (path != NULL && (take_string(path, spec->attach,
+	    sizeof(spec->attach)) == -1 ||
+	    !ns_attach_path_valid(spec->attach))) {
+		spec->attach[0] = '\0';
+		snprintf(msg, msglen, SBX_ATTACH_WANT);
+		return -1;
+	}
+	if (pid != NULL) {
+		if (!json_is_integer(pid) || (p = json_integer_value(pid)) <
+		    1 || p > 4194304) {
+			snprintf(msg, msglen, "attach_pid: want a process id "
+			    "(1..4194304)");
+			return -1;
+		}
+		snprintf(spec->attach, sizeof(spec->attach), "/proc/%lld/ns/net",
+		    (long long)p);
+	}
+	return 0;
 }
 
 /*
@@ -217,7 +278,7 @@ parse_create(json_t *body, struct sbx_spec *spec, char *msg, size_t msglen)
 		snprintf(msg, msglen, SBX_POLICY_WANT);
 		return -1;
 	}
-	return 0;
+	return parse_attach(body, spec, msg, msglen);
 }
 
 /* {error, message} for why. rec_string: msg may quote input cut inside a

@@ -147,13 +147,14 @@ fi
 # --- what the binary carries -------------------------------------------------
 
 # Every global symbol the daemon's own objects define (gateway/, bridge
-# included; not the CLI's room, not sluiced's main) must be absent from
-# build/sluice: the CLI links its room and the module files it calls.
+# included; not the CLI's room nor the CNI plugin's, not sluiced's main)
+# must be absent from build/sluice and build/sluice-cni: each links its
+# room and the files it calls.
 # Only objects whose source is in the tree: a build directory used before
 # a file moved still holds the object of its old place.
 objs=
 for o in $(find "$SLUICE_BUILD/obj/gateway" -name '*.o' ! -path '*/gateway/cli/*' \
-    ! -name sluiced.o 2>/dev/null); do
+    ! -path '*/gateway/cni/*' ! -name sluiced.o 2>/dev/null); do
 	src=${o#"$SLUICE_BUILD/obj/"}
 	[ -f "$TOP/${src%.o}.c" ] && objs="$objs $o"
 done
@@ -175,6 +176,19 @@ else
 			ok "build/sluice has no $p* symbol"
 		fi
 	done
+	# The CNI plugin, which a container runtime runs as root on a pod's
+	# config: its own files and the CLI's HTTP client, nothing more.
+	if [ -x "$SLUICE_BUILD/sluice-cni" ]; then
+		nm --defined-only "$SLUICE_BUILD/sluice-cni" | awk 'NF == 3 { print $3 }' |
+		    sort -u >"$E2E_TMP/cni.sym"
+		check_eq "build/sluice-cni defines no symbol of the daemon's objects" "" \
+		    "$(comm -12 "$E2E_TMP/daemon.sym" "$E2E_TMP/cni.sym" | head -n 8 | paste -sd' ')"
+		check_eq "build/sluice-cni links no rtnetlink, nftables, HTTP server or DNS library" "" \
+		    "$(ldd "$SLUICE_BUILD/sluice-cni" | awk '{ print $1 }' |
+		    grep -E '^lib(mnl|nftnl|microhttpd|ldns|seccomp|sqlite3)\.' | paste -sd' ')"
+	else
+		not_ok "build/sluice-cni is built"
+	fi
 fi
 libs=$(ldd "$SLUICE" | awk '{ print $1 }')
 for l in libmicrohttpd libnftnl libldns; do

@@ -110,6 +110,7 @@ static const struct {
 	{ SBX_ERR_NO_POLICY, 422, "unknown_policy" },
 	{ SBX_ERR_EXISTS, 409, "exists" },
 	{ SBX_ERR_NOT_FOUND, 404, "not_found" },
+	{ SBX_ERR_NETNS_BUSY, 409, "netns_busy" },
 	{ SBX_ERR_POOL_FULL, 503, "pool_exhausted" },
 	{ SBX_ERR_AUDIT_UNAVAILABLE, 503, "audit_unavailable" },
 	{ SBX_ERR_KERNEL, 500, "kernel" },

@@ -556,6 +556,11 @@ START_TEST(test_db_old_schema)
 }
 END_TEST
 
+/* The columns of the first schemas: a row as an older daemon wrote it. */
+#define ROW12	"INSERT INTO sandboxes (id, policy, subject, labels, idx, " \
+		"address, host_address, token, created, expires, tainted, " \
+		"gen) VALUES "
+
 START_TEST(test_db_bad_rows)
 {
 	struct got g = { .n = 0 };
@@ -568,15 +573,15 @@ START_TEST(test_db_bad_rows)
 	/* Rows the daemon did not write: overlong fields, wrong types, a
 	 * negative slot. Each is reported as bad, never trusted. */
 	ck_assert_int_eq(sqlite3_exec(db,
-	    "INSERT INTO sandboxes VALUES ('x', 'p', 's', '{}', -1, 'a', 'h', "
+	    ROW12 "('x', 'p', 's', '{}', -1, 'a', 'h', "
 	    "'t', 0, 0, 0, 1);"
-	    "INSERT INTO sandboxes VALUES ('y', 'p', 's', '{}', 5, 'a', 'h', "
+	    ROW12 "('y', 'p', 's', '{}', 5, 'a', 'h', "
 	    "x'00', 0, 0, 0, 2);"
-	    "INSERT INTO sandboxes VALUES ('zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+	    ROW12 "('zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
 	    "zzzzzzzzzz', 'p', 's', '{}', 6, 'a', 'h', 't', 0, 0, 0, 3);"
-	    "INSERT INTO sandboxes VALUES ('w', 'p', 's', '{}', '7', 'a', 'h', "
+	    ROW12 "('w', 'p', 's', '{}', '7', 'a', 'h', "
 	    "'t', 0, 0, 0, 4);"
-	    "INSERT INTO sandboxes VALUES ('v', 'p', 's', '{}', 8, 'a', 'h', "
+	    ROW12 "('v', 'p', 's', '{}', 8, 'a', 'h', "
 	    "'t', 0, 0, 0, 4294967296);", NULL, NULL, NULL), SQLITE_OK);
 	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 5);
 	ck_assert_int_eq(g.bad[0] + g.bad[1] + g.bad[2], 3);
@@ -884,6 +889,67 @@ START_TEST(test_spec_check)
 	good_spec(&sp);
 	sp.ttl_s = SBX_TTL_MAX_S + 1;
 	spec_says(&sp, "ttl: must be between 1s and 30d");
+
+	/* Attach: an absolute printable path, or none. */
+	good_spec(&sp);
+	snprintf(sp.attach, sizeof(sp.attach), "/proc/42/ns/net");
+	spec_says(&sp, NULL);
+	snprintf(sp.attach, sizeof(sp.attach), "proc/42/ns/net");
+	spec_says(&sp, SBX_ATTACH_WANT);
+	snprintf(sp.attach, sizeof(sp.attach), "/a b");
+	spec_says(&sp, SBX_ATTACH_WANT);
+	memset(sp.attach, '/', sizeof(sp.attach));
+	spec_says(&sp, SBX_ATTACH_WANT);
+}
+END_TEST
+
+/* The attach columns: written, read back after a reopen; and a row whose
+ * attach columns no create could write is refused by sbx_rec_valid. */
+START_TEST(test_db_attach)
+{
+	struct sbx_rec a;
+	struct got g = { .n = 0 };
+	struct sqlite3 *db;
+	char path[128], err[256];
+
+	snprintf(path, sizeof(path), "%s/state.db", tdir);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	rec_fill(&a, "att", 2);
+	a.attached = 1;
+	a.prior = NS_PRIOR_KNOWN | NS_PRIOR_FORWARD;
+	a.ns_dev = 4;
+	a.ns_ino = UINT64_C(0xfffffffff0000001);
+	snprintf(a.attach_src, sizeof(a.attach_src), "/run/docker/netns/x");
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), 0);
+	ck_assert_int_eq(sbx_db_insert(db, &a, err, sizeof(err)), 0);
+	sbx_db_close(db);
+	ck_assert_ptr_nonnull(db = sbx_db_open(path, err, sizeof(err)));
+	ck_assert_int_eq(sbx_db_load(db, got_cb, &g, err, sizeof(err)), 1);
+	ck_assert_int_eq(g.bad[0], 0);
+	ck_assert_int_eq(g.r[0].attached, 1);
+	ck_assert_uint_eq(g.r[0].prior, a.prior);
+	ck_assert_uint_eq(g.r[0].ns_dev, 4);
+	ck_assert(g.r[0].ns_ino == a.ns_ino);
+	ck_assert_str_eq(g.r[0].attach_src, "/run/docker/netns/x");
+	sbx_db_close(db);
+
+	/* Inconsistent: attached without identity or path, bits ns_attach
+	 * never sets, or attach columns on a sandbox that is not. */
+	a.ns_ino = 0;
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), -1);
+	a.ns_ino = 9;
+	a.prior = 0x100;
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), -1);
+	a.prior = 0;
+	a.attach_src[0] = '\0';
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), -1);
+	a.attached = 0;
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), -1);
+	a.ns_ino = 0;
+	a.ns_dev = 0;
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), 0);
+	a.attached = 2;
+	ck_assert_int_eq(sbx_rec_valid(&a, err, sizeof(err)), -1);
 }
 END_TEST
 
@@ -947,6 +1013,7 @@ sbx_suite(void)
 	tcase_add_checked_fixture(td, db_setup, db_teardown);
 	tcase_add_test(td, test_db_roundtrip);
 	tcase_add_test(td, test_db_bad_rows);
+	tcase_add_test(td, test_db_attach);
 	tcase_add_test(td, test_db_generations);
 	tcase_add_test(td, test_db_old_schema);
 	tcase_add_test(td, test_db_symlink);
