@@ -84,6 +84,28 @@ iso_time(int64_t t, char *buf, size_t len)
 		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* Labels as [{key, value}]: their keys may hold '.', '/' and '-'
+ * (app.kubernetes.io/name), which a record's own keys may not. NULL on
+ * allocation failure (the record is then refused, never written without
+ * them). */
+static json_t *
+labels_pairs(const json_t *labels)
+{
+	json_t *a, *v;
+	const char *k;
+
+	if ((a = json_array()) == NULL)
+		return NULL;
+	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
+		if (json_array_append_new(a, json_pack("{s:s,s:O}", "key", k,
+		    "value", v)) == -1) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 /*
  * The fields of a sandbox.* record about s: who (subject, labels), under
  * which policy (name and the SHA-256 of its file), where (address, link)
@@ -112,7 +134,7 @@ sb_fields(const struct sandbox *s, const char *decision, const char *result,
 		bad |= json_object_set_new(o, "result", json_string(result));
 	bad |= json_object_set_new(o, "policy", pol);
 	bad |= json_object_set_new(o, "subject", json_string(s->rec.subject));
-	bad |= json_object_set_new(o, "labels", json_incref(s->labels));
+	bad |= json_object_set_new(o, "labels", labels_pairs(s->labels));
 	bad |= json_object_set_new(o, "address", json_string(s->rec.addr));
 	bad |= json_object_set_new(o, "iface", json_string(s->spec.host_if));
 	/* The conntrack mark of its flows: tells it from every other

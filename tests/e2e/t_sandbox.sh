@@ -229,6 +229,15 @@ bad "ttl zero" 400 bad_request '{"policy":"web","subject":"a","ttl":0}'
 bad "ttl too long" 400 bad_request '{"policy":"web","subject":"a","ttl":"31d"}'
 bad "ttl garbage" 400 bad_request '{"policy":"web","subject":"a","ttl":"5 minutes"}'
 bad "policy not a string" 400 bad_request '{"policy":7,"subject":"a"}'
+# A label key as Kubernetes writes them ('.', '/', '-') is a label like
+# any other: created, and recorded with it.
+K=k$$
+out=$(api POST /v1/sandboxes "{\"id\":\"$K\",\"policy\":\"web\",\"subject\":\"a\",\"labels\":{\"app.kubernetes.io/name\":\"agent-1\"}}")
+check_eq "label key with dots and a slash: created" 201 "${out%% *}"
+check_eq "its create record carries the label" "app.kubernetes.io/name=agent-1" \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind sandbox.create --sandbox "$K" 2>/dev/null |
+      jq -r '.labels[] | "\(.key)=\(.value)"' | head -n 1)"
+sl sandbox rm "$K" >/dev/null 2>&1
 # Refused by the control server before the handler (bad_json), it is
 # recorded all the same, as a refused sandbox.create.
 check "malformed JSON: recorded as a refused create" wait_for 5 sh -c \
