@@ -85,6 +85,8 @@ h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
 	 * sandbox): both must name the same sandbox. */
 	if (!sbx_token_ok(w->sbx, v.id, token))
 		return -1;
+	/* A bridge request is activity (resources.idle). */
+	sbx_touch_id(w->sbx, v.id);
 	memset(out, 0, sizeof(*out));
 	/* The bridge's fields are a byte shorter than the manager's limits
 	 * for subjects and label values: a value that does not fit would be

@@ -601,7 +601,8 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
 	    "audit_sinks", "servers", "limits", "privsep", NULL };
-	static const char *const skeys[] = { "max", "default_ttl", NULL };
+	static const char *const skeys[] = { "max", "default_ttl", "on_end",
+	    "kill_grace", NULL };
 	struct ywalk	 w;
 	struct ynode	*root;
 	const struct ynode *v, *x;
@@ -627,6 +628,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	c->dns_cache_entries = POL_DNS_CACHE_DEFAULT;
 	c->dns_max_learned = POL_DNS_LEARNED_DEFAULT;
 	c->max_sandboxes = 4096;
+	c->kill_grace_s = POL_KILL_GRACE_DEFAULT;
 	c->nflog_group = 7;
 	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
 	c->audit_min_free_percent = 10;
@@ -674,6 +676,24 @@ pol_config_load(const char *path, struct pol_errors *errs)
 				if (u > UINT32_MAX)
 					yerr(&w, x, "default_ttl is too long");
 				c->default_ttl_s = (uint32_t)u;
+			}
+			if ((x = yget(v, "on_end")) != NULL) {
+				if (x->kind == Y_SCALAR &&
+				    strcmp(x->str, "kill") == 0)
+					c->on_end = POL_ON_END_KILL;
+				else if (x->kind == Y_SCALAR &&
+				    strcmp(x->str, "isolate") == 0)
+					c->on_end = POL_ON_END_ISOLATE;
+				else
+					yerr(&w, x, "on_end must be kill or "
+					    "isolate");
+			}
+			if ((x = yget(v, "kill_grace")) != NULL &&
+			    yduration(&w, x, &u) == 0) {
+				if (u == 0 || u > POL_KILL_GRACE_MAX)
+					yerr(&w, x, "kill_grace must be 1s "
+					    "to 300s");
+				c->kill_grace_s = (uint32_t)u;
 			}
 		}
 		if ((v = yget(root, "audit")) != NULL)
