@@ -42,6 +42,7 @@
 #include "gateway/log.h"
 #include "gateway/record.h"
 #include "gateway/sandbox_int.h"
+#include "netns/netns.h"
 
 #define SB_SCAN_MAX	(1 << 22)	/* /proc entries per pass (pid_max) */
 #define SB_KILL_PASSES	50		/* SIGKILL passes before giving up */
@@ -279,10 +280,16 @@ end_tick(struct ev_loop *loop, void *arg)
 void
 sb_end_go(struct sbx *m, struct sb_end *e)
 {
+	char err[256];
 	int n;
 
 	if (e == NULL)
 		return;
+	/* With processes in it the namespace outlives its pin: its link goes
+	 * now, not with the last of them. */
+	if (e->found > 0 && e->nsfd != -1 &&
+	    ns_isolate(e->nsfd, err, sizeof(err)) == -1)
+		log_warnx("sandbox %s: link: %s", e->id, err);
 	if (m->cfg->on_end == POL_ON_END_ISOLATE) {
 		/* They stay, without the namespace's link; so does their
 		 * cgroup (and its limits) while it has members. */

@@ -216,4 +216,10 @@ int	ns_nsid(const char *path, int *nsid, char *err, size_t errlen);
 int	ns_enter(const char *netns_dir, const char *etc_dir, const char *netns,
 	    char *err, size_t errlen);
 
+/* ns_isolate: deletes the sandbox link (NS_SANDBOX_IF, and so its host
+ * peer) inside the namespace nsfd refers to, for a namespace its
+ * processes keep alive after its pin is gone (netns/ns_isolate.c). 0, or
+ * -1 with err. */
+int	ns_isolate(int nsfd, char *err, size_t errlen);
+
 #endif /* SLUICE_NETNS_NETNS_H */

@@ -1,0 +1,210 @@
+#!/bin/bash
+# t_limits.sh: a sandbox owns its processes. Removal and expiry (TTL,
+# idle) end every process in the sandbox's network namespace, however it
+# got there (here: nsenter, as `ip netns exec` does), SIGKILL after the
+# grace for those that ignore SIGTERM, and the records say how many;
+# on_end: isolate keeps them, without network. The policy's resources:
+# hold what `sluice run` starts: a bounded fork bomb under pids: 64 never
+# has more than 64 processes, a memory hog under memory: 64MiB is
+# OOM-killed, timeout: 2s ends sleep 60 with exit 124, each recorded as a
+# finding; a malformed value is refused at FILE:LINE:COL; a restarted
+# sluiced adopts the cgroups of commands still running, limits and all.
+# Fork bombs and memory hogs run only under the limit they test, and are
+# bounded in count.
+. "$(dirname "$0")/lib.sh"
+. "$E2E_DIR/world.sh"
+require_root
+
+for t in jq python3 nsenter setsid; do
+	command -v "$t" >/dev/null || { not_ok "$t is installed"; finish; }
+done
+[ -d /sys/fs/cgroup/pids ] || [ -f /sys/fs/cgroup/cgroup.controllers ] ||
+	{ not_ok "a cgroup tree"; finish; }
+world_up || { not_ok "world_up"; finish; }
+
+POL=$E2E_TMP/policies
+CFG=$E2E_TMP/sluice.yaml
+mkdir -p "$POL"
+pol() { # NAME RESOURCES-LINES
+	printf 'version: 1\nname: %s\negress:\n  allow:\n    - cidr: 192.0.2.10/32\n      ports: [80]\n%s' "$1" "$2" >"$POL/$1.yaml"
+}
+pol plain ''
+pol bomb $'resources:\n  pids: 64\n'
+pol hog $'resources:\n  memory: 64MiB\n'
+pol slow $'resources:\n  timeout: 2s\n'
+pol quiet $'resources:\n  idle: 2s\n'
+pol hold $'resources:\n  pids: 16\n  memory: 128MiB\n  cpu: 0.5\n'
+world_sluiced_config "$CFG" "$POL"
+printf 'sandboxes:\n  kill_grace: 1s\n' >>"$CFG"
+world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
+
+sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
+AUDIT_DB=$WORLD_DIR/state/audit.db
+# recs KIND: the records of KIND, one JSON object a line.
+recs() { "$SLUICE" audit tail --db "$AUDIT_DB" --kind "$1" -n 1000 2>/dev/null; }
+rec_has() { recs "$1" | grep -- "$2" | grep -q -- "$3"; }
+ns_ino() { stat -L -c %i "/run/netns/sluice-$1" 2>/dev/null; }
+# procs INODE: processes whose network namespace is INODE (zombies have none).
+procs() {
+	local p n=0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+procs_are() { [ "$(procs "$1")" = "$2" ]; }
+# spawn ID N M: N processes in sandbox ID that end at SIGTERM and M that
+# ignore it, started as `ip netns exec` would, not through sluice.
+spawn() {
+	setsid nsenter --net="/run/netns/sluice-$1" -- sh -c '
+		i=0; while [ $i -lt '"$2"' ]; do sleep 1000 & i=$((i + 1)); done
+		i=0; while [ $i -lt '"$3"' ]; do
+			sh -c "trap \"\" TERM; exec sleep 1000" & i=$((i + 1)); done
+		exec sleep 1000' </dev/null >/dev/null 2>&1 &
+	disown
+	INOS+=" $(ns_ino "$1")"
+}
+cgdir() { # ID: its pids group (v1) or its group (v2)
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sluice/$1" 2>/dev/null | head -n 1
+	else
+		find /sys/fs/cgroup/pids -maxdepth 6 -type d -path "*/sluice/$1" 2>/dev/null | head -n 1
+	fi
+}
+# Whatever a failed check leaves in the namespaces this test filled.
+INOS=
+kill_ns_procs() {
+	local p i
+	for i in $INOS; do
+		for p in /proc/[0-9]*; do
+			[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$i]" ] &&
+				kill -KILL "${p#/proc/}" 2>/dev/null
+		done
+	done
+	true
+}
+cleanup_push kill_ns_procs
+
+A=t$$-a
+# ------------------------------------------------------------ rm kills
+sl sandbox create --policy plain --id "$A" >/dev/null || not_ok "create $A"
+INO=$(ns_ino "$A")
+spawn "$A" 39 10
+check "50 processes in $A" wait_for 10 procs_are "$INO" 50
+check "sandbox rm $A" sl sandbox rm "$A"
+check "every process of $A is gone after rm" wait_for 20 procs_are "$INO" 0
+check "the delete record counts 50 processes" \
+    rec_has sandbox.delete "$A" "processes=50 on_end=kill"
+check "sandbox.terminated: those ignoring SIGTERM needed SIGKILL" wait_for 10 \
+    eval "recs finding | grep -- '$A' | grep sandbox.terminated | grep -q 'processes=50 sigterm=50 sigkill=1[0-9] left=0'"
+
+# ------------------------------------------------------------ TTL, idle
+B=t$$-b
+sl sandbox create --policy plain --id "$B" --ttl 2s >/dev/null || not_ok "create $B"
+INO=$(ns_ino "$B")
+spawn "$B" 3 2
+check "6 processes in $B" wait_for 10 procs_are "$INO" 6
+check "TTL expiry ends every process of $B" wait_for 30 procs_are "$INO" 0
+check "the expire record says ttl and counts them" \
+    rec_has sandbox.expire "$B" "ttl processes=6"
+C=t$$-c
+sl sandbox create --policy quiet --id "$C" >/dev/null || not_ok "create $C"
+INO=$(ns_ino "$C")
+spawn "$C" 2 1
+check "4 processes in $C" wait_for 10 procs_are "$INO" 4
+check "idle expiry ends every process of $C" wait_for 30 procs_are "$INO" 0
+check "the expire record says idle" rec_has sandbox.expire "$C" "idle processes=4"
+check "$C is gone" wait_for 5 eval "! sl sandbox show '$C' >/dev/null 2>&1"
+
+# ------------------------------------------------------------ pids
+cat >"$E2E_TMP/bomb.py" <<'PY'
+import os, signal
+kids, failed = [], 0
+for i in range(500):             # bounded: 500 attempts at most
+    try:
+        pid = os.fork()
+    except OSError:
+        failed += 1
+        continue
+    if pid == 0:
+        os.execv('/bin/sleep', ['sleep', '60'])
+    kids.append(pid)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+for k in kids:
+    os.waitpid(k, 0)
+print('started=%d failed=%d' % (len(kids), failed))
+PY
+chmod 0644 "$E2E_TMP/bomb.py"
+out=$(sl run --policy bomb -- /usr/bin/python3 "$E2E_TMP/bomb.py" 2>&1)
+check_match "a bounded fork bomb under pids: 64 is held (63 children at most)" \
+    '^started=6[0-3] failed=4[3-4][0-9]$' "$out"
+check "a pids_limit finding records the refused forks" wait_for 10 \
+    eval "recs finding | grep sandbox.pids_limit | grep -q 'pids=64'"
+check "the host answers at once after it" timeout 5 true
+
+# ------------------------------------------------------------ memory
+sl run --policy hog -- /usr/bin/python3 -c 'x = b"x" * (512 << 20)' >/dev/null 2>&1
+rc=$?
+check_eq "a memory hog under memory: 64MiB is killed (137)" 137 "$rc"
+check "an oom_kill finding records it" wait_for 10 \
+    eval "recs finding | grep sandbox.oom_kill | grep -q 'memory=67108864'"
+
+# ------------------------------------------------------------ timeout
+start=$(date +%s)
+sl run --policy slow -- sleep 60 2>/dev/null
+rc=$?
+check_eq "timeout: 2s ends sleep 60 with exit 124" 124 "$rc"
+check "well before sleep 60 would have ended" test $(( $(date +%s) - start )) -lt 40
+check "a timeout finding records it" wait_for 10 \
+    eval "recs finding | grep sandbox.timeout | grep -q 'timeout=2s'"
+
+# ------------------------------------------------------------ malformed
+printf 'version: 1\nname: bad\nresources:\n  pids: 64\n  memory: lots\n' >"$E2E_TMP/bad.yaml"
+out=$("$SLUICE" policy check "$E2E_TMP/bad.yaml" 2>&1)
+rc=$?
+check "a malformed resources value is refused" test "$rc" -ne 0
+check_match "at FILE:LINE:COL" "$E2E_TMP/bad.yaml:5:11: invalid size \"lots\"" "$out"
+printf 'version: 1\nname: bad2\nresources:\n  cpu: 1.2345\n' >"$E2E_TMP/bad2.yaml"
+out=$("$SLUICE" policy check "$E2E_TMP/bad2.yaml" 2>&1)
+check_match "cpu too precise, at FILE:LINE:COL" "$E2E_TMP/bad2.yaml:4:8: invalid cpu" "$out"
+
+# ------------------------------------------------------------ restart adopts
+D=t$$-d
+sl sandbox create --policy hold --id "$D" >/dev/null || not_ok "create $D"
+INOS+=" $(ns_ino "$D")"
+setsid "$SLUICE" -s "$WORLD_SOCK" exec "$D" -- sleep 1000 </dev/null >/dev/null 2>&1 &
+disown
+G=$(cgdir "$D")
+check "$D has a cgroup with pids.max 16" test "$(cat "$G/pids.max" 2>/dev/null)" = 16
+check "the exec'd command is in it" wait_for 10 eval "[ \$(wc -l <'$G/cgroup.procs') -ge 1 ]"
+MEMBER=$(head -n 1 "$G/cgroup.procs")
+world_stop_sluiced
+check "stopped, the group and its member stay" test -d "$G" -a -d "/proc/$MEMBER"
+world_start_sluiced "$CFG" || { not_ok "sluiced restarts"; finish; }
+check "restarted, the same group keeps its limit" test "$(cat "$G/pids.max" 2>/dev/null)" = 16
+check "and its member" grep -qx "$MEMBER" "$G/cgroup.procs"
+check "sandbox rm $D" sl sandbox rm "$D"
+check "the member is gone" wait_for 20 eval "! grep -q . /proc/$MEMBER/ns/net 2>/dev/null && ! [ -e /proc/$MEMBER/ns/net ] || ! kill -0 $MEMBER"
+check "and the group" wait_for 20 eval "! test -d '$G'"
+
+# ------------------------------------------------------------ isolate
+world_stop_sluiced
+sed -i 's/kill_grace: 1s/kill_grace: 1s\n  on_end: isolate/' "$CFG"
+world_start_sluiced "$CFG" || { not_ok "sluiced starts with on_end: isolate"; finish; }
+E=t$$-e
+sl sandbox create --policy plain --id "$E" >/dev/null || not_ok "create $E"
+INO=$(ns_ino "$E")
+spawn "$E" 2 0
+check "3 processes in $E" wait_for 10 procs_are "$INO" 3
+check "sandbox rm $E" sl sandbox rm "$E"
+check "the delete record says isolate" rec_has sandbox.delete "$E" "processes=3 on_end=isolate"
+check "isolate: its processes stay" procs_are "$INO" 3
+P=
+for p in /proc/[0-9]*; do
+	[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$INO]" ] && { P=${p#/proc/}; break; }
+done
+links=$(nsenter --net="/proc/$P/ns/net" ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | tr '\n' ' ')
+check_eq "without network: only lo is left in their namespace" "lo " "$links"
+kill_ns_procs
+finish
