@@ -285,12 +285,16 @@ sb_end_go(struct sbx *m, struct sb_end *e)
 
 	if (e == NULL)
 		return;
-	/* With processes in it the namespace outlives its pin: its link goes
-	 * now, not with the last of them. */
-	if (e->found > 0 && e->nsfd != -1 &&
-	    ns_isolate(e->nsfd, err, sizeof(err)) == -1)
-		log_warnx("sandbox %s: link: %s", e->id, err);
 	if (m->cfg->on_end == POL_ON_END_ISOLATE) {
+		/* With processes in it the namespace outlives its pin, and
+		 * with it the pair the kernel would delete with it: the
+		 * link goes now. (On kill, the retired host side, without
+		 * address or elements, carries nothing until the grace
+		 * ends, and the synchronous delete would cost the removal
+		 * an RCU grace period.) */
+		if (e->found > 0 && e->nsfd != -1 &&
+		    ns_isolate(e->nsfd, err, sizeof(err)) == -1)
+			log_warnx("sandbox %s: link: %s", e->id, err);
 		/* They stay, without the namespace's link; so does their
 		 * cgroup (and its limits) while it has members. */
 		if (e->cg && m->cg != NULL && cg_members(m->cg, e->id) == 0)
