@@ -66,8 +66,10 @@ LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 # netns/ only what `exec` and `run` need to enter a sandbox (ns_enter.c;
 # ns.c and its rtnetlink half for the id syntax and the error helper), not
 # the nftables half (fw*.c, ct.c): libmnl, not libnftnl nor libmicrohttpd.
+# Of gateway/ only cgroup.c, whose file helpers join and end the groups
+# the daemon names for exec and run.
 # A call into a file left out fails the link; it never pulls in the daemon.
-CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
+CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) gateway/cgroup.c \
               policy/classify.c policy/config.c policy/decide.c \
               policy/errors.c policy/load.c policy/reason.c \
               policy/resources.c policy/yaml.c \

@@ -10,6 +10,7 @@
 
 #include <linux/magic.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -178,8 +179,8 @@ cg_id_ok(const char *id)
 
 /* ------------------------------------------------------------ files */
 
-static int
-write_file(const char *dir, const char *file, const char *value)
+int
+cg_write(const char *dir, const char *file, const char *value)
 {
 	char path[2 * CG_PATH_MAX + 64];
 	size_t len = strlen(value);
@@ -279,17 +280,17 @@ v2_setup(const char *own, const char *base, char *err, size_t errlen)
 				else
 					*nl++ = '\0';
 				if (*p != '\0')
-					(void)write_file(leaf, "cgroup.procs", p);
+					(void)cg_write(leaf, "cgroup.procs", p);
 			}
 		}
 	}
-	if (write_file(own, "cgroup.subtree_control", ctl) == -1) {
+	if (cg_write(own, "cgroup.subtree_control", ctl) == -1) {
 		snprintf(err, errlen, "%s/cgroup.subtree_control: %s", own,
 		    strerror(errno));
 		return -1;
 	}
 	if (mkdir_ok(base) == -1 ||
-	    write_file(base, "cgroup.subtree_control", ctl) == -1) {
+	    cg_write(base, "cgroup.subtree_control", ctl) == -1) {
 		snprintf(err, errlen, "%s: %s", base, strerror(errno));
 		return -1;
 	}
@@ -403,7 +404,7 @@ cg_create(struct cg *g, const char *id, const struct pol_resources *r,
 	n = cg_limit_writes(g->mode, r, w);
 	for (i = 0; i < n; i++) {
 		(void)cg_dir(g, w[i].tree, id, dir, sizeof(dir));
-		if (write_file(dir, w[i].file, w[i].value) == 0)
+		if (cg_write(dir, w[i].file, w[i].value) == 0)
 			continue;
 		/* Without swap accounting there is no memsw file: the
 		 * memory limit alone holds then (there is no swap to use
@@ -460,32 +461,40 @@ kill_listed(const char *dir)
 }
 
 int
+cg_kill_dir(const char *dir)
+{
+	int total = 0, n, pass;
+
+	if (cg_write(dir, "cgroup.kill", "1") == 0)
+		return 0;
+	/* v1, or v2 before 5.14: signal the list until it is empty. */
+	for (pass = 0; pass < 64; pass++) {
+		if ((n = kill_listed(dir)) < 0)
+			return pass == 0 ? -1 : total;
+		if (n == 0)
+			break;
+		total += n;
+	}
+	return total;
+}
+
+int
 cg_kill(struct cg *g, const char *id)
 {
 	char dir[CG_PATH_MAX];
-	int total = 0, n, pass;
+	int total = 0, n, seen;
 	size_t i;
 
 	if (g == NULL)
 		return -1;
-	if (g->mode == CG_V2) {
-		if (cg_dir(g, 0, id, dir, sizeof(dir)) == -1)
-			return -1;
-		total = cg_members(g, id);
-		if (write_file(dir, "cgroup.kill", "1") == 0)
-			return total < 0 ? 0 : total;
-		/* Before 5.14 there is no cgroup.kill: signal the list. */
-	}
+	seen = cg_members(g, id);
 	for (i = 0; i < g->ntrees; i++) {
 		if (cg_dir(g, i, id, dir, sizeof(dir)) == -1)
 			return -1;
-		for (pass = 0; pass < 64; pass++) {
-			if ((n = kill_listed(dir)) <= 0)
-				break;
+		if ((n = cg_kill_dir(dir)) > 0)
 			total += n;
-		}
 	}
-	return total;
+	return total > 0 ? total : seen < 0 ? 0 : seen;
 }
 
 int
@@ -521,6 +530,21 @@ cg_remove(struct cg *g, const char *id, char *err, size_t errlen)
 		}
 	}
 	return rc;
+}
+
+void
+cg_foreach(const struct cg *g, void (*fn)(const char *id, void *arg),
+    void *arg)
+{
+	struct dirent *de;
+	DIR *d;
+
+	if (g == NULL || (d = opendir(g->base[0])) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_type == DT_DIR && cg_id_ok(de->d_name))
+			fn(de->d_name, arg);
+	closedir(d);
 }
 
 int

@@ -838,6 +838,7 @@ sbx_new(struct gw *gw, struct rec *rec, struct ev_loop *loop, char *err,
 	sb_limits_init(m);
 	if (sb_reconcile(m, err, errlen) == -1)
 		goto fail;
+	sb_cg_orphans(m);
 	log_info("sandboxes: %zu adopted, state %s", m->count, path);
 	return m;
 fail:

@@ -293,6 +293,14 @@ void		 sb_cg_adopt(struct sbx *m, struct sandbox *s);
 void		 sb_cg_drop(struct sbx *m, struct sandbox *s);
 /* sb_cg_check: findings for limits s hit since the last check. */
 void		 sb_cg_check(struct sbx *m, struct sandbox *s);
+/* sb_limits_reapply: after s moved to a changed policy, its cgroup's
+ * limits and its idle timer follow (a finding when the kernel refuses). */
+void		 sb_limits_reapply(struct sbx *m, struct sandbox *s);
+/* sb_cg_orphans: at start, after reconciliation: groups under the base
+ * that no sandbox has (a crash between a group and its row, a removal
+ * whose group could not go) are emptied and removed, each after its
+ * sandbox.orphan record. */
+void		 sb_cg_orphans(struct sbx *m);
 /* sb_idle_arm: s active now, and its idle timer armed if it has one. */
 void		 sb_idle_arm(struct sbx *m, struct sandbox *s);
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/cgroup.h"
 #include "gateway/log.h"
@@ -178,6 +179,54 @@ events_tick(struct ev_loop *loop, void *arg)
 	if ((m->events_timer = ev_timer_add(m->loop, EVENTS_MS, events_tick,
 	    m)) == NULL)
 		log_warn("cgroups: events timer");
+}
+
+void
+sb_limits_reapply(struct sbx *m, struct sandbox *s)
+{
+	char err[256];
+
+	sb_idle_arm(m, s);
+	if (!s->cg || m->cg == NULL)
+		return;
+	/* cg_create on an existing group only writes the limits. */
+	if (cg_create(m->cg, s->rec.id, res_of(s), err, sizeof(err)) == -1) {
+		s->cg = cg_exists(m->cg, s->rec.id);
+		log_warnx("sandbox %s: limits: %s", s->rec.id, err);
+		if (rec_async(m->rec, "finding", rec_finding_fields(s->rec.id,
+		    "sandbox.limits_failed", "high", err)) == -1)
+			log_warn("sandbox %s: finding", s->rec.id);
+	}
+}
+
+static void
+orphan(const char *id, void *arg)
+{
+	struct sbx *m = arg;
+	char err[256];
+	int n, i;
+
+	if (sb_find(m, id) != NULL)
+		return;
+	if (sb_event(m, "sandbox.orphan", id, NULL, "cgroup %s: removing "
+	    "(no sandbox has it)", id) == -1)
+		return;
+	n = cg_kill(m->cg, id);
+	/* At start, before anything is served: a short bounded wait for
+	 * the killed to leave the group (exit is not instant). */
+	for (i = 0; i < 50 && cg_members(m->cg, id) > 0; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	if (cg_remove(m->cg, id, err, sizeof(err)) == -1)
+		log_warnx("cgroup %s stays (%d killed): %s", id, n, err);
+	else
+		log_info("sandbox.orphan cgroup %s removed (%d killed)", id, n);
+}
+
+void
+sb_cg_orphans(struct sbx *m)
+{
+	if (m->cg != NULL)
+		cg_foreach(m->cg, orphan, m);
 }
 
 /* ------------------------------------------------------------ idle */

@@ -254,8 +254,10 @@ end_tick(struct ev_loop *loop, void *arg)
 	if (e->cg && e->m->cg != NULL && e->passes == 0)
 		(void)cg_kill(e->m->cg, e->id);
 	n = sb_procs_scan(e->dev, e->ino, SIGKILL);
-	if (n > 0)
-		e->killed += (unsigned)n;
+	/* Those the first pass finds needed SIGKILL; later passes see them
+	 * again until their exit is through, and count nothing new. */
+	if (n > 0 && e->passes == 0)
+		e->killed = (unsigned)n;
 	e->passes++;
 	if (n <= 0 || e->passes >= SB_KILL_PASSES) {
 		e->left = n > 0 ? sb_procs_scan(e->dev, e->ino, 0) : 0;

@@ -49,6 +49,8 @@ WEB_NAME=web.example.org
 WEB=203.0.113.80
 MCP_CLIENT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests/e2e/servers" &&
     pwd)/mcp_client.mjs
+FORK_BOMB=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests/e2e/tools" &&
+    pwd)/fork_bomb.py
 
 say() { printf '     agent: %s\n' "$*"; }
 # got TEXT: the attempt got through (from the agent's side).
@@ -306,24 +308,9 @@ mcp-taint)
 	;;
 limits-bomb)
 	say "a fork bomb: as many processes as it can get (500 attempts at most)"
-	out=$(python3 -c '
-import os, signal
-kids, failed = [], 0
-for i in range(500):
-    try:
-        pid = os.fork()
-    except OSError:
-        failed += 1
-        continue
-    if pid == 0:
-        os.execv("/bin/sleep", ["sleep", "60"])
-    kids.append(pid)
-for k in kids:
-    os.kill(k, signal.SIGKILL)
-for k in kids:
-    os.waitpid(k, 0)
-print(len(kids), failed)' 2>/dev/null)
-	read -r started failed <<<"$out"
+	out=$(python3 "$FORK_BOMB" 500 2>/dev/null)
+	started=$(sed -n 's/^started=\([0-9]*\) .*/\1/p' <<<"$out")
+	failed=$(sed -n 's/.* failed=\([0-9]*\)$/\1/p' <<<"$out")
 	say "started ${started:-?} processes, ${failed:-?} forks refused by the kernel"
 	[ "${failed:-0}" -gt 0 ] && stopped "the sandbox's pids limit held the bomb"
 	got "every fork succeeded"

@@ -11,13 +11,12 @@
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/cgroup.h"
 #include "gateway/cli/cli.h"
 
 #define CG_PREFIX	"/sys/fs/cgroup/"
@@ -76,24 +75,6 @@ cli_limits_parse(const json_t *reply, const char *id, struct cli_limits *out)
 	return 0;
 }
 
-static int
-write_str(const char *dir, const char *file, const char *s)
-{
-	char path[600];
-	size_t len = strlen(s);
-	ssize_t w;
-	int fd, saved;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return -1;
-	w = write(fd, s, len);
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return w == (ssize_t)len ? 0 : -1;
-}
-
 int
 cli_limits_join(const struct cli_limits *l, char *err, size_t errlen)
 {
@@ -101,51 +82,12 @@ cli_limits_join(const struct cli_limits *l, char *err, size_t errlen)
 
 	/* "0" is the writer itself. */
 	for (i = 0; i < l->ncgroups; i++)
-		if (write_str(l->cgroup[i], "cgroup.procs", "0") == -1) {
+		if (cg_write(l->cgroup[i], "cgroup.procs", "0") == -1) {
 			snprintf(err, errlen, "%s: %s", l->cgroup[i],
 			    strerror(errno));
 			return -1;
 		}
 	return 0;
-}
-
-/* Everything in the groups, SIGKILLed: cgroup.kill where there is one
- * (v2, atomic against forks), else the members listed, a few passes. */
-static void
-kill_groups(const struct cli_limits *l)
-{
-	char path[600], buf[65536];
-	ssize_t n;
-	size_t i;
-	int pass, fd, any;
-	char *p, *end;
-	long pid;
-
-	for (i = 0; i < l->ncgroups; i++) {
-		if (write_str(l->cgroup[i], "cgroup.kill", "1") == 0)
-			continue;
-		for (pass = 0, any = 1; any && pass < 64; pass++) {
-			any = 0;
-			snprintf(path, sizeof(path), "%s/cgroup.procs",
-			    l->cgroup[i]);
-			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-				break;
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n <= 0)
-				break;
-			buf[n] = '\0';
-			for (p = buf; *p != '\0'; p = end) {
-				pid = strtol(p, &end, 10);
-				if (end == p)
-					break;
-				if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
-					any = 1;
-				while (*end == '\n')
-					end++;
-			}
-		}
-	}
 }
 
 static volatile sig_atomic_t alarmed;
@@ -167,6 +109,7 @@ cli_limits_wait(pid_t pid, const struct cli_limits *l, int *st,
     int *timed_out)
 {
 	struct sigaction sa, old;
+	size_t i;
 
 	*timed_out = 0;
 	alarmed = 0;
@@ -193,6 +136,7 @@ cli_limits_wait(pid_t pid, const struct cli_limits *l, int *st,
 	if (alarmed) {
 		/* What the command left in its groups goes with it. */
 		*timed_out = 1;
-		kill_groups(l);
+		for (i = 0; i < l->ncgroups; i++)
+			(void)cg_kill_dir(l->cgroup[i]);
 	}
 }

@@ -335,6 +335,24 @@ lc_parts() {
 	note "lifecycle, $2: medians of the parts (ms): create = ns_create ${m[0]} + fw_sandbox_add ${m[1]}; delete = fw_sandbox_del ${m[2]} + ns_delete ${m[3]}"
 }
 
+# bench_world NAME: the e2e world (tests/e2e/world.sh) for section NAME,
+# its names carrying this run's tag so that sweep() removes them too (the
+# world's own cleanup runs first, from the EXIT trap set here), and a
+# sluiced config for it: CFG, with its policies in the directory POL
+# (both assigned in the caller, which declares them local). 0, or 1 with
+# a note.
+bench_world() {
+	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/lib.sh"
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/world.sh"
+	trap 'world_fast_down; _run_cleanup; sweep' EXIT
+	world_up 2>"$W/world.err" || { note "$1: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
+	POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
+	world_sluiced_config "$CFG" "$POL"
+}
+
 sec_lifecycle() {
 	local lc=lc dir=/run/$BENCH_TAG etc rounds per r st pre op
 	local W=$BENCH_WORK/lifecycle
@@ -780,15 +798,8 @@ sec_dns() {
 	# inet with the upstream dnsmasq (192.0.2.53, --cache-size=0, which
 	# answers every *.wild.example.com). Its names carry this run's tag
 	# so sweep() removes them too; its own cleanup runs first.
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/lib.sh"
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/world.sh"
-	trap 'world_fast_down; _run_cleanup; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "dns: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
+	local POL CFG
+	bench_world dns || return 1
 	# The upstream of every DNS line: bench_dns serve on 192.0.2.54 in
 	# inet (answers any A question, no log, no cache). The world's
 	# dnsmasq logs every query and would cap Sluice and the anchor alike
@@ -1032,15 +1043,8 @@ sec_bridge() {
 		note "bridge: supergateway could not be installed from npm ($(tail -c 150 "$W/npm.log" 2>/dev/null)); no proxy anchor"
 	fi
 
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$E2E/lib.sh"
-	# shellcheck disable=SC1091
-	. "$E2E/world.sh"
-	trap 'world_fast_down; _run_cleanup; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "bridge: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
+	local POL CFG
+	bench_world bridge || return 1
 	cat >"$POL/mcpbench.yaml" <<-'EOF'
 	version: 1
 	name: mcpbench
@@ -1300,17 +1304,11 @@ sec_srt() {
 		note "srt: @anthropic-ai/sandbox-runtime@$SRT_VERSION (or bubblewrap) could not be installed: $(tail -c 150 "$W/npm.log" 2>/dev/null)"
 	fi
 
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/lib.sh"
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/world.sh"
+	local POL CFG
+	bench_world srt || return 1
 	trap 'world_fast_down; _run_cleanup; rm -rf "/etc/netns/$WORLD_HOST_NS"; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "srt: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
 	local OBJ=$WORLD_DIR/www/web/obj.bin size=1048576
 	head -c $size /dev/urandom >"$OBJ" || return 1
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
 	cat >"$POL/srtbench.yaml" <<-'EOF'
 	version: 1
 	name: srtbench
@@ -1383,15 +1381,8 @@ sec_srt() {
 sec_limits() {
 	local W=$BENCH_WORK/limits N=11 r ID t0 t1 ino
 	mkdir -p "$W"
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/lib.sh"
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/world.sh"
-	trap 'world_fast_down; _run_cleanup; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "limits: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
+	local POL CFG
+	bench_world limits || return 1
 	printf 'version: 1\nname: free\n' >"$POL/free.yaml"
 	printf 'version: 1\nname: held\nresources:\n  pids: 256\n  memory: 256MiB\n  cpu: 1\n' >"$POL/held.yaml"
 	world_start_sluiced "$CFG" 2>"$W/start.err" ||

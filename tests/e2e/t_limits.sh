@@ -44,14 +44,15 @@ AUDIT_DB=$WORLD_DIR/state/audit.db
 recs() { "$SLUICE" audit tail --db "$AUDIT_DB" --kind "$1" -n 1000 2>/dev/null; }
 rec_has() { recs "$1" | grep -- "$2" | grep -q -- "$3"; }
 ns_ino() { stat -L -c %i "/run/netns/sluice-$1" 2>/dev/null; }
-# procs INODE: processes whose network namespace is INODE (zombies have none).
-procs() {
-	local p n=0
+# ns_pids INODE: the processes whose network namespace is INODE (zombies
+# have none); procs INODE: how many.
+ns_pids() {
+	local p
 	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && n=$((n + 1))
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && echo "${p#/proc/}"
 	done
-	echo "$n"
 }
+procs() { ns_pids "$1" | wc -l; }
 procs_are() { [ "$(procs "$1")" = "$2" ]; }
 # spawn ID N M: N processes in sandbox ID that end at SIGTERM and M that
 # ignore it, started as `ip netns exec` would, not through sluice.
@@ -74,23 +75,29 @@ cgdir() { # ID: its pids group (v1) or its group (v2)
 # Whatever a failed check leaves in the namespaces this test filled.
 INOS=
 kill_ns_procs() {
-	local p i
+	local i
 	for i in $INOS; do
-		for p in /proc/[0-9]*; do
-			[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$i]" ] &&
-				kill -KILL "${p#/proc/}" 2>/dev/null
-		done
+		# shellcheck disable=SC2046
+		kill -KILL $(ns_pids "$i") 2>/dev/null
 	done
 	true
 }
 cleanup_push kill_ns_procs
+# fill ID POLICY N M [CREATE-ARGS...]: sandbox ID made with POLICY and N
+# processes that end at SIGTERM, M that ignore it, and their sh (INO: its
+# namespace).
+fill() {
+	local id=$1 pol=$2 n=$3 m=$4
+	shift 4
+	sl sandbox create --policy "$pol" --id "$id" "$@" >/dev/null || not_ok "create $id"
+	INO=$(ns_ino "$id")
+	spawn "$id" "$n" "$m"
+	check "$((n + m + 1)) processes in $id" wait_for 10 procs_are "$INO" $((n + m + 1))
+}
 
 A=t$$-a
 # ------------------------------------------------------------ rm kills
-sl sandbox create --policy plain --id "$A" >/dev/null || not_ok "create $A"
-INO=$(ns_ino "$A")
-spawn "$A" 39 10
-check "50 processes in $A" wait_for 10 procs_are "$INO" 50
+fill "$A" plain 39 10
 check "sandbox rm $A" sl sandbox rm "$A"
 check "every process of $A is gone after rm" wait_for 20 procs_are "$INO" 0
 check "the delete record counts 50 processes" \
@@ -100,43 +107,18 @@ check "sandbox.terminated: those ignoring SIGTERM needed SIGKILL" wait_for 10 \
 
 # ------------------------------------------------------------ TTL, idle
 B=t$$-b
-sl sandbox create --policy plain --id "$B" --ttl 2s >/dev/null || not_ok "create $B"
-INO=$(ns_ino "$B")
-spawn "$B" 3 2
-check "6 processes in $B" wait_for 10 procs_are "$INO" 6
+fill "$B" plain 3 2 --ttl 2s
 check "TTL expiry ends every process of $B" wait_for 30 procs_are "$INO" 0
 check "the expire record says ttl and counts them" \
     rec_has sandbox.expire "$B" "ttl processes=6"
 C=t$$-c
-sl sandbox create --policy quiet --id "$C" >/dev/null || not_ok "create $C"
-INO=$(ns_ino "$C")
-spawn "$C" 2 1
-check "4 processes in $C" wait_for 10 procs_are "$INO" 4
+fill "$C" quiet 2 1
 check "idle expiry ends every process of $C" wait_for 30 procs_are "$INO" 0
 check "the expire record says idle" rec_has sandbox.expire "$C" "idle processes=4"
 check "$C is gone" wait_for 5 eval "! sl sandbox show '$C' >/dev/null 2>&1"
 
 # ------------------------------------------------------------ pids
-cat >"$E2E_TMP/bomb.py" <<'PY'
-import os, signal
-kids, failed = [], 0
-for i in range(500):             # bounded: 500 attempts at most
-    try:
-        pid = os.fork()
-    except OSError:
-        failed += 1
-        continue
-    if pid == 0:
-        os.execv('/bin/sleep', ['sleep', '60'])
-    kids.append(pid)
-for k in kids:
-    os.kill(k, signal.SIGKILL)
-for k in kids:
-    os.waitpid(k, 0)
-print('started=%d failed=%d' % (len(kids), failed))
-PY
-chmod 0644 "$E2E_TMP/bomb.py"
-out=$(sl run --policy bomb -- /usr/bin/python3 "$E2E_TMP/bomb.py" 2>&1)
+out=$(sl run --policy bomb -- /usr/bin/python3 "$E2E_DIR/tools/fork_bomb.py" 500 2>&1)
 check_match "a bounded fork bomb under pids: 64 is held (63 children at most)" \
     '^started=6[0-3] failed=4[3-4][0-9]$' "$out"
 check "a pids_limit finding records the refused forks" wait_for 10 \
@@ -181,7 +163,20 @@ check "the exec'd command is in it" wait_for 10 eval "[ \$(wc -l <'$G/cgroup.pro
 MEMBER=$(head -n 1 "$G/cgroup.procs")
 world_stop_sluiced
 check "stopped, the group and its member stay" test -d "$G" -a -d "/proc/$MEMBER"
+# A group no sandbox has (left by a crash between the group and its row),
+# with a process in it: the restart removes both.
+O=$(dirname "$G")/t$$-orphan
+mkdir "$O"
+setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+OPID=$!
+disown
+echo "$OPID" >"$O/cgroup.procs"
+cleanup_push "kill -KILL $OPID 2>/dev/null; rmdir '$O' 2>/dev/null"
+check "the orphan group holds its process" grep -qx "$OPID" "$O/cgroup.procs"
 world_start_sluiced "$CFG" || { not_ok "sluiced restarts"; finish; }
+check "restarted, a group no sandbox has is removed" wait_for 10 eval "! test -d '$O'"
+check "and its process killed" wait_for 10 eval "! kill -0 $OPID 2>/dev/null"
+check "an orphan record says so" rec_has finding "sandbox.orphan" "t$$-orphan"
 check "restarted, the same group keeps its limit" test "$(cat "$G/pids.max" 2>/dev/null)" = 16
 check "and its member" grep -qx "$MEMBER" "$G/cgroup.procs"
 check "sandbox rm $D" sl sandbox rm "$D"
@@ -193,17 +188,11 @@ world_stop_sluiced
 sed -i 's/kill_grace: 1s/kill_grace: 1s\n  on_end: isolate/' "$CFG"
 world_start_sluiced "$CFG" || { not_ok "sluiced starts with on_end: isolate"; finish; }
 E=t$$-e
-sl sandbox create --policy plain --id "$E" >/dev/null || not_ok "create $E"
-INO=$(ns_ino "$E")
-spawn "$E" 2 0
-check "3 processes in $E" wait_for 10 procs_are "$INO" 3
+fill "$E" plain 2 0
 check "sandbox rm $E" sl sandbox rm "$E"
 check "the delete record says isolate" rec_has sandbox.delete "$E" "processes=3 on_end=isolate"
 check "isolate: its processes stay" procs_are "$INO" 3
-P=
-for p in /proc/[0-9]*; do
-	[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$INO]" ] && { P=${p#/proc/}; break; }
-done
+P=$(ns_pids "$INO" | head -n 1)
 links=$(nsenter --net="/proc/$P/ns/net" ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | tr '\n' ' ')
 check_eq "without network: only lo is left in their namespace" "lo " "$links"
 kill_ns_procs
