@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gateway/cgroup.h"
+#include "netns/netns.h"
 
 /* The v1 trees, in the order of cg_limit_writes' tree indexes. */
 static const char *const v1_trees[CG_TREES_MAX] = { "pids", "memory", "cpu" };
@@ -179,47 +180,6 @@ cg_id_ok(const char *id)
 
 /* ------------------------------------------------------------ files */
 
-int
-cg_write(const char *dir, const char *file, const char *value)
-{
-	char path[2 * CG_PATH_MAX + 64];
-	size_t len = strlen(value);
-	ssize_t w;
-	int fd, saved;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >=
-	    (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return -1;
-	w = write(fd, value, len);
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return w == (ssize_t)len ? 0 : -1;
-}
-
-/* The first len-1 bytes of dir/file, NUL-terminated. */
-static ssize_t
-read_file(const char *dir, const char *file, char *buf, size_t len)
-{
-	char path[2 * CG_PATH_MAX + 64];
-	ssize_t n, got = 0;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return -1;
-	while ((size_t)got + 1 < len && (n = read(fd, buf + got,
-	    len - 1 - (size_t)got)) > 0)
-		got += n;
-	close(fd);
-	buf[got] = '\0';
-	return got;
-}
-
 static int
 mkdir_ok(const char *path)
 {
@@ -238,7 +198,7 @@ cg_detect(const char *root)
 	if (statfs(root, &sf) == -1)
 		return CG_NONE;
 	if (sf.f_type == CGROUP2_SUPER_MAGIC) {
-		if (read_file(root, "cgroup.controllers", buf, sizeof(buf)) ==
+		if (ns_cg_read(root, "cgroup.controllers", buf, sizeof(buf)) ==
 		    -1 || strstr(buf, "pids") == NULL ||
 		    strstr(buf, "memory") == NULL || strstr(buf, "cpu") == NULL)
 			return CG_NONE;
@@ -271,7 +231,7 @@ v2_setup(const char *own, const char *base, char *err, size_t errlen)
 		/* Whoever is in own is the service's (its delegated
 		 * subtree): a few passes for what forks meanwhile. */
 		for (pass = 0; pass < 8; pass++) {
-			if (read_file(own, "cgroup.procs", procs,
+			if (ns_cg_read(own, "cgroup.procs", procs,
 			    sizeof(procs)) <= 0)
 				break;
 			for (p = procs; *p != '\0'; p = nl) {
@@ -280,17 +240,17 @@ v2_setup(const char *own, const char *base, char *err, size_t errlen)
 				else
 					*nl++ = '\0';
 				if (*p != '\0')
-					(void)cg_write(leaf, "cgroup.procs", p);
+					(void)ns_cg_write(leaf, "cgroup.procs", p);
 			}
 		}
 	}
-	if (cg_write(own, "cgroup.subtree_control", ctl) == -1) {
+	if (ns_cg_write(own, "cgroup.subtree_control", ctl) == -1) {
 		snprintf(err, errlen, "%s/cgroup.subtree_control: %s", own,
 		    strerror(errno));
 		return -1;
 	}
 	if (mkdir_ok(base) == -1 ||
-	    cg_write(base, "cgroup.subtree_control", ctl) == -1) {
+	    ns_cg_write(base, "cgroup.subtree_control", ctl) == -1) {
 		snprintf(err, errlen, "%s: %s", base, strerror(errno));
 		return -1;
 	}
@@ -404,7 +364,7 @@ cg_create(struct cg *g, const char *id, const struct pol_resources *r,
 	n = cg_limit_writes(g->mode, r, w);
 	for (i = 0; i < n; i++) {
 		(void)cg_dir(g, w[i].tree, id, dir, sizeof(dir));
-		if (cg_write(dir, w[i].file, w[i].value) == 0)
+		if (ns_cg_write(dir, w[i].file, w[i].value) == 0)
 			continue;
 		/* Without swap accounting there is no memsw file: the
 		 * memory limit alone holds then (there is no swap to use
@@ -438,46 +398,6 @@ cg_exists(const struct cg *g, const char *id)
 	return g != NULL;
 }
 
-/* Signals every pid listed in dir/cgroup.procs; how many, or -1. */
-static int
-kill_listed(const char *dir)
-{
-	char buf[65536], *p, *end;
-	long pid;
-	int n = 0;
-
-	if (read_file(dir, "cgroup.procs", buf, sizeof(buf)) == -1)
-		return -1;
-	for (p = buf; *p != '\0'; p = end) {
-		pid = strtol(p, &end, 10);
-		if (end == p)
-			break;
-		if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
-			n++;
-		while (*end == '\n')
-			end++;
-	}
-	return n;
-}
-
-int
-cg_kill_dir(const char *dir)
-{
-	int total = 0, n, pass;
-
-	if (cg_write(dir, "cgroup.kill", "1") == 0)
-		return 0;
-	/* v1, or v2 before 5.14: signal the list until it is empty. */
-	for (pass = 0; pass < 64; pass++) {
-		if ((n = kill_listed(dir)) < 0)
-			return pass == 0 ? -1 : total;
-		if (n == 0)
-			break;
-		total += n;
-	}
-	return total;
-}
-
 int
 cg_kill(struct cg *g, const char *id)
 {
@@ -491,7 +411,7 @@ cg_kill(struct cg *g, const char *id)
 	for (i = 0; i < g->ntrees; i++) {
 		if (cg_dir(g, i, id, dir, sizeof(dir)) == -1)
 			return -1;
-		if ((n = cg_kill_dir(dir)) > 0)
+		if ((n = ns_cg_kill(dir)) > 0)
 			total += n;
 	}
 	return total > 0 ? total : seen < 0 ? 0 : seen;
@@ -504,7 +424,7 @@ cg_members(const struct cg *g, const char *id)
 	int n = 0;
 
 	if (cg_dir(g, 0, id, dir, sizeof(dir)) == -1 ||
-	    read_file(dir, "cgroup.procs", buf, sizeof(buf)) == -1)
+	    ns_cg_read(dir, "cgroup.procs", buf, sizeof(buf)) == -1)
 		return -1;
 	for (p = buf; *p != '\0'; p++)
 		if (*p == '\n')
@@ -555,11 +475,11 @@ cg_read_events(const struct cg *g, const char *id, struct cg_events *ev)
 
 	memset(ev, 0, sizeof(*ev));
 	if (cg_dir(g, 0, id, dir, sizeof(dir)) == -1 ||
-	    read_file(dir, "pids.events", buf, sizeof(buf)) == -1)
+	    ns_cg_read(dir, "pids.events", buf, sizeof(buf)) == -1)
 		return -1;
 	ev->pids_max = cg_event_count(buf, "max");
 	if (cg_dir(g, mem, id, dir, sizeof(dir)) == -1 ||
-	    read_file(dir, mem ? "memory.oom_control" : "memory.events", buf,
+	    ns_cg_read(dir, mem ? "memory.oom_control" : "memory.events", buf,
 	    sizeof(buf)) == -1)
 		return -1;
 	ev->oom_kills = cg_event_count(buf, "oom_kill");

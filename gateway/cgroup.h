@@ -73,17 +73,6 @@ uint64_t cg_event_count(const char *text, const char *key);
  * not starting with '-'), else 0. */
 int	cg_id_ok(const char *id);
 
-/* ------------------------------------------------- one directory
- * (also what `sluice exec` and `run` use on the groups the daemon names) */
-
-/* cg_write: value into dir/file (an existing cgroupfs file; no symlink
- * followed). 0, or -1 with errno. */
-int	cg_write(const char *dir, const char *file, const char *value);
-/* cg_kill_dir: SIGKILL to every member of group dir: cgroup.kill where
- * there is one (v2, atomic against forks), else the members it lists, at
- * most 64 passes. How many were signalled (0 after cgroup.kill), or -1. */
-int	cg_kill_dir(const char *dir);
-
 /* ------------------------------------------------- the hierarchy */
 
 struct cg;

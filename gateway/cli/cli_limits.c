@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/cgroup.h"
 #include "gateway/cli/cli.h"
+#include "netns/netns.h"
 
 #define CG_PREFIX	"/sys/fs/cgroup/"
 
@@ -82,7 +82,7 @@ cli_limits_join(const struct cli_limits *l, char *err, size_t errlen)
 
 	/* "0" is the writer itself. */
 	for (i = 0; i < l->ncgroups; i++)
-		if (cg_write(l->cgroup[i], "cgroup.procs", "0") == -1) {
+		if (ns_cg_write(l->cgroup[i], "cgroup.procs", "0") == -1) {
 			snprintf(err, errlen, "%s: %s", l->cgroup[i],
 			    strerror(errno));
 			return -1;
@@ -137,6 +137,6 @@ cli_limits_wait(pid_t pid, const struct cli_limits *l, int *st,
 		/* What the command left in its groups goes with it. */
 		*timed_out = 1;
 		for (i = 0; i < l->ncgroups; i++)
-			(void)cg_kill_dir(l->cgroup[i]);
+			(void)ns_cg_kill(l->cgroup[i]);
 	}
 }

@@ -124,6 +124,18 @@ check_match "a bounded fork bomb under pids: 64 is held (63 children at most)" \
 check "a pids_limit finding records the refused forks" wait_for 10 \
     eval "recs finding | grep sandbox.pids_limit | grep -q 'pids=64'"
 check "the host answers at once after it" timeout 5 true
+# The command cannot leave its group: as uid 0 without capabilities it
+# owns root's cgroup.procs files, so what it can reach of them matters.
+out=$(sl run --policy bomb -- sh -c '
+	for f in /sys/fs/cgroup/pids/cgroup.procs /sys/fs/cgroup/cgroup.procs \
+	    /sys/fs/cgroup/unified/cgroup.procs /proc/1/root/sys/fs/cgroup/pids/cgroup.procs \
+	    /proc/$PPID/root/sys/fs/cgroup/pids/cgroup.procs; do
+		(echo $$ >"$f") 2>/dev/null && echo "escaped through $f"
+	done
+	grep -E "^[0-9]+:pids:|^0::" /proc/self/cgroup' 2>&1)
+check_fails "a command under sluice run cannot move itself out of its cgroup" \
+    grep -q escaped <<<"$out"
+check_match "it is still in its sandbox's group" ':pids:/.*sluice/sb-[0-9a-f]+$|^0::/.*sluice/sb-' "$out"
 
 # ------------------------------------------------------------ memory
 sl run --policy hog -- /usr/bin/python3 -c 'x = b"x" * (512 << 20)' >/dev/null 2>&1
