@@ -30,7 +30,7 @@ static const char *const v1_trees[CG_TREES_MAX] = { "pids", "memory", "cpu" };
 struct cg {
 	enum cg_mode	mode;
 	size_t		ntrees;
-	/* <root>/<tree><own>/sluice for each tree */
+	/* <root>/<tree><own>/<name> for each tree */
 	char		base[CG_TREES_MAX][CG_PATH_MAX];
 };
 
@@ -149,6 +149,33 @@ cg_limit_writes(enum cg_mode mode, const struct pol_resources *r,
 	return n;
 }
 
+void
+cg_base_name(const char *state_dir, char *out, size_t outlen)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)(state_dir != NULL ? state_dir : "");
+	    *p != '\0'; p++)
+		h = (h ^ *p) * 16777619u;
+	snprintf(out, outlen, "sluice-%08x", (unsigned)h);
+}
+
+int
+cg_base_name_ok(const char *name)
+{
+	size_t i;
+
+	if (name == NULL || strncmp(name, "sluice-", 7) != 0 ||
+	    strlen(name) != 15)
+		return 0;
+	for (i = 7; i < 15; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		    (name[i] >= 'a' && name[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 uint64_t
 cg_event_count(const char *text, const char *key)
 {
@@ -259,7 +286,7 @@ v2_setup(const char *own, const char *base, char *err, size_t errlen)
 
 struct cg *
 cg_new(const char *root, enum cg_mode mode, const char *self_text,
-    char *err, size_t errlen)
+    const char *name, char *err, size_t errlen)
 {
 	char own[CG_PATH_MAX], dir[CG_PATH_MAX];
 	struct cg *g;
@@ -267,6 +294,10 @@ cg_new(const char *root, enum cg_mode mode, const char *self_text,
 
 	if (mode == CG_NONE) {
 		snprintf(err, errlen, "no usable cgroup tree under %s", root);
+		return NULL;
+	}
+	if (!cg_base_name_ok(name)) {
+		snprintf(err, errlen, "cgroup: bad base name");
 		return NULL;
 	}
 	if ((g = calloc(1, sizeof(*g))) == NULL) {
@@ -286,7 +317,7 @@ cg_new(const char *root, enum cg_mode mode, const char *self_text,
 		    mode == CG_V2 ? "" : "/", mode == CG_V2 ? "" :
 		    v1_trees[i]) >= (int)sizeof(dir) ||
 		    snprintf(g->base[i], sizeof(g->base[i]), "%s%s%s%s", dir,
-		    strcmp(own, "/") == 0 ? "" : own, "/", CG_DIR_NAME) >=
+		    strcmp(own, "/") == 0 ? "" : own, "/", name) >=
 		    (int)sizeof(g->base[i])) {
 			snprintf(err, errlen, "cgroup path too long");
 			goto fail;
@@ -329,6 +360,17 @@ size_t
 cg_ntrees(const struct cg *g)
 {
 	return g != NULL ? g->ntrees : 0;
+}
+
+int
+cg_base(const struct cg *g, size_t i, char *out, size_t outlen)
+{
+	if (g == NULL || i >= g->ntrees ||
+	    snprintf(out, outlen, "%s", g->base[i]) >= (int)outlen) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
 }
 
 int

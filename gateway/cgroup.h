@@ -9,7 +9,9 @@
  * (cg_detect), and everything else is written once for both.
  *
  * Where: under the daemon's own cgroup of each tree (its delegated
- * subtree under systemd, Delegate=yes), in <own>/sluice/<id>. On v2 the
+ * subtree under systemd, Delegate=yes), in <own>/sluice-<h>/<id>, where
+ * <h> is drawn from the daemon's state directory (cg_base_name): two
+ * daemons on one host never take each other's groups for orphans. On v2 the
  * daemon moves itself to the leaf <own>/sluiced first, since a cgroup
  * that hands controllers down may hold no process. A restarted daemon
  * finds the same paths (from its own, the leaf stripped), so it adopts
@@ -35,7 +37,7 @@ enum cg_mode {
 
 #define CG_TREES_MAX	3	/* v1: pids, memory, cpu; v2: one */
 #define CG_PATH_MAX	512
-#define CG_DIR_NAME	"sluice"	/* the parent of every sandbox's group */
+#define CG_NAME_MAX	32	/* "sluice-" and 8 hex digits, and more */
 #define CG_LEAF_NAME	"sluiced"	/* v2: where the daemon itself lives */
 
 /* ------------------------------------------------- pure */
@@ -64,6 +66,12 @@ struct cg_write {
 size_t	cg_limit_writes(enum cg_mode mode, const struct pol_resources *r,
 	    struct cg_write *out);
 
+/* cg_base_name: "sluice-" and 8 hex digits of a hash of state_dir, the
+ * name of the directory that holds a daemon's sandbox groups. */
+void	cg_base_name(const char *state_dir, char *out, size_t outlen);
+/* cg_base_name_ok: 1 when name is one cg_base_name gives, else 0. */
+int	cg_base_name_ok(const char *name);
+
 /* cg_event_count: the value of key ("oom_kill", "max") in text, the
  * contents of memory.events, memory.oom_control or pids.events (lines of
  * "key value"). 0 when absent. */
@@ -84,16 +92,20 @@ struct cg;
 enum cg_mode cg_detect(const char *root);
 
 /* cg_new: the daemon's place in the trees under root for mode, from
- * self_text (its /proc/self/cgroup). On v2 it moves the processes of its
+ * self_text (its /proc/self/cgroup), its groups in the directory name
+ * (cg_base_name). On v2 it moves the processes of its
  * own cgroup into the leaf CG_LEAF_NAME and enables pids, memory and cpu
  * below it. NULL with err when mode is CG_NONE or a tree cannot be used. */
 struct cg	*cg_new(const char *root, enum cg_mode mode,
-		    const char *self_text, char *err, size_t errlen);
+		    const char *self_text, const char *name, char *err,
+		    size_t errlen);
 /* cg_free: the handle only; groups stay. NULL is a no-op. */
 void		 cg_free(struct cg *g);
 enum cg_mode	 cg_get_mode(const struct cg *g);
 /* cg_ntrees: how many groups one sandbox has (v1: 3, v2: 1). */
 size_t		 cg_ntrees(const struct cg *g);
+/* cg_base: the directory that holds the groups in tree i. 0, or -1. */
+int		 cg_base(const struct cg *g, size_t i, char *out, size_t outlen);
 /* cg_dir: the directory of sandbox id's group in tree i. 0, or -1 when
  * id is not cg_id_ok, i is out of range or the path does not fit. */
 int		 cg_dir(const struct cg *g, size_t i, const char *id,

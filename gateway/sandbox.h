@@ -368,7 +368,9 @@ struct sbx_limits {
 	char		cgroup[SBX_CGROUPS_MAX][512];
 	uint64_t	timeout_s;	/* 0: none */
 };
-/* sbx_exec_limits: those of sandbox id. 0, or -1 with ENOENT. */
+/* sbx_exec_limits: those of sandbox id. 0, or -1 with ENOENT, or EIO
+ * when its policy sets cgroup limits and it has no cgroup (the command
+ * must not run then). */
 int		 sbx_exec_limits(const struct sbx *m, const char *id,
 		    struct sbx_limits *out);
 /* sbx_touch_addr4, sbx_touch_id: the sandbox of addr4 (its own address,

@@ -46,7 +46,7 @@ static void events_tick(struct ev_loop *loop, void *arg);
 void
 sb_limits_init(struct sbx *m)
 {
-	char self[4096], err[256];
+	char self[4096], err[256], name[CG_NAME_MAX];
 	enum cg_mode mode;
 	FILE *fp;
 	size_t n;
@@ -63,13 +63,24 @@ sb_limits_init(struct sbx *m)
 	n = fread(self, 1, sizeof(self) - 1, fp);
 	self[n] = '\0';
 	fclose(fp);
-	if ((m->cg = cg_new(CG_ROOT, mode, self, err, sizeof(err))) == NULL) {
+	cg_base_name(m->cfg->state_dir, name, sizeof(name));
+	if ((m->cg = cg_new(CG_ROOT, mode, self, name, err, sizeof(err))) ==
+	    NULL) {
 		log_warnx("cgroups: %s: resources limits cannot be applied",
 		    err);
 		return;
 	}
-	log_info("cgroups: %s", mode == CG_V2 ? "v2" : "v1 (pids, memory, "
-	    "cpu)");
+	{
+		char dir[CG_PATH_MAX];
+		size_t i;
+
+		/* One line per tree: where this daemon's groups are (what a
+		 * cleanup that outlives it reads). */
+		for (i = 0; i < cg_ntrees(m->cg); i++)
+			if (cg_base(m->cg, i, dir, sizeof(dir)) == 0)
+				log_info("cgroups: %s, sandbox groups in %s",
+				    mode == CG_V2 ? "v2" : "v1", dir);
+	}
 	if ((m->events_timer = ev_timer_add(m->loop, EVENTS_MS, events_tick,
 	    m)) == NULL)
 		log_warn("cgroups: events timer");
@@ -308,8 +319,15 @@ sbx_exec_limits(const struct sbx *m, const char *id, struct sbx_limits *out)
 		return -1;
 	}
 	out->timeout_s = res_of(s)->timeout_s;
-	if (!s->cg || m->cg == NULL)
+	if (!s->cg || m->cg == NULL) {
+		/* Limits it cannot be held to: no command, rather than one
+		 * without them. */
+		if (has_cg_limits(res_of(s))) {
+			errno = EIO;
+			return -1;
+		}
 		return 0;
+	}
 	for (i = 0; i < cg_ntrees(m->cg) && i < SBX_CGROUPS_MAX; i++)
 		if (cg_dir(m->cg, i, id, out->cgroup[i],
 		    sizeof(out->cgroup[i])) == 0)

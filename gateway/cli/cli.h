@@ -74,7 +74,7 @@ struct cli_limits {
 };
 /* cli_limits_parse: the "limits" member of an exec reply for sandbox id
  * into *out. Only directories under /sys/fs/cgroup/ that end in
- * /sluice/<id>, without "." or ".." components, are taken: the daemon
+ * /sluice-<8 hex digits>/<id>, without "." or ".." components, are taken: the daemon
  * names where the command goes, never what it may write elsewhere. An
  * absent member is no limits. 0, or -1 for a reply of another shape. */
 int	cli_limits_parse(const json_t *reply, const char *id,

@@ -21,19 +21,28 @@
 
 #define CG_PREFIX	"/sys/fs/cgroup/"
 
-/* Is dir a group of sandbox id as the daemon makes them? */
+/* Is dir a group of sandbox id as the daemon makes them, .../sluice-<8
+ * hex digits>/<id>? */
 static int
 cgroup_dir_ok(const char *dir, const char *id)
 {
 	char tail[64];
-	const char *p;
-	size_t dl = strlen(dir), tl;
+	const char *p, *b;
+	size_t dl = strlen(dir), tl, i;
 
 	if (strncmp(dir, CG_PREFIX, strlen(CG_PREFIX)) != 0)
 		return 0;
-	tl = (size_t)snprintf(tail, sizeof(tail), "/sluice/%s", id);
-	if (tl >= sizeof(tail) || dl <= tl || strcmp(dir + dl - tl, tail) != 0)
+	tl = (size_t)snprintf(tail, sizeof(tail), "/%s", id);
+	if (tl >= sizeof(tail) || dl <= tl + 16 ||
+	    strcmp(dir + dl - tl, tail) != 0)
 		return 0;
+	b = dir + dl - tl - 16;		/* "/sluice-xxxxxxxx" */
+	if (strncmp(b, "/sluice-", 8) != 0)
+		return 0;
+	for (i = 8; i < 16; i++)
+		if (!((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' &&
+		    b[i] <= 'f')))
+			return 0;
 	for (p = dir; (p = strchr(p, '/')) != NULL; p++)
 		if (strncmp(p, "/./", 3) == 0 || strncmp(p, "/../", 4) == 0 ||
 		    strcmp(p, "/.") == 0 || strcmp(p, "/..") == 0 ||

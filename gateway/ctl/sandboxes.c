@@ -347,9 +347,15 @@ h_exec(struct ctl_req *req, void *arg)
 	enum ctl_rc rc;
 	size_t i;
 
-	if (sbx_get(arg, ctl_req_param(req, "id"), 1, &info) == -1 ||
-	    sbx_exec_limits(arg, info.view.id, &lim) == -1)
+	if (sbx_get(arg, ctl_req_param(req, "id"), 1, &info) == -1)
 		return reply_why(req, SBX_ERR_NOT_FOUND, "no such sandbox");
+	if (sbx_exec_limits(arg, info.view.id, &lim) == -1) {
+		OPENSSL_cleanse(info.token, sizeof(info.token));
+		return reply_why(req, errno == EIO ? SBX_ERR_KERNEL :
+		    SBX_ERR_NOT_FOUND, errno == EIO ? "the sandbox's cgroup "
+		    "is missing: its resources limits cannot be applied" :
+		    "no such sandbox");
+	}
 	snprintf(url, sizeof(url), "http://%s:%u", info.service_addr,
 	    (unsigned)info.bridge_port);
 	/* The command joins these groups and keeps to the timeout

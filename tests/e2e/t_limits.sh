@@ -67,9 +67,9 @@ spawn() {
 }
 cgdir() { # ID: its pids group (v1) or its group (v2)
 	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-		find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sluice/$1" 2>/dev/null | head -n 1
+		find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sluice-*/$1" 2>/dev/null | head -n 1
 	else
-		find /sys/fs/cgroup/pids -maxdepth 6 -type d -path "*/sluice/$1" 2>/dev/null | head -n 1
+		find /sys/fs/cgroup/pids -maxdepth 6 -type d -path "*/sluice-*/$1" 2>/dev/null | head -n 1
 	fi
 }
 # Whatever a failed check leaves in the namespaces this test filled.
@@ -135,7 +135,7 @@ out=$(sl run --policy bomb -- sh -c '
 	grep -E "^[0-9]+:pids:|^0::" /proc/self/cgroup' 2>&1)
 check_fails "a command under sluice run cannot move itself out of its cgroup" \
     grep -q escaped <<<"$out"
-check_match "it is still in its sandbox's group" ':pids:/.*sluice/sb-[0-9a-f]+$|^0::/.*sluice/sb-' "$out"
+check_match "it is still in its sandbox's group" ':pids:/.*sluice-[0-9a-f]{8}/sb-[0-9a-f]+$|^0::/.*sluice-[0-9a-f]{8}/sb-' "$out"
 
 # ------------------------------------------------------------ memory
 sl run --policy hog -- /usr/bin/python3 -c 'x = b"x" * (512 << 20)' >/dev/null 2>&1

@@ -136,6 +136,26 @@ START_TEST(ids)
 }
 END_TEST
 
+START_TEST(base_names)
+{
+	char a[CG_NAME_MAX], b[CG_NAME_MAX];
+
+	cg_base_name("/var/lib/sluice", a, sizeof(a));
+	cg_base_name("/tmp/world/state", b, sizeof(b));
+	ck_assert_int_eq(cg_base_name_ok(a), 1);
+	ck_assert_int_eq(cg_base_name_ok(b), 1);
+	/* Two daemons, two directories; one daemon, always the same. */
+	ck_assert_str_ne(a, b);
+	cg_base_name("/var/lib/sluice", b, sizeof(b));
+	ck_assert_str_eq(a, b);
+	ck_assert_int_eq(cg_base_name_ok("sluice"), 0);
+	ck_assert_int_eq(cg_base_name_ok("sluice-0123abcg"), 0);
+	ck_assert_int_eq(cg_base_name_ok("sluice-0123abcde"), 0);
+	ck_assert_int_eq(cg_base_name_ok("../sluice-01234567"), 0);
+	ck_assert_int_eq(cg_base_name_ok(NULL), 0);
+}
+END_TEST
+
 /* v1 over a fake tree: the base is under the daemon's own group of each
  * controller, a group is a directory per tree, removal takes them all. */
 START_TEST(v1_dirs)
@@ -155,15 +175,17 @@ START_TEST(v1_dirs)
 	}
 	snprintf(path, sizeof(path), "%s/memory/svc", root);
 	ck_assert_int_eq(mkdir(path, 0755), 0);
-	g = cg_new(root, CG_V1, "8:pids:/\n4:memory:/svc\n1:cpu:/\n", err,
-	    sizeof(err));
+	ck_assert_ptr_null(cg_new(root, CG_V1, "8:pids:/\n", "../x", err,
+	    sizeof(err)));
+	g = cg_new(root, CG_V1, "8:pids:/\n4:memory:/svc\n1:cpu:/\n",
+	    "sluice-0123abcd", err, sizeof(err));
 	ck_assert_msg(g != NULL, "%s", err);
 	ck_assert_uint_eq(cg_ntrees(g), 3);
 	ck_assert_int_eq(cg_dir(g, 1, "sb-1", path, sizeof(path)), 0);
-	snprintf(cmd, sizeof(cmd), "%s/memory/svc/sluice/sb-1", root);
+	snprintf(cmd, sizeof(cmd), "%s/memory/svc/sluice-0123abcd/sb-1", root);
 	ck_assert_str_eq(path, cmd);
 	ck_assert_int_eq(cg_dir(g, 0, "sb-1", path, sizeof(path)), 0);
-	snprintf(cmd, sizeof(cmd), "%s/pids/sluice/sb-1", root);
+	snprintf(cmd, sizeof(cmd), "%s/pids/sluice-0123abcd/sb-1", root);
 	ck_assert_str_eq(path, cmd);
 	ck_assert_int_eq(cg_dir(g, 3, "sb-1", path, sizeof(path)), -1);
 	ck_assert_int_eq(cg_dir(g, 0, "../x", path, sizeof(path)), -1);
@@ -171,7 +193,7 @@ START_TEST(v1_dirs)
 	ck_assert_int_eq(cg_create(g, "sb-1", &none, err, sizeof(err)), -1);
 	ck_assert_int_eq(cg_exists(g, "sb-1"), 0);
 	for (i = 0; i < 3; i++) {
-		snprintf(path, sizeof(path), "%s/%s/%ssluice/sb-1", root, t[i],
+		snprintf(path, sizeof(path), "%s/%s/%ssluice-0123abcd/sb-1", root, t[i],
 		    i == 1 ? "svc/" : "");
 		ck_assert_int_eq(mkdir(path, 0755), 0);
 	}
@@ -182,7 +204,8 @@ START_TEST(v1_dirs)
 	ck_assert_int_eq(cg_remove(g, "sb-1", err, sizeof(err)), 0);
 	cg_free(g);
 	cg_free(NULL);
-	ck_assert_ptr_null(cg_new(root, CG_NONE, "", err, sizeof(err)));
+	ck_assert_ptr_null(cg_new(root, CG_NONE, "", "sluice-0123abcd", err,
+	    sizeof(err)));
 	ck_assert_int_eq(cg_detect(root), CG_NONE);	/* not cgroupfs */
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	ck_assert_int_eq(system(cmd), 0);
@@ -201,6 +224,7 @@ main(void)
 	tcase_add_test(tc, limit_writes);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, ids);
+	tcase_add_test(tc, base_names);
 	tcase_add_test(tc, v1_dirs);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
