@@ -288,14 +288,16 @@ leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
 	m->nleft++;
 }
 
-/* Is id a live sandbox's, or a leftover's? A leftover's pin is removed
- * by its id: no new sandbox may have that id until it is gone. */
+/* Is id a live sandbox's, a leftover's, or one whose processes are still
+ * being ended? A leftover's pin is removed by its id, and an ending
+ * sandbox's cgroup has its name: no new sandbox may have that id until
+ * they are gone. */
 static int
 id_taken(const struct sbx *m, const char *id)
 {
 	size_t i;
 
-	if (sb_find(m, id) != NULL)
+	if (sb_find(m, id) != NULL || sb_end_pending(m, id))
 		return 1;
 	for (i = 0; i < m->nleft; i++)
 		if (strcmp(m->left[i].spec.id, id) == 0)

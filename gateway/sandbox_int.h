@@ -272,8 +272,9 @@ int		 sb_end_begin(struct sbx *m, struct sandbox *s,
  * says how it went, and the cgroup is removed then); isolate lets them
  * be. Takes e (NULL is a no-op). */
 void		 sb_end_go(struct sbx *m, struct sb_end *e);
-/* sb_end_drop: an end not gone ahead with. NULL is a no-op. */
-void		 sb_end_drop(struct sb_end *e);
+/* sb_end_pending: 1 while the end of a sandbox id is under way: its id
+ * (and so its cgroup's name) is not free before it is over. */
+int		 sb_end_pending(const struct sbx *m, const char *id);
 /* sb_ends_stop: at daemon stop, what still waits for its grace is
  * killed at once. */
 void		 sb_ends_stop(struct sbx *m);

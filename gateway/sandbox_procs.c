@@ -312,10 +312,15 @@ sb_end_go(struct sbx *m, struct sb_end *e)
 	end_arm(e, e->delay_ms);
 }
 
-void
-sb_end_drop(struct sb_end *e)
+int
+sb_end_pending(const struct sbx *m, const char *id)
 {
-	end_free(e);
+	const struct sb_end *e;
+
+	for (e = m->ends; e != NULL; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return 1;
+	return 0;
 }
 
 void

@@ -99,11 +99,28 @@ A=t$$-a
 # ------------------------------------------------------------ rm kills
 fill "$A" plain 39 10
 check "sandbox rm $A" sl sandbox rm "$A"
+# Its id is not free while its processes are being ended (its cgroup has
+# that name): a create of it is refused until then, or, when this comes
+# after the grace, follows the end's record.
+if sl sandbox create --policy plain --id "$A" >/dev/null 2>&1; then A_AGAIN=1; else A_AGAIN=0; fi
 check "every process of $A is gone after rm" wait_for 20 procs_are "$INO" 0
 check "the delete record counts 50 processes" \
     rec_has sandbox.delete "$A" "processes=50 on_end=kill"
 check "sandbox.terminated: those ignoring SIGTERM needed SIGKILL" wait_for 10 \
     eval "recs finding | grep -- '$A' | grep sandbox.terminated | grep -q 'processes=50 sigterm=50 sigkill=1[0-9] left=0'"
+seq_of() { # KIND TYPE-OR-DECISION: the seq of the first such record about $A
+	"$SLUICE" audit tail --db "$AUDIT_DB" --kind "$1" --format json -n 1000 2>/dev/null |
+	    jq -s -r --arg id "$A" --arg t "$2" '[.[] | select(.sandbox.id == $id and ((.type // .result // "") == $t))] | .[0].seq // empty'
+}
+if [ "$A_AGAIN" = 1 ]; then
+	t_seq=$(seq_of finding sandbox.terminated)
+	c_seq=$("$SLUICE" audit tail --db "$AUDIT_DB" --kind sandbox.create --format json -n 1000 2>/dev/null |
+	    jq -s -r --arg id "$A" '[.[] | select(.sandbox.id == $id and .decision == "allow")] | .[1].seq // empty')
+	check "a create of $A's id comes only after its end" test -n "$t_seq" -a -n "$c_seq" -a "${c_seq:-0}" -gt "${t_seq:-0}"
+	sl sandbox rm "$A" >/dev/null
+else
+	ok "a create of $A's id is refused while its processes are ended"
+fi
 
 # ------------------------------------------------------------ TTL, idle
 B=t$$-b
