@@ -212,13 +212,16 @@ end_free(struct sb_end *e)
 static void
 end_arm(struct sb_end *e, uint64_t ms)
 {
+	int n;
+
 	if ((e->timer = ev_timer_add(e->m->loop, ms, end_tick, e)) == NULL) {
 		/* No timer: no grace either, rather than processes that
 		 * outlive their sandbox. */
 		log_warn("sandbox %s: termination timer", e->id);
-		e->killed += (unsigned)(sb_procs_scan(e->dev, e->ino,
-		    SIGKILL) > 0);
-		e->left = sb_procs_scan(e->dev, e->ino, 0);
+		if ((n = sb_procs_scan(e->dev, e->ino, SIGKILL)) > 0 &&
+		    e->killed == 0)
+			e->killed = (unsigned)n;
+		e->left = 0;
 		end_finish(e);
 	}
 }
@@ -259,24 +262,16 @@ end_tick(struct ev_loop *loop, void *arg)
 	if (n > 0 && e->passes == 0)
 		e->killed = (unsigned)n;
 	e->passes++;
-	if (n <= 0 || e->passes >= SB_KILL_PASSES) {
-		e->left = n > 0 ? sb_procs_scan(e->dev, e->ino, 0) : 0;
-		if (e->left < 0)
-			e->left = 0;
-		if (e->left > 0 || n > 0) {
-			/* Signalled but not yet gone (exit takes a moment):
-			 * one more look before saying some are left. */
-			if (e->passes < SB_KILL_PASSES) {
-				e->delay_ms = SB_KILL_POLL;
-				end_arm(e, e->delay_ms);
-				return;
-			}
-		}
-		end_finish(e);
+	/* Signalled but not yet gone (exit takes a moment), or forked
+	 * since: another pass, up to SB_KILL_PASSES, before saying some
+	 * are left. */
+	if (n > 0 && e->passes < SB_KILL_PASSES) {
+		e->delay_ms = SB_KILL_POLL;
+		end_arm(e, e->delay_ms);
 		return;
 	}
-	e->delay_ms = SB_KILL_POLL;
-	end_arm(e, e->delay_ms);
+	e->left = n > 0 ? n : 0;
+	end_finish(e);
 }
 
 void
