@@ -345,6 +345,15 @@ fail:
 }
 
 void
+cg_release(struct cg *g)
+{
+	size_t i;
+
+	for (i = 0; g != NULL && i < g->ntrees; i++)
+		(void)rmdir(g->base[i]);	/* EBUSY: groups in it */
+}
+
+void
 cg_free(struct cg *g)
 {
 	free(g);

@@ -99,6 +99,10 @@ enum cg_mode cg_detect(const char *root);
 struct cg	*cg_new(const char *root, enum cg_mode mode,
 		    const char *self_text, const char *name, char *err,
 		    size_t errlen);
+/* cg_release: removes the directories that hold the groups where they
+ * are empty (a daemon that stops with no sandbox leaves nothing); ones
+ * with groups stay, for the next start to adopt. NULL is a no-op. */
+void		 cg_release(struct cg *g);
 /* cg_free: the handle only; groups stay. NULL is a no-op. */
 void		 cg_free(struct cg *g);
 enum cg_mode	 cg_get_mode(const struct cg *g);

@@ -22,7 +22,6 @@
 #include "gateway/record.h"
 #include "gateway/sandbox_int.h"
 
-#define CG_ROOT		"/sys/fs/cgroup"
 #define EVENTS_MS	1000
 
 static const struct pol_resources no_limits;
@@ -51,9 +50,11 @@ sb_limits_init(struct sbx *m)
 	FILE *fp;
 	size_t n;
 
-	if ((mode = cg_detect(CG_ROOT)) == CG_NONE) {
+	const char *root = m->cfg->cgroup_root;
+
+	if ((mode = cg_detect(root)) == CG_NONE) {
 		log_warnx("cgroups: no usable tree under %s: resources "
-		    "limits cannot be applied", CG_ROOT);
+		    "limits cannot be applied", root);
 		return;
 	}
 	if ((fp = fopen("/proc/self/cgroup", "re")) == NULL) {
@@ -64,7 +65,7 @@ sb_limits_init(struct sbx *m)
 	self[n] = '\0';
 	fclose(fp);
 	cg_base_name(m->cfg->state_dir, name, sizeof(name));
-	if ((m->cg = cg_new(CG_ROOT, mode, self, name, err, sizeof(err))) ==
+	if ((m->cg = cg_new(root, mode, self, name, err, sizeof(err))) ==
 	    NULL) {
 		log_warnx("cgroups: %s: resources limits cannot be applied",
 		    err);
@@ -92,6 +93,7 @@ sb_limits_stop(struct sbx *m)
 	if (m->events_timer != NULL)
 		ev_timer_cancel(m->loop, m->events_timer);
 	m->events_timer = NULL;
+	cg_release(m->cg);
 	cg_free(m->cg);
 	m->cg = NULL;
 }

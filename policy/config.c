@@ -28,6 +28,7 @@ pol_config_free(struct pol_config *c)
 	free(c->path);
 	free(c->state_dir);
 	free(c->run_dir);
+	free(c->cgroup_root);
 	free(c->socket_path);
 	free(c->policy_dir);
 	free(c->uplink);
@@ -602,7 +603,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
 	    "audit_sinks", "servers", "limits", "privsep", NULL };
 	static const char *const skeys[] = { "max", "default_ttl", "on_end",
-	    "kill_grace", NULL };
+	    "kill_grace", "cgroup_root", NULL };
 	struct ywalk	 w;
 	struct ynode	*root;
 	const struct ynode *v, *x;
@@ -688,6 +689,8 @@ pol_config_load(const char *path, struct pol_errors *errs)
 					yerr(&w, x, "on_end must be kill or "
 					    "isolate");
 			}
+			if ((x = yget(v, "cgroup_root")) != NULL)
+				ypath(&w, x, &c->cgroup_root);
 			if ((x = yget(v, "kill_grace")) != NULL &&
 			    yduration(&w, x, &u) == 0) {
 				if (u == 0 || u > POL_KILL_GRACE_MAX)
@@ -711,6 +714,7 @@ pol_config_load(const char *path, struct pol_errors *errs)
 	if (w.nerr == 0) {
 		if (dupdef(&c->state_dir, "/var/lib/sluice", "") == -1 ||
 		    dupdef(&c->run_dir, "/run/sluice", "") == -1 ||
+		    dupdef(&c->cgroup_root, "/sys/fs/cgroup", "") == -1 ||
 		    dupdef(&c->socket_path, c->run_dir, "/sluice.sock") == -1 ||
 		    dupdef(&c->policy_dir, "/etc/sluice/policies", "") == -1 ||
 		    dupdef(&c->audit_db, c->state_dir, "/audit.db") == -1 ||

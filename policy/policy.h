@@ -251,6 +251,10 @@ struct pol_config {
 	enum pol_on_end { POL_ON_END_KILL = 0, POL_ON_END_ISOLATE }
 				 on_end;
 	uint32_t		 kill_grace_s;
+	/* sandboxes.cgroup_root: where the host's cgroup trees are mounted
+	 * (default /sys/fs/cgroup); a directory that holds none leaves
+	 * sandboxes without cgroups, and so policies without limits. */
+	char			*cgroup_root;
 #define POL_KILL_GRACE_DEFAULT	5
 #define POL_KILL_GRACE_MAX	300
 	uint32_t		 nflog_group;	/* default 7 */
