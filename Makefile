@@ -63,18 +63,20 @@ LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
 # of policy/ the loader and the deciders (`policy check|explain`; not the
 # pins nor redaction), of audit/ the readers and the verifier (the offline
 # `audit` commands; not the writer, the reservations nor the sinks), of
-# netns/ only what `exec` and `run` need to enter a sandbox (ns_enter.c;
+# netns/ only what `exec` and `run` need to enter a sandbox (ns_enter.c,
+# ns_cgroup.c;
 # ns.c and its rtnetlink half for the id syntax and the error helper), not
 # the nftables half (fw*.c, ct.c): libmnl, not libnftnl nor libmicrohttpd.
 # A call into a file left out fails the link; it never pulls in the daemon.
 CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               policy/classify.c policy/config.c policy/decide.c \
-              policy/errors.c policy/load.c policy/reason.c policy/yaml.c \
+              policy/errors.c policy/load.c policy/reason.c \
+              policy/resources.c policy/yaml.c \
               audit/canon.c audit/canon_check.c audit/canon_parse.c \
               audit/ckpt.c audit/merkle.c audit/ocsf.c \
               audit/store.c audit/verify.c audit/verify_ckpt.c \
               audit/verify_proof.c audit/verify_ra.c audit/verify_scan.c \
-              netns/ns_enter.c netns/ns.c netns/ns_rtnl.c)
+              netns/ns_enter.c netns/ns_cgroup.c netns/ns.c netns/ns_rtnl.c)
 CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 

@@ -603,6 +603,18 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_BR_CTL_REPLY:
 		on_ctl_reply(w, pl, len);
 		break;
+	case MSG_BR_ACTIVE: {
+		struct msg_br_active *a = pl;
+
+		/* At worst a taken-over bridge keeps a sandbox from idling
+		 * out; its TTL still ends it. */
+		if (!msg_str_ok(a->id, sizeof(a->id))) {
+			violation(w, "a malformed activity note");
+			return;
+		}
+		sbx_touch_id(w->sbx, a->id);
+		break;
+	}
 	case MSG_BR_STATS:
 		w->pending_approvals = ((struct msg_br_stats *)pl)->
 		    pending_approvals;

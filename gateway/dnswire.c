@@ -181,6 +181,9 @@ h_record(void *ctx, const struct dns_event *ev)
 	char buf[DNSW_CANON_BUF];
 	struct aud_cw w;
 
+	/* A query is activity (resources.idle), itemised or not. */
+	if (ev->sandbox[0] != '\0')
+		sbx_touch_id(d->sbx, ev->sandbox);
 	if (!itemised(d, ev))
 		return;
 	if (ev->sandbox[0] != '\0' &&

@@ -538,8 +538,11 @@ on_packet(const struct fw_denied *d, void *arg)
 	/* A new key: name its sandbox now, while the link is still its. */
 	snprintf(ifname, sizeof(ifname), "%.*s", (int)sizeof(ifname) - 1,
 	    d->ifname);
-	if (sbx_lookup_ifname(nd->sbx, ifname, &v) == 0)
+	if (sbx_lookup_ifname(nd->sbx, ifname, &v) == 0) {
 		(void)nd_table_tag(nd->t, d, v.id);
+		/* A new flow it tried is activity (resources.idle). */
+		sbx_touch_id(nd->sbx, v.id);
+	}
 }
 
 static void

@@ -208,6 +208,8 @@ sb_free(struct sandbox *s)
 		ev_timer_cancel(s->m->loop, s->timer);
 	if (s->att_fd != -1)
 		close(s->att_fd);
+	if (s->idle_timer != NULL)
+		ev_timer_cancel(s->m->loop, s->idle_timer);
 	json_decref(s->labels);
 	gw_pset_unref(s->ps);
 	OPENSSL_cleanse(s->rec.token, sizeof(s->rec.token));
@@ -292,14 +294,16 @@ leftover_hold(struct sbx *m, const struct ns_spec *spec, uint32_t slot,
 	m->nleft++;
 }
 
-/* Is id a live sandbox's, or a leftover's? A leftover's pin is removed
- * by its id: no new sandbox may have that id until it is gone. */
+/* Is id a live sandbox's, a leftover's, or one whose processes are still
+ * being ended? A leftover's pin is removed by its id, and an ending
+ * sandbox's cgroup has its name: no new sandbox may have that id until
+ * they are gone. */
 static int
 id_taken(const struct sbx *m, const char *id)
 {
 	size_t i;
 
-	if (sb_find(m, id) != NULL)
+	if (sb_find(m, id) != NULL || sb_end_pending(m, id))
 		return 1;
 	for (i = 0; i < m->nleft; i++)
 		if (strcmp(m->left[i].spec.id, id) == 0)
@@ -383,15 +387,29 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
     const char *reason, char *err, size_t errlen)
 {
 	struct sbx_view last;
-	char detail[160];
-	int recorded;
+	struct sb_end *end = NULL;
+	char detail[200], why[128];
+	int recorded, nproc;
 
+	/* Its processes are counted, and its namespace held, before the
+	 * record that says how many there are (sandbox_procs.c). */
+	nproc = sb_end_begin(m, s, &end);
+	snprintf(why, sizeof(why), "%s processes=%d on_end=%s", reason,
+	    nproc < 0 ? 0 : nproc, m->cfg->on_end == POL_ON_END_ISOLATE ?
+	    "isolate" : "kill");
+	reason = why;
+	/* The last counters of its limits, before it is gone. */
+	sb_cg_check(m, s);
 	if (!(recorded = sb_commit(m, s, kind, "log", NULL, reason, err,
 	    errlen) == 0)) {
 		log_warnx("sandbox %s: removing before its record: %s",
 		    s->rec.id, err);
 		m->failures++;
 	}
+	/* SIGTERM before the link and the pin go; the rest of the end
+	 * (grace, SIGKILL, its cgroup) runs from the loop's timers. Even
+	 * when the kernel keeps the sandbox below: it was asked to end. */
+	sb_end_go(m, end);
 	if (sb_kernel_remove(m, s, err, errlen) == -1) {
 		if (!recorded) {
 			snprintf(detail, sizeof(detail), "%s; removal failed, "
@@ -668,6 +686,10 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 		    s->spec.netns, strerror(errno));
 		goto fail;
 	}
+	if (sb_cg_make(m, s, msg, sizeof(msg)) == -1) {
+		*why = SBX_ERR_KERNEL;
+		goto fail;
+	}
 	/* An address comes back with its slot: whatever conntrack still
 	 * holds from it (a removal whose sweep failed, a crash before it)
 	 * goes before the sandbox is reachable, or the new one would ride
@@ -702,6 +724,7 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 		goto fail;
 	}
 	sb_arm_timer(m, s);
+	sb_idle_arm(m, s);
 	m->creates++;
 	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
 	    "ttl=%u%s%s", s->rec.id, s->rec.policy, s->rec.subject,
@@ -728,6 +751,7 @@ fail:
 			    left_fw ? "namespace or link" : e2);
 			left_ns = 1;
 		}
+		sb_cg_drop(m, s);
 		if (left_fw || left_ns) {
 			/* Its slot is held until what is left is removed:
 			 * a later create must not draw it and fail on the
@@ -844,8 +868,10 @@ sbx_new(struct gw *gw, struct rec *rec, struct ev_loop *loop, char *err,
 	if (sbx_db_gen_reserve(m->db, SBX_GEN_FIRST, &m->gen_next,
 	    &m->gen_left, err, errlen) == -1)
 		goto fail;
+	sb_limits_init(m);
 	if (sb_reconcile(m, err, errlen) == -1)
 		goto fail;
+	sb_cg_orphans(m);
 	log_info("sandboxes: %zu adopted, state %s", m->count, path);
 	return m;
 fail:
@@ -875,6 +901,8 @@ sbx_free(struct sbx *m)
 
 	if (m == NULL)
 		return;
+	sb_ends_stop(m);
+	sb_limits_stop(m);
 	for (i = 0; i < SBX_HASH; i++) {
 		for (s = m->by_id[i]; s != NULL; s = n) {
 			n = s->hnext;

@@ -371,6 +371,31 @@ int		 sbx_taint(struct sbx *m, const char *id, char *err,
  */
 size_t		 sbx_reapply(struct sbx *m);
 
+/* ------------------------------------------------- resources
+ * (gateway/sandbox_limits.c) */
+
+#define SBX_CGROUPS_MAX	3	/* groups of one sandbox (cgroup v1: 3) */
+
+/* What `sluice exec` and `sluice run` need to hold a command to the
+ * sandbox's resources: the directories of its cgroups (the command joins
+ * each; none when the host has no usable tree) and its timeout. */
+struct sbx_limits {
+	size_t		ncgroups;
+	char		cgroup[SBX_CGROUPS_MAX][512];
+	uint64_t	timeout_s;	/* 0: none */
+};
+/* sbx_exec_limits: those of sandbox id. 0, or -1 with ENOENT, or EIO
+ * when its policy sets cgroup limits and it has no cgroup (the command
+ * must not run then). */
+int		 sbx_exec_limits(const struct sbx *m, const char *id,
+		    struct sbx_limits *out);
+/* sbx_touch_addr4, sbx_touch_id: the sandbox of addr4 (its own address,
+ * network byte order) or id was active now (a DNS query, a new flow, a
+ * bridge request): its idle expiry starts again. O(1); an unknown one is
+ * ignored. */
+void		 sbx_touch_addr4(const struct sbx *m, const uint8_t addr4[4]);
+void		 sbx_touch_id(const struct sbx *m, const char *id);
+
 /* sbx_fw: the nftables handle (borrowed), for the DNS proxy's fw_learn. */
 struct fw	*sbx_fw(struct sbx *m);
 

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "gateway/cgroup.h"
 #include "gateway/gw.h"
 #include "gateway/sandbox.h"
 #include "netns/fw.h"
@@ -133,6 +134,13 @@ struct sandbox {
 	int		 att_fd;
 	struct sbx	*m;
 	struct sandbox	*hnext;		/* id hash chain */
+	/* resources (sandbox_limits.c): its cgroup exists, the kernel's
+	 * counters at the last look, its last activity (ev_now_ms) and
+	 * the idle timer. */
+	int		 cg;
+	struct cg_events ev_seen;
+	uint64_t	 active_ms;
+	struct ev_timer	*idle_timer;
 };
 
 struct sbx {
@@ -159,6 +167,9 @@ struct sbx {
 	uint32_t		 gen_next, gen_left;
 	struct sbx_watch	 watch[SBX_WATCHERS];	/* sbx_watch_add */
 	size_t			 nwatch;
+	struct cg		*cg;		/* NULL: no cgroups */
+	struct ev_timer		*events_timer;	/* cgroup counters */
+	struct sb_end		*ends;		/* terminations under way */
 };
 
 /* Which call of the watchers a change of the table makes. */
@@ -273,5 +284,54 @@ int		 sb_ns_remove(const struct sandbox *s, char *err,
 /* sb_reconcile: the kernel, the state database and the table made to
  * agree at start (see that file). -1 with err: do not serve. */
 int		 sb_reconcile(struct sbx *m, char *err, size_t errlen);
+
+/* sandbox_procs.c: a sandbox's processes and their end */
+struct sb_end;
+/* sb_procs_scan: the processes in the network namespace dev/ino (the
+ * daemon excepted), each sent sig (0: counted only). How many, or -1
+ * when /proc cannot be read. Bounded by the host's process count. */
+int		 sb_procs_scan(dev_t dev, ino_t ino, int sig);
+/* sb_end_begin: the end of s prepared before its record: the namespace
+ * held open, its processes counted (returned; *out NULL and 0 when its
+ * namespace is not known at all, -1 without memory). */
+int		 sb_end_begin(struct sbx *m, struct sandbox *s,
+		    struct sb_end **out);
+/* sb_end_go: after the record: on_end kill sends SIGTERM now and SIGKILL
+ * after the grace from the loop's timers (a sandbox.terminated finding
+ * says how it went, and the cgroup is removed then); isolate lets them
+ * be. Takes e (NULL is a no-op). */
+void		 sb_end_go(struct sbx *m, struct sb_end *e);
+/* sb_end_pending: 1 while the end of a sandbox id is under way: its id
+ * (and so its cgroup's name) is not free before it is over. */
+int		 sb_end_pending(const struct sbx *m, const char *id);
+/* sb_ends_stop: at daemon stop, what still waits for its grace is
+ * killed at once. */
+void		 sb_ends_stop(struct sbx *m);
+
+/* sandbox_limits.c: resources */
+/* sb_limits_init: the host's cgroup tree, if usable (m->cg; a warning
+ * otherwise), and the counters' timer. sb_limits_stop: the reverse. */
+void		 sb_limits_init(struct sbx *m);
+void		 sb_limits_stop(struct sbx *m);
+/* sb_cg_make: s's cgroup with its policy's limits. -1 with err when it
+ * cannot be made, or when the policy sets limits and there is no tree. */
+int		 sb_cg_make(struct sbx *m, struct sandbox *s, char *err,
+		    size_t errlen);
+/* sb_cg_adopt: at start, s's existing cgroup taken as it is. */
+void		 sb_cg_adopt(struct sbx *m, struct sandbox *s);
+/* sb_cg_drop: s's cgroup removed (a create's rollback). */
+void		 sb_cg_drop(struct sbx *m, struct sandbox *s);
+/* sb_cg_check: findings for limits s hit since the last check. */
+void		 sb_cg_check(struct sbx *m, struct sandbox *s);
+/* sb_limits_reapply: after s moved to a changed policy, its cgroup's
+ * limits and its idle timer follow (a finding when the kernel refuses). */
+void		 sb_limits_reapply(struct sbx *m, struct sandbox *s);
+/* sb_cg_orphans: at start, after reconciliation: groups under the base
+ * that no sandbox has (a crash between a group and its row, a removal
+ * whose group could not go) are emptied and removed, each after its
+ * sandbox.orphan record. */
+void		 sb_cg_orphans(struct sbx *m);
+/* sb_idle_arm: s active now, and its idle timer armed if it has one. */
+void		 sb_idle_arm(struct sbx *m, struct sandbox *s);
 
 #endif /* SLUICE_GATEWAY_SANDBOX_INT_H */

@@ -338,6 +338,7 @@ sb_reapply(struct sbx *m, struct sandbox *s, struct gw_pset *ps)
 		m->reapplied++;
 		log_info("sandbox %s: policy %s re-applied", s->rec.id,
 		    s->rec.policy);
+		sb_limits_reapply(m, s);
 		sb_notify(m, SB_CHANGED, s);
 		/* In the same step: what it learned and the flows it holds
 		 * follow the new rules at once, not when they expire. */

@@ -354,6 +354,8 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 		}
 		if (whole == 1 && s->rec.expires > 0 && s->rec.expires <= now) {
 			(void)sb_link(m, s);
+			(void)sb_ns_ident(s);
+			sb_cg_adopt(m, s);
 			if (sb_remove(m, s, "sandbox.expire", "ttl", e,
 			    sizeof(e)) == -1) {
 				if (errno == EPIPE) {
@@ -424,7 +426,9 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 			sb_free(s);
 			continue;
 		}
+		sb_cg_adopt(m, s);
 		sb_arm_timer(m, s);
+		sb_idle_arm(m, s);
 		log_info("sandbox.adopt id=%s policy=%s if=%s addr=%s",
 		    s->rec.id, s->rec.policy, s->spec.host_if, s->rec.addr);
 		sb_notify(m, SB_ADDED, s);

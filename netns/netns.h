@@ -282,4 +282,24 @@ int	ns_detach(const struct ns_spec *s, int nsfd, uint32_t prior,
 int	ns_enter(const char *netns_dir, const char *etc_dir, const char *netns,
 	    char *err, size_t errlen);
 
+/* ns_isolate: deletes the sandbox link (NS_SANDBOX_IF, and so its host
+ * peer) inside the namespace nsfd refers to, for a namespace its
+ * processes keep alive after its pin is gone (netns/ns_isolate.c). 0, or
+ * -1 with err. */
+int	ns_isolate(int nsfd, char *err, size_t errlen);
+
+/* --------------------------------------------------- ns_cgroup.c */
+
+/* ns_cg_write: value into dir/file, an existing file of a cgroup (no
+ * symlink followed). 0, or -1 with errno. */
+int	ns_cg_write(const char *dir, const char *file, const char *value);
+/* ns_cg_read: the first len - 1 bytes of dir/file (a cgroup's), NUL-
+ * terminated. How many, or -1 with errno. */
+ssize_t	ns_cg_read(const char *dir, const char *file, char *buf, size_t len);
+/* ns_cg_kill: SIGKILL to every member of the cgroup dir: cgroup.kill
+ * where there is one (v2, atomic against forks), else the members it
+ * lists, at most 64 passes. How many were signalled (0 after
+ * cgroup.kill), or -1. */
+int	ns_cg_kill(const char *dir);
+
 #endif /* SLUICE_NETNS_NETNS_H */

@@ -29,6 +29,7 @@ pol_config_free(struct pol_config *c)
 	free(c->src);
 	free(c->state_dir);
 	free(c->run_dir);
+	free(c->cgroup_root);
 	free(c->socket_path);
 	free(c->policy_dir);
 	free(c->uplink);
@@ -624,7 +625,8 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
 	    "audit_sinks", "servers", "limits", "privsep", NULL };
-	static const char *const skeys[] = { "max", "default_ttl", NULL };
+	static const char *const skeys[] = { "max", "default_ttl", "on_end",
+	    "kill_grace", "cgroup_root", NULL };
 	struct ywalk	 w;
 	struct ynode	*root;
 	const struct ynode *v, *x;
@@ -665,6 +667,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->dns_cache_entries = POL_DNS_CACHE_DEFAULT;
 	c->dns_max_learned = POL_DNS_LEARNED_DEFAULT;
 	c->max_sandboxes = 4096;
+	c->kill_grace_s = POL_KILL_GRACE_DEFAULT;
 	c->nflog_group = 7;
 	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
 	c->audit_min_free_percent = 10;
@@ -713,6 +716,26 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 					yerr(&w, x, "default_ttl is too long");
 				c->default_ttl_s = (uint32_t)u;
 			}
+			if ((x = yget(v, "on_end")) != NULL) {
+				if (x->kind == Y_SCALAR &&
+				    strcmp(x->str, "kill") == 0)
+					c->on_end = POL_ON_END_KILL;
+				else if (x->kind == Y_SCALAR &&
+				    strcmp(x->str, "isolate") == 0)
+					c->on_end = POL_ON_END_ISOLATE;
+				else
+					yerr(&w, x, "on_end must be kill or "
+					    "isolate");
+			}
+			if ((x = yget(v, "cgroup_root")) != NULL)
+				ypath(&w, x, &c->cgroup_root);
+			if ((x = yget(v, "kill_grace")) != NULL &&
+			    yduration(&w, x, &u) == 0) {
+				if (u == 0 || u > POL_KILL_GRACE_MAX)
+					yerr(&w, x, "kill_grace must be 1s "
+					    "to 300s");
+				c->kill_grace_s = (uint32_t)u;
+			}
 		}
 		if ((v = yget(root, "audit")) != NULL)
 			yaudit(&w, v, c);
@@ -729,6 +752,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	if (w.nerr == 0) {
 		if (dupdef(&c->state_dir, "/var/lib/sluice", "") == -1 ||
 		    dupdef(&c->run_dir, "/run/sluice", "") == -1 ||
+		    dupdef(&c->cgroup_root, "/sys/fs/cgroup", "") == -1 ||
 		    dupdef(&c->socket_path, c->run_dir, "/sluice.sock") == -1 ||
 		    dupdef(&c->policy_dir, "/etc/sluice/policies", "") == -1 ||
 		    dupdef(&c->audit_db, c->state_dir, "/audit.db") == -1 ||

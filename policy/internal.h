@@ -203,7 +203,13 @@ struct pol_policy {
 	struct trule	 *tools;
 	size_t		  ntools;
 	pcre2_match_context *mctx;
+	struct pol_resources resources;
 };
+
+/* yresources: the `resources:` map n into *out, every error reported at
+ * its key or value (policy/resources.c). */
+void	 yresources(struct ywalk *w, const struct ynode *n,
+	    struct pol_resources *out);
 
 extern const char *const pol_class_names[];	/* public..secret, NULL */
 int	 pol_class_index(const char *s);

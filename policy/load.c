@@ -968,7 +968,7 @@ pol_policy_load_buf(const char *path, const char *buf, size_t len,
 {
 	static const uint16_t deftypes[] = { 1, 28, 5 };
 	static const char *const keys[] = { "version", "name", "description",
-	    "egress", "dns", "mcp", NULL };
+	    "egress", "dns", "mcp", "resources", NULL };
 	struct lctx	 c;
 	struct ynode	*root;
 	const struct ynode *v;
@@ -1018,6 +1018,8 @@ pol_policy_load_buf(const char *path, const char *buf, size_t len,
 			ydns(&c, v);
 		if ((v = yget(root, "mcp")) != NULL)
 			ymcp(&c, v);
+		if ((v = yget(root, "resources")) != NULL)
+			yresources(&c.w, v, &p->resources);
 		if (p->name == NULL && c.w.nerr == 0) {
 			p->name = basename_name(path);
 			if (p->name == NULL || !name_ok(p->name, 64))

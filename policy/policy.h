@@ -18,6 +18,7 @@
  *   addresses   policy/classify.c   (the address classifier)
  *   config      policy/config.c     (the daemon config, examples/sluice.yaml)
  *   policies    policy/load.c       (policy files, examples/policies/)
+ *               policy/resources.c  (their resources: section)
  *   decisions   policy/decide.c     (egress, DNS, tool calls)
  *   pins        policy/pin.c        (tool definition hashes)
  *   results     policy/redact.c     (result limits, redaction, taint level)
@@ -245,6 +246,19 @@ struct pol_config {
 	size_t			 ntreat_as_public;
 	uint32_t		 max_sandboxes;	/* default 4096 */
 	uint32_t		 default_ttl_s;	/* sandbox TTL, 0 = none */
+	/* sandboxes.on_end: what becomes of the processes in a sandbox's
+	 * network namespace when it is removed or expires (kill: SIGTERM,
+	 * then SIGKILL after sandboxes.kill_grace, default 5s, 1..300s;
+	 * isolate: they stay, the namespace without its link). */
+	enum pol_on_end { POL_ON_END_KILL = 0, POL_ON_END_ISOLATE }
+				 on_end;
+	uint32_t		 kill_grace_s;
+	/* sandboxes.cgroup_root: where the host's cgroup trees are mounted
+	 * (default /sys/fs/cgroup); a directory that holds none leaves
+	 * sandboxes without cgroups, and so policies without limits. */
+	char			*cgroup_root;
+#define POL_KILL_GRACE_DEFAULT	5
+#define POL_KILL_GRACE_MAX	300
 	uint32_t		 nflog_group;	/* default 7 */
 	char			*audit_db;	/* default <state_dir>/audit.db */
 	char			*audit_key;	/* PKCS#8 Ed25519, optional */
@@ -366,6 +380,31 @@ uint64_t		 pol_egress_quota(const struct pol_policy *p);
  * tainted (may be empty); host rules that stay allowed are matched by
  * pol_egress_decide with tainted=true. */
 const struct pol_net_rule *pol_taint_keep(const struct pol_policy *p, size_t *n);
+
+/* What one sandbox may hold of the machine (the policy's `resources:`
+ * section, policy/resources.c): the limits sluiced gives the cgroup of
+ * what `sluice exec` and `sluice run` start, the wall clock of one such
+ * command, and how long a sandbox may stay quiet. 0 in any field: no
+ * limit of that kind. */
+struct pol_resources {
+	uint32_t	pids;		/* processes and threads, 1..4194304 */
+	uint64_t	memory;		/* bytes, at least 1 MiB */
+	uint32_t	cpu_milli;	/* thousandths of a core, 10..1024000 */
+	uint64_t	timeout_s;	/* one exec or run command */
+	uint64_t	idle_s;		/* no DNS query, flow or bridge request */
+};
+#define POL_RES_PIDS_MAX	4194304u
+#define POL_RES_MEMORY_MIN	(1ULL << 20)
+#define POL_RES_CPU_MIN		10u
+#define POL_RES_CPU_MAX		1024000u
+
+/* pol_policy_resources: p's limits (all 0 without a resources section).
+ * Owned by p. */
+const struct pol_resources *pol_policy_resources(const struct pol_policy *p);
+/* pol_parse_cpu: "1", "1.5", "0.25" (cores, at most three decimals, no
+ * sign or exponent) into thousandths of a core, POL_RES_CPU_MIN..
+ * POL_RES_CPU_MAX. 0, or -1 for anything else. */
+int			 pol_parse_cpu(const char *s, uint32_t *milli);
 
 /* ------------------------------------------------------------- decisions */
 

@@ -15,7 +15,12 @@
 #                         exfil-dns | meta-v4 | meta-v6 | meta-rebind |
 #                         mcp-allowed | mcp-forbidden-arg | mcp-approval |
 #                         mcp-budget | mcp-redaction | mcp-taint-call |
-#                         mcp-taint
+#                         mcp-taint | limits-bomb | limits-hog
+#
+# The limits-* acts run under `sluice run` in a sandbox of their own,
+# whose policy has a resources: section: a fork bomb (bounded: 500
+# attempts at most) and a memory hog. They report what the kernel let
+# them have.
 #
 # The mcp-* acts call tools of the MCP server "ev" through Sluice's bridge
 # with the official TypeScript SDK client (tests/e2e/servers/mcp_client.mjs),
@@ -44,6 +49,8 @@ WEB_NAME=web.example.org
 WEB=203.0.113.80
 MCP_CLIENT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests/e2e/servers" &&
     pwd)/mcp_client.mjs
+FORK_BOMB=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests/e2e/tools" &&
+    pwd)/fork_bomb.py
 
 say() { printf '     agent: %s\n' "$*"; }
 # got TEXT: the attempt got through (from the agent's side).
@@ -299,8 +306,25 @@ mcp-taint)
 	[ $rc2 -eq 0 ] && got "$WEB after the taint"
 	stopped "$WEB_NAME ($WEB) is closed after the taint"
 	;;
+limits-bomb)
+	say "a fork bomb: as many processes as it can get (500 attempts at most)"
+	out=$(python3 "$FORK_BOMB" 500 2>/dev/null)
+	started=$(sed -n 's/^started=\([0-9]*\) .*/\1/p' <<<"$out")
+	failed=$(sed -n 's/.* failed=\([0-9]*\)$/\1/p' <<<"$out")
+	say "started ${started:-?} processes, ${failed:-?} forks refused by the kernel"
+	[ "${failed:-0}" -gt 0 ] && stopped "the sandbox's pids limit held the bomb"
+	got "every fork succeeded"
+	;;
+limits-hog)
+	say "a memory hog: 512 MiB, touched"
+	python3 -c 'x = b"x" * (512 << 20)' 2>/dev/null
+	rc=$?
+	[ $rc -eq 137 ] && stopped "the kernel killed it at the sandbox's memory limit (SIGKILL)"
+	[ $rc -eq 0 ] && got "it got all 512 MiB"
+	stopped "it failed (exit $rc)"
+	;;
 *)
-	echo "usage: agent.sh install|exfil-name|exfil-addr|exfil-icmp|exfil-dns|meta-v4|meta-v6|meta-rebind|mcp-allowed|mcp-forbidden-arg|mcp-approval|mcp-budget|mcp-redaction|mcp-taint-call|mcp-taint" >&2
+	echo "usage: agent.sh install|exfil-name|exfil-addr|exfil-icmp|exfil-dns|meta-v4|meta-v6|meta-rebind|mcp-allowed|mcp-forbidden-arg|mcp-approval|mcp-budget|mcp-redaction|mcp-taint-call|mcp-taint|limits-bomb|limits-hog" >&2
 	exit 2
 	;;
 esac

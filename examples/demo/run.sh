@@ -125,7 +125,7 @@ WORLD_TAG=sld$$
 # shellcheck source=tests/e2e/world.sh
 . "$E2E_DIR/world.sh"
 
-for t in jq sqlite3 curl dig node dnsmasq nsenter ip nft; do
+for t in jq sqlite3 curl dig node dnsmasq nsenter ip nft python3; do
 	command -v "$t" >/dev/null || die "$t not found (make deps installs it)"
 done
 # The MCP server of the demo and the agent's client: npm packages the
@@ -164,7 +164,8 @@ CFG=$E2E_TMP/sluice.yaml
 KEY=$STATE/audit.key
 ORIGIN=demo.sluice.example/$WORLD_TAG
 mkdir -p "$POL" "$STATE" "$WORLD_DIR/run"
-cp "$DEMO_DIR/policies/demo.yaml" "$POL/" || die "demo policy"
+cp "$DEMO_DIR/policies/demo.yaml" "$DEMO_DIR/policies/demo-limits.yaml" \
+    "$POL/" || die "demo policies"
 VKEY=$("$SLUICE" audit keygen --origin "$ORIGIN" --out "$KEY") ||
     die "sluice audit keygen"
 echo "$VKEY" >"$E2E_TMP/audit.vkey"
@@ -243,7 +244,11 @@ pause
 # IPv6 act plays a workload a provider runs as full root in the namespace
 # (`ip netns exec`), which is what the kernel rules must hold against.
 agent() {
-	if [ "$1" = meta-v6 ]; then
+	if [ "${1#limits-}" != "$1" ]; then
+		# A sandbox of its own, made and removed by `sluice run`.
+		sl run --policy demo-limits --subject demo-agent -- \
+		    "$DEMO_DIR/agent.sh" "$1" 2>&1 | head -n 20
+	elif [ "$1" = meta-v6 ]; then
 		ip netns exec "sluice-$ID" "$DEMO_DIR/agent.sh" "$1" 2>&1 |
 		    head -n 20
 	else
@@ -315,6 +320,13 @@ def_act mcp-redaction "MCP: credential redacted in a result" \
     "$MCALL and .tool == \"get-env\"" none
 def_act mcp-taint "MCP: a tainting result narrows egress" \
     "($MCALL and .tool == \"get-tiny-image\") or ($SB and .kind == \"finding\" and (.type // \"\" | test(\"taint\"))) or ($SB and .kind == \"dns.decision\" and .q.name == \"web.example.org\") or ($SB and .kind == \"net.deny\" and .dst.ip == \"$WORLD_WEB\")" web
+# The resources acts: each under `sluice run` in a sandbox of its own
+# (policy demo-limits: pids 64, memory 64MiB), selected by the finding
+# the daemon writes from the kernel's counters of that sandbox's cgroup.
+def_act limits-bomb "resources: a fork bomb (64 pids)" \
+    ".kind == \"finding\" and .type == \"sandbox.pids_limit\"" none
+def_act limits-hog "resources: a memory hog (64MiB)" \
+    ".kind == \"finding\" and .type == \"sandbox.oom_kill\"" none
 # An act whose agent call waits for a person: run.sh approves it from
 # outside the sandbox (sluice approve) while the call is held.
 declare -A ACT_APPROVE ACT_PRE
@@ -326,6 +338,14 @@ ACT_PRE[mcp-taint]=mcp-taint-call
 # outside the sandbox): ACT_PROOF names the function.
 declare -A ACT_PROOF
 ACT_PROOF[meta-v6]=v6_proof
+ACT_PROOF[limits-bomb]=load_proof
+ACT_PROOF[limits-hog]=load_proof
+
+# load_proof WHEN: the host's load and free memory, from outside: the host
+# stays responsive while a sandbox's processes run into their limits.
+load_proof() {
+	info "${C_C}host, $1: load $(cut -d' ' -f1-3 /proc/loadavg), $(awk '/^MemAvailable/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo) available, $(ls -d /proc/[0-9]* | wc -l) processes${C_0}"
+}
 
 # v6_proof WHEN: the IPv6 state of the sandbox's link, read from the kernel
 # on both ends (ip and sysctl, from outside the sandbox).
@@ -475,6 +495,13 @@ run_act mcp-redaction \
     "The MCP server holds a credential (API_TOKEN) in its environment; get-env returns that environment. Secrets in a tool result never reach the sandbox."
 run_act mcp-taint \
     "After confidential data arrives, the sandbox's outbound access shrinks at once (nftables) to the policy's keep list: the web server it used by name closes, by name and by address; the package index, kept by name, stays."
+
+# Resources: what `sluice run` starts is held to the policy's limits by the
+# kernel (the sandbox's cgroup), and the daemon records when they are hit.
+run_act limits-bomb \
+    "A runaway agent starts a fork bomb (bounded here: 500 attempts). The sandbox's cgroup holds it to 64 processes; the host never notices."
+run_act limits-hog \
+    "It then asks for 512 MiB. At the policy's 64 MiB the kernel's OOM killer ends it, in the sandbox's cgroup only."
 pause
 
 # ------------------------------------------------------------ the log

@@ -59,6 +59,7 @@
 struct brc_sbx {
 	struct brc_sbx	*next;
 	struct msg_br_sbx s;
+	uint64_t	 active_ms;	/* last MSG_BR_ACTIVE for it */
 };
 
 /* The policy set in force, counted: a call holds the set it started
@@ -285,6 +286,16 @@ h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
 	}
 	out->nlabels = i;
 	out->tainted = e->s.tainted != 0;
+	/* A request is activity (resources.idle): the parent hears of it,
+	 * once a second at most. */
+	if (ev_now_ms() - e->active_ms >= 1000) {
+		struct msg_br_active a;
+
+		memset(&a, 0, sizeof(a));
+		memcpy(a.id, e->s.id, strnlen(e->s.id, sizeof(a.id) - 1));
+		if (chan_send1(d->ch, MSG_BR_ACTIVE, &a, sizeof(a)) == 0)
+			e->active_ms = ev_now_ms();
+	}
 	/* A sandbox whose policy vanished in a reload calls nothing. */
 	if ((out->policy = pol_set_get(d->pset->set, e->s.policy)) == NULL)
 		return -1;

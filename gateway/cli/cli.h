@@ -8,6 +8,8 @@
 #ifndef SLUICE_GATEWAY_CLI_CLI_H
 #define SLUICE_GATEWAY_CLI_CLI_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 
 #include <jansson.h>
@@ -61,5 +63,30 @@ const char	*cli_socket(void);
 int		 cli_request(const char *method, const char *path,
 		    json_t *body, long *status, json_t **reply, char **text,
 		    char *err, size_t errlen);
+
+/* gateway/cli/cli_limits.c: the sandbox's resources as exec and run keep
+ * them: its cgroups joined by the command, its timeout kept by the CLI. */
+#define CLI_CGROUPS_MAX	3
+struct cli_limits {
+	size_t		ncgroups;
+	char		cgroup[CLI_CGROUPS_MAX][512];
+	unsigned long	timeout_s;	/* 0: none */
+};
+/* cli_limits_parse: the "limits" member of an exec reply for sandbox id
+ * into *out. Only directories under /sys/fs/cgroup/ that end in
+ * /sluice-<8 hex digits>/<id>, without "." or ".." components, are taken: the daemon
+ * names where the command goes, never what it may write elsewhere. An
+ * absent member is no limits. 0, or -1 for a reply of another shape. */
+int	cli_limits_parse(const json_t *reply, const char *id,
+	    struct cli_limits *out);
+/* cli_limits_join: the calling process into each group. 0, or -1 with
+ * err. */
+int	cli_limits_join(const struct cli_limits *l, char *err, size_t errlen);
+/* cli_limits_wait: waits for child pid (its status in *st, as waitpid),
+ * and past l's timeout kills it and everything in its groups; *timed_out
+ * says so. Signals arriving meanwhile interrupt nothing but the wait,
+ * which goes on. */
+void	cli_limits_wait(pid_t pid, const struct cli_limits *l, int *st,
+	    int *timed_out);
 
 #endif /* SLUICE_GATEWAY_CLI_CLI_H */

@@ -498,6 +498,7 @@ struct target {
 	char	id[NS_ID_MAX + 1];
 	char	url[128];
 	char	token[TOKEN_HEX + 1];
+	struct cli_limits lim;
 };
 
 /* Asks the daemon how to enter sandbox id. 0, or 1 (printed). */
@@ -521,7 +522,8 @@ exec_info(const char *id, struct target *t)
 	 * must have, whatever the daemon says. */
 	if (ns == NULL || strcmp(ns, want) != 0 || rid == NULL ||
 	    strcmp(rid, id) != 0 || url == NULL || strlen(url) >=
-	    sizeof(t->url) || tok == NULL || strlen(tok) != TOKEN_HEX) {
+	    sizeof(t->url) || tok == NULL || strlen(tok) != TOKEN_HEX ||
+	    cli_limits_parse(reply, id, &t->lim) == -1) {
 		fprintf(stderr, "sluice: exec: unexpected reply from the "
 		    "daemon\n");
 		json_decref(reply);
@@ -689,6 +691,12 @@ enter_and_exec(const struct target *t, const struct exec_opts *xo,
 {
 	char err[512];
 
+	/* Into its cgroups first, while it may still write there. */
+	if (cli_limits_join(&t->lim, err, sizeof(err)) == -1) {
+		fprintf(stderr, "sluice: exec: cannot join the sandbox's "
+		    "cgroup: %s\n", err);
+		return 1;
+	}
 	if (ns_enter(NULL, NULL, t->netns, err, sizeof(err)) == -1) {
 		fprintf(stderr, "sluice: exec: cannot enter %s: %s\n",
 		    t->netns, err);
@@ -708,6 +716,55 @@ enter_and_exec(const struct target *t, const struct exec_opts *xo,
 	execvp(cmd[0], cmd);
 	fprintf(stderr, "sluice: exec: %s: %s\n", cmd[0], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
+}
+
+/* The finding of a command killed at its timeout; the daemon knows the
+ * timeout and records it. */
+static void
+note_timeout(const struct target *t)
+{
+	json_t *reply = NULL;
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/timeout", t->id);
+	(void)request("timeout", "POST", path, NULL, 200, &reply);
+	json_decref(reply);
+	fprintf(stderr, "sluice: %s: timed out after %lus\n", t->id,
+	    t->lim.timeout_s);
+}
+
+/* Exit status as a shell gives it, 124 for a command killed at its
+ * timeout (as timeout(1)). */
+static int
+exit_status(int st, int timed_out)
+{
+	if (timed_out)
+		return 124;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}
+
+/* exec with a timeout: the command is a child this process waits for. */
+static int
+exec_timed(const struct target *t, const struct exec_opts *xo, char **cmd)
+{
+	pid_t pid;
+	int st = 0, timed_out;
+
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		fprintf(stderr, "sluice: exec: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (pid == 0)
+		_exit(enter_and_exec(t, xo, cmd));
+	cli_limits_wait(pid, &t->lim, &st, &timed_out);
+	if (timed_out)
+		note_timeout(t);
+	return exit_status(st, timed_out);
 }
 
 int
@@ -752,7 +809,9 @@ cli_exec(int argc, char **argv)
 		return 2;
 	if ((rc = exec_info(argv[optind], &t)) != 0)
 		return rc;
-	return enter_and_exec(&t, &xo, argv + dash + 1);
+	if (t.lim.timeout_s == 0)
+		return enter_and_exec(&t, &xo, argv + dash + 1);
+	return exec_timed(&t, &xo, argv + dash + 1);
 }
 
 /* ------------------------------------------------------------ run */
@@ -777,7 +836,7 @@ cli_run(int argc, char **argv)
 	const char *id;
 	char path[128];
 	pid_t pid;
-	int i, dash = -1, rc, st = 0;
+	int i, dash = -1, rc, st = 0, timed_out = 0;
 
 	if (body == NULL)
 		return 1;
@@ -843,24 +902,16 @@ cli_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, &old_hup);
 	sigaction(SIGQUIT, &sa, &old_quit);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	while (waitpid(pid, &st, 0) == -1) {
-		if (errno != EINTR) {
-			st = 1 << 8;
-			break;
-		}
-	}
+	cli_limits_wait(pid, &t.lim, &st, &timed_out);
 	child_pid = 0;
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);
 	sigaction(SIGQUIT, &old_quit, NULL);
-	if (WIFEXITED(st))
-		rc = WEXITSTATUS(st);
-	else if (WIFSIGNALED(st))
-		rc = 128 + WTERMSIG(st);
-	else
-		rc = 1;
+	if (timed_out)
+		note_timeout(&t);
+	rc = exit_status(st, timed_out);
 remove:
 	if (request("run: remove sandbox", "DELETE", path, NULL, 200,
 	    &reply) != 0) {

@@ -25,7 +25,10 @@
 "                untrusted code: uid 0 without capabilities still owns\n" \
 "                root's files\n" \
 "  --net-raw     keep CAP_NET_RAW and CAP_NET_BIND_SERVICE, which act only\n" \
-"                on the sandbox's own network namespace\n"
+"                on the sandbox's own network namespace\n" \
+"CMD joins the sandbox's cgroup (its policy's resources: pids, memory,\n" \
+"cpu). Past resources.timeout it, and all in that cgroup, is killed and\n" \
+"the exit status is 124.\n"
 
 /*
  * One command: its synopsis (lines without the leading "sluice"; a line

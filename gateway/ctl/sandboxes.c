@@ -402,24 +402,60 @@ static enum ctl_rc
 h_exec(struct ctl_req *req, void *arg)
 {
 	struct sbx_info info;
+	struct sbx_limits lim;
+	json_t *cgs;
 	char url[64];
 	enum ctl_rc rc;
+	size_t i;
 
 	if (sbx_get(arg, ctl_req_param(req, "id"), 1, &info) == -1)
 		return reply_why(req, SBX_ERR_NOT_FOUND, "no such sandbox");
+	if (sbx_exec_limits(arg, info.view.id, &lim) == -1) {
+		OPENSSL_cleanse(info.token, sizeof(info.token));
+		return reply_why(req, errno == EIO ? SBX_ERR_KERNEL :
+		    SBX_ERR_NOT_FOUND, errno == EIO ? "the sandbox's cgroup "
+		    "is missing: its resources limits cannot be applied" :
+		    "no such sandbox");
+	}
 	snprintf(url, sizeof(url), "http://%s:%u", info.service_addr,
 	    (unsigned)info.bridge_port);
+	/* The command joins these groups and keeps to the timeout
+	 * (gateway/cli/cli_limits.c). */
+	if ((cgs = json_array()) != NULL)
+		for (i = 0; i < lim.ncgroups; i++)
+			(void)json_array_append_new(cgs,
+			    json_string(lim.cgroup[i]));
 	rc = ctl_reply_json(req, 200, json_pack("{s:s, s:s, s:s, "
-	    "s:{s:s, s:s, s:s}}",
+	    "s:{s:s, s:s, s:s}, s:{s:o, s:I}}",
 	    "id", info.view.id,
 	    "netns", info.netns,
 	    "netns_path", info.netns_path,
 	    "env",
 	    "SLUICE_SANDBOX_ID", info.view.id,
 	    "SLUICE_BRIDGE_URL", url,
-	    "SLUICE_TOKEN", info.token));
+	    "SLUICE_TOKEN", info.token,
+	    "limits",
+	    "cgroups", cgs,
+	    "timeout_s", (json_int_t)lim.timeout_s));
 	OPENSSL_cleanse(info.token, sizeof(info.token));
 	return rc;
+}
+
+/* `sluice exec` and `sluice run` killed a command at the sandbox's
+ * resources.timeout: the finding, with the timeout the daemon knows. */
+static enum ctl_rc
+h_timeout(struct ctl_req *req, void *arg)
+{
+	struct sbx_limits lim;
+	const char *id = ctl_req_param(req, "id");
+
+	if (sbx_exec_limits(arg, id, &lim) == -1)
+		return reply_why(req, SBX_ERR_NOT_FOUND, "no such sandbox");
+	if (sbx_note(arg, "sandbox.timeout", id, "timeout=%llus command "
+	    "killed", (unsigned long long)lim.timeout_s) == -1)
+		return reply_why(req, SBX_ERR_AUDIT_UNAVAILABLE,
+		    "the finding cannot be recorded");
+	return ctl_reply_json(req, 200, json_pack("{s:b}", "recorded", 1));
 }
 
 /* ------------------------------------------------------------ callers */
@@ -473,6 +509,8 @@ ctl_sbx_routes(struct ctl *ctl, struct sbx *m)
 	    ctl_route(ctl, "GET", "/v1/sandboxes/{id}", h_get, m) == -1 ||
 	    ctl_route(ctl, "DELETE", "/v1/sandboxes/{id}", h_delete, m) ==
 	    -1 ||
+	    ctl_route(ctl, "POST", "/v1/sandboxes/{id}/timeout", h_timeout,
+	    m) == -1 ||
 	    ctl_route(ctl, "POST", "/v1/sandboxes/{id}/exec", h_exec, m) ==
 	    -1)
 		return -1;

@@ -65,6 +65,7 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	    sizeof(struct msg_br_ctl_reply), sizeof(struct msg_br_ctl_reply) +
 	    MSG_BR_BODY_MAX },
 	FIXED(MSG_BR_STATS, MSG_TO_PARENT, struct msg_br_stats),
+	FIXED(MSG_BR_ACTIVE, MSG_TO_PARENT, struct msg_br_active),
 };
 
 int

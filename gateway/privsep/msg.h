@@ -69,6 +69,7 @@ enum msg_type {
 	MSG_BR_TAINT,		/* struct msg_br_taint: narrow this sandbox */
 	MSG_BR_CTL_REPLY,	/* struct msg_br_ctl_reply + body */
 	MSG_BR_STATS,		/* struct msg_br_stats */
+	MSG_BR_ACTIVE,		/* struct msg_br_active: a sandbox used the bridge */
 	MSG_TYPE_MAX
 };
 
@@ -235,6 +236,12 @@ struct msg_br_ctl_reply {
 
 struct msg_br_fail {
 	char		err[256];
+};
+
+/* A request from the sandbox passed identification (resources.idle);
+ * sent at most once a second per sandbox. */
+struct msg_br_active {
+	char		id[MSG_ID_MAX];
 };
 
 struct msg_br_stats {

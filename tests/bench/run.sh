@@ -46,7 +46,7 @@ export BENCH_CPS_SECS=${BENCH_CPS_SECS:-2}
 export BENCH_CPS_REPS=${BENCH_CPS_REPS:-5}
 BIN=$top/$BENCH_BUILD/bench
 # BENCH_ONLY=dns,bridge (or BENCH_SECTIONS="dns bridge"): a subset.
-SECTIONS=${BENCH_ONLY:-${BENCH_SECTIONS:-"lifecycle datapath dns bridge audit memory srt"}}
+SECTIONS=${BENCH_ONLY:-${BENCH_SECTIONS:-"lifecycle datapath dns bridge audit memory srt limits"}}
 SECTIONS=${SECTIONS//,/ }
 # Only a run of every section replaces tests/bench/RESULTS.md (the table
 # the README is made from); a subset's table goes to the build directory.
@@ -63,7 +63,7 @@ fi
 # programs takes well under a minute). dns and bridge measure at 1 and at
 # 1,000 sandboxes (making 999 takes up to 60 s).
 declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [bridge]=240
-    [srt]=150 [audit]=150 [memory]=85)
+    [srt]=150 [audit]=150 [memory]=85 [limits]=90)
 BUDGET=${BENCH_BUDGET:-840}
 
 say() { printf '%s\n' "$*"; }
@@ -333,6 +333,24 @@ lc_parts() {
 		m+=("$(ms "$(stats "$f" | cut -d' ' -f1)")")
 	done
 	note "lifecycle, $2: medians of the parts (ms): create = ns_create ${m[0]} + fw_sandbox_add ${m[1]}; delete = fw_sandbox_del ${m[2]} + ns_delete ${m[3]}"
+}
+
+# bench_world NAME: the e2e world (tests/e2e/world.sh) for section NAME,
+# its names carrying this run's tag so that sweep() removes them too (the
+# world's own cleanup runs first, from the EXIT trap set here), and a
+# sluiced config for it: CFG, with its policies in the directory POL
+# (both assigned in the caller, which declares them local). 0, or 1 with
+# a note.
+bench_world() {
+	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/lib.sh"
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/world.sh"
+	trap 'world_fast_down; _run_cleanup; sweep' EXIT
+	world_up 2>"$W/world.err" || { note "$1: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
+	POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
+	world_sluiced_config "$CFG" "$POL"
 }
 
 sec_lifecycle() {
@@ -780,15 +798,8 @@ sec_dns() {
 	# inet with the upstream dnsmasq (192.0.2.53, --cache-size=0, which
 	# answers every *.wild.example.com). Its names carry this run's tag
 	# so sweep() removes them too; its own cleanup runs first.
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/lib.sh"
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/world.sh"
-	trap 'world_fast_down; _run_cleanup; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "dns: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
+	local POL CFG
+	bench_world dns || return 1
 	# The upstream of every DNS line: bench_dns serve on 192.0.2.54 in
 	# inet (answers any A question, no log, no cache). The world's
 	# dnsmasq logs every query and would cap Sluice and the anchor alike
@@ -1032,15 +1043,8 @@ sec_bridge() {
 		note "bridge: supergateway could not be installed from npm ($(tail -c 150 "$W/npm.log" 2>/dev/null)); no proxy anchor"
 	fi
 
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$E2E/lib.sh"
-	# shellcheck disable=SC1091
-	. "$E2E/world.sh"
-	trap 'world_fast_down; _run_cleanup; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "bridge: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
+	local POL CFG
+	bench_world bridge || return 1
 	cat >"$POL/mcpbench.yaml" <<-'EOF'
 	version: 1
 	name: mcpbench
@@ -1300,17 +1304,11 @@ sec_srt() {
 		note "srt: @anthropic-ai/sandbox-runtime@$SRT_VERSION (or bubblewrap) could not be installed: $(tail -c 150 "$W/npm.log" 2>/dev/null)"
 	fi
 
-	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/lib.sh"
-	# shellcheck disable=SC1091
-	. "$top/tests/e2e/world.sh"
+	local POL CFG
+	bench_world srt || return 1
 	trap 'world_fast_down; _run_cleanup; rm -rf "/etc/netns/$WORLD_HOST_NS"; sweep' EXIT
-	world_up 2>"$W/world.err" || { note "srt: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
 	local OBJ=$WORLD_DIR/www/web/obj.bin size=1048576
 	head -c $size /dev/urandom >"$OBJ" || return 1
-	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
-	world_sluiced_config "$CFG" "$POL" || return 1
 	cat >"$POL/srtbench.yaml" <<-'EOF'
 	version: 1
 	name: srtbench
@@ -1371,6 +1369,70 @@ sec_srt() {
 	    "$(ms "$sm")" "$(ms "$smin")" "$(ms "$smax")" \
 	    "@anthropic-ai/sandbox-runtime $SRT_VERSION (its proxy)" \
 	    "$(ms "$am")" "$(ms "$amin")" "$(ms "$amax")" "(reported)" none -
+	return 0
+}
+
+# limits: what ending a sandbox's processes and holding a command to its
+# resources cost. `sandbox rm` of a sandbox with 100 idle processes in its
+# namespace (the answer comes after the scan, the record and SIGTERM; the
+# grace runs on the daemon's timers), and `sluice run -- true` with a
+# policy that sets pids, memory and cpu against one that sets none,
+# alternating (the difference is the cgroups made, joined and removed).
+sec_limits() {
+	local W=$BENCH_WORK/limits N=11 r ID t0 t1 ino
+	mkdir -p "$W"
+	local POL CFG
+	bench_world limits || return 1
+	printf 'version: 1\nname: free\n' >"$POL/free.yaml"
+	printf 'version: 1\nname: held\nresources:\n  pids: 256\n  memory: 256MiB\n  cpu: 1\n' >"$POL/held.yaml"
+	world_start_sluiced "$CFG" 2>"$W/start.err" ||
+	    { note "limits: sluiced did not start: $(tail -c 200 "$W/start.err")"; return 1; }
+	sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
+	say "limits: $N removals of a sandbox with 100 idle processes, and of one with none, alternating"
+	for ((r = 0; r < N; r++)); do
+		ID=$BENCH_TAG-e$r
+		if sl sandbox create --policy free --id "$ID" >/dev/null 2>&1; then
+			t0=$(date +%s%N)
+			sl sandbox rm "$ID" >/dev/null 2>&1 &&
+			    { t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )) >>"$W/rm0.us"; }
+		fi
+		ID=$BENCH_TAG-l$r
+		sl sandbox create --policy free --id "$ID" >/dev/null 2>&1 || continue
+		ino=$(stat -L -c %i "/run/netns/sluice-$ID")
+		setsid nsenter --net="/run/netns/sluice-$ID" -- sh -c \
+		    'i=0; while [ $i -lt 99 ]; do sleep 1000 & i=$((i + 1)); done; exec sleep 1000' \
+		    </dev/null >/dev/null 2>&1 &
+		for _ in $(seq 100); do
+			[ "$(find /proc/[0-9]*/ns/net -maxdepth 0 -lname "net:\[$ino\]" 2>/dev/null | wc -l)" -ge 100 ] && break
+			sleep 0.1
+		done
+		t0=$(date +%s%N)
+		sl sandbox rm "$ID" >/dev/null 2>&1 || continue
+		t1=$(date +%s%N)
+		echo $(( (t1 - t0) / 1000 )) >>"$W/rm.us"
+		for _ in $(seq 100); do
+			[ -z "$(find /proc/[0-9]*/ns/net -maxdepth 0 -lname "net:\[$ino\]" 2>/dev/null)" ] && break
+			sleep 0.1
+		done
+	done
+	local m mn mx n am amn amx an
+	read -r m _ mn mx n < <(stats "$W/rm.us")
+	read -r am _ amn amx an < <(stats "$W/rm0.us")
+	row limits "sandbox rm with 100 idle processes inside, median (n=$n)" ms \
+	    "$(ms "$m")" "$(ms "$mn")" "$(ms "$mx")" "sandbox rm with none (n=$an)" \
+	    "$(ms "$am")" "$(ms "$amn")" "$(ms "$amx")" "≤ 50 ms" s_le 50
+	say "limits: $N pairs of sluice run -- true, with limits and without, alternating"
+	for ((r = 0; r < N; r++)); do
+		t0=$(date +%s%N); sl run --policy held -- true >/dev/null 2>&1 && \
+		    { t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )) >>"$W/held.us"; }
+		t0=$(date +%s%N); sl run --policy free -- true >/dev/null 2>&1 && \
+		    { t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )) >>"$W/free.us"; }
+	done
+	read -r m _ mn mx n < <(stats "$W/held.us")
+	read -r am _ amn amx an < <(stats "$W/free.us")
+	row limits "sluice run -- true with pids, memory and cpu limits, median (n=$n)" ms \
+	    "$(ms "$m")" "$(ms "$mn")" "$(ms "$mx")" "the same without limits (n=$an)" \
+	    "$(ms "$am")" "$(ms "$amn")" "$(ms "$amx")" "(reported)" none -
 	return 0
 }
 

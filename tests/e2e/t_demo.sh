@@ -46,8 +46,8 @@ check_match "the kept tag and id are this run's" '^sld[0-9]+ demo[0-9]+$' "$TAG 
 check_fails "no colour escapes when stdout is not a TTY" grep -q $'\e\\[' "$OUT"
 check_eq "the table has a row for each of the six MCP acts" 6 \
     "$(grep -cE '^  MCP: .* (mcp\.call|finding|dns\.decision|net\.deny) ' "$OUT")"
-check_eq "every act is announced, 8 network and 6 MCP" 14 \
-    "$(grep -cE '^\[ ?([1-9]|1[0-4])\] ' "$OUT")"
+check_eq "every act is announced, 8 network, 6 MCP and 2 resources" 16 \
+    "$(grep -cE '^\[ ?([1-9]|1[0-6])\] ' "$OUT")"
 
 # Every summary row is printed in the table with the log's decision,
 # reason and count.
@@ -124,6 +124,16 @@ check_eq "rebinding: denied rebind.example.com answers, as in the log" \
     "$(row meta-rebind dns.decision deny)"
 check "rebinding: a dns_rebinding finding" \
     grep -qP '^meta-rebind\tfinding\t[^\t]*\tdns_rebinding\t[1-9]' "$S"
+# The resources acts run under `sluice run`, each in a sandbox of its own:
+# their rows are the daemon's findings from the kernel's counters.
+check "fork bomb: a sandbox.pids_limit finding in the table" \
+    grep -qP '^limits-bomb\tfinding\t[^\t]*\tsandbox.pids_limit\t[1-9]' "$S"
+check_match "fork bomb: the kernel refused forks past pids: 64" \
+    'agent: started 6[0-3] processes, [0-9]+ forks refused' "$(cat "$OUT")"
+check "memory hog: a sandbox.oom_kill finding in the table" \
+    grep -qP '^limits-hog\tfinding\t[^\t]*\tsandbox.oom_kill\t[1-9]' "$S"
+check_match "memory hog: killed at the memory limit" \
+    'stopped: the kernel killed it at the sandbox.s memory limit' "$(cat "$OUT")"
 check_eq "no act's row says 'no record'" "" \
     "$(awk -F'\t' '$3 == "no record" { print $1 }' "$S")"
 # IPv6 metadata: no decision exists to record (the host's end of the link

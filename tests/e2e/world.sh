@@ -496,13 +496,34 @@ world_sandbox_namespaces() {
 	} | sort -u
 }
 
+# _world_sluice_cgroups: the sandbox cgroups a sluiced of this world left
+# (one it killed, a test that stopped it): the directories its log names
+# ("sandbox groups in DIR"), their members killed, removed. Only a
+# directory named as sluiced names them (.../sluice-<8 hex>) is touched.
+_world_sluice_cgroups() {
+	local base g p
+	for base in $(world_sluiced_log | sed -n 's/.*cgroups: v[12], sandbox groups in \(\/sys\/fs\/cgroup\/.*\/sluice-[0-9a-f]\{8\}\)$/\1/p' | sort -u); do
+		[ -d "$base" ] || continue
+		for g in "$base"/*/; do
+			[ -f "$g/cgroup.procs" ] || continue
+			for p in $(cat "$g/cgroup.procs" 2>/dev/null); do
+				kill -KILL "$p" 2>/dev/null
+			done
+			wait_for 5 rmdir "$g"
+		done
+		rmdir "$base" 2>/dev/null
+	done
+	return 0
+}
+
 # _world_sluice_sweep: what sluiced may have left: its process, sandbox
-# namespaces (and processes in them, and /etc/netns/<ns>), sl-* links and
-# the `inet sluice` table in the host namespace.
+# namespaces (and processes in them, and /etc/netns/<ns>), sl-* links, its
+# sandbox cgroups and the `inet sluice` table in the host namespace.
 _world_sluice_sweep() {
 	local ns l
 	[ -e "/run/netns/$WORLD_HOST_NS" ] || return 0
 	world_stop_sluiced >/dev/null 2>&1
+	_world_sluice_cgroups
 	for ns in $(world_sandbox_namespaces); do
 		_world_kill_ns_procs "$(_world_ns_inode "$ns")"
 		ip netns del "$ns" 2>/dev/null

@@ -152,7 +152,9 @@ start(const char *name, unsigned max)
 	    "dns:\n"
 	    "  upstreams: [192.0.2.53]\n"
 	    "sandboxes:\n"
-	    "  max: %u\n", dir, dir, dir, max);
+	    "  max: %u\n"
+	    /* Not the host's cgroups: these sandboxes need none. */
+	    "  cgroup_root: %s\n", dir, dir, dir, max, dir);
 	snprintf(path, sizeof(path), "%s/sluice.yaml", dir);
 	write_file(path, text);
 	ck_assert_ptr_nonnull(errs);
