@@ -392,11 +392,19 @@ sb_remove(struct sbx *m, struct sandbox *s, const char *kind,
 	int recorded, nproc;
 
 	/* Its processes are counted, and its namespace held, before the
-	 * record that says how many there are (sandbox_procs.c). */
-	nproc = sb_end_begin(m, s, &end);
-	snprintf(why, sizeof(why), "%s processes=%d on_end=%s", reason,
-	    nproc < 0 ? 0 : nproc, m->cfg->on_end == POL_ON_END_ISOLATE ?
-	    "isolate" : "kill");
+	 * record that says how many there are (sandbox_procs.c). An
+	 * attached namespace's processes are the provider's: they stay,
+	 * and only what Sluice added goes. */
+	if (s->rec.attached) {
+		snprintf(why, sizeof(why), "%s on_end=provider", reason);
+		if (m->cg != NULL && cg_members(m->cg, s->rec.id) == 0)
+			(void)cg_remove(m->cg, s->rec.id, NULL, 0);
+	} else {
+		nproc = sb_end_begin(m, s, &end);
+		snprintf(why, sizeof(why), "%s processes=%d on_end=%s", reason,
+		    nproc < 0 ? 0 : nproc, m->cfg->on_end ==
+		    POL_ON_END_ISOLATE ? "isolate" : "kill");
+	}
 	reason = why;
 	/* The last counters of its limits, before it is gone. */
 	sb_cg_check(m, s);
