@@ -273,7 +273,7 @@ h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
 	    CRYPTO_memcmp(md, e->s.token_sha256, mdlen) != 0)
 		return -1;
 	memset(out, 0, sizeof(*out));
-	memcpy(out->id, e->s.id, strnlen(e->s.id, sizeof(out->id) - 1));
+	memcpy(out->id, e->s.id, strnlen(e->s.id, sizeof(e->s.id) - 1));
 	memcpy(out->subject, e->s.subject, strnlen(e->s.subject,
 	    sizeof(out->subject) - 1));
 	for (i = 0; i < e->s.nlabels && i < BR_MAX_LABELS; i++) {
