@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "gateway/dns/dns.h"
+#include "gateway/dns/gate.h"
 #include "netns/fw.h"
 #include "policy/policy.h"
 
@@ -52,6 +53,9 @@ enum msg_type {
 	MSG_LEARN,		/* struct msg_learn + n struct msg_elem */
 	MSG_DNS_EVENT,		/* struct msg_dns_event */
 	MSG_LOST,		/* struct msg_lost: events the child could not send */
+	/* name gate (gateway/dns/gate.c), DNS child -> parent */
+	MSG_GATE_EVENT,		/* struct msg_gate_event: a flow refused */
+	MSG_GATE_VERDICT,	/* struct msg_gate_verdict: for the parent to send */
 	MSG_TYPE_MAX
 };
 
@@ -87,7 +91,7 @@ struct msg_dns_config {
 	uint32_t		cache_max;
 	uint16_t		max_udp_size;
 	uint8_t			no_cache;
-	uint8_t			pad;
+	uint8_t			gate;		/* the gate's queue is fd 6 */
 	uint32_t		ntap;
 	struct pol_cidr		tap[MSG_TAP_MAX];	/* treat_as_public */
 };
@@ -145,6 +149,18 @@ struct msg_lost {
 	uint64_t	events;		/* dns.decision records never sent */
 };
 
+/* name gate: one refused flow (gateway/dns/gate.h, flat). */
+struct msg_gate_event {
+	struct gate_event ev;
+};
+
+/* name gate: a queued packet's verdict (the kernel takes it only from a
+ * process with CAP_NET_ADMIN). */
+struct msg_gate_verdict {
+	uint32_t	id;		/* the packet's id in the queue */
+	uint32_t	action;		/* enum gate_action */
+};
+
 /*
  * msg_check: whether a payload of len bytes may be a message of type going
  * in direction dir (the type is in the enum, flows that way, and len is
@@ -171,6 +187,9 @@ bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
 /* msg_dns_event_ok: the event's strings are terminated, its enums and
  * counts within range. */
 bool		 msg_dns_event_ok(struct msg_dns_event *m);
+/* msg_gate_event_ok: the event's strings are terminated, its reason one
+ * of the gate's and its check an enum pol_check. */
+bool		 msg_gate_event_ok(const struct msg_gate_event *m);
 
 /* msg_elem_from / msg_elem_to: between fw_elem and its flat form; to's
  * e->name points into m (valid as long as m). */
