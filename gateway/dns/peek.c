@@ -249,12 +249,17 @@ authority(struct peek_out *o, const uint8_t *s, size_t n)
 		}
 	if (colon < n) {
 		size_t digits = n - colon - 1;
+		unsigned long port = 0;
 
 		if (digits == 0 || digits > 5)
 			return false;
-		for (i = colon + 1; i < n; i++)
+		for (i = colon + 1; i < n; i++) {
 			if (s[i] < '0' || s[i] > '9')
 				return false;
+			port = port * 10 + (unsigned long)(s[i] - '0');
+		}
+		if (port > 65535)
+			return false;
 	}
 	return name_copy(o, s, colon, true);
 }
