@@ -4,6 +4,10 @@
 #                                     outcome: "ok ..." (an answer of the
 #                                     server), "bytes" (TLS bytes came back)
 #                                     or "refused ..." (reset, closed, none)
+#   namegate.py bench ADDR PORT NAME N  N TLS connections one after the
+#                                     other: "us X" per connection (connect
+#                                     to the answer's first byte), then
+#                                     "rate R" connections/s
 import os, socket, ssl, struct, sys, threading, time
 
 def log(path, line):
@@ -21,7 +25,8 @@ def serve(logp, cert, key, addr):
         try:
             s = ctx.wrap_socket(c, server_side=True)
             req = s.recv(4096)
-            log(logp, "tls-req %d %r" % (port, req[:60]))
+            if not req.startswith(b"GET /bench"):
+                log(logp, "tls-req %d %r" % (port, req[:60]))
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
             s.close()
         except Exception as e:
@@ -47,6 +52,7 @@ def serve(logp, cert, key, addr):
             threading.Thread(target=fn, args=(c,), daemon=True).start()
     threading.Thread(target=listen, args=(8080, http_conn), daemon=True).start()
     threading.Thread(target=listen, args=(8443, tls_conn), daemon=True).start()
+    threading.Thread(target=listen, args=(9443, tls_conn), daemon=True).start()
     log(logp, "ready")
     while True:
         time.sleep(3600)
@@ -131,7 +137,27 @@ def client(mode, addr, port, name, go=None):
     finally:
         s.close()
 
+def bench(addr, port, name, n):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = ("GET /bench HTTP/1.1\r\nHost: %s\r\n\r\n" % name).encode()
+    t0 = time.perf_counter()
+    for _ in range(int(n)):
+        a = time.perf_counter()
+        s = socket.create_connection((addr, int(port)), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        t = ctx.wrap_socket(s, server_hostname=name)
+        t.sendall(req)
+        if not t.recv(1):
+            sys.exit("no answer")
+        print("us %.1f" % ((time.perf_counter() - a) * 1e6))
+        t.close()
+    print("rate %.1f" % (int(n) / (time.perf_counter() - t0)))
+
 if sys.argv[1] == "serve":
     serve(*sys.argv[2:6])
+elif sys.argv[1] == "bench":
+    bench(*sys.argv[2:6])
 else:
     client(*sys.argv[1:6])
