@@ -27,6 +27,7 @@
 
 #include "gateway/dns/dns_rec.h"
 #include "gateway/dnswire.h"
+#include "gateway/flowrec.h"
 #include "gateway/gatewire.h"
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
@@ -71,6 +72,7 @@ struct dnsw {
 	struct fw_elem		*lbuf;		/* MSG_LEARN_MAX */
 	uint64_t		 learn_batches, learn_refused, violations;
 	uint64_t		 exits, lost;
+	struct flowrec		*fr;		/* net.flow records, borrowed */
 };
 
 /* The policy named name in the set in force, or NULL. The pointer is valid
@@ -510,6 +512,17 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		}
 		break;
 	}
+	case MSG_GATE_PASS: {
+		struct msg_gate_pass *m = pl;
+
+		if (!msg_str_ok(m->name, sizeof(m->name))) {
+			violation(d, "a malformed gate pass");
+			return;
+		}
+		flowrec_name(d->fr, m->saddr, m->daddr, m->sport, m->dport,
+		    m->name);
+		break;
+	}
 	case MSG_GATE_EVENT:
 		if (!msg_gate_event_ok(pl)) {
 			violation(d, "a malformed gate event");
@@ -761,6 +774,13 @@ dnsw_stop(struct dnsw *d)
 		close(d->lfd[2]);
 	free(d->lbuf);
 	free(d);
+}
+
+void
+dnsw_set_flowrec(struct dnsw *d, struct flowrec *fr)
+{
+	if (d != NULL)
+		d->fr = fr;
 }
 
 uint16_t

@@ -53,6 +53,7 @@
 
 #include "netns/fw.h"
 #include "netns/fw_int.h"
+#include "netns/nlsock.h"
 
 #define RULE(chain, ...) do {						\
 	if (fw_rb_start(&rb, t, chain) == -1)				\
@@ -265,7 +266,7 @@ fw_gate_open(uint16_t queue, char *err, size_t errlen)
 	static char		 buf[8192];
 	struct timeval		 tv = { 1, 0 };
 	struct mnl_socket	*nl;
-	int			 fd = -1, e, one = 1, fl;
+	int			 fd, e, one = 1;
 
 	if ((nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) ==
 	    NULL) {
@@ -281,13 +282,8 @@ fw_gate_open(uint16_t queue, char *err, size_t errlen)
 	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
 	    sizeof(tv)) == -1 ||
 	    cfg_send(nl, buf, queue, fill_bind, NULL) == -1 ||
-	    cfg_send(nl, buf, queue, fill_params, NULL) == -1 ||
-	    (fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 0)) == -1 ||
-	    (fl = fcntl(fd, F_GETFL)) == -1 ||
-	    fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1) {
+	    cfg_send(nl, buf, queue, fill_params, NULL) == -1) {
 		e = errno;
-		if (fd != -1)
-			close(fd);
 		mnl_socket_close(nl);
 		fw_seterr(err, errlen, "gate queue %u: %s", queue,
 		    strerror(e));
@@ -295,6 +291,8 @@ fw_gate_open(uint16_t queue, char *err, size_t errlen)
 		return -1;
 	}
 	/* The handle was a wrapper; the copy keeps the bound socket. */
-	mnl_socket_close(nl);
+	if ((fd = nlsock_keep(nl)) == -1)
+		fw_seterr(err, errlen, "gate queue %u: %s", queue,
+		    strerror(errno));
 	return fd;
 }

@@ -293,6 +293,24 @@ g_verdict(void *ctx, uint16_t queue, uint32_t id, enum gate_action a)
 }
 
 static void
+g_pass(void *ctx, const uint8_t saddr[4], const uint8_t daddr[4],
+    uint16_t sport, uint16_t dport, const char *name)
+{
+	struct dnsc *d = ctx;
+	struct msg_gate_pass m;
+
+	memset(&m, 0, sizeof(m));
+	memcpy(m.saddr, saddr, 4);
+	memcpy(m.daddr, daddr, 4);
+	m.sport = sport;
+	m.dport = dport;
+	memcpy(m.name, name, strnlen(name, sizeof(m.name) - 1));
+	/* Lost, the flow's record goes without its name. */
+	if (d->ch != NULL)
+		(void)chan_send1(d->ch, MSG_GATE_PASS, &m, sizeof(m));
+}
+
+static void
 start_gate(struct dnsc *d)
 {
 	struct gate_hooks gh;
@@ -303,6 +321,7 @@ start_gate(struct dnsc *d)
 	gh.lookup = g_lookup;
 	gh.deny = g_deny;
 	gh.verdict = g_verdict;
+	gh.pass = g_pass;
 	gh.ctx = d;
 	if ((d->gate = gate_new(d->loop, d->gfd, &gh)) == NULL) {
 		quit(d, 1, "gate: cannot serve the queue");

@@ -77,7 +77,14 @@ struct g_flow {
 	size_t		 blen;
 	uint32_t	 held[G_HELD_MAX];
 	size_t		 nheld;
+	/* Decided: packets queued before the verdict reached conntrack
+	 * still arrive, and get the same answer, for GATE_HOLD_MS. */
+	int		 decided;		/* 0, DEC_OK, DEC_DENY */
+	uint64_t	 decided_ms;
 };
+
+#define DEC_OK		1
+#define DEC_DENY	2
 
 struct g_sbx {
 	struct g_sbx	*next;
@@ -388,10 +395,17 @@ decide(struct gate *g, struct g_flow *f, bool ok, enum pol_reason r,
 			act(g, f->held[i], GATE_DROP);
 	}
 	f->nheld = 0;
+	if (ok && name != NULL && g->h.pass != NULL)
+		g->h.pass(g->h.ctx, f->saddr, f->daddr, f->sport, f->dport,
+		    name);
 	if (!ok)
 		report(g, f->sbx, f->saddr, f->daddr, f->sport, f->dport, r,
 		    f->checks, name);
-	flow_free(g, f);
+	f->decided = ok ? DEC_OK : DEC_DENY;
+	f->decided_ms = ev_now_ms();
+	free(f->buf);
+	f->buf = NULL;
+	f->blen = 0;
 }
 
 struct checks_ctx {
@@ -545,8 +559,11 @@ on_syn(struct gate *g, const struct pkt *p, const struct gate_sbx *sb,
 		g->all = f;
 		g->nflows++;
 		s->nflows++;
+	} else if (f->decided) {
+		/* The tuple again (a port reused): a new flow. */
+		f->decided = 0;
 	} else if (f->nheld > 0) {
-		/* A new SYN on a flow holding data: start over. */
+		/* A new SYN on a flow holding data: refused. */
 		decide(g, f, false, POL_REASON_NO_NAME, NULL);
 		act(g, p->id, GATE_DROP);
 		return;
@@ -644,6 +661,11 @@ on_packet(struct gate *g, const struct pkt *p)
 		return;
 	}
 	f = flow_find(g, ip + 12, ip + 16, sp, dp);
+	if (f != NULL && f->decided) {
+		/* Queued before the verdict took hold: the same answer. */
+		act(g, p->id, f->decided == DEC_OK ? GATE_PASS : GATE_DROP);
+		return;
+	}
 	if (f == NULL) {
 		/* No SYN seen (an earlier process saw it, or none was
 		 * sent): nothing says where its stream starts. */
@@ -660,8 +682,7 @@ on_packet(struct gate *g, const struct pkt *p)
 		if (flags & (TH_FIN | TH_RST)) {
 			if (f->nheld > 0)
 				decide(g, f, false, POL_REASON_NO_NAME, NULL);
-			else
-				flow_free(g, f);
+			flow_free(g, f);
 		}
 		act(g, p->id, GATE_ACCEPT);
 		return;
@@ -729,7 +750,10 @@ on_sweep(struct ev_loop *loop, void *arg)
 
 	for (f = g->all; f != NULL; f = nx) {
 		nx = f->lnext;
-		if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS)
+		if (f->decided) {
+			if (now - f->decided_ms >= GATE_HOLD_MS)
+				flow_free(g, f);
+		} else if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS)
 			decide(g, f, false, POL_REASON_NO_NAME, NULL);
 		else if (f->data_ms == 0 && now - f->syn_ms >= GATE_IDLE_MS)
 			flow_free(g, f);
@@ -783,8 +807,11 @@ gate_forget(struct gate *g, const char *ifname)
 		return;
 	for (f = g->all; f != NULL; f = nx) {
 		nx = f->lnext;
-		if (f->sbx == s)
+		if (f->sbx != s)
+			continue;
+		if (!f->decided)
 			decide(g, f, false, POL_REASON_SANDBOX_GONE, NULL);
+		flow_free(g, f);
 	}
 	while ((a = s->ans) != NULL) {
 		s->ans = a->snext;

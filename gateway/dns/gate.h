@@ -72,6 +72,10 @@ struct gate_hooks {
 	/* The sandbox whose address is addr4: 0 and *out, or -1. */
 	int	(*lookup)(void *ctx, const uint8_t addr4[4],
 		    struct gate_sbx *out);
+	/* A flow was passed for name (may be NULL: for its flow records). */
+	void	(*pass)(void *ctx, const uint8_t saddr[4],
+		    const uint8_t daddr[4], uint16_t sport, uint16_t dport,
+		    const char *name);
 	/* A flow was refused (within the per-sandbox rate). */
 	void	(*deny)(void *ctx, const struct gate_event *ev);
 	void	*ctx;

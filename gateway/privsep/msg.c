@@ -43,6 +43,7 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	/* name gate */
 	FIXED(MSG_GATE_EVENT, MSG_TO_PARENT, struct msg_gate_event),
 	FIXED(MSG_GATE_VERDICT, MSG_TO_PARENT, struct msg_gate_verdict),
+	FIXED(MSG_GATE_PASS, MSG_TO_PARENT, struct msg_gate_pass),
 };
 
 int

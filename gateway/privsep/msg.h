@@ -56,6 +56,7 @@ enum msg_type {
 	/* name gate (gateway/dns/gate.c), DNS child -> parent */
 	MSG_GATE_EVENT,		/* struct msg_gate_event: a flow refused */
 	MSG_GATE_VERDICT,	/* struct msg_gate_verdict: for the parent to send */
+	MSG_GATE_PASS,		/* struct msg_gate_pass: a flow passed, its name */
 	MSG_TYPE_MAX
 };
 
@@ -159,6 +160,13 @@ struct msg_gate_event {
 struct msg_gate_verdict {
 	uint32_t	id;		/* the packet's id in the queue */
 	uint32_t	action;		/* enum gate_action */
+};
+
+/* name gate: a flow passed for name (for its net.flow record). */
+struct msg_gate_pass {
+	uint8_t		saddr[4], daddr[4];	/* network order */
+	uint16_t	sport, dport;		/* host order */
+	char		name[256];
 };
 
 /*

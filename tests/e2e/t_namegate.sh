@@ -149,6 +149,42 @@ check_match "B passes with the name it was answered" '^ok HTTP/1.1 200' "$OUT"
 ng "$B" tls 8443 pkg.example.com
 refused "B with a name only A was answered" name_mismatch pkg.example.com
 
+# ------------------------------------------------------------ flow records
+# A 10 MiB upload: its net.flow record carries the bytes the far side's
+# counter saw (IP bytes both, the masquerade changes no length) within 1%.
+world_inet nft -f - <<'NFT' || not_ok "a counter at the far side"
+table inet ngcnt {
+	counter up {}
+	chain in {
+		type filter hook input priority 0; policy accept;
+		ip daddr 192.0.2.10 tcp dport 8080 counter name up
+	}
+}
+NFT
+cleanup_push "world_inet nft delete table inet ngcnt"
+world_inet nft reset counter inet ngcnt up >/dev/null
+ng "$A" upload 8080 pkg.example.com
+check_match "a 10 MiB upload passes" '^ok HTTP/1.1 200' "$OUT"
+UPORT=$PORT_USED
+check "the server read all of it" grep -q "^http-body $UPORT 10485760\$" "$SLOG"
+far=$(world_inet nft -j list counter inet ngcnt up | jq '.. | objects | select(has("bytes")) | .bytes' | head -n 1)
+flow_rec() {
+	au tail --kind net.flow 2>/dev/null |
+	    jq -c "select(.src.port == $UPORT and .dst.port == 8080)" 2>/dev/null |
+	    grep .
+}
+check "the flow's net.flow record comes when it ends" wait_for 30 flow_rec
+rec=$(flow_rec | head -n 1)
+out=$(printf '%s' "$rec" | jq -r .bytes_out)
+check_match "it names the sandbox" "\"sandbox\":\\{\"id\":\"$A\"" "$rec"
+check_eq "and the name the gate read" pkg.example.com "$(printf '%s' "$rec" | jq -r .name)"
+check "bytes out ($out) within 1% of the far side's count ($far)" \
+    awk -v a="${out:-0}" -v b="${far:-0}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b / 100) }'
+check "bytes in, packets each way, start and end are there" \
+    test "$(printf '%s' "$rec" | jq '[.bytes_in, .packets_out, .packets_in, .start_ms, .end_ms] | map(select(. != null and . > 0)) | length')" = 5
+check_match "the OCSF feed calls it Network Activity (4001), traffic" \
+    '"class_uid":4001' "$(au tail --format ocsf --kind net.flow 2>/dev/null | grep "\"port\":$UPORT" | head -n 1)"
+
 # ------------------------------------------------------------ the gate dies
 # A flow open, the DNS process stopped, a ClientHello waits in the
 # queue; killed, its queue goes with it, and the next process never saw

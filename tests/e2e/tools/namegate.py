@@ -38,6 +38,19 @@ def serve(logp, cert, key, addr):
             req = c.recv(4096)
             if req:
                 log(logp, "http-req %d %r" % (port, req[:80]))
+                head, _, body = req.partition(b"\r\n\r\n")
+                want = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        want = int(line.split(b":", 1)[1])
+                got = len(body)
+                while got < want:
+                    d = c.recv(65536)
+                    if not d:
+                        break
+                    got += len(d)
+                if want:
+                    log(logp, "http-body %d %d" % (port, got))
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
             c.close()
         except Exception as e:
@@ -111,6 +124,14 @@ def client(mode, addr, port, name, go=None):
             return
         if mode == "http":
             s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % name).encode())
+        elif mode == "upload":      # a POST of 10 MiB, then a reset
+            body = os.urandom(10 * 1024 * 1024)
+            s.sendall(("POST /up HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n"
+                       % (name, len(body))).encode() + body)
+            print(outcome(s))
+            # A reset: conntrack forgets the flow in seconds, not minutes.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return
         elif mode == "split":       # one ClientHello in three segments
             h = hello(name)
             a, b = len(h) // 3, 2 * len(h) // 3
