@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
-#include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_queue.h>
 #include <netinet/in.h>
@@ -38,7 +37,6 @@
 #include "gateway/dns/gate.h"
 #include "gateway/dns/peek.h"
 #include "gateway/log.h"
-#include "netns/fw.h"
 
 #define G_FLOW_BUCKETS	8192u
 #define G_ANS_BUCKETS	65536u
@@ -490,7 +488,7 @@ judge(struct gate *g, struct g_flow *f, const struct gate_sbx *sb)
 /* ---------------------------------------------------------------- packets */
 
 struct pkt {
-	uint32_t	 id, mark;
+	uint32_t	 id;
 	const uint8_t	*ip;
 	size_t		 iplen;
 };
@@ -708,8 +706,6 @@ msg_cb(const struct nlmsghdr *nlh, void *data)
 	ph = mnl_attr_get_payload(tb[NFQA_PACKET_HDR]);
 	memset(&p, 0, sizeof(p));
 	p.id = ntohl(ph->packet_id);
-	if (tb[NFQA_MARK] != NULL)
-		p.mark = ntohl(mnl_attr_get_u32(tb[NFQA_MARK]));
 	if (tb[NFQA_PAYLOAD] != NULL) {
 		p.ip = mnl_attr_get_payload(tb[NFQA_PAYLOAD]);
 		p.iplen = mnl_attr_get_payload_len(tb[NFQA_PAYLOAD]);
@@ -847,13 +843,4 @@ gate_free(struct gate *g)
 	close(g->fd);
 	free(g->rbuf);
 	free(g);
-}
-
-void
-gate_stats(const struct gate *g, size_t *flows, size_t *answers)
-{
-	if (flows != NULL)
-		*flows = g != NULL ? g->nflows : 0;
-	if (answers != NULL)
-		*answers = g != NULL ? g->nans : 0;
 }

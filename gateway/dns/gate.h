@@ -99,8 +99,5 @@ int		 gate_learn(struct gate *g, const char *ifname, const char *name,
 		    uint16_t lo, uint16_t hi, uint32_t timeout_ms);
 /* gate_forget: everything remembered for link ifname (its sandbox went). */
 void		 gate_forget(struct gate *g, const char *ifname);
-/* gate_stats: flows waiting now and answers remembered (for tests). */
-void		 gate_stats(const struct gate *g, size_t *flows,
-		    size_t *answers);
 
 #endif /* SLUICE_GATEWAY_DNS_GATE_H */
