@@ -78,6 +78,8 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	} else if (strcmp(kind, "egress.decision") == 0 ||
 	    strcmp(kind, "net.deny") == 0) {
 		cls = 4001; cat = 4; act = 1;
+	} else if (strcmp(kind, "net.flow") == 0) {
+		cls = 4001; cat = 4; act = 6;	/* Network Activity: Traffic */
 	} else if (strcmp(kind, "mcp.call") == 0) {
 		cls = 6003; cat = 6; act = 99;
 	} else if (strcmp(kind, "finding") == 0) {
@@ -118,6 +120,18 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	if (json_is_object(json_object_get(r, "dst")))
 		json_object_set_new(ev, "dst_endpoint",
 		    endpoint(json_object_get(r, "dst")));
+	if (strcmp(kind, "net.flow") == 0) {
+		json_t *tr = json_object();
+
+		/* OCSF traffic: out is the sandbox's (original) direction. */
+		copy(tr, "bytes_out", json_object_get(r, "bytes_out"));
+		copy(tr, "bytes_in", json_object_get(r, "bytes_in"));
+		copy(tr, "packets_out", json_object_get(r, "packets_out"));
+		copy(tr, "packets_in", json_object_get(r, "packets_in"));
+		json_object_set_new(ev, "traffic", tr);
+		copy(ev, "start_time", json_object_get(r, "start_ms"));
+		copy(ev, "end_time", json_object_get(r, "end_ms"));
+	}
 	if (json_is_object(json_object_get(r, "policy"))) {
 		pol = json_object();
 		copy(pol, "uid", get(r, "policy", "id"));

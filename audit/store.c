@@ -142,6 +142,8 @@ aud_kind_code(const char *kind)
 		return 7;
 	if (strcmp(kind, "policy.reload") == 0)
 		return 8;
+	if (strcmp(kind, "net.flow") == 0)
+		return 9;
 	return 0;
 }
 

@@ -27,6 +27,8 @@
 
 #include "gateway/dns/dns_rec.h"
 #include "gateway/dnswire.h"
+#include "gateway/flowrec.h"
+#include "gateway/gatewire.h"
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
@@ -35,6 +37,7 @@
 #include "gateway/privsep/proc.h"
 #include "gateway/record.h"
 #include "gateway/sandbox.h"
+#include "netns/fw.h"
 
 /* Records of one loop turn held for one submission burst; a turn that
  * makes more is submitted in slices of this many. */
@@ -58,7 +61,8 @@ struct dnsw {
 	size_t			 npending;
 	uint64_t		 record_failures;
 	/* The child. */
-	int			 lfd[2];	/* UDP, TCP listeners, kept across restarts */
+	int			 lfd[3];	/* UDP, TCP listeners, kept across restarts;
+						 * the gate's queue, new at each start */
 	uint16_t		 port;
 	struct proc		*proc;
 	struct chan		*ch;
@@ -69,6 +73,7 @@ struct dnsw {
 	struct fw_elem		*lbuf;		/* MSG_LEARN_MAX */
 	uint64_t		 learn_batches, learn_refused, violations;
 	uint64_t		 exits, lost;
+	struct flowrec		*fr;		/* net.flow records, borrowed */
 };
 
 /* The policy named name in the set in force, or NULL. The pointer is valid
@@ -484,6 +489,40 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_LOST:
 		on_lost(d, pl);
 		break;
+	case MSG_GATE_VERDICT: {
+		const struct msg_gate_verdict *v = pl;
+
+		if (d->lfd[2] == -1)
+			break;
+		if (gatew_verdict(d->lfd[2], v->id, v->action) == -1) {
+			if (errno == EINVAL) {
+				violation(d, "a gate verdict that is none");
+				return;
+			}
+			log_warn("gate: verdict");
+		}
+		break;
+	}
+	case MSG_GATE_PASS: {
+		struct msg_gate_pass *m = pl;
+
+		if (!msg_str_ok(m->name, sizeof(m->name))) {
+			violation(d, "a malformed gate pass");
+			return;
+		}
+		flowrec_name(d->fr, m->saddr, m->daddr, m->sport, m->dport,
+		    m->name);
+		break;
+	}
+	case MSG_GATE_EVENT:
+		if (!msg_gate_event_ok(pl)) {
+			violation(d, "a malformed gate event");
+			return;
+		}
+		if (rec_async(d->rec, "net.deny", gatew_fields(
+		    &((struct msg_gate_event *)pl)->ev)) == -1)
+			log_debug("net.deny record: %s", strerror(errno));
+		break;
 	default:	/* msg_check let only the child's messages through */
 		break;
 	}
@@ -534,6 +573,22 @@ on_child_up(void *ctx, int fd, pid_t pid)
 	child_sync(d);
 }
 
+/* The gate's queue socket is closed with the child that read it: the
+ * packets it held and had not answered die with it (they never pass),
+ * and the next child starts on a new one. Until then, and if it cannot
+ * be opened, gated flows find no reader and fail. */
+static void
+gate_reopen(struct dnsw *d)
+{
+	char err[160];
+
+	if (d->lfd[2] != -1)
+		close(d->lfd[2]);
+	if ((d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
+	    sizeof(err))) == -1)
+		log_warnx("%s", err);
+}
+
 static void
 on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
 {
@@ -556,6 +611,7 @@ on_child_down(void *ctx, pid_t pid, int status, unsigned restarts)
 	if (rec_async(d->rec, "finding", rec_finding_fields(NULL, "process_exit",
 	    "high", detail)) == -1)
 		log_warn("process_exit record");
+	gate_reopen(d);
 }
 
 static int
@@ -627,10 +683,13 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	d->rec = rec;
 	d->sbx = sbx;
 	d->loop = loop;
-	d->lfd[0] = d->lfd[1] = -1;
+	d->lfd[0] = d->lfd[1] = d->lfd[2] = -1;
 	if (mcfg_fill(&d->mcfg, &dc, err, errlen) == -1 ||
-	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1)
+	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1 ||
+	    (d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
+	    errlen)) == -1)
 		goto fail;
+	d->mcfg.gate = 1;
 	(void)dns_fd_port(d->lfd[0], &d->port);
 	snprintf(d->uid, sizeof(d->uid), "%lu", (unsigned long)uid);
 	snprintf(d->gid, sizeof(d->gid), "%lu", (unsigned long)gid);
@@ -651,7 +710,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	ps.exe = "/proc/self/exe";
 	ps.argv = d->argv;
 	ps.fds = d->lfd;
-	ps.nfds = 2;
+	ps.nfds = 3;
 	if ((d->proc = proc_new(loop, &ps, on_child_up, on_child_down, d)) ==
 	    NULL) {
 		snprintf(err, errlen, "dns: %s", strerror(errno));
@@ -675,6 +734,8 @@ fail:
 		close(d->lfd[0]);
 	if (d->lfd[1] != -1)
 		close(d->lfd[1]);
+	if (d->lfd[2] != -1)
+		close(d->lfd[2]);
 	free(d->lbuf);
 	free(d);
 	return NULL;
@@ -700,8 +761,17 @@ dnsw_stop(struct dnsw *d)
 	flush_records(d);
 	close(d->lfd[0]);
 	close(d->lfd[1]);
+	if (d->lfd[2] != -1)
+		close(d->lfd[2]);
 	free(d->lbuf);
 	free(d);
+}
+
+void
+dnsw_set_flowrec(struct dnsw *d, struct flowrec *fr)
+{
+	if (d != NULL)
+		d->fr = fr;
 }
 
 uint16_t

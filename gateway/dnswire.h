@@ -64,4 +64,9 @@ pid_t		 dnsw_pid(const struct dnsw *d);
  * sluice_privsep_violations_total for room "dns". NULL prints nothing. */
 void		 dnsw_metrics_print(const struct dnsw *d, FILE *fp);
 
+struct flowrec;
+/* dnsw_set_flowrec: where the names the gate passed flows for go (the
+ * flows' net.flow records); NULL: nowhere. */
+void		 dnsw_set_flowrec(struct dnsw *d, struct flowrec *fr);
+
 #endif /* SLUICE_GATEWAY_DNSWIRE_H */

@@ -238,6 +238,9 @@ sb_fw_setup(struct sbx *m, char *err, size_t errlen)
 	 * runs; the learned sets for each at its learned cap. */
 	fc.max_sandboxes = c->max_sandboxes;
 	fc.max_learned = c->dns_max_learned;
+	/* The name gate: the DNS process reads the queue (dnswire.c). */
+	fc.gate = 1;
+	fc.gate_queue = FW_GATE_QUEUE_DEFAULT;
 	if ((m->fw = fw_new(err, errlen)) == NULL)
 		goto out;
 	if ((r = fw_init(m->fw, &fc, FW_ADOPT, e, sizeof(e))) == -1) {

@@ -25,6 +25,7 @@
 #include "gateway/ctl/sandboxes.h"
 #include "gateway/dns/dns.h"
 #include "gateway/dnswire.h"
+#include "gateway/flowrec.h"
 #include "gateway/ev.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -265,6 +266,7 @@ main(int argc, char **argv)
 	struct nd *nd;
 	struct rec *rec;
 	struct dnsw *dns;
+	struct flowrec *fr;
 	struct brw *brw;
 	char err[512], *pidfile;
 	sigset_t mask;
@@ -390,6 +392,13 @@ main(int argc, char **argv)
 	if ((dns = dnsw_start(loop, dc.gw, sbx, rec, 0, err, sizeof(err))) ==
 	    NULL)
 		fatalx("dns proxy: %s", err);
+	/* Allowed flows' records: without them the log is short of what
+	 * was sent where, which an operator must hear of, not a reason to
+	 * refuse to serve. */
+	if ((fr = flowrec_new(loop, sbx, rec, gw_config(dc.gw)->service_addr.a,
+	    err, sizeof(err))) == NULL)
+		log_warnx("net.flow: %s: allowed flows are not recorded", err);
+	dnsw_set_flowrec(dns, fr);
 	/* Its listener and its credentials are checked here, so that a
 	 * bridge that cannot start stops the daemon before it detaches. */
 	if ((brw = brw_start(loop, dc.gw, sbx, rec, 0, err,
@@ -453,6 +462,8 @@ main(int argc, char **argv)
 	gw_set_brw(dc.gw, NULL);
 	brw_stop(brw);
 	gw_set_dns(dc.gw, NULL);
+	dnsw_set_flowrec(dns, NULL);
+	flowrec_free(fr);
 	dnsw_stop(dns);
 	gw_set_sandboxes(dc.gw, NULL, NULL);
 	nd_free(nd);

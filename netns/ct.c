@@ -27,6 +27,7 @@
 #include <libmnl/libmnl.h>
 
 #include "netns/ct.h"
+#include "netns/ct_int.h"
 
 #define CT_BUFSZ	(64 * 1024)
 #define CT_TUPLEMAX	256		/* a nested tuple attribute, bytes */
@@ -198,8 +199,8 @@ parse_proto(const struct nlattr *nest, uint8_t *proto, uint16_t *sport,
 }
 
 /* A tuple (CTA_TUPLE_ORIG or _REPLY): addresses, protocol, ports. */
-static void
-parse_tuple(const struct nlattr *nest, uint8_t *src, uint8_t *dst,
+void
+ct_parse_tuple(const struct nlattr *nest, uint8_t *src, uint8_t *dst,
     uint8_t *proto, uint16_t *sport, uint16_t *dport)
 {
 	const struct nlattr	*a;
@@ -248,11 +249,11 @@ dump_cb(const struct nlmsghdr *nlh, void *arg)
 		return MNL_CB_OK;
 	memset(&f, 0, sizeof(f));
 	f.family = d->family;
-	parse_tuple(orig, f.src, f.dst, &f.proto, &f.sport, &f.dport);
+	ct_parse_tuple(orig, f.src, f.dst, &f.proto, &f.sport, &f.dport);
 	if (memcmp(f.src, d->src, d->alen) != 0)
 		return MNL_CB_OK;
 	if (reply != NULL)
-		parse_tuple(reply, f.rsrc, rdst, &rproto, NULL, NULL);
+		ct_parse_tuple(reply, f.rsrc, rdst, &rproto, NULL, NULL);
 	if (f.proto != IPPROTO_TCP && f.proto != IPPROTO_UDP &&
 	    f.proto != IPPROTO_SCTP && f.proto != IPPROTO_UDPLITE &&
 	    f.proto != IPPROTO_DCCP)

@@ -61,4 +61,29 @@ int		 ct_del_if(struct ct *ct, uint8_t family, const uint8_t *src,
 		    int (*del)(const struct ct_flow *f, void *arg), void *arg,
 		    char *err, size_t errlen);
 
+/* ------------------------------------------------------- ct_events.c */
+
+/* A flow that ended, as its conntrack entry's destroy event tells it:
+ * counters of each direction ([0] original, the sandbox's, [1] reply),
+ * its conntrack mark, and its start and end (CLOCK_REALTIME ns; 0 when
+ * the kernel kept no timestamp). */
+struct ct_end {
+	struct ct_flow	f;
+	uint32_t	mark;
+	uint64_t	packets[2], bytes[2];
+	uint64_t	start_ns, stop_ns;
+};
+
+/* ct_events_open: a non-blocking, close-on-exec socket subscribed to the
+ * destroy events of the caller's network namespace, after turning on
+ * the per-flow counters and timestamps there (nf_conntrack_acct,
+ * nf_conntrack_timestamp: flows that began before count nothing). The fd,
+ * or -1 with errno and err. */
+int	ct_events_open(char *err, size_t errlen);
+/* ct_events_read: every event waiting on fd, each to fn (f is valid
+ * during the call). The number read, or -1 with errno (EAGAIN: none;
+ * ENOBUFS: the kernel dropped some, *lost set to 1; read again). */
+int	ct_events_read(int fd, void (*fn)(void *arg, const struct ct_end *e),
+	    void *arg, int *lost);
+
 #endif /* SLUICE_NETNS_CT_H */

@@ -657,6 +657,10 @@ fw_init(struct fw *fw, const struct fw_config *cfg, int flags, char *err,
 			fw_batch_next(&b);
 		}
 	}
+	/* Before the rules: the sandbox chains it may adopt are judged
+	 * by the same handle. */
+	fw->gate = cfg->gate;
+	fw->gate_queue = cfg->gate_queue;
 	if (fw_add_rules(&b, t, cfg) == -1)
 		goto oom;
 	/* The pool is always denied as a destination: no sandbox-to-sandbox. */

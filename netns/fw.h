@@ -59,6 +59,10 @@ struct fw_config {
 	 * max_learned, so no sandbox at its cap is refused for another's. */
 	uint32_t	max_sandboxes;
 	uint32_t	max_learned;
+	/* The name gate (fw_gate.c): TCP flows to learned destinations
+	 * are queued to gate_queue until a verdict marks them. */
+	int		gate;
+	uint16_t	gate_queue;
 };
 
 #define FW_MAX_SANDBOXES_DEFAULT	4096
@@ -169,6 +173,32 @@ int		 fw_init(struct fw *fw, const struct fw_config *cfg, int flags,
  * else "sluice"). ENOENT if it does not exist. */
 int		 fw_destroy(struct fw *fw, const char *table, char *err,
 		    size_t errlen);
+
+/* -------------------------------------------------------------- fw_gate.c */
+
+/*
+ * The name gate's kernel half. A TCP flow accepted through a learned
+ * element gets the conntrack label FW_GATE_L_REQ and is queued (NFQUEUE,
+ * never with bypass: with nobody reading, its packets are dropped) until
+ * the gate's verdict. The gate answers NF_REPEAT with the packet mark
+ * FW_GATE_M_OK or FW_GATE_M_DENY (the mark cannot come from a sandbox:
+ * crossing into the host's namespace clears it); the forward chain turns
+ * that into the label FW_GATE_L_DONE (the flow passes on, never queued
+ * again) or FW_GATE_L_DENY (it and every later packet are reset).
+ */
+#define FW_GATE_M_OK	0x10000000u	/* packet mark bits the gate sets */
+#define FW_GATE_M_DENY	0x20000000u
+#define FW_GATE_M_MASK	(FW_GATE_M_OK | FW_GATE_M_DENY)
+#define FW_GATE_L_REQ	96		/* conntrack label bits */
+#define FW_GATE_L_DONE	97
+#define FW_GATE_L_DENY	98
+#define FW_GATE_QUEUE_DEFAULT	7741
+
+/* fw_gate_open: a netlink socket bound to NFQUEUE queue (copy of the whole
+ * packet up to 64 KiB, no fail-open), non-blocking and close-on-exec, for
+ * the gate to read and answer on. The queue is released when every copy
+ * of the descriptor is closed. The fd, or -1 with errno and err. */
+int		 fw_gate_open(uint16_t queue, char *err, size_t errlen);
 
 /* ------------------------------------------------------------ fw_sandbox.c */
 

@@ -99,6 +99,8 @@ struct fw {
 	/* Set bounds from fw_init (defaults on a handle that never ran
 	 * it): the sizes the per-sandbox set s_<ifname> is made with. */
 	uint32_t		 max_sbx, max_learned;
+	int			 gate;		/* fw_config.gate, gate_queue */
+	uint16_t		 gate_queue;
 };
 
 #define FW_DESTROY_UNKNOWN	0
@@ -392,6 +394,20 @@ struct fw_lkey	*fw_lk_find(struct fw_sbx *x, const struct fw_lkey *k);
 int		 fw_lk_rehash(struct fw_sbx *x, size_t cap, int64_t before);
 void		 fw_lk_of_elem(const struct fw_elem *e, struct fw_lkey *k,
 		    int64_t now);
+
+/* fw_gate.c: the gate's rules. fw_gate_forward: the forward chain's
+ * rules before the dispatch (the gate's marks into labels, the reset of
+ * denied flows, the queue of undecided ones). fw_gate_learned: in a
+ * sandbox chain, the TCP flows a learned lookup (set, or role of the
+ * sandbox's set when set is NULL) accepts are labelled and queued
+ * instead (insert: at the chain's head, as the restriction is). -1 (ENOMEM) on failure. */
+int		 fw_gate_forward(struct fw_batch *b, const char *table,
+		    uint16_t queue);
+int		 fw_gate_learned(struct fw_batch *b, const char *table,
+		    const char *chain, const char *set, int six,
+		    uint32_t role, int v6, int insert);
+void		 fw_e_role(struct fw_rb *rb, const char *set, int six,
+		    uint32_t role, int ports);
 
 /* fw_learn.c: fw_learn_queue queues the learned elements e[0..n) as
  * messages of type (see there); the probes find out, once per handle,

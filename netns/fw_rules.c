@@ -400,6 +400,10 @@ fw_add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 			fw_e_daddr_in(&rb, six, six ? "deny6" : "deny4");
 			fw_e_goto(&rb, "d_always");
 		});
+	/* The name gate's verdicts and queue (fw_gate.c), before the
+	 * dispatch so that a flow waiting for its name costs one compare. */
+	if (cfg->gate && fw_gate_forward(b, t, cfg->gate_queue) == -1)
+		goto oom;
 	/* One hash lookup leads each sandbox to its own chain; a link with
 	 * no entry (or whose chain returns) meets the default denial. */
 	RULE("forward", {
@@ -582,8 +586,8 @@ oom:
  * set. Without ports (denies, ICMP) proto and port stay 0, as their
  * elements are written, so those lookups need no transport header.
  */
-static void
-e_role(struct fw_rb *rb, const char *set, int six, uint32_t role, int ports)
+void
+fw_e_role(struct fw_rb *rb, const char *set, int six, uint32_t role, int ports)
 {
 	uint8_t	imm[16];
 
@@ -663,14 +667,14 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 	});
 	for (six = 0; six <= v6; six++)
 		SRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
+			fw_e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
 			    0);
 			fw_e_goto(&rb, "d_rule");
 		});
 	for (six = 0; six <= v6; six++) {
 		SRULE(chain, {
 			fw_e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_role(&rb, set, six, six ? FW_R_PALLOW6 :
+			fw_e_role(&rb, set, six, six ? FW_R_PALLOW6 :
 			    FW_R_PALLOW4, 1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
@@ -683,6 +687,12 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 	 * hash first (most flows go to names the DNS proxy learned), then
 	 * the sandbox's learned ranges and its static allows. */
 	for (six = 0; six <= v6; six++) {
+		/* TCP to a learned destination waits for the name gate. */
+		if (b->fw->gate && (fw_gate_learned(b, t, chain, six ?
+		    "learned6" : "learned4", six, 0, v6, 0) == -1 ||
+		    fw_gate_learned(b, t, chain, NULL, six, six ?
+		    FW_R_LRANGE6 : FW_R_LRANGE4, v6, 0) == -1))
+			goto oom;
 		SRULE(chain, {
 			fw_e_tuple(&rb, six);
 			fw_e_lookup(&rb, FW_REG_IF, six ? "learned6" :
@@ -690,12 +700,12 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
 		SRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_LRANGE6 :
+			fw_e_role(&rb, set, six, six ? FW_R_LRANGE6 :
 			    FW_R_LRANGE4, 1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
 		SRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_ALLOW6 : FW_R_ALLOW4,
+			fw_e_role(&rb, set, six, six ? FW_R_ALLOW6 : FW_R_ALLOW4,
 			    1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
@@ -706,7 +716,7 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 		fw_e_payload(&rb, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1,
 		    FW_REG_TMP);
 		fw_e_cmp(&rb, FW_REG_TMP, NFT_CMP_EQ, &echo, 1);
-		e_role(&rb, set, 0, FW_R_ICMP4, 0);
+		fw_e_role(&rb, set, 0, FW_R_ICMP4, 0);
 		fw_e_verdict(&rb, NF_ACCEPT);
 	});
 	return 0;
@@ -746,7 +756,7 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 	IRULE(chain, fw_e_goto(&rb, "d_tainted"));
 	for (six = v6; six >= 0; six--) {
 		IRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_LKRANGE6 :
+			fw_e_role(&rb, set, six, six ? FW_R_LKRANGE6 :
 			    FW_R_LKRANGE4, 1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
@@ -756,8 +766,15 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 			    0);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
+		/* Inserted after, so above: the keep list's TCP flows wait
+		 * for the name gate as the learned ones do. */
+		if (b->fw->gate && (fw_gate_learned(b, t, chain, NULL, six,
+		    six ? FW_R_LKRANGE6 : FW_R_LKRANGE4, v6, 1) == -1 ||
+		    fw_gate_learned(b, t, chain, six ? "lkeep6" : "lkeep4",
+		    six, 0, v6, 1) == -1))
+			goto oom;
 		IRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_KEEP6 : FW_R_KEEP4,
+			fw_e_role(&rb, set, six, six ? FW_R_KEEP6 : FW_R_KEEP4,
 			    1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
@@ -774,14 +791,14 @@ fw_sbx_queue_restrict(struct fw_batch *b, const char *t, const char *ifname,
 		});
 		IRULE(chain, {
 			fw_e_daddr_in(&rb, six, six ? "private6" : "private4");
-			e_role(&rb, set, six, six ? FW_R_PKEEP6 :
+			fw_e_role(&rb, set, six, six ? FW_R_PKEEP6 :
 			    FW_R_PKEEP4, 1);
 			fw_e_verdict(&rb, NF_ACCEPT);
 		});
 	}
 	for (six = v6; six >= 0; six--)
 		IRULE(chain, {
-			e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
+			fw_e_role(&rb, set, six, six ? FW_R_DENY6 : FW_R_DENY4,
 			    0);
 			fw_e_goto(&rb, "d_rule");
 		});

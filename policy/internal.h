@@ -123,6 +123,7 @@ struct erule {
 	uint8_t		 proto;		/* 0 = any (deny rules only) */
 	struct portrange *ports;
 	size_t		 nports;	/* 0 = every port */
+	int		 check;		/* -1: by port, else enum pol_check */
 	char		 name[40];	/* "egress.allow[3]" */
 };
 

@@ -122,7 +122,33 @@ yports(struct lctx *c, const struct ynode *n, struct erule *r)
 }
 
 static const char *const rule_keys[] = { "host", "cidr", "ports", "protocol",
-    NULL };
+    "check", NULL };
+
+/* ycheck_key: a rule's `check:` (tls, http or none), for host allow
+ * rules over TCP only: a CIDR rule is address-only, and a deny checks
+ * nothing. Without it the check follows the port (pol_egress_check). */
+static void
+ycheck_key(struct lctx *c, const struct ynode *ck, struct erule *r,
+    bool allow)
+{
+	r->check = -1;
+	if (ck == NULL || !yis(&c->w, ck, Y_SCALAR, "check"))
+		return;
+	if (!allow || r->kind != ER_HOST || r->proto != IPPROTO_TCP) {
+		yerr(&c->w, ck, "check applies to host allow rules over tcp "
+		    "only");
+		return;
+	}
+	if (strcmp(ck->str, "tls") == 0)
+		r->check = POL_CHECK_TLS;
+	else if (strcmp(ck->str, "http") == 0)
+		r->check = POL_CHECK_HTTP;
+	else if (strcmp(ck->str, "none") == 0)
+		r->check = POL_CHECK_NONE;
+	else
+		yerr(&c->w, ck, "invalid check \"%s\" (tls, http or none)",
+		    ck->str);
+}
 
 /* yerule: one egress rule; allow rules need a protocol (tcp by default)
  * and ports, deny rules without them cover every protocol and port. */
@@ -130,7 +156,7 @@ static int
 yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
     struct erule *r)
 {
-	const struct ynode *h, *cd, *pt, *pr;
+	const struct ynode *h, *cd, *pt, *pr, *ck;
 	const char	*why;
 	char		 why_buf[128];
 	size_t		 before = c->w.nerr;
@@ -141,6 +167,7 @@ yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 	cd = yget(n, "cidr");
 	pt = yget(n, "ports");
 	pr = yget(n, "protocol");
+	ck = yget(n, "check");
 	if ((h == NULL) == (cd == NULL))
 		yerr(&c->w, n, "%s needs exactly one of host or cidr", where);
 	if (h != NULL && yis(&c->w, h, Y_SCALAR, "host")) {
@@ -174,6 +201,7 @@ yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 			yports(c, pt, r);
 	} else if (allow && r->proto != IPPROTO_ICMP)
 		yerr(&c->w, n, "missing required key \"ports\" in %s", where);
+	ycheck_key(c, ck, r, allow);
 	return c->w.nerr == before ? 0 : -1;
 }
 

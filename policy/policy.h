@@ -480,6 +480,12 @@ enum pol_reason {
 	POL_REASON_APPROVAL_UNAVAILABLE, /* "approval_unavailable" */
 	POL_REASON_APPROVAL_DENIED,	/* "approval_denied" */
 	POL_REASON_SHUTDOWN,		/* "shutdown" */
+	/* the name gate (gateway/dns/gate.c) */
+	POL_REASON_NAME_MISMATCH,	/* "name_mismatch" */
+	POL_REASON_NO_NAME,		/* "no_name" */
+	POL_REASON_ECH,			/* "ech" */
+	POL_REASON_NOT_TLS,		/* "not_tls" */
+	POL_REASON_NOT_HTTP,		/* "not_http" */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 
@@ -527,6 +533,24 @@ void	pol_egress_decide(const struct pol_policy *p,
  * still wins; a reload re-decides learned elements the same way. */
 bool	pol_egress_range_allowed(const struct pol_policy *p, const char *name,
 	    uint8_t proto, uint16_t lo, uint16_t hi, bool tainted);
+
+/*
+ * The name gate: how a TCP flow to a DNS-learned destination is checked
+ * before it opens. A host allow rule (or taint keep rule) may say
+ * `check: tls | http | none`; without it port 443 is tls, 80 http, any
+ * other none (address only, the weaker check, for SSH and the like).
+ * CIDR rules are address-only and take no check.
+ */
+enum pol_check { POL_CHECK_NONE = 0, POL_CHECK_TLS, POL_CHECK_HTTP };
+/* pol_check_name: "none", "tls", "http"; "unknown_check" outside. */
+const char	*pol_check_name(enum pol_check c);
+/* pol_egress_check: decides host name (a DNS name) over TCP to port as
+ * pol_egress_decide does, into *out, and when that allows through a host
+ * rule, the check that rule applies on port into *check (POL_CHECK_NONE
+ * otherwise). Never allocates. */
+void	pol_egress_check(const struct pol_policy *p, const char *name,
+	    uint16_t port, bool tainted, struct pol_decision *out,
+	    enum pol_check *check);
 
 /* For an allowed DNS name, the protocol/port pairs its answers may be used
  * with (from the host rules that match it). Returns how many were written

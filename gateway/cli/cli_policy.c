@@ -208,12 +208,36 @@ proto_name(uint8_t proto)
 	return "any";
 }
 
+/* One opened TCP range's name check (pol_egress_check) as "=tls": at its
+ * first port, and where the default differs inside it (80, 443), there
+ * too ("=none,443=tls"). */
+static void
+print_check(const struct pol_policy *p, const char *name, bool tainted,
+    const struct pol_net_rule *r)
+{
+	static const uint16_t special[] = { 80, 443 };
+	struct pol_decision d;
+	enum pol_check c0, c;
+	size_t i;
+
+	pol_egress_check(p, name, r->port_lo, tainted, &d, &c0);
+	printf("=%s", pol_check_name(c0));
+	for (i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+		if (special[i] <= r->port_lo || special[i] > r->port_hi)
+			continue;
+		pol_egress_check(p, name, special[i], tainted, &d, &c);
+		if (c != c0)
+			printf(",%u=%s", special[i], pol_check_name(c));
+	}
+}
+
 /*
  * explain_dns: a sandbox reaches a host name only through the DNS proxy,
  * so for a name the egress answer is half the story: print whether the
- * proxy would resolve it (A and AAAA), which rule decides that, and which
- * protocol/ports its answers would open in the kernel. -1 if the proxy
- * would refuse the name.
+ * proxy would resolve it (A and AAAA), which rule decides that, which
+ * protocol/ports its answers would open in the kernel, and on each TCP
+ * port which name check the gate applies before a flow opens. -1 if the
+ * proxy would refuse the name.
  */
 static int
 explain_dns(const struct pol_policy *p, const char *name, bool tainted)
@@ -264,6 +288,17 @@ explain_dns(const struct pol_policy *p, const char *name, bool tainted)
 		else
 			printf(" %s/%u-%u", proto_name(r[i].proto),
 			    r[i].port_lo, r[i].port_hi);
+	}
+	printf("\n");
+	printf("dns_checks:");
+	for (i = 0; i < n; i++) {
+		if (r[i].proto != IPPROTO_TCP || r[i].port_lo == 0)
+			continue;
+		if (r[i].port_lo == r[i].port_hi)
+			printf(" tcp/%u", r[i].port_lo);
+		else
+			printf(" tcp/%u-%u", r[i].port_lo, r[i].port_hi);
+		print_check(p, name, tainted, &r[i]);
 	}
 	printf("\n");
 	return 0;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "gateway/dns/dns.h"
+#include "gateway/dns/gate.h"
 #include "gateway/ev.h"
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
@@ -51,7 +52,8 @@ struct dnsc {
 	struct dns_proxy	*proxy;
 	struct msg_dns_config	 cfg;
 	bool			 have_cfg;
-	int			 ufd, tfd;
+	int			 ufd, tfd, gfd;
+	struct gate		*gate;		/* the name gate, on gfd */
 	struct pol_set		*set, *old;
 	struct ev_timer		*old_free;
 	struct polrx		*rx;
@@ -109,6 +111,7 @@ tab_del(struct dnsc *d, const struct msg_sbx *s)
 
 	if ((e = *pp) == NULL || strcmp(e->s.id, s->id) != 0)
 		return;
+	gate_forget(d->gate, e->s.ifname);
 	*pp = e->next;
 	free(e);
 	d->nsbx--;
@@ -182,8 +185,17 @@ h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
 	memset(&m, 0, sizeof(m));
 	m.ticket = ticket;
 	m.n = (uint32_t)n;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		msg_elem_from(&d->ebuf[i], &e[i]);
+		/* What the gate will check a flow's name against. A
+		 * sandbox over the gate's bound has flows to the address
+		 * refused, never opened. */
+		if (d->gate != NULL && e[i].name != NULL &&
+		    gate_learn(d->gate, e[i].ifname, e[i].name, e[i].family,
+		    e[i].addr, e[i].proto, e[i].port_lo, e[i].port_hi,
+		    e[i].timeout_ms) == -1 && errno != ENOSPC)
+			log_warn("gate: an answer not kept");
+	}
 	v[0].iov_base = &m;
 	v[0].iov_len = sizeof(m);
 	v[1].iov_base = d->ebuf;
@@ -213,6 +225,97 @@ h_record(void *ctx, const struct dns_event *ev)
 	 * not keep up costs records, counted, never answers. */
 	if (chan_send1(d->ch, MSG_DNS_EVENT, ev, sizeof(*ev)) == -1)
 		d->lost++;
+}
+
+/* ---------------------------------------------------------- name gate */
+
+static void	quit(struct dnsc *, int, const char *);
+
+static int
+g_lookup(void *ctx, const uint8_t addr4[4], struct gate_sbx *out)
+{
+	struct dnsc *d = ctx;
+	struct dnsc_sbx *e;
+
+	if ((e = *tab_find(d, addr4)) == NULL &&
+	    (chan_take(d->ch, table_types, sizeof(table_types) /
+	    sizeof(table_types[0])) == 0 ||
+	    (e = *tab_find(d, addr4)) == NULL))
+		return -1;
+	memset(out, 0, sizeof(*out));
+	memcpy(out->id, e->s.id, strnlen(e->s.id, sizeof(out->id) - 1));
+	memcpy(out->ifname, e->s.ifname, strnlen(e->s.ifname,
+	    sizeof(out->ifname) - 1));
+	if ((out->policy = pol_set_get(d->set, e->s.policy)) == NULL)
+		return -1;
+	out->tainted = e->s.tainted != 0;
+	return 0;
+}
+
+static void
+g_deny(void *ctx, const struct gate_event *ev)
+{
+	struct dnsc *d = ctx;
+
+	/* Counted like a lost dns.decision when the parent lags. */
+	if (d->ch == NULL ||
+	    chan_send1(d->ch, MSG_GATE_EVENT, ev, sizeof(*ev)) == -1)
+		d->lost++;
+}
+
+static void
+g_verdict(void *ctx, uint16_t queue, uint32_t id, enum gate_action a)
+{
+	struct dnsc *d = ctx;
+	struct msg_gate_verdict v;
+
+	(void)queue;	/* one queue, the parent's */
+	v.id = id;
+	v.action = (uint32_t)a;
+	/* Not sent, the packet stays queued: it never passes, and goes
+	 * with the queue. */
+	if (d->ch == NULL ||
+	    chan_send1(d->ch, MSG_GATE_VERDICT, &v, sizeof(v)) == -1)
+		log_warnx("gate: a verdict not sent");
+}
+
+static void
+g_pass(void *ctx, const uint8_t saddr[4], const uint8_t daddr[4],
+    uint16_t sport, uint16_t dport, const char *name)
+{
+	struct dnsc *d = ctx;
+	struct msg_gate_pass m;
+
+	memset(&m, 0, sizeof(m));
+	memcpy(m.saddr, saddr, 4);
+	memcpy(m.daddr, daddr, 4);
+	m.sport = sport;
+	m.dport = dport;
+	memcpy(m.name, name, strnlen(name, sizeof(m.name) - 1));
+	/* Lost, the flow's record goes without its name. */
+	if (d->ch != NULL)
+		(void)chan_send1(d->ch, MSG_GATE_PASS, &m, sizeof(m));
+}
+
+static void
+start_gate(struct dnsc *d)
+{
+	struct gate_hooks gh;
+
+	if (!d->cfg.gate || d->gfd == -1)
+		return;
+	memset(&gh, 0, sizeof(gh));
+	gh.lookup = g_lookup;
+	gh.deny = g_deny;
+	gh.verdict = g_verdict;
+	gh.pass = g_pass;
+	gh.ctx = d;
+	if ((d->gate = gate_new(d->loop, d->gfd, &gh)) == NULL) {
+		quit(d, 1, "gate: cannot serve the queue");
+		return;
+	}
+	d->gfd = -1;	/* the gate's now */
+	log_info("gate: serving its queue");
 }
 
 /* --------------------------------------------------------- messages */
@@ -321,6 +424,9 @@ start_proxy(struct dnsc *d)
 		quit(d, 1, err);
 		return;
 	}
+	start_gate(d);
+	if (d->gate == NULL && d->cfg.gate)
+		return;
 	r.pid = (uint32_t)getpid();
 	(void)chan_send1(d->ch, MSG_READY, &r, sizeof(r));
 	log_info("serving");
@@ -468,6 +574,7 @@ dns_child_main(int argc, char **argv)
 	}
 	d->ufd = PROC_FIRST_FD;
 	d->tfd = PROC_FIRST_FD + 1;
+	d->gfd = PROC_FIRST_FD + 2;	/* meaningful only with cfg.gate */
 	if ((d->ch = chan_new(d->loop, PROC_CHAN_FD, MSG_TO_CHILD,
 	    DNSC_QUEUE_MAX, on_msg, on_gone, d)) == NULL) {
 		log_warn("channel");
@@ -476,11 +583,15 @@ dns_child_main(int argc, char **argv)
 	if (ev_run(d->loop) == -1)
 		log_warn("event loop");
 	c = d->status;
+	gate_free(d->gate);
+	d->gate = NULL;
 	dns_free(d->proxy);
 	if (d->ufd != -1)
 		close(d->ufd);
 	if (d->tfd != -1)
 		close(d->tfd);
+	if (d->gfd != -1 && d->cfg.gate)
+		close(d->gfd);
 	chan_free(d->ch);
 	ev_timer_cancel(d->loop, d->old_free);
 	pol_set_free(d->old);

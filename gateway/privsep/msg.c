@@ -66,6 +66,10 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	    MSG_BR_BODY_MAX },
 	FIXED(MSG_BR_STATS, MSG_TO_PARENT, struct msg_br_stats),
 	FIXED(MSG_BR_ACTIVE, MSG_TO_PARENT, struct msg_br_active),
+	/* name gate */
+	FIXED(MSG_GATE_EVENT, MSG_TO_PARENT, struct msg_gate_event),
+	FIXED(MSG_GATE_VERDICT, MSG_TO_PARENT, struct msg_gate_verdict),
+	FIXED(MSG_GATE_PASS, MSG_TO_PARENT, struct msg_gate_pass),
 };
 
 int
@@ -291,4 +295,27 @@ msg_elem_to(struct fw_elem *e, const struct msg_elem *m)
 	e->port_hi = m->port_hi;
 	e->timeout_ms = m->timeout_ms;
 	e->name = m->name[0] != '\0' ? m->name : NULL;
+}
+
+/* ------------------------------------------------------------ name gate */
+
+bool
+msg_gate_event_ok(const struct msg_gate_event *m)
+{
+	const struct gate_event *e = &m->ev;
+
+	switch (e->reason) {
+	case POL_REASON_NAME_MISMATCH:
+	case POL_REASON_NO_NAME:
+	case POL_REASON_ECH:
+	case POL_REASON_NOT_TLS:
+	case POL_REASON_NOT_HTTP:
+	case POL_REASON_SANDBOX_GONE:
+		break;
+	default:
+		return false;
+	}
+	return msg_str_ok(e->sandbox, sizeof(e->sandbox)) &&
+	    msg_str_ok(e->name, sizeof(e->name)) &&
+	    e->check <= POL_CHECK_HTTP;
 }

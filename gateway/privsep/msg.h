@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "gateway/dns/dns.h"
+#include "gateway/dns/gate.h"
 #include "netns/fw.h"
 #include "policy/policy.h"
 
@@ -70,6 +71,10 @@ enum msg_type {
 	MSG_BR_CTL_REPLY,	/* struct msg_br_ctl_reply + body */
 	MSG_BR_STATS,		/* struct msg_br_stats */
 	MSG_BR_ACTIVE,		/* struct msg_br_active: a sandbox used the bridge */
+	/* name gate (gateway/dns/gate.c), DNS child -> parent */
+	MSG_GATE_EVENT,		/* struct msg_gate_event: a flow refused */
+	MSG_GATE_VERDICT,	/* struct msg_gate_verdict: for the parent to send */
+	MSG_GATE_PASS,		/* struct msg_gate_pass: a flow passed, its name */
 	MSG_TYPE_MAX
 };
 
@@ -110,7 +115,7 @@ struct msg_dns_config {
 	uint32_t		cache_max;
 	uint16_t		max_udp_size;
 	uint8_t			no_cache;
-	uint8_t			pad;
+	uint8_t			gate;		/* the gate's queue is fd 6 */
 	uint32_t		ntap;
 	struct pol_cidr		tap[MSG_TAP_MAX];	/* treat_as_public */
 };
@@ -272,6 +277,23 @@ struct msg_br_event {
 	uint8_t		taints;
 	uint8_t		pad[3];
 	uint32_t	lens[MSG_BR_NSTR];
+/* name gate: one refused flow (gateway/dns/gate.h, flat). */
+struct msg_gate_event {
+	struct gate_event ev;
+};
+
+/* name gate: a queued packet's verdict (the kernel takes it only from a
+ * process with CAP_NET_ADMIN). */
+struct msg_gate_verdict {
+	uint32_t	id;		/* the packet's id in the queue */
+	uint32_t	action;		/* enum gate_action */
+};
+
+/* name gate: a flow passed for name (for its net.flow record). */
+struct msg_gate_pass {
+	uint8_t		saddr[4], daddr[4];	/* network order */
+	uint16_t	sport, dport;		/* host order */
+	char		name[256];
 };
 
 /*
@@ -300,6 +322,9 @@ bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
 /* msg_dns_event_ok: the event's strings are terminated, its enums and
  * counts within range. */
 bool		 msg_dns_event_ok(struct msg_dns_event *m);
+/* msg_gate_event_ok: the event's strings are terminated, its reason one
+ * of the gate's and its check an enum pol_check. */
+bool		 msg_gate_event_ok(const struct msg_gate_event *m);
 
 /* msg_br_sbx_ok: its strings terminated, counts and flags in range. */
 bool		 msg_br_sbx_ok(const struct msg_br_sbx *s);

@@ -46,7 +46,7 @@ export BENCH_CPS_SECS=${BENCH_CPS_SECS:-2}
 export BENCH_CPS_REPS=${BENCH_CPS_REPS:-5}
 BIN=$top/$BENCH_BUILD/bench
 # BENCH_ONLY=dns,bridge (or BENCH_SECTIONS="dns bridge"): a subset.
-SECTIONS=${BENCH_ONLY:-${BENCH_SECTIONS:-"lifecycle datapath dns bridge audit memory srt limits"}}
+SECTIONS=${BENCH_ONLY:-${BENCH_SECTIONS:-"lifecycle datapath dns gate bridge audit memory srt limits"}}
 SECTIONS=${SECTIONS//,/ }
 # Only a run of every section replaces tests/bench/RESULTS.md (the table
 # the README is made from); a subset's table goes to the build directory.
@@ -62,7 +62,7 @@ fi
 # machine even when every section runs into its limit (building the bench
 # programs takes well under a minute). dns and bridge measure at 1 and at
 # 1,000 sandboxes (making 999 takes up to 60 s).
-declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [bridge]=240
+declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [gate]=150 [bridge]=240
     [srt]=150 [audit]=150 [memory]=85 [limits]=90)
 BUDGET=${BENCH_BUDGET:-840}
 
@@ -677,6 +677,93 @@ sec_datapath() {
 	dp_learn1 "100,000 learned"
 	n=$(in_ns h "$fw" count learned4)
 	[ "$n" = 100000 ] || note "datapath: after the fw_learn timing the kernel has $n learned elements, not 100000"
+	return 0
+}
+
+# ========================================================= section: gate
+
+# The name gate (gateway/dns/gate.c, netns/fw_gate.c) in the e2e world: one
+# sandbox, one TLS server (tests/e2e/tools/namegate.py) on 192.0.2.10
+# ports 8443 (policy: check: tls, the gate reads the ClientHello) and 9443
+# (check: none: the SYN is queued once and passed, nothing is read), the
+# same name, the same run, alternating rounds. Rows: the added time to
+# the first answer byte of a new TLS connection (connect, handshake,
+# request), median of the rounds' median differences, and the ratio of
+# new connections/s (target >= 0.8).
+sec_gate() {
+	local W=$BENCH_WORK/gate r n=300 rounds=5 NG=$top/tests/e2e/tools/namegate.py
+	command -v python3 >/dev/null || { not_yet "python3 missing"; return 0; }
+	command -v openssl >/dev/null || { not_yet "openssl missing"; return 0; }
+	mkdir -p "$W"
+	export WORLD_TAG=$BENCH_TAG-w SLUICE_BUILD=$top/$BENCH_BUILD
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/lib.sh"
+	# shellcheck disable=SC1091
+	. "$top/tests/e2e/world.sh"
+	trap 'world_fast_down; _run_cleanup; sweep' EXIT
+	world_up 2>"$W/world.err" || { note "gate: world_up failed: $(head -c 200 "$W/world.err")"; return 1; }
+	local POL=$E2E_TMP/pol CFG=$E2E_TMP/sluice.yaml
+	world_sluiced_config "$CFG" "$POL" || return 1
+	cat >"$POL/gatebench.yaml" <<-'EOF'
+	version: 1
+	name: gatebench
+	egress:
+	  allow:
+	    - host: pkg.example.com
+	      ports: [8443]
+	      check: tls
+	    - host: pkg.example.com
+	      ports: [9443]
+	      check: none
+	EOF
+	world_start_sluiced "$CFG" 2>"$W/start.err" ||
+	    { note "gate: sluiced did not start: $(tail -c 200 "$W/start.err")"; return 1; }
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=pkg.example.com \
+	    -keyout "$W/k.pem" -out "$W/c.pem" >/dev/null 2>&1 || return 1
+	: >"$W/server.log"
+	bg_ns w-inet "$W/server.out" python3 "$NG" serve "$W/server.log" \
+	    "$W/c.pem" "$W/k.pem" "$WORLD_PKG"
+	for ((r = 0; r < 100; r++)); do
+		grep -q ready "$W/server.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	local ID
+	ID=$(world_host "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy gatebench \
+	    --id "$BENCH_TAG-gate" 2>"$W/create.err" | jq -r .id)
+	[[ $ID =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] ||
+	    { note "gate: sandbox create failed: $(head -c 200 "$W/create.err")"; return 1; }
+	world_sandbox "$ID" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" \
+	    pkg.example.com A >/dev/null
+	say "gate: $rounds rounds of $n TLS connections each side (check: tls on 8443, check: none on 9443)"
+	for ((r = 0; r < rounds; r++)); do
+		for side in tls:8443 none:9443; do
+			world_sandbox "$ID" python3 "$NG" bench "$WORLD_PKG" \
+			    "${side#*:}" pkg.example.com $n >"$W/${side%%:*}.$r" ||
+			    { note "gate: bench client failed (${side%%:*})"; return 1; }
+			awk '$1 == "us" { print $2 }' "$W/${side%%:*}.$r" >>"$W/${side%%:*}.us"
+			awk '$1 == "rate" { print $2 }' "$W/${side%%:*}.$r" >>"$W/${side%%:*}.rate"
+		done
+		awk -v a="$(awk '$1 == "us" { print $2 }' "$W/tls.$r" | stats /dev/stdin | cut -d' ' -f1)" \
+		    -v b="$(awk '$1 == "us" { print $2 }' "$W/none.$r" | stats /dev/stdin | cut -d' ' -f1)" \
+		    'BEGIN { printf "%.1f\n", a - b }' >>"$W/added"
+		awk -v a="$(awk '$1 == "rate" { print $2 }' "$W/tls.$r")" \
+		    -v b="$(awk '$1 == "rate" { print $2 }' "$W/none.$r")" \
+		    'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$W/ratio"
+	done
+	local tm tp tmin tmax tn nm np nmin nmax nn am amin amax rm rmin rmax
+	read -r tm tp tmin tmax tn <<<"$(stats "$W/tls.us")"
+	read -r nm np nmin nmax nn <<<"$(stats "$W/none.us")"
+	read -r am _ amin amax _ <<<"$(stats "$W/added")"
+	row gate "New TLS connection, connect to first answer byte, median, check: tls vs check: none (n=$tn/$nn)" µs \
+	    "$tm" "$tmin" "$tmax" "check: none" "$nm" "$nmin" "$nmax" "(reported)" none -
+	row gate "Added by reading the name, median of $rounds rounds' median differences" µs \
+	    "$am" "$amin" "$amax" - - - - "≤ 100 µs" s_le 100
+	read -r tm _ tmin tmax _ <<<"$(stats "$W/tls.rate")"
+	read -r nm _ nmin nmax _ <<<"$(stats "$W/none.rate")"
+	read -r rm _ rmin rmax _ <<<"$(stats "$W/ratio")"
+	row gate "New TLS connections/s, one client, check: tls vs check: none" conn/s \
+	    "$tm" "$tmin" "$tmax" "check: none" "$nm" "$nmin" "$nmax" "≥ 0.8×" ratio_ge 0.8 \
+	    "$rm" "$rmin" "$rmax"
 	return 0
 }
 

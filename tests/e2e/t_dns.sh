@@ -123,6 +123,8 @@ rcode() {
 	    grep . || echo none
 }
 curl_in() { world_sandbox "$ID" curl -s -m 3 -o /dev/null -w '%{http_code}' "$@"; }
+# ttl_in: the short-ttl name's page (by address, naming its host).
+ttl_in() { curl_in -H "Host: short-ttl.example.com" http://192.0.2.10/simple/; }
 resolver_saw() { world_resolver_log | grep -q -- "$1"; }
 
 # ------------------------------------------------------------- allowed names
@@ -198,11 +200,13 @@ check_fails "the upstream never saw the encoded name" \
     resolver_saw "${long%%.*}"
 
 # ------------------------------------------------------------- TTL expiry
+# (The requests name the host they were answered for: the name gate opens
+# a learned address only for that name.)
 
 check_eq "short-ttl.example.com resolves" "192.0.2.10" \
     "$(short short-ttl.example.com A)"
 check_eq "a connection right after the answer works" "200" \
-    "$(curl_in http://192.0.2.10/simple/)"
+    "$(ttl_in)"
 # pkg.example.com taught 192.0.2.10 port 80 too: wait for its element to
 # be gone is impossible (TTL 300), so use a fresh sandbox for the expiry.
 ID_MAIN=$ID
@@ -210,16 +214,17 @@ ID=$(mk dnstest)
 check_eq "second sandbox: short-ttl resolves" "192.0.2.10" \
     "$(short short-ttl.example.com A)"
 check_eq "second sandbox: connection works within the TTL" "200" \
-    "$(curl_in http://192.0.2.10/simple/)"
+    "$(ttl_in)"
 # The element's timeout is clamp(2 s, 1 s, 1 h): poll (bounded) until the
 # kernel forgot it, then check that a new connection fails until the name
 # is resolved again.
-expired() { [ "$(curl_in http://192.0.2.10/simple/)" != "200" ]; }
+expired() { [ "$(ttl_in)" != "200" ]; }
 check "after the TTL, a new connection fails" wait_for 15 expired
 check_fails "and keeps failing without a new answer" \
-    world_sandbox "$ID" curl -s -m 2 http://192.0.2.10/simple/
+    world_sandbox "$ID" curl -s -m 2 -H "Host: short-ttl.example.com" \
+    http://192.0.2.10/simple/
 check_eq "resolving again" "192.0.2.10" "$(short short-ttl.example.com A)"
-check_eq "opens it again" "200" "$(curl_in http://192.0.2.10/simple/)"
+check_eq "opens it again" "200" "$(ttl_in)"
 ID=$ID_MAIN
 
 # ------------------------------------------------------------- transports
@@ -319,9 +324,9 @@ if [ "$HAVE_MCP" -eq 1 ]; then
 		check_eq "taint: the other allowed name resolves" "$WORLD_WEB" \
 		    "$(tq +short web.example.org A)"
 		check_eq "taint: before the taint the keep-listed host answers" \
-		    200 "$(tcurl http://192.0.2.10/simple/)"
+		    200 "$(tcurl -H "Host: pkg.example.com" http://192.0.2.10/simple/)"
 		check_eq "taint: before the taint the other host answers" \
-		    200 "$(tcurl "http://$WORLD_WEB/ip")"
+		    200 "$(tcurl -H "Host: web.example.org" "http://$WORLD_WEB/ip")"
 		world_mcp_client "sandbox:$TID" \
 		    --url "http://$SVC:$WORLD_BRIDGE_PORT/mcp/ev" \
 		    --header "Authorization: Bearer $TT" \
@@ -332,7 +337,7 @@ if [ "$HAVE_MCP" -eq 1 ]; then
 		    "$(sl sandbox show "$TID" 2>/dev/null | jq -r .tainted 2>/dev/null)"
 		# No new DNS query: the elements learned before the taint.
 		check_eq "taint: the keep-listed host resolved before the taint still answers (needs fw FW_ELEM_KEEP)" \
-		    200 "$(tcurl http://192.0.2.10/simple/)"
+		    200 "$(tcurl -H "Host: pkg.example.com" http://192.0.2.10/simple/)"
 		check_fails "taint: the allowed host off the keep-list is cut" \
 		    world_sandbox "$TID" curl -s -m 3 -o /dev/null "http://$WORLD_WEB/ip"
 		world_resolver_clear
@@ -343,7 +348,7 @@ if [ "$HAVE_MCP" -eq 1 ]; then
 		check_eq "taint: the keep-listed name still resolves" "192.0.2.10" \
 		    "$(tq +short pkg.example.com A)"
 		check_eq "taint: and answers when resolved after the taint" 200 \
-		    "$(tcurl http://192.0.2.10/simple/)"
+		    "$(tcurl -H "Host: pkg.example.com" http://192.0.2.10/simple/)"
 		check_fails "taint: the cut host stays cut" \
 		    world_sandbox "$TID" curl -s -m 3 -o /dev/null "http://$WORLD_WEB/ip"
 	else

@@ -186,7 +186,8 @@ check_eq "the held connection is cut (its write after reload never arrived)" "" 
     "$(printf '%s' "$got" | grep -- -after)"
 check_eq "N still resolves pkg.example.com" 192.0.2.10 \
     "$(sbx "$N" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" pkg.example.com A)"
-check "N still reaches pkg.example.com" sbx "$N" curl -s -o /dev/null -m 3 http://192.0.2.10/
+check "N still reaches pkg.example.com" sbx "$N" curl -s -o /dev/null -m 3 \
+    -H "Host: pkg.example.com" http://192.0.2.10/
 sl sandbox rm "$N" >/dev/null 2>&1
 
 # ------------------------------------------------ 6: the learn cap

@@ -181,6 +181,14 @@ printf 'version: 1\negress:\n  allow:\n    - {host: a.example.com, ports: [443]}
 explain_dns "allow|egress.allow[0]|allowed|A|tcp/443 tcp/8000-8100 udp/53" 0 "$ta" --egress a.example.com:443
 explain_dns "deny|default|no_matching_rule" 1 "$ta" --egress example.com:443
 explain_dns "deny|dns.types|type_not_allowed" 1 "$ttxt" --egress a.example.com:443
+# The name gate's check on each TCP port a name opens.
+tc=$E2E_TMP/checks.yaml
+printf 'version: 1\negress:\n  allow:\n    - {host: pypi.org, ports: [443, 80, 22, "8000-8100"]}\n    - {host: git.example.org, ports: [443], check: none}\n    - {host: "*.example.org", ports: ["1-1000"], check: http}\n' >"$tc"
+checks() { run_cli "$o" "$e" policy explain "$tc" --egress "$1" >/dev/null; sed -n 's/^dns_checks: //p' "$o"; }
+check_eq "explain: checks by port (443 tls, 80 http, others none)" \
+    "tcp/443=tls tcp/80=http tcp/22=none tcp/8000-8100=none" "$(checks pypi.org:443)"
+check_eq "explain: an explicit check, and the first rule's inside a range" \
+    "tcp/443=none tcp/1-1000=http,443=none" "$(checks git.example.org:443)"
 
 # Usage errors exit 2.
 for args in "policy" "policy frob" "policy check" "policy explain $P" \

@@ -21,7 +21,8 @@
 #     dns.upstreams) become the world's uplink and resolver;
 #   - https://pypi.org/ becomes the world's package index,
 #     http://pkg.example.com:443/ (plain HTTP on 443), and coding-agent's
-#     `host: pypi.org` rule names pkg.example.com;
+#     `host: pypi.org` rule names pkg.example.com with `check: none` (the
+#     name gate would refuse plain HTTP on a tls port);
 #   - <id> and <vkey printed by keygen> become what the earlier steps printed.
 # A command the test does not recognise is a failure: a new Quickstart step
 # needs a check here.
@@ -67,8 +68,11 @@ edit_config() {
 	    -e "/^dns:/,/^[a-z]/{s#^    - 192\.0\.2\.53#    - $WORLD_DNS#;/2001:db8::53/d}" \
 	    "$f" || return 1
 	grep -q "uplink: $WORLD_UPLINK" "$f" || return 1
+	# The world's 443 is plain HTTP, which the name gate (tls by default
+	# on 443) refuses: the copies' rules say check: none.
 	for p in "$Q"/etc/policies/*.yaml; do
-		sed -i 's#host: pypi\.org$#host: pkg.example.com#' "$p" || return 1
+		sed -i 's#^\( *\)- host: pypi\.org$#\1- host: pkg.example.com\n\1  check: none#' \
+		    "$p" || return 1
 	done
 	grep -q 'host: pkg.example.com' "$Q/etc/policies/coding-agent.yaml"
 }

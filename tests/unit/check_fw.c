@@ -906,6 +906,41 @@ START_TEST(test_learn_expires)
 }
 END_TEST
 
+/* The name gate's kernel half: a learned TCP flow waits in the queue
+ * (never with bypass), so with nobody answering it never opens; a static
+ * CIDR rule stays address only. */
+START_TEST(test_gate_fail_closed)
+{
+	struct fw_sandbox	sb = sandbox();
+	struct fw_config	cfg;
+	struct fw_rule		allow[1];
+	struct fw_elem		e;
+	int			l, q;
+
+	WORLD();
+	config(&cfg, "sluice");
+	cfg.gate = 1;
+	cfg.gate_queue = 7742;
+	ck_assert_msg(fw_init(fw, &cfg, 0, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(sh("nft list chain inet sluice forward | "
+	    "grep -q 'queue num 7742'"), 0);
+	l = listen_in(ns_inet, SOCK_STREAM, "0.0.0.0", 443);
+	allow[0] = rule("198.51.100.10/32", IPPROTO_TCP, 443, 443);
+	ck_assert_msg(fw_sandbox_add(fw, &sb, allow, 1, NULL, 0, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.10", 443), T_OK);
+	e = elem("198.51.100.11", IPPROTO_TCP, 443, 443, 60000);
+	ck_assert_msg(fw_learn(fw, &e, 1, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_TIMEOUT);
+	/* A reader that never answers: the same. */
+	q = fw_gate_open(7742, err, sizeof(err));
+	ck_assert_msg(q >= 0, "%s", err);
+	ck_assert_int_eq(tcp_try(NULL, "198.51.100.11", 443), T_TIMEOUT);
+	close(q);
+	close(l);
+}
+END_TEST
+
 START_TEST(test_learn_refresh)
 {
 	struct fw_sandbox	sb = sandbox();
@@ -2809,6 +2844,7 @@ fw_suite(void)
 	tcase_add_test(tc, test_input_only_service);
 	tcase_add_test(tc, test_dot_dropped);
 	tcase_add_test(tc, test_learn_expires);
+	tcase_add_test(tc, test_gate_fail_closed);
 	tcase_add_test(tc, test_learn_refresh);
 	tcase_add_test(tc, test_learn_refresh_deladd);
 	tcase_add_test(tc, test_restrict);
