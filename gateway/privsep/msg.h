@@ -277,6 +277,8 @@ struct msg_br_event {
 	uint8_t		taints;
 	uint8_t		pad[3];
 	uint32_t	lens[MSG_BR_NSTR];
+};
+
 /* name gate: one refused flow (gateway/dns/gate.h, flat). */
 struct msg_gate_event {
 	struct gate_event ev;
