@@ -223,6 +223,12 @@ on_end(void *arg, const struct ct_end *e)
 	if (e->f.family != AF_INET || (s = *sbx_find(fr, e->f.src)) == NULL ||
 	    memcmp(e->f.dst, fr->svc4, 4) == 0)
 		return;
+	/* A new flow the kernel let through is activity (resources.idle);
+	 * it is recorded when it ends. */
+	if (e->created) {
+		sbx_touch_addr4(fr->sbx, e->f.src);
+		return;
+	}
 	name_take(fr, &e->f, name, sizeof(name));
 	if (s->sec != sec) {
 		summary(fr, s);

@@ -230,6 +230,9 @@ struct sbx_info {
 	uint32_t	gen;			/* fw_sandbox.gen */
 	char		attached_from[SBX_ATTACH_MAX + 1]; /* "" unless attached */
 	uint64_t	netns_dev, netns_ino;	/* the namespace's identity */
+	uint64_t	idle_ms;		/* since its last activity (a DNS
+						   query, a new flow, a bridge
+						   request) */
 	char		token[SBX_TOKEN_HEX + 1]; /* "" unless asked for */
 };
 

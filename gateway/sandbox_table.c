@@ -301,6 +301,7 @@ sb_fill_info(const struct sbx *m, const struct sandbox *s, int with_token,
 	    sizeof(out->service_addr));
 	out->bridge_port = m->cfg->bridge_port;
 	out->created = s->rec.created;
+	out->idle_ms = ev_now_ms() - s->active_ms;
 	out->gen = s->rec.gen;
 	if (s->rec.attached)
 		memcpy(out->attached_from, s->rec.attach_src,

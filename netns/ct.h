@@ -18,6 +18,7 @@
 #define SLUICE_NETNS_CT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* One conntrack entry as seen in its original direction. Addresses in
@@ -66,8 +67,10 @@ int		 ct_del_if(struct ct *ct, uint8_t family, const uint8_t *src,
 /* A flow that ended, as its conntrack entry's destroy event tells it:
  * counters of each direction ([0] original, the sandbox's, [1] reply),
  * its conntrack mark, and its start and end (CLOCK_REALTIME ns; 0 when
- * the kernel kept no timestamp). */
+ * the kernel kept no timestamp). Or, with created set, a flow the kernel
+ * let through and began to track (its tuple only; nothing counted yet). */
 struct ct_end {
+	bool		created;
 	struct ct_flow	f;
 	uint32_t	mark;
 	uint64_t	packets[2], bytes[2];
@@ -75,7 +78,7 @@ struct ct_end {
 };
 
 /* ct_events_open: a non-blocking, close-on-exec socket subscribed to the
- * destroy events of the caller's network namespace, after turning on
+ * new-flow and destroy events of the caller's network namespace, after turning on
  * the per-flow counters and timestamps there (nf_conntrack_acct,
  * nf_conntrack_timestamp: flows that began before count nothing). The fd,
  * or -1 with errno and err. */

@@ -42,7 +42,9 @@ int
 ct_events_open(char *err, size_t errlen)
 {
 	struct mnl_socket *nl;
-	int fd, e, grp = NFNLGRP_CONNTRACK_DESTROY, sz = CTE_RCVBUF;
+	int fd, e, sz = CTE_RCVBUF;
+	unsigned groups = 1u << (NFNLGRP_CONNTRACK_NEW - 1) |
+	    1u << (NFNLGRP_CONNTRACK_DESTROY - 1);
 
 	if (sysctl_on("/proc/sys/net/netfilter/nf_conntrack_acct") == -1 ||
 	    sysctl_on("/proc/sys/net/netfilter/nf_conntrack_timestamp") == -1) {
@@ -55,7 +57,7 @@ ct_events_open(char *err, size_t errlen)
 	}
 	/* The group in bind(), as conntrack(8) does: joined that way the
 	 * kernel counts a listener and keeps events for new flows. */
-	if (mnl_socket_bind(nl, 1u << (grp - 1), MNL_SOCKET_AUTOPID) == -1 ||
+	if (mnl_socket_bind(nl, groups, MNL_SOCKET_AUTOPID) == -1 ||
 	    (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz,
 	    sizeof(sz)) == -1 && setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET,
 	    SO_RCVBUF, &sz, sizeof(sz)) == -1)) {
@@ -103,10 +105,17 @@ event_cb(const struct nlmsghdr *nlh, void *arg)
 	uint8_t rsrc[16], rproto = 0;
 	struct ct_end e;
 
-	if ((nlh->nlmsg_type & 0xff) != IPCTNL_MSG_CT_DELETE ||
-	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*g)))
+	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*g)))
 		return MNL_CB_OK;
 	memset(&e, 0, sizeof(e));
+	/* A new entry comes as IPCTNL_MSG_CT_NEW with NLM_F_CREATE; its
+	 * later updates without it, and are not wanted. */
+	if ((nlh->nlmsg_type & 0xff) == IPCTNL_MSG_CT_NEW)
+		e.created = true;
+	else if ((nlh->nlmsg_type & 0xff) != IPCTNL_MSG_CT_DELETE)
+		return MNL_CB_OK;
+	if (e.created && !(nlh->nlmsg_flags & NLM_F_CREATE))
+		return MNL_CB_OK;
 	e.f.family = g->nfgen_family;
 	mnl_attr_for_each(a, nlh, sizeof(*g)) {
 		switch (mnl_attr_get_type(a)) {

@@ -107,8 +107,10 @@ info_json(const struct sbx_info *in, int with_token)
 	    "created_at", time_json(in->created),
 	    "host_address", in->host_addr,
 	    "expires_at", time_json(v->expires));
-	if (o != NULL && json_object_set_new(o, "generation",
-	    json_integer((json_int_t)in->gen)) == -1) {
+	if (o != NULL && (json_object_set_new(o, "generation",
+	    json_integer((json_int_t)in->gen)) == -1 ||
+	    json_object_set_new(o, "idle_ms",
+	    json_integer((json_int_t)in->idle_ms)) == -1)) {
 		json_decref(o);
 		return NULL;
 	}

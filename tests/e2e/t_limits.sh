@@ -134,6 +134,19 @@ check "idle expiry ends every process of $C" wait_for 30 procs_are "$INO" 0
 check "the expire record says idle" rec_has sandbox.expire "$C" "idle processes=4"
 check "$C is gone" wait_for 5 eval "! sl sandbox show '$C' >/dev/null 2>&1"
 
+# A new flow the kernel lets through is activity: the sandbox's idle time
+# starts again (what idle expiry counts from).
+D=t$$-d
+sl sandbox create --policy plain --id "$D" >/dev/null
+idle_of() { sl sandbox show "$D" 2>/dev/null | jq -r '.idle_ms // empty'; }
+idle_at_least() { local i; i=$(idle_of); [ -n "$i" ] && [ "$i" -ge "$1" ]; }
+idle_below() { local i; i=$(idle_of); [ -n "$i" ] && [ "$i" -lt "$1" ]; }
+check "$D has been quiet for 3 s" wait_for 20 idle_at_least 3000
+world_sandbox "$D" curl -s -m 5 -o /dev/null "http://$WORLD_PKG/" ||
+    not_ok "$D fetches from the allowed address"
+check "an allowed flow makes $D active again" wait_for 10 idle_below 3000
+sl sandbox rm "$D" >/dev/null
+
 # ------------------------------------------------------------ pids
 out=$(sl run --policy bomb -- /usr/bin/python3 "$E2E_DIR/tools/fork_bomb.py" 500 2>&1)
 check_match "a bounded fork bomb under pids: 64 is held (63 children at most)" \
