@@ -13,9 +13,7 @@
  * is acknowledged (the child releases the result only then), a finding
  * becomes a record within the recorder's budgets, a taint becomes
  * sbx_taint and its acknowledgement. The control API's approvals and pins
- * endpoints are forwarded to the child and answered when it replies; an
- * approval is made in the name of the uid the control socket's kernel
- * credentials give, whatever the request body says. A child that breaks
+ * endpoints are forwarded to the child (brwire_ctl.c). A child that breaks
  * the protocol is killed, recorded and restarted; while it is down the
  * bridge port is not served (connections wait in the listener's backlog)
  * and the control endpoints answer 503.
@@ -27,7 +25,6 @@
 #include <netinet/in.h>
 
 #include <errno.h>
-#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +34,7 @@
 
 #include "gateway/bridge/bridge.h"
 #include "gateway/brwire.h"
+#include "gateway/brwire_int.h"
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
@@ -52,38 +50,6 @@
  * processes): past it the daemon does not start. */
 #define BRW_START_MS	60000u
 
-struct rec_wait;
-struct ctl_wait;
-
-struct brw {
-	struct gw	*gw;
-	struct rec	*rec;		/* borrowed, may be NULL */
-	struct sbx	*sbx;
-	struct ev_loop	*loop;
-	int		 lfd;		/* the listener, kept across restarts */
-	uint16_t	 port;
-	struct proc	*proc;
-	struct chan	*ch;
-	uint64_t	 gen;		/* which child: acknowledgements of
-					   records go to the one that asked */
-	bool		 serving;
-	bool		 starting;	/* brw_run waits for the first start */
-	bool		 stopping;	/* brw_stop waits for the last end */
-	int		 start_rc;
-	char		 start_err[256];
-	char		 uid[16], gid[16];
-	char		*argv[12];
-	uint64_t	 calls_allow, calls_deny;
-	uint64_t	 auth_failures, findings, record_failures;
-	uint64_t	 taints, taint_failures;
-	uint64_t	 record_waits, record_wait_us;
-	uint64_t	 exits, violations;
-	uint32_t	 pending_approvals;	/* as the child last said */
-	struct rec_wait	*waits;
-	struct ctl_wait	*ctls;
-	uint64_t	 next_ticket;
-};
-
 /* A record being committed for the child: its acknowledgement goes back
  * to the child that asked, if it is still the one running. */
 struct rec_wait {
@@ -91,15 +57,6 @@ struct rec_wait {
 	struct brw	*w;		/* NULL once brw_stop has run */
 	uint64_t	 gen, ticket;
 	uint64_t	 t0_us;
-};
-
-/* A control request forwarded to the child. */
-struct ctl_wait {
-	struct ctl_wait	*next, **prevp;
-	struct brw	*w;
-	struct ctl_req	*req;
-	uint64_t	 ticket;
-	struct msg_br_ctl m;		/* what was asked, for the answer */
 };
 
 static uint64_t
@@ -111,17 +68,6 @@ mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* Copies s into dst (size bytes) whole, or -1 when it does not fit. */
-static int
-cp(char *dst, size_t size, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n >= size)
-		return -1;
-	memcpy(dst, s, n + 1);
-	return 0;
-}
 
 /* Sets key to a string only when s is given: absent fields stay absent
  * rather than becoming "" in the log. */
@@ -209,10 +155,8 @@ finding_severity(enum br_event_kind k)
 
 /* ------------------------------------------------------ the child */
 
-static void	ctl_fail_all(struct brw *w, const char *why);
-
-static void
-violation(struct brw *w, const char *what)
+void
+brw_violation(struct brw *w, const char *what)
 {
 	char detail[160];
 
@@ -232,7 +176,7 @@ lose_child(struct brw *w)
 	chan_free(w->ch);
 	w->ch = NULL;
 	w->serving = false;
-	ctl_fail_all(w, "the bridge process is restarting");
+	brw_ctl_fail_all(w, "the bridge process is restarting");
 }
 
 /* Sends one message, or ends the child when it cannot take it. */
@@ -267,11 +211,11 @@ sbx_msg(struct brw *w, struct msg_br_sbx *m, const struct sbx_view *v)
 	m->tainted = v->tainted ? 1 : 0;
 	fits = strlen(v->id) < sizeof(m->id) &&
 	    strlen(v->policy) < sizeof(m->policy) &&
-	    cp(m->subject, sizeof(m->subject), v->subject) == 0 &&
+	    brw_cp(m->subject, sizeof(m->subject), v->subject) == 0 &&
 	    v->nlabels <= MSG_BR_LABELS;
 	for (i = 0; fits && i < v->nlabels; i++)
-		fits = cp(m->label_keys[i], sizeof(m->label_keys[i]),
-		    v->label_keys[i]) == 0 && cp(m->label_values[i],
+		fits = brw_cp(m->label_keys[i], sizeof(m->label_keys[i]),
+		    v->label_keys[i]) == 0 && brw_cp(m->label_values[i],
 		    sizeof(m->label_values[i]), v->label_values[i]) == 0;
 	m->nlabels = fits ? (uint8_t)v->nlabels : 0;
 	m->usable = fits && sbx_token_digest(w->sbx, v->id,
@@ -440,7 +384,7 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	struct msg_br_done d;
 
 	if (!event_from(&ev, m, len) || ev.kind != BR_EV_CALL) {
-		violation(w, "a malformed mcp.call event");
+		brw_violation(w, "a malformed mcp.call event");
 		return;
 	}
 	if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
@@ -484,7 +428,7 @@ on_finding(struct brw *w, const struct msg_br_event *m, size_t len)
 	json_t *o;
 
 	if (!event_from(&ev, m, len) || ev.kind == BR_EV_CALL) {
-		violation(w, "a malformed finding");
+		brw_violation(w, "a malformed finding");
 		return;
 	}
 	if (ev.kind == BR_EV_AUTH_FAILED) {
@@ -521,7 +465,7 @@ on_taint(struct brw *w, const struct msg_br_taint *m)
 	char err[256];
 
 	if (!msg_str_ok(m->id, sizeof(m->id))) {
-		violation(w, "a malformed taint");
+		brw_violation(w, "a malformed taint");
 		return;
 	}
 	memset(&d, 0, sizeof(d));
@@ -534,34 +478,6 @@ on_taint(struct brw *w, const struct msg_br_taint *m)
 		d.ok = 1;
 	}
 	(void)send_or_kill(w, MSG_BR_TAINT_DONE, &d, sizeof(d));
-}
-
-static void	ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
-		    const char *body);
-
-static void
-on_ctl_reply(struct brw *w, const struct msg_br_ctl_reply *r, size_t len)
-{
-	struct ctl_wait *cw;
-	char *body;
-
-	if (len != sizeof(*r) + r->len) {
-		violation(w, "a malformed control reply");
-		return;
-	}
-	for (cw = w->ctls; cw != NULL; cw = cw->next)
-		if (cw->ticket == r->ticket)
-			break;
-	if (cw == NULL)
-		return;		/* its caller went away */
-	if ((body = malloc((size_t)r->len + 1)) == NULL) {
-		ctl_answer(cw, NULL, NULL);
-		return;
-	}
-	memcpy(body, r + 1, r->len);
-	body[r->len] = '\0';
-	ctl_answer(cw, r, body);
-	free(body);
 }
 
 static void
@@ -601,7 +517,7 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		on_taint(w, pl);
 		break;
 	case MSG_BR_CTL_REPLY:
-		on_ctl_reply(w, pl, len);
+		brw_ctl_reply(w, pl, len);
 		break;
 	case MSG_BR_ACTIVE: {
 		struct msg_br_active *a = pl;
@@ -609,7 +525,7 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		/* At worst a taken-over bridge keeps a sandbox from idling
 		 * out; its TTL still ends it. */
 		if (!msg_str_ok(a->id, sizeof(a->id))) {
-			violation(w, "a malformed activity note");
+			brw_violation(w, "a malformed activity note");
 			return;
 		}
 		sbx_touch_id(w->sbx, a->id);
@@ -620,7 +536,7 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		    pending_approvals;
 		break;
 	default:	/* the DNS process's messages: not from this one */
-		violation(w, "a message of another process");
+		brw_violation(w, "a message of another process");
 		break;
 	}
 }
@@ -986,298 +902,4 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 	    "sluice_privsep_violations_total{room=\"bridge\"} %llu\n",
 	    w->serving ? 1 : 0, (unsigned long long)w->exits,
 	    (unsigned long long)w->violations);
-}
-
-
-/* ------------------------------------------------------------ control API */
-
-static void
-ctl_unlink(struct ctl_wait *cw)
-{
-	if ((*cw->prevp = cw->next) != NULL)
-		cw->next->prevp = cw->prevp;
-}
-
-static void
-on_ctl_cancel(struct ctl_req *req, void *arg)
-{
-	struct ctl_wait *cw = arg;
-
-	(void)req;
-	ctl_unlink(cw);
-	free(cw);
-}
-
-static void
-ctl_fail_all(struct brw *w, const char *why)
-{
-	struct ctl_wait *cw;
-
-	while ((cw = w->ctls) != NULL) {
-		ctl_unlink(cw);
-		ctl_req_on_cancel(cw->req, NULL, NULL);
-		(void)ctl_reply_error(cw->req, 503, "unavailable", "%s", why);
-		free(cw);
-	}
-}
-
-/* Forwards m to the child; the answer comes in ctl_answer. */
-static enum ctl_rc
-forward(struct brw *w, struct ctl_req *req, struct msg_br_ctl *m)
-{
-	struct ctl_wait *cw;
-
-	if (w->ch == NULL || !w->serving)
-		return ctl_reply_error(req, 503, "unavailable",
-		    "the bridge process is restarting");
-	if ((cw = calloc(1, sizeof(*cw))) == NULL)
-		return ctl_reply_error(req, 500, "internal", "memory");
-	m->ticket = ++w->next_ticket;
-	cw->w = w;
-	cw->req = req;
-	cw->ticket = m->ticket;
-	cw->m = *m;
-	if (chan_send1(w->ch, MSG_BR_CTL, m, sizeof(*m)) == -1) {
-		free(cw);
-		return ctl_reply_error(req, 503, "unavailable",
-		    "the bridge process does not take requests: %s",
-		    strerror(errno));
-	}
-	if ((cw->next = w->ctls) != NULL)
-		cw->next->prevp = &cw->next;
-	cw->prevp = &w->ctls;
-	w->ctls = cw;
-	ctl_req_on_cancel(req, on_ctl_cancel, cw);
-	return CTL_SUSPEND;
-}
-
-/* The child's answer (r NULL: none could be had). The body is the
- * child's text, passed on as it is, never parsed here. */
-static void
-ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
-    const char *body)
-{
-	const struct msg_br_ctl *m = &cw->m;
-	struct ctl_req *req = cw->req;
-	int e = r != NULL ? r->err_no : ENOMEM;
-
-	ctl_unlink(cw);
-	ctl_req_on_cancel(req, NULL, NULL);
-	switch (m->op) {
-	case MSG_BR_OP_APPROVALS:
-		if (e != 0)
-			(void)ctl_reply_error(req, 500, "internal", "%s",
-			    strerror(e));
-		else
-			(void)ctl_reply_text(req, 200, "application/json",
-			    body);
-		break;
-	case MSG_BR_OP_DECIDE:
-		if (e == ENOENT)
-			(void)ctl_reply_error(req, 404, "not_found", "no "
-			    "pending call %s (unknown, already decided or "
-			    "timed out)", m->id);
-		else if (e != 0)
-			(void)ctl_reply_error(req, 400, "bad_request", "cannot "
-			    "decide call %s: %s", m->id, strerror(e));
-		else {
-			log_info("approval %s: %s by %s (uid %lld)%s%s", m->id,
-			    m->approve ? "approve" : "deny", m->name,
-			    (long long)m->uid, m->has_note ? ", note: " : "",
-			    m->has_note ? m->note : "");
-			(void)ctl_reply_json(req, 200, json_pack("{s:s,s:s,s:s,"
-			    "s:I}", "id", m->id, "decision", m->approve ?
-			    "approved" : "denied", "approver", m->name,
-			    "approver_uid", (json_int_t)m->uid));
-		}
-		break;
-	case MSG_BR_OP_PINS:
-		if (e == ENOENT)
-			(void)ctl_reply_error(req, 404, "not_found", "unknown "
-			    "server %s, or its tools were not listed yet",
-			    m->server);
-		else if (e != 0)
-			(void)ctl_reply_error(req, 500, "internal", "%s",
-			    strerror(e));
-		else
-			(void)ctl_reply_text(req, 200,
-			    "text/yaml; charset=utf-8", body);
-		break;
-	default:	/* MSG_BR_OP_ACCEPT */
-		if (e == ENOENT)
-			(void)ctl_reply_error(req, 404, "not_found", "unknown "
-			    "server %s or tool %s", m->server, m->tool);
-		else if (e != 0)
-			(void)ctl_reply_error(req, 500, "internal", "%s",
-			    strerror(e));
-		else {
-			log_info("mcp pins: %s/%s accepted", m->server,
-			    m->tool);
-			(void)ctl_reply_json(req, 200, json_pack("{s:s,s:s}",
-			    "server", m->server, "tool", m->tool));
-		}
-		break;
-	}
-	free(cw);
-}
-
-static enum ctl_rc
-approvals_get(struct ctl_req *req, void *arg)
-{
-	struct msg_br_ctl m;
-
-	memset(&m, 0, sizeof(m));
-	m.op = MSG_BR_OP_APPROVALS;
-	return forward(arg, req, &m);
-}
-
-/* Printable, bounded text for the record: approver and reason come from
- * whoever may use the control socket, and end up in the audit log. */
-static int
-text_ok(const char *s, size_t max)
-{
-	size_t n;
-
-	for (n = 0; s[n] != '\0'; n++)
-		if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f || n >= max)
-			return 0;
-	return 1;
-}
-
-/* The user name of uid, or the uid in decimal when it has none (a
- * container's numeric user): never empty, never made up. */
-static void
-uid_name(uid_t uid, char *out, size_t outlen)
-{
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 &&
-	    res != NULL && res->pw_name != NULL && res->pw_name[0] != '\0' &&
-	    text_ok(res->pw_name, 128)) {
-		snprintf(out, outlen, "%s", res->pw_name);
-		return;
-	}
-	snprintf(out, outlen, "%lu", (unsigned long)uid);
-}
-
-static enum ctl_rc
-approvals_post(struct ctl_req *req, void *arg)
-{
-	struct brw *w = arg;
-	const char *id = ctl_req_param(req, "id");
-	json_t *body = ctl_req_body(req), *v;
-	const char *decision, *note = NULL, *reason = NULL;
-	const char *key;
-	struct msg_br_ctl m;
-	char name[160];
-	uid_t uid;
-
-	/* Who approves is who connected, as the kernel saw it: a caller
-	 * that cannot be identified decides nothing. */
-	if (ctl_req_peer(req, &uid, NULL, NULL) == -1)
-		return ctl_reply_error(req, 403, "forbidden",
-		    "the caller's identity cannot be established (%s)",
-		    strerror(errno));
-	if (!json_is_object(body))
-		return ctl_reply_error(req, 400, "bad_request",
-		    "body must be {decision, reason?, note?}");
-	json_object_foreach(body, key, v) {
-		if (strcmp(key, "decision") != 0 && strcmp(key, "note") != 0 &&
-		    strcmp(key, "approver") != 0 && strcmp(key, "reason") != 0)
-			return ctl_reply_error(req, 400, "bad_request",
-			    "unknown field");
-	}
-	decision = json_string_value(json_object_get(body, "decision"));
-	if ((v = json_object_get(body, "reason")) != NULL &&
-	    (reason = json_string_value(v)) == NULL)
-		return ctl_reply_error(req, 400, "bad_request",
-		    "reason must be a string");
-	/* "approver" is what clients used to send as the identity; it is
-	 * kept, like "note", only as a remark beside the real one. */
-	if (json_object_get(body, "note") != NULL &&
-	    json_object_get(body, "approver") != NULL)
-		return ctl_reply_error(req, 400, "bad_request",
-		    "give note or approver, not both");
-	v = json_object_get(body, "note");
-	if (v == NULL)
-		v = json_object_get(body, "approver");
-	if (v != NULL && (note = json_string_value(v)) == NULL)
-		return ctl_reply_error(req, 400, "bad_request",
-		    "note must be a string");
-	if (decision == NULL || (strcmp(decision, "approve") != 0 &&
-	    strcmp(decision, "deny") != 0))
-		return ctl_reply_error(req, 400, "bad_request",
-		    "decision must be \"approve\" or \"deny\"");
-	if (note != NULL && (note[0] == '\0' || !text_ok(note, 128)))
-		return ctl_reply_error(req, 400, "bad_request",
-		    "note must be printable text (1 to 128 bytes)");
-	if (reason != NULL && !text_ok(reason, 1024))
-		return ctl_reply_error(req, 400, "bad_request",
-		    "reason must be printable text (at most 1024 bytes)");
-	memset(&m, 0, sizeof(m));
-	if (id == NULL || cp(m.id, sizeof(m.id), id) == -1)
-		return ctl_reply_error(req, 404, "not_found",
-		    "no pending call %s (unknown, already decided or timed "
-		    "out)", id != NULL ? id : "");
-	uid_name(uid, name, sizeof(name));
-	m.op = MSG_BR_OP_DECIDE;
-	m.approve = strcmp(decision, "approve") == 0;
-	m.uid = (int64_t)uid;
-	(void)cp(m.name, sizeof(m.name), name);
-	if (note != NULL) {
-		m.has_note = 1;
-		(void)cp(m.note, sizeof(m.note), note);
-	}
-	if (reason != NULL) {
-		m.has_reason = 1;
-		(void)cp(m.reason, sizeof(m.reason), reason);
-	}
-	return forward(w, req, &m);
-}
-
-static enum ctl_rc
-pins_get(struct ctl_req *req, void *arg)
-{
-	const char *server = ctl_req_param(req, "server");
-	struct msg_br_ctl m;
-
-	memset(&m, 0, sizeof(m));
-	if (server == NULL || cp(m.server, sizeof(m.server), server) == -1)
-		return ctl_reply_error(req, 404, "not_found",
-		    "unknown server %s, or its tools were not listed yet",
-		    server != NULL ? server : "");
-	m.op = MSG_BR_OP_PINS;
-	return forward(arg, req, &m);
-}
-
-static enum ctl_rc
-pins_accept(struct ctl_req *req, void *arg)
-{
-	const char *server = ctl_req_param(req, "server");
-	const char *tool = ctl_req_param(req, "tool");
-	struct msg_br_ctl m;
-
-	memset(&m, 0, sizeof(m));
-	if (server == NULL || tool == NULL ||
-	    cp(m.server, sizeof(m.server), server) == -1 ||
-	    cp(m.tool, sizeof(m.tool), tool) == -1)
-		return ctl_reply_error(req, 404, "not_found",
-		    "unknown server %s or tool %s", server != NULL ? server :
-		    "", tool != NULL ? tool : "");
-	m.op = MSG_BR_OP_ACCEPT;
-	return forward(arg, req, &m);
-}
-
-int
-brw_routes(struct brw *w, struct ctl *ctl)
-{
-	if (ctl_route(ctl, "GET", "/v1/approvals", approvals_get, w) == -1 ||
-	    ctl_route(ctl, "POST", "/v1/approvals/{id}", approvals_post,
-	    w) == -1 ||
-	    ctl_route(ctl, "GET", "/v1/mcp/{server}/pins", pins_get, w) == -1 ||
-	    ctl_route(ctl, "POST", "/v1/mcp/{server}/tools/{tool}/accept",
-	    pins_accept, w) == -1)
-		return -1;
-	return 0;
 }
