@@ -1251,6 +1251,27 @@ rss_mib() {
 	    awk '/^VmRSS:/ { kb += $2; n++ } END { if (n) printf "%.1f", kb / 1024 }'
 }
 
+# pss_mib PID: the proportional set size in MiB (Pss) of sluiced PID and
+# of every process of its rooms (children with `--room`, and theirs: the
+# bridge's stdio starter; not the MCP servers). Summed RSS counts each
+# shared page (libc, libcrypto, the image the children share) once per
+# process; Pss divides it among them, so the sum is the memory the
+# processes take together.
+pss_mib() {
+	local p c all=$1
+	for p in $(pgrep -P "$1" 2>/dev/null); do
+		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--room ' ||
+		    continue
+		all="$all $p"
+		for c in $(pgrep -P "$p" 2>/dev/null); do
+			tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null |
+			    grep -q -- '--room ' && all="$all $c"
+		done
+	done
+	for p in $all; do cat "/proc/$p/smaps_rollup" 2>/dev/null; done |
+	    awk '/^Pss:/ { kb += $2; n++ } END { if (n) printf "%.1f", kb / 1024 }'
+}
+
 # sec_memory: sluiced's resident memory idle and with 1,000 idle sandboxes
 # (target: <= 40 MiB for all of sluiced's processes; sandboxes made
 # within 55 s). sluiced runs in
@@ -1259,7 +1280,7 @@ rss_mib() {
 # swept at the end).
 sec_memory() {
 	local W=$BENCH_WORK/memory sluiced=$top/$BENCH_BUILD/sluiced
-	local cli=$top/$BENCH_BUILD/sluice pid i n out rss sock st
+	local cli=$top/$BENCH_BUILD/sluice pid i n out rss pss sock st
 	[ -x "$sluiced" ] && [ -x "$cli" ] ||
 	    { not_yet "no $BENCH_BUILD/sluiced or sluice (make all)"; return 0; }
 	mkdir -p "$W/state" "$W/run" "$W/pol"
@@ -1340,15 +1361,18 @@ sec_memory() {
 	say "memory: $n sandboxes after $((SECONDS - st)) s"
 	sleep 1
 	rss=$(rss_mib $pid)
+	pss=$(pss_mib $pid)
 	if ((n >= 1000)); then
-		row memory "sluiced resident memory (VmRSS, all its processes), 1,000 idle sandboxes" \
-		    MiB "$rss" - - - - - - "≤ 40 MiB" s_le 40
+		row memory "sluiced resident memory (VmRSS summed over its processes, shared pages counted in each), 1,000 idle sandboxes" \
+		    MiB "$rss" - - - - - - "(reported)" none -
+		row memory "sluiced memory of all its processes together (Pss summed), 1,000 idle sandboxes" \
+		    MiB "$pss" - - - - - - "≤ 40 MiB" s_le 40
 	else
 		row memory "sluiced resident memory (VmRSS, all its processes), $n idle sandboxes (1,000 not reached)" \
 		    MiB "$rss" - - - - - - "≤ 40 MiB at 1,000" none -
 		note "memory: only $n sandboxes were created within the time limit"
 	fi
-	say "memory: RSS with $n sandboxes $rss MiB"
+	say "memory: RSS with $n sandboxes $rss MiB (summed), Pss ${pss:-?} MiB"
 	return 0
 }
 
