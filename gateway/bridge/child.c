@@ -31,7 +31,6 @@
 #include <netinet/in.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,16 +47,18 @@
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
+#include "gateway/privsep/pchild.h"
 #include "gateway/privsep/polrx.h"
 #include "gateway/privsep/priv.h"
 #include "gateway/privsep/proc.h"
+#include "gateway/privsep/sbxtab.h"
 
-#define BRC_BUCKETS	4096u			/* sandbox table by address */
 #define BRC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
 #define BRC_STATS_MS	1000u
 
+/* An entry of the sandbox table: the parent's message and when the
+ * parent last heard of its activity. */
 struct brc_sbx {
-	struct brc_sbx	*next;
 	struct msg_br_sbx s;
 	uint64_t	 active_ms;	/* last MSG_BR_ACTIVE for it */
 };
@@ -91,8 +92,7 @@ struct brc {
 	bool			 chave;
 	struct polrx		*rx;
 	struct brc_pset		*pset;
-	struct brc_sbx		*tab[BRC_BUCKETS];
-	size_t			 nsbx;
+	struct sbxtab		*tab;		/* struct brc_sbx by address */
 	struct brc_wait		*waits;
 	uint64_t		 next_ticket;
 	int			 lfd;
@@ -106,70 +106,6 @@ struct brc {
 };
 
 /* ------------------------------------------------------------- table */
-
-static uint32_t
-addr_hash(const uint8_t a[4])
-{
-	uint32_t h;
-
-	memcpy(&h, a, 4);
-	h ^= h >> 16;
-	h *= 0x45d9f3bu;
-	h ^= h >> 16;
-	return h % BRC_BUCKETS;
-}
-
-static struct brc_sbx **
-tab_find(struct brc *d, const uint8_t a[4])
-{
-	struct brc_sbx **pp = &d->tab[addr_hash(a)];
-
-	for (; *pp != NULL; pp = &(*pp)->next)
-		if (memcmp((*pp)->s.addr4, a, 4) == 0)
-			return pp;
-	return pp;
-}
-
-static int
-tab_put(struct brc *d, const struct msg_br_sbx *s)
-{
-	struct brc_sbx **pp = tab_find(d, s->addr4), *e;
-
-	if ((e = *pp) == NULL) {
-		if ((e = calloc(1, sizeof(*e))) == NULL)
-			return -1;
-		*pp = e;
-		d->nsbx++;
-	}
-	e->s = *s;
-	return 0;
-}
-
-static void
-tab_del(struct brc *d, const struct msg_br_sbx *s)
-{
-	struct brc_sbx **pp = tab_find(d, s->addr4), *e;
-
-	if ((e = *pp) == NULL || strcmp(e->s.id, s->id) != 0)
-		return;
-	*pp = e->next;
-	free(e);
-	d->nsbx--;
-}
-
-static void
-tab_clear(struct brc *d)
-{
-	struct brc_sbx *e;
-	size_t i;
-
-	for (i = 0; i < BRC_BUCKETS; i++)
-		while ((e = d->tab[i]) != NULL) {
-			d->tab[i] = e->next;
-			free(e);
-		}
-	d->nsbx = 0;
-}
 
 static void
 pset_unref(struct brc_pset *ps)
@@ -259,12 +195,10 @@ h_identify(void *ctx, const struct sockaddr *src, socklen_t len,
 	    d->pset == NULL)
 		return -1;
 	sin = (const struct sockaddr_in *)(const void *)src;
-	/* A sandbox is in the table before its creation returns: a miss
-	 * takes the table's messages that wait and looks again. */
-	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL &&
-	    (chan_take(d->ch, table_types, sizeof(table_types) /
-	    sizeof(table_types[0])) == 0 ||
-	    (e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL))
+	/* A sandbox is in the table before its creation returns. */
+	if ((e = sbxtab_lookup(d->tab, (const uint8_t *)&sin->sin_addr, d->ch,
+	    table_types, sizeof(table_types) / sizeof(table_types[0]))) ==
+	    NULL)
 		return -1;
 	/* The address alone is not enough: the token must be this
 	 * sandbox's too. Only its digest is here to compare with. */
@@ -729,19 +663,36 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		on_policy(d, type, pl, len);
 		break;
 	case MSG_BR_SBX_ADD:
-	case MSG_BR_SBX_CHANGE:
-		if (!msg_br_sbx_ok(pl) || tab_put(d, pl) == -1)
+	case MSG_BR_SBX_CHANGE: {
+		const struct msg_br_sbx *m = pl;
+		struct brc_sbx *e;
+		int made;
+
+		if (!msg_br_sbx_ok(m) ||
+		    (e = sbxtab_put(d->tab, m->addr4, &made)) == NULL) {
 			fail(d, "sandbox table: bad entry or no memory");
+			return;
+		}
+		e->s = *m;	/* a change keeps active_ms */
 		break;
-	case MSG_BR_SBX_DEL:
-		if (!msg_br_sbx_ok(pl)) {
+	}
+	case MSG_BR_SBX_DEL: {
+		const struct msg_br_sbx *m = pl;
+		const struct brc_sbx *e;
+
+		if (!msg_br_sbx_ok(m)) {
 			fail(d, "sandbox table: bad entry");
 			return;
 		}
-		tab_del(d, pl);
+		/* Only the sandbox named: the address may be another's by
+		 * now. */
+		if ((e = sbxtab_get(d->tab, m->addr4)) != NULL &&
+		    strcmp(e->s.id, m->id) == 0)
+			sbxtab_del(d->tab, m->addr4);
 		if (d->br != NULL)
-			br_sandbox_gone(d->br, ((struct msg_br_sbx *)pl)->id);
+			br_sandbox_gone(d->br, m->id);
 		break;
+	}
 	case MSG_SYNC:
 		if (d->br == NULL)
 			start_bridge(d);
@@ -771,69 +722,24 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	}
 }
 
-static int
-parse_id(const char *s, unsigned long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoul(s, &end, 10);
-	return errno != 0 || end == s || *end != '\0' || *out == 0 ||
-	    *out > 0x7fffffffUL ? -1 : 0;
-}
-
 int
 bridge_child_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "room", required_argument, NULL, 'r' },
-		{ "uid", required_argument, NULL, 'u' },
-		{ "gid", required_argument, NULL, 'g' },
-		{ "foreground", no_argument, NULL, 'd' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ NULL, 0, NULL, 0 }
-	};
-	unsigned long uid = 0, gid = 0;
-	int c, foreground = 0, verbose = 0;
+	uid_t uid;
+	gid_t gid;
 	struct brc *d;
+	int c;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:u:g:dv", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			break;
-		case 'u':
-			if (parse_id(optarg, &uid) == -1)
-				return 2;
-			break;
-		case 'g':
-			if (parse_id(optarg, &gid) == -1)
-				return 2;
-			break;
-		case 'd':
-			foreground = 1;
-			break;
-		case 'v':
-			verbose = 1;
-			break;
-		default:
-			return 2;
-		}
-	}
-	log_init(foreground, "sluiced");
-	log_setverbose(verbose);
-	log_procinit("bridge");
-	if (uid == 0 || gid == 0) {
-		log_warnx("--uid and --gid are required and not 0");
-		return 2;
-	}
+	if ((c = pchild_start(argc, argv, "bridge", &uid, &gid)) != 0)
+		return c;
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
-	    (d->rx = polrx_new()) == NULL || (d->loop = ev_new()) == NULL) {
+	    (d->rx = polrx_new()) == NULL || (d->loop = ev_new()) == NULL ||
+	    (d->tab = sbxtab_new(sizeof(struct brc_sbx))) == NULL) {
 		log_warn("start");
 		return 1;
 	}
-	d->uid = (uid_t)uid;
-	d->gid = (gid_t)gid;
+	d->uid = uid;
+	d->gid = gid;
 	d->lfd = PROC_FIRST_FD;
 	d->spawn_fd = -1;
 	if ((d->ch = chan_new(d->loop, PROC_CHAN_FD, MSG_TO_CHILD,
@@ -858,7 +764,7 @@ bridge_child_main(int argc, char **argv)
 	polrx_free(d->rx);
 	pol_config_free(d->cfg);
 	free(d->cbuf);
-	tab_clear(d);
+	sbxtab_free(d->tab);
 	ev_free(d->loop);
 	free(d);
 	return c;

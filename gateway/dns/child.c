@@ -21,7 +21,6 @@
 #include <netinet/in.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +33,13 @@
 #include "gateway/log.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
+#include "gateway/privsep/pchild.h"
+#include "gateway/privsep/sbxtab.h"
 #include "gateway/privsep/polrx.h"
 #include "gateway/privsep/priv.h"
 #include "gateway/privsep/proc.h"
 
-#define DNSC_BUCKETS	4096u		/* sandbox table: chains by address */
 #define DNSC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
-
-struct dnsc_sbx {
-	struct dnsc_sbx	*next;
-	struct msg_sbx	 s;
-};
 
 struct dnsc {
 	struct ev_loop		*loop;
@@ -57,79 +52,11 @@ struct dnsc {
 	struct pol_set		*set, *old;
 	struct ev_timer		*old_free;
 	struct polrx		*rx;
-	struct dnsc_sbx		*tab[DNSC_BUCKETS];
-	size_t			 nsbx;
+	struct sbxtab		*tab;		/* struct msg_sbx by address */
 	struct msg_elem		*ebuf;		/* MSG_LEARN_MAX of them */
 	uint64_t		 lost;
 	int			 status;	/* exit status */
 };
-
-static uint32_t
-addr_hash(const uint8_t a[4])
-{
-	uint32_t h;
-
-	memcpy(&h, a, 4);
-	h ^= h >> 16;
-	h *= 0x45d9f3bu;
-	h ^= h >> 16;
-	return h % DNSC_BUCKETS;
-}
-
-static struct dnsc_sbx **
-tab_find(struct dnsc *d, const uint8_t a[4])
-{
-	struct dnsc_sbx **pp = &d->tab[addr_hash(a)];
-
-	for (; *pp != NULL; pp = &(*pp)->next)
-		if (memcmp((*pp)->s.addr4, a, 4) == 0)
-			return pp;
-	return pp;
-}
-
-/* Add or change: the table is keyed by address, the only thing a query
- * tells about its sender. */
-static int
-tab_put(struct dnsc *d, const struct msg_sbx *s)
-{
-	struct dnsc_sbx **pp = tab_find(d, s->addr4), *e;
-
-	if ((e = *pp) == NULL) {
-		if ((e = calloc(1, sizeof(*e))) == NULL)
-			return -1;
-		*pp = e;
-		d->nsbx++;
-	}
-	e->s = *s;
-	return 0;
-}
-
-static void
-tab_del(struct dnsc *d, const struct msg_sbx *s)
-{
-	struct dnsc_sbx **pp = tab_find(d, s->addr4), *e;
-
-	if ((e = *pp) == NULL || strcmp(e->s.id, s->id) != 0)
-		return;
-	gate_forget(d->gate, e->s.ifname);
-	*pp = e->next;
-	free(e);
-	d->nsbx--;
-}
-
-static void
-tab_clear(struct dnsc *d)
-{
-	struct dnsc_sbx *e;
-	size_t i;
-
-	for (i = 0; i < DNSC_BUCKETS; i++)
-		while ((e = d->tab[i]) != NULL) {
-			d->tab[i] = e->next;
-			free(e);
-		}
-	d->nsbx = 0;
-}
 
 /* ------------------------------------------------------------- hooks */
 
@@ -142,7 +69,7 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 {
 	struct dnsc *d = ctx;
 	const struct sockaddr_in *sin;
-	struct dnsc_sbx *e;
+	const struct msg_sbx *e;
 
 	if (src == NULL || src->sa_family != AF_INET ||
 	    len < (socklen_t)sizeof(*sin))
@@ -150,21 +77,19 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	sin = (const struct sockaddr_in *)(const void *)src;
 	/* A sandbox is in the table before its creation returns: its
 	 * MSG_SBX_ADD is on the socket before anything in it can send a
-	 * query. A miss takes the table's messages that wait (only those:
-	 * they touch nothing but the table) and looks again. */
-	if ((e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL &&
-	    (chan_take(d->ch, table_types, sizeof(table_types) /
-	    sizeof(table_types[0])) == 0 ||
-	    (e = *tab_find(d, (const uint8_t *)&sin->sin_addr)) == NULL))
+	 * query. */
+	if ((e = sbxtab_lookup(d->tab, (const uint8_t *)&sin->sin_addr, d->ch,
+	    table_types, sizeof(table_types) / sizeof(table_types[0]))) ==
+	    NULL)
 		return -1;
 	memset(c, 0, sizeof(*c));
-	memcpy(c->id, e->s.id, strnlen(e->s.id, sizeof(c->id) - 1));
-	memcpy(c->ifname, e->s.ifname, strnlen(e->s.ifname,
+	memcpy(c->id, e->id, strnlen(e->id, sizeof(c->id) - 1));
+	memcpy(c->ifname, e->ifname, strnlen(e->ifname,
 	    sizeof(c->ifname) - 1));
 	/* A sandbox whose policy is not in the set resolves nothing. */
-	if ((c->policy = pol_set_get(d->set, e->s.policy)) == NULL)
+	if ((c->policy = pol_set_get(d->set, e->policy)) == NULL)
 		return -1;
-	c->tainted = e->s.tainted != 0;
+	c->tainted = e->tainted != 0;
 	return 0;
 }
 
@@ -235,20 +160,18 @@ static int
 g_lookup(void *ctx, const uint8_t addr4[4], struct gate_sbx *out)
 {
 	struct dnsc *d = ctx;
-	struct dnsc_sbx *e;
+	const struct msg_sbx *e;
 
-	if ((e = *tab_find(d, addr4)) == NULL &&
-	    (chan_take(d->ch, table_types, sizeof(table_types) /
-	    sizeof(table_types[0])) == 0 ||
-	    (e = *tab_find(d, addr4)) == NULL))
+	if ((e = sbxtab_lookup(d->tab, addr4, d->ch, table_types,
+	    sizeof(table_types) / sizeof(table_types[0]))) == NULL)
 		return -1;
 	memset(out, 0, sizeof(*out));
-	memcpy(out->id, e->s.id, strnlen(e->s.id, sizeof(out->id) - 1));
-	memcpy(out->ifname, e->s.ifname, strnlen(e->s.ifname,
+	memcpy(out->id, e->id, strnlen(e->id, sizeof(out->id) - 1));
+	memcpy(out->ifname, e->ifname, strnlen(e->ifname,
 	    sizeof(out->ifname) - 1));
-	if ((out->policy = pol_set_get(d->set, e->s.policy)) == NULL)
+	if ((out->policy = pol_set_get(d->set, e->policy)) == NULL)
 		return -1;
-	out->tainted = e->s.tainted != 0;
+	out->tainted = e->tainted != 0;
 	return 0;
 }
 
@@ -455,17 +378,33 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		on_policy(d, type, pl, len);
 		break;
 	case MSG_SBX_ADD:
-	case MSG_SBX_CHANGE:
-		if (!msg_sbx_ok(pl) || tab_put(d, pl) == -1)
+	case MSG_SBX_CHANGE: {
+		const struct msg_sbx *m = pl;
+		struct msg_sbx *e;
+		int made;
+
+		if (!msg_sbx_ok(m) ||
+		    (e = sbxtab_put(d->tab, m->addr4, &made)) == NULL) {
 			quit(d, 1, "sandbox table: bad entry or no memory");
+			return;
+		}
+		*e = *m;
 		break;
-	case MSG_SBX_DEL:
-		if (!msg_sbx_ok(pl)) {
+	}
+	case MSG_SBX_DEL: {
+		const struct msg_sbx *m = pl, *e;
+
+		if (!msg_sbx_ok(m)) {
 			quit(d, 1, "sandbox table: bad entry");
 			return;
 		}
-		tab_del(d, pl);
+		/* Only the sandbox named: the address may be another's by
+		 * now. */
+		if ((e = sbxtab_get(d->tab, m->addr4)) != NULL &&
+		    strcmp(e->id, m->id) == 0)
+			sbxtab_del(d->tab, m->addr4);
 		break;
+	}
 	case MSG_SYNC:
 		if (d->proxy == NULL)
 			start_proxy(d);
@@ -484,17 +423,6 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	}
 }
 
-static int
-parse_id(const char *s, unsigned long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoul(s, &end, 10);
-	return errno != 0 || end == s || *end != '\0' || *out == 0 ||
-	    *out > 0x7fffffffUL ? -1 : 0;
-}
-
 static void
 warm_up(void)
 {
@@ -510,49 +438,14 @@ warm_up(void)
 int
 dns_child_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "room", required_argument, NULL, 'r' },
-		{ "uid", required_argument, NULL, 'u' },
-		{ "gid", required_argument, NULL, 'g' },
-		{ "foreground", no_argument, NULL, 'd' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ NULL, 0, NULL, 0 }
-	};
-	unsigned long uid = 0, gid = 0;
-	int c, foreground = 0, verbose = 0;
+	uid_t uid;
+	gid_t gid;
 	char err[256];
 	struct dnsc *d;
+	int c;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "r:u:g:dv", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			break;
-		case 'u':
-			if (parse_id(optarg, &uid) == -1)
-				return 2;
-			break;
-		case 'g':
-			if (parse_id(optarg, &gid) == -1)
-				return 2;
-			break;
-		case 'd':
-			foreground = 1;
-			break;
-		case 'v':
-			verbose = 1;
-			break;
-		default:
-			return 2;
-		}
-	}
-	log_init(foreground, "sluiced");
-	log_setverbose(verbose);
-	log_procinit("dns");
-	if (uid == 0 || gid == 0) {
-		log_warnx("--uid and --gid are required and not 0");
-		return 2;
-	}
+	if ((c = pchild_start(argc, argv, "dns", &uid, &gid)) != 0)
+		return c;
 	/* What loads files on its first use does it now, while it still
 	 * may: OpenSSL reads its config at the first digest (a policy's),
 	 * libyaml and the loader allocate their tables. A policy that does
@@ -560,7 +453,7 @@ dns_child_main(int argc, char **argv)
 	warm_up();
 	/* Nothing of a sandbox's has been read yet, and nothing will be
 	 * before this: every later syscall is the filter's to allow. */
-	if (priv_drop((uid_t)uid, (gid_t)gid, NULL, err, sizeof(err)) == -1 ||
+	if (priv_drop(uid, gid, NULL, err, sizeof(err)) == -1 ||
 	    priv_seccomp(PRIV_ROOM_DNS, err, sizeof(err)) == -1) {
 		log_warnx("%s", err);
 		return 1;
@@ -568,6 +461,7 @@ dns_child_main(int argc, char **argv)
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->ebuf = calloc(MSG_LEARN_MAX, sizeof(*d->ebuf))) == NULL ||
 	    (d->rx = polrx_new()) == NULL ||
+	    (d->tab = sbxtab_new(sizeof(struct msg_sbx))) == NULL ||
 	    (d->loop = ev_new()) == NULL) {
 		log_warn("start");
 		return 1;
@@ -597,7 +491,7 @@ dns_child_main(int argc, char **argv)
 	pol_set_free(d->old);
 	pol_set_free(d->set);
 	polrx_free(d->rx);
-	tab_clear(d);
+	sbxtab_free(d->tab);
 	ev_free(d->loop);
 	free(d->ebuf);
 	free(d);

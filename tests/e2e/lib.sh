@@ -68,6 +68,9 @@ check_match() {
 }
 
 # wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; bounded.
+# proc_status PID FIELD: FIELD of /proc/PID/status (Uid, CapEff, Seccomp...).
+proc_status() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "/proc/$1/status"; }
+
 wait_for() {
 	local limit=$(( $1 * 10 )) i=0; shift
 	while ! "$@" >/dev/null 2>&1; do

@@ -50,9 +50,8 @@ dns_settled() {
 	local p
 	p=$(dns_pid)
 	[ -n "$p" ] && [ "$p" != "${1:-}" ] &&
-	    [ "$(status_field "$p" Seccomp)" = 2 ]
+	    [ "$(proc_status "$p" Seccomp)" = 2 ]
 }
-status_field() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "/proc/$1/status"; }
 q() { world_sandbox "$S" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" "$1" A; }
 resolves() { test "$(q "$1")" = "$2"; }
 learned() {
@@ -74,12 +73,12 @@ P=$(dns_pid)
 echo "# dns process: $P"
 DNS_UID=$(id -u sluice-dns)
 check_eq "its uids are sluice-dns (real, effective, saved, fs)" \
-    "$DNS_UID $DNS_UID $DNS_UID $DNS_UID" "$(status_field "$P" Uid | tr -s '\t ' ' ')"
-check_eq "it has no effective capabilities" 0000000000000000 "$(status_field "$P" CapEff)"
-check_eq "it has no permitted capabilities" 0000000000000000 "$(status_field "$P" CapPrm)"
-check_eq "its bounding set is empty" 0000000000000000 "$(status_field "$P" CapBnd)"
-check_eq "no_new_privs is set" 1 "$(status_field "$P" NoNewPrivs)"
-check_eq "a seccomp filter is on (mode 2)" 2 "$(status_field "$P" Seccomp)"
+    "$DNS_UID $DNS_UID $DNS_UID $DNS_UID" "$(proc_status "$P" Uid | tr -s '\t ' ' ')"
+check_eq "it has no effective capabilities" 0000000000000000 "$(proc_status "$P" CapEff)"
+check_eq "it has no permitted capabilities" 0000000000000000 "$(proc_status "$P" CapPrm)"
+check_eq "its bounding set is empty" 0000000000000000 "$(proc_status "$P" CapBnd)"
+check_eq "no_new_privs is set" 1 "$(proc_status "$P" NoNewPrivs)"
+check_eq "a seccomp filter is on (mode 2)" 2 "$(proc_status "$P" Seccomp)"
 # Every descriptor is a socket, pipe, eventfd, timerfd or epoll, or the
 # standard streams the daemon was given: no file of the parent's.
 files=$(for f in /proc/"$P"/fd/*; do readlink "$f"; done |
@@ -131,8 +130,8 @@ kill -KILL "$P"
 check "killed: a new DNS process is started" wait_for 20 dns_settled "$P"
 P2=$(dns_pid)
 echo "# new dns process: $P2"
-check_eq "the new one has no capabilities either" 0000000000000000 "$(status_field "$P2" CapEff)"
-check_eq "the new one is filtered too" 2 "$(status_field "$P2" Seccomp)"
+check_eq "the new one has no capabilities either" 0000000000000000 "$(proc_status "$P2" CapEff)"
+check_eq "the new one is filtered too" 2 "$(proc_status "$P2" Seccomp)"
 check "restarted: the sandbox resolves the name again" wait_for 20 resolves evil.example.net "$WORLD_ATTACKER"
 check "restarted: its address is learned" test "$(learned "$WORLD_ATTACKER")" -ge 1
 check "the death is recorded (a process_exit finding)" wait_for 10 \
@@ -158,7 +157,7 @@ if [ -x "${SLUICE_PLAIN_BUILD:-}/sluiced" ]; then
 	PARENT=$_WORLD_SLUICED_PID
 	check "plain build: a DNS process runs" wait_for 10 dns_settled
 	P=$(dns_pid)
-	check_eq "plain build: it is filtered" 2 "$(status_field "$P" Seccomp)"
+	check_eq "plain build: it is filtered" 2 "$(proc_status "$P" Seccomp)"
 	check "plain build: the adopted sandbox resolves (UDP)" wait_for 10 resolves pkg.example.com "$WORLD_PKG"
 	check_eq "plain build: and over TCP" "$WORLD_WEB" \
 	    "$(world_sandbox "$S" dig +tcp +short +time=2 +tries=1 @"$WORLD_SERVICE" web.example.org A)"

@@ -64,7 +64,6 @@ DB=$WORLD_DIR/state/audit.db
 
 sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
 metrics() { world_host curl -s --max-time 30 --unix-socket "$WORLD_SOCK" http://localhost/metrics; }
-status_field() { awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "/proc/$1/status"; }
 # br_pid: the bridge process now (a child of sluiced in the bridge room).
 br_pid() { pgrep -P "$PARENT" -f -- '--room bridge' | head -n 1; }
 # br_settled [NOT_PID]: a bridge process (other than NOT_PID) has dropped
@@ -73,7 +72,7 @@ br_settled() {
 	local p
 	p=$(br_pid)
 	[ -n "$p" ] && [ "$p" != "${1:-}" ] &&
-	    [ "$(status_field "$p" Seccomp)" = 2 ]
+	    [ "$(proc_status "$p" Seccomp)" = 2 ]
 }
 server_pid() { pgrep -f -- "drift_server.mjs $FLAGS" | head -n 1; }
 findings() { sqlite3 "file:$DB?mode=ro" "SELECT count(*) FROM records WHERE kind = 5 AND CAST(canon AS TEXT) LIKE '%\"type\":\"process_exit\"%' AND CAST(canon AS TEXT) LIKE '%bridge process%'" 2>/dev/null; }
@@ -94,12 +93,12 @@ check "a bridge process runs as a child of sluiced" wait_for 20 br_settled
 P=$(br_pid)
 BU=$(id -u sluice-bridge)
 check_eq "its uids are sluice-bridge (real, effective, saved, fs)" \
-    "$BU $BU $BU $BU" "$(status_field "$P" Uid | tr -s ' \t' ' ')"
-check_eq "it has no effective capabilities" 0000000000000000 "$(status_field "$P" CapEff)"
-check_eq "it has no permitted capabilities" 0000000000000000 "$(status_field "$P" CapPrm)"
-check_eq "its bounding set is empty" 0000000000000000 "$(status_field "$P" CapBnd)"
-check_eq "no_new_privs is set" 1 "$(status_field "$P" NoNewPrivs)"
-check_eq "a seccomp filter is on (mode 2)" 2 "$(status_field "$P" Seccomp)"
+    "$BU $BU $BU $BU" "$(proc_status "$P" Uid | tr -s ' \t' ' ')"
+check_eq "it has no effective capabilities" 0000000000000000 "$(proc_status "$P" CapEff)"
+check_eq "it has no permitted capabilities" 0000000000000000 "$(proc_status "$P" CapPrm)"
+check_eq "its bounding set is empty" 0000000000000000 "$(proc_status "$P" CapBnd)"
+check_eq "no_new_privs is set" 1 "$(proc_status "$P" NoNewPrivs)"
+check_eq "a seccomp filter is on (mode 2)" 2 "$(proc_status "$P" Seccomp)"
 # Its own database (bridge.db and its write-ahead log) and nothing of the
 # parent's: no audit log, no state database, no key, no credential file.
 files=$(for f in /proc/"$P"/fd/*; do readlink "$f"; done |
@@ -118,9 +117,9 @@ check_eq "the parent holds no credential file open" "" \
 check "the stdio server is running" wait_for 20 test -n "$(server_pid)"
 SP=$(server_pid)
 check_eq "the stdio server runs as sluice-bridge" "$BU" \
-    "$(status_field "$SP" Uid | awk '{ print $1 }')"
-check_eq "the stdio server has no capabilities" 0000000000000000 "$(status_field "$SP" CapEff)"
-check_eq "the stdio server is not under the bridge's filter" 0 "$(status_field "$SP" Seccomp)"
+    "$(proc_status "$SP" Uid | awk '{ print $1 }')"
+check_eq "the stdio server has no capabilities" 0000000000000000 "$(proc_status "$SP" CapEff)"
+check_eq "the stdio server is not under the bridge's filter" 0 "$(proc_status "$SP" Seccomp)"
 check "the stdio server got its credential" \
     grep -q "DRIFT_TOKEN=bridge-secret-$$" "/proc/$SP/environ"
 
@@ -143,8 +142,8 @@ exits0=$(findings)
 kill -KILL "$P"
 check "killed: a new bridge process is started" wait_for 30 br_settled "$P"
 P2=$(br_pid)
-check_eq "the new one has no capabilities either" 0000000000000000 "$(status_field "$P2" CapEff)"
-check_eq "the new one is filtered too" 2 "$(status_field "$P2" Seccomp)"
+check_eq "the new one has no capabilities either" 0000000000000000 "$(proc_status "$P2" CapEff)"
+check_eq "the new one is filtered too" 2 "$(proc_status "$P2" Seccomp)"
 check "the death is recorded (a process_exit finding)" wait_for 10 \
     test "$(findings)" -gt "${exits0:-0}"
 answered() { call 5000 2>/dev/null | grep -q 'note from stable'; }
