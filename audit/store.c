@@ -144,6 +144,10 @@ aud_kind_code(const char *kind)
 		return 8;
 	if (strcmp(kind, "net.flow") == 0)
 		return 9;
+	if (strcmp(kind, "mcp.resource") == 0)
+		return 10;
+	if (strcmp(kind, "mcp.prompt") == 0)
+		return 11;
 	return 0;
 }
 
@@ -197,7 +201,10 @@ aud_cols_from(const json_t *rec, struct aud_cols *c)
 	}
 	c->rule_id = str_at(rec, "policy", "rule");
 	c->mcp_server = str_at(rec, "server", NULL);
-	c->mcp_tool = str_at(rec, "tool", NULL);
+	/* The thing acted on: a tool, a resource's URI, a prompt. */
+	if ((c->mcp_tool = str_at(rec, "tool", NULL)) == NULL &&
+	    (c->mcp_tool = str_at(rec, "uri", NULL)) == NULL)
+		c->mcp_tool = str_at(rec, "prompt", NULL);
 }
 
 int

@@ -489,7 +489,6 @@ enum pol_reason {
 	POL_REASON_NOT_HTTP,		/* "not_http" */
 	/* policy/: resources and prompts */
 	POL_REASON_BAD_URI,		/* "bad_uri" */
-	POL_REASON_UNKNOWN_PROMPT,	/* "unknown_prompt" */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

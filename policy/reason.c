@@ -69,7 +69,6 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_NOT_TLS] = "not_tls",
 	[POL_REASON_NOT_HTTP] = "not_http",
 	[POL_REASON_BAD_URI] = "bad_uri",
-	[POL_REASON_UNKNOWN_PROMPT] = "unknown_prompt",
 };
 
 const char *
