@@ -201,10 +201,7 @@ aud_cols_from(const json_t *rec, struct aud_cols *c)
 	}
 	c->rule_id = str_at(rec, "policy", "rule");
 	c->mcp_server = str_at(rec, "server", NULL);
-	/* The thing acted on: a tool, a resource's URI, a prompt. */
-	if ((c->mcp_tool = str_at(rec, "tool", NULL)) == NULL &&
-	    (c->mcp_tool = str_at(rec, "uri", NULL)) == NULL)
-		c->mcp_tool = str_at(rec, "prompt", NULL);
+	c->mcp_tool = str_at(rec, "tool", NULL);
 }
 
 int

@@ -299,11 +299,13 @@ held_elsewhere(struct br *br, const struct br_session *s, const char *uri)
 void
 br_subs_drop(struct br *br, struct br_session *s)
 {
-	struct br_up *u = br_up_find(br, s->server);
+	struct br_up *u;
 	const char *uri;
 	json_t *v;
 
-	if (u == NULL || br->closing)
+	/* Closing, the upstreams go first (and their subscriptions with
+	 * them). */
+	if (br->closing || (u = br_up_find(br, s->server)) == NULL)
 		return;
 	json_object_foreach(s->subs, uri, v)
 		if (!held_elsewhere(br, s, uri))
