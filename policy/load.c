@@ -668,6 +668,7 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 	    "subjects", "labels", "classification", "cost", "budgets",
 	    "args", "required", "allow_other_args", NULL };
 	const char	*ref = prompt ? "prompt" : "tool";
+	const char	*big = prompt ? "PROMPT" : "TOOL";
 	const struct ynode *v;
 	const char	*slash;
 	char		 w2[96];
@@ -686,14 +687,16 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 		    (size_t)(slash - v->str) > 32 ||
 		    !tool_name_ok(slash + 1)) {
 			yerr(&c->w, v, "invalid %s reference \"%s\" (use "
-			    "SERVER/NAME, NAME may be \"*\")", ref, v->str);
+			    "SERVER/%s, %s may be \"*\")", ref, v->str, big,
+			    big);
 		} else if ((t->server = strndup(v->str,
 		    (size_t)(slash - v->str))) == NULL ||
 		    (t->tool = strdup(slash + 1)) == NULL) {
 			ynomem(&c->w, v);
 		} else if (!name_ok(t->server, 32)) {
 			yerr(&c->w, v, "invalid %s reference \"%s\" (use "
-			    "SERVER/NAME, NAME may be \"*\")", ref, v->str);
+			    "SERVER/%s, %s may be \"*\")", ref, v->str, big,
+			    big);
 		} else {
 			if (c->cfg != NULL &&
 			    pol_config_server(c->cfg, t->server) == NULL)
