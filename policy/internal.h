@@ -239,6 +239,12 @@ struct lctx {
  * true: keyed "prompt", no pin) into *t (policy/load.c). */
 void	 ytool(struct lctx *c, const struct ynode *n, const char *where,
 	    struct trule *t, bool prompt);
+/* ydecision: a rule's required `decision:` (allow | deny | ask) into
+ * *out; yclassification: its optional `classification:` (0, public, when
+ * absent). Errors reported at n's keys. */
+void	 ydecision(struct lctx *c, const struct ynode *n, const char *where,
+	    enum tool_decision *out);
+void	 yclassification(struct lctx *c, const struct ynode *n, int *out);
 /* ybudget_refs: a rule's `budgets:` list of budget names into indexes
  * (*out, caller frees, at most POL_MAX_RESERVATIONS), errors reported. */
 void	 ybudget_refs(struct lctx *c, const struct ynode *v, size_t **out,

@@ -658,6 +658,46 @@ ybudget_refs(struct lctx *c, const struct ynode *v, size_t **out,
 }
 
 void
+ydecision(struct lctx *c, const struct ynode *n, const char *where,
+    enum tool_decision *out)
+{
+	static const char *const names[] = { "allow", "deny", "ask", NULL };
+	static const enum tool_decision vals[] = { TD_ALLOW, TD_DENY,
+	    TD_ASK };
+	const struct ynode *v;
+	size_t	i;
+
+	if ((v = yget(n, "decision")) == NULL) {
+		yerr(&c->w, n, "missing required key \"decision\" in %s",
+		    where);
+		return;
+	}
+	if (!yis(&c->w, v, Y_SCALAR, "decision"))
+		return;
+	for (i = 0; names[i] != NULL; i++)
+		if (strcmp(v->str, names[i]) == 0) {
+			*out = vals[i];
+			return;
+		}
+	yerr(&c->w, v, "invalid decision \"%s\" (allow, deny or ask)",
+	    v->str);
+}
+
+void
+yclassification(struct lctx *c, const struct ynode *n, int *out)
+{
+	const struct ynode *v = yget(n, "classification");
+
+	*out = 0;
+	if (v != NULL && yis(&c->w, v, Y_SCALAR, "classification") &&
+	    (*out = pol_class_index(v->str)) == -1) {
+		yerr(&c->w, v, "invalid classification \"%s\" (public, "
+		    "internal, confidential or secret)", v->str);
+		*out = 0;
+	}
+}
+
+void
 ytool(struct lctx *c, const struct ynode *n, const char *where,
     struct trule *t, bool prompt)
 {
@@ -704,20 +744,7 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 				    t->server);
 		}
 	}
-	if ((v = yget(n, "decision")) == NULL)
-		yerr(&c->w, n, "missing required key \"decision\" in %s",
-		    where);
-	else if (yis(&c->w, v, Y_SCALAR, "decision")) {
-		if (strcmp(v->str, "allow") == 0)
-			t->decision = TD_ALLOW;
-		else if (strcmp(v->str, "deny") == 0)
-			t->decision = TD_DENY;
-		else if (strcmp(v->str, "ask") == 0)
-			t->decision = TD_ASK;
-		else
-			yerr(&c->w, v, "invalid decision \"%s\" (allow, deny "
-			    "or ask)", v->str);
-	}
+	ydecision(c, n, where, &t->decision);
 	if ((v = yget(n, "subjects")) != NULL)
 		ystrlist(&c->w, v, "subjects", &t->subjects, &t->nsubjects);
 	if ((v = yget(n, "labels")) != NULL && yis(&c->w, v, Y_MAP, "labels")
@@ -742,13 +769,7 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 		else if ((t->pin = strdup(v->str)) == NULL)
 			ynomem(&c->w, v);
 	}
-	if ((v = yget(n, "classification")) != NULL &&
-	    yis(&c->w, v, Y_SCALAR, "classification") &&
-	    (t->classification = pol_class_index(v->str)) == -1) {
-		yerr(&c->w, v, "invalid classification \"%s\" (public, "
-		    "internal, confidential or secret)", v->str);
-		t->classification = 0;
-	}
+	yclassification(c, n, &t->classification);
 	if ((v = yget(n, "cost")) != NULL)
 		yuint(&c->w, v, UINT32_MAX, &t->cost);
 	if ((v = yget(n, "budgets")) != NULL)

@@ -88,27 +88,8 @@ yrrule(struct lctx *c, const struct ynode *n, const char *where,
 				    (unsigned char)r->schemes[i][j]);
 		}
 	}
-	if ((v = yget(n, "decision")) == NULL)
-		yerr(&c->w, n, "missing required key \"decision\" in %s",
-		    where);
-	else if (yis(&c->w, v, Y_SCALAR, "decision")) {
-		if (strcmp(v->str, "allow") == 0)
-			r->decision = TD_ALLOW;
-		else if (strcmp(v->str, "deny") == 0)
-			r->decision = TD_DENY;
-		else if (strcmp(v->str, "ask") == 0)
-			r->decision = TD_ASK;
-		else
-			yerr(&c->w, v, "invalid decision \"%s\" (allow, deny "
-			    "or ask)", v->str);
-	}
-	if ((v = yget(n, "classification")) != NULL &&
-	    yis(&c->w, v, Y_SCALAR, "classification") &&
-	    (r->classification = pol_class_index(v->str)) == -1) {
-		yerr(&c->w, v, "invalid classification \"%s\" (public, "
-		    "internal, confidential or secret)", v->str);
-		r->classification = 0;
-	}
+	ydecision(c, n, where, &r->decision);
+	yclassification(c, n, &r->classification);
 	if ((v = yget(n, "cost")) != NULL)
 		yuint(&c->w, v, UINT32_MAX, &r->cost);
 	if ((v = yget(n, "budgets")) != NULL)
@@ -344,20 +325,16 @@ pol_mcp_offers(const struct pol_policy *p, const char *server,
 {
 	size_t	i;
 
+	const char *srv;
+	enum tool_decision dec;
+
 	if (p == NULL || server == NULL)
 		return false;
-	if (prompts) {
-		for (i = 0; i < p->nprompts; i++)
-			if (p->prompts[i].decision != TD_DENY &&
-			    p->prompts[i].server != NULL &&
-			    strcmp(p->prompts[i].server, server) == 0)
-				return true;
-		return false;
-	}
-	for (i = 0; i < p->nrres; i++)
-		if (p->rres[i].decision != TD_DENY &&
-		    p->rres[i].server != NULL &&
-		    strcmp(p->rres[i].server, server) == 0)
+	for (i = 0; i < (prompts ? p->nprompts : p->nrres); i++) {
+		srv = prompts ? p->prompts[i].server : p->rres[i].server;
+		dec = prompts ? p->prompts[i].decision : p->rres[i].decision;
+		if (dec != TD_DENY && srv != NULL && strcmp(srv, server) == 0)
 			return true;
+	}
 	return false;
 }

@@ -154,13 +154,9 @@ static void
 resource_decide(const struct br_call *c, const struct pol_tool_q *q,
     struct pol_tool_decision *out)
 {
-	struct pol_resource_q rq;
+	const struct pol_resource_q rq = { .server = q->server,
+	    .uri = q->tool, .budgets = q->budgets, .nbudgets = q->nbudgets };
 
-	memset(&rq, 0, sizeof(rq));
-	rq.server = q->server;
-	rq.uri = q->tool;
-	rq.budgets = q->budgets;
-	rq.nbudgets = q->nbudgets;
 	pol_resource_decide(c->client.policy, &rq, out);
 }
 

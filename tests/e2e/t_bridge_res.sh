@@ -18,22 +18,17 @@
 . "$E2E_DIR/world.sh"
 require_root
 
-for t in jq nft curl node; do
-	command -v "$t" >/dev/null || { not_ok "$t is installed"; finish; }
-done
+command -v jq >/dev/null && command -v nft >/dev/null && command -v curl >/dev/null &&
+    command -v node >/dev/null || { not_ok "jq, nft, curl and node are installed"; finish; }
 world_up || { not_ok "world_up"; finish; }
 
 NODE=$(command -v node)
-POL=$E2E_TMP/policies
 CFG=$E2E_TMP/sluice.yaml
-FLAGS=$E2E_TMP/res
-SECRETS=$E2E_TMP/secrets
-mkdir -p "$POL" "$FLAGS" "$SECRETS"
+POL=$E2E_TMP/policies FLAGS=$E2E_TMP/res SECRETS=$E2E_TMP/secrets OUT=$E2E_TMP/out
+mkdir -p "$POL" "$FLAGS" "$SECRETS" "$OUT" && chmod 0700 "$SECRETS"
 # The upstream runs as the bridge's user: its log is writable by it.
-chmod 0777 "$FLAGS"
-: >"$FLAGS/calls.log"
-chmod 0666 "$FLAGS/calls.log"
-chmod 0700 "$SECRETS"
+: >"$FLAGS/calls.log" && chmod 0777 "$FLAGS" && chmod 0666 "$FLAGS/calls.log"
+# A fake credential, unique to this run.
 CRED="sk-fake-res-$$-$RANDOM$RANDOM"
 printf '%s' "$CRED" >"$SECRETS/res.cred"
 AWS=AKIAIOSFODNN7EXAMPLE
@@ -102,25 +97,19 @@ servers:
     command: [$NODE, $WORLD_SERVERS/drift_server.mjs, $FLAGS]
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
-if wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'"; then
-	ok "the bridge listens"
-else
-	not_ok "the bridge listens"; finish
-fi
-
-sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
 URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
-OUT=$E2E_TMP/out
-mkdir -p "$OUT"
+wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" &&
+    ok "the bridge listens" || { not_ok "the bridge listens"; finish; }
+sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
 A=ra$$; C=rc$$
 TA=$(sl sandbox create --policy rp --subject alice --id "$A" | jq -r .token)
 TC=$(sl sandbox create --policy rp --subject carol --id "$C" | jq -r .token)
 [[ $TA =~ ^[0-9a-f]{64}$ && $TC =~ ^[0-9a-f]{64}$ ]] && ok "sandboxes created" ||
     { not_ok "sandboxes created"; finish; }
+# client SBX TOKEN SERVER ARGS...: the SDK client inside sandbox SBX.
 client() {
-	local sbx=$1 tok=$2 srv=$3; shift 3
-	world_mcp_client "sandbox:$sbx" --url "$URL/$srv" \
-	    --header "Authorization: Bearer $tok" "$@"
+	world_mcp_client "sandbox:$1" --url "$URL/$3" \
+	    --header "Authorization: Bearer $2" "${@:4}"
 }
 reached() { grep -c -- "$1" "$FLAGS/calls.log"; }
 records() {	# records KIND SBX: every record of KIND of SBX, one a line
@@ -208,21 +197,23 @@ check_match "OCSF export maps mcp.resource to API Activity (read)" '"class_uid":
 
 # ---------------------------------------------------------------- ask
 npend() { "$SLUICE" -s "$WORLD_SOCK" approvals --json 2>/dev/null | jq -e "length == $1" >/dev/null; }
+# settle VERB REASON: once one request waits, approve or deny it by the CLI.
+settle() {
+	wait_for 10 npend 1 || { not_ok "a request waits for approval"; return 1; }
+	check "$1 the waiting request" sl "$1" "$(sl approvals --json | jq -r '.[0].id')" --reason "$2"
+}
 client "$A" "$TA" res --timeout 30000 --read note://ask/x >"$OUT/ask1" 2>&1 &
 p1=$!
 wait_for 10 npend 1 && ok "ask: the read is pending" || not_ok "ask: the read is pending"
 check_eq "ask: nothing reached the upstream yet" 0 "$(reached 'read note://ask/x')"
 check_match "ask: the approvals list shows the URI" 'note://ask/x' "$(sl approvals 2>&1)"
-ID=$(sl approvals --json | jq -r '.[0].id // empty')
-check "approve the read" sl approve "$ID" --reason "fine"
+settle approve "fine"
 wait "$p1"
 check_eq "the approved read returns the text" "asked and answered" \
     "$(jq -r '.contents[0].text' "$OUT/ask1" 2>/dev/null)"
 client "$A" "$TA" res --timeout 30000 --prompt review '{"what":"the plan"}' >"$OUT/ask2" 2>&1 &
 p2=$!
-wait_for 10 npend 1
-ID=$(sl approvals --json | jq -r '.[0].id // empty')
-check "deny the prompt" sl deny "$ID" --reason "no"
+settle deny "no"
 wait "$p2"
 check_eq "the denied prompt: an error" -32602 "$(jq -r .error.code "$OUT/ask2" 2>/dev/null)"
 check_match "the denied prompt says a person declined" "declined" "$(cat "$OUT/ask2")"
@@ -327,13 +318,13 @@ check_eq "the bridge keeps serving" "hello docs" "$(jq -r '.contents[0].text' "$
 check_fails "the held credential appears nowhere the sandbox or the log sees" \
     grep -q "$CRED" "$E2E_TMP/seen"
 check "sluiced stops cleanly" world_stop_sluiced
-if grep -qE 'runtime error|ERROR: (Address|Leak)Sanitizer' "$WORLD_DIR/log/sluiced.log"; then
+SAN='runtime error|ERROR: (Address|Leak)Sanitizer'
+if grep -qE "$SAN" "$WORLD_DIR/log/sluiced.log"; then
 	not_ok "sanitizers: no report in sluiced's log"
-	grep -E -A30 'runtime error|ERROR: (Address|Leak)Sanitizer' \
-	    "$WORLD_DIR/log/sluiced.log" | head -n 60 | sed 's/^/#   /'
+	grep -E -A30 "$SAN" "$WORLD_DIR/log/sluiced.log" | head -n 60 | sed 's/^/#   /'
 else
 	ok "sanitizers: no report in sluiced's log"
 fi
-check_match "the audit log's chain verifies" '^result: +verified' \
-    "$("$SLUICE" audit verify --db "$WORLD_DIR/state/audit.db" 2>&1)"
+verdict=$("$SLUICE" audit verify --db "$WORLD_DIR/state/audit.db" 2>&1)
+check_match "the audit log's chain verifies, new kinds and all" '^result: +verified' "$verdict"
 finish

@@ -152,14 +152,10 @@ END_TEST
 START_TEST(resource_budget)
 {
 	struct pol_budget_use use = { "two", 0, 0, 0 };
-	struct pol_resource_q q;
+	struct pol_resource_q q = { .server = "docs",
+	    .uri = "note://counted/1", .budgets = &use, .nbudgets = 1 };
 	struct pol_tool_decision d;
 
-	memset(&q, 0, sizeof(q));
-	q.server = "docs";
-	q.uri = "note://counted/1";
-	q.budgets = &use;
-	q.nbudgets = 1;
 	pol_resource_decide(pp, &q, &d);
 	ck_assert_int_eq(d.d.verdict, POL_ALLOW);
 	ck_assert_uint_eq(d.nres, 1);
@@ -332,9 +328,10 @@ main(void)
 {
 	Suite	*s = suite_create("policy_mcpres");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr;
+	SRunner	*sr = srunner_create(s);
 	int	 nf;
 
+	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_loop_test(tc, resource_table, 0, sizeof(rq) / sizeof(rq[0]));
 	tcase_add_test(tc, resource_budget);
@@ -343,8 +340,6 @@ main(void)
 	tcase_add_loop_test(tc, prompt_table, 0, sizeof(pq) / sizeof(pq[0]));
 	tcase_add_test(tc, offers);
 	tcase_add_loop_test(tc, load_errors, 0, sizeof(bad) / sizeof(bad[0]));
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	nf = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -64,24 +64,11 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 				usage(`${a[i]} needs an argument`);
 			opt.ops.push({ op: a[i].slice(2), arg: a[++i] });
 			break;
-		case '--prompt': {
-			const op = { op: 'prompt', arg: a[++i], args: {} };
-			if (!op.arg)
-				usage('--prompt needs a name');
-			if (a[i + 1] !== undefined && !a[i + 1].startsWith('--')) {
-				try {
-					op.args = JSON.parse(a[++i]);
-				} catch (e) {
-					usage(`ARGS_JSON: ${e.message}`);
-				}
-			}
-			opt.ops.push(op);
-			break;
-		}
+		case '--prompt':
 		case '--call': {
-			const op = { op: 'call', tool: a[++i], args: {} };
+			const op = { op: a[i].slice(2), tool: a[++i], args: {} };
 			if (!op.tool)
-				usage('--call needs a tool name');
+				usage(`--${op.op} needs a name`);
 			// An optional JSON argument object follows.
 			if (a[i + 1] !== undefined && !a[i + 1].startsWith('--')) {
 				try {
@@ -181,7 +168,7 @@ try {
 		} else if (op.op === 'read') {
 			out = await orError(client.readResource({ uri: op.arg }));
 		} else if (op.op === 'prompt') {
-			out = await orError(client.getPrompt({ name: op.arg,
+			out = await orError(client.getPrompt({ name: op.tool,
 			    arguments: op.args }));
 		} else if (op.op === 'subscribe') {
 			out = await orError(client.subscribeResource({ uri: op.arg }));

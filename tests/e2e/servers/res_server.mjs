@@ -14,6 +14,7 @@
 // and a prompt, then sends resources/list_changed, prompts/list_changed
 // and resources/updated for note://docs/readme and note://private/a.
 import fs from 'node:fs';
+import readline from 'node:readline';
 
 const dir = process.argv[2];
 if (!dir) {
@@ -146,21 +147,15 @@ function handle(m) {
 		err(-32601, 'Method not found');
 }
 
-let buf = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (d) => {
-	buf += d;
-	let i;
-	while ((i = buf.indexOf('\n')) >= 0) {
-		const line = buf.slice(0, i);
-		buf = buf.slice(i + 1);
-		if (line.trim() === '')
-			continue;
-		try {
-			handle(JSON.parse(line));
-		} catch (e) {
-			process.stderr.write(`res_server: ${e.message}\n`);
-		}
+// One message a line; a line that is not JSON is reported and skipped.
+readline.createInterface({ input: process.stdin, terminal: false })
+    .on('line', (line) => {
+	if (line.trim() === '')
+		return;
+	try {
+		handle(JSON.parse(line));
+	} catch (e) {
+		process.stderr.write(`res_server: ${e.message}\n`);
 	}
-});
-process.stdin.on('end', () => process.exit(0));
+    })
+    .on('close', () => process.exit(0));
