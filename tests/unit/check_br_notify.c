@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "gateway/bridge/br_int.h"
+#include "tests/unit/run_suite.h"
 
 static struct br br;
 static struct pol_mcp_server srv_docs = { .name = "docs" };
@@ -216,18 +217,13 @@ main(void)
 {
 	Suite	*s = suite_create("br_notify");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr = srunner_create(s);
-	int	 nf;
 
-	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, caps_follow_upstream);
 	tcase_add_test(tc, updates_to_subscribers_only);
 	tcase_add_test(tc, list_changes_by_policy);
 	tcase_add_test(tc, queue_is_bounded);
 	tcase_add_test(tc, delivered_before_the_answer);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	suite_add_tcase(s, tc);
+	return run_suite(s);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "policy/policy.h"
+#include "tests/unit/run_suite.h"
 
 static const char policy_text[] =
 "version: 1\n"
@@ -328,10 +329,7 @@ main(void)
 {
 	Suite	*s = suite_create("policy_mcpres");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr = srunner_create(s);
-	int	 nf;
 
-	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_loop_test(tc, resource_table, 0, sizeof(rq) / sizeof(rq[0]));
 	tcase_add_test(tc, resource_budget);
@@ -340,8 +338,6 @@ main(void)
 	tcase_add_loop_test(tc, prompt_table, 0, sizeof(pq) / sizeof(pq[0]));
 	tcase_add_test(tc, offers);
 	tcase_add_loop_test(tc, load_errors, 0, sizeof(bad) / sizeof(bad[0]));
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	suite_add_tcase(s, tc);
+	return run_suite(s);
 }
