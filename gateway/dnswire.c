@@ -447,7 +447,8 @@ on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
 	} else if (fw_learn(fw, d->lbuf, m->n, a.err, sizeof(a.err)) == -1) {
 		a.err_no = errno != 0 ? errno : EIO;
 		d->learn_refused++;
-	}
+	} else
+		flowrec_learned(d->fr, d->lbuf, m->n);	/* names of ungated flows */
 	send_or_kill(d, MSG_LEARN_ACK, &a, sizeof(a));
 }
 
