@@ -522,6 +522,13 @@ interim(struct flowrec *fr, struct fr_sbx *s, struct fr_flow *f,
 		return 0;
 	}
 	f->missed = 0;
+	/* An interval in which it carried nothing gives no record (an idle
+	 * flow, or one that closed and waits out its last timeout). */
+	if (e.bytes[0] == f->bytes[0] && e.bytes[1] == f->bytes[1] &&
+	    e.packets[0] == f->packets[0] && e.packets[1] == f->packets[1]) {
+		frt_flow_due(f, now + fr->interval_ms);
+		return 0;
+	}
 	e.f = cf;
 	e.stop_ns = 0;
 	memset(&p, 0, sizeof(p));

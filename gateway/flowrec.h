@@ -4,7 +4,8 @@
  * packets each way, start and end, from the conntrack entry's events
  * (netns/ct.h, ct_events_*) and, for a flow alive longer than the
  * configured interval (audit.flow_interval), an interim record every
- * interval with what it carried since its previous record (ct_get). A
+ * interval with what it carried since its previous record (ct_get; an
+ * interval in which it carried nothing gives none). A
  * reviewer can then answer "how much did the agent send to which name"
  * from the audit log alone, also while a long upload is still going: the
  * parts of one flow (its interim records and its final one) add up to its
