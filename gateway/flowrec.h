@@ -33,6 +33,22 @@
  *    kernel's element; past it new ones are not kept). Each refusal is
  *    counted, none takes another sandbox's entry.
  * Flows to the service address (DNS, the bridge) are recorded by those.
+ *
+ * The records (kind net.flow; OCSF 4001 Network Activity, Traffic):
+ *  - one flow: sandbox {id}, proto, src and dst {ip, port}, name and
+ *    name_from ("gate" or "dns", when a name is known), rule (the allow
+ *    of the sandbox's policy in force that covers it, by name or else by
+ *    address: "egress.allow[2]"), bytes_out, bytes_in, packets_out,
+ *    packets_in (out: the sandbox's direction; this record's part of the
+ *    flow), start_ms, and end_ms for its end;
+ *  - a part of a flow recorded in parts: interim true and at_ms for the
+ *    records while it lives, part (1, 2, ...; the final record is the
+ *    last) and total {bytes_out, bytes_in, packets_out, packets_in} (the
+ *    whole flow so far) on every part;
+ *  - a summary: sandbox, summary true, name (absent: flows without one),
+ *    or other true for names past FLOWREC_SUMMARIES, flows (final
+ *    records folded in), interims (interim parts folded in), bytes and
+ *    packets each way, first_ms and last_ms.
  */
 #ifndef SLUICE_GATEWAY_FLOWREC_H
 #define SLUICE_GATEWAY_FLOWREC_H
