@@ -28,8 +28,10 @@
  *    FLOWREC_GETS in all) a second, so the tick stays short at any number
  *    of flows and a sandbox with many long flows delays only its own;
  *  - at most FLOWREC_FLOWS open flows of a sandbox are followed (the
- *    rest get a final record with no interim and a name found at their
- *    end), and FLOWREC_LEARNED learned names kept (they expire with the
+ *    rest, and flows that began before the daemon, get a final record
+ *    with no interim and a name found at their end; the gate's name of
+ *    such a flow is lost), and FLOWREC_LEARNED learned names kept (they
+ *    expire with the
  *    kernel's element; past it new ones are not kept). Each refusal is
  *    counted, none takes another sandbox's entry.
  * Flows to the service address (DNS, the bridge) are recorded by those.
