@@ -29,8 +29,8 @@
  *    of flows and a sandbox with many long flows delays only its own;
  *  - at most FLOWREC_FLOWS open flows of a sandbox are followed (the
  *    rest, and flows that began before the daemon, get a final record
- *    with no interim and a name found at their end; the gate's name of
- *    such a flow is lost), and FLOWREC_LEARNED learned names kept (they
+ *    with no interim and a name found at their end; past the bound the
+ *    gate's name is lost too), and FLOWREC_LEARNED learned names kept (they
  *    expire with the
  *    kernel's element; past it new ones are not kept). Each refusal is
  *    counted, none takes another sandbox's entry.
