@@ -5,9 +5,11 @@
 # counted; a `check: none` flow carries the name of the DNS answer that
 # opened its destination; a static CIDR flow carries its rule; a burst of
 # more flows than are itemised a second is summarised per name, and the
-# counts add up. One server (tools/flows.py) on the world's package
-# address (192.0.2.10: pkg.example.com and *.wild.example.com) and on
-# 192.0.2.11 (no name), ports 9001-9004.
+# counts add up; a sandbox that runs through more gated flows than a
+# table shared by all held does not push its open flow's name out. One
+# server (tools/flows.py) on the world's package address (192.0.2.10:
+# pkg.example.com and *.wild.example.com) and on 192.0.2.11 (no name),
+# ports 9001-9005.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -46,6 +48,16 @@ egress:
       ports: [9003]
       check: none
 EOF
+# ft-x: the gate reads the name on port 9005 (HTTP).
+cat >"$POL/ft-x.yaml" <<'EOF'
+version: 1
+name: ft-x
+egress:
+  allow:
+    - host: pkg.example.com
+      ports: [9005]
+      check: http
+EOF
 world_sluiced_config "$E2E_TMP/sluice.yaml" "$POL"
 # audit: is the config's last section.
 printf '  flow_interval: 2s\n' >>"$E2E_TMP/sluice.yaml"
@@ -54,7 +66,7 @@ DB=$WORLD_DIR/state/audit.db
 
 SLOG=$E2E_TMP/ft-server.log
 : >"$SLOG"
-world_inet "$PY" "$FT" serve "$SLOG" 9001 9002 9003 9004 \
+world_inet "$PY" "$FT" serve "$SLOG" 9001 9002 9003 9004 9005 \
     >"$E2E_TMP/ft-server.out" 2>&1 &
 SRV=$!
 cleanup_push "kill $SRV 2>/dev/null; wait $SRV 2>/dev/null"
@@ -82,7 +94,9 @@ flows() { au tail --kind net.flow 2>/dev/null; }
 A=ft$$-a
 C=ft$$-c
 sl sandbox create --policy ft-a --id "$A" >/dev/null || { not_ok "sandbox A"; finish; }
+X=ft$$-x
 sl sandbox create --policy ft-c --id "$C" >/dev/null || { not_ok "sandbox C"; finish; }
+sl sandbox create --policy ft-x --id "$X" >/dev/null || { not_ok "sandbox X"; finish; }
 q() { world_sandbox "$1" dig +short +time=2 +tries=1 @"$WORLD_SERVICE" "$2" A; }
 
 # ------------------------------------------------------------ a long flow
@@ -168,5 +182,33 @@ check "the summaries carry bytes, first and last time" \
 check "no summary of another name" \
     test "$(printf '%s\n' "$crec" | jq -s 'map(select(.summary == true and
 	.name != "pkg.example.com" and .name != "b.wild.example.com")) | length')" = 0
+
+# ------------------------------------------------------------ a churn
+# The gate's name of an open flow stays with it whatever else the sandbox
+# does: X holds one flow open and runs through more gated flows than a
+# table shared by all sandboxes held (16384); the held flow's record
+# still names what the gate read.
+check_eq "X resolves pkg.example.com" "$WORLD_PKG" "$(q "$X" pkg.example.com)"
+GO=$E2E_TMP/go
+rm -f "$GO"
+world_sandbox "$X" timeout 400 "$PY" "$FT" hold "$WORLD_PKG" 9005 \
+    pkg.example.com "$GO" >"$E2E_TMP/hold.out" 2>&1 &
+H=$!
+cleanup_push "touch $GO; kill $H 2>/dev/null; wait $H 2>/dev/null"
+check "X's flow is open" wait_for 10 grep -q '^port ' "$E2E_TMP/hold.out"
+HPORT=$(awk '$1 == "port" { print $2; exit }' "$E2E_TMP/hold.out")
+M=16500
+r=$(world_sandbox "$X" timeout 300 "$PY" "$FT" churn "$WORLD_PKG" 9005 pkg.example.com "$M" 2>&1)
+check_eq "X ran $M more flows through the gate" "done $M" "$r"
+touch "$GO"
+wait "$H"
+check_match "then its held flow ends" '^ok' "$(tail -n 1 "$E2E_TMP/hold.out")"
+held_rec() {
+	flows | jq -c "select(.src.port == ${HPORT:-0} and .dst.port == 9005 and
+	    .summary != true and .interim != true)" 2>/dev/null | grep .
+}
+check "its record comes" wait_for 90 held_rec
+check_eq "naming what the gate read" "pkg.example.com gate" \
+    "$(held_rec | head -n 1 | jq -r '"\(.name) \(.name_from)"')"
 
 finish

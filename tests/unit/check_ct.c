@@ -70,6 +70,7 @@ make_entry(const char *src, const char *dst, const char *rsrc,
 	struct nfgenmsg *g;
 	ssize_t n;
 
+	memset(buf, 0, sizeof(buf));
 	nl = mnl_socket_open(NETLINK_NETFILTER);
 	ck_assert_ptr_nonnull(nl);
 	ck_assert_int_eq(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);

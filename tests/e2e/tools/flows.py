@@ -9,6 +9,12 @@
 #   flows.py burst ADDR PORTS N        N flows per port (comma-separated),
 #                                     alternating, each 100 bytes and a reset;
 #                                     prints "done M" (M flows that opened)
+#   flows.py hold ADDR PORT NAME GO    one HTTP flow for NAME: prints "port P"
+#                                     once its request head is sent, holds it
+#                                     open until the file GO exists (at most
+#                                     300 s), then ends it and prints the answer
+#   flows.py churn ADDR PORT NAME N    N HTTP flows for NAME, four at a time,
+#                                     each answered, then reset; "done M"
 import os, socket, struct, sys, threading, time
 
 def log(path, line):
@@ -20,7 +26,7 @@ def serve(logp, ports):
         peer = c.getpeername()[1]
         n = 0
         try:
-            c.settimeout(30)
+            c.settimeout(330)       # a held flow waits up to 300 s
             while True:
                 d = c.recv(65536)
                 if not d:
@@ -84,6 +90,49 @@ def burst(addr, ports, n):
                 pass
     print("done %d" % done)
 
+def head(name):
+    return ("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % name).encode()
+
+def hold(addr, port, name, go):
+    s = socket.create_connection((addr, int(port)), timeout=10)
+    s.sendall(head(name))
+    print("port %d" % s.getsockname()[1], flush=True)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    s.sendall(b"x" * 1000)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(30)
+    try:
+        print(s.recv(16).decode(errors="replace").strip() or "eof")
+    except OSError as e:
+        print("refused " + type(e).__name__)
+    reset(s)
+
+def churn(addr, port, name, n):
+    # Four at a time: the gate answers each in turn, the run stays short.
+    done = [0] * 4
+    def run(k, count):
+        for i in range(count):
+            try:
+                s = socket.create_connection((addr, int(port)), timeout=5)
+                s.sendall(head(name))
+                s.shutdown(socket.SHUT_WR)
+                s.settimeout(5)
+                if s.recv(16).startswith(b"ok"):
+                    done[k] += 1
+                reset(s)
+            except OSError:
+                pass
+    n = int(n)
+    ts = [threading.Thread(target=run, args=(k, n // 4 + (k < n % 4)))
+          for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("done %d" % sum(done))
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "serve":
@@ -92,5 +141,9 @@ if __name__ == "__main__":
         slow(*a[1:5])
     elif a[0] == "burst":
         burst(*a[1:4])
+    elif a[0] == "hold":
+        hold(*a[1:5])
+    elif a[0] == "churn":
+        churn(*a[1:5])
     else:
         sys.exit("unknown mode " + a[0])
