@@ -191,14 +191,14 @@ check "no summary of another name" \
 check_eq "X resolves pkg.example.com" "$WORLD_PKG" "$(q "$X" pkg.example.com)"
 GO=$E2E_TMP/go
 rm -f "$GO"
-world_sandbox "$X" timeout 400 "$PY" "$FT" hold "$WORLD_PKG" 9005 \
+world_sandbox "$X" timeout 1000 "$PY" "$FT" hold "$WORLD_PKG" 9005 \
     pkg.example.com "$GO" >"$E2E_TMP/hold.out" 2>&1 &
 H=$!
 cleanup_push "touch $GO; kill $H 2>/dev/null; wait $H 2>/dev/null"
 check "X's flow is open" wait_for 10 grep -q '^port ' "$E2E_TMP/hold.out"
 HPORT=$(awk '$1 == "port" { print $2; exit }' "$E2E_TMP/hold.out")
 M=16500
-r=$(world_sandbox "$X" timeout 300 "$PY" "$FT" churn "$WORLD_PKG" 9005 pkg.example.com "$M" 2>&1)
+r=$(world_sandbox "$X" timeout 900 "$PY" "$FT" churn "$WORLD_PKG" 9005 pkg.example.com "$M" 2>&1)
 check_eq "X ran $M more flows through the gate" "done $M" "$r"
 touch "$GO"
 wait "$H"

@@ -12,7 +12,7 @@
 #   flows.py hold ADDR PORT NAME GO    one HTTP flow for NAME: prints "port P"
 #                                     once its request head is sent, holds it
 #                                     open until the file GO exists (at most
-#                                     300 s), then ends it and prints the answer
+#                                     900 s), then ends it and prints the answer
 #   flows.py churn ADDR PORT NAME N    N HTTP flows for NAME, four at a time,
 #                                     each answered, then reset; "done M"
 import os, socket, struct, sys, threading, time
@@ -26,7 +26,7 @@ def serve(logp, ports):
         peer = c.getpeername()[1]
         n = 0
         try:
-            c.settimeout(330)       # a held flow waits up to 300 s
+            c.settimeout(930)       # a held flow waits up to 900 s
             while True:
                 d = c.recv(65536)
                 if not d:
@@ -97,7 +97,7 @@ def hold(addr, port, name, go):
     s = socket.create_connection((addr, int(port)), timeout=10)
     s.sendall(head(name))
     print("port %d" % s.getsockname()[1], flush=True)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while not os.path.exists(go) and time.monotonic() < deadline:
         time.sleep(0.1)
     s.sendall(b"x" * 1000)
