@@ -7,7 +7,8 @@
  * told, in messages only (gateway/privsep/msg.h): its configuration, the
  * policy set in force as text, the sandbox table as it changes. What comes
  * back is checked as if a sandbox had written it: a learn batch becomes one
- * fw_learn (the answer leaves the child only after our acknowledgement),
+ * fw_learn (the answer leaves the child only after our acknowledgement;
+ * its names then go to the flow records, flowrec_learned),
  * an event becomes its dns.decision record. A child that sends what the
  * protocol does not allow, or an element no policy can allow (metadata,
  * loopback, link-local...), is killed, recorded and restarted.
@@ -447,7 +448,8 @@ on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
 	} else if (fw_learn(fw, d->lbuf, m->n, a.err, sizeof(a.err)) == -1) {
 		a.err_no = errno != 0 ? errno : EIO;
 		d->learn_refused++;
-	}
+	} else
+		flowrec_learned(d->fr, d->lbuf, m->n);	/* names of ungated flows */
 	send_or_kill(d, MSG_LEARN_ACK, &a, sizeof(a));
 }
 

@@ -395,8 +395,8 @@ main(int argc, char **argv)
 	/* Allowed flows' records: without them the log is short of what
 	 * was sent where, which an operator must hear of, not a reason to
 	 * refuse to serve. */
-	if ((fr = flowrec_new(loop, sbx, rec, gw_config(dc.gw)->service_addr.a,
-	    err, sizeof(err))) == NULL)
+	if ((fr = flowrec_new(loop, dc.gw, sbx, rec, err, sizeof(err))) ==
+	    NULL)
 		log_warnx("net.flow: %s: allowed flows are not recorded", err);
 	dnsw_set_flowrec(dns, fr);
 	/* Its listener and its credentials are checked here, so that a

@@ -8,7 +8,8 @@
  * tuple (the kernel's dump filters differ between versions; one dump costs
  * the same whatever is asked); each match is deleted by the original tuple
  * exactly as the dump gave it, with its id, so a new entry that took the
- * same tuple meanwhile is left alone.
+ * same tuple meanwhile is left alone. ct_get reads one entry by its
+ * tuple, for the counters of a flow that is still open.
  */
 #include <sys/socket.h>
 
@@ -428,4 +429,71 @@ ct_del_if(struct ct *ct, uint8_t family, const uint8_t *src,
 		return -1;
 	}
 	return ct_sweep(ct, family, src, del, arg, "ct_del_if", err, errlen);
+}
+
+/* ------------------------------------------------------------ one flow */
+
+struct get_ctx {
+	struct ct_end	*out;
+	int		 found;
+};
+
+static int
+get_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct get_ctx *c = arg;
+
+	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nfgenmsg)) ||
+	    (nlh->nlmsg_type & 0xff) != IPCTNL_MSG_CT_NEW)
+		return MNL_CB_OK;
+	memset(c->out, 0, sizeof(*c->out));
+	ct_parse_end(nlh, c->out);
+	c->found = 1;
+	return MNL_CB_OK;
+}
+
+int
+ct_get(struct ct *ct, const struct ct_flow *f, struct ct_end *out, char *err,
+    size_t errlen)
+{
+	struct nlmsghdr	*nlh;
+	struct nlattr	*t, *n;
+	struct get_ctx	 c = { out, 0 };
+	uint16_t	 port;
+
+	if (ct == NULL || f == NULL || out == NULL || f->family != AF_INET) {
+		errno = EINVAL;
+		ct_seterr(err, errlen, "ct_get: invalid arguments");
+		return -1;
+	}
+	nlh = ct_msg(ct, IPCTNL_MSG_CT_GET, NLM_F_ACK, f->family);
+	t = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+	n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+	mnl_attr_put(nlh, CTA_IP_V4_SRC, 4, f->src);
+	mnl_attr_put(nlh, CTA_IP_V4_DST, 4, f->dst);
+	mnl_attr_nest_end(nlh, n);
+	n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, f->proto);
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP ||
+	    f->proto == IPPROTO_SCTP || f->proto == IPPROTO_UDPLITE ||
+	    f->proto == IPPROTO_DCCP) {
+		port = htons(f->sport);
+		mnl_attr_put(nlh, CTA_PROTO_SRC_PORT, 2, &port);
+		port = htons(f->dport);
+		mnl_attr_put(nlh, CTA_PROTO_DST_PORT, 2, &port);
+	}
+	mnl_attr_nest_end(nlh, n);
+	mnl_attr_nest_end(nlh, t);
+	/* The entry comes first, then the acknowledgement that ends the
+	 * answer: one round trip, the kernel answering from the call. */
+	if (ct_request(ct, nlh, get_cb, &c) == -1) {
+		if (errno != ENOENT)
+			ct_seterr(err, errlen, "ct_get: %s", strerror(errno));
+		return -1;
+	}
+	if (!c.found) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
 }

@@ -7,7 +7,8 @@
  * must also remove the conntrack entries that rule no longer covers, or a
  * leftover entry (same tuple, a new sandbox on the same address) is
  * accepted as established. This module finds entries by their original
- * tuple and deletes them.
+ * tuple and deletes them. It also reads one entry's counters (ct_get),
+ * for the records of flows that live long.
  *
  * A leaf: it never logs or exits. Every call works in the network
  * namespace the handle was made in. Functions return a count (or 0) on
@@ -61,6 +62,16 @@ int		 ct_del_dst(struct ct *ct, uint8_t family, const uint8_t *src,
 int		 ct_del_if(struct ct *ct, uint8_t family, const uint8_t *src,
 		    int (*del)(const struct ct_flow *f, void *arg), void *arg,
 		    char *err, size_t errlen);
+
+struct ct_end;
+/* ct_get: the entry of the IPv4 flow f (its original tuple: family,
+ * proto, src, dst, ports) as it is now, counters and start included, into
+ * *out (out->created false, no stop). One request and its answer on the
+ * handle's socket, which the kernel gives at once (no blocking on the
+ * flow). 0, or -1 with errno (ENOENT: no such entry, and err untouched;
+ * EINVAL: not IPv4 or NULL). */
+int		 ct_get(struct ct *ct, const struct ct_flow *f,
+		    struct ct_end *out, char *err, size_t errlen);
 
 /* ------------------------------------------------------- ct_events.c */
 

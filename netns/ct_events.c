@@ -96,16 +96,52 @@ struct rd {
 	int	 n;
 };
 
+void
+ct_parse_end(const struct nlmsghdr *nlh, struct ct_end *e)
+{
+	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *a;
+	uint8_t rsrc[16], rproto = 0;
+
+	e->f.family = g->nfgen_family;
+	mnl_attr_for_each(a, nlh, sizeof(*g)) {
+		switch (mnl_attr_get_type(a)) {
+		case CTA_TUPLE_ORIG:
+			ct_parse_tuple(a, e->f.src, e->f.dst, &e->f.proto,
+			    &e->f.sport, &e->f.dport);
+			break;
+		case CTA_TUPLE_REPLY:
+			ct_parse_tuple(a, e->f.rsrc, rsrc, &rproto, NULL, NULL);
+			break;
+		case CTA_COUNTERS_ORIG:
+			pair(a, CTA_COUNTERS_PACKETS, &e->packets[0],
+			    CTA_COUNTERS_BYTES, &e->bytes[0]);
+			break;
+		case CTA_COUNTERS_REPLY:
+			pair(a, CTA_COUNTERS_PACKETS, &e->packets[1],
+			    CTA_COUNTERS_BYTES, &e->bytes[1]);
+			break;
+		case CTA_TIMESTAMP:
+			pair(a, CTA_TIMESTAMP_START, &e->start_ns,
+			    CTA_TIMESTAMP_STOP, &e->stop_ns);
+			break;
+		case CTA_MARK:
+			if (mnl_attr_get_payload_len(a) >= 4)
+				e->mark = ntohl(mnl_attr_get_u32(a));
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 static int
 event_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	struct rd *r = arg;
-	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
-	const struct nlattr *a;
-	uint8_t rsrc[16], rproto = 0;
 	struct ct_end e;
 
-	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*g)))
+	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nfgenmsg)))
 		return MNL_CB_OK;
 	memset(&e, 0, sizeof(e));
 	/* A new entry comes as IPCTNL_MSG_CT_NEW with NLM_F_CREATE; its
@@ -116,36 +152,7 @@ event_cb(const struct nlmsghdr *nlh, void *arg)
 		return MNL_CB_OK;
 	if (e.created && !(nlh->nlmsg_flags & NLM_F_CREATE))
 		return MNL_CB_OK;
-	e.f.family = g->nfgen_family;
-	mnl_attr_for_each(a, nlh, sizeof(*g)) {
-		switch (mnl_attr_get_type(a)) {
-		case CTA_TUPLE_ORIG:
-			ct_parse_tuple(a, e.f.src, e.f.dst, &e.f.proto,
-			    &e.f.sport, &e.f.dport);
-			break;
-		case CTA_TUPLE_REPLY:
-			ct_parse_tuple(a, e.f.rsrc, rsrc, &rproto, NULL, NULL);
-			break;
-		case CTA_COUNTERS_ORIG:
-			pair(a, CTA_COUNTERS_PACKETS, &e.packets[0],
-			    CTA_COUNTERS_BYTES, &e.bytes[0]);
-			break;
-		case CTA_COUNTERS_REPLY:
-			pair(a, CTA_COUNTERS_PACKETS, &e.packets[1],
-			    CTA_COUNTERS_BYTES, &e.bytes[1]);
-			break;
-		case CTA_TIMESTAMP:
-			pair(a, CTA_TIMESTAMP_START, &e.start_ns,
-			    CTA_TIMESTAMP_STOP, &e.stop_ns);
-			break;
-		case CTA_MARK:
-			if (mnl_attr_get_payload_len(a) >= 4)
-				e.mark = ntohl(mnl_attr_get_u32(a));
-			break;
-		default:
-			break;
-		}
-	}
+	ct_parse_end(nlh, &e);
 	r->fn(r->arg, &e);
 	r->n++;
 	return MNL_CB_OK;

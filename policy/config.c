@@ -266,7 +266,8 @@ static void
 yaudit(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 {
 	static const char *const keys[] = { "db", "key", "origin",
-	    "reserve_kib", "min_free_percent", "min_free_mib", NULL };
+	    "reserve_kib", "min_free_percent", "min_free_mib",
+	    "flow_interval", NULL };
 	const struct ynode *v;
 	uint64_t u;
 
@@ -294,6 +295,16 @@ yaudit(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	if ((v = yget(n, "min_free_mib")) != NULL &&
 	    yuint(w, v, 1024 * 1024, &u) == 0)
 		c->audit_min_free_mib = (uint32_t)u;
+	/* Interim flow records cost a kernel query and a record per long
+	 * flow and interval (bounded per sandbox either way): a second is
+	 * the finest, a day the coarsest that still shows a flow. */
+	if ((v = yget(n, "flow_interval")) != NULL &&
+	    yduration(w, v, &u) == 0) {
+		if (u < 1 || u > POL_FLOW_INTERVAL_MAX)
+			yerr(w, v, "flow_interval must be from 1s to 1d");
+		else
+			c->audit_flow_interval_s = (uint32_t)u;
+	}
 }
 
 static void
@@ -670,6 +681,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->kill_grace_s = POL_KILL_GRACE_DEFAULT;
 	c->nflog_group = 7;
 	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
+	c->audit_flow_interval_s = POL_FLOW_INTERVAL_DEFAULT;
 	c->audit_min_free_percent = 10;
 	c->lim_bridge_conns = POL_LIM_BRIDGE_CONNS;
 	c->lim_bridge_conns_sbx = POL_LIM_BRIDGE_CONNS_SBX;

@@ -271,6 +271,13 @@ struct pol_config {
 	 * (default 10) or audit.min_free_mib (default 0), the larger. */
 	uint32_t		 audit_reserve_kib;
 #define POL_AUDIT_RESERVE_DEFAULT	4096
+	/* audit.flow_interval: a flow alive longer than this gets an
+	 * interim net.flow record every interval (the bytes since its
+	 * previous record), so a long upload shows before it ends.
+	 * Default 5m, 1s..1d. */
+	uint32_t		 audit_flow_interval_s;
+#define POL_FLOW_INTERVAL_DEFAULT	300
+#define POL_FLOW_INTERVAL_MAX		86400
 	uint32_t		 audit_min_free_percent;
 	uint32_t		 audit_min_free_mib;
 	struct pol_sink		*sinks;

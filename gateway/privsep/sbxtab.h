@@ -1,9 +1,12 @@
 /*
- * sbxtab: a child's copy of the sandbox table, keyed by the sandbox's IPv4
+ * sbxtab: a copy of the sandbox table, keyed by the sandbox's IPv4
  * address, the only thing a packet or a request tells about its sender.
  * Each child (DNS, bridge) keeps its own entries (its flat message of the
- * sandbox plus what it adds); the table only stores copies of entry_size
- * bytes and finds them, in O(1), on the per-query and per-request path.
+ * sandbox plus what it adds), and so do the parent's flow records
+ * (gateway/flowrec.c: what a sandbox's flows carried); the table only
+ * stores copies of entry_size bytes, each at an address that stays until
+ * it is deleted, and finds them, in O(1), on the per-query, per-request
+ * and per-flow path.
  */
 #ifndef SLUICE_GATEWAY_PRIVSEP_SBXTAB_H
 #define SLUICE_GATEWAY_PRIVSEP_SBXTAB_H

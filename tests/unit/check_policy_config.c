@@ -171,6 +171,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(c->audit_origin, "sluice");
 	ck_assert_uint_eq(c->nsinks, 0);
 	ck_assert_uint_eq(c->nservers, 0);
+	ck_assert_uint_eq(c->audit_flow_interval_s, 300);
 	pol_config_free(c);
 
 	/* Derived defaults follow the directories and the pool. */
@@ -213,6 +214,36 @@ START_TEST(dns_cache_entries)
 	c = load_text(text, e, path, sizeof(path));
 	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
 	ck_assert_uint_eq(c->dns_cache_entries, cache_ok[_i].want);
+	ck_assert_uint_eq(pol_errors_count(e), 0);
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
+/* audit.flow_interval: a duration from 1s (what the scenarios use to see
+ * interim records without waiting minutes) to 1d, both inclusive. */
+static const struct {
+	const char	*val;
+	uint32_t	 want;
+} interval_ok[] = {
+	{ "1s", 1 },
+	{ "5m", 300 },
+	{ "1h", 3600 },
+	{ "1d", 86400 },
+};
+
+START_TEST(flow_interval)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256], text[256];
+
+	snprintf(text, sizeof(text), "version: 1\ndns: {upstreams: "
+	    "[192.0.2.53]}\naudit:\n  flow_interval: %s\n",
+	    interval_ok[_i].val);
+	c = load_text(text, e, path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->audit_flow_interval_s, interval_ok[_i].want);
 	ck_assert_uint_eq(pol_errors_count(e), 0);
 	pol_config_free(c);
 	pol_errors_free(e);
@@ -318,6 +349,15 @@ static const struct {
 	  "3:17: origin must be non-empty without spaces\n" },
 	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\npolicies: /x\n",
 	  "3:1: unknown key \"policies\" in the config\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit: {flow_interval: 0s}\n",
+	  "3:24: flow_interval must be from 1s to 1d\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit: {flow_interval: 25h}\n",
+	  "3:24: flow_interval must be from 1s to 1d\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit: {flow_interval: soon}\n",
+	  "3:24: invalid duration \"soon\" (use e.g. 30s, 5m, 1h, 2d; at most "
+	  "100 years)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\naudit: {flow_intervl: 5m}\n",
+	  "3:9: unknown key \"flow_intervl\" in audit\n" },
 	{ "version: 1\ndns: &d {upstreams: [192.0.2.1]}\n",
 	  "2:6: anchors are not allowed\n" },
 	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache_entries: 1000001}\n",
@@ -410,6 +450,8 @@ main(void)
 	tcase_add_test(core, world_config);
 	tcase_add_loop_test(core, dns_cache_entries, 0,
 	    sizeof(cache_ok) / sizeof(cache_ok[0]));
+	tcase_add_loop_test(core, flow_interval, 0,
+	    sizeof(interval_ok) / sizeof(interval_ok[0]));
 	tcase_add_test(core, policy_checks_servers);
 	tcase_add_unchecked_fixture(lim, setup, teardown);
 	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
