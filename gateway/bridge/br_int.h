@@ -210,8 +210,8 @@ TAILQ_HEAD(br_reqs, br_req);
 
 /* ------------------------------------------------------------ calls */
 
-enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_FORWARDED,
-	CALL_TAINTING, CALL_RECORDING, CALL_DONE };
+enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_INTENDING,
+	CALL_FORWARDED, CALL_TAINTING, CALL_RECORDING, CALL_DONE };
 
 /* A call waiting for its egress to be narrowed; detached (c = NULL) when
  * the call goes first, so that the late completion touches nothing. */
@@ -228,6 +228,8 @@ struct br_call {
 	struct br_req		*req;		/* NULL once the client left */
 	struct br_up		*up;
 	enum br_call_state	 state;
+	char			 call_id[33];	/* pairs its intent and outcome
+						   records */
 	json_t			*rpc_id;
 	char			*tool;
 	json_t			*args;

@@ -3,9 +3,13 @@
  * call takes the same path, whatever happens: the tool's current definition
  * (re-listed if unknown or stale; drifted tools are refused), the pure
  * decision of policy/ with the budget use read inside the reservation's
- * transaction, an approval wait for `ask`, forwarding, result processing
- * (redaction, size cap), the taint step (egress narrowed before release),
- * and one durable record before anything reaches the sandbox. Any failure
+ * transaction, an approval wait for `ask`, a durable intent record, then
+ * forwarding, result processing (redaction, size cap), the taint step
+ * (egress narrowed before release), and a durable outcome record before
+ * anything reaches the sandbox. The intent comes first so that a crash at
+ * any point leaves no upstream action unrecorded: whatever the upstream
+ * received has its intent in the log, and an intent whose outcome never
+ * came is closed by the daemon as mcp.outcome_unknown. Any failure
  * along the way denies, with a neutral message the agent can act on, as a
  * tool result with isError set (tools.mdx): the call itself was fine, the
  * tool is what refused.
@@ -179,6 +183,39 @@ rpc_error_text(json_t *rpc_id, int code, const char *message)
 	return out;
 }
 
+/* What the intent and the outcome of c both say: who called what, and
+ * what was decided. */
+static void
+call_event(struct br_call *c, enum br_event_kind kind, struct br_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->kind = kind;
+	ev->kind_name = br_kind_name(kind);
+	ev->call_id = c->call_id[0] != '\0' ? c->call_id : NULL;
+	ev->sandbox = c->client.id;
+	ev->subject = c->client.subject;
+	ev->policy = pol_policy_name(c->client.policy);
+	ev->src = c->src;
+	ev->session = c->session;
+	ev->server = c->up->srv->name;
+	ev->tool = c->tool;
+	/* From the policy, not the decision: a call refused before any rule
+	 * ran (unknown tool, drift, visibility) has no decision to ask. */
+	ev->args = pol_tool_audit_digest(c->client.policy) ? NULL :
+	    c->args_json;
+	ev->args_digest = c->args_digest;
+	ev->decision = c->decision;
+	ev->rule = c->rule;
+	ev->reason = c->reason;
+	ev->budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
+	ev->approver = c->approver;
+	ev->approver_uid = c->approver != NULL ? c->approver_uid : -1;
+	ev->approver_note = c->approver_note;
+	ev->approval = c->approval;
+	ev->classification = c->dec.classification;
+	ev->upstream_latency_us = -1;
+}
+
 /* Serializes the answer, records it, and replies once it is durable. */
 static void
 finish(struct br_call *c)
@@ -220,31 +257,8 @@ finish(struct br_call *c)
 		on_recorded(c, 0);
 		return;
 	}
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = BR_EV_CALL;
-	ev.kind_name = br_kind_name(BR_EV_CALL);
-	ev.sandbox = c->client.id;
-	ev.subject = c->client.subject;
-	ev.policy = pol_policy_name(c->client.policy);
-	ev.src = c->src;
-	ev.session = c->session;
-	ev.server = c->up->srv->name;
-	ev.tool = c->tool;
-	/* From the policy, not the decision: a call refused before any rule
-	 * ran (unknown tool, drift, visibility) has no decision to ask. */
-	ev.args = pol_tool_audit_digest(c->client.policy) ? NULL :
-	    c->args_json;
-	ev.args_digest = c->args_digest;
-	ev.decision = c->decision;
-	ev.rule = c->rule;
-	ev.reason = c->reason;
+	call_event(c, BR_EV_CALL, &ev);
 	ev.message = c->message[0] != '\0' ? c->message : NULL;
-	ev.budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
-	ev.approver = c->approver;
-	ev.approver_uid = c->approver != NULL ? c->approver_uid : -1;
-	ev.approver_note = c->approver_note;
-	ev.approval = c->approval;
-	ev.classification = c->dec.classification;
 	ev.taints = c->taint_done;
 	ev.upstream_latency_us = c->latency_us;
 	ev.result_bytes = c->result_bytes;
@@ -463,6 +477,53 @@ forward(struct br_call *c)
 		    "reached.");
 		return;
 	}
+}
+
+/* The intent is durable (ok) or will never be: forward, or refuse with a
+ * JSON-RPC error (nothing went upstream, the refusal is recorded as the
+ * call's outcome). */
+static void
+on_intent(void *arg, int ok)
+{
+	struct br_call *c = arg;
+
+	if (c->br == NULL) {
+		/* Orphaned while the intent was on its way (the bridge
+		 * stops): nothing is forwarded; a durable intent without
+		 * an outcome is closed by the daemon. */
+		call_free(c);
+		return;
+	}
+	c->state = CALL_NEW;
+	if (!ok) {
+		log_warnx("bridge: %s/%s for %s: intent record failed, call "
+		    "not forwarded", c->up->srv->name, c->tool, c->client.id);
+		c->rpc_code = -32603;
+		deny(c, NULL, POL_REASON_RECORD_FAILED, "The call could not "
+		    "be recorded, so it was not forwarded.");
+		return;
+	}
+	forward(c);
+}
+
+/*
+ * An allowed (or approved) call is recorded as an intent, durably, before
+ * its request leaves for the upstream: whatever the upstream acts on is
+ * in the log even if Sluice dies before the outcome. Concurrent calls'
+ * intents share the writer's group commit.
+ */
+static void
+intend(struct br_call *c)
+{
+	struct br_event ev;
+
+	c->decision = "allow";
+	c->reason = c->dec.d.reason;
+	call_event(c, BR_EV_INTENT, &ev);
+	c->state = CALL_INTENDING;
+	/* The completion may run inside the hook. */
+	if (c->br->h.record(c->br->h.ctx, &ev, on_intent, c) == -1)
+		on_intent(c, 0);
 }
 
 /* ------------------------------------------------------------ approvals */
@@ -715,7 +776,7 @@ reserve(struct br_call *c, bool approved)
 			    "evaluated.");
 			return;
 		}
-		forward(c);
+		intend(c);
 		return;
 	}
 	if (br_db_begin(br) == -1) {
@@ -776,7 +837,7 @@ reserve(struct br_call *c, bool approved)
 		return;
 	}
 	budget_state(c, use);
-	forward(c);
+	intend(c);
 }
 
 static void
@@ -863,6 +924,13 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 		return;
 	}
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
+	/* Every call has an id, forwarded or not: its records name it. */
+	if (br_random_hex(c->call_id, 16) == -1) {
+		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+		    "The call could not be "
+		    "evaluated.");
+		return;
+	}
 	if (bad) {
 		c->rpc_code = -32602;
 		deny(c, NULL, POL_REASON_INVALID_PARAMS,
@@ -936,7 +1004,7 @@ br_call_abort_all(struct br *br)
 	}
 	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
 		TAILQ_REMOVE(&br->calls, c, all);
-		if (c->state == CALL_RECORDING) {
+		if (c->state == CALL_RECORDING || c->state == CALL_INTENDING) {
 			/* done() will still come: it frees the call. */
 			c->br = NULL;
 			continue;

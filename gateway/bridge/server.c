@@ -97,6 +97,8 @@ br_kind_name(enum br_event_kind k)
 		return "mcp.taint";
 	case BR_EV_UPSTREAM:
 		return "mcp.upstream";
+	case BR_EV_INTENT:
+		return "mcp.intent";
 	}
 	return "mcp.unknown";
 }
