@@ -337,6 +337,9 @@ json_t	*br_pin_load(struct br *br, const char *server);
 
 /* ------------------------------------------------------------ the bridge */
 
+#define BR_EASY_POOL	64
+#define BR_CONN_CACHE	128	/* idle upstream connections kept */
+
 struct br {
 	struct ev_loop		*loop;
 	struct br_config	 c;
@@ -356,6 +359,14 @@ struct br {
 	CURLM			*multi;
 	struct hx		*hx_list;	/* transfers in flight */
 	struct ev_timer		*curl_timer;
+	/* Easy handles of finished transfers, reset, for the next ones:
+	 * making one costs more than the rest of a request's setup. */
+	CURL			*easy_pool[BR_EASY_POOL];
+	size_t			 neasy_pool;
+	/* call ids: a random prefix per process and a counter, unique
+	 * without a system call per call */
+	char			 call_prefix[17];
+	uint64_t		 call_seq;
 	/* redaction */
 	char			**secrets;
 	size_t			 nsecrets;

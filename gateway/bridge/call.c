@@ -924,8 +924,14 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 		return;
 	}
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
-	/* Every call has an id, forwarded or not: its records name it. */
-	if (br_random_hex(c->call_id, 16) == -1) {
+	/* Every call has an id, forwarded or not: its records name it.
+	 * Unique, not secret: 64 random bits per process, then a count. */
+	if (br->call_prefix[0] == '\0' &&
+	    br_random_hex(br->call_prefix, 8) == -1)
+		br->call_prefix[0] = '\0';
+	if (br->call_prefix[0] == '\0' || snprintf(c->call_id,
+	    sizeof(c->call_id), "%s%016llx", br->call_prefix,
+	    (unsigned long long)++br->call_seq) != 32) {
 		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
 		    "The call could not be "
 		    "evaluated.");
