@@ -375,12 +375,16 @@ on_durable(void *arg, int ok, uint64_t seq)
 		rw.next->prevp = rw.prevp;
 	if (!ok)
 		rw.w->record_failures++;
-	rw.w->record_waits++;
-	rw.w->record_wait_us += mono_us() - rw.t0_us;
-	if (rw.kind == BR_EV_INTENT)
+	if (rw.kind == BR_EV_INTENT) {
+		rw.w->intent_waits++;
+		rw.w->intent_wait_us += mono_us() - rw.t0_us;
 		brw_intent_durable(rw.w, rw.call_id, ok, seq);
-	else if (rw.call_id[0] != '\0')
-		brw_outcome_durable(rw.w, rw.call_id, ok);
+	} else {
+		rw.w->record_waits++;
+		rw.w->record_wait_us += mono_us() - rw.t0_us;
+		if (rw.call_id[0] != '\0')
+			brw_outcome_durable(rw.w, rw.call_id, ok);
+	}
 	/* A child that died meanwhile gets nothing: its call is gone. */
 	if (rw.gen != rw.w->gen || rw.w->ch == NULL)
 		return;
@@ -940,6 +944,23 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 	    (unsigned long long)w->taints,
 	    (double)w->record_wait_us / 1e6,
 	    (unsigned long long)w->record_waits);
+	fprintf(fp,
+	    "# HELP sluice_mcp_open_intents Tool calls recorded as intended "
+	    "whose outcome is not recorded yet.\n"
+	    "# TYPE sluice_mcp_open_intents gauge\n"
+	    "sluice_mcp_open_intents %zu\n"
+	    "# HELP sluice_mcp_intents_refused_total Tool calls refused "
+	    "because their intent could not be kept open.\n"
+	    "# TYPE sluice_mcp_intents_refused_total counter\n"
+	    "sluice_mcp_intents_refused_total %llu\n"
+	    "# HELP sluice_mcp_intent_wait_seconds Time tool calls waited "
+	    "for their durable intent record before they were forwarded.\n"
+	    "# TYPE sluice_mcp_intent_wait_seconds summary\n"
+	    "sluice_mcp_intent_wait_seconds_sum %.6f\n"
+	    "sluice_mcp_intent_wait_seconds_count %llu\n",
+	    w->nintents, (unsigned long long)w->intents_refused,
+	    (double)w->intent_wait_us / 1e6,
+	    (unsigned long long)w->intent_waits);
 	fprintf(fp,
 	    "sluice_process_up{room=\"bridge\"} %d\n"
 	    "sluice_process_exits_total{room=\"bridge\"} %llu\n"

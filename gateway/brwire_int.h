@@ -54,7 +54,8 @@ struct brw {
 	uint64_t	 calls_allow, calls_deny;
 	uint64_t	 auth_failures, findings, record_failures;
 	uint64_t	 taints, taint_failures;
-	uint64_t	 record_waits, record_wait_us;
+	uint64_t	 record_waits, record_wait_us;	/* outcomes */
+	uint64_t	 intent_waits, intent_wait_us;
 	uint64_t	 exits, violations;
 	uint32_t	 pending_approvals;	/* as the child last said */
 	struct rec_wait	*waits;

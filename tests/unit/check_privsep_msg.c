@@ -287,8 +287,11 @@ START_TEST(test_br_event_ok)
 	len = br_event(buf, "sbx1", "policy");
 	m->kind = 0;
 	ck_assert(!msg_br_event_ok(m, len, s));
-	m->kind = BR_EV_UPSTREAM + 1;
+	m->kind = BR_EV_LAST + 1;
 	ck_assert(!msg_br_event_ok(m, len, s));
+	/* An intent is an event of its own kind. */
+	m->kind = BR_EV_INTENT;
+	ck_assert(msg_br_event_ok(m, len, s));
 	m->kind = BR_EV_CALL;
 	m->reason = POL_REASON__COUNT;
 	ck_assert(!msg_br_event_ok(m, len, s));
