@@ -404,10 +404,9 @@ on_result(void *arg, json_t *msg, const char *err)
 		finish(c);
 		return;
 	}
-	if ((c->result = json_deep_copy(res)) == NULL) {
-		finish(c);
-		return;
-	}
+	/* The message is the upstream request's to drop once this returns:
+	 * its result is ours to change, no copy needed. */
+	c->result = json_incref(res);
 	json_object_del(c->result, "_meta");
 	tool = br_tools_get(c->up, c->tool, &pin, &drift);
 	/* Serialized once, by br_result_process: this text is checked
@@ -905,7 +904,8 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	/* A malformed call is still a call the sandbox tried: refused with
 	 * -32602 and recorded like any denial, with what could be read. */
 	c->tool = strdup(bad ? "" : json_string_value(name));
-	c->args = args != NULL && json_is_object(args) ? json_deep_copy(args) :
+	/* Shared with the request's message, which nothing changes. */
+	c->args = args != NULL && json_is_object(args) ? json_incref(args) :
 	    json_object();
 	c->args_json = c->args != NULL ? json_dumps(c->args, JSON_COMPACT |
 	    JSON_SORT_KEYS) : NULL;

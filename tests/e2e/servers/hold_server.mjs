@@ -3,7 +3,7 @@
 // tool calls, for the scenario that kills sluiced while calls are in flight
 // (t_bridge_intent.sh): it must be able to prove which calls reached the
 // upstream, and keep them unanswered for as long as the scenario wants. No
-// npm packages: one JSON-RPC message per line, as the stdio transport says.
+// npm packages: one JSON-RPC message per line (stdio_rpc.mjs).
 //
 //   node hold_server.mjs FLAGDIR
 //
@@ -13,13 +13,13 @@
 // with it, so a call the log names is one this upstream received.
 import fs from 'node:fs';
 
+import { send, serveStdio } from './stdio_rpc.mjs';
+
 const dir = process.argv[2];
 if (!dir) {
 	process.stderr.write('usage: hold_server.mjs FLAGDIR\n');
 	process.exit(2);
 }
-
-function send(o) { process.stdout.write(JSON.stringify(o) + '\n'); }
 
 const schema = { type: 'object', properties: { k: { type: 'string' } } };
 const tools = [
@@ -71,25 +71,4 @@ function handle(m) {
 	    error: { code: -32601, message: 'method not found' } });
 }
 
-let buf = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (d) => {
-	buf += d;
-	let i;
-	while ((i = buf.indexOf('\n')) >= 0) {
-		const line = buf.slice(0, i);
-		buf = buf.slice(i + 1);
-		if (!line.trim())
-			continue;
-		let m;
-		try {
-			m = JSON.parse(line);
-		} catch {
-			send({ jsonrpc: '2.0', id: null,
-			    error: { code: -32700, message: 'parse error' } });
-			continue;
-		}
-		handle(m);
-	}
-});
-process.stdin.on('end', () => process.exit(0));
+serveStdio(handle);
