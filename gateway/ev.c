@@ -132,11 +132,6 @@ ev_mod(struct ev_loop *l, int fd, unsigned events)
 		errno = ENOENT;
 		return -1;
 	}
-	/* Level-triggered: the same mask again changes nothing, and the
-	 * callers (libcurl's socket callback, the channels) repeat it at the
-	 * rate of their requests. */
-	if (l->fds[fd].mask == events)
-		return 0;
 	memset(&ee, 0, sizeof(ee));
 	ee.events = to_epoll(events);
 	ee.data.fd = fd;
