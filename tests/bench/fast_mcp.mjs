@@ -14,6 +14,8 @@
 import http from 'node:http';
 import crypto from 'node:crypto';
 
+import { send, serveStdio } from '../e2e/servers/stdio_rpc.mjs';
+
 const VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'];
 const TOOLS = [{ name: 'echo', description: 'Echoes its message.',
     inputSchema: { type: 'object', properties: {
@@ -107,36 +109,15 @@ function serveHttp(spec) {
 	srv.listen(Number(m[2]), m[1]);
 }
 
-function serveStdio() {
-	let buf = '';
-	process.stdin.setEncoding('utf8');
-	process.stdin.on('data', (d) => {
-		buf += d;
-		let i;
-		while ((i = buf.indexOf('\n')) >= 0) {
-			const line = buf.slice(0, i);
-			buf = buf.slice(i + 1);
-			if (!line.trim())
-				continue;
-			let a;
-			try {
-				a = answer(JSON.parse(line));
-			} catch {
-				a = { jsonrpc: '2.0', id: null, error: {
-				    code: -32700, message: 'Parse error' } };
-			}
-			if (a !== null)
-				process.stdout.write(JSON.stringify(a) + '\n');
-		}
-	});
-	process.stdin.on('end', () => process.exit(0));
-}
-
 const a = process.argv.slice(2);
 if (a[0] === '--http' && a[1])
 	serveHttp(a[1]);
 else if (a[0] === '--stdio')
-	serveStdio();
+	serveStdio((m) => {
+		const r = answer(m);
+		if (r !== null)
+			send(r);
+	});
 else {
 	process.stderr.write('usage: fast_mcp.mjs --http ADDR:PORT | --stdio\n');
 	process.exit(2);
