@@ -62,7 +62,7 @@ fi
 # machine even when every section runs into its limit (building the bench
 # programs takes well under a minute). dns and bridge measure at 1 and at
 # 1,000 sandboxes (making 999 takes up to 60 s).
-declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [gate]=150 [bridge]=320
+declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [gate]=150 [bridge]=400
     [srt]=150 [audit]=150 [memory]=85 [limits]=90)
 BUDGET=${BENCH_BUDGET:-840}
 
