@@ -1110,6 +1110,17 @@ bridge_rounds() {
 	return 0
 }
 
+# mcp_listens PORT: bounded wait (15 s) for an HTTP answer from
+# $WORLD_MCP:PORT (any status: a GET without a session is refused).
+mcp_listens() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:$1/mcp" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # cpu_ticks PID: utime + stime of PID so far, in clock ticks (0 when it
 # is gone).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -1256,10 +1267,7 @@ sec_bridge() {
 		    --outputTransport streamableHttp --port 3104 --stateful \
 		    --logLevel none
 	fi
-	for ((i = 0; i < 150; i++)); do
-		world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:3103/mcp" && break
-		sleep 0.1
-	done
+	mcp_listens 3103
 	# The same server over Streamable HTTP in inet, for the http rows.
 	local BR_URL_H=
 	if world_mcp_http_start 3102 2>"$W/mcph.err"; then
@@ -1286,20 +1294,12 @@ sec_bridge() {
 		bg_ns w-inet "$W/sg.log" "$NODE" "$SG" --stdio "$NODE $EVERYTHING stdio" \
 		    --outputTransport streamableHttp --port 3101 --stateful \
 		    --logLevel none
-		for ((i = 0; i < 150; i++)); do
-			world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:3101/mcp" && break
-			sleep 0.1
-		done
+		mcp_listens 3101
 	fi
 	B=$top/tests/bench/bench_mcp.mjs
 	BR_ID=$ID BR_TOK=$TOK BR_URL=$URL BR_SPID=$SPID
 	BR_URL_F=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp/fast
-	if [ -n "$SG" ]; then
-		for ((i = 0; i < 150; i++)); do
-			world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:3104/mcp" && break
-			sleep 0.1
-		done
-	fi
+	[ -n "$SG" ] && mcp_listens 3104
 	bridge_conc "1 sandbox" || true
 	at_1_and_1000 bridge mcpbench bridge_rounds "$W/mass"
 }
