@@ -201,7 +201,12 @@ int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
  * subset) and kind, plus the producer's fields. Kinds: sandbox.create,
  * sandbox.delete, sandbox.expire, sandbox.adopt, policy.reload,
  * egress.decision, net.deny, net.flow (its fields: gateway/flowrec.h),
- * dns.decision, mcp.call, mcp.resource, mcp.prompt, finding, log.open,
+ * dns.decision, mcp.intent (a tool call about to be forwarded, durable
+ * before it is), mcp.call (its outcome, or a call refused before
+ * forwarding; call_id pairs the two), mcp.outcome_unknown (an intent whose
+ * outcome was never recorded, closed by the daemon when the bridge process
+ * or the daemon itself went away first), mcp.resource, mcp.prompt,
+ * finding, log.open,
  * log.gap, log.key, log.heartbeat, log.close. Conventional fields, which the
  * index columns and OCSF read: sandbox {id, run}, policy {id, version,
  * sha256, rule}, decision ("allow"|"deny"|"ask"|"log"), reason, dst {host,

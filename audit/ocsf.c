@@ -81,7 +81,12 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	} else if (strcmp(kind, "net.flow") == 0) {
 		cls = 4001; cat = 4; act = 6;	/* Network Activity: Traffic */
 	} else if (strcmp(kind, "mcp.call") == 0 ||
-	    strcmp(kind, "mcp.prompt") == 0) {
+	    strcmp(kind, "mcp.prompt") == 0 ||
+	    strcmp(kind, "mcp.intent") == 0 ||
+	    strcmp(kind, "mcp.outcome_unknown") == 0) {
+		/* A call's intent, its outcome and an outcome never known:
+		 * the same API Activity, told apart by activity_name and
+		 * status, and tied together by correlation_uid (call_id). */
 		cls = 6003; cat = 6; act = 99;
 	} else if (strcmp(kind, "mcp.resource") == 0) {
 		cls = 6003; cat = 6; act = 2;	/* API Activity: Read */
@@ -95,7 +100,9 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	    (json_int_t)cls * 100 + act, "time", (json_int_t)(ts / 1000000),
 	    "severity_id", strcmp(kind, "finding") == 0 ? 4 : deny ? 3 : 1,
 	    "message", kind);
-	json_object_set_new(ev, "status_id", json_integer(deny ? 2 : 1));
+	/* An outcome never recorded is neither a success nor a failure. */
+	json_object_set_new(ev, "status_id", json_integer(
+	    strcmp(kind, "mcp.outcome_unknown") == 0 ? 0 : deny ? 2 : 1));
 	if (dec != NULL) {
 		json_object_set_new(ev, "action_id",
 		    json_integer(strcmp(dec, "allow") == 0 ? 1 : deny ? 2 : 99));
@@ -110,6 +117,7 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	    "product", "name", "sluice", "vendor_name", "sluice", "uid", uid,
 	    "sequence", (json_int_t)seq, "log_name", "sluice-audit");
 	copy(md, "correlation_uid", get(r, "sandbox", "run"));
+	copy(md, "correlation_uid", json_object_get(r, "call_id"));
 	json_object_set_new(ev, "metadata", md);
 	sb = get(r, "sandbox", "id");
 	if (sb == NULL && json_is_string(json_object_get(r, "sandbox")))
@@ -171,7 +179,10 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 			json_object_set_new(api, "request", json_pack("{s:O}",
 			    "uid", json_object_get(r, "jsonrpc_id")));
 		json_object_set_new(ev, "api", api);
-		json_object_set_new(ev, "activity_name", json_string(op));
+		json_object_set_new(ev, "activity_name", json_string(
+		    strcmp(kind, "mcp.intent") == 0 ? "tools/call intent" :
+		    strcmp(kind, "mcp.outcome_unknown") == 0 ?
+		    "tools/call outcome unknown" : op));
 		if (json_is_string(json_object_get(r, key)))
 			json_object_set_new(ev, "resources", json_pack(
 			    "[{s:O,s:s}]", "name", json_object_get(r, key),

@@ -127,7 +127,10 @@ aud_kind_code(const char *kind)
 		return 2;
 	if (strcmp(kind, "net.deny") == 0)
 		return 3;
-	if (strcmp(kind, "mcp.call") == 0)
+	/* A call's intent, its outcome, and the daemon's word that the
+	 * outcome is not known: one family, as the log.* kinds are. */
+	if (strcmp(kind, "mcp.call") == 0 || strcmp(kind, "mcp.intent") == 0 ||
+	    strcmp(kind, "mcp.outcome_unknown") == 0)
 		return 4;
 	if (strcmp(kind, "finding") == 0)
 		return 5;

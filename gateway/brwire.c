@@ -9,8 +9,12 @@
  * told, in messages only (gateway/privsep/msg.h): the daemon config and the
  * policy set as the bytes they were loaded from, the sandbox table with a
  * digest of each bearer token. What comes back is checked as if a sandbox
- * had written it: an mcp.call event becomes a durable record whose commit
- * is acknowledged (the child releases the result only then), a finding
+ * had written it: a call's mcp.intent becomes a durable record whose
+ * commit is acknowledged (the child forwards the call only then), its
+ * mcp.call outcome likewise (the child releases the result only then),
+ * and the intents still open are kept (brwire_intent.c) so that those
+ * whose outcome cannot come any more are closed as mcp.outcome_unknown; a
+ * finding
  * becomes a record within the recorder's budgets, a taint becomes
  * sbx_taint and its acknowledgement. The control API's approvals and pins
  * endpoints are forwarded to the child (brwire_ctl.c). A child that breaks
@@ -57,6 +61,8 @@ struct rec_wait {
 	struct brw	*w;		/* NULL once brw_stop has run */
 	uint64_t	 gen, ticket;
 	uint64_t	 t0_us;
+	enum br_event_kind kind;	/* BR_EV_INTENT or BR_EV_CALL */
+	char		 call_id[33];	/* "" when the event had none */
 };
 
 static uint64_t
@@ -93,6 +99,7 @@ ev_fields(const struct br_event *ev)
 
 	if ((o = json_object()) == NULL)
 		return NULL;
+	bad |= put_opt(o, "call_id", ev->call_id);
 	if (ev->sandbox != NULL)
 		bad |= rec_put(o, "sandbox", rec_sandbox_json(ev->sandbox));
 	if (ev->policy != NULL)
@@ -180,6 +187,9 @@ lose_child(struct brw *w)
 	w->ch = NULL;
 	w->serving = false;
 	brw_ctl_fail_all(w, "the bridge process is restarting");
+	/* The calls it had forwarded: their outcomes will not come. */
+	brw_intents_orphaned(w, "the bridge process ended before the call's "
+	    "outcome was recorded");
 }
 
 /* Sends one message, or ends the child when it cannot take it. */
@@ -349,6 +359,7 @@ event_from(struct br_event *ev, const struct msg_br_event *m, size_t len)
 	ev->result_digest = s[MSG_BRS_RESULT_DIGEST];
 	ev->redactions = m->redactions;
 	ev->detail = s[MSG_BRS_DETAIL];
+	ev->call_id = s[MSG_BRS_CALL_ID];
 	/* The kind's name is ours, never the child's text. */
 	ev->kind_name = br_kind_name(ev->kind);
 	return true;
@@ -360,7 +371,6 @@ on_durable(void *arg, int ok, uint64_t seq)
 	struct rec_wait rw = *(struct rec_wait *)arg;
 	struct msg_br_done d;
 
-	(void)seq;
 	free(arg);
 	if (rw.w == NULL)
 		return;
@@ -368,8 +378,16 @@ on_durable(void *arg, int ok, uint64_t seq)
 		rw.next->prevp = rw.prevp;
 	if (!ok)
 		rw.w->record_failures++;
-	rw.w->record_waits++;
-	rw.w->record_wait_us += mono_us() - rw.t0_us;
+	if (rw.kind == BR_EV_INTENT) {
+		rw.w->intent_waits++;
+		rw.w->intent_wait_us += mono_us() - rw.t0_us;
+		brw_intent_durable(rw.w, rw.call_id, ok, seq);
+	} else {
+		rw.w->record_waits++;
+		rw.w->record_wait_us += mono_us() - rw.t0_us;
+		if (rw.call_id[0] != '\0')
+			brw_outcome_durable(rw.w, rw.call_id, ok);
+	}
 	/* A child that died meanwhile gets nothing: its call is gone. */
 	if (rw.gen != rw.w->gen || rw.w->ch == NULL)
 		return;
@@ -385,19 +403,33 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	struct br_event ev;
 	struct rec_wait *rw;
 	struct msg_br_done d;
+	bool intent;
 
-	if (!event_from(&ev, m, len) || !br_kind_is_record(ev.kind)) {
+	if (!event_from(&ev, m, len) || (!br_kind_is_record(ev.kind) &&
+	    ev.kind != BR_EV_INTENT)) {
 		brw_violation(w, "a malformed mcp.call event");
 		return;
 	}
-	if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
-		w->calls_allow++;
-	else
-		w->calls_deny++;
+	intent = ev.kind == BR_EV_INTENT;
+	if (!intent) {
+		if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
+			w->calls_allow++;
+		else
+			w->calls_deny++;
+	}
 	memset(&d, 0, sizeof(d));
 	d.ticket = m->ticket;
+	/* An intent we cannot keep open is not recorded: its call is
+	 * refused, never forwarded with nobody to close it. */
+	if (intent && brw_intent_open(w, &ev) == -1) {
+		w->intents_refused++;
+		(void)send_or_kill(w, MSG_BR_RECORD_DONE, &d, sizeof(d));
+		return;
+	}
 	if ((rw = malloc(sizeof(*rw))) == NULL) {
 		w->record_failures++;
+		if (intent)
+			brw_intent_durable(w, ev.call_id, 0, 0);
 		(void)send_or_kill(w, MSG_BR_RECORD_DONE, &d, sizeof(d));
 		return;
 	}
@@ -405,19 +437,30 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	rw->gen = w->gen;
 	rw->ticket = m->ticket;
 	rw->t0_us = mono_us();
+	rw->kind = ev.kind;
+	snprintf(rw->call_id, sizeof(rw->call_id), "%s", ev.call_id != NULL &&
+	    strlen(ev.call_id) < sizeof(rw->call_id) ? ev.call_id : "");
 	/* Linked first: the completion may run inside rec_durable. */
 	if ((rw->next = w->waits) != NULL)
 		rw->next->prevp = &rw->next;
 	rw->prevp = &w->waits;
 	w->waits = rw;
-	/* No action without a record: the child releases the result only
-	 * when we say it is durable. */
+	if (!intent && rw->call_id[0] != '\0')
+		brw_outcome_submitted(w, rw->call_id);
+	/* No action without a record: the child forwards the call, or
+	 * releases its result, only when we say it is durable. Intents
+	 * are submitted without waiting for each other, so concurrent
+	 * calls share the writer's group commit. */
 	if (rec_durable(w->rec, ev.kind_name, ev_fields(&ev), on_durable,
 	    rw) == -1) {
-		log_warn("mcp.call record for %s/%s", ev.server != NULL ?
-		    ev.server : "-", ev.tool != NULL ? ev.tool : "-");
+		log_warn("%s record for %s/%s", ev.kind_name, ev.server !=
+		    NULL ? ev.server : "-", ev.tool != NULL ? ev.tool : "-");
 		if ((*rw->prevp = rw->next) != NULL)
 			rw->next->prevp = rw->prevp;
+		if (intent)
+			brw_intent_durable(w, rw->call_id, 0, 0);
+		else if (rw->call_id[0] != '\0')
+			brw_outcome_durable(w, rw->call_id, 0);
 		free(rw);
 		w->record_failures++;
 		(void)send_or_kill(w, MSG_BR_RECORD_DONE, &d, sizeof(d));
@@ -430,7 +473,8 @@ on_finding(struct brw *w, const struct msg_br_event *m, size_t len)
 	struct br_event ev;
 	json_t *o;
 
-	if (!event_from(&ev, m, len) || br_kind_is_record(ev.kind)) {
+	if (!event_from(&ev, m, len) || br_kind_is_record(ev.kind) ||
+	    ev.kind == BR_EV_INTENT) {
 		brw_violation(w, "a malformed finding");
 		return;
 	}
@@ -754,7 +798,10 @@ brw_run(struct brw *w, char *err, size_t errlen)
 {
 	struct ev_timer *t;
 
-	if (proc_start(w->proc, err, errlen) == -1)
+	/* What a crash of the previous run left open is closed before any
+	 * new call can be made. */
+	if (brw_intents_recover(w, err, errlen) == -1 ||
+	    proc_start(w->proc, err, errlen) == -1)
 		return -1;
 	/* The loop runs until the child says it serves (or fails): the
 	 * daemon starts only with a bridge that works. */
@@ -821,6 +868,7 @@ brw_stop(struct brw *w)
 	sbx_watch_del(w->sbx, w);
 	proc_free(w->proc);
 	lose_child(w);
+	brw_intents_stop(w);
 	/* Their completions still run (the log's close runs them), with
 	 * nothing left here to count into. */
 	for (rw = w->waits; rw != NULL; rw = rw->next)
@@ -899,6 +947,23 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 	    (unsigned long long)w->taints,
 	    (double)w->record_wait_us / 1e6,
 	    (unsigned long long)w->record_waits);
+	fprintf(fp,
+	    "# HELP sluice_mcp_open_intents Tool calls recorded as intended "
+	    "whose outcome is not recorded yet.\n"
+	    "# TYPE sluice_mcp_open_intents gauge\n"
+	    "sluice_mcp_open_intents %zu\n"
+	    "# HELP sluice_mcp_intents_refused_total Tool calls refused "
+	    "because their intent could not be kept open.\n"
+	    "# TYPE sluice_mcp_intents_refused_total counter\n"
+	    "sluice_mcp_intents_refused_total %llu\n"
+	    "# HELP sluice_mcp_intent_wait_seconds Time tool calls waited "
+	    "for their durable intent record before they were forwarded.\n"
+	    "# TYPE sluice_mcp_intent_wait_seconds summary\n"
+	    "sluice_mcp_intent_wait_seconds_sum %.6f\n"
+	    "sluice_mcp_intent_wait_seconds_count %llu\n",
+	    w->nintents, (unsigned long long)w->intents_refused,
+	    (double)w->intent_wait_us / 1e6,
+	    (unsigned long long)w->intent_waits);
 	fprintf(fp,
 	    "sluice_process_up{room=\"bridge\"} %d\n"
 	    "sluice_process_exits_total{room=\"bridge\"} %llu\n"

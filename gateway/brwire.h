@@ -69,4 +69,16 @@ json_t		*brw_status_json(const struct brw *w);
  * text format; prints nothing when w is NULL. */
 void		 brw_metrics_print(const struct brw *w, FILE *fp);
 
+/*
+ * brw_intent_scan: the tool calls the audit log at db_path holds an
+ * mcp.intent of, at seq >= from, and no later mcp.call or
+ * mcp.outcome_unknown of the same call_id: *open is a new object call_id
+ * -> {seq, sandbox, server, tool} (those known), *scanned the count of MCP
+ * records read. The daemon runs it at start from its mark
+ * (gateway/brwire_intent.c). 0, or -1 with errno EIO and err.
+ */
+int		 brw_intent_scan(const char *db_path, uint64_t from,
+		    json_t **open, uint64_t *scanned, char *err,
+		    size_t errlen);
+
 #endif /* SLUICE_GATEWAY_BRWIRE_H */

@@ -15,6 +15,23 @@
 
 struct rec_wait;
 struct ctl_wait;
+struct unk_wait;
+struct br_event;
+
+/* A call forwarded (or about to be) whose outcome the log does not hold
+ * yet (brwire_intent.c). */
+struct brw_intent {
+	char		 id[33];
+	uint64_t	 lb;		/* a bound below its seq; its seq once
+					   durable */
+	uint64_t	 gen;		/* the child that sent it; 0: a
+					   previous run's */
+	uint8_t		 durable;	/* its intent record is */
+	uint8_t		 closing;	/* a record closing it is on its way */
+	char		 sandbox[MSG_ID_MAX];
+	char		 server[128];
+	char		 tool[160];
+};
 
 struct brw {
 	struct gw	*gw;
@@ -37,12 +54,20 @@ struct brw {
 	uint64_t	 calls_allow, calls_deny;
 	uint64_t	 auth_failures, findings, record_failures;
 	uint64_t	 taints, taint_failures;
-	uint64_t	 record_waits, record_wait_us;
+	uint64_t	 record_waits, record_wait_us;	/* outcomes */
+	uint64_t	 intent_waits, intent_wait_us;
 	uint64_t	 exits, violations;
 	uint32_t	 pending_approvals;	/* as the child last said */
 	struct rec_wait	*waits;
 	struct ctl_wait	*ctls;
 	uint64_t	 next_ticket;
+	/* open intents (brwire_intent.c) */
+	struct brw_intent *intents;
+	size_t		 nintents, capintents;
+	struct unk_wait	*unks;
+	uint64_t	 mark_saved;
+	struct ev_timer	*mark_timer;
+	uint64_t	 intents_refused;
 };
 
 /* A control request forwarded to the child. */
@@ -75,5 +100,30 @@ void	brw_ctl_reply(struct brw *w, const struct msg_br_ctl_reply *r,
 	    size_t len);
 /* brw_ctl_fail_all: every request that waits gets 503 with why. */
 void	brw_ctl_fail_all(struct brw *w, const char *why);
+
+/* ---- brwire_intent.c ---- */
+/* brw_intent_open: intent ev of the running child is about to be
+ * submitted: kept open. -1 (EINVAL: its call_id is not 32 hex digits or
+ * is open already; ENOSPC: the child has too many open; ENOMEM): it must
+ * not be recorded, and its call is refused. */
+int	brw_intent_open(struct brw *w, const struct br_event *ev);
+/* brw_intent_durable: the intent of call id is in the log (ok, at seq),
+ * or is not and never will be. */
+void	brw_intent_durable(struct brw *w, const char *id, int ok,
+	    uint64_t seq);
+/* brw_outcome_submitted / brw_outcome_durable: the outcome of call id is
+ * on its way to the log / is in it (ok) or lost. */
+void	brw_outcome_submitted(struct brw *w, const char *id);
+void	brw_outcome_durable(struct brw *w, const char *id, int ok);
+/* brw_intents_orphaned: nobody will record the outcome of the open
+ * intents (their child is gone): each gets mcp.outcome_unknown. */
+void	brw_intents_orphaned(struct brw *w, const char *why);
+/* brw_intents_recover: at start, before the first child: the intents a
+ * previous run left open get mcp.outcome_unknown; starts the mark's
+ * timer. 0, or -1 with err (the state database or the log unreadable). */
+int	brw_intents_recover(struct brw *w, char *err, size_t errlen);
+/* brw_intents_stop: at stop: open intents closed as above, the table
+ * freed. */
+void	brw_intents_stop(struct brw *w);
 
 #endif /* SLUICE_GATEWAY_BRWIRE_INT_H */

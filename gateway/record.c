@@ -352,6 +352,12 @@ rec_db_path(const struct rec *r)
 	return r->db_path;
 }
 
+uint64_t
+rec_next_seq(const struct rec *r)
+{
+	return r != NULL && r->log != NULL ? aud_next_seq(r->log) : 0;
+}
+
 static int
 refuse(struct rec *r, json_t *fields, int e)
 {

@@ -66,6 +66,10 @@ void		 rec_suspend(struct rec *r);
 int		 rec_reopen(struct rec *r, char *err, size_t errlen);
 /* rec_db_path: the database path in use (borrowed, lives as long as r). */
 const char	*rec_db_path(const struct rec *r);
+/* rec_next_seq: a lower bound of the seq of any record submitted from now
+ * on (the log's next seq as of its last commit); 0 when r is NULL or
+ * suspended. */
+uint64_t	 rec_next_seq(const struct rec *r);
 
 /*
  * rec_async: queue one record of kind with fields (a JSON object; always

@@ -352,6 +352,14 @@ int		 sbx_token_digest(const struct sbx *m, const char *id,
 		    uint8_t out[32]);
 int		 sbx_token_ok(const struct sbx *m, const char *id,
 		    const char *token);
+/* sbx_counter_get / sbx_counter_set: a named counter of the state
+ * database, kept for other parts of the daemon (durable once set returns,
+ * as every write of that database). get gives 0 for one never set. 0, or
+ * -1 with errno EIO. */
+int		 sbx_counter_get(struct sbx *m, const char *name,
+		    uint64_t *v);
+int		 sbx_counter_set(struct sbx *m, const char *name,
+		    uint64_t v);
 
 /* sbx_taint: narrows sandbox id to its policy's taint keep-list at once
  * (fw_restrict) and records the taint in the state database, so a restart

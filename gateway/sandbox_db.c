@@ -414,3 +414,51 @@ sbx_db_load(struct sqlite3 *db, void (*cb)(const struct sbx_rec *, int,
 	sqlite3_finalize(st);
 	return n;
 }
+
+int
+sbx_counter_get(struct sbx *m, const char *name, uint64_t *v)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*v = 0;
+	if (m == NULL || m->db == NULL || sqlite3_prepare_v2(m->db,
+	    "SELECT value FROM counters WHERE name = ?", -1, &st, NULL) !=
+	    SQLITE_OK) {
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_int64(st, 0) > 0)
+		*v = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+int
+sbx_counter_set(struct sbx *m, const char *name, uint64_t v)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (m == NULL || m->db == NULL || v > INT64_MAX ||
+	    sqlite3_prepare_v2(m->db, "INSERT OR REPLACE INTO counters (name, "
+	    "value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK) {
+		errno = EIO;
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)v);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}

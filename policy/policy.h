@@ -488,6 +488,8 @@ enum pol_reason {
 	POL_REASON_APPROVAL_UNAVAILABLE, /* "approval_unavailable" */
 	POL_REASON_APPROVAL_DENIED,	/* "approval_denied" */
 	POL_REASON_SHUTDOWN,		/* "shutdown" */
+	POL_REASON_RECORD_FAILED,	/* "record_failed": the intent of a
+					   call could not be made durable */
 	/* the name gate (gateway/dns/gate.c) */
 	POL_REASON_NAME_MISMATCH,	/* "name_mismatch" */
 	POL_REASON_NO_NAME,		/* "no_name" */

@@ -63,6 +63,7 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_APPROVAL_UNAVAILABLE] = "approval_unavailable",
 	[POL_REASON_APPROVAL_DENIED] = "approval_denied",
 	[POL_REASON_SHUTDOWN] = "shutdown",
+	[POL_REASON_RECORD_FAILED] = "record_failed",
 	[POL_REASON_NAME_MISMATCH] = "name_mismatch",
 	[POL_REASON_NO_NAME] = "no_name",
 	[POL_REASON_ECH] = "ech",

@@ -252,8 +252,8 @@ struct br_call_kind {
 	int	(*process)(struct br_call *c, json_t *result, char **text);
 };
 
-enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_FORWARDED,
-	CALL_TAINTING, CALL_RECORDING, CALL_DONE };
+enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_INTENDING,
+	CALL_FORWARDED, CALL_TAINTING, CALL_RECORDING, CALL_DONE };
 
 /* A call waiting for its egress to be narrowed; detached (c = NULL) when
  * the call goes first, so that the late completion touches nothing. */
@@ -271,6 +271,8 @@ struct br_call {
 	struct br_up		*up;
 	const struct br_call_kind *kind;	/* NULL: tools/call */
 	enum br_call_state	 state;
+	char			 call_id[33];	/* pairs its intent and outcome
+						   records */
 	json_t			*rpc_id;
 	char			*tool;
 	json_t			*args;
@@ -430,6 +432,9 @@ json_t	*br_pin_load(struct br *br, const char *server);
 
 /* ------------------------------------------------------------ the bridge */
 
+#define BR_EASY_POOL	64
+#define BR_CONN_CACHE	128	/* idle upstream connections kept */
+
 struct br {
 	struct ev_loop		*loop;
 	struct br_config	 c;
@@ -449,6 +454,14 @@ struct br {
 	CURLM			*multi;
 	struct hx		*hx_list;	/* transfers in flight */
 	struct ev_timer		*curl_timer;
+	/* Easy handles of finished transfers, reset, for the next ones:
+	 * making one costs more than the rest of a request's setup. */
+	CURL			*easy_pool[BR_EASY_POOL];
+	size_t			 neasy_pool;
+	/* call ids: a random prefix per process and a counter, unique
+	 * without a system call per call */
+	char			 call_prefix[17];
+	uint64_t		 call_seq;
 	/* redaction */
 	char			**secrets;
 	size_t			 nsecrets;

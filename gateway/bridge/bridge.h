@@ -70,8 +70,10 @@ enum br_event_kind {
 				   (tool is its URI) */
 	BR_EV_PROMPT,		/* "mcp.prompt": one per prompts/get (tool
 				   is the prompt's name) */
+	BR_EV_INTENT,		/* "mcp.intent": a call about to be forwarded;
+				   durable before it leaves for the upstream */
 };
-#define BR_EV__LAST	BR_EV_PROMPT
+#define BR_EV__LAST	BR_EV_INTENT
 
 /* br_kind_is_record: k is a durable record of an action (a call, a
  * read, a prompt), not a finding. */
@@ -117,6 +119,10 @@ struct br_event {
 	const char		*result_digest;	/* "sha256:<hex>" of them */
 	unsigned		 redactions;	/* secrets replaced */
 	const char		*detail;	/* findings: what happened */
+	const char		*call_id;	/* mcp.intent and mcp.call: the
+						   call's id (32 hex), which
+						   pairs an intent with its
+						   outcome */
 };
 
 /* Completion of a durable record: ok != 0 once it is committed, 0 if it
@@ -144,10 +150,13 @@ struct br_hooks {
 		    socklen_t len, const char *token, struct br_client *out);
 	/* Drops the reference identify put in out->policy_ref. Optional. */
 	void	(*release)(void *ctx, void *policy_ref);
-	/* A durable record of one call (kind BR_EV_CALL). done(arg, ok) must
-	 * be called exactly once if this returns 0; -1 means it will not be
-	 * (recording failed). The bridge releases the result only after
-	 * done(arg, 1): otherwise the sandbox gets an error. Required. */
+	/* A durable record of one call: its intent (kind BR_EV_INTENT)
+	 * before it is forwarded, its outcome (BR_EV_CALL) before the
+	 * answer is released. done(arg, ok) must be called exactly once if
+	 * this returns 0; -1 means it will not be (recording failed). The
+	 * bridge forwards a call only after done(arg, 1) of its intent and
+	 * releases the result only after done(arg, 1) of its outcome:
+	 * otherwise the sandbox gets an error. Required. */
 	int	(*record)(void *ctx, const struct br_event *ev,
 		    br_record_done *done, void *arg);
 	/* A finding (drift, 401, taint, upstream trouble); fire and forget.

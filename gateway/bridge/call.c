@@ -3,9 +3,13 @@
  * call takes the same path, whatever happens: the tool's current definition
  * (re-listed if unknown or stale; drifted tools are refused), the pure
  * decision of policy/ with the budget use read inside the reservation's
- * transaction, an approval wait for `ask`, forwarding, result processing
- * (redaction, size cap), the taint step (egress narrowed before release),
- * and one durable record before anything reaches the sandbox. Any failure
+ * transaction, an approval wait for `ask`, a durable intent record, then
+ * forwarding, result processing (redaction, size cap), the taint step
+ * (egress narrowed before release), and a durable outcome record before
+ * anything reaches the sandbox. The intent comes first so that a crash at
+ * any point leaves no upstream action unrecorded: whatever the upstream
+ * received has its intent in the log, and an intent whose outcome never
+ * came is closed by the daemon as mcp.outcome_unknown. Any failure
  * along the way denies, with a neutral message the agent can act on, as a
  * tool result with isError set (tools.mdx): the call itself was fine, the
  * tool is what refused. Resources and prompts take the same path as calls
@@ -182,6 +186,39 @@ rpc_error_text(json_t *rpc_id, int code, const char *message)
 	return out;
 }
 
+/* What the intent and the outcome of c both say: who called what, and
+ * what was decided. */
+static void
+call_event(struct br_call *c, enum br_event_kind kind, struct br_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->kind = kind;
+	ev->kind_name = br_kind_name(kind);
+	ev->call_id = c->call_id[0] != '\0' ? c->call_id : NULL;
+	ev->sandbox = c->client.id;
+	ev->subject = c->client.subject;
+	ev->policy = pol_policy_name(c->client.policy);
+	ev->src = c->src;
+	ev->session = c->session;
+	ev->server = c->up->srv->name;
+	ev->tool = c->tool;
+	/* From the policy, not the decision: a call refused before any rule
+	 * ran (unknown tool, drift, visibility) has no decision to ask. */
+	ev->args = pol_tool_audit_digest(c->client.policy) ? NULL :
+	    c->args_json;
+	ev->args_digest = c->args_digest;
+	ev->decision = c->decision;
+	ev->rule = c->rule;
+	ev->reason = c->reason;
+	ev->budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
+	ev->approver = c->approver;
+	ev->approver_uid = c->approver != NULL ? c->approver_uid : -1;
+	ev->approver_note = c->approver_note;
+	ev->approval = c->approval;
+	ev->classification = c->dec.classification;
+	ev->upstream_latency_us = -1;
+}
+
 /* Serializes the answer, records it, and replies once it is durable. */
 static void
 finish(struct br_call *c)
@@ -230,31 +267,8 @@ finish(struct br_call *c)
 		on_recorded(c, 0);
 		return;
 	}
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = c->kind != NULL ? c->kind->ev : BR_EV_CALL;
-	ev.kind_name = br_kind_name(ev.kind);
-	ev.sandbox = c->client.id;
-	ev.subject = c->client.subject;
-	ev.policy = pol_policy_name(c->client.policy);
-	ev.src = c->src;
-	ev.session = c->session;
-	ev.server = c->up->srv->name;
-	ev.tool = c->tool;
-	/* From the policy, not the decision: a call refused before any rule
-	 * ran (unknown tool, drift, visibility) has no decision to ask. */
-	ev.args = pol_tool_audit_digest(c->client.policy) ? NULL :
-	    c->args_json;
-	ev.args_digest = c->args_digest;
-	ev.decision = c->decision;
-	ev.rule = c->rule;
-	ev.reason = c->reason;
+	call_event(c, c->kind != NULL ? c->kind->ev : BR_EV_CALL, &ev);
 	ev.message = c->message[0] != '\0' ? c->message : NULL;
-	ev.budget = c->budget_json[0] != '\0' ? c->budget_json : NULL;
-	ev.approver = c->approver;
-	ev.approver_uid = c->approver != NULL ? c->approver_uid : -1;
-	ev.approver_note = c->approver_note;
-	ev.approval = c->approval;
-	ev.classification = c->dec.classification;
 	ev.taints = c->taint_done;
 	ev.upstream_latency_us = c->latency_us;
 	ev.result_bytes = c->result_bytes;
@@ -400,10 +414,9 @@ on_result(void *arg, json_t *msg, const char *err)
 		finish(c);
 		return;
 	}
-	if ((c->result = json_deep_copy(res)) == NULL) {
-		finish(c);
-		return;
-	}
+	/* The message is the upstream request's to drop once this returns:
+	 * its result is ours to change, no copy needed. */
+	c->result = json_incref(res);
 	json_object_del(c->result, "_meta");
 	tool = c->kind == NULL ? br_tools_get(c->up, c->tool, &pin, &drift) :
 	    NULL;
@@ -479,6 +492,53 @@ forward(struct br_call *c)
 		    "reached.");
 		return;
 	}
+}
+
+/* The intent is durable (ok) or will never be: forward, or refuse with a
+ * JSON-RPC error (nothing went upstream, the refusal is recorded as the
+ * call's outcome). */
+static void
+on_intent(void *arg, int ok)
+{
+	struct br_call *c = arg;
+
+	if (c->br == NULL) {
+		/* Orphaned while the intent was on its way (the bridge
+		 * stops): nothing is forwarded; a durable intent without
+		 * an outcome is closed by the daemon. */
+		call_free(c);
+		return;
+	}
+	c->state = CALL_NEW;
+	if (!ok) {
+		log_warnx("bridge: %s/%s for %s: intent record failed, call "
+		    "not forwarded", c->up->srv->name, c->tool, c->client.id);
+		c->rpc_code = -32603;
+		deny(c, NULL, POL_REASON_RECORD_FAILED, "The call could not "
+		    "be recorded, so it was not forwarded.");
+		return;
+	}
+	forward(c);
+}
+
+/*
+ * An allowed (or approved) call is recorded as an intent, durably, before
+ * its request leaves for the upstream: whatever the upstream acts on is
+ * in the log even if Sluice dies before the outcome. Concurrent calls'
+ * intents share the writer's group commit.
+ */
+static void
+intend(struct br_call *c)
+{
+	struct br_event ev;
+
+	c->decision = "allow";
+	c->reason = c->dec.d.reason;
+	call_event(c, BR_EV_INTENT, &ev);
+	c->state = CALL_INTENDING;
+	/* The completion may run inside the hook. */
+	if (c->br->h.record(c->br->h.ctx, &ev, on_intent, c) == -1)
+		on_intent(c, 0);
 }
 
 /* ------------------------------------------------------------ approvals */
@@ -748,7 +808,7 @@ reserve(struct br_call *c, bool approved)
 			    "evaluated.");
 			return;
 		}
-		forward(c);
+		intend(c);
 		return;
 	}
 	if (br_db_begin(br) == -1) {
@@ -809,7 +869,7 @@ reserve(struct br_call *c, bool approved)
 		return;
 	}
 	budget_state(c, use);
-	forward(c);
+	intend(c);
 }
 
 static void
@@ -888,7 +948,8 @@ br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
 	/* A malformed call is still a call the sandbox tried: refused with
 	 * -32602 and recorded like any denial, with what could be read. */
 	c->tool = strdup(bad ? "" : json_string_value(name));
-	c->args = args != NULL && json_is_object(args) ? json_deep_copy(args) :
+	/* Shared with the request's message, which nothing changes. */
+	c->args = args != NULL && json_is_object(args) ? json_incref(args) :
 	    json_object();
 	c->args_json = c->args != NULL ? json_dumps(c->args, JSON_COMPACT |
 	    JSON_SORT_KEYS) : NULL;
@@ -907,6 +968,19 @@ br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
 		return;
 	}
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
+	/* Every call has an id, forwarded or not: its records name it.
+	 * Unique, not secret: 64 random bits per process, then a count. */
+	if (br->call_prefix[0] == '\0' &&
+	    br_random_hex(br->call_prefix, 8) == -1)
+		br->call_prefix[0] = '\0';
+	if (br->call_prefix[0] == '\0' || snprintf(c->call_id,
+	    sizeof(c->call_id), "%s%016llx", br->call_prefix,
+	    (unsigned long long)++br->call_seq) != 32) {
+		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
+		    "The call could not be "
+		    "evaluated.");
+		return;
+	}
 	if (bad) {
 		c->rpc_code = -32602;
 		deny(c, NULL, POL_REASON_INVALID_PARAMS, k != NULL ?
@@ -980,7 +1054,7 @@ br_call_abort_all(struct br *br)
 	}
 	TAILQ_FOREACH_SAFE(c, &br->calls, all, t) {
 		TAILQ_REMOVE(&br->calls, c, all);
-		if (c->state == CALL_RECORDING) {
+		if (c->state == CALL_RECORDING || c->state == CALL_INTENDING) {
 			/* done() will still come: it frees the call. */
 			c->br = NULL;
 			continue;

@@ -16,8 +16,10 @@
  *
  * What it knows of sandboxes it was told (the table as add/remove/change
  * messages, with a digest of each bearer token, never the token); what it
- * decides goes back as messages: each mcp.call record, whose durability the
- * parent acknowledges before the result is released; findings; a taint,
+ * decides goes back as messages: each call's mcp.intent record, whose
+ * durability the parent acknowledges before the call is forwarded, and
+ * its mcp.call record, acknowledged before the result is released;
+ * findings; a taint,
  * which the parent applies to the kernel and acknowledges before a
  * tainting result is released. Control requests (approvals, pins) come in
  * as messages and their answers go back as text the parent passes on.
@@ -270,6 +272,7 @@ send_event(struct brc *d, uint32_t type, const struct br_event *ev,
 		[MSG_BRS_CLASSIFICATION] = ev->classification,
 		[MSG_BRS_RESULT_DIGEST] = ev->result_digest,
 		[MSG_BRS_DETAIL] = ev->detail,
+		[MSG_BRS_CALL_ID] = ev->call_id,
 	};
 	struct iovec v[1 + MSG_BR_NSTR];
 	struct msg_br_event m;
@@ -315,7 +318,7 @@ h_record(void *ctx, const struct br_event *ev, br_record_done *done,
 	    NULL)
 		return -1;
 	if (send_event(d, MSG_BR_RECORD, ev, w->ticket) == -1) {
-		log_warn("mcp.call record to the parent");
+		log_warn("%s record to the parent", ev->kind_name);
 		wait_unlink(w);
 		free(w);
 		return -1;
@@ -417,15 +420,13 @@ static void
 send_stats(struct brc *d)
 {
 	struct msg_br_stats s;
-	json_t *list;
 
 	if (d->br == NULL || d->ch == NULL)
 		return;
 	memset(&s, 0, sizeof(s));
-	if ((list = br_approvals_list(d->br)) != NULL) {
-		s.pending_approvals = (uint32_t)json_array_size(list);
-		json_decref(list);
-	}
+	/* Counted where they are kept: this runs after every control
+	 * request and once a second. */
+	s.pending_approvals = (uint32_t)d->br->napprovals;
 	if (memcmp(&s, &d->last, sizeof(s)) == 0)
 		return;
 	if (chan_send1(d->ch, MSG_BR_STATS, &s, sizeof(s)) == 0)

@@ -101,6 +101,8 @@ br_kind_name(enum br_event_kind k)
 		return "mcp.resource";
 	case BR_EV_PROMPT:
 		return "mcp.prompt";
+	case BR_EV_INTENT:
+		return "mcp.intent";
 	}
 	return "mcp.unknown";
 }

@@ -125,7 +125,34 @@ br_http_init(struct br *br)
 	curl_multi_setopt(br->multi, CURLMOPT_SOCKETDATA, br);
 	curl_multi_setopt(br->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(br->multi, CURLMOPT_TIMERDATA, br);
+	/* Idle connections kept for reuse. libcurl's default follows the
+	 * number of transfers in flight, so that a burst of concurrent
+	 * calls ends with most of its connections closed and the next one
+	 * opens them again; bounded all the same. */
+	curl_multi_setopt(br->multi, CURLMOPT_MAXCONNECTS, (long)BR_CONN_CACHE);
 	return 0;
+}
+
+/* A curl handle with no option set: a reset one from the pool, or new. */
+static CURL *
+easy_get(struct br *br)
+{
+	if (br->neasy_pool > 0)
+		return br->easy_pool[--br->neasy_pool];
+	return curl_easy_init();
+}
+
+/* Back to the pool, reset: nothing of its last transfer (options,
+ * headers, the credential's header list) stays set on it. */
+static void
+easy_put(struct br *br, CURL *e)
+{
+	if (br->neasy_pool == BR_EASY_POOL) {
+		curl_easy_cleanup(e);
+		return;
+	}
+	curl_easy_reset(e);
+	br->easy_pool[br->neasy_pool++] = e;
 }
 
 static void
@@ -139,7 +166,7 @@ hx_free(struct br *br, struct hx *x)
 		x->next->prev = x->prev;
 	if (x->easy != NULL) {
 		curl_multi_remove_handle(br->multi, x->easy);
-		curl_easy_cleanup(x->easy);
+		easy_put(br, x->easy);
 	}
 	ev_timer_cancel(br->loop, x->grace);
 	curl_slist_free_all(x->hdrs);
@@ -157,6 +184,8 @@ br_http_fini(struct br *br)
 		return;
 	while (br->hx_list != NULL)
 		hx_free(br, br->hx_list);
+	while (br->neasy_pool > 0)
+		curl_easy_cleanup(br->easy_pool[--br->neasy_pool]);
 	ev_timer_cancel(br->loop, br->curl_timer);
 	br->curl_timer = NULL;
 	curl_multi_cleanup(br->multi);
@@ -414,7 +443,7 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 		x->rid = json_integer_value(json_object_get(msg, "id"));
 	}
 	if ((x->body = json_dumps(msg, JSON_COMPACT)) == NULL ||
-	    (x->easy = curl_easy_init()) == NULL)
+	    (x->easy = easy_get(br)) == NULL)
 		goto fail;
 	x->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	x->hdrs = curl_slist_append(x->hdrs,
@@ -469,7 +498,7 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 	return 0;
 fail:
 	if (x->easy != NULL) {
-		curl_easy_cleanup(x->easy);
+		easy_put(br, x->easy);
 		x->easy = NULL;
 	}
 	hx_free(br, x);

@@ -89,7 +89,7 @@ enum msg_type {
 #define MSG_ERR_MAX		128u
 #define MSG_CONFIG_MAX		(1024u * 1024u)	/* as pol_config_load */
 #define MSG_BR_LABELS		16u		/* as BR_MAX_LABELS */
-#define MSG_BR_NSTR		19u		/* strings of an event */
+#define MSG_BR_NSTR		20u		/* strings of an event */
 #define MSG_BR_STR_MAX		(2u * 1024u * 1024u)	/* an event's strings */
 #define MSG_BR_BODY_MAX		(4u * 1024u * 1024u)	/* a control reply */
 
@@ -264,7 +264,7 @@ enum msg_br_str {
 	MSG_BRS_ARGS_DIGEST, MSG_BRS_DECISION, MSG_BRS_RULE, MSG_BRS_MESSAGE,
 	MSG_BRS_BUDGET, MSG_BRS_APPROVER, MSG_BRS_APPROVER_NOTE,
 	MSG_BRS_APPROVAL, MSG_BRS_CLASSIFICATION, MSG_BRS_RESULT_DIGEST,
-	MSG_BRS_DETAIL
+	MSG_BRS_DETAIL, MSG_BRS_CALL_ID
 };
 struct msg_br_event {
 	uint64_t	ticket;		/* MSG_BR_RECORD: for the done */

@@ -10,13 +10,17 @@
 // calls. Every result must be the echo (not isError), or the run fails: a
 // refusing bridge must never look fast. Bounded by --secs.
 //
+// --sessions S opens S sessions (each its own client and connection) and,
+// once all are warm, makes them call at once, N calls each: the latencies
+// of all S*N calls, and "rate" over the wall time of the whole burst.
+//
 // --ping times MCP `ping` requests instead: answered by the bridge itself
 // (no upstream, no audit record), they measure what the HTTP transport and
 // the client cost, so that a tools/call's added latency can be split into
 // transport and pipeline.
 //
 //   node bench_mcp.mjs (--url URL [--header 'K: V']... | --stdio CMD ARG...)
-//        [--n N] [--warm W] [--secs S] [--ping]
+//        [--n N] [--warm W] [--secs S] [--sessions S] [--ping]
 // Exit status 0, 1 on any error (message on stderr), 2 on usage.
 
 import { pathToFileURL } from 'node:url';
@@ -32,7 +36,7 @@ const { StreamableHTTPClientTransport } =
     await import(pathToFileURL(`${sdk}/streamableHttp.js`));
 const { StdioClientTransport } = await import(pathToFileURL(`${sdk}/stdio.js`));
 
-const opt = { headers: {}, n: 200, warm: 20, secs: 30 };
+const opt = { headers: {}, n: 200, warm: 20, secs: 30, sessions: 1 };
 {
 	const a = process.argv.slice(2);
 	for (let i = 0; i < a.length; i++) {
@@ -52,6 +56,7 @@ const opt = { headers: {}, n: 200, warm: 20, secs: 30 };
 		case '--warm': opt.warm = Number(a[++i]); break;
 		case '--secs': opt.secs = Number(a[++i]); break;
 		case '--ping': opt.ping = true; break;
+		case '--sessions': opt.sessions = Number(a[++i]); break;
 		case '--stdio': opt.stdio = a.slice(i + 1); i = a.length; break;
 		default:
 			process.stderr.write(`bench_mcp.mjs: unknown option ${a[i]}\n`);
@@ -59,7 +64,9 @@ const opt = { headers: {}, n: 200, warm: 20, secs: 30 };
 		}
 	}
 	if (!!opt.url === !!opt.stdio || !(opt.n > 0 && opt.n <= 100000) ||
-	    !(opt.warm >= 0) || !(opt.secs > 0 && opt.secs <= 600)) {
+	    !(opt.warm >= 0) || !(opt.secs > 0 && opt.secs <= 600) ||
+	    !(opt.sessions >= 1 && opt.sessions <= 256) ||
+	    (opt.sessions > 1 && !opt.url)) {
 		process.stderr.write('bench_mcp.mjs: bad arguments\n');
 		process.exit(2);
 	}
@@ -70,14 +77,17 @@ const timer = setTimeout(() => {
 	process.exit(1);
 }, opt.secs * 1000);
 
-const transport = opt.url ?
-    new StreamableHTTPClientTransport(new URL(opt.url),
-	{ requestInit: { headers: opt.headers } }) :
-    new StdioClientTransport({ command: opt.stdio[0],
-	args: opt.stdio.slice(1), stderr: 'ignore' });
-const client = new Client({ name: 'sluice-bench', version: '1.0.0' });
+function newClient() {
+	const transport = opt.url ?
+	    new StreamableHTTPClientTransport(new URL(opt.url),
+		{ requestInit: { headers: opt.headers } }) :
+	    new StdioClientTransport({ command: opt.stdio[0],
+		args: opt.stdio.slice(1), stderr: 'ignore' });
+	const client = new Client({ name: 'sluice-bench', version: '1.0.0' });
+	return { client, transport };
+}
 
-async function call(i) {
+async function call(client, i) {
 	if (opt.ping) {
 		// An empty result object is the only right answer (ping spec).
 		const r = await client.ping();
@@ -94,22 +104,34 @@ async function call(i) {
 		throw new Error(`unexpected result: ${JSON.stringify(r).slice(0, 200)}`);
 }
 
-try {
-	await client.connect(transport);
-	for (let i = 0; i < opt.warm; i++)
-		await call(i);
-	const out = [];
-	const t0 = process.hrtime.bigint();
+// One session's timed calls, their microseconds appended to out.
+async function burst(client, out) {
 	for (let i = 0; i < opt.n; i++) {
 		const s = process.hrtime.bigint();
-		await call(i);
+		await call(client, i);
 		out.push(Number(process.hrtime.bigint() - s) / 1000);
 	}
+}
+
+try {
+	const cs = [];
+	for (let k = 0; k < opt.sessions; k++) {
+		const c = newClient();
+		await c.client.connect(c.transport);
+		cs.push(c.client);
+	}
+	await Promise.all(cs.map(async (c) => {
+		for (let i = 0; i < opt.warm; i++)
+			await call(c, i);
+	}));
+	const out = [];
+	const t0 = process.hrtime.bigint();
+	await Promise.all(cs.map((c) => burst(c, out)));
 	const tot = Number(process.hrtime.bigint() - t0) / 1e9;
 	process.stdout.write(out.map((v) => v.toFixed(1)).join('\n') + '\n');
-	process.stdout.write(`rate ${(opt.n / tot).toFixed(1)}\n`);
+	process.stdout.write(`rate ${(out.length / tot).toFixed(1)}\n`);
 	clearTimeout(timer);
-	await client.close();
+	await Promise.all(cs.map((c) => c.close()));
 	process.exit(0);
 } catch (e) {
 	process.stderr.write(`bench_mcp.mjs: ${e && e.message ? e.message : e}\n`);

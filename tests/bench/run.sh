@@ -62,7 +62,7 @@ fi
 # machine even when every section runs into its limit (building the bench
 # programs takes well under a minute). dns and bridge measure at 1 and at
 # 1,000 sandboxes (making 999 takes up to 60 s).
-declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [gate]=150 [bridge]=240
+declare -A LIMIT=([lifecycle]=170 [datapath]=400 [dns]=300 [gate]=150 [bridge]=400
     [srt]=150 [audit]=150 [memory]=85 [limits]=90)
 BUDGET=${BENCH_BUDGET:-840}
 
@@ -1110,6 +1110,98 @@ bridge_rounds() {
 	return 0
 }
 
+# mcp_listens PORT: bounded wait (15 s) for an HTTP answer from
+# $WORLD_MCP:PORT (any status: a GET without a session is refused).
+mcp_listens() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:$1/mcp" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# cpu_ticks PID: utime + stime of PID so far, in clock ticks (0 when it
+# is gone).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# bridge_conc LABEL: CR rounds of CS sessions calling at once (CN calls
+# each after CW untimed) against the fast upstream (fast_mcp.mjs, answers
+# from memory over Streamable HTTP): through Sluice from the sandbox,
+# directly, and through supergateway (the same server over stdio behind
+# it), order alternating; and the CPU the bridge process and the parent
+# spent per call while Sluice's side ran (utime + stime from /proc over
+# every tools/call of those runs, warm-up included; the sessions' own
+# initialize and listing are counted in too, so it is an upper bound).
+bridge_conc() {
+	local label=$1 r x D=$W/conc BP t0b t0p t1b t1p calls=0 tb=0 tp=0
+	local CS=32 CN=60 CW=5 CR=2 tck
+	mkdir -p "$D"
+	tck=$(getconf CLK_TCK)
+	BP=$(pgrep -P "$BR_SPID" -f -- '--room bridge' | head -n 1)
+	[ -n "$BP" ] || { note "bridge: no bridge process to measure"; return 1; }
+	say "bridge, $label: $CR rounds of $CS sessions x $CN tools/call at once, fast upstream; Sluice, direct, supergateway"
+	cs_s() {
+		t0b=$(cpu_ticks "$BP"); t0p=$(cpu_ticks "$BR_SPID")
+		world_sandbox "$BR_ID" "$NODE" "$B" --url "$BR_URL_F" --header \
+		    "Authorization: Bearer $BR_TOK" --n $CN --warm $CW --secs 60 \
+		    --sessions $CS >"$D/s.$1" 2>"$D/s.err" || return 1
+		t1b=$(cpu_ticks "$BP"); t1p=$(cpu_ticks "$BR_SPID")
+		tb=$((tb + t1b - t0b)); tp=$((tp + t1p - t0p))
+		calls=$((calls + CS * (CN + CW)))
+	}
+	cs_d() {
+		world_host "$NODE" "$B" --url "http://$WORLD_MCP:3103/mcp" \
+		    --n $CN --warm $CW --secs 60 --sessions $CS >"$D/d.$1" 2>"$D/d.err"
+	}
+	cs_p() {
+		[ -n "$SG" ] || return 0
+		world_host "$NODE" "$B" --url "http://$WORLD_MCP:3104/mcp" \
+		    --n $CN --warm $CW --secs 60 --sessions $CS >"$D/p.$1" 2>"$D/p.err" ||
+		    { note "bridge: 32 sessions through supergateway failed: $(head -c 200 "$D/p.err")"; rm -f "$D/p.$1"; }
+	}
+	cs_d warm >/dev/null 2>&1; cs_s warm >/dev/null 2>&1 || true
+	calls=0 tb=0 tp=0
+	for ((r = 0; r < CR; r++)); do
+		if ((r % 2 == 0)); then
+			cs_s $r && cs_d $r && cs_p $r
+		else
+			cs_p $r && cs_d $r && cs_s $r
+		fi || { note "bridge: concurrency round $r failed: $(head -c 200 "$D/s.err" "$D/d.err" 2>/dev/null)"; continue; }
+		for x in s d p; do
+			[ -f "$D/$x.$r" ] || continue
+			awk '/^rate/ { print $2 }' "$D/$x.$r" >>"$D/$x.rate"
+			grep -v '^rate' "$D/$x.$r" >>"$D/$x.lat"
+		done
+		[ -f "$D/p.$r" ] && awk -v a="$(tail -n 1 "$D/s.rate")" -v b="$(tail -n 1 "$D/p.rate")" \
+		    'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >>"$D/ratio"
+		say "  round $r: calls/s Sluice $(tail -n 1 "$D/s.rate"), direct $(tail -n 1 "$D/d.rate"), supergateway $([ -f "$D/p.$r" ] && tail -n 1 "$D/p.rate" || echo -)"
+	done
+	[ -s "$D/s.rate" ] || { note "bridge: no complete concurrency round"; return 1; }
+	local sm smin smax am amin amax rm rmin rmax sn an
+	read -r sm _ smin smax _ < <(stats "$D/s.rate")
+	read -r am _ amin amax _ < <(stats "$D/p.rate")
+	read -r rm _ rmin rmax _ < <(stats "$D/ratio")
+	row bridge "tools/call per second, $CS sessions calling at once, fast Streamable HTTP upstream, $label" calls/s \
+	    "$sm" "$smin" "$smax" "supergateway (the same server over stdio)" "$am" "$amin" "$amax" "≥ 3× supergateway" ratio_ge 3 "$rm" "$rmin" "$rmax"
+	read -r am _ amin amax _ < <(stats "$D/d.rate")
+	row bridge "tools/call per second, $CS sessions at once, vs the fast server directly, $label" calls/s \
+	    "$sm" "$smin" "$smax" "server directly (Streamable HTTP)" "$am" "$amin" "$amax" "(reported)" none -
+	read -r sm _ _ _ sn < <(stats "$D/s.lat")
+	read -r am _ _ _ an < <(stats "$D/d.lat")
+	local pm=- pn=0
+	[ -s "$D/p.lat" ] && read -r pm _ _ _ pn < <(stats "$D/p.lat")
+	row bridge "tools/call latency under $CS sessions, median, fast upstream, $label (n=$sn; direct n=$an)" µs \
+	    "$sm" - - "supergateway (n=$pn)" "$pm" - - "(reported)" none -
+	if ((calls > 0)); then
+		row bridge "bridge process CPU per tools/call ($CS sessions, fast upstream, utime+stime over $calls calls), $label" µs \
+		    "$(awk -v t="$tb" -v k="$tck" -v n="$calls" 'BEGIN { printf "%.1f", t / k * 1e6 / n }')" - - - - - - "≤ 150 µs" s_le 150
+		row bridge "sluiced parent CPU per tools/call (the same calls: records, acknowledgements), $label" µs \
+		    "$(awk -v t="$tp" -v k="$tck" -v n="$calls" 'BEGIN { printf "%.1f", t / k * 1e6 / n }')" - - - - - - "(reported)" none -
+	fi
+	return 0
+}
+
 sec_bridge() {
 	local W=$BENCH_WORK/bridge r out n=300 warm=100 BR_ROUNDS=4
 	local E2E=$top/tests/e2e EVERYTHING NODE SG='' B
@@ -1147,6 +1239,11 @@ sec_bridge() {
 	      args:
 	        message: {type: string, max_length: 40}
 	      required: [message]
+	    - tool: fast/echo
+	      decision: allow
+	      args:
+	        message: {type: string, max_length: 40}
+	      required: [message]
 	EOF
 	cat >>"$CFG" <<-EOF
 	servers:
@@ -1157,7 +1254,20 @@ sec_bridge() {
 	  - name: evh
 	    transport: http
 	    url: http://$WORLD_MCP:3102/mcp
+	  - name: fast
+	    transport: http
+	    url: http://$WORLD_MCP:3103/mcp
 	EOF
+	# The fast upstream of the concurrency rows, and supergateway in
+	# front of the same server over stdio.
+	local FAST=$top/tests/bench/fast_mcp.mjs i
+	bg_ns w-inet "$W/fast.log" "$NODE" "$FAST" --http "$WORLD_MCP:3103"
+	if [ -n "$SG" ]; then
+		bg_ns w-inet "$W/sgf.log" "$NODE" "$SG" --stdio "$NODE $FAST --stdio" \
+		    --outputTransport streamableHttp --port 3104 --stateful \
+		    --logLevel none
+	fi
+	mcp_listens 3103
 	# The same server over Streamable HTTP in inet, for the http rows.
 	local BR_URL_H=
 	if world_mcp_http_start 3102 2>"$W/mcph.err"; then
@@ -1184,13 +1294,13 @@ sec_bridge() {
 		bg_ns w-inet "$W/sg.log" "$NODE" "$SG" --stdio "$NODE $EVERYTHING stdio" \
 		    --outputTransport streamableHttp --port 3101 --stateful \
 		    --logLevel none
-		for ((i = 0; i < 150; i++)); do
-			world_host curl -s -m 1 -o /dev/null "http://$WORLD_MCP:3101/mcp" && break
-			sleep 0.1
-		done
+		mcp_listens 3101
 	fi
 	B=$top/tests/bench/bench_mcp.mjs
 	BR_ID=$ID BR_TOK=$TOK BR_URL=$URL BR_SPID=$SPID
+	BR_URL_F=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp/fast
+	[ -n "$SG" ] && mcp_listens 3104
+	bridge_conc "1 sandbox" || true
 	at_1_and_1000 bridge mcpbench bridge_rounds "$W/mass"
 }
 

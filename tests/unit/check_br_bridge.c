@@ -90,12 +90,16 @@ struct rec {
 	int64_t	 latency_us;
 	uint64_t result_bytes;
 	char	 digest[80];
+	char	 call_id[40];
+	int	 upstream_calls;	/* intents: calls.log lines by then */
 };
+/* Outcomes (mcp.call) in records, intents (mcp.intent) in intents. */
 static struct rec	 records[MAX_EVENTS], findings[MAX_EVENTS];
-static int		 nrecords, nfindings;
+static struct rec	 intents[MAX_EVENTS];
+static int		 nrecords, nfindings, nintents;
 static long		 seq, restrict_seq;
 static int		 restrict_calls;
-static int		 fail_record, fail_restrict;
+static int		 fail_record, fail_restrict, fail_intent;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -221,13 +225,35 @@ copy_ev(struct rec *r, const struct br_event *ev)
 	r->result_bytes = ev->result_bytes;
 	snprintf(r->digest, sizeof(r->digest), "%s",
 	    ev->result_digest ? ev->result_digest : "");
+	snprintf(r->call_id, sizeof(r->call_id), "%s",
+	    ev->call_id ? ev->call_id : "");
 }
 
 static int
 h_record(void *ctx, const struct br_event *ev, br_record_done *done,
     void *arg)
 {
+	char path[600];
+	int fail;
+
 	(void)ctx;
+	if (ev->kind == BR_EV_INTENT) {
+		/* What the upstream had received when the intent was
+		 * asked for: the call must not be among it. */
+		snprintf(path, sizeof(path), "%s/calls.log", tdir);
+		pthread_mutex_lock(&mu);
+		if (nintents < MAX_EVENTS) {
+			copy_ev(&intents[nintents], ev);
+			intents[nintents++].upstream_calls = count_lines(path,
+			    ev->tool);
+		}
+		fail = fail_intent;
+		pthread_mutex_unlock(&mu);
+		if (fail)
+			return -1;
+		done(arg, 1);
+		return 0;
+	}
 	pthread_mutex_lock(&mu);
 	if (nrecords < MAX_EVENTS)
 		copy_ev(&records[nrecords++], ev);
@@ -679,9 +705,9 @@ setup(void)
 	pol_main = load_policy("main", "60s", "full");
 	pol_short = load_policy("short", "1s", "full");
 	pol_digest = load_policy("digest", "60s", "digest");
-	nrecords = nfindings = 0;
+	nrecords = nfindings = nintents = 0;
 	seq = restrict_seq = 0;
-	restrict_calls = fail_record = fail_restrict = 0;
+	restrict_calls = fail_record = fail_restrict = fail_intent = 0;
 	ck_assert_ptr_nonnull(loop = ev_new());
 	ck_assert_int_ge(ctl_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), 0);
 	ck_assert_int_eq(ev_add(loop, ctl_fd, EV_READ, on_ctl, NULL), 0);
@@ -2060,6 +2086,73 @@ START_TEST(test_record_fails_closed)
 	ck_assert_ptr_nonnull(strstr(first_text(&r), "could not be recorded"));
 	ck_assert_ptr_null(strstr(r.body, "k "));
 	resp_free(&r);
+}
+END_TEST
+
+/* An allowed call's intent is recorded before the upstream receives it,
+ * and its outcome names the same call. */
+START_TEST(test_intent_before_forward)
+{
+	char sid[96];
+	struct resp r;
+	int i, k = -1;
+
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/mock", NULL, sid, "counter", "{}", &r);
+	ck_assert(!is_error(&r));
+	resp_free(&r);
+	/* A denied call is never intended. */
+	mcp_call("/mcp/mock", NULL, sid, "no-such-tool", "{}", &r);
+	ck_assert(is_error(&r));
+	resp_free(&r);
+	pthread_mutex_lock(&mu);
+	ck_assert_int_eq(nintents, 1);
+	ck_assert_str_eq(intents[0].tool, "counter");
+	ck_assert_str_eq(intents[0].decision, "allow");
+	ck_assert_int_eq(intents[0].upstream_calls, 0);
+	ck_assert_int_eq(strlen(intents[0].call_id), 32);
+	ck_assert_int_eq(intents[0].latency_us, -1);
+	for (i = 0; i < nrecords; i++)
+		if (strcmp(records[i].tool, "counter") == 0)
+			k = i;
+	ck_assert_int_ge(k, 0);
+	ck_assert_str_eq(records[k].call_id, intents[0].call_id);
+	ck_assert_int_gt(records[k].latency_us, 0);
+	ck_assert(intents[0].seq < records[k].seq);
+	/* Every call has its own id. */
+	for (i = 0; i < nrecords; i++)
+		if (i != k)
+			ck_assert_str_ne(records[i].call_id, intents[0].call_id);
+	pthread_mutex_unlock(&mu);
+}
+END_TEST
+
+/* An intent that cannot be recorded: the call never reaches the upstream
+ * and gets a JSON-RPC error; its refusal is recorded. */
+START_TEST(test_intent_fails_closed)
+{
+	char sid[96], path[600];
+	struct resp r;
+	json_t *e;
+
+	fail_intent = 1;
+	mcp_open("/mcp/mock", NULL, NULL, sid, sizeof(sid));
+	mcp_call("/mcp/mock", NULL, sid, "counter", "{}", &r);
+	ck_assert_ptr_nonnull(r.json);
+	e = json_object_get(r.json, "error");
+	ck_assert_msg(json_is_object(e), "body: %s", r.body);
+	ck_assert_int_eq(json_integer_value(json_object_get(e, "code")),
+	    -32603);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(e,
+	    "message")), "not forwarded"));
+	resp_free(&r);
+	snprintf(path, sizeof(path), "%s/calls.log", tdir);
+	ck_assert_int_eq(count_lines(path, "counter"), 0);
+	ck_assert_int_eq(records_with("counter", "deny"), 1);
+	pthread_mutex_lock(&mu);
+	ck_assert_str_eq(records[nrecords - 1].reason, "record_failed");
+	ck_assert_int_eq(records[nrecords - 1].latency_us, -1);
+	pthread_mutex_unlock(&mu);
 }
 END_TEST
 
@@ -3578,6 +3671,8 @@ bridge_suite(void)
 	tcase_add_test(core, test_sandbox_gone);
 	tcase_add_test(core, test_taint);
 	tcase_add_test(core, test_redaction);
+	tcase_add_test(core, test_intent_before_forward);
+	tcase_add_test(core, test_intent_fails_closed);
 	tcase_add_test(core, test_http_credential_everywhere);
 	tcase_add_test(core, test_http_sse_held_open);
 	tcase_add_test(core, test_http_credential_in_definition);

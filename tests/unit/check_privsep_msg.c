@@ -289,6 +289,9 @@ START_TEST(test_br_event_ok)
 	ck_assert(!msg_br_event_ok(m, len, s));
 	m->kind = BR_EV__LAST + 1;
 	ck_assert(!msg_br_event_ok(m, len, s));
+	/* An intent is an event of its own kind. */
+	m->kind = BR_EV_INTENT;
+	ck_assert(msg_br_event_ok(m, len, s));
 	m->kind = BR_EV_CALL;
 	m->reason = POL_REASON__COUNT;
 	ck_assert(!msg_br_event_ok(m, len, s));

@@ -3,7 +3,7 @@
 // tool definitions change on demand, for t_bridge.sh's "tool drift"
 // scenario (a rug pull: an upstream that rewrites a tool's description or
 // schema after it was reviewed). No npm packages: one JSON-RPC message per
-// line, as the stdio transport says.
+// line (stdio_rpc.mjs).
 //
 //   node drift_server.mjs FLAGDIR
 //
@@ -14,13 +14,13 @@
 // the scenario can tell what reached the upstream.
 import fs from 'node:fs';
 
+import { send, serveStdio } from './stdio_rpc.mjs';
+
 const dir = process.argv[2];
 if (!dir) {
 	process.stderr.write('usage: drift_server.mjs FLAGDIR\n');
 	process.exit(2);
 }
-
-function send(o) { process.stdout.write(JSON.stringify(o) + '\n'); }
 
 function tools() {
 	const drift = fs.existsSync(dir + '/drift');
@@ -61,25 +61,4 @@ function handle(m) {
 	    error: { code: -32601, message: 'method not found' } });
 }
 
-let buf = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (d) => {
-	buf += d;
-	let i;
-	while ((i = buf.indexOf('\n')) >= 0) {
-		const line = buf.slice(0, i);
-		buf = buf.slice(i + 1);
-		if (!line.trim())
-			continue;
-		let m;
-		try {
-			m = JSON.parse(line);
-		} catch {
-			send({ jsonrpc: '2.0', id: null,
-			    error: { code: -32700, message: 'parse error' } });
-			continue;
-		}
-		handle(m);
-	}
-});
-process.stdin.on('end', () => process.exit(0));
+serveStdio(handle);

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# t_bridge_intent.sh: a tool call leaves a record before it leaves for its
+# upstream, so that no crash can leave an upstream action unrecorded.
+#
+# An upstream that holds its calls (servers/hold_server.mjs) logs each call
+# it receives; several calls from a sandbox are held there when sluiced (the
+# parent, which writes the audit log) is killed with SIGKILL. After the
+# restart: every call the upstream received has its mcp.intent in the log,
+# every intent without an outcome was closed by exactly one
+# mcp.outcome_unknown written by the restart, the calls that finished are
+# not among them, a second restart closes nothing again, and the log
+# verifies.
+. "$(dirname "$0")/lib.sh"
+. "$E2E_DIR/world.sh"
+require_root
+
+for t in jq node pgrep sqlite3; do
+	command -v "$t" >/dev/null || { not_ok "$t is installed"; finish; }
+done
+id -u sluice-bridge >/dev/null 2>&1 ||
+    { not_ok "user sluice-bridge exists (tests/deps.sh)"; finish; }
+
+world_up || { not_ok "world_up"; finish; }
+POL=$E2E_TMP/policies
+FLAGS=$E2E_TMP/flags
+CFG=$E2E_TMP/sluice.yaml
+NODE=$(command -v node)
+N=6
+mkdir -p "$POL" "$FLAGS"
+# The server runs as the bridge's user and writes its calls here.
+chmod 0777 "$FLAGS"
+: >"$FLAGS/calls.log"
+chmod 0666 "$FLAGS/calls.log"
+cat >"$POL/hi.yaml" <<-'P'
+	version: 1
+	name: hi
+	mcp:
+	  tools:
+	    - tool: hold/quick
+	      decision: allow
+	      args:
+	        k: {type: string}
+	    - tool: hold/hold
+	      decision: allow
+	      args:
+	        k: {type: string}
+P
+world_sluiced_config "$CFG" "$POL"
+cat >>"$CFG" <<-C
+	servers:
+	  - name: hold
+	    transport: stdio
+	    command: [$NODE, $WORLD_SERVERS/hold_server.mjs, $FLAGS]
+C
+world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
+PARENT=$_WORLD_SLUICED_PID
+DB=$WORLD_DIR/state/audit.db
+
+sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
+au() { SLUICE_AUDIT_DB=$DB "$SLUICE" audit "$@"; }
+verify_ok() { au verify >"$E2E_TMP/verify.out" 2>&1; r=$?; [ $r -eq 0 ] || [ $r -eq 3 ] || { cat "$E2E_TMP/verify.out"; return 1; }; }
+br_pid() { pgrep -P "$PARENT" -f -- '--room bridge' | head -n 1; }
+# mcp KIND: the records of KIND as JSON lines (each with its seq).
+mcp() { au tail --kind "$1" -n 100000 2>/dev/null; }
+URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
+S=hi$$
+TOK=$(sl sandbox create --policy hi --subject alice --id "$S" | jq -r .token)
+[[ $TOK =~ ^[0-9a-f]{64}$ ]] || { not_ok "sandbox created"; finish; }
+ok "sandbox created"
+# call TOOL K [TIMEOUT_MS]: TOOL with {"k": K} from the sandbox.
+call() {
+	world_mcp_client "sandbox:$S" --url "$URL/hold" --timeout "${3:-15000}" \
+	    --header "Authorization: Bearer $TOK" --call "$1" "{\"k\":\"$2\"}"
+}
+# received TOOL: the k of each call of TOOL the upstream received.
+received() { jq -r --arg t "$1" 'select(.tool == $t) | .k' "$FLAGS/calls.log" | sort; }
+# intent_of K: the call id of the intent whose arguments are {"k": K}.
+intent_of() {
+	mcp mcp.intent | jq -r --arg k "$1" \
+	    'select((.arguments | fromjson | .k) == $k) | .call_id'
+}
+
+# ------------------------------------------------- 1: calls that finish
+check_match "a quick call is answered" "quick q1 done" "$(call quick q1)"
+check_match "another one" "quick q2 done" "$(call quick q2)"
+Q1=$(intent_of q1)
+check_match "the finished call has an intent with a call id" '^[0-9a-f]{32}$' "$Q1"
+check_eq "and an outcome (mcp.call) with the same call id" allow \
+    "$(mcp mcp.call | jq -r --arg c "$Q1" 'select(.call_id == $c) | .decision')"
+iseq=$(mcp mcp.intent | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
+oseq=$(mcp mcp.call | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
+check "the intent comes before the outcome" test "${iseq:-0}" -lt "${oseq:-0}"
+
+# ------------------------------------------ 2: calls held, sluiced killed
+pids=()
+for ((i = 1; i <= N; i++)); do
+	call hold "h$i" 60000 >"$E2E_TMP/hold$i.out" 2>&1 &
+	pids+=($!)
+done
+cleanup_push "kill ${pids[*]} 2>/dev/null"
+held() { [ "$(received hold | wc -l)" -ge "$N" ]; }
+check "the upstream holds $N calls" wait_for 60 held
+BP=$(br_pid)
+kill -KILL "$PARENT"
+wait "$PARENT" 2>/dev/null
+_WORLD_SLUICED_PID=
+check "the bridge process goes with its parent" wait_for 15 \
+    sh -c "! kill -0 ${BP:-0} 2>/dev/null"
+for p in "${pids[@]}"; do
+	kill "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+done
+check_fails "no held call got a result" grep -q "hold h[0-9]* done" \
+    "$E2E_TMP"/hold*.out
+opens=$(mcp log.open | wc -l)
+check_eq "no outcome_unknown before the restart" 0 \
+    "$(mcp mcp.outcome_unknown | wc -l)"
+
+world_start_sluiced "$CFG" || { not_ok "sluiced restarts after SIGKILL"; finish; }
+ok "sluiced restarts after SIGKILL"
+PARENT=$_WORLD_SLUICED_PID
+check_eq "a new log.open" "$((opens + 1))" "$(mcp log.open | wc -l)"
+restart_seq=$(mcp log.open | tail -n 1 | jq -r .seq)
+
+# Every call the upstream received has an intent in the log.
+missing=0
+for k in $(received hold) $(received quick); do
+	[ -n "$(intent_of "$k")" ] || { echo "# received, no intent: $k"; missing=$((missing + 1)); }
+done
+check_eq "every call the upstream received ($(wc -l <"$FLAGS/calls.log")) has an intent record" 0 "$missing"
+
+# Every intent without an outcome got exactly one mcp.outcome_unknown,
+# written after the restart; those with an outcome got none.
+n_unknown() { mcp mcp.outcome_unknown | wc -l; }
+check "the restart closes the open intents" wait_for 20 \
+    test "$(n_unknown)" -ge "$N"
+bad=0
+for id in $(mcp mcp.intent | jq -r .call_id); do
+	o=$(mcp mcp.call | jq -r --arg c "$id" 'select(.call_id == $c) | .seq' | grep -c .)
+	u=$(mcp mcp.outcome_unknown | jq -r --arg c "$id" 'select(.call_id == $c) | .seq')
+	nu=$(printf '%s' "$u" | grep -c .)
+	[ "$o" -eq 1 ] && [ "$nu" -eq 0 ] && continue
+	[ "$o" -eq 0 ] && [ "$nu" -eq 1 ] && [ "$u" -gt "$restart_seq" ] && continue
+	echo "# call $id: $o outcomes, $nu unknown (at ${u:-none}; restart at $restart_seq)"
+	bad=$((bad + 1))
+done
+check_eq "each intent has one outcome or one outcome_unknown after the restart" 0 "$bad"
+check_eq "the held calls are the ones closed as unknown ($N)" "$N" "$(n_unknown)"
+check_eq "outcome_unknown names the tool" hold \
+    "$(mcp mcp.outcome_unknown | jq -r .tool | sort -u)"
+check "audit verify passes after the crash" verify_ok
+check_match "OCSF: an intent is API Activity" '"class_uid":6003' \
+    "$(au tail --format ocsf --kind mcp.intent 2>/dev/null | head -n 1)"
+check_match "OCSF: an unknown outcome has status Unknown" '"status_id":0' \
+    "$(au tail --format ocsf --kind mcp.outcome_unknown 2>/dev/null | head -n 1)"
+
+# ----------------------------------- 3: it works again, closes nothing twice
+: >"$FLAGS/release"
+answered() { call quick q3 5000 2>/dev/null | grep -q 'quick q3 done'; }
+check "a call is answered after the restart" wait_for 30 answered
+world_stop_sluiced
+world_start_sluiced "$CFG" || { not_ok "sluiced starts again"; finish; }
+PARENT=$_WORLD_SLUICED_PID
+check_match "and after a clean restart" "quick q4 done" "$(call quick q4)"
+check_eq "a clean restart closes nothing again" "$N" "$(n_unknown)"
+check "audit verify passes at the end" verify_ok
+world_stop_sluiced
+finish
