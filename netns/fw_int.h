@@ -408,6 +408,11 @@ int		 fw_gate_learned(struct fw_batch *b, const char *table,
 		    uint32_t role, int v6, int insert);
 void		 fw_e_role(struct fw_rb *rb, const char *set, int six,
 		    uint32_t role, int ports);
+/* fw_e_gate_unmarked: matches a packet that carries none of the gate's
+ * verdict marks, i.e. one on its first pass through the forward hook
+ * (not reinjected by the gate with NF_REPEAT), so that byte counters
+ * count each packet once. Uses NFT_REG32_04. */
+void		 fw_e_gate_unmarked(struct fw_rb *rb);
 
 /* fw_learn.c: fw_learn_queue queues the learned elements e[0..n) as
  * messages of type (see there); the probes find out, once per handle,

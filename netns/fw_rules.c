@@ -79,7 +79,8 @@
  *       iifname != "sl-*" oifname != "sl-*" return     # not ours
  *       iifname != "sl-*" oifname "sl-*" ct state established,related accept
  *       oifname "sl-*" drop                             # new flows inbound
- *       quota name iifname map @quota goto d_quota
+ *       (meta mark & GM == 0, with the gate) quota name iifname map @quota
+ *           goto d_quota                          # GM: the gate's marks
  *       meta nfproto ipv4 iifname . ip saddr != @sbx4 goto d_spoof
  *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 goto d_spoof
  *       ip daddr @deny4 goto d_always
@@ -375,8 +376,14 @@ fw_add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		fw_e_sbx_if(&rb, NFT_META_OIFNAME, 1);
 		fw_e_verdict(&rb, NF_DROP);
 	});
+	/* With the name gate, a packet it passed comes back (NF_REPEAT)
+	 * and runs this chain again with the gate's mark: it was counted
+	 * on its first pass, so it is not counted again. A sandbox cannot
+	 * send a packet with that mark (crossing namespaces clears it). */
 	RULE("forward", {
 		struct nftnl_expr *e;
+		if (cfg->gate)
+			fw_e_gate_unmarked(&rb);
 		fw_e_meta(&rb, NFT_META_IIFNAME, FW_REG_IF);
 		if ((e = fw_ex(&rb, "objref")) != NULL) {
 			nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_SET_SREG,
