@@ -124,6 +124,7 @@ struct erule {
 	struct portrange *ports;
 	size_t		 nports;	/* 0 = every port */
 	int		 check;		/* -1: by port, else enum pol_check */
+	int		 budget;	/* -1: none, else its id (p->rbudgets) */
 	char		 name[40];	/* "egress.allow[3]" */
 };
 
@@ -186,6 +187,9 @@ struct pol_policy {
 	struct pol_net_rule *net_allow, *net_deny, *net_keep;
 	size_t		  nnet_allow, nnet_deny, nnet_keep;
 	uint64_t	  budget_bytes;
+	struct pol_rule_budget rbudgets[POL_MAX_RULE_BUDGETS];
+	size_t		  nrbudgets;
+	uint64_t	  taint_budget;
 	/* dns */
 	uint16_t	 *dns_types;
 	size_t		  ndns_types;
