@@ -150,6 +150,11 @@ ybudget_key(struct lctx *c, const struct ynode *n, struct erule *r,
 		yerr(&c->w, wn, "window needs a budget on the same rule");
 		return;
 	}
+	/* The kernel charges flows by port (ICMP has none to key on). */
+	if (r->proto == IPPROTO_ICMP) {
+		yerr(&c->w, bg, "budget applies to tcp and udp rules");
+		return;
+	}
 	memset(&rb, 0, sizeof(rb));
 	if (ysize(&c->w, bg, &rb.bytes) == -1)
 		return;

@@ -395,6 +395,8 @@ static const struct {
 	{ "version: 1\nmcp: {taint: {keep: [{host: a.example, ports: [443], "
 	  "budget: 1MiB}]}}\n", "2:62: budget and window apply to egress.allow "
 	  "rules only (a tainted sandbox's budget is mcp.taint.budget)\n" },
+	{ "version: 1\negress: {allow: [{cidr: 192.0.2.0/24, protocol: icmp, "
+	  "budget: 1KiB}]}\n", "2:63: budget applies to tcp and udp rules\n" },
 	{ "version: 1\nmcp: {taint: {budget: 0}}\n", "2:23: mcp.taint.budget "
 	  "must be at least one byte (omit it for none)\n" },
 	{ "version: 1\nmcp: {taint: {budget: 1.5MiB}}\n", "2:23: invalid "
