@@ -207,7 +207,8 @@ print_budget(const struct pol_policy *p, const struct pol_egress_q *q,
 		return;
 	b = pol_egress_budgets(p, &n);
 	if ((id = pol_egress_budget_id(p, q)) >= 0 && (size_t)id < n) {
-		printf("budget: %llu bytes", (unsigned long long)b[id].bytes);
+		printf("egress_budget: %llu bytes",
+		    (unsigned long long)b[id].bytes);
 		if (b[id].window_s != 0)
 			printf(" per %llus window",
 			    (unsigned long long)b[id].window_s);
@@ -215,7 +216,7 @@ print_budget(const struct pol_policy *p, const struct pol_egress_q *q,
 			printf(" for the sandbox's life");
 		printf("\n");
 	} else if (!q->tainted)
-		printf("budget: none\n");
+		printf("egress_budget: none\n");
 	if (q->tainted && pol_taint_budget(p) != 0)
 		printf("taint_budget: %llu bytes from the taint on\n",
 		    (unsigned long long)pol_taint_budget(p));
