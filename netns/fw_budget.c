@@ -393,8 +393,8 @@ fw_budget_learn_queue(struct fw_batch *b, struct fw *fw,
 
 /* ------------------------------------------------------------- removal */
 
-static int
-obj_del(struct fw_batch *b, const char *table, const char *name,
+int
+fw_quota_obj_del(struct fw_batch *b, const char *table, const char *name,
     uint16_t type)
 {
 	struct nftnl_obj	*o;
@@ -447,14 +447,14 @@ fw_budget_queue_del(struct fw_batch *b, struct fw *fw, const char *ifname,
 		if (!destroy && !(found & (1u << k)))
 			continue;
 		obj_name(ifname, k, on);
-		if (obj_del(b, fw->table, on, destroy ? NFT_MSG_DESTROYOBJ :
-		    NFT_MSG_DELOBJ) == -1)
+		if (fw_quota_obj_del(b, fw->table, on, destroy ?
+		    NFT_MSG_DESTROYOBJ : NFT_MSG_DELOBJ) == -1)
 			return -1;
 	}
 	if (destroy || (found & FW_BUDGET_P_TAINT)) {
 		obj_name(ifname, FW_BUDGET_TAINT, on);
-		if (obj_del(b, fw->table, on, destroy ? NFT_MSG_DESTROYOBJ :
-		    NFT_MSG_DELOBJ) == -1)
+		if (fw_quota_obj_del(b, fw->table, on, destroy ?
+		    NFT_MSG_DESTROYOBJ : NFT_MSG_DELOBJ) == -1)
 			return -1;
 	}
 	return 0;

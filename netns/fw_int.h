@@ -450,6 +450,10 @@ int		 fw_budget_learn_queue(struct fw_batch *b, struct fw *fw,
 int		 fw_budget_queue_del(struct fw_batch *b, struct fw *fw,
 		    const char *ifname, int destroy, uint32_t found);
 uint32_t	 fw_budget_probe(struct fw *fw, const char *ifname);
+/* fw_quota_obj_del: queues the DELOBJ or DESTROYOBJ (type) of quota
+ * object name. -1 (ENOMEM). */
+int		 fw_quota_obj_del(struct fw_batch *b, const char *table,
+		    const char *name, uint16_t type);
 int		 fw_budget_queue_taint(struct fw_batch *b, struct fw *fw,
 		    const char *ifname, uint64_t bytes, int has_maps, int v6);
 /* fw_budget_dump: ifname's b map (NULL with errno, ENOENT: it has none);

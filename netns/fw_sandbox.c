@@ -443,19 +443,10 @@ static int
 quota_obj_del(struct fw *fw, struct fw_batch *b, const char *ifname,
     uint16_t type)
 {
-	struct nftnl_obj	*o;
 	char			 qname[32];
 
 	snprintf(qname, sizeof(qname), "q_%s", ifname);
-	if ((o = nftnl_obj_alloc()) == NULL)
-		return -1;
-	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, type, 0), o);
-	nftnl_obj_free(o);
-	fw_batch_next(b);
-	return 0;
+	return fw_quota_obj_del(b, fw->table, qname, type);
 }
 
 /* fw_sandbox_del the old way: dump every per-sandbox set and delete what
