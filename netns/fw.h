@@ -223,8 +223,12 @@ int		 fw_gate_open(uint16_t queue, char *err, size_t errlen);
  * sb_<ifname> (IPv6 rules only when sb->has_addr6), static allows (CIDR +
  * proto + port range; ICMP rules only when sb->icmp), explicit denies
  * (CIDR; proto/ports ignored: a deny covers the whole range), its quota
- * object and, last, its @sbx_dispatch entry. All or nothing. EINVAL on a
- * bad ifname or rule or a zero sb->gen, EEXIST if the sandbox is already
+ * object, its rule budgets (sb->nbudgets quota objects, the budgeted
+ * allows' elements: fw_budget.c) and, last, its @sbx_dispatch entry. All
+ * or nothing. EINVAL on a bad ifname or rule, bad budgets (more than
+ * FW_MAX_BUDGETS, one of 0 bytes, a rule naming a budget the sandbox
+ * lacks, an ICMP rule with one, two budgeted rules on one destination)
+ * or a zero sb->gen, EEXIST if the sandbox is already
  * registered, ENFILE when the table holds the most sandboxes fw_init was
  * told of. */
 int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,

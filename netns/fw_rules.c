@@ -49,6 +49,10 @@
  *       # "@s_X role R" below: role R . ip daddr (mapped) . meta l4proto
  *       # . th dport (or . 0 . 0 for 5-7) in @s_X.
  *     chain sb_X {
+ *       (only for a sandbox with byte budgets, fw_budget.c, at the head,
+ *       and again above the narrowing once it is tainted: the taint's
+ *       quota, a new flow's budget label from @b_X, the label's quota
+ *       from @bq_X going to d_budget once spent)
  *       (only once fw_restrict narrowed X, checked in the policy's order:)
  *       @s_X role 5 goto d_rule
  *       ip daddr @private4 @s_X role 14 accept
