@@ -172,3 +172,40 @@ sbx_budget_denied(const struct sbx *m, const char *id)
 		spent(m, s, FW_BUDGET_TAINT, used, bytes, NULL);
 	}
 }
+
+int
+sbx_learn_budget(const struct sbx *m, struct fw_elem *e)
+{
+	struct pol_net_rule r[32];
+	const struct pol_policy *p;
+	struct sbx_view v;
+	struct sandbox *s;
+	size_t n, i;
+
+	e->budget = 0;
+	if (m == NULL || sbx_lookup_ifname(m, e->ifname, &v) == -1 ||
+	    (s = sb_find(m, v.id)) == NULL)
+		return 0;	/* fw_learn refuses it: no such sandbox */
+	if ((p = sb_policy(s)) == NULL || e->name == NULL)
+		return 0;
+	n = pol_egress_ports_for_name(p, e->name, s->rec.tainted != 0, r,
+	    sizeof(r) / sizeof(r[0]));
+	for (i = 0; i < n; i++) {
+		uint16_t lo = r[i].port_lo, hi = r[i].port_hi;
+
+		if (lo == 0 && hi == 0)
+			hi = 65535;
+		if (r[i].proto != e->proto || e->port_lo < lo ||
+		    e->port_hi > hi)
+			continue;
+		if (r[i].budget > s->fsb.nbudgets) {
+			/* A budget the kernel has no object for would
+			 * count nothing: refused, not learned uncounted. */
+			errno = EPERM;
+			return -1;
+		}
+		e->budget = r[i].budget;
+		return 0;
+	}
+	return 0;
+}
