@@ -211,6 +211,12 @@ struct pol_policy {
 	struct pol_resources resources;
 };
 
+/* ybudget_key: the `budget:` and `window:` of rule map n into r->budget
+ * (-1 for none) and p's budget table, every error reported where it is
+ * written; budgets: n is an egress.allow rule (policy/egress_budget.c). */
+void	 ybudget_key(struct ywalk *w, struct pol_policy *p,
+	    const struct ynode *n, struct erule *r, bool budgets);
+
 /* yresources: the `resources:` map n into *out, every error reported at
  * its key or value (policy/resources.c). */
 void	 yresources(struct ywalk *w, const struct ynode *n,

@@ -124,62 +124,6 @@ yports(struct lctx *c, const struct ynode *n, struct erule *r)
 static const char *const rule_keys[] = { "host", "cidr", "ports", "protocol",
     "check", "budget", "window", NULL };
 
-/* ybudget_key: a rule's `budget:` (a size, at least one byte) and its
- * `window:` (a duration; without it the budget lasts the sandbox's
- * life), on egress.allow rules only: a deny sends nothing and the keep
- * list has the taint's own budget (mcp.taint.budget). At most
- * POL_MAX_RULE_BUDGETS rules carry one: each is a kernel quota object in
- * every sandbox of the policy. */
-static void
-ybudget_key(struct lctx *c, const struct ynode *n, struct erule *r,
-    bool budgets)
-{
-	const struct ynode *bg = yget(n, "budget"), *wn = yget(n, "window");
-	struct pol_rule_budget rb;
-
-	r->budget = -1;
-	if (bg == NULL && wn == NULL)
-		return;
-	if (!budgets) {
-		yerr(&c->w, bg != NULL ? bg : wn, "budget and window apply to "
-		    "egress.allow rules only (a tainted sandbox's budget is "
-		    "mcp.taint.budget)");
-		return;
-	}
-	if (bg == NULL) {
-		yerr(&c->w, wn, "window needs a budget on the same rule");
-		return;
-	}
-	/* The kernel charges flows by port (ICMP has none to key on). */
-	if (r->proto == IPPROTO_ICMP) {
-		yerr(&c->w, bg, "budget applies to tcp and udp rules");
-		return;
-	}
-	memset(&rb, 0, sizeof(rb));
-	if (ysize(&c->w, bg, &rb.bytes) == -1)
-		return;
-	if (rb.bytes == 0) {
-		yerr(&c->w, bg, "budget must be at least one byte (omit it "
-		    "for none; deny the rule to send nothing)");
-		return;
-	}
-	if (wn != NULL && (yduration(&c->w, wn, &rb.window_s) == -1 ||
-	    rb.window_s < POL_BUDGET_WINDOW_MIN_S)) {
-		if (rb.window_s == 0 && wn->kind == Y_SCALAR &&
-		    pol_parse_duration(wn->str, &rb.window_s) == 0)
-			yerr(&c->w, wn, "window must be at least %us",
-			    POL_BUDGET_WINDOW_MIN_S);
-		return;
-	}
-	if (c->p->nrbudgets >= POL_MAX_RULE_BUDGETS) {
-		yerr(&c->w, bg, "at most %d egress.allow rules may carry a "
-		    "budget", POL_MAX_RULE_BUDGETS);
-		return;
-	}
-	r->budget = (int)c->p->nrbudgets;
-	c->p->rbudgets[c->p->nrbudgets++] = rb;
-}
-
 /* ycheck_key: a rule's `check:` (tls, http or none), for host allow
  * rules over TCP only: a CIDR rule is address-only, and a deny checks
  * nothing. Without it the check follows the port (pol_egress_check). */
@@ -259,7 +203,7 @@ yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 	} else if (allow && r->proto != IPPROTO_ICMP)
 		yerr(&c->w, n, "missing required key \"ports\" in %s", where);
 	ycheck_key(c, ck, r, allow);
-	ybudget_key(c, n, r, budgets);
+	ybudget_key(&c->w, c->p, n, r, budgets);
 	return c->w.nerr == before ? 0 : -1;
 }
 
@@ -1187,19 +1131,6 @@ uint64_t
 pol_egress_quota(const struct pol_policy *p)
 {
 	return p->budget_bytes;
-}
-
-const struct pol_rule_budget *
-pol_egress_budgets(const struct pol_policy *p, size_t *n)
-{
-	*n = p->nrbudgets;
-	return p->rbudgets;
-}
-
-uint64_t
-pol_taint_budget(const struct pol_policy *p)
-{
-	return p->taint_budget;
 }
 
 const struct pol_net_rule *
