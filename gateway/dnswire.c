@@ -420,13 +420,18 @@ on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
 	struct pol_addr pa;
 	struct fw *fw = sbx_fw(d->sbx);
 	uint32_t i;
+	int budget_err;
 
 	if (!msg_learn_ok(m, len)) {
 		violation(d, "a malformed learn batch");
 		return;
 	}
+	budget_err = 0;
 	for (i = 0; i < m->n; i++) {
 		msg_elem_to(&d->lbuf[i], &me[i]);
+		/* The budget a destination is charged to: the parent's. */
+		if (sbx_learn_budget(d->sbx, &d->lbuf[i]) == -1)
+			budget_err = 1;
 		/* What no policy can allow never reaches the kernel, whoever
 		 * asks: the child's filter drops these, so one here means
 		 * the child is not the one we started. */
@@ -445,6 +450,10 @@ on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
 	if (fw == NULL) {
 		a.err_no = ENOTCONN;
 		snprintf(a.err, sizeof(a.err), "no nftables handle");
+	} else if (budget_err) {
+		a.err_no = EPERM;
+		snprintf(a.err, sizeof(a.err), "a budget the sandbox lacks");
+		d->learn_refused++;
 	} else if (fw_learn(fw, d->lbuf, m->n, a.err, sizeof(a.err)) == -1) {
 		a.err_no = errno != 0 ? errno : EIO;
 		d->learn_refused++;

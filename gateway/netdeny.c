@@ -300,6 +300,8 @@ nd_reason(const struct fw_denied *d, const struct pol_cidr *treat_as_public,
 		{ "deny:tainted",	"tainted",		0 },
 		{ "deny:quota",		"quota_exhausted",	0 },
 		{ "deny:input",		"input",		0 },
+		/* pol_reason_name(POL_REASON_BUDGET_EXHAUSTED) */
+		{ "deny:budget",	"budget_exhausted",	0 },
 	};
 	struct pol_addr_info info;
 	struct pol_addr a;
@@ -533,11 +535,18 @@ on_packet(const struct fw_denied *d, void *arg)
 	char ifname[FW_IFNAMSIZ];
 
 	nd->packets++;
+	snprintf(ifname, sizeof(ifname), "%.*s", (int)sizeof(ifname) - 1,
+	    d->ifname);
+	/* A spent byte budget is recorded once (the manager looks, at
+	 * most once a second per sandbox; the kernel logs within the
+	 * link's budget). */
+	if (nd->sbx != NULL && strncmp(d->prefix, "deny:budget",
+	    sizeof(d->prefix)) == 0 && sbx_lookup_ifname(nd->sbx, ifname,
+	    &v) == 0)
+		sbx_budget_denied(nd->sbx, v.id);
 	if (nd_table_add(nd->t, d, wall_ms()) != 1 || nd->sbx == NULL)
 		return;
 	/* A new key: name its sandbox now, while the link is still its. */
-	snprintf(ifname, sizeof(ifname), "%.*s", (int)sizeof(ifname) - 1,
-	    d->ifname);
 	if (sbx_lookup_ifname(nd->sbx, ifname, &v) == 0) {
 		(void)nd_table_tag(nd->t, d, v.id);
 		/* A new flow it tried is activity (resources.idle). */

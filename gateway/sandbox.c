@@ -210,6 +210,7 @@ sb_free(struct sandbox *s)
 		close(s->att_fd);
 	if (s->idle_timer != NULL)
 		ev_timer_cancel(s->m->loop, s->idle_timer);
+	sb_budget_cancel(s);
 	json_decref(s->labels);
 	gw_pset_unref(s->ps);
 	OPENSSL_cleanse(s->rec.token, sizeof(s->rec.token));
@@ -733,6 +734,7 @@ sbx_create(struct sbx *m, const struct sbx_spec *spec, struct sbx_info *out,
 	}
 	sb_arm_timer(m, s);
 	sb_idle_arm(m, s);
+	sb_budget_arm(m, s);
 	m->creates++;
 	log_info("sandbox.create id=%s policy=%s subject=%s if=%s addr=%s "
 	    "ttl=%u%s%s", s->rec.id, s->rec.policy, s->rec.subject,

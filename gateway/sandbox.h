@@ -406,6 +406,18 @@ int		 sbx_exec_limits(const struct sbx *m, const char *id,
  * ignored. */
 void		 sbx_touch_addr4(const struct sbx *m, const uint8_t addr4[4]);
 void		 sbx_touch_id(const struct sbx *m, const char *id);
+/* sbx_budget_denied: the kernel denied a packet of sandbox id for a spent
+ * byte budget: at most once a second per sandbox, the budgets it spent
+ * are looked up and each newly spent one recorded once per window (a
+ * finding "egress.budget_exhausted"). */
+void		 sbx_budget_denied(const struct sbx *m, const char *id);
+/* sbx_learn_budget: sets e->budget from the policy of e's sandbox (the
+ * first host rule for e->name whose ports hold e's), whatever the DNS
+ * process said: which budget a destination is charged to is the
+ * parent's decision. 0; -1 (EPERM) when that budget has no kernel object
+ * in the sandbox (the learn is refused). */
+struct fw_elem;
+int		 sbx_learn_budget(const struct sbx *m, struct fw_elem *e);
 
 /* sbx_fw: the nftables handle (borrowed), for the DNS proxy's fw_learn. */
 struct fw	*sbx_fw(struct sbx *m);

@@ -25,6 +25,10 @@ pol_to_fw_cidr(const struct pol_cidr *p, struct fw_cidr *f)
 	f->prefix = p->prefix;
 }
 
+/* A policy's budget ids are the kernel's. */
+_Static_assert(POL_MAX_RULE_BUDGETS == FW_MAX_BUDGETS,
+    "policy and kernel budget bounds differ");
+
 /*
  * The kernel's form of a policy's static rules. ICMPv6 is dropped (IPv6 is
  * off inside sandboxes, so nothing could use it); an allow without ports
@@ -50,6 +54,7 @@ sb_rules_to_fw(const struct pol_net_rule *r, size_t n, int allow,
 		out[k].proto = r[i].proto;
 		out[k].port_lo = r[i].port_lo;
 		out[k].port_hi = r[i].port_hi;
+		out[k].budget = allow ? r[i].budget : 0;
 		if (allow && r[i].proto != IPPROTO_ICMP &&
 		    r[i].port_lo == 0 && r[i].port_hi == 0) {
 			out[k].port_lo = 1;
@@ -78,7 +83,9 @@ struct statics {
 	struct fw_rule	*fa, *fd, *fk;
 	size_t		 na, nd, nk;
 	int		 icmp;
-	uint64_t	 quota;
+	uint64_t	 quota, taint_budget;
+	uint64_t	 budgets[FW_MAX_BUDGETS];
+	size_t		 nbudgets;
 };
 
 static void
@@ -101,7 +108,14 @@ statics_build(const struct pol_policy *p, struct statics *st, char *err,
 		ra = pol_egress_static(p, true, &st->na);
 		rd = pol_egress_static(p, false, &st->nd);
 		rk = pol_taint_keep(p, &st->nk);
+		const struct pol_rule_budget *b;
+		size_t i;
+
 		st->quota = pol_egress_quota(p);
+		st->taint_budget = pol_taint_budget(p);
+		b = pol_egress_budgets(p, &st->nbudgets);
+		for (i = 0; i < st->nbudgets && i < FW_MAX_BUDGETS; i++)
+			st->budgets[i] = b[i].bytes;
 	}
 	if ((st->fa = calloc(st->na + 1, sizeof(*st->fa))) == NULL ||
 	    (st->fd = calloc(st->nd + 1, sizeof(*st->fd))) == NULL ||
@@ -138,22 +152,37 @@ sb_fw_apply(struct sbx *m, struct sandbox *s, int update, char *err,
 		return -1;
 	s->fsb.quota_bytes = st.quota;
 	s->fsb.icmp = st.icmp;
+	/* The number of budgets is the kernel's from the sandbox's start
+	 * (a reload changes their sizes, adds ones, never drops objects
+	 * that flows may still be labelled with). */
+	if (!update || st.nbudgets > s->fsb.nbudgets)
+		s->fsb.nbudgets = (uint8_t)(st.nbudgets < FW_MAX_BUDGETS ?
+		    st.nbudgets : FW_MAX_BUDGETS);
+	memcpy(s->fsb.budget_bytes, st.budgets, sizeof(st.budgets));
+	{
+		size_t k;
+
+		/* A budget a reload dropped: the object stays, with a size
+		 * no flow reaches (no rule labels flows for it any more). */
+		for (k = st.nbudgets; k < s->fsb.nbudgets; k++)
+			s->fsb.budget_bytes[k] = UINT64_MAX / 2;
+	}
 	if (update) {
 		rc = fw_sandbox_update(m->fw, &s->fsb, st.fa, st.na, st.fd,
 		    st.nd, err, errlen);
 		/* A tainted sandbox follows the new keep list too: one the
 		 * reload narrowed must not stay reachable. */
 		if (rc == 0 && s->rec.tainted)
-			rc = fw_restrict(m->fw, s->fsb.ifname, st.fk, st.nk,
-			    err, errlen);
+			rc = fw_restrict_budget(m->fw, s->fsb.ifname, st.fk,
+			    st.nk, st.taint_budget, err, errlen);
 		statics_free(&st);
 		return rc;
 	}
 	if (fw_sandbox_add(m->fw, &s->fsb, st.fa, st.na, st.fd, st.nd, err,
 	    errlen) == -1)
 		goto out;
-	if (s->rec.tainted && fw_restrict(m->fw, s->fsb.ifname, st.fk, st.nk,
-	    err, errlen) == -1) {
+	if (s->rec.tainted && fw_restrict_budget(m->fw, s->fsb.ifname, st.fk,
+	    st.nk, st.taint_budget, err, errlen) == -1) {
 		(void)fw_sandbox_del(m->fw, &s->fsb, NULL, 0);
 		goto out;
 	}

@@ -141,6 +141,14 @@ struct sandbox {
 	struct cg_events ev_seen;
 	uint64_t	 active_ms;
 	struct ev_timer	*idle_timer;
+	/* byte budgets (sandbox_budget.c): when each windowed budget
+	 * starts again (ev_now_ms, 0 = no window), which are spent in
+	 * this window (bit k, FW_BUDGET_TAINT as bit 31: recorded once),
+	 * the last look after a budget denial, and the window timer. */
+	uint64_t	 budget_next_ms[FW_MAX_BUDGETS];
+	uint32_t	 budget_spent;
+	uint64_t	 budget_look_ms;
+	struct ev_timer	*budget_timer;
 };
 
 struct sbx {
@@ -171,6 +179,12 @@ struct sbx {
 	struct ev_timer		*events_timer;	/* cgroup counters */
 	struct sb_end		*ends;		/* terminations under way */
 };
+
+/* sandbox_budget.c: the windows of s's rule budgets armed (when its
+ * kernel objects exist: after fw_sandbox_add, adoption or a reload), and
+ * the timer cancelled (removal). */
+void		 sb_budget_arm(struct sbx *m, struct sandbox *s);
+void		 sb_budget_cancel(struct sandbox *s);
 
 /* Which call of the watchers a change of the table makes. */
 enum sb_change {

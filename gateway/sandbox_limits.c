@@ -200,6 +200,7 @@ sb_limits_reapply(struct sbx *m, struct sandbox *s)
 	char err[256];
 
 	sb_idle_arm(m, s);
+	sb_budget_arm(m, s);
 	if (!s->cg || m->cg == NULL)
 		return;
 	/* cg_create on an existing group only writes the limits. */

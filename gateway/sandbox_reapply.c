@@ -54,7 +54,8 @@ sbx_taint(struct sbx *m, const char *id, char *err, size_t errlen)
 		free(fk);
 		goto record;
 	}
-	rc = fw_restrict(m->fw, s->fsb.ifname, fk, nk, err, errlen);
+	rc = fw_restrict_budget(m->fw, s->fsb.ifname, fk, nk,
+	    p != NULL ? pol_taint_budget(p) : 0, err, errlen);
 	free(fk);
 	if (rc == -1)
 		return -1;

@@ -429,6 +429,7 @@ sb_reconcile(struct sbx *m, char *err, size_t errlen)
 		sb_cg_adopt(m, s);
 		sb_arm_timer(m, s);
 		sb_idle_arm(m, s);
+		sb_budget_arm(m, s);
 		log_info("sandbox.adopt id=%s policy=%s if=%s addr=%s",
 		    s->rec.id, s->rec.policy, s->spec.host_if, s->rec.addr);
 		sb_notify(m, SB_ADDED, s);

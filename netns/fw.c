@@ -120,11 +120,11 @@ static const uint8_t	K_IF_MARK[] = { 16, 4 };
 static const uint8_t	DT_IF_MARK[] = { DT_IFNAME, DT_MARK };
 
 #define SD(n, k, dt, fl, pers, sz) \
-	{ n, NULL, k, dt, sizeof(k), fl, pers, sz, 0 }
+	{ n, NULL, k, dt, sizeof(k), fl, pers, sz, 0, 0 }
 #define SA(n, also, k, dt, fl) \
-	{ n, also, k, dt, sizeof(k), fl, 1, FW_SZ_LEARNED, 0 }
+	{ n, also, k, dt, sizeof(k), fl, 1, FW_SZ_LEARNED, 0, 0 }
 #define SM(n, k, dt, dtype) \
-	{ n, NULL, k, dt, sizeof(k), NFT_SET_MAP, 1, FW_SZ_SBX, dtype }
+	{ n, NULL, k, dt, sizeof(k), NFT_SET_MAP, 1, FW_SZ_SBX, dtype, 0 }
 #define CI	NFT_SET_INTERVAL
 #define TO	NFT_SET_TIMEOUT
 
@@ -159,7 +159,7 @@ const struct fw_setdef fw_sets[] = {
 	 * across FW_ADOPT, so a restart resets no budget, and removed with
 	 * the sandbox, so the next one on its link starts afresh). */
 	SD("logmeter", K_IF, DT_IF, NFT_SET_EVAL | TO, 1, FW_SZ_METER),
-	{ NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
+	{ NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 }
 };
 
 /* The per-sandbox set s_<ifname> (see fw_int.h for the key layout).
@@ -169,7 +169,7 @@ const struct fw_setdef fw_sets[] = {
 static const uint8_t	K_S[] = { 4, 16, 1, 2 };
 static const uint8_t	DT_S[] = { DT_MARK, DT_IP6ADDR, DT_PROTO, DT_SERVICE };
 const struct fw_setdef fw_sbx_setdef = {
-	FW_SBX_SET, NULL, K_S, DT_S, sizeof(K_S), CI | TO, 1, FW_SZ_OWN, 0
+	FW_SBX_SET, NULL, K_S, DT_S, sizeof(K_S), CI | TO, 1, FW_SZ_OWN, 0, 0
 };
 
 /* The bounds of a table made with max sandboxes s and learned cap l. */
@@ -267,7 +267,7 @@ add_set_flags(struct fw_batch *b, const char *table,
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_QUOTA);
 	if ((d->flags & NFT_SET_MAP) && d->dtype != 0) {
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, d->dtype);
-		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, d->dlen ? d->dlen : 4);
 	} else if (d->flags & NFT_SET_MAP)
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_DATA_VERDICT);
 	/* Every set is bounded (the ruleset comment says by what): a full

@@ -73,6 +73,11 @@ struct fw_config {
 /* fw_init flags. */
 #define FW_ADOPT	0x1	/* keep an existing table's per-sandbox state */
 
+/* Rule budgets per sandbox (quota objects b0_<ifname>..), plus the taint
+ * budget t_<ifname>: at most FW_MAX_BUDGETS + 1 quota objects and one
+ * budget map per sandbox. */
+#define FW_MAX_BUDGETS	16
+
 /* One sandbox. ifname must start with "sl-" (the rules match that prefix). */
 struct fw_sandbox {
 	char		ifname[FW_IFNAMSIZ];	/* host side link, e.g. "sl-12" */
@@ -81,6 +86,13 @@ struct fw_sandbox {
 	uint8_t		addr6[16];
 	int		icmp;			/* echo-request to @icmp4 rules */
 	uint64_t	quota_bytes;		/* egress byte budget, 0 = none */
+	/* Byte budgets of single allow rules (fw_budget.c): budget k is
+	 * quota object b<k>_<ifname>, reached by the static allows and
+	 * learned elements whose budget is k + 1. At most FW_MAX_BUDGETS,
+	 * each >= 1; their number is fixed for the sandbox's life
+	 * (fw_sandbox_update changes their sizes, not how many). */
+	uint64_t	budget_bytes[FW_MAX_BUDGETS];
+	uint8_t		nbudgets;
 	/* The sandbox's generation: nonzero, and never given to another
 	 * sandbox (the gateway keeps the counter). Every flow the sandbox
 	 * opens carries it as its conntrack mark, and only flows with its
@@ -97,6 +109,8 @@ struct fw_rule {
 	uint8_t		prefix;
 	uint8_t		proto;		/* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP */
 	uint16_t	port_lo, port_hi;	/* host byte order, inclusive */
+	uint8_t		budget;		/* allows only: 0 = none, else 1 + the
+					 * sandbox's budget id */
 };
 
 /* A DNS-learned destination (exact address, port range). */
@@ -108,6 +122,8 @@ struct fw_elem {
 	uint16_t	port_lo, port_hi;	/* host byte order */
 	uint32_t	timeout_ms;		/* lifetime; refreshed if present */
 	uint8_t		flags;			/* FW_ELEM_* */
+	uint8_t		budget;			/* 0 = none, else 1 + the
+						 * sandbox's budget id */
 	/* The name it was learned for (borrowed for the call; NULL: not
 	 * said). Not part of the key: the handle notes it beside the
 	 * element (fw_learned_list), so a reload can decide it again. */
@@ -207,8 +223,12 @@ int		 fw_gate_open(uint16_t queue, char *err, size_t errlen);
  * sb_<ifname> (IPv6 rules only when sb->has_addr6), static allows (CIDR +
  * proto + port range; ICMP rules only when sb->icmp), explicit denies
  * (CIDR; proto/ports ignored: a deny covers the whole range), its quota
- * object and, last, its @sbx_dispatch entry. All or nothing. EINVAL on a
- * bad ifname or rule or a zero sb->gen, EEXIST if the sandbox is already
+ * object, its rule budgets (sb->nbudgets quota objects, the budgeted
+ * allows' elements: fw_budget.c) and, last, its @sbx_dispatch entry. All
+ * or nothing. EINVAL on a bad ifname or rule, bad budgets (more than
+ * FW_MAX_BUDGETS, one of 0 bytes, a rule naming a budget the sandbox
+ * lacks, an ICMP rule with one, two budgeted rules on one destination)
+ * or a zero sb->gen, EEXIST if the sandbox is already
  * registered, ENFILE when the table holds the most sandboxes fw_init was
  * told of. */
 int		 fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
@@ -298,6 +318,27 @@ int		 fw_learned_list(struct fw *fw, const char *ifname,
 int		 fw_restrict(struct fw *fw, const char *ifname,
 		    const struct fw_rule *keep, size_t n, char *err,
 		    size_t errlen);
+
+/* ------------------------------------------------------------ fw_budget.c */
+
+/* fw_budget_reset: budget k of sandbox ifname (0..nbudgets-1), or its
+ * taint budget (k = FW_BUDGET_TAINT), starts again from zero (a window
+ * ended): one request, atomic in the kernel; *used (may be NULL) gets
+ * what it had consumed. ENOENT if the sandbox has no such budget. */
+#define FW_BUDGET_TAINT	255
+int		 fw_budget_reset(struct fw *fw, const char *ifname, unsigned k,
+		    uint64_t *used, char *err, size_t errlen);
+/* fw_budget_used: what budget k (or FW_BUDGET_TAINT) of ifname consumed
+ * and its size, without changing it. ENOENT if there is none. */
+int		 fw_budget_used(struct fw *fw, const char *ifname, unsigned k,
+		    uint64_t *used, uint64_t *bytes, char *err, size_t errlen);
+/* fw_restrict_budget: as fw_restrict, and from the call that first
+ * narrows the sandbox on, every byte it sends is also counted against a
+ * taint budget of bytes (0 = none), whose exhaustion denies as a rule
+ * budget's does. Later calls leave the taint budget as it is. */
+int		 fw_restrict_budget(struct fw *fw, const char *ifname,
+		    const struct fw_rule *keep, size_t n, uint64_t bytes,
+		    char *err, size_t errlen);
 
 /* ------------------------------------------------------------ fw_dump.c */
 

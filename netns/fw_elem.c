@@ -170,6 +170,8 @@ fw_eq_add(struct fw_eq *q, const void *key, size_t klen, const void *keyend,
 		nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
 	if (objref != NULL)
 		nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_OBJREF, objref);
+	if (q->data != NULL)
+		nftnl_set_elem_set(e, NFTNL_SET_ELEM_DATA, q->data, q->dlen);
 	if (q->rec != NULL)
 		fw_rawvec_add(q->rec, q->setidx, key, klen, keyend);
 	/* From here the set owns e. */
@@ -299,6 +301,8 @@ fw_valid_elem(const struct fw_elem *e)
 	if (e->family != AF_INET && e->family != AF_INET6)
 		return 0;
 	if (e->proto != IPPROTO_TCP && e->proto != IPPROTO_UDP)
+		return 0;
+	if (e->budget > FW_MAX_BUDGETS)
 		return 0;
 	return e->port_lo <= e->port_hi && e->timeout_ms > 0;
 }

@@ -135,6 +135,16 @@ e_queue(struct fw_rb *rb, uint16_t queue)
 	fw_ex_add(rb, e);
 }
 
+void
+fw_e_gate_unmarked(struct fw_rb *rb)
+{
+	uint32_t m = FW_GATE_M_MASK, zero = 0;
+
+	fw_e_meta(rb, NFT_META_MARK, NFT_REG32_04);
+	e_bitwise(rb, NFT_REG32_04, &m, 4);
+	fw_e_cmp(rb, NFT_REG32_04, NFT_CMP_EQ, &zero, 4);
+}
+
 int
 fw_gate_forward(struct fw_batch *b, const char *t, uint16_t queue)
 {

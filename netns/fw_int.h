@@ -144,6 +144,7 @@ struct fw_setdef {
 	int		 persistent;	/* per-sandbox state */
 	int		 bound;		/* FW_SZ_*: its size */
 	uint32_t	 dtype;		/* a data map's value (nft id) */
+	uint32_t	 dlen;		/* its length, 0 = 4 */
 };
 
 /* What a set's `size` is made of (fw_setsize; the ruleset comment in fw_rules.c
@@ -193,7 +194,8 @@ enum fw_role {
 	FW_R_ALLOW4 = 1, FW_R_ALLOW6, FW_R_PALLOW4, FW_R_PALLOW6,
 	FW_R_DENY4, FW_R_DENY6, FW_R_ICMP4, FW_R_KEEP4, FW_R_KEEP6,
 	FW_R_LRANGE4, FW_R_LRANGE6, FW_R_LKRANGE4, FW_R_LKRANGE6,
-	FW_R_PKEEP4, FW_R_PKEEP6	/* keep rules inside a private range */
+	FW_R_PKEEP4, FW_R_PKEEP6,	/* keep rules inside a private range */
+	FW_R_BUDGET4, FW_R_BUDGET6	/* b_<ifname>: budgeted destinations */
 };
 
 /* fw_batch.c */
@@ -242,7 +244,7 @@ extern const size_t		fw_ntails;
 int		 fw_add_rules(struct fw_batch *b, const char *table,
 		    const struct fw_config *cfg);
 int		 fw_sbx_queue_objects(struct fw_batch *b, const char *table,
-		    const char *ifname, uint32_t gen, int v6);
+		    const char *ifname, uint32_t gen, int v6, int budgets);
 int		 fw_sbx_queue_restrict(struct fw_batch *b, const char *table,
 		    const char *ifname, int v6);
 
@@ -328,6 +330,8 @@ struct fw_eq {
 	const char		*table, *set;
 	struct nftnl_set	*s;
 	struct fw_rawvec	*rec;	/* also note each element here */
+	const void		*data;	/* a data map's value for each element */
+	uint32_t		 dlen;
 	uint16_t		 type, flags;
 	int			 n, oom, setidx;
 };
@@ -408,6 +412,61 @@ int		 fw_gate_learned(struct fw_batch *b, const char *table,
 		    uint32_t role, int v6, int insert);
 void		 fw_e_role(struct fw_rb *rb, const char *set, int six,
 		    uint32_t role, int ports);
+void		 fw_e_role_key(struct fw_rb *rb, int six, uint32_t role,
+		    int ports);
+/* fw_e_gate_unmarked: matches a packet that carries none of the gate's
+ * verdict marks, i.e. one on its first pass through the forward hook
+ * (not reinjected by the gate with NF_REPEAT), so that byte counters
+ * count each packet once. Uses NFT_REG32_04. */
+void		 fw_e_gate_unmarked(struct fw_rb *rb);
+
+/*
+ * fw_budget.c: the byte budgets of single rules (see there). Per sandbox
+ * with budgets: map b_<ifname> (its set's key : the flow's budget label)
+ * and objref map bq_<ifname> (label : quota object b<k>_<ifname>), and
+ * the taint budget's object t_<ifname>. fw_budget_queue_sets: the maps,
+ * objects and bq elements of sb (before its chain's rules);
+ * fw_budget_queue_rules: the two rules that label a new flow and count
+ * its packets (insert: at the chain's head); fw_budget_queue_statics:
+ * the b elements of the budgeted allows; fw_budget_learn_queue: those of
+ * learned elements with a budget (NEW, DEL or DESTROY as type);
+ * fw_budget_queue_del: every budget object of ifname, after its chain
+ * (destroy: DESTROY*, which nothing missing fails; else DEL of what
+ * fw_budget_probe found: a bit per object, FW_BUDGET_P_*). -1 (ENOMEM).
+ */
+#define FW_BUDGET_LABEL0	104	/* budget k is ct label bit 104 + k */
+#define FW_BUDGET_P_MAPS	(1u << 31)
+#define FW_BUDGET_P_TAINT	(1u << 30)
+extern const struct fw_setdef fw_budget_mapdef, fw_budget_qmapdef;
+int		 fw_budget_queue_sets(struct fw_batch *b, struct fw *fw,
+		    const struct fw_sandbox *sb, int create);
+int		 fw_budget_queue_rules(struct fw_batch *b, const char *table,
+		    const char *ifname, int v6, int insert);
+int		 fw_budget_queue_statics(struct fw_batch *b, struct fw *fw,
+		    const char *ifname, const struct fw_rule *r, size_t n,
+		    uint16_t type);
+int		 fw_budget_learn_queue(struct fw_batch *b, struct fw *fw,
+		    const struct fw_elem *e, size_t n, uint16_t type);
+int		 fw_budget_queue_del(struct fw_batch *b, struct fw *fw,
+		    const char *ifname, int destroy, uint32_t found);
+uint32_t	 fw_budget_probe(struct fw *fw, const char *ifname);
+/* fw_quota_obj_del: queues the DELOBJ or DESTROYOBJ (type) of quota
+ * object name. -1 (ENOMEM). */
+int		 fw_quota_obj_del(struct fw_batch *b, const char *table,
+		    const char *name, uint16_t type);
+int		 fw_budget_queue_taint(struct fw_batch *b, struct fw *fw,
+		    const char *ifname, uint64_t bytes, int has_maps, int v6);
+/* fw_budget_dump: ifname's b map (NULL with errno, ENOENT: it has none);
+ * fw_budget_queue_update: in fw_sandbox_update's batch, the budgeted
+ * statics of old (that dump, NULL: none) replaced by allow's and the
+ * objects sized as sb says (made, with the maps and rules, if old is
+ * NULL and sb has budgets). */
+struct nftnl_set *fw_budget_dump(struct fw *fw, const char *ifname);
+int		 fw_budget_queue_update(struct fw_batch *b, struct fw *fw,
+		    const struct fw_sandbox *sb, const struct fw_rule *allow,
+		    size_t nallow, struct nftnl_set *old, int v6);
+int		 fw_budget_check_rules(const struct fw_sandbox *sb,
+		    const struct fw_rule *r, size_t n);
 
 /* fw_learn.c: fw_learn_queue queues the learned elements e[0..n) as
  * messages of type (see there); the probes find out, once per handle,

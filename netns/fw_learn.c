@@ -96,7 +96,8 @@ fw_learn_queue(struct fw_batch *b, struct fw *fw, const struct fw_elem *e,
 				return -1;
 		}
 	}
-	return 0;
+	/* Budgeted destinations also label the flows they begin. */
+	return fw_budget_learn_queue(b, fw, e, n, type);
 }
 
 /* Queues the learn (or unlearn) messages for e[0..n). */

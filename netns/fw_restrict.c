@@ -71,6 +71,14 @@ int
 fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
     size_t n, char *err, size_t errlen)
 {
+	return fw_restrict_budget(fw, ifname, keep, n, 0, err, errlen);
+}
+
+int
+fw_restrict_budget(struct fw *fw, const char *ifname,
+    const struct fw_rule *keep, size_t n, uint64_t bytes, char *err,
+    size_t errlen)
+{
 	struct fw_batch		 b;
 	struct fw_eq		 q;
 	struct fw_rdel_ctx	 dc;
@@ -79,7 +87,7 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 	struct nftnl_set	*old;
 	struct fw_rawvec	 rv = { NULL, 0, 0, 0 };
 	size_t			 i, nk, npub;
-	int			 ret, restricted, v6;
+	int			 ret, restricted, v6, has_maps;
 	struct fw_sbx		*sx;
 	char			 set[FW_NAMEMAX];
 
@@ -115,6 +123,8 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 		fw_seterr(err, errlen, "fw_restrict: %s", strerror(errno));
 		return -1;
 	}
+	has_maps = !restricted &&
+	    (fw_budget_probe(fw, ifname) & FW_BUDGET_P_MAPS) != 0;
 	/* The old keep rules, to replace (dumped before the batch: a dump
 	 * is a request of its own on the same socket). */
 	fw_sbx_names(ifname, set, NULL);
@@ -155,8 +165,11 @@ fw_restrict(struct fw *fw, const char *ifname, const struct fw_rule *keep,
 		    &kp[i]);
 	if (fw_eq_done(&q) == -1)
 		goto oom;
-	if (!restricted && fw_sbx_queue_restrict(&b, fw->table, ifname,
-	    v6) == -1)
+	/* The first narrowing also puts the budgets above it (fw_budget.c):
+	 * the taint's from now on, and the rules' again. */
+	if (!restricted && (fw_sbx_queue_restrict(&b, fw->table, ifname,
+	    v6) == -1 || fw_budget_queue_taint(&b, fw, ifname, bytes,
+	    has_maps, v6) == -1))
 		goto oom;
 	/* @restricted records the narrowing (for this check and for
 	 * adoption); no packet looks it up. */

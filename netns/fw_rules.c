@@ -49,6 +49,10 @@
  *       # "@s_X role R" below: role R . ip daddr (mapped) . meta l4proto
  *       # . th dport (or . 0 . 0 for 5-7) in @s_X.
  *     chain sb_X {
+ *       (only for a sandbox with byte budgets, fw_budget.c, at the head,
+ *       and again above the narrowing once it is tainted: the taint's
+ *       quota, a new flow's budget label from @b_X, the label's quota
+ *       from @bq_X going to d_budget once spent)
  *       (only once fw_restrict narrowed X, checked in the policy's order:)
  *       @s_X role 5 goto d_rule
  *       ip daddr @private4 @s_X role 14 accept
@@ -79,7 +83,8 @@
  *       iifname != "sl-*" oifname != "sl-*" return     # not ours
  *       iifname != "sl-*" oifname "sl-*" ct state established,related accept
  *       oifname "sl-*" drop                             # new flows inbound
- *       quota name iifname map @quota goto d_quota
+ *       (meta mark & GM == 0, with the gate) quota name iifname map @quota
+ *           goto d_quota                          # GM: the gate's marks
  *       meta nfproto ipv4 iifname . ip saddr != @sbx4 goto d_spoof
  *       meta nfproto ipv6 iifname . ip6 saddr != @sbx6 goto d_spoof
  *       ip daddr @deny4 goto d_always
@@ -115,15 +120,17 @@
  *     "deny:tainted", d_always "deny:always" (these four reject with
  *     icmpx admin-prohibited), d_quota "deny:quota", d_spoof "deny:spoof",
  *     d_input "deny:input" (these drop), d_default "deny:default" (TCP
- *     reset, else admin-prohibited)), each:
+ *     reset, else admin-prohibited), d_budget "deny:budget" (a rule's or
+ *     the taint's byte budget is spent, fw_budget.c: TCP reset, else
+ *     drop)), each:
  *     chain d_D {
  *       update @logmeter { iifname timeout 1m
  *           limit rate 20/second burst 50 packets }
  *           log prefix "deny:D" group G V
  *       counter name "unlogged" V
  *     }
- *     (d_default: both rules first with meta l4proto tcp and reject with
- *     tcp reset, then as above)
+ *     (d_default and d_budget: both rules first with meta l4proto tcp and
+ *     reject with tcp reset, then as above)
  *   }
  *
  * Notes on choices. Private ranges open only through role pallow, which
@@ -260,6 +267,8 @@ const struct fw_tail fw_tails[] = {
 	/* d_default: TCP gets a reset (add_tails) */
 	{ "d_default",	"deny:default",	V_ADMIN },
 	{ "d_input",	"deny:input",	V_DROP },
+	/* d_budget: TCP gets a reset (add_tails), the rest is dropped */
+	{ "d_budget",	"deny:budget",	V_DROP },
 };
 const size_t fw_ntails = sizeof(fw_tails) / sizeof(fw_tails[0]);
 
@@ -309,7 +318,8 @@ add_tails(struct fw_batch *b, const char *t, uint16_t g)
 	size_t	i;
 
 	for (i = 0; i < fw_ntails; i++) {
-		if (strcmp(fw_tails[i].chain, "d_default") == 0 &&
+		if ((strcmp(fw_tails[i].chain, "d_default") == 0 ||
+		    strcmp(fw_tails[i].chain, "d_budget") == 0) &&
 		    deny_pair(b, t, fw_tails[i].chain, g, fw_tails[i].prefix,
 		    V_RESET, 1) == -1)
 			return -1;
@@ -375,8 +385,14 @@ fw_add_rules(struct fw_batch *b, const char *t, const struct fw_config *cfg)
 		fw_e_sbx_if(&rb, NFT_META_OIFNAME, 1);
 		fw_e_verdict(&rb, NF_DROP);
 	});
+	/* With the name gate, a packet it passed comes back (NF_REPEAT)
+	 * and runs this chain again with the gate's mark: it was counted
+	 * on its first pass, so it is not counted again. A sandbox cannot
+	 * send a packet with that mark (crossing namespaces clears it). */
 	RULE("forward", {
 		struct nftnl_expr *e;
+		if (cfg->gate)
+			fw_e_gate_unmarked(&rb);
 		fw_e_meta(&rb, NFT_META_IIFNAME, FW_REG_IF);
 		if ((e = fw_ex(&rb, "objref")) != NULL) {
 			nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_SET_SREG,
@@ -589,6 +605,14 @@ oom:
 void
 fw_e_role(struct fw_rb *rb, const char *set, int six, uint32_t role, int ports)
 {
+	fw_e_role_key(rb, six, role, ports);
+	fw_e_lookup(rb, R_ROLE, set, 0);
+}
+
+/* The key of fw_e_role, built in NFT_REG32_00..06 (no lookup). */
+void
+fw_e_role_key(struct fw_rb *rb, int six, uint32_t role, int ports)
+{
 	uint8_t	imm[16];
 
 	/* An immediate holds at most 16 bytes (struct nft_data). */
@@ -610,7 +634,6 @@ fw_e_role(struct fw_rb *rb, const char *set, int six, uint32_t role, int ports)
 		memset(imm, 0, sizeof(imm));
 		fw_e_imm(rb, R_SPROTO, imm, 8);
 	}
-	fw_e_lookup(rb, R_ROLE, set, 0);
 }
 
 /*
@@ -625,7 +648,7 @@ fw_e_role(struct fw_rb *rb, const char *set, int six, uint32_t role, int ports)
  */
 int
 fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
-    uint32_t gen, int v6)
+    uint32_t gen, int v6, int budgets)
 {
 	struct fw_rb	rb;
 	char		set[FW_NAMEMAX], chain[FW_NAMEMAX];
@@ -635,6 +658,10 @@ fw_sbx_queue_objects(struct fw_batch *b, const char *t, const char *ifname,
 	if (fw_add_set(b, t, &fw_sbx_setdef, set,
 	    fw_setsize(b->fw, &fw_sbx_setdef)) == -1 ||
 	    fw_add_chain(b, t, chain, NULL, 0, 0) == -1)
+		goto oom;
+	/* Rule budgets first: every packet of a budgeted flow counts,
+	 * established or not (fw_budget.c; its maps are queued before). */
+	if (budgets && fw_budget_queue_rules(b, t, ifname, v6, 0) == -1)
 		goto oom;
 	/* Only its own flows: the conntrack mark prerouting gave the flow
 	 * when it began is this sandbox's generation. Another sandbox's

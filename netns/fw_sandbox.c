@@ -285,6 +285,13 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 		fw_seterr(err, errlen, "fw_sandbox_add: invalid arguments");
 		return -1;
 	}
+	if (fw_budget_check_rules(sb, allow, nallow) == -1) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_sandbox_add: bad budgets (more than "
+		    "%d, an empty one, a rule naming none, an icmp rule, or "
+		    "two budgeted rules on one destination)", FW_MAX_BUDGETS);
+		return -1;
+	}
 	if (statics_prepare(fw, "fw_sandbox_add", allow, nallow, deny, ndeny,
 	    &al, &nal, &dn, &ndn, err, errlen) == -1) {
 		free(al);
@@ -318,9 +325,12 @@ fw_sandbox_add(struct fw *fw, const struct fw_sandbox *sb,
 	/* Its set, chain and rules, the elements, the quota, and last the
 	 * dispatch entry: the chain is reachable only once complete (and
 	 * the whole batch commits or nothing does anyway). */
-	if (fw_sbx_queue_objects(&b, fw->table, sb->ifname, sb->gen,
-	    sb->has_addr6 != 0) == -1 ||
-	    statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+	if ((sb->nbudgets > 0 && fw_budget_queue_sets(&b, fw, sb, 1) == -1) ||
+	    fw_sbx_queue_objects(&b, fw->table, sb->ifname, sb->gen,
+	    sb->has_addr6 != 0, sb->nbudgets > 0) == -1 ||
+	    statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1 ||
+	    (sb->nbudgets > 0 && fw_budget_queue_statics(&b, fw, sb->ifname,
+	    allow, nallow, NFT_MSG_NEWSETELEM) == -1))
 		goto oomb;
 	if (sb->quota_bytes > 0 && quota_queue(fw, &b, sb, NLM_F_CREATE |
 	    NLM_F_EXCL, 1, &rv) == -1)
@@ -399,7 +409,7 @@ chain_exists(struct fw *fw, const char *ifname)
  * DESTROY, which no missing object fails, when destroy, else DEL. */
 static int
 objects_del_queue(struct fw *fw, struct fw_batch *b, const char *ifname,
-    int destroy)
+    int destroy, uint32_t budgets)
 {
 	struct nftnl_chain	*c;
 	struct nftnl_set	*s;
@@ -422,7 +432,10 @@ objects_del_queue(struct fw *fw, struct fw_batch *b, const char *ifname,
 	    NFT_MSG_DESTROYSET : NFT_MSG_DELSET, 0), s);
 	nftnl_set_free(s);
 	fw_batch_next(b);
-	return 0;
+	/* Then the budgets' maps and objects, which the chain's rules
+	 * referenced: all of them by name with DESTROY (a fixed, small
+	 * number), else what fw_budget_probe found. */
+	return fw_budget_queue_del(b, fw, ifname, destroy, budgets);
 }
 
 /* Queues a DESTROYOBJ (or DELOBJ) of ifname's quota object. */
@@ -430,19 +443,10 @@ static int
 quota_obj_del(struct fw *fw, struct fw_batch *b, const char *ifname,
     uint16_t type)
 {
-	struct nftnl_obj	*o;
 	char			 qname[32];
 
 	snprintf(qname, sizeof(qname), "q_%s", ifname);
-	if ((o = nftnl_obj_alloc()) == NULL)
-		return -1;
-	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, fw->table);
-	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, qname);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_QUOTA);
-	nftnl_obj_nlmsg_build_payload(fw_batch_hdr(b, type, 0), o);
-	nftnl_obj_free(o);
-	fw_batch_next(b);
-	return 0;
+	return fw_quota_obj_del(b, fw->table, qname, type);
 }
 
 /* fw_sandbox_del the old way: dump every per-sandbox set and delete what
@@ -459,6 +463,7 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	struct del_ctx		 c;
 	size_t			 nd = 0, i;
 	int			 quota_found = 0, ret = -1, has_chain;
+	uint32_t		 budgets;
 
 	if (fw == NULL || sb == NULL || !fw_valid_ifname(sb->ifname)) {
 		errno = EINVAL;
@@ -469,6 +474,8 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	 * then delete in one batch. */
 	has_chain = fw->destroy == FW_DESTROY_YES ||
 	    chain_exists(fw, sb->ifname) != 0;
+	budgets = fw->destroy == FW_DESTROY_YES ? 0 :
+	    fw_budget_probe(fw, sb->ifname);
 	for (d = fw_sets; d->name != NULL && nd < 32; d++) {
 		if (!d->persistent)
 			continue;
@@ -510,8 +517,8 @@ sandbox_del_dump(struct fw *fw, const struct fw_sandbox *sb, char *err,
 	}
 	/* Its chain and set: DESTROY where the kernel has it; else DEL,
 	 * only if the chain is there (both are made in one batch). */
-	if (has_chain && objects_del_queue(fw, &b, sb->ifname,
-	    fw->destroy == FW_DESTROY_YES) == -1) {
+	if ((has_chain || budgets != 0) && objects_del_queue(fw, &b,
+	    sb->ifname, fw->destroy == FW_DESTROY_YES, budgets) == -1) {
 		fw_batch_abort(&b);
 		errno = ENOMEM;
 		fw_seterr(err, errlen, "fw_sandbox_del: out of memory");
@@ -614,7 +621,7 @@ sandbox_del_idx(struct fw *fw, struct fw_sbx *x, char *err, size_t errlen)
 		if ((m > 0 && fw_learn_queue(&b, fw, el + off, m,
 		    NFT_MSG_DESTROYSETELEM, 0) == -1) ||
 		    (last && (raw_queue_destroy(fw, &b, x) == -1 ||
-		    objects_del_queue(fw, &b, x->ifname, 1) == -1))) {
+		    objects_del_queue(fw, &b, x->ifname, 1, 0) == -1))) {
 			fw_batch_abort(&b);
 			goto oom;
 		}
@@ -702,7 +709,7 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
     size_t ndeny, char *err, size_t errlen)
 {
 	struct fw_batch		 b;
-	struct nftnl_set	*old = NULL;
+	struct nftnl_set	*old = NULL, *bold = NULL;
 	struct fw_rule		*al = NULL, *dn = NULL;
 	struct fw_eq		 q;
 	struct fw_rdel_ctx	 dc;
@@ -745,6 +752,18 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 		    "registered", sb->ifname);
 		goto out;
 	}
+	if (fw_budget_check_rules(sb, allow, nallow) == -1) {
+		errno = EINVAL;
+		fw_seterr(err, errlen, "fw_sandbox_update: bad budgets");
+		goto out;
+	}
+	/* The budgeted statics, when the sandbox has budgets already. */
+	if ((bold = fw_budget_dump(fw, sb->ifname)) == NULL &&
+	    errno != ENOENT) {
+		fw_seterr(err, errlen, "fw_sandbox_update: dump budgets: %s",
+		    strerror(errno));
+		goto out;
+	}
 	/* The old statics: one dump of the sandbox's own small set. */
 	fw_sbx_names(sb->ifname, set, NULL);
 	if ((old = fw_dump_set(fw, set)) == NULL) {
@@ -767,7 +786,9 @@ fw_sandbox_update(struct fw *fw, const struct fw_sandbox *sb,
 	fw_each_elem(old, fw_del_roles, &dc);
 	if (fw_eq_done(&q) == -1)
 		goto oomb;
-	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1)
+	if (statics_queue(fw, &b, sb, al, nal, dn, ndn) == -1 ||
+	    fw_budget_queue_update(&b, fw, sb, allow, nallow, bold,
+	    sb->has_addr6 != 0) == -1)
 		goto oomb;
 	if (sb->quota_bytes > 0) {
 		/* An existing quota is updated in place, so a new budget
@@ -801,6 +822,8 @@ out:
 	free(rv.v);
 	if (old != NULL)
 		nftnl_set_free(old);
+	if (bold != NULL)
+		nftnl_set_free(bold);
 	free(al);
 	free(dn);
 	return ret;

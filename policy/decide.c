@@ -160,6 +160,24 @@ pol_egress_decide(const struct pol_policy *p, const struct pol_egress_q *q,
 		set(out, POL_DENY, "mcp.taint", POL_REASON_TAINTED);
 }
 
+int
+pol_egress_budget_id(const struct pol_policy *p, const struct pol_egress_q *q)
+{
+	struct pol_decision	d;
+	size_t			i;
+
+	if (p == NULL || q == NULL || q->tainted)
+		return -1;
+	pol_egress_decide(p, q, &d);
+	if (d.verdict != POL_ALLOW)
+		return -1;
+	/* The deciding rule is named by the policy's own string. */
+	for (i = 0; i < p->nallow; i++)
+		if (d.rule == p->allow[i].name)
+			return p->allow[i].budget;
+	return -1;
+}
+
 bool
 pol_egress_range_allowed(const struct pol_policy *p, const char *name,
     uint8_t proto, uint16_t lo, uint16_t hi, bool tainted)
@@ -219,6 +237,8 @@ pol_egress_ports_for_name(const struct pol_policy *p, const char *name,
 				out[cnt].port_hi = rules[i].ports[j].hi;
 			}
 			out[cnt].rule_index = (uint32_t)i;
+			out[cnt].budget = rules[i].budget >= 0 ?
+			    (uint8_t)(rules[i].budget + 1) : 0;
 			cnt++;
 		}
 	}

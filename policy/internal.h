@@ -124,6 +124,7 @@ struct erule {
 	struct portrange *ports;
 	size_t		 nports;	/* 0 = every port */
 	int		 check;		/* -1: by port, else enum pol_check */
+	int		 budget;	/* -1: none, else its id (p->rbudgets) */
 	char		 name[40];	/* "egress.allow[3]" */
 };
 
@@ -202,6 +203,9 @@ struct pol_policy {
 	struct pol_net_rule *net_allow, *net_deny, *net_keep;
 	size_t		  nnet_allow, nnet_deny, nnet_keep;
 	uint64_t	  budget_bytes;
+	struct pol_rule_budget rbudgets[POL_MAX_RULE_BUDGETS];
+	size_t		  nrbudgets;
+	uint64_t	  taint_budget;
 	/* dns */
 	uint16_t	 *dns_types;
 	size_t		  ndns_types;
@@ -226,6 +230,12 @@ struct pol_policy {
 	pcre2_match_context *mctx;
 	struct pol_resources resources;
 };
+
+/* ybudget_key: the `budget:` and `window:` of rule map n into r->budget
+ * (-1 for none) and p's budget table, every error reported where it is
+ * written; budgets: n is an egress.allow rule (policy/egress_budget.c). */
+void	 ybudget_key(struct ywalk *w, struct pol_policy *p,
+	    const struct ynode *n, struct erule *r, bool budgets);
 
 /* The policy loader's walk: where errors go, the config server names are
  * checked against, and the policy being built. */

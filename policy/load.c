@@ -116,7 +116,7 @@ yports(struct lctx *c, const struct ynode *n, struct erule *r)
 }
 
 static const char *const rule_keys[] = { "host", "cidr", "ports", "protocol",
-    "check", NULL };
+    "check", "budget", "window", NULL };
 
 /* ycheck_key: a rule's `check:` (tls, http or none), for host allow
  * rules over TCP only: a CIDR rule is address-only, and a deny checks
@@ -148,13 +148,14 @@ ycheck_key(struct lctx *c, const struct ynode *ck, struct erule *r,
  * and ports, deny rules without them cover every protocol and port. */
 static int
 yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
-    struct erule *r)
+    bool budgets, struct erule *r)
 {
 	const struct ynode *h, *cd, *pt, *pr, *ck;
 	const char	*why;
 	char		 why_buf[128];
 	size_t		 before = c->w.nerr;
 
+	r->budget = -1;
 	if (!ycheck_map(&c->w, n, where, rule_keys))
 		return -1;
 	h = yget(n, "host");
@@ -196,12 +197,13 @@ yerule(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 	} else if (allow && r->proto != IPPROTO_ICMP)
 		yerr(&c->w, n, "missing required key \"ports\" in %s", where);
 	ycheck_key(c, ck, r, allow);
+	ybudget_key(&c->w, c->p, n, r, budgets);
 	return c->w.nerr == before ? 0 : -1;
 }
 
 static int
 yerules(struct lctx *c, const struct ynode *n, const char *where, bool allow,
-    struct erule **out, size_t *nout)
+    bool budgets, struct erule **out, size_t *nout)
 {
 	char	wbuf[40];
 	size_t	i;
@@ -216,7 +218,10 @@ yerules(struct lctx *c, const struct ynode *n, const char *where, bool allow,
 		snprintf(wbuf, sizeof(wbuf), "%s[%zu]", where, i);
 		snprintf((*out)[i].name, sizeof((*out)[i].name), "%s", wbuf);
 		(*nout)++;
-		yerule(c, n->vals[i], wbuf, allow, &(*out)[i]);
+		yerule(c, n->vals[i], wbuf, allow, budgets, &(*out)[i]);
+		if ((*out)[i].budget >= 0)
+			c->p->rbudgets[(*out)[i].budget].rule_index =
+			    (uint32_t)i;
 	}
 	return 0;
 }
@@ -250,6 +255,8 @@ flatten(const struct erule *r, size_t n, struct pol_net_rule **out,
 				v[cnt].port_hi = r[i].ports[j].hi;
 			}
 			v[cnt].rule_index = (uint32_t)i;
+			v[cnt].budget = r[i].budget >= 0 ?
+			    (uint8_t)(r[i].budget + 1) : 0;
 			cnt++;
 		}
 	}
@@ -267,10 +274,11 @@ yegress(struct lctx *c, const struct ynode *n)
 	if (!ycheck_map(&c->w, n, "egress", keys))
 		return;
 	if ((v = yget(n, "allow")) != NULL)
-		yerules(c, v, "egress.allow", true, &c->p->allow,
+		yerules(c, v, "egress.allow", true, true, &c->p->allow,
 		    &c->p->nallow);
 	if ((v = yget(n, "deny")) != NULL)
-		yerules(c, v, "egress.deny", false, &c->p->deny, &c->p->ndeny);
+		yerules(c, v, "egress.deny", false, false, &c->p->deny,
+		    &c->p->ndeny);
 	if ((v = yget(n, "budget")) != NULL)
 		ysize(&c->w, v, &c->p->budget_bytes);
 }
@@ -813,7 +821,8 @@ ymcp(struct lctx *c, const struct ynode *n)
 	static const char *const keys[] = { "approval_timeout", "audit_args",
 	    "taint", "results", "budgets", "tools", "resources", "prompts",
 	    NULL };
-	static const char *const tkeys[] = { "level", "keep", NULL };
+	static const char *const tkeys[] = { "level", "keep", "budget",
+	    NULL };
 	static const char *const rkeys[] = { "max_bytes", "redact",
 	    "redact_patterns", NULL };
 	const struct ynode *v, *x, *it;
@@ -843,8 +852,15 @@ ymcp(struct lctx *c, const struct ynode *n)
 		    (p->taint_level = pol_class_index(x->str)) == -1)
 			yerr(&c->w, x, "invalid taint level \"%s\" (public, "
 			    "internal, confidential or secret)", x->str);
+		/* From the taint on, what the sandbox may still send (to
+		 * its keep list): at least one byte, like a rule budget. */
+		if ((x = yget(v, "budget")) != NULL &&
+		    ysize(&c->w, x, &p->taint_budget) == 0 &&
+		    p->taint_budget == 0)
+			yerr(&c->w, x, "mcp.taint.budget must be at least one "
+			    "byte (omit it for none)");
 		if ((x = yget(v, "keep")) != NULL &&
-		    yerules(c, x, "mcp.taint.keep", true, &p->keep,
+		    yerules(c, x, "mcp.taint.keep", true, false, &p->keep,
 		    &p->nkeep) == 0) {
 			size_t i;
 

@@ -376,6 +376,8 @@ struct pol_net_rule {
 					 * 0 = every protocol (deny rules only) */
 	uint16_t	port_lo, port_hi; /* 0,0 = every port (and for ICMP) */
 	uint32_t	rule_index;	/* position in the policy, for records */
+	uint8_t		budget;		/* 0 = none, else 1 + the id of the
+					 * rule's byte budget (pol_egress_budgets) */
 };
 
 /* pol_egress_static: the policy's CIDR allows (allow=true) or denies
@@ -384,6 +386,36 @@ const struct pol_net_rule *pol_egress_static(const struct pol_policy *p,
 			    bool allow, size_t *n);
 /* pol_egress_quota: the egress byte budget, 0 = none. */
 uint64_t		 pol_egress_quota(const struct pol_policy *p);
+/*
+ * Byte budgets of single allow rules (`budget:` and `window:` on an
+ * egress.allow rule): the egress bytes a sandbox may send to what that
+ * rule allows, for the sandbox's life or per window, enforced in the
+ * kernel by one quota object per budgeted rule and sandbox. Budget ids are
+ * 0.. in the order of the rules; at most POL_MAX_RULE_BUDGETS per policy
+ * (each is a kernel object per sandbox, so the bound is per sandbox too).
+ * A window is at least POL_BUDGET_WINDOW_MIN_S long.
+ */
+#define POL_MAX_RULE_BUDGETS	16
+#define POL_BUDGET_WINDOW_MIN_S	1
+struct pol_rule_budget {
+	uint64_t	bytes;		/* >= 1 */
+	uint64_t	window_s;	/* 0 = the sandbox's life */
+	uint32_t	rule_index;	/* egress.allow[rule_index] */
+};
+/* pol_egress_budgets: p's rule budgets, by id (owned by p; *n of them). */
+const struct pol_rule_budget *pol_egress_budgets(const struct pol_policy *p,
+			    size_t *n);
+/* pol_egress_budget_id: decides q as pol_egress_decide does and, when an
+ * egress.allow rule with a budget allows it, returns that budget's id;
+ * -1 otherwise (denied, a rule without a budget, or q tainted: the taint
+ * has its own budget, pol_taint_budget). Never allocates. */
+struct pol_egress_q;
+int			 pol_egress_budget_id(const struct pol_policy *p,
+			    const struct pol_egress_q *q);
+/* pol_taint_budget: mcp.taint.budget, the egress bytes a tainted sandbox
+ * may send from the moment of taint on (to its keep-list, the only
+ * destinations left), 0 = none. */
+uint64_t		 pol_taint_budget(const struct pol_policy *p);
 /* pol_taint_keep: the CIDR rules that stay allowed once the sandbox is
  * tainted (may be empty); host rules that stay allowed are matched by
  * pol_egress_decide with tainted=true. */

@@ -193,6 +193,37 @@ print_decision(const struct pol_decision *d)
 	    d->rule, pol_reason_name(d->reason));
 }
 
+/* The byte budget an allowed flow is counted against: the rule's
+ * ("budget: 100MiB per 3600s", "none"), and a tainted sandbox's. */
+static void
+print_budget(const struct pol_policy *p, const struct pol_egress_q *q,
+    const struct pol_decision *d)
+{
+	const struct pol_rule_budget *b;
+	size_t n;
+	int id;
+
+	if (d->verdict != POL_ALLOW)
+		return;
+	b = pol_egress_budgets(p, &n);
+	if ((id = pol_egress_budget_id(p, q)) >= 0 && (size_t)id < n) {
+		printf("egress_budget: %llu bytes",
+		    (unsigned long long)b[id].bytes);
+		if (b[id].window_s != 0)
+			printf(" per %llus window",
+			    (unsigned long long)b[id].window_s);
+		else
+			printf(" for the sandbox's life");
+		printf("\n");
+	} else if (!q->tainted)
+		printf("egress_budget: none\n");
+	if (q->tainted && pol_taint_budget(p) != 0)
+		printf("taint_budget: %llu bytes from the taint on\n",
+		    (unsigned long long)pol_taint_budget(p));
+	else if (q->tainted)
+		printf("taint_budget: none\n");
+}
+
 static const char *
 proto_name(uint8_t proto)
 {
@@ -398,6 +429,7 @@ cmd_explain(int argc, char **argv)
 		}
 		pol_egress_decide(p, &eq, &d);
 		print_decision(&d);
+		print_budget(p, &eq, &d);
 		rc = d.verdict == POL_DENY ? 1 : 0;
 		/* A name the proxy refuses cannot be reached at all. */
 		if (pol_addr_parse(eq.host, &addr) == -1 &&

@@ -31,6 +31,7 @@ struct dns_seg {
 	uint8_t		proto;
 	uint16_t	lo, hi;
 	uint8_t		flags;
+	uint8_t		budget;		/* pol_net_rule.budget of its rule */
 };
 
 /*
@@ -81,6 +82,7 @@ dns_port_segments(const struct pol_policy *pol, const char *name,
 			if (!in)
 				end = next - 1;
 			out[n].proto = ports[i].proto;
+			out[n].budget = ports[i].budget;
 			out[n].lo = (uint16_t)cur;
 			out[n].hi = (uint16_t)end;
 			out[n].flags = in && pol_egress_range_allowed(pol, name,
@@ -361,6 +363,7 @@ dns_filter_answer(const struct dns_filter_in *in, struct ldns_struct_pkt *pkt,
 			e->port_lo = segs[k].lo;
 			e->port_hi = segs[k].hi;
 			e->flags = segs[k].flags;
+			e->budget = segs[k].budget;
 			e->timeout_ms = (uint32_t)tmo;
 		}
 		/* The sandbox's cache must not outlive the kernel element:

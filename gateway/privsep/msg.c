@@ -137,7 +137,7 @@ msg_learn_ok(const struct msg_learn *m, size_t len)
 		    !msg_str_ok(e->name, sizeof(e->name)) ||
 		    (e->family != AF_INET && e->family != AF_INET6) ||
 		    (e->proto != IPPROTO_TCP && e->proto != IPPROTO_UDP) ||
-		    e->port_hi < e->port_lo ||
+		    e->port_hi < e->port_lo || e->budget > FW_MAX_BUDGETS ||
 		    (e->flags & ~FW_ELEM_KEEP) != 0)
 			return false;
 	}
@@ -277,6 +277,7 @@ msg_elem_from(struct msg_elem *m, const struct fw_elem *e)
 	memcpy(m->addr, e->addr, sizeof(m->addr));
 	m->proto = e->proto;
 	m->flags = e->flags;
+	m->budget = e->budget;
 	m->port_lo = e->port_lo;
 	m->port_hi = e->port_hi;
 	m->timeout_ms = e->timeout_ms;
@@ -291,6 +292,7 @@ msg_elem_to(struct fw_elem *e, const struct msg_elem *m)
 	memcpy(e->addr, m->addr, sizeof(e->addr));
 	e->proto = m->proto;
 	e->flags = m->flags;
+	e->budget = m->budget;
 	e->port_lo = m->port_lo;
 	e->port_hi = m->port_hi;
 	e->timeout_ms = m->timeout_ms;

@@ -146,6 +146,7 @@ struct msg_elem {
 	uint8_t		addr[16];
 	uint8_t		proto;
 	uint8_t		flags;
+	uint8_t		budget;		/* fw_elem.budget, <= FW_MAX_BUDGETS */
 	uint16_t	port_lo, port_hi;
 	uint32_t	timeout_ms;
 };

@@ -189,6 +189,17 @@ check_eq "explain: checks by port (443 tls, 80 http, others none)" \
     "tcp/443=tls tcp/80=http tcp/22=none tcp/8000-8100=none" "$(checks pypi.org:443)"
 check_eq "explain: an explicit check, and the first rule's inside a range" \
     "tcp/443=none tcp/1-1000=http,443=none" "$(checks git.example.org:443)"
+# The byte budget an allowed flow is counted against.
+tb=$E2E_TMP/budgets.yaml
+printf 'version: 1\negress:\n  allow:\n    - {host: up.example.org, ports: [443], budget: 100MiB, window: 1h}\n    - {cidr: 192.0.2.0/24, ports: [80], budget: 64KiB}\n    - {host: pypi.org, ports: [443]}\nmcp:\n  taint: {budget: 1MiB, keep: [{host: up.example.org, ports: [443]}]}\n' >"$tb"
+budget_of() { run_cli "$o" "$e" policy explain "$tb" "$@" >/dev/null; sed -n 's/^\(egress\|taint\)_budget: //p' "$o" | paste -sd'|'; }
+check_eq "explain: a rule's budget and window" "104857600 bytes per 3600s window" \
+    "$(budget_of --egress up.example.org:443)"
+check_eq "explain: a CIDR rule's budget for the sandbox's life" \
+    "65536 bytes for the sandbox's life" "$(budget_of --egress 192.0.2.7:80)"
+check_eq "explain: a rule without a budget" none "$(budget_of --egress pypi.org:443)"
+check_eq "explain: the taint budget once tainted" "1048576 bytes from the taint on" \
+    "$(budget_of --egress up.example.org:443 --tainted)"
 
 # Usage errors exit 2.
 for args in "policy" "policy frob" "policy check" "policy explain $P" \

@@ -220,6 +220,72 @@ START_TEST(icmp_v6_rule)
 }
 END_TEST
 
+/* Rule budgets: ids in rule order, carried by the static entries and by
+ * the ports a name is learned with; the taint's own budget. */
+START_TEST(budget_rules)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_policy	*p;
+	const struct pol_net_rule *r;
+	const struct pol_rule_budget *b;
+	struct pol_net_rule	 pr[4];
+	struct pol_egress_q	 q;
+	char			 path[256];
+	size_t			 n;
+
+	p = load_text("budget.yaml", "version: 1\negress:\n  allow:\n"
+	    "    - {host: free.example, ports: [443]}\n"
+	    "    - {host: up.example, ports: [443, 8443], budget: 100MiB}\n"
+	    "    - {cidr: 192.0.2.0/24, ports: [80], budget: 64KiB, "
+	    "window: 1h}\n"
+	    "mcp:\n  taint: {budget: 1KiB, keep: [{host: up.example, "
+	    "ports: [443]}]}\n", e, path, sizeof(path));
+	ck_assert_msg(p != NULL, "%s", pol_errors_get(e, 0));
+	b = pol_egress_budgets(p, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(b[0].bytes, 100ULL << 20);
+	ck_assert_uint_eq(b[0].window_s, 0);
+	ck_assert_uint_eq(b[0].rule_index, 1);
+	ck_assert_uint_eq(b[1].bytes, 64ULL << 10);
+	ck_assert_uint_eq(b[1].window_s, 3600);
+	ck_assert_uint_eq(b[1].rule_index, 2);
+	ck_assert_uint_eq(pol_taint_budget(p), 1024);
+	r = pol_egress_static(p, true, &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(r[0].budget, 2);	/* id 1, plus one */
+	ck_assert_uint_eq(pol_egress_ports_for_name(p, "up.example", false,
+	    pr, 4), 2);
+	ck_assert_uint_eq(pr[0].budget, 1);
+	ck_assert_uint_eq(pr[1].budget, 1);
+	ck_assert_uint_eq(pol_egress_ports_for_name(p, "free.example", false,
+	    pr, 4), 1);
+	ck_assert_uint_eq(pr[0].budget, 0);
+	/* The keep list has no rule budgets: the taint's is separate. */
+	ck_assert_uint_eq(pol_egress_ports_for_name(p, "up.example", true,
+	    pr, 4), 1);
+	ck_assert_uint_eq(pr[0].budget, 0);
+	memset(&q, 0, sizeof(q));
+	q.host = "up.example";
+	q.proto = IPPROTO_TCP;
+	q.port = 8443;
+	ck_assert_int_eq(pol_egress_budget_id(p, &q), 0);
+	q.host = "192.0.2.9";
+	q.port = 80;
+	ck_assert_int_eq(pol_egress_budget_id(p, &q), 1);
+	q.host = "free.example";
+	q.port = 443;
+	ck_assert_int_eq(pol_egress_budget_id(p, &q), -1);
+	q.host = "up.example";
+	q.port = 22;	/* denied: no budget */
+	ck_assert_int_eq(pol_egress_budget_id(p, &q), -1);
+	q.port = 443;
+	q.tainted = true;
+	ck_assert_int_eq(pol_egress_budget_id(p, &q), -1);
+	pol_policy_free(p);
+	pol_errors_free(e);
+}
+END_TEST
+
 /* Error table: the file's text and every message it must produce, after
  * the "PATH:" prefix. */
 static const struct {
@@ -303,6 +369,57 @@ static const struct {
 	  "{pattern: \"^[0-9]+$\", max: 10}}}]}\n",
 	  "2:54: mcp.tools[0].args.x: string constraints and min/max cannot "
 	  "be combined\n" },
+	/* Rule budgets: a size of at least one byte, a window of at least
+	 * a second, on egress.allow rules only. */
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "budget: 0}]}\n", "2:58: budget must be at least one byte (omit "
+	  "it for none; deny the rule to send nothing)\n" },
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "budget: -1}]}\n", "2:58: invalid size \"-1\" (use e.g. 65536, "
+	  "64KiB, 1GiB; at most 1024TiB)\n" },
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "budget: 1025TiB}]}\n", "2:58: invalid size \"1025TiB\" (use "
+	  "e.g. 65536, 64KiB, 1GiB; at most 1024TiB)\n" },
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "window: 1h}]}\n", "2:58: window needs a budget on the same "
+	  "rule\n" },
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "budget: 1MiB, window: 0s}]}\n", "2:72: window must be at least "
+	  "1s\n" },
+	{ "version: 1\negress: {allow: [{host: a.example, ports: [443], "
+	  "budget: 1MiB, window: 1x}]}\n", "2:72: invalid duration \"1x\" "
+	  "(use e.g. 30s, 5m, 1h, 2d; at most 100 years)\n" },
+	{ "version: 1\negress: {deny: [{host: a.example, budget: 1MiB}]}\n",
+	  "2:43: budget and window apply to egress.allow rules only (a "
+	  "tainted sandbox's budget is mcp.taint.budget)\n" },
+	{ "version: 1\nmcp: {taint: {keep: [{host: a.example, ports: [443], "
+	  "budget: 1MiB}]}}\n", "2:62: budget and window apply to egress.allow "
+	  "rules only (a tainted sandbox's budget is mcp.taint.budget)\n" },
+	{ "version: 1\negress: {allow: [{cidr: 192.0.2.0/24, protocol: icmp, "
+	  "budget: 1KiB}]}\n", "2:63: budget applies to tcp and udp rules\n" },
+	{ "version: 1\nmcp: {taint: {budget: 0}}\n", "2:23: mcp.taint.budget "
+	  "must be at least one byte (omit it for none)\n" },
+	{ "version: 1\nmcp: {taint: {budget: 1.5MiB}}\n", "2:23: invalid "
+	  "size \"1.5MiB\" (use e.g. 65536, 64KiB, 1GiB; at most 1024TiB)\n" },
+	{ "version: 1\negress: {allow: ["
+	  "{cidr: 192.0.2.1/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.2/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.3/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.4/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.5/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.6/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.7/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.8/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.9/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.10/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.11/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.12/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.13/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.14/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.15/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.16/32, ports: [1], budget: 1}, "
+	  "{cidr: 192.0.2.17/32, ports: [1], budget: 1}]}\n",
+	  "2:787: at most 16 egress.allow rules may carry a budget\n" },
 	/* Several errors in one file: all of them, in file order. */
 	{ "version: 3\negress:\n  allow:\n    - host: \"*\"\n      ports: "
 	  "[0]\n  bogus: 1\n", "1:10: unsupported version 3 (expected 1)\n"
@@ -519,6 +636,7 @@ main(void)
 	tcase_add_test(core, coding_agent_contents);
 	tcase_add_test(core, data_analyst_contents);
 	tcase_add_test(core, icmp_v6_rule);
+	tcase_add_test(core, budget_rules);
 	tcase_add_test(core, set_examples);
 	tcase_add_test(core, set_all_or_nothing);
 	tcase_add_test(core, free_null);
