@@ -23,7 +23,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
-           sqlite3 libcurl ldns libseccomp
+           sqlite3 libcurl ldns libseccomp libpq
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -77,7 +77,7 @@ CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               audit/store.c audit/verify.c audit/verify_ckpt.c \
               audit/verify_proof.c audit/verify_ra.c audit/verify_scan.c \
               netns/ns_enter.c netns/ns_cgroup.c netns/ns.c netns/ns_rtnl.c)
-CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
+CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl libpq
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 
 # The CNI plugin (gateway/cni/) is another room: build/sluice-cni is run by a
