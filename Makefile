@@ -119,7 +119,7 @@ unit_deps = $(strip \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
   $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(POLICY_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
   $(if $(filter check_cni%,$(1)),$(CNI_CONF_OBJ), \
-  $(if $(filter check_fleet%,$(1)),$(FLEET_OBJ), \
+  $(if $(filter check_fleet%,$(1)),$(FLEET_OBJ) $(POLICY_OBJ), \
   $(LIB_OBJ))))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \

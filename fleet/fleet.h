@@ -3,8 +3,9 @@
  * fleet:, README "Running a fleet"), as both the daemon and the CLI use it:
  * pg.c speaks to PostgreSQL (a connection and every statement bounded by a
  * deadline, the versioned schema and its migrations, the pure reading of
- * the version row), wload.c reads a host's witnessed checkpoints back for
- * `sluice audit verify --witness`. A library module like audit/: leaf
+ * the version row), budget.c reserves the budgets hosts share, wload.c
+ * reads a host's witnessed checkpoints back for `sluice audit verify
+ * --witness`. A library module like audit/: leaf
  * functions that return errors, no threads, no logging; the daemon's use
  * of it (the witness thread) is gateway/fleet/.
  */
@@ -13,12 +14,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <libpq-fe.h>
 
 /* The schema version this build creates and understands. */
-#define FLEET_SCHEMA_VERSION	1
+#define FLEET_SCHEMA_VERSION	2
 
 /* ---- PostgreSQL (fleet/pg.c) ---- */
 
@@ -78,6 +78,74 @@ char		*fleet_password_read(const char *path, char *err, size_t errlen);
 /* fleet_pg_mask: conninfo for messages (malloc'd; NULL on failure): the
  * parsed options other than password, so no secret reaches a log. */
 char		*fleet_pg_mask(const char *conninfo);
+
+/* ---- shared budgets (fleet/budget.c) ----
+ *
+ * A budget with scope subject or policy counts the calls of every host.
+ * A reservation is one conditional upsert per budget: the row's counters
+ * grow only WHERE the limits still allow it, evaluated by PostgreSQL on the
+ * newest row under its lock, so concurrent hosts never overrun a limit and
+ * nothing is read before it is written. Several budgets of one call are
+ * reserved in one transaction, all or none. Windows are fixed, aligned on
+ * multiples of window_s (wall clock seconds), so every host counts the
+ * same window; a row never goes back to an older window, so a host whose
+ * clock is behind counts into the newer one instead of resetting it.
+ */
+#define FLEET_RESV_MAX	8
+
+enum fleet_scope { FLEET_SCOPE_SUBJECT = 1, FLEET_SCOPE_POLICY };
+
+struct fleet_resv {
+	enum fleet_scope scope;
+	const char	*owner;		/* the subject, or the policy's name */
+	const char	*name;		/* the budget's name */
+	uint64_t	 window_s;	/* 0: the budget's lifetime */
+	uint64_t	 calls, cost;	/* what this call adds */
+	uint64_t	 limit_calls, limit_cost, limit_result_bytes; /* 0: none */
+	/* Out (reserved only): the use of the window before this call, and
+	 * the window it went into, which fleet_budget_settle needs. */
+	uint64_t	 used_calls, used_cost, used_result_bytes;
+	uint64_t	 window_at;
+};
+
+enum fleet_resv_outcome {
+	FLEET_RESV_RESERVED = 0,	/* every budget reserved */
+	FLEET_RESV_EXHAUSTED,		/* one is used up: nothing reserved */
+	FLEET_RESV_UNAVAILABLE,		/* no answer in time, or an error:
+					 * nothing known reserved; deny */
+};
+
+/* fleet_window_start: the start of the window of now_s (0 for window 0). */
+uint64_t	 fleet_window_start(uint64_t window_s, uint64_t now_s);
+/*
+ * fleet_resv_read: the outcome of one upsert from its result: no row is a
+ * used-up budget (the limits held the row back); one row of the counters
+ * after the add (calls, cost, result_bytes, window_start as text) fills
+ * r's used_* with what was there before, and window_at. A row that cannot be the counters (not numbers,
+ * smaller than the add) is UNAVAILABLE: nothing is assumed. Pure.
+ */
+enum fleet_resv_outcome fleet_resv_read(int ntuples, const char *calls,
+		    const char *cost, const char *bytes, const char *wstart,
+		    struct fleet_resv *r);
+/*
+ * fleet_budget_reserve: reserve r[0..n) (n at most FLEET_RESV_MAX) for
+ * now_s. RESERVED with every used_* set; EXHAUSTED with *which the first
+ * budget used up; UNAVAILABLE with err (the caller must PQfinish c when
+ * PQstatus(c) is no longer CONNECTION_OK).
+ */
+enum fleet_resv_outcome fleet_budget_reserve(PGconn *c, struct fleet_resv *r,
+		    size_t n, uint64_t now_s, unsigned deadline_ms,
+		    size_t *which, char *err, size_t errlen);
+/*
+ * fleet_budget_settle: after a reserved call, add bytes to the result
+ * bytes of r[0..n) (release = 0), or give back its calls and cost (release
+ * = 1: the call was not forwarded after all), in the window each went into
+ * (window_at; a window that has passed meanwhile is left alone). 0, or -1
+ * with err.
+ */
+int		 fleet_budget_settle(PGconn *c, const struct fleet_resv *r,
+		    size_t n, uint64_t bytes, int release, unsigned deadline_ms,
+		    char *err, size_t errlen);
 
 /* ---- reading the witness back (fleet/wload.c) ---- */
 

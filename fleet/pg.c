@@ -62,6 +62,21 @@ static const char *const steps[FLEET_SCHEMA_VERSION] = {
 	"REVOKE ALL ON checkpoints FROM PUBLIC;"
 	"REVOKE ALL ON schema_version FROM PUBLIC;"
 	"INSERT INTO schema_version (version) VALUES (1);",
+	/* 2: the shared budgets (fleet/budget.c), one row per budget and
+	 * owner, holding the window it counts. */
+	"CREATE TABLE budgets ("
+	" scope text NOT NULL CHECK (scope IN ('subject', 'policy')),"
+	" owner text NOT NULL,"
+	" name text NOT NULL,"
+	" window_s bigint NOT NULL CHECK (window_s >= 0),"
+	" window_start bigint NOT NULL CHECK (window_start >= 0),"
+	" calls bigint NOT NULL CHECK (calls >= 0),"
+	" cost bigint NOT NULL CHECK (cost >= 0),"
+	" result_bytes bigint NOT NULL CHECK (result_bytes >= 0),"
+	" updated_at timestamptz NOT NULL DEFAULT now(),"
+	" PRIMARY KEY (scope, owner, name));"
+	"REVOKE ALL ON budgets FROM PUBLIC;"
+	"INSERT INTO schema_version (version) VALUES (2);",
 };
 
 static void

@@ -503,6 +503,9 @@ enum pol_reason {
 	POL_REASON_ECH,			/* "ech" */
 	POL_REASON_NOT_TLS,		/* "not_tls" */
 	POL_REASON_NOT_HTTP,		/* "not_http" */
+	/* a fleet's shared store (fleet/): the database that holds a shared
+	 * budget or approval did not answer in time, so the call is denied */
+	POL_REASON_SHARED_STATE_UNAVAILABLE, /* "shared_state_unavailable" */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

@@ -15,8 +15,12 @@
 # reach the witness, `audit verify --witness` passes for both at assurance
 # external, then reports TRUNCATION for a host whose log tail was cut and
 # FORK for one whose history was rewritten and re-signed with its own key;
+# the shared budgets' reservation: 50 at once against a limit of 10 make
+# exactly 10, a restart of the database keeps the count, windows align
+# and never go back, a release gives a call back;
 # the database stopped under a running daemon: the log goes on, the witness
-# says it is behind (status, /metrics) and catches up when it is back.
+# says it is behind (status, /metrics) and catches up when it is back, and
+# a reservation is refused within the deadline.
 . "$(dirname "$0")/isolate.sh"
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg.sh"
@@ -120,12 +124,15 @@ check_match "... and told to run sluice fleet migrate as the owner" \
 
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
 check_eq "sluice fleet migrate as the owner makes the schema" \
-    "fleet schema at version 1" "$out"
+    "fleet schema at version 2" "$out"
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
-check_eq "a second migrate finds nothing to do" "fleet schema at version 1" "$out"
+check_eq "a second migrate finds nothing to do" "fleet schema at version 2" "$out"
+check_eq "schema_version holds the history of the migrations" "1 2" \
+    "$(owner_sql "SELECT version FROM schema_version ORDER BY version" | paste -sd' ')"
 # The GRANTs of README "Running a fleet".
 owner_sql "GRANT SELECT ON schema_version TO sluice_host;
-GRANT SELECT, INSERT ON checkpoints TO sluice_host;" ||
+GRANT SELECT, INSERT ON checkpoints TO sluice_host;
+GRANT SELECT, INSERT, UPDATE ON budgets TO sluice_host;" ||
 	not_ok "the owner grants the daemons' role"
 
 host_config alpha "host=$T/nowhere port=$PG_PORT user=sluice_host dbname=$PG_DB" \
@@ -168,7 +175,7 @@ else
 	not_ok "a schema from a newer sluiced: refused"
 fi
 check_match "... with both versions named" \
-    'schema is at version 99, newer than this sluiced knows \(1\)' \
+    'schema is at version 99, newer than this sluiced knows \(2\)' \
     "$(cat "$T/alpha/refused.err")"
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
 check_match "... and migrate will not touch it either" 'version 99, newer' "$out"
@@ -281,6 +288,53 @@ check_eq "a re-signed history: verify --witness exits 1" 1 "$rc"
 check_eq "... reporting FORK against the witness" FORK \
     "$(jq -r .first_failure.check "$T/v.json")"
 
+# ------------------------------------------------ shared budgets
+# The reservation hosts make (fleet/budget.c), from a small client that
+# makes one per process: 50 at once, half for each host's name, against
+# one subject budget of 10.
+RESERVE=$T/fleet_reserve
+if ! cc -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$TOP" \
+    $(pkg-config --cflags libpq) -o "$RESERVE" "$E2E_DIR/tools/fleet_reserve.c" \
+    "$TOP/fleet/pg.c" "$TOP/fleet/budget.c" $(pkg-config --libs libpq) 2>"$T/cc.err"; then
+	not_ok "tools/fleet_reserve.c compiles"; sed 's/^/#   /' "$T/cc.err" | head
+fi
+reserve() { SLUICE_PG_PASSWORD=$PG_HOST_PASS "$RESERVE" "$HOST_CI" reserve "$@"; }
+pids=()
+for i in $(seq 1 50); do
+	reserve alice calls 10 >"$T/r.$i" 2>&1 &
+	pids+=($!)
+done
+# Only these: the daemons are children of this shell too.
+wait "${pids[@]}"
+check_eq "50 concurrent reservations against a budget of 10: exactly 10 reserved" 10 \
+    "$(cat "$T"/r.* | grep -c '^reserved')"
+check_eq "... and 40 refused as used up" 40 "$(cat "$T"/r.* | grep -c '^exhausted')"
+check_eq "... each of the 10 saw a different count before it" "0 1 2 3 4 5 6 7 8 9" \
+    "$(cat "$T"/r.* | awk '$1 == "reserved" { print $2 }' | sort -n | paste -sd' ')"
+check_eq "the row holds 10 calls" 10 \
+    "$(host_sql "SELECT calls FROM budgets WHERE owner = 'alice' AND name = 'calls'")"
+out=$(reserve bob calls 10)
+check_match "another subject has a budget of its own" '^reserved 0 ' "$out"
+pg_stop && pg_resume
+check_eq "the budget survives a restart of the database" exhausted "$(reserve alice calls 10)"
+# A released reservation gives its call back, in its window.
+out=$(reserve carol hourly 2 3600)
+check_match "a windowed budget reserves" '^reserved 0 [0-9]+$' "$out"
+wat=${out##* }
+check_eq "... in the window aligned on its length" $(( $(date +%s) / 3600 * 3600 )) "$wat"
+check_match "... a second call" '^reserved 1 ' "$(reserve carol hourly 2 3600)"
+check_eq "... a third is over" exhausted "$(reserve carol hourly 2 3600)"
+SLUICE_PG_PASSWORD=$PG_HOST_PASS "$RESERVE" "$HOST_CI" release carol hourly 3600 "$wat"
+check_match "... one released, one more fits" '^reserved 1 ' "$(reserve carol hourly 2 3600)"
+# A row from an older window (as the window turns) starts afresh; one
+# from a newer window (a host whose clock is behind) is not reset.
+owner_sql "UPDATE budgets SET window_start = window_start - 3600 WHERE owner = 'carol'" >/dev/null
+check_match "a row of the previous window starts the new one afresh" '^reserved 0 ' \
+    "$(reserve carol hourly 2 3600)"
+owner_sql "UPDATE budgets SET window_start = window_start + 3600, calls = 2 WHERE owner = 'carol'" >/dev/null
+check_eq "a row of a newer window is not reset by a host behind" exhausted \
+    "$(reserve carol hourly 2 3600)"
+
 # ------------------------------------------ the database goes away
 start alpha || not_ok "alpha restarts"
 up() { [ "$(metric alpha sluice_fleet_witness_up)" = 1 ]; }
@@ -290,6 +344,10 @@ before=$(local_size alpha)
 grown() { reload_quiet alpha; [ "$(local_size alpha)" -gt "$before" ]; }
 check "with the database down the log still signs checkpoints" wait_for 30 grown
 check "... and the daemon serves" alive alpha
+t0=$(date +%s)
+out=$(reserve alice calls 10); rc=$?
+check_eq "a shared reservation with the database down: unavailable (denied)" 3 "$rc"
+check "... within the deadline" test $(( $(date +%s) - t0 )) -le 5
 behind() { reload_quiet alpha; [ "$(metric alpha sluice_fleet_witness_pending)" -ge 1 ]; }
 check "/metrics: the witness is behind" wait_for 30 behind
 check_eq "/metrics: the witness is down" 0 "$(metric alpha sluice_fleet_witness_up)"

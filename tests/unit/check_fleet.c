@@ -3,7 +3,8 @@
  * the version row of the shared schema means (fleet_schema_plan_of), how a
  * conninfo is shown in messages (fleet_pg_mask: never its password), and
  * how the daemon's password is read (fleet_password_read: the file's
- * permissions, its first line, the environment). The database side runs
+ * permissions, its first line, the environment), and what a reservation's
+ * result means (fleet_resv_read, fleet_window_start). The database side runs
  * against a real PostgreSQL in tests/e2e/t_fleet.sh.
  */
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "fleet/fleet.h"
+#include "policy/policy.h"
 
 static const struct {
 	const char		*text;	/* NULL: no row */
@@ -173,6 +175,61 @@ START_TEST(connect_nowhere)
 }
 END_TEST
 
+/* No row: used up. One row of counters: reserved, with the use before.
+ * Anything else: unavailable, never assumed reserved. */
+static const struct {
+	int			 n;
+	const char		*calls, *cost, *bytes, *wstart;
+	enum fleet_resv_outcome	 want;
+	uint64_t		 used_calls, used_cost;
+} reads[] = {
+	{ 0, NULL, NULL, NULL, NULL, FLEET_RESV_EXHAUSTED, 0, 0 },
+	{ 1, "1", "5", "0", "0", FLEET_RESV_RESERVED, 0, 0 },
+	{ 1, "10", "50", "77", "3600", FLEET_RESV_RESERVED, 9, 45 },
+	{ 1, "9223372036854775807", "5", "0", "0", FLEET_RESV_RESERVED,
+	  9223372036854775806ULL, 0 },
+	{ 1, "9223372036854775808", "5", "0", "0", FLEET_RESV_UNAVAILABLE,
+	  0, 0 },
+	{ 1, "0", "5", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 1, "1", "4", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 1, "-1", "5", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 1, "1", "5", "", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 1, "1", "5", "0", NULL, FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 1, "1x", "5", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ 2, "1", "5", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+	{ -1, "1", "5", "0", "0", FLEET_RESV_UNAVAILABLE, 0, 0 },
+};
+
+START_TEST(resv_read)
+{
+	struct fleet_resv r;
+
+	memset(&r, 0, sizeof(r));
+	r.calls = 1;
+	r.cost = 5;
+	ck_assert_int_eq(fleet_resv_read(reads[_i].n, reads[_i].calls,
+	    reads[_i].cost, reads[_i].bytes, reads[_i].wstart, &r),
+	    reads[_i].want);
+	if (reads[_i].want == FLEET_RESV_RESERVED) {
+		ck_assert_uint_eq(r.used_calls, reads[_i].used_calls);
+		ck_assert_uint_eq(r.used_cost, reads[_i].used_cost);
+		ck_assert_uint_eq(r.window_at, strtoull(reads[_i].wstart,
+		    NULL, 10));
+	}
+}
+END_TEST
+
+START_TEST(windows_and_reason)
+{
+	ck_assert_uint_eq(fleet_window_start(0, 1234567), 0);
+	ck_assert_uint_eq(fleet_window_start(3600, 7199), 3600);
+	ck_assert_uint_eq(fleet_window_start(3600, 7200), 7200);
+	ck_assert_uint_eq(fleet_window_start(86400, 86399), 0);
+	ck_assert_str_eq(pol_reason_name(POL_REASON_SHARED_STATE_UNAVAILABLE),
+	    "shared_state_unavailable");
+}
+END_TEST
+
 int
 main(void)
 {
@@ -187,6 +244,8 @@ main(void)
 	tcase_add_test(tc, password_file);
 	tcase_add_test(tc, password_env);
 	tcase_add_test(tc, connect_nowhere);
+	tcase_add_loop_test(tc, resv_read, 0, sizeof(reads) / sizeof(reads[0]));
+	tcase_add_test(tc, windows_and_reason);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
