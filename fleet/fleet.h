@@ -33,6 +33,13 @@
 PGconn		*fleet_pg_connect(const char *conninfo, const char *password,
 		    unsigned deadline_ms, char *err, size_t errlen);
 /*
+ * fleet_pg_connect_env: fleet_pg_connect with the password a command line
+ * tool has: SLUICE_PG_PASSWORD, else none (libpq's own sources). The
+ * copy of the password is wiped before it returns.
+ */
+PGconn		*fleet_pg_connect_env(const char *conninfo,
+		    unsigned deadline_ms, char *err, size_t errlen);
+/*
  * fleet_pg_exec: run sql with n text parameters (vals, NULL for SQL NULL)
  * and wait for its result within deadline_ms. The result (PGRES_COMMAND_OK
  * or PGRES_TUPLES_OK; the caller PQclear()s it), or NULL with errno and err:

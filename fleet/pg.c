@@ -201,6 +201,25 @@ fleet_pg_connect(const char *conninfo, const char *password,
 	return c;
 }
 
+PGconn *
+fleet_pg_connect_env(const char *conninfo, unsigned deadline_ms, char *err,
+    size_t errlen)
+{
+	PGconn *c;
+	char *pw;
+
+	errno = 0;
+	if ((pw = fleet_password_read(NULL, err, errlen)) == NULL &&
+	    errno != 0)
+		return NULL;
+	c = fleet_pg_connect(conninfo, pw, deadline_ms, err, errlen);
+	if (pw != NULL) {
+		explicit_bzero(pw, strlen(pw));
+		free(pw);
+	}
+	return c;
+}
+
 PGresult *
 fleet_pg_exec(PGconn *c, const char *sql, int n, const char *const *vals,
     unsigned deadline_ms, char *err, size_t errlen)

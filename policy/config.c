@@ -619,6 +619,30 @@ fleet_host_ok(const char *s)
 }
 
 /*
+ * libpq's parse errors quote the text they stumbled on, and a mistyped
+ * URI scheme ("postgrsql://u:secret@...") is taken for an option name
+ * that holds the password. A quote in the config's text would end such a
+ * fragment early, so no fragment is trusted: only libpq's words before
+ * its first quote are kept, and the error names the problem without ever
+ * repeating the config's text.
+ */
+static void
+unquote(const char *m, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (; *m != '\0' && *m != '"' && *m != '\n' && o + 6 < len; m++)
+		out[o++] = *m;
+	while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == ':'))
+		o--;
+	if (*m == '"') {
+		memcpy(out + o, " \"...\"", 6);
+		o += 6;
+	}
+	out[o] = '\0';
+}
+
+/*
  * The conninfo is parsed by libpq itself (PQconninfoParse, no I/O), so
  * that what is refused here is exactly what libpq would have taken: a
  * password in any of its spellings (password=..., user:pass@ in a URI,
@@ -629,19 +653,16 @@ static void
 fleet_conninfo_check(struct ywalk *w, const struct ynode *v, const char *ci)
 {
 	PQconninfoOption *opts, *o;
-	char	*perr = NULL;
-	size_t	 n;
+	char	*perr = NULL, msg[256];
 
 	if ((opts = PQconninfoParse(ci, &perr)) == NULL) {
 		if (perr == NULL) {
 			ynomem(w, v);
 			return;
 		}
-		n = strlen(perr);
-		while (n > 0 && (perr[n - 1] == '\n' || perr[n - 1] == ' '))
-			perr[--n] = '\0';
-		yerr(w, v, "invalid fleet.postgresql conninfo: %s", perr);
+		unquote(perr, msg, sizeof(msg));
 		PQfreemem(perr);
+		yerr(w, v, "invalid fleet.postgresql conninfo: %s", msg);
 		return;
 	}
 	for (o = opts; o->keyword != NULL; o++)

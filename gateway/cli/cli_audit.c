@@ -215,7 +215,7 @@ witness_ckpts(const char *conninfo, const char *host, const char ***all,
     size_t *nall, char ***notes, size_t *nnotes)
 {
 	const char **grown;
-	char err[400], *pw, hn[POL_FLEET_HOST_MAX + 1];
+	char err[400], hn[POL_FLEET_HOST_MAX + 1];
 	PGconn *c;
 	size_t i;
 
@@ -227,19 +227,8 @@ witness_ckpts(const char *conninfo, const char *host, const char ***all,
 		}
 		host = hn;
 	}
-	errno = 0;
-	if ((pw = fleet_password_read(NULL, err, sizeof(err))) == NULL &&
-	    errno != 0) {
-		fprintf(stderr, "sluice audit: --witness: %s\n", err);
-		return -1;
-	}
-	c = fleet_pg_connect(conninfo, pw, WITNESS_DEADLINE_MS, err,
-	    sizeof(err));
-	if (pw != NULL) {
-		explicit_bzero(pw, strlen(pw));
-		free(pw);
-	}
-	if (c == NULL) {
+	if ((c = fleet_pg_connect_env(conninfo, WITNESS_DEADLINE_MS, err,
+	    sizeof(err))) == NULL) {
 		fprintf(stderr, "sluice audit: --witness: %s\n", err);
 		return -1;
 	}

@@ -6,9 +6,7 @@
  * before the upgraded daemons start. It is the same migration the daemon
  * runs (gateway/fleet/pg.c), under the same advisory lock.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "fleet/fleet.h"
@@ -19,25 +17,14 @@
 int
 cli_fleet(int argc, char **argv)
 {
-	char err[400], *pw;
+	char err[400];
 	PGconn *c;
 	int version, rc;
 
 	if (argc != 3 || strcmp(argv[1], "migrate") != 0)
 		return cli_usage("fleet");
-	errno = 0;
-	if ((pw = fleet_password_read(NULL, err, sizeof(err))) == NULL &&
-	    errno != 0) {
-		fprintf(stderr, "sluice fleet: %s\n", err);
-		return 1;
-	}
-	c = fleet_pg_connect(argv[2], pw, MIGRATE_DEADLINE_MS, err,
-	    sizeof(err));
-	if (pw != NULL) {
-		explicit_bzero(pw, strlen(pw));
-		free(pw);
-	}
-	if (c == NULL) {
+	if ((c = fleet_pg_connect_env(argv[2], MIGRATE_DEADLINE_MS, err,
+	    sizeof(err))) == NULL) {
 		fprintf(stderr, "sluice fleet: cannot connect: %s\n", err);
 		return 1;
 	}

@@ -369,7 +369,12 @@ static const struct {
 	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
 	  "fleet: {postgresql: \"host=/run/pg dbnme=f\"}\n",
 	  "3:21: invalid fleet.postgresql conninfo: invalid connection "
-	  "option \"dbnme\"\n" },
+	  "option \"...\"\n" },
+	/* A mistyped URI scheme reads as an option name holding the
+	 * password: libpq quotes it, the message must not. */
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"postgrsql://u:s3cret@db/f\"}\n",
+	  "3:21: invalid fleet.postgresql conninfo: missing \"...\"\n" },
 	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
 	  "fleet: {postgresql: \"host='/run/pg\"}\n",
 	  "3:21: invalid fleet.postgresql conninfo: unterminated quoted "

@@ -23,7 +23,6 @@ main(int argc, char **argv)
 {
 	struct fleet_resv r;
 	char err[400];
-	const char *pw = getenv("SLUICE_PG_PASSWORD");
 	enum fleet_resv_outcome o;
 	size_t which;
 	PGconn *c;
@@ -35,7 +34,7 @@ main(int argc, char **argv)
 	r.owner = argv[3];
 	r.name = argv[4];
 	r.calls = 1;
-	if ((c = fleet_pg_connect(argv[1], pw, 2000, err, sizeof(err))) ==
+	if ((c = fleet_pg_connect_env(argv[1], 2000, err, sizeof(err))) ==
 	    NULL) {
 		printf("unavailable: %s\n", err);
 		return 3;
