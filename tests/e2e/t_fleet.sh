@@ -311,6 +311,7 @@ wait "${pids[@]}"
 check_eq "50 concurrent reservations against a budget of 10: exactly 10 reserved" 10 \
     "$(cat "$T"/r.* | grep -c '^reserved')"
 check_eq "... and 40 refused as used up" 40 "$(cat "$T"/r.* | grep -c '^exhausted')"
+cat "$T"/r.* | grep -v '^reserved\|^exhausted' | sed 's/^/#   /' | head -n 5
 check_eq "... each of the 10 saw a different count before it" "0 1 2 3 4 5 6 7 8 9" \
     "$(cat "$T"/r.* | awk '$1 == "reserved" { print $2 }' | sort -n | paste -sd' ')"
 check_eq "the row holds 10 calls" 10 \
@@ -356,6 +357,9 @@ check_eq "/metrics: the witness is down" 0 "$(metric alpha sluice_fleet_witness_
 check_eq "status: the fleet is down" false "$(sl alpha status --json | jq -r .fleet.up)"
 check_match "status: with the reason" 'connect|insert' \
     "$(sl alpha status --json | jq -r .fleet.witness.last_error)"
+check_match "sluice status says so in words" \
+    'fleet: host alpha, database DOWN.*witness: [1-9][0-9]* checkpoints pending' \
+    "$(sl alpha status | tr '\n' ' ')"
 pg_resume || not_ok "the database comes back"
 check "the witness catches up when it is back" wait_for 90 caught_up_live alpha
 check "/metrics: a reconnect was counted" \
