@@ -498,8 +498,9 @@ main(int argc, char **argv)
 	sbx_free(sbx);
 	gw_set_rec(dc.gw, NULL);
 	rec_close(rec);
-	/* After the log's close. Its final checkpoint reaches the witness
-	 * at the next start, which resumes from the newest size held. */
+	/* After the log's close, so that its final checkpoint is sent in
+	 * the witness's last round (or at the next start, which resumes
+	 * from the newest size held). */
 	gw_set_fleet(dc.gw, NULL);
 	fleetd_free(fleet);
 	ev_del(loop, dc.sigfd);

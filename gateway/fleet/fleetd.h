@@ -49,8 +49,10 @@ int		 fleetd_witness_start(struct fleetd *f, const char *audit_db,
 /* fleetd_witness_kick: new checkpoints may be there; cheap, never blocks on
  * I/O, any thread. NULL or not started: no-op. */
 void		 fleetd_witness_kick(struct fleetd *f);
-/* fleetd_witness_stop: stop and join the thread (a statement under way ends
- * within the deadline). No-op if not started. */
+/* fleetd_witness_stop: stop and join the thread after one last round while
+ * the database answers (call it after the log's close: its final
+ * checkpoint goes too); each statement ends within the deadline. No-op if
+ * not started. */
 void		 fleetd_witness_stop(struct fleetd *f);
 
 struct fleetd_stats {

@@ -259,6 +259,7 @@ tamper() {	# tamper HOST NAME SQL
 	    DROP TRIGGER ck_no_upd; DROP TRIGGER ck_no_del; $3"
 }
 stop alpha
+check "a clean stop sends the final checkpoint to the witness too" caught_up alpha
 N=$(sqlite3 "$T/alpha/state/audit.db" "SELECT count(*) FROM records")
 W=$(witnessed alpha)
 K=$((W - 3))
