@@ -200,11 +200,13 @@ int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
  * decimal strings: they exceed the ±(2^53-1) integers of the canonical
  * subset) and kind, plus the producer's fields. Kinds: sandbox.create,
  * sandbox.delete, sandbox.expire, sandbox.adopt, policy.reload,
- * egress.decision, net.deny, dns.decision, mcp.call, finding, log.open,
- * log.gap, log.key, log.heartbeat, log.close. Conventional fields, which the
- * index columns and OCSF read: sandbox {id, run}, policy {id, version,
- * sha256, rule}, decision ("allow"|"deny"|"ask"|"log"), reason, dst {host,
- * ip, port}, server, tool (reference/audit.md §3.3).
+ * egress.decision, net.deny, net.flow, dns.decision, mcp.call, mcp.resource,
+ * mcp.prompt, finding, log.open, log.gap, log.key, log.heartbeat,
+ * log.close. Conventional fields, which the index columns and OCSF read:
+ * sandbox {id, run}, policy {id, version, sha256, rule}, decision
+ * ("allow"|"deny"|"ask"|"log"), reason, dst {host, ip, port}, server, tool
+ * (a resource record's uri, a prompt record's prompt) (reference/audit.md
+ * §3.3).
  */
 
 #define AUD_LINGER_NONE	UINT_MAX

@@ -80,8 +80,11 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 		cls = 4001; cat = 4; act = 1;
 	} else if (strcmp(kind, "net.flow") == 0) {
 		cls = 4001; cat = 4; act = 6;	/* Network Activity: Traffic */
-	} else if (strcmp(kind, "mcp.call") == 0) {
+	} else if (strcmp(kind, "mcp.call") == 0 ||
+	    strcmp(kind, "mcp.prompt") == 0) {
 		cls = 6003; cat = 6; act = 99;
+	} else if (strcmp(kind, "mcp.resource") == 0) {
+		cls = 6003; cat = 6; act = 2;	/* API Activity: Read */
 	} else if (strcmp(kind, "finding") == 0) {
 		cls = 2004; cat = 2; act = 1;
 	} else {
@@ -153,7 +156,13 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 		copy(ev, "answers", json_object_get(r, "answers"));
 	}
 	if (cls == 6003) {
-		json_t *api = json_pack("{s:s}", "operation", "tools/call");
+		/* What was done to which MCP object: the kind says. */
+		const char *op = strcmp(kind, "mcp.resource") == 0 ?
+		    "resources/read" : strcmp(kind, "mcp.prompt") == 0 ?
+		    "prompts/get" : "tools/call";
+		const char *key = strcmp(kind, "mcp.resource") == 0 ? "uri" :
+		    strcmp(kind, "mcp.prompt") == 0 ? "prompt" : "tool";
+		json_t *api = json_pack("{s:s}", "operation", op);
 
 		if (json_object_get(r, "server") != NULL)
 			json_object_set_new(api, "service", json_pack("{s:O}",
@@ -162,12 +171,13 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 			json_object_set_new(api, "request", json_pack("{s:O}",
 			    "uid", json_object_get(r, "jsonrpc_id")));
 		json_object_set_new(ev, "api", api);
-		json_object_set_new(ev, "activity_name",
-		    json_string("tools/call"));
-		if (json_is_string(json_object_get(r, "tool")))
+		json_object_set_new(ev, "activity_name", json_string(op));
+		if (json_is_string(json_object_get(r, key)))
 			json_object_set_new(ev, "resources", json_pack(
-			    "[{s:O,s:s}]", "name", json_object_get(r, "tool"),
-			    "type", "mcp.tool"));
+			    "[{s:O,s:s}]", "name", json_object_get(r, key),
+			    "type", strcmp(key, "uri") == 0 ? "mcp.resource" :
+			    strcmp(key, "prompt") == 0 ? "mcp.prompt" :
+			    "mcp.tool"));
 	}
 	if (cls == 2004)
 		json_object_set_new(ev, "is_alert", json_true());

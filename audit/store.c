@@ -144,6 +144,10 @@ aud_kind_code(const char *kind)
 		return 8;
 	if (strcmp(kind, "net.flow") == 0)
 		return 9;
+	if (strcmp(kind, "mcp.resource") == 0)
+		return 10;
+	if (strcmp(kind, "mcp.prompt") == 0)
+		return 11;
 	return 0;
 }
 

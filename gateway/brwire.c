@@ -104,7 +104,10 @@ ev_fields(const struct br_event *ev)
 	bad |= put_opt(o, "client", ev->src);
 	bad |= put_opt(o, "session", ev->session);
 	bad |= put_opt(o, "server", ev->server);
-	bad |= put_opt(o, "tool", ev->tool);
+	/* A read names its URI, a prompt its name, where a call names its
+	 * tool. */
+	bad |= put_opt(o, ev->kind == BR_EV_RESOURCE ? "uri" :
+	    ev->kind == BR_EV_PROMPT ? "prompt" : "tool", ev->tool);
 	bad |= put_opt(o, "arguments", ev->args);
 	bad |= put_opt(o, "arguments_digest", ev->args_digest);
 	bad |= put_opt(o, "decision", ev->decision);
@@ -120,7 +123,7 @@ ev_fields(const struct br_event *ev)
 	bad |= put_opt(o, "approver_note", ev->approver_note);
 	bad |= put_opt(o, "approval", ev->approval);
 	bad |= put_opt(o, "classification", ev->classification);
-	if (ev->kind == BR_EV_CALL) {
+	if (br_kind_is_record(ev->kind)) {
 		bad |= rec_put(o, "taints", json_boolean(ev->taints));
 		bad |= rec_put(o, "upstream_latency_us",
 		    json_integer(ev->upstream_latency_us));
@@ -383,7 +386,7 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	struct rec_wait *rw;
 	struct msg_br_done d;
 
-	if (!event_from(&ev, m, len) || ev.kind != BR_EV_CALL) {
+	if (!event_from(&ev, m, len) || !br_kind_is_record(ev.kind)) {
 		brw_violation(w, "a malformed mcp.call event");
 		return;
 	}
@@ -427,7 +430,7 @@ on_finding(struct brw *w, const struct msg_br_event *m, size_t len)
 	struct br_event ev;
 	json_t *o;
 
-	if (!event_from(&ev, m, len) || ev.kind == BR_EV_CALL) {
+	if (!event_from(&ev, m, len) || br_kind_is_record(ev.kind)) {
 		brw_violation(w, "a malformed finding");
 		return;
 	}

@@ -625,24 +625,83 @@ tdeny(struct pol_tool_decision *out, const char *rule, enum pol_reason reason,
 	    a2 ? a2 : "");
 }
 
-void
-pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
-    struct pol_tool_decision *out)
+int
+pol_budgets_reserve(const struct pol_policy *p, const size_t *idx, size_t n,
+    uint64_t cost, const struct pol_budget_use *uses, size_t nuses,
+    struct pol_tool_decision *out, const char *rule, const char *noun)
 {
-	const struct trule	*t = NULL;
 	const struct budget	*b;
 	const struct pol_budget_use *use;
 	struct pol_reservation	*r;
+	size_t			 i, j;
+	uint64_t		 uc, ucost, ub;
+
+	for (i = 0; i < n; i++) {
+		b = &p->budgets[idx[i]];
+		uc = ucost = ub = 0;
+		for (j = 0; j < nuses; j++) {
+			use = &uses[j];
+			if (use->name != NULL && strcmp(use->name, b->name) == 0) {
+				uc = use->calls;
+				ucost = use->cost;
+				ub = use->result_bytes;
+				break;
+			}
+		}
+		if ((b->calls && (uc >= b->calls)) ||
+		    (b->cost && (ucost > b->cost || cost > b->cost - ucost)) ||
+		    (b->result_bytes && ub >= b->result_bytes)) {
+			tdeny(out, rule, POL_REASON_BUDGET_EXHAUSTED,
+			    "The budget \"%.64s\" for this %s is used up.",
+			    b->name, noun);
+			return -1;
+		}
+		r = &out->res[out->nres++];
+		r->budget = b->name;
+		r->scope = b->scope;
+		r->window_s = b->window_s;
+		r->calls = 1;
+		r->cost = cost;
+		r->limit_calls = b->calls;
+		r->limit_cost = b->cost;
+		r->limit_result_bytes = b->result_bytes;
+	}
+	return 0;
+}
+
+void
+pol_verdict_set(struct pol_tool_decision *out, const char *rule, bool ask)
+{
+	out->d.rule = rule;
+	out->message[0] = '\0';
+	if (ask) {
+		out->d.verdict = POL_ASK;
+		out->d.reason = POL_REASON_APPROVAL_REQUIRED;
+		snprintf(out->message, sizeof(out->message),
+		    "This call waits for a person to approve it.");
+	} else {
+		out->d.verdict = POL_ALLOW;
+		out->d.reason = POL_REASON_ALLOWED;
+	}
+}
+
+/* The decision of pol_tool_decide over rules[0..nrules) (a policy's tool
+ * rules or its prompt rules); noun names the thing in messages. */
+static void
+trules_decide(const struct pol_policy *p, const struct trule *rules,
+    size_t nrules, const struct pol_tool_q *q, struct pol_tool_decision *out,
+    const char *noun)
+{
+	const struct trule	*t = NULL;
 	json_t			*args = NULL, *v;
 	json_error_t		 jerr;
 	const char		*key, *what;
 	size_t			 i, j;
-	uint64_t		 uc, ucost, ub;
 
 	memset(out, 0, sizeof(*out));
 	out->classification = pol_class_names[0];
 	tdeny(out, "default", POL_REASON_NO_MATCHING_RULE,
-	    "The policy does not allow this tool.%s%s", NULL, NULL);
+	    "The policy does not allow this %s.%s", noun, NULL);
 	if (p == NULL || q == NULL || q->server == NULL || q->tool == NULL) {
 		tdeny(out, "input", POL_REASON_BAD_REQUEST,
 		    "The request could not be evaluated.%s%s", NULL, NULL);
@@ -650,9 +709,9 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 	}
 	out->max_result_bytes = p->result_max_bytes;
 	out->args_digest_only = p->audit_digest;
-	for (i = 0; i < p->ntools; i++) {
-		if (trule_match(&p->tools[i], q, true)) {
-			t = &p->tools[i];
+	for (i = 0; i < nrules; i++) {
+		if (trule_match(&rules[i], q, true)) {
+			t = &rules[i];
 			break;
 		}
 	}
@@ -663,14 +722,14 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 	    t->classification >= p->taint_level;
 	if (t->decision == TD_DENY) {
 		tdeny(out, t->name, POL_REASON_RULE_DENY,
-		    "The policy does not allow this tool.%s%s", NULL, NULL);
+		    "The policy does not allow this %s.%s", noun, NULL);
 		return;
 	}
 	if (t->pin != NULL && (q->pin_hex == NULL ||
 	    strcmp(t->pin, q->pin_hex) != 0)) {
 		tdeny(out, t->name, POL_REASON_PIN_MISMATCH,
-		    "The tool's definition "
-		    "changed since it was approved.%s%s", NULL, NULL);
+		    "The %s's definition "
+		    "changed since it was approved.%s", noun, NULL);
 		return;
 	}
 	args = json_loads(q->args_json ? q->args_json : "{}",
@@ -690,8 +749,8 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 				continue;
 			tdeny(out, t->name, POL_REASON_UNKNOWN_ARGUMENT,
 			    "Argument "
-			    "\"%.64s\" is not allowed for this tool.%s", key,
-			    NULL);
+			    "\"%.64s\" is not allowed for this %s.", key,
+			    noun);
 			goto out;
 		}
 		if ((what = arg_check(p, &t->args[j], v)) != NULL) {
@@ -708,64 +767,44 @@ pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
 			goto out;
 		}
 	}
-	for (i = 0; i < t->nbudgets; i++) {
-		b = &p->budgets[t->budgets[i]];
-		uc = ucost = ub = 0;
-		for (j = 0; j < q->nbudgets; j++) {
-			use = &q->budgets[j];
-			if (use->name != NULL && strcmp(use->name, b->name) == 0) {
-				uc = use->calls;
-				ucost = use->cost;
-				ub = use->result_bytes;
-				break;
-			}
-		}
-		if ((b->calls && (uc >= b->calls)) ||
-		    (b->cost && (ucost > b->cost || t->cost > b->cost - ucost)) ||
-		    (b->result_bytes && ub >= b->result_bytes)) {
-			tdeny(out, t->name, POL_REASON_BUDGET_EXHAUSTED,
-			    "The budget "
-			    "\"%.64s\" for this tool is used up.%s", b->name,
-			    NULL);
-			goto out;
-		}
-		r = &out->res[out->nres++];
-		r->budget = b->name;
-		r->scope = b->scope;
-		r->window_s = b->window_s;
-		r->calls = 1;
-		r->cost = t->cost;
-		r->limit_calls = b->calls;
-		r->limit_cost = b->cost;
-		r->limit_result_bytes = b->result_bytes;
-	}
-	out->d.rule = t->name;
-	out->message[0] = '\0';
-	if (t->decision == TD_ASK) {
-		out->d.verdict = POL_ASK;
-		out->d.reason = POL_REASON_APPROVAL_REQUIRED;
-		snprintf(out->message, sizeof(out->message),
-		    "This call waits for a person to approve it.");
-	} else {
-		out->d.verdict = POL_ALLOW;
-		out->d.reason = POL_REASON_ALLOWED;
-	}
+	if (pol_budgets_reserve(p, t->budgets, t->nbudgets, t->cost,
+	    q->budgets, q->nbudgets, out, t->name, noun) == -1)
+		goto out;
+	pol_verdict_set(out, t->name, t->decision == TD_ASK);
 out:
 	json_decref(args);
 }
 
+void
+pol_tool_decide(const struct pol_policy *p, const struct pol_tool_q *q,
+    struct pol_tool_decision *out)
+{
+	trules_decide(p, p != NULL ? p->tools : NULL, p != NULL ? p->ntools :
+	    0, q, out, "tool");
+}
+
+void
+pol_prompt_decide(const struct pol_policy *p, const struct pol_tool_q *q,
+    struct pol_tool_decision *out)
+{
+	trules_decide(p, p != NULL ? p->prompts : NULL, p != NULL ?
+	    p->nprompts : 0, q, out, "prompt");
+}
+
 static bool
 visible(const struct pol_policy *p, const struct pol_tool_q *q,
-    bool conditions, const char *pin_hex, enum pol_reason *reason)
+    bool conditions, const char *pin_hex, enum pol_reason *reason,
+    bool prompts)
 {
 	const struct trule	*t;
-	size_t			 i;
+	size_t			 i, n;
 
 	*reason = POL_REASON_NO_MATCHING_RULE;
 	if (p == NULL || q->server == NULL || q->tool == NULL)
 		return false;
-	for (i = 0; i < p->ntools; i++) {
-		t = &p->tools[i];
+	n = prompts ? p->nprompts : p->ntools;
+	for (i = 0; i < n; i++) {
+		t = prompts ? &p->prompts[i] : &p->tools[i];
 		if (!trule_match(t, q, conditions))
 			continue;
 		if (t->decision == TD_DENY) {
@@ -796,7 +835,7 @@ pol_tool_visible(const struct pol_policy *p, const char *server,
 	memset(&q, 0, sizeof(q));
 	q.server = server;
 	q.tool = tool;
-	return visible(p, &q, false, pin_hex, reason);
+	return visible(p, &q, false, pin_hex, reason, false);
 }
 
 bool
@@ -807,5 +846,16 @@ pol_tool_visible_q(const struct pol_policy *p, const struct pol_tool_q *q,
 		*reason = POL_REASON_BAD_REQUEST;
 		return false;
 	}
-	return visible(p, q, true, q->pin_hex, reason);
+	return visible(p, q, true, q->pin_hex, reason, false);
+}
+
+bool
+pol_prompt_visible_q(const struct pol_policy *p, const struct pol_tool_q *q,
+    enum pol_reason *reason)
+{
+	if (q == NULL) {
+		*reason = POL_REASON_BAD_REQUEST;
+		return false;
+	}
+	return visible(p, q, true, NULL, reason, true);
 }

@@ -168,6 +168,22 @@ struct trule {
 	char		  name[40];
 };
 
+/* A rule of mcp.resources (policy/mcpres.c): which URIs of a server a
+ * sandbox may list, read and subscribe to. */
+struct rrule {
+	char		 *server;
+	char		 *uri;		/* fnmatch glob, no flags; "*" = any */
+	char		**schemes;	/* lower case; none = any scheme */
+	size_t		  nschemes;
+	enum tool_decision decision;
+	int		  classification;
+	uint64_t	  cost;
+	size_t		 *budgets;
+	size_t		  nbudgets;
+	uint64_t	  max_bytes;	/* 0: mcp.results.max_bytes */
+	char		  name[40];	/* "mcp.resources[2]" */
+};
+
 struct budget {
 	char			*name;
 	enum pol_budget_scope	 scope;
@@ -203,9 +219,53 @@ struct pol_policy {
 	size_t		  nbudgets;
 	struct trule	 *tools;
 	size_t		  ntools;
+	struct trule	 *prompts;	/* mcp.prompts: tool rules by name */
+	size_t		  nprompts;
+	struct rrule	 *rres;		/* mcp.resources */
+	size_t		  nrres;
 	pcre2_match_context *mctx;
 	struct pol_resources resources;
 };
+
+/* The policy loader's walk: where errors go, the config server names are
+ * checked against, and the policy being built. */
+struct lctx {
+	struct ywalk		 w;
+	const struct pol_config	*cfg;
+	struct pol_policy	*p;
+};
+
+/* ytool: one rule of mcp.tools (prompt false) or mcp.prompts (prompt
+ * true: keyed "prompt", no pin) into *t (policy/load.c). */
+void	 ytool(struct lctx *c, const struct ynode *n, const char *where,
+	    struct trule *t, bool prompt);
+/* ydecision: a rule's required `decision:` (allow | deny | ask) into
+ * *out; yclassification: its optional `classification:` (0, public, when
+ * absent). Errors reported at n's keys. */
+void	 ydecision(struct lctx *c, const struct ynode *n, const char *where,
+	    enum tool_decision *out);
+void	 yclassification(struct lctx *c, const struct ynode *n, int *out);
+/* ybudget_refs: a rule's `budgets:` list of budget names into indexes
+ * (*out, caller frees, at most POL_MAX_RESERVATIONS), errors reported. */
+void	 ybudget_refs(struct lctx *c, const struct ynode *v, size_t **out,
+	    size_t *nout);
+/* ymcpres: mcp.resources and mcp.prompts of the mcp map n, after its
+ * budgets (policy/mcpres.c); rmcpres_free frees what it built. */
+void	 ymcpres(struct lctx *c, const struct ynode *n);
+void	 mcpres_free(struct pol_policy *p);
+/* trule_free: what one tool or prompt rule holds (policy/load.c). */
+void	 trule_free(struct trule *t);
+
+/* pol_budgets_reserve: check the budgets idx[0..n) of a rule whose call
+ * costs cost against the use in uses, filling out->res; -1 (out denied
+ * "budget_exhausted" by rule, noun in the message) when one is used up.
+ * pol_verdict_set: out allowed (or ask) by rule. (policy/decide.c) */
+int	 pol_budgets_reserve(const struct pol_policy *p, const size_t *idx,
+	    size_t n, uint64_t cost, const struct pol_budget_use *uses,
+	    size_t nuses, struct pol_tool_decision *out, const char *rule,
+	    const char *noun);
+void	 pol_verdict_set(struct pol_tool_decision *out, const char *rule,
+	    bool ask);
 
 /* yresources: the `resources:` map n into *out, every error reported at
  * its key or value (policy/resources.c). */

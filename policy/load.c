@@ -47,12 +47,6 @@ static const char *const redact_names[] = {
 	"upstream_credentials", NULL
 };
 
-struct lctx {
-	struct ywalk		 w;
-	const struct pol_config	*cfg;
-	struct pol_policy	*p;
-};
-
 /* ------------------------------------------------------------ egress */
 
 static int
@@ -627,39 +621,122 @@ pin_ok(const char *s)
 	return true;
 }
 
-static void
+void
+ybudget_refs(struct lctx *c, const struct ynode *v, size_t **out,
+    size_t *nout)
+{
+	const struct ynode *it;
+	size_t		 i, j;
+	int		 bi;
+
+	if (!yis(&c->w, v, Y_SEQ, "budgets") || v->n == 0 ||
+	    ((*out = calloc(v->n, sizeof(size_t))) == NULL &&
+	    ynomem(&c->w, v) == -1))
+		return;
+	if (v->n > POL_MAX_RESERVATIONS)
+		yerr(&c->w, v, "at most %d budgets per rule",
+		    POL_MAX_RESERVATIONS);
+	for (i = 0; i < v->n; i++) {
+		it = v->vals[i];
+		if (!yis(&c->w, it, Y_SCALAR, "a budget name"))
+			continue;
+		if ((bi = budget_index(c->p, it->str)) == -1) {
+			yerr(&c->w, it, "unknown budget \"%s\"", it->str);
+			continue;
+		}
+		/* Listed twice it would be reserved twice per call but
+		 * checked for one. */
+		for (j = 0; j < *nout; j++)
+			if ((*out)[j] == (size_t)bi)
+				break;
+		if (j < *nout)
+			yerr(&c->w, it, "budget \"%s\" is listed twice",
+			    it->str);
+		else if (*nout < POL_MAX_RESERVATIONS)
+			(*out)[(*nout)++] = (size_t)bi;
+	}
+}
+
+void
+ydecision(struct lctx *c, const struct ynode *n, const char *where,
+    enum tool_decision *out)
+{
+	static const char *const names[] = { "allow", "deny", "ask", NULL };
+	static const enum tool_decision vals[] = { TD_ALLOW, TD_DENY,
+	    TD_ASK };
+	const struct ynode *v;
+	size_t	i;
+
+	if ((v = yget(n, "decision")) == NULL) {
+		yerr(&c->w, n, "missing required key \"decision\" in %s",
+		    where);
+		return;
+	}
+	if (!yis(&c->w, v, Y_SCALAR, "decision"))
+		return;
+	for (i = 0; names[i] != NULL; i++)
+		if (strcmp(v->str, names[i]) == 0) {
+			*out = vals[i];
+			return;
+		}
+	yerr(&c->w, v, "invalid decision \"%s\" (allow, deny or ask)",
+	    v->str);
+}
+
+void
+yclassification(struct lctx *c, const struct ynode *n, int *out)
+{
+	const struct ynode *v = yget(n, "classification");
+
+	*out = 0;
+	if (v != NULL && yis(&c->w, v, Y_SCALAR, "classification") &&
+	    (*out = pol_class_index(v->str)) == -1) {
+		yerr(&c->w, v, "invalid classification \"%s\" (public, "
+		    "internal, confidential or secret)", v->str);
+		*out = 0;
+	}
+}
+
+void
 ytool(struct lctx *c, const struct ynode *n, const char *where,
-    struct trule *t)
+    struct trule *t, bool prompt)
 {
 	static const char *const keys[] = { "tool", "decision", "subjects",
 	    "labels", "pin", "classification", "cost", "budgets", "args",
 	    "required", "allow_other_args", NULL };
-	const struct ynode *v, *it;
+	static const char *const pkeys[] = { "prompt", "decision",
+	    "subjects", "labels", "classification", "cost", "budgets",
+	    "args", "required", "allow_other_args", NULL };
+	const char	*ref = prompt ? "prompt" : "tool";
+	const char	*big = prompt ? "PROMPT" : "TOOL";
+	const struct ynode *v;
 	const char	*slash;
 	char		 w2[96];
 	size_t		 i, j;
-	int		 bi;
 
 	t->decision = TD_DENY;
 	t->cost = 1;
-	if (!ycheck_map(&c->w, n, where, keys))
+	if (!ycheck_map(&c->w, n, where, prompt ? pkeys : keys))
 		return;
-	if ((v = yget(n, "tool")) == NULL)
-		yerr(&c->w, n, "missing required key \"tool\" in %s", where);
-	else if (yis(&c->w, v, Y_SCALAR, "tool")) {
+	if ((v = yget(n, ref)) == NULL)
+		yerr(&c->w, n, "missing required key \"%s\" in %s", ref,
+		    where);
+	else if (yis(&c->w, v, Y_SCALAR, ref)) {
 		slash = strchr(v->str, '/');
 		if (slash == NULL || slash == v->str ||
 		    (size_t)(slash - v->str) > 32 ||
 		    !tool_name_ok(slash + 1)) {
-			yerr(&c->w, v, "invalid tool reference \"%s\" (use "
-			    "SERVER/TOOL, TOOL may be \"*\")", v->str);
+			yerr(&c->w, v, "invalid %s reference \"%s\" (use "
+			    "SERVER/%s, %s may be \"*\")", ref, v->str, big,
+			    big);
 		} else if ((t->server = strndup(v->str,
 		    (size_t)(slash - v->str))) == NULL ||
 		    (t->tool = strdup(slash + 1)) == NULL) {
 			ynomem(&c->w, v);
 		} else if (!name_ok(t->server, 32)) {
-			yerr(&c->w, v, "invalid tool reference \"%s\" (use "
-			    "SERVER/TOOL, TOOL may be \"*\")", v->str);
+			yerr(&c->w, v, "invalid %s reference \"%s\" (use "
+			    "SERVER/%s, %s may be \"*\")", ref, v->str, big,
+			    big);
 		} else {
 			if (c->cfg != NULL &&
 			    pol_config_server(c->cfg, t->server) == NULL)
@@ -667,20 +744,7 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 				    t->server);
 		}
 	}
-	if ((v = yget(n, "decision")) == NULL)
-		yerr(&c->w, n, "missing required key \"decision\" in %s",
-		    where);
-	else if (yis(&c->w, v, Y_SCALAR, "decision")) {
-		if (strcmp(v->str, "allow") == 0)
-			t->decision = TD_ALLOW;
-		else if (strcmp(v->str, "deny") == 0)
-			t->decision = TD_DENY;
-		else if (strcmp(v->str, "ask") == 0)
-			t->decision = TD_ASK;
-		else
-			yerr(&c->w, v, "invalid decision \"%s\" (allow, deny "
-			    "or ask)", v->str);
-	}
+	ydecision(c, n, where, &t->decision);
 	if ((v = yget(n, "subjects")) != NULL)
 		ystrlist(&c->w, v, "subjects", &t->subjects, &t->nsubjects);
 	if ((v = yget(n, "labels")) != NULL && yis(&c->w, v, Y_MAP, "labels")
@@ -705,42 +769,11 @@ ytool(struct lctx *c, const struct ynode *n, const char *where,
 		else if ((t->pin = strdup(v->str)) == NULL)
 			ynomem(&c->w, v);
 	}
-	if ((v = yget(n, "classification")) != NULL &&
-	    yis(&c->w, v, Y_SCALAR, "classification") &&
-	    (t->classification = pol_class_index(v->str)) == -1) {
-		yerr(&c->w, v, "invalid classification \"%s\" (public, "
-		    "internal, confidential or secret)", v->str);
-		t->classification = 0;
-	}
+	yclassification(c, n, &t->classification);
 	if ((v = yget(n, "cost")) != NULL)
 		yuint(&c->w, v, UINT32_MAX, &t->cost);
-	if ((v = yget(n, "budgets")) != NULL && yis(&c->w, v, Y_SEQ, "budgets")
-	    && v->n > 0 && ((t->budgets = calloc(v->n, sizeof(size_t))) !=
-	    NULL || ynomem(&c->w, v) == 0)) {
-		if (v->n > POL_MAX_RESERVATIONS)
-			yerr(&c->w, v, "at most %d budgets per tool rule",
-			    POL_MAX_RESERVATIONS);
-		for (i = 0; i < v->n; i++) {
-			it = v->vals[i];
-			if (!yis(&c->w, it, Y_SCALAR, "a budget name"))
-				continue;
-			if ((bi = budget_index(c->p, it->str)) == -1) {
-				yerr(&c->w, it, "unknown budget \"%s\"",
-				    it->str);
-				continue;
-			}
-			/* Listed twice it would be reserved twice per call
-			 * but checked for one. */
-			for (j = 0; j < t->nbudgets; j++)
-				if (t->budgets[j] == (size_t)bi)
-					break;
-			if (j < t->nbudgets)
-				yerr(&c->w, it, "budget \"%s\" is listed twice",
-				    it->str);
-			else if (t->nbudgets < POL_MAX_RESERVATIONS)
-				t->budgets[t->nbudgets++] = (size_t)bi;
-		}
-	}
+	if ((v = yget(n, "budgets")) != NULL)
+		ybudget_refs(c, v, &t->budgets, &t->nbudgets);
 	if ((v = yget(n, "args")) != NULL && yis(&c->w, v, Y_MAP, "args") &&
 	    v->n > 0 && ((t->args = calloc(v->n, sizeof(*t->args))) != NULL ||
 	    ynomem(&c->w, v) == 0)) {
@@ -778,7 +811,8 @@ static void
 ymcp(struct lctx *c, const struct ynode *n)
 {
 	static const char *const keys[] = { "approval_timeout", "audit_args",
-	    "taint", "results", "budgets", "tools", NULL };
+	    "taint", "results", "budgets", "tools", "resources", "prompts",
+	    NULL };
 	static const char *const tkeys[] = { "level", "keep", NULL };
 	static const char *const rkeys[] = { "max_bytes", "redact",
 	    "redact_patterns", NULL };
@@ -871,9 +905,10 @@ ymcp(struct lctx *c, const struct ynode *n)
 			snprintf(p->tools[i].name, sizeof(p->tools[i].name),
 			    "%s", where);
 			p->ntools++;
-			ytool(c, v->vals[i], where, &p->tools[i]);
+			ytool(c, v->vals[i], where, &p->tools[i], false);
 		}
 	}
+	ymcpres(c, n);
 }
 
 /* ------------------------------------------------------------ top */
@@ -891,10 +926,35 @@ erules_free(struct erule *r, size_t n)
 }
 
 void
+trule_free(struct trule *t)
+{
+	size_t	j;
+
+	free(t->server);
+	free(t->tool);
+	strv_free(t->subjects, t->nsubjects);
+	strv_free(t->label_keys, t->nlabels);
+	strv_free(t->label_values, t->nlabels);
+	free(t->pin);
+	free(t->budgets);
+	for (j = 0; j < t->nargs; j++) {
+		free(t->args[j].name);
+		strv_free(t->args[j].enumv, t->args[j].nenum);
+		pcre2_code_free(t->args[j].re);
+		free(t->args[j].path_prefix);
+		while (t->args[j].nurl_hosts > 0)
+			free(t->args[j].url_hosts[
+			    --t->args[j].nurl_hosts].name);
+		free(t->args[j].url_hosts);
+	}
+	free(t->args);
+	strv_free(t->required, t->nrequired);
+}
+
+void
 pol_policy_free(struct pol_policy *p)
 {
-	size_t		 i, j;
-	struct trule	*t;
+	size_t		 i;
 
 	if (p == NULL)
 		return;
@@ -916,29 +976,10 @@ pol_policy_free(struct pol_policy *p)
 	for (i = 0; i < p->nbudgets; i++)
 		free(p->budgets[i].name);
 	free(p->budgets);
-	for (i = 0; i < p->ntools; i++) {
-		t = &p->tools[i];
-		free(t->server);
-		free(t->tool);
-		strv_free(t->subjects, t->nsubjects);
-		strv_free(t->label_keys, t->nlabels);
-		strv_free(t->label_values, t->nlabels);
-		free(t->pin);
-		free(t->budgets);
-		for (j = 0; j < t->nargs; j++) {
-			free(t->args[j].name);
-			strv_free(t->args[j].enumv, t->args[j].nenum);
-			pcre2_code_free(t->args[j].re);
-			free(t->args[j].path_prefix);
-			while (t->args[j].nurl_hosts > 0)
-				free(t->args[j].url_hosts[
-				    --t->args[j].nurl_hosts].name);
-			free(t->args[j].url_hosts);
-		}
-		free(t->args);
-		strv_free(t->required, t->nrequired);
-	}
+	for (i = 0; i < p->ntools; i++)
+		trule_free(&p->tools[i]);
 	free(p->tools);
+	mcpres_free(p);
 	pcre2_match_context_free(p->mctx);
 	free(p);
 }

@@ -19,7 +19,8 @@
  *   config      policy/config.c     (the daemon config, examples/sluice.yaml)
  *   policies    policy/load.c       (policy files, examples/policies/)
  *               policy/resources.c  (their resources: section)
- *   decisions   policy/decide.c     (egress, DNS, tool calls)
+ *   decisions   policy/decide.c     (egress, DNS, tool calls, prompts)
+ *               policy/mcpres.c     (MCP resources and prompts rules)
  *   pins        policy/pin.c        (tool definition hashes)
  *   results     policy/redact.c     (result limits, redaction, taint level)
  */
@@ -503,6 +504,8 @@ enum pol_reason {
 	POL_REASON_ECH,			/* "ech" */
 	POL_REASON_NOT_TLS,		/* "not_tls" */
 	POL_REASON_NOT_HTTP,		/* "not_http" */
+	/* policy/: resources and prompts */
+	POL_REASON_BAD_URI,		/* "bad_uri" */
 	/* a fleet's shared store (fleet/): the database that holds a shared
 	 * budget or approval did not answer in time, so the call is denied */
 	POL_REASON_SHARED_STATE_UNAVAILABLE, /* "shared_state_unavailable" */
@@ -682,6 +685,55 @@ uint64_t pol_tool_approval_timeout_ms(const struct pol_policy *p);
  * before any rule is evaluated does not record what a decided one would
  * hide. NULL: true (nothing known, nothing revealed). */
 bool	pol_tool_audit_digest(const struct pol_policy *p);
+
+/*
+ * MCP prompts (mcp.prompts): rules of the tool-rule form keyed `prompt:
+ * SERVER/NAME`, with the same subjects, labels, classification, budgets,
+ * cost and argument constraints (no pin). pol_prompt_decide is
+ * pol_tool_decide over them (q->tool is the prompt's name, q->args_json
+ * its arguments; messages say "prompt"); pol_prompt_visible_q is
+ * pol_tool_visible_q over them ("visible", "no_matching_rule",
+ * "rule_deny").
+ */
+void	pol_prompt_decide(const struct pol_policy *p,
+	    const struct pol_tool_q *q, struct pol_tool_decision *out);
+bool	pol_prompt_visible_q(const struct pol_policy *p,
+	    const struct pol_tool_q *q, enum pol_reason *reason);
+
+/*
+ * MCP resources (mcp.resources, policy/mcpres.c). A URI is refused
+ * ("input", "bad_uri") unless it has a scheme ([A-Za-z][A-Za-z0-9+.-]*,
+ * at most 32) and at most 2048 bytes, no control character, blank,
+ * backslash or brace, no %2e/%2f and no "." or ".." path segment. Its
+ * scheme is lower-cased, then the first rule whose server is q->server,
+ * whose schemes (if any) hold the scheme and whose uri glob (fnmatch, no
+ * flags: '*' crosses '/') matches decides ("mcp.resources[i]"; none:
+ * "default", "no_matching_rule"); deny: "rule_deny"; then its budgets as
+ * for tools ("budget_exhausted"), then POL_ASK "approval_required" or
+ * POL_ALLOW "allowed". max_result_bytes is the smaller of the rule's
+ * max_bytes and mcp.results.max_bytes; classification and taints as for
+ * tools. Never allocates.
+ */
+struct pol_resource_q {
+	const char	*server;
+	const char	*uri;
+	const struct pol_budget_use *budgets;
+	size_t		 nbudgets;
+};
+void	pol_resource_decide(const struct pol_policy *p,
+	    const struct pol_resource_q *q, struct pol_tool_decision *out);
+/* pol_resource_visible: may uri (a URI template of RFC 6570 when tmpl,
+ * its {expressions} matched literally by the glob) of server appear in a
+ * listing, and be subscribed to? The same rule lookup, ignoring budgets:
+ * true for allow and ask. reason: "visible", "bad_uri",
+ * "no_matching_rule", "rule_deny", "bad_request". */
+bool	pol_resource_visible(const struct pol_policy *p, const char *server,
+	    const char *uri, bool tmpl, enum pol_reason *reason);
+/* pol_mcp_offers: has p a rule that is not deny for prompts (prompts
+ * true) or resources of server? What a session of that server is told
+ * about list changes. False for NULL. */
+bool	pol_mcp_offers(const struct pol_policy *p, const char *server,
+	    bool prompts);
 
 /* ------------------------------------------------------------------ pins */
 

@@ -35,6 +35,8 @@
 #define BR_APPROVALS_MAX	1024
 #define BR_APPROVALS_PER_SB	64
 #define BR_TOOLS_MAX		2000	/* definitions per upstream */
+#define BR_NOTES_MAX		32	/* notifications a session holds */
+#define BR_SUBS_MAX		64	/* subscriptions of a session */
 #define BR_LIST_TTL_MS		30000	/* a listing older than this is
 					   refreshed before a call */
 
@@ -109,6 +111,12 @@ struct br_up {
 	bool				 listed;
 	struct br_tool_waiter		*waiters;
 	size_t				 nwaiters;
+
+	/* what its initialize answer offered (resources.c) */
+	bool				 caps_known;
+	bool				 has_resources, has_prompts;
+	bool				 res_subscribe, res_list_changed;
+	bool				 prompts_list_changed;
 };
 
 int	br_up_start(struct br_up *u);
@@ -177,6 +185,11 @@ struct br_session {
 	unsigned		 inflight;	/* its requests waiting for an
 						   answer: never evicted
 						   while > 0 */
+	/* notify.c: what the upstream said that this session gets with
+	 * its next answer, and what it may be told */
+	json_t			*notes;		/* array, at most BR_NOTES_MAX */
+	json_t			*subs;		/* uri -> true */
+	bool			 res_ok, prompts_ok;
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -203,12 +216,41 @@ struct br_req {
 	struct br_up		*up;
 	json_t			*rpc_id;	/* tools/list in flight */
 	char			*cursor;
+	struct br_up_req	*ureq;		/* a list or subscription
+						   forwarded (resources.c) */
+	const struct br_list_kind *list;
+	char			 init_version[16]; /* initialize waiting for
+						   the upstream's offer */
 	struct MHD_Response	*resp;
 	unsigned		 status;
 };
 TAILQ_HEAD(br_reqs, br_req);
 
 /* ------------------------------------------------------------ calls */
+
+/*
+ * What is not a tool call but takes its path (decision, approval,
+ * forwarding, result processing, taint, record): resources/read
+ * (resources.c) and prompts/get (prompts.c). A call with no kind is a
+ * tools/call. name_key names the member of params that says what is
+ * called (c->tool holds it: a URI, a prompt name); has_args: params may
+ * hold an "arguments" object.
+ */
+struct br_call;
+struct br_call_kind {
+	const char	*method;	/* upstream method */
+	const char	*name_key;	/* "uri", "name" */
+	size_t		 name_max;
+	bool		 has_args;
+	enum br_event_kind ev;		/* its record kind */
+	int		 deny_code;	/* JSON-RPC code of a refusal */
+	/* the pure decision, q carrying the client, name, arguments and
+	 * budget use */
+	void	(*decide)(const struct br_call *c, const struct pol_tool_q *q,
+		    struct pol_tool_decision *out);
+	/* result processing of c's result: br_result_process's contract */
+	int	(*process)(struct br_call *c, json_t *result, char **text);
+};
 
 enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_FORWARDED,
 	CALL_TAINTING, CALL_RECORDING, CALL_DONE };
@@ -227,6 +269,7 @@ struct br_call {
 	void			*hctx;
 	struct br_req		*req;		/* NULL once the client left */
 	struct br_up		*up;
+	const struct br_call_kind *kind;	/* NULL: tools/call */
 	enum br_call_state	 state;
 	json_t			*rpc_id;
 	char			*tool;
@@ -274,6 +317,9 @@ TAILQ_HEAD(br_calls, br_call);
 
 void	br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	    struct br_up *up);
+/* br_call_start_kind: the same for a call of kind k (NULL: tools/call). */
+void	br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
+	    struct br_up *up, const struct br_call_kind *k);
 /* The client went away: the call goes on (and is recorded), the answer is
  * dropped. */
 void	br_call_detach(struct br_call *c);
@@ -312,6 +358,55 @@ bool	br_def_holds_credential(const struct br *br, const json_t *v);
  * *out NULL when nothing matched, -1 on failure. */
 int	br_redact_string(struct br *br, const struct pol_policy *p,
 	    const char *in, char **out);
+
+/* br_redact_bytes: the len bytes at in (binary, a resource's decoded
+ * blob) redacted as br_redact_string does: *out a new buffer of *outlen
+ * bytes and the count (> 0), 0 and *out NULL when nothing matched, -1
+ * on failure (withhold). */
+int	br_redact_bytes(struct br *br, const struct pol_policy *p,
+	    const char *in, size_t len, char **out, size_t *outlen);
+
+/* ------------------------------------------------------------ resources,
+ * prompts and notifications (resources.c, prompts.c, notify.c) */
+
+/* A listing the bridge forwards page by page: the upstream's cursor goes
+ * through, each page is filtered by visible (key: the member holding the
+ * array, what: the member of an item naming it). */
+struct br_list_kind {
+	const char	*method;	/* "resources/list" */
+	const char	*key;		/* "resources" */
+	const char	*what;		/* "uri" */
+	bool		 prompts;	/* needs the upstream's prompts */
+	bool	(*visible)(const struct br_req *rq, const char *name);
+};
+extern const struct br_call_kind br_kind_resource, br_kind_prompt;
+extern const struct br_list_kind br_list_resources, br_list_templates,
+	    br_list_prompts;
+/* br_list_forward: answer rq's listing of kind k (params: its params). */
+void	br_list_forward(struct br_req *rq, const struct br_rpc *rpc,
+	    const struct br_list_kind *k);
+/* br_subscribe: resources/subscribe (on) or unsubscribe for rq. */
+void	br_subscribe(struct br_req *rq, const struct br_rpc *rpc, bool on);
+/* br_rpc_caps: the capabilities object of rq's initialize answer, from
+ * what its upstream offered (a new object). */
+json_t	*br_rpc_caps(const struct br_up *u);
+/* br_tool_q: q for the client of c (subject, labels into keys/vals). */
+void	br_client_q(const struct br_client *cl, const char **keys,
+	    const char **vals, struct pol_tool_q *q);
+/* br_up_caps: what upstream u's initialize answer offered (caps: its
+ * capabilities object, may be NULL). */
+void	br_up_caps(struct br_up *u, const json_t *caps);
+/* br_notify_upstream: notification msg of upstream u, queued for the
+ * sessions that may get it. */
+void	br_notify_upstream(struct br_up *u, const char *method, json_t *msg);
+/* br_subs_drop: session s goes; the upstream subscriptions only it held
+ * are ended. */
+void	br_subs_drop(struct br *br, struct br_session *s);
+/* br_session_take_notes: the session sid's queued notifications before
+ * body as one text/event-stream body (a new string), or NULL when there
+ * are none (or no memory: they wait for the next answer). */
+char	*br_session_take_notes(struct br *br, const char *sid,
+	    const char *body);
 
 /* ------------------------------------------------------------ budgets */
 

@@ -66,7 +66,16 @@ enum br_event_kind {
 	BR_EV_TAINT,		/* "mcp.taint": egress narrowed (finding) */
 	BR_EV_UPSTREAM,		/* "mcp.upstream": an upstream died or failed
 				   to start (finding) */
+	BR_EV_RESOURCE,		/* "mcp.resource": one per resources/read
+				   (tool is its URI) */
+	BR_EV_PROMPT,		/* "mcp.prompt": one per prompts/get (tool
+				   is the prompt's name) */
 };
+#define BR_EV__LAST	BR_EV_PROMPT
+
+/* br_kind_is_record: k is a durable record of an action (a call, a
+ * read, a prompt), not a finding. */
+bool		 br_kind_is_record(enum br_event_kind k);
 
 /* br_kind_name: "mcp.call", "mcp.tool_drift"... for k; "mcp.unknown"
  * outside the enum. Never NULL. */

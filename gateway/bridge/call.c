@@ -8,7 +8,10 @@
  * and one durable record before anything reaches the sandbox. Any failure
  * along the way denies, with a neutral message the agent can act on, as a
  * tool result with isError set (tools.mdx): the call itself was fine, the
- * tool is what refused.
+ * tool is what refused. Resources and prompts take the same path as calls
+ * of a kind (struct br_call_kind): their own decision, upstream method,
+ * result processing and record kind, and refusals as JSON-RPC errors (their
+ * results have no isError).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -209,6 +212,13 @@ finish(struct br_call *c)
 		c->rtext = c->result != NULL ? json_dumps(c->result,
 		    JSON_COMPACT) : NULL;
 	}
+	/* A refusal of a kind's call is an error answer, in the kind's code
+	 * unless the upstream or Sluice failed. */
+	if (c->kind != NULL && c->rpc_code == 0 &&
+	    json_is_true(json_object_get(c->result, "isError")))
+		c->rpc_code = c->reason == POL_REASON_UPSTREAM_ERROR ||
+		    c->reason == POL_REASON_INTERNAL_ERROR ? -32603 :
+		    c->kind->deny_code;
 	if (c->rtext != NULL) {
 		c->result_bytes = strlen(c->rtext);
 		br_sha256_hex(c->rtext, c->result_bytes, c->result_digest);
@@ -221,8 +231,8 @@ finish(struct br_call *c)
 		return;
 	}
 	memset(&ev, 0, sizeof(ev));
-	ev.kind = BR_EV_CALL;
-	ev.kind_name = br_kind_name(BR_EV_CALL);
+	ev.kind = c->kind != NULL ? c->kind->ev : BR_EV_CALL;
+	ev.kind_name = br_kind_name(ev.kind);
 	ev.sandbox = c->client.id;
 	ev.subject = c->client.subject;
 	ev.policy = pol_policy_name(c->client.policy);
@@ -395,10 +405,12 @@ on_result(void *arg, json_t *msg, const char *err)
 		return;
 	}
 	json_object_del(c->result, "_meta");
-	tool = br_tools_get(c->up, c->tool, &pin, &drift);
+	tool = c->kind == NULL ? br_tools_get(c->up, c->tool, &pin, &drift) :
+	    NULL;
 	/* Serialized once, by br_result_process: this text is checked
 	 * there, measured here, digested, recorded and sent by finish(). */
-	if ((red_n = br_result_process(br, c->client.policy, c->result,
+	if ((red_n = c->kind != NULL ? c->kind->process(c, c->result,
+	    &c->rtext) : br_result_process(br, c->client.policy, c->result,
 	    tool, &c->rtext)) == -1) {
 		json_decref(c->result);
 		c->result = NULL;
@@ -452,12 +464,16 @@ forward(struct br_call *c)
 {
 	json_t *params;
 
-	params = json_pack("{s:s, s:O}", "name", c->tool, "arguments",
-	    c->args);
+	if (c->kind == NULL || c->kind->has_args)
+		params = json_pack("{s:s, s:O}", c->kind != NULL ?
+		    c->kind->name_key : "name", c->tool, "arguments", c->args);
+	else
+		params = json_pack("{s:s}", c->kind->name_key, c->tool);
 	c->state = CALL_FORWARDED;
 	c->sent_us = now_us();
-	if (params == NULL || (c->ureq = br_up_request(c->up, "tools/call",
-	    params, on_result, c)) == NULL) {
+	if (params == NULL || (c->ureq = br_up_request(c->up, c->kind !=
+	    NULL ? c->kind->method : "tools/call", params, on_result,
+	    c)) == NULL) {
 		deny(c, NULL, POL_REASON_UPSTREAM_ERROR,
 		    "The tool could not be "
 		    "reached.");
@@ -642,6 +658,39 @@ budget_state(struct br_call *c, const struct pol_budget_use *use)
 	free(s);
 }
 
+/* The pure decision of c's kind (tools: pol_tool_decide). */
+static void
+call_decide(const struct br_call *c, const struct pol_tool_q *q,
+    struct pol_tool_decision *out)
+{
+	if (c->kind != NULL)
+		c->kind->decide(c, q, out);
+	else
+		pol_tool_decide(c->client.policy, q, out);
+}
+
+/* A tool call meets the tool's current, undrifted definition (*pin its
+ * pin); -1: c was denied. */
+static int
+tool_known(struct br_call *c, const char **pin)
+{
+	const char *drift;
+
+	if (br_tools_get(c->up, c->tool, pin, &drift) == NULL) {
+		deny(c, "default", POL_REASON_UNKNOWN_TOOL,
+		    "This tool does not exist "
+		    "on this server.");
+		return -1;
+	}
+	if (drift != NULL) {
+		deny(c, "pin", POL_REASON_TOOL_DRIFT,
+		    "The tool's definition changed "
+		    "since it was approved.");
+		return -1;
+	}
+	return 0;
+}
+
 /* Decide with the budget use read inside the transaction that reserves:
  * nothing can change the counters between the check and the add. */
 static void
@@ -652,37 +701,21 @@ reserve(struct br_call *c, bool approved)
 	struct pol_budget_use use[POL_MAX_RESERVATIONS];
 	struct pol_tool_decision first;
 	struct pol_tool_q q;
-	const char *pin, *drift;
+	const char *pin;
 	enum pol_reason why;
 	uint64_t now_s = (uint64_t)time(NULL);
 	size_t i;
 
-	if (br_tools_get(c->up, c->tool, &pin, &drift) == NULL) {
-		deny(c, "default", POL_REASON_UNKNOWN_TOOL,
-		    "This tool does not exist "
-		    "on this server.");
+	pin = NULL;
+	if (c->kind == NULL && tool_known(c, &pin) == -1)
 		return;
-	}
-	if (drift != NULL) {
-		deny(c, "pin", POL_REASON_TOOL_DRIFT,
-		    "The tool's definition changed "
-		    "since it was approved.");
-		return;
-	}
-	memset(&q, 0, sizeof(q));
-	for (i = 0; i < c->client.nlabels; i++) {
-		keys[i] = c->client.label_keys[i];
-		vals[i] = c->client.label_values[i];
-	}
-	q.subject = c->client.subject;
-	q.label_keys = keys;
-	q.label_values = vals;
-	q.nlabels = c->client.nlabels;
+	br_client_q(&c->client, keys, vals, &q);
 	q.server = c->up->srv->name;
 	q.tool = c->tool;
 	q.args_json = c->args_json;
 	q.pin_hex = pin;
-	if (!pol_tool_visible_q(c->client.policy, &q, &why)) {
+	if (c->kind == NULL && !pol_tool_visible_q(c->client.policy, &q,
+	    &why)) {
 		snprintf(c->rule, sizeof(c->rule), "visibility");
 		deny(c, NULL, why, why == POL_REASON_PIN_MISMATCH ?
 		    "The tool's definition changed since it was approved." :
@@ -692,7 +725,7 @@ reserve(struct br_call *c, bool approved)
 	/* First pass: which budgets apply. Second, inside the transaction
 	 * that reserves: with their use. A call under no budget needs no
 	 * transaction at all. */
-	pol_tool_decide(c->client.policy, &q, &first);
+	call_decide(c, &q, &first);
 	if (first.d.verdict == POL_DENY) {
 		c->dec = first;
 		snprintf(c->rule, sizeof(c->rule), "%s", first.d.rule ?
@@ -737,7 +770,7 @@ reserve(struct br_call *c, bool approved)
 	}
 	q.budgets = use;
 	q.nbudgets = first.nres;
-	pol_tool_decide(c->client.policy, &q, &c->dec);
+	call_decide(c, &q, &c->dec);
 	snprintf(c->rule, sizeof(c->rule), "%s", c->dec.d.rule ?
 	    c->dec.d.rule : "default");
 	if (c->dec.d.verdict == POL_DENY || c->dec.d.verdict ==
@@ -805,7 +838,8 @@ decide(struct br_call *c)
 	/* An unknown tool or a stale list (list_changed, or older than
 	 * BR_LIST_TTL_MS: HTTP upstreams cannot notify us) is listed again
 	 * first, so a call meets a recent definition of the tool. */
-	if (c->state != CALL_LISTING && (!c->up->listed || c->up->stale ||
+	if (c->kind == NULL && c->state != CALL_LISTING && (!c->up->listed ||
+	    c->up->stale ||
 	    ev_now_ms() - c->up->listed_ms > BR_LIST_TTL_MS ||
 	    br_tools_get(c->up, c->tool, &pin, &drift) == NULL)) {
 		c->state = CALL_LISTING;
@@ -819,14 +853,23 @@ void
 br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
     struct br_up *up)
 {
+	br_call_start_kind(rq, rpc_id, params, up, NULL);
+}
+
+void
+br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
+    struct br_up *up, const struct br_call_kind *k)
+{
 	struct br *br = rq->br;
 	struct br_call *c;
-	json_t *name = json_object_get(params, "name");
-	json_t *args = json_object_get(params, "arguments");
+	json_t *name = json_object_get(params, k != NULL ? k->name_key :
+	    "name");
+	json_t *args = k == NULL || k->has_args ? json_object_get(params,
+	    "arguments") : NULL;
 	bool bad;
 
 	bad = !json_is_string(name) || json_string_length(name) == 0 ||
-	    json_string_length(name) > 128 ||
+	    json_string_length(name) > (k != NULL ? k->name_max : 128) ||
 	    strlen(json_string_value(name)) != json_string_length(name) ||
 	    (args != NULL && !json_is_object(args));
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
@@ -837,6 +880,7 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	c->release = br->h.release;
 	c->hctx = br->h.ctx;
 	c->up = up;
+	c->kind = k;
 	c->req = rq;
 	c->latency_us = -1;
 	c->approver_uid = -1;
@@ -865,8 +909,8 @@ br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	br_sha256_hex(c->args_json, strlen(c->args_json), c->args_digest);
 	if (bad) {
 		c->rpc_code = -32602;
-		deny(c, NULL, POL_REASON_INVALID_PARAMS,
-		    "Invalid params: name must be "
+		deny(c, NULL, POL_REASON_INVALID_PARAMS, k != NULL ?
+		    "Invalid params" : "Invalid params: name must be "
 		    "a tool name and arguments an object");
 		return;
 	}

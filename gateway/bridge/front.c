@@ -87,6 +87,18 @@ void
 br_req_reply(struct br_req *rq, unsigned status, const char *body,
     const char *session_hdr)
 {
+	char *sse;
+
+	/* What the upstream said since the session's last answer goes out
+	 * before this one, on an event stream (transports.mdx). */
+	if (status == 200 && body != NULL && rq->session[0] != '\0' &&
+	    (sse = br_session_take_notes(rq->br, rq->session, body)) !=
+	    NULL) {
+		reply_raw(rq, status, "text/event-stream", sse, strlen(sse),
+		    session_hdr, NULL);
+		free(sse);
+		return;
+	}
 	reply_raw(rq, status, body != NULL ? "application/json" : NULL,
 	    body != NULL ? body : "", body != NULL ? strlen(body) : 0,
 	    session_hdr, NULL);
@@ -361,6 +373,7 @@ req_free(struct br_req *rq)
 {
 	if (rq->call != NULL)
 		br_call_detach(rq->call);
+	br_up_cancel(rq->ureq);
 	if (rq->identified)
 		br_client_release(rq->br, &rq->client);
 	if (rq->resp != NULL)

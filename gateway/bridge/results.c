@@ -342,6 +342,47 @@ br_redact_string(struct br *br, const struct pol_policy *p, const char *in,
 	return n;
 }
 
+int
+br_redact_bytes(struct br *br, const struct pol_policy *p, const char *in,
+    size_t len, char **out, size_t *outlen)
+{
+	const char **use;
+	char *cur = NULL, *next;
+	size_t n, clen = 0, nlen;
+	unsigned k = 0, total = 0;
+	int rc = 0;
+
+	*out = NULL;
+	if (held_long(br, &use, &n) == -1)
+		return -1;
+	if (n > 0 && !pol_redacts_held(p)) {
+		rc = pol_redact_held(use, n, in, len, &cur, &clen, &k);
+		total += k;
+	}
+	free(use);
+	if (rc == -1)
+		return -1;
+	if (p != NULL && pol_redact_enabled(p)) {
+		k = 0;
+		rc = pol_redact(p, (const char *const *)br->secrets,
+		    br->nsecrets, cur != NULL ? cur : in, cur != NULL ? clen :
+		    len, &next, &nlen, &k);
+		free(cur);
+		if (rc == -1)
+			return -1;
+		cur = next;
+		clen = nlen;
+		total += k;
+	}
+	if (total == 0) {
+		free(cur);
+		return 0;
+	}
+	*out = cur;
+	*outlen = clen;
+	return total > 1000000 ? 1000000 : (int)total;
+}
+
 /* The subschema for member key / array index of schema, NULL when it is
  * not plainly there. */
 static const json_t *

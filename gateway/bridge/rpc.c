@@ -3,7 +3,8 @@
  * batches, strict ids and methods) and the MCP methods it answers itself:
  * initialize (a new session, session.c), ping and tools/list (the upstream's
  * tools the sandbox's policy shows, paged with cursors of the bridge's
- * own). tools/call goes to the call pipeline (call.c). Everything here runs
+ * own). tools/call goes to the call pipeline (call.c), resources and prompts
+ * to theirs (resources.c, prompts.c). Everything here runs
  * after front.c has checked the request and identified the sandbox, so a
  * method only has to be right about MCP.
  */
@@ -122,15 +123,63 @@ br_version_ok(const char *v)
 	return false;
 }
 
+/* The session's flags: what the policy lets it hear about. */
+static void
+session_flags(struct br_req *rq, struct br_session *s)
+{
+	s->res_ok = pol_mcp_offers(rq->client.policy, rq->server, false);
+	s->prompts_ok = pol_mcp_offers(rq->client.policy, rq->server, true);
+}
+
+static void
+init_answer(struct br_req *rq, json_t *id, const char *v)
+{
+	struct br_session *s;
+	json_t *o;
+	char *txt;
+
+	if ((s = br_session_new(rq->br, rq, v)) == NULL) {
+		br_reply_rpc_error(rq, 503, id, -32603,
+		    "Too many sessions");
+		return;
+	}
+	session_flags(rq, s);
+	o = json_pack("{s:s, s:O, s:{s:s, s:o, s:{s:s, s:s}, s:s}}",
+	    "jsonrpc", "2.0", "id", id, "result",
+	    "protocolVersion", v,
+	    "capabilities", br_rpc_caps(br_up_find(rq->br, rq->server)),
+	    "serverInfo", "name", "sluice", "version", SLUICE_BR_VERSION,
+	    "instructions", "Tools offered through Sluice; every call is "
+	    "checked against the sandbox's policy.");
+	txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (txt == NULL) {
+		br_session_free(rq->br, s);
+		br_reply_rpc_error(rq, 500, id, -32603, "Internal error");
+		return;
+	}
+	br_req_reply(rq, 200, txt, s->id);
+	free(txt);
+}
+
+static void
+on_offer(void *arg, json_t *msg, const char *err)
+{
+	struct br_req *rq = arg;
+
+	(void)msg;
+	(void)err;
+	rq->ureq = NULL;
+	init_answer(rq, rq->rpc_id, rq->init_version);
+}
+
 void
 br_rpc_initialize(struct br_req *rq, const struct br_rpc *rpc)
 {
 	json_t *params = json_object_get(rpc->msg, "params");
 	json_t *pv = json_object_get(params, "protocolVersion");
 	const char *v = BR_PROTO_LATEST;
-	struct br_session *s;
-	json_t *o;
-	char *txt;
+	struct br_up *u = br_up_find(rq->br, rq->server);
 
 	if (!json_is_string(pv)) {
 		br_reply_rpc_error(rq, 200, rpc->id, -32602,
@@ -140,27 +189,34 @@ br_rpc_initialize(struct br_req *rq, const struct br_rpc *rpc)
 	/* Echo a version we speak, else offer our latest (lifecycle.mdx). */
 	if (br_version_ok(json_string_value(pv)))
 		v = json_string_value(pv);
-	if ((s = br_session_new(rq->br, rq, v)) == NULL) {
-		br_reply_rpc_error(rq, 503, rpc->id, -32603,
-		    "Too many sessions");
-		return;
+	/* What the session is offered depends on what the upstream offers:
+	 * a first session waits for its handshake (a ping queued behind
+	 * it). One that fails offers tools only. */
+	if (u != NULL && !u->caps_known) {
+		rq->rpc_id = json_incref(rpc->id);
+		snprintf(rq->init_version, sizeof(rq->init_version), "%s", v);
+		if ((rq->ureq = br_up_request(u, "ping", NULL, on_offer,
+		    rq)) != NULL)
+			return;
 	}
-	o = json_pack("{s:s, s:O, s:{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}}",
-	    "jsonrpc", "2.0", "id", rpc->id, "result",
-	    "protocolVersion", v,
-	    "capabilities", "tools", "listChanged", 0,
-	    "serverInfo", "name", "sluice", "version", SLUICE_BR_VERSION,
-	    "instructions", "Tools offered through Sluice; every call is "
-	    "checked against the sandbox's policy.");
-	txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (txt == NULL) {
-		br_session_free(rq->br, s);
-		br_reply_rpc_error(rq, 500, rpc->id, -32603, "Internal error");
-		return;
+	init_answer(rq, rpc->id, v);
+}
+
+void
+br_client_q(const struct br_client *cl, const char **keys, const char **vals,
+    struct pol_tool_q *q)
+{
+	size_t i;
+
+	memset(q, 0, sizeof(*q));
+	for (i = 0; i < cl->nlabels && i < BR_MAX_LABELS; i++) {
+		keys[i] = cl->label_keys[i];
+		vals[i] = cl->label_values[i];
 	}
-	br_req_reply(rq, 200, txt, s->id);
-	free(txt);
+	q->subject = cl->subject;
+	q->label_keys = keys;
+	q->label_values = vals;
+	q->nlabels = i;
 }
 
 /* "sluice-<offset>": opaque to clients, checked strictly here. */
@@ -199,15 +255,7 @@ list_answer(struct br_req *rq)
 		    "Invalid params: unknown cursor");
 		return;
 	}
-	memset(&q, 0, sizeof(q));
-	for (i = 0; i < rq->client.nlabels; i++) {
-		keys[i] = rq->client.label_keys[i];
-		vals[i] = rq->client.label_values[i];
-	}
-	q.subject = rq->client.subject;
-	q.label_keys = keys;
-	q.label_values = vals;
-	q.nlabels = rq->client.nlabels;
+	br_client_q(&rq->client, keys, vals, &q);
 	q.server = u->srv->name;
 	if ((out = json_array()) == NULL)
 		goto fail;
@@ -289,13 +337,48 @@ do_tools_list(struct br_req *rq, const struct br_rpc *rpc)
 		list_answer(rq);
 }
 
+/* Does rq's upstream offer prompts (or resources)? Not known yet counts
+ * as offered: the request then finds out. */
+static bool
+offered(struct br_req *rq, bool prompts)
+{
+	struct br_up *u = br_up_find(rq->br, rq->server);
+
+	return u != NULL && (!u->caps_known || (prompts ? u->has_prompts :
+	    u->has_resources));
+}
+
 void
 br_rpc_request(struct br_req *rq, const struct br_rpc *rpc)
 {
 	const char *m = rpc->method;
 	json_t *params = json_object_get(rpc->msg, "params");
+	struct br_session *s = br_session_find(rq->br, rq->session);
+	bool res = strncmp(m, "resources/", 10) == 0;
+	bool pr = strncmp(m, "prompts/", 8) == 0;
 
-	if (strcmp(m, "ping") == 0) {
+	if (s != NULL)
+		session_flags(rq, s);
+	if ((res || pr) && !offered(rq, pr)) {
+		br_reply_rpc_error(rq, 200, rpc->id, -32601,
+		    "Method not found");
+	} else if (strcmp(m, "resources/list") == 0) {
+		br_list_forward(rq, rpc, &br_list_resources);
+	} else if (strcmp(m, "resources/templates/list") == 0) {
+		br_list_forward(rq, rpc, &br_list_templates);
+	} else if (strcmp(m, "prompts/list") == 0) {
+		br_list_forward(rq, rpc, &br_list_prompts);
+	} else if (strcmp(m, "resources/read") == 0) {
+		br_call_start_kind(rq, rpc->id, params, br_up_find(rq->br,
+		    rq->server), &br_kind_resource);
+	} else if (strcmp(m, "prompts/get") == 0) {
+		br_call_start_kind(rq, rpc->id, params, br_up_find(rq->br,
+		    rq->server), &br_kind_prompt);
+	} else if (strcmp(m, "resources/subscribe") == 0) {
+		br_subscribe(rq, rpc, true);
+	} else if (strcmp(m, "resources/unsubscribe") == 0) {
+		br_subscribe(rq, rpc, false);
+	} else if (strcmp(m, "ping") == 0) {
 		br_reply_rpc_result(rq, rpc->id, json_object());
 	} else if (strcmp(m, "tools/list") == 0) {
 		do_tools_list(rq, rpc);
@@ -303,8 +386,8 @@ br_rpc_request(struct br_req *rq, const struct br_rpc *rpc)
 		br_call_start(rq, rpc->id, params, br_up_find(rq->br,
 		    rq->server));
 	} else {
-		/* Resources, prompts, completion, logging, tasks: not
-		 * opened by any policy yet. */
+		/* Completion, logging, tasks: not opened by any policy
+		 * yet. */
 		br_reply_rpc_error(rq, 200, rpc->id, -32601,
 		    "Method not found");
 	}

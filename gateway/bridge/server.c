@@ -97,8 +97,18 @@ br_kind_name(enum br_event_kind k)
 		return "mcp.taint";
 	case BR_EV_UPSTREAM:
 		return "mcp.upstream";
+	case BR_EV_RESOURCE:
+		return "mcp.resource";
+	case BR_EV_PROMPT:
+		return "mcp.prompt";
 	}
 	return "mcp.unknown";
+}
+
+bool
+br_kind_is_record(enum br_event_kind k)
+{
+	return k == BR_EV_CALL || k == BR_EV_RESOURCE || k == BR_EV_PROMPT;
 }
 
 void

@@ -40,6 +40,9 @@ br_session_free(struct br *br, struct br_session *s)
 {
 	TAILQ_REMOVE(&br->sessions, s, entry);
 	br->nsessions--;
+	br_subs_drop(br, s);
+	json_decref(s->notes);
+	json_decref(s->subs);
 	free(s);
 }
 

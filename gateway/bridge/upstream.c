@@ -153,6 +153,7 @@ on_init_reply(void *arg, json_t *msg, const char *err)
 		return;
 	}
 	snprintf(u->version, sizeof(u->version), "%s", json_string_value(v));
+	br_up_caps(u, json_object_get(res, "capabilities"));
 	n = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
 	    "notifications/initialized");
 	if (n == NULL || transport_send(u, n, false) == -1) {
@@ -348,6 +349,8 @@ br_up_deliver(struct br_up *u, json_t *msg)
 		if (strcmp(json_string_value(m),
 		    "notifications/tools/list_changed") == 0)
 			u->stale = true;
+		else
+			br_notify_upstream(u, json_string_value(m), msg);
 		return;
 	}
 	if (!json_is_integer(id))

@@ -226,7 +226,7 @@ msg_br_event_ok(const struct msg_br_event *m, size_t len,
 	size_t i, left;
 
 	if (len < sizeof(*m) || m->kind < BR_EV_CALL ||
-	    m->kind > BR_EV_UPSTREAM || m->reason < 0 ||
+	    m->kind > BR_EV__LAST || m->reason < 0 ||
 	    m->reason >= POL_REASON__COUNT || m->taints > 1)
 		return false;
 	left = len - sizeof(*m);

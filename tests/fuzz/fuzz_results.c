@@ -22,6 +22,9 @@
  *   - structuredContent, when still present, is an object;
  *   - when the tool has an outputSchema and structuredContent was dropped,
  *     the result is marked isError (the SDK demands one or the other).
+ * The input's bytes are also redacted as a resource's decoded blob
+ * (br_redact_bytes, binary, NULs included): what passes holds no held
+ * credential and no AWS key id.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -435,6 +438,48 @@ re_holds(const json_t *v, const regex_t *re)
 	return r;
 }
 
+/* An AWS key id ("AKIA" and 16 of [0-9A-Z]) anywhere in b[0..n). */
+static bool
+aws_in(const char *b, size_t n)
+{
+	size_t i, j;
+
+	for (i = 0; i + 20 <= n; i++) {
+		if (memcmp(b + i, "AKIA", 4) != 0)
+			continue;
+		for (j = 4; j < 20 && (isdigit((unsigned char)b[i + j]) ||
+		    isupper((unsigned char)b[i + j])); j++)
+			;
+		if (j == 20)
+			return true;
+	}
+	return false;
+}
+
+static void
+blob_check(const struct pol_policy *p, const uint8_t *data, size_t size)
+{
+	struct br br;
+	char *out;
+	const char *b;
+	size_t olen, n, i;
+	int k;
+
+	memset(&br, 0, sizeof(br));
+	br.secrets = secrets;
+	br.nsecrets = sizeof(secrets) / sizeof(secrets[0]);
+	k = br_redact_bytes(&br, p, (const char *)data, size, &out, &olen);
+	if (k < 0)
+		return;
+	REQUIRE((k == 0) == (out == NULL));
+	b = k > 0 ? out : (const char *)data;
+	n = k > 0 ? olen : size;
+	for (i = 0; i < br.nsecrets; i++)
+		REQUIRE(memmem(b, n, secrets[i], strlen(secrets[i])) == NULL);
+	REQUIRE(!aws_in(b, n));
+	free(out);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -454,6 +499,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size < 1)
 		return 0;
+	blob_check(policy, data, size);
 	/* As the bridge parses upstream messages. */
 	result = json_loadb((const char *)data + 1, size - 1,
 	    JSON_REJECT_DUPLICATES, NULL);

@@ -1301,6 +1301,53 @@ START_TEST(test_ocsf)
 }
 END_TEST
 
+/* The MCP record kinds in OCSF: each is API Activity (6003) naming what
+ * was done (api.operation, activity_name) to which object (resources[0]),
+ * a resource read as activity 2 (Read). */
+START_TEST(test_ocsf_mcp_kinds)
+{
+	static const struct {
+		const char *kind, *key, *name, *op, *type;
+		int act;
+	} k[] = {
+		{ "mcp.call", "tool", "echo", "tools/call", "mcp.tool", 99 },
+		{ "mcp.resource", "uri", "note://docs/a", "resources/read",
+		  "mcp.resource", 2 },
+		{ "mcp.prompt", "prompt", "summarize", "prompts/get",
+		  "mcp.prompt", 99 },
+	};
+	json_t *rec, *ev, *res;
+	char *canon;
+	size_t i;
+
+	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		rec = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "kind",
+		    k[i].kind, "seq", 7, "origin", "o.test", "ts",
+		    "1700000000000000000", "decision", "allow", "server",
+		    "docs", k[i].key, k[i].name);
+		canon = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+		ev = aud_ocsf(canon, strlen(canon), NULL, 0);
+		ck_assert_msg(ev != NULL, "%s", canon);
+		ck_assert_int_eq(json_integer_value(json_object_get(ev,
+		    "class_uid")), 6003);
+		ck_assert_int_eq(json_integer_value(json_object_get(ev,
+		    "activity_id")), k[i].act);
+		ck_assert_str_eq(json_string_value(json_object_get(
+		    json_object_get(ev, "api"), "operation")), k[i].op);
+		ck_assert_str_eq(json_string_value(json_object_get(ev,
+		    "activity_name")), k[i].op);
+		res = json_array_get(json_object_get(ev, "resources"), 0);
+		ck_assert_str_eq(json_string_value(json_object_get(res,
+		    "name")), k[i].name);
+		ck_assert_str_eq(json_string_value(json_object_get(res,
+		    "type")), k[i].type);
+		json_decref(ev);
+		free(canon);
+		json_decref(rec);
+	}
+}
+END_TEST
+
 static int
 count_lines(const char *path, char *last_ckpt, size_t len)
 {
@@ -1459,6 +1506,7 @@ main(void)
 	tcase_add_test(tam, test_not_a_db);
 	tcase_add_test(tam, test_proofs);
 	tcase_add_test(tam, test_ocsf);
+	tcase_add_test(tam, test_ocsf_mcp_kinds);
 	tcase_add_test(tam, test_ship_file);
 	tcase_set_timeout(tam, 300);
 	suite_add_tcase(s, core);

@@ -287,7 +287,7 @@ START_TEST(test_br_event_ok)
 	len = br_event(buf, "sbx1", "policy");
 	m->kind = 0;
 	ck_assert(!msg_br_event_ok(m, len, s));
-	m->kind = BR_EV_UPSTREAM + 1;
+	m->kind = BR_EV__LAST + 1;
 	ck_assert(!msg_br_event_ok(m, len, s));
 	m->kind = BR_EV_CALL;
 	m->reason = POL_REASON__COUNT;

@@ -7,12 +7,21 @@
 // call one, and assert on JSON. Needs `npm ci` in tests/e2e.
 //
 //   node mcp_client.mjs (--url URL [--header 'K: V']... | --stdio CMD ARG...)
-//        [--timeout MS] (--list | --call TOOL [ARGS_JSON])...
+//        [--timeout MS] (--list | --call TOOL [ARGS_JSON] | --resources |
+//        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
+//        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
+//        --notes)...
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
 // {"tools":[...]} (the full definitions), --call gives the tool result as
-// the SDK returns it (content, structuredContent, isError). --stdio takes
+// the SDK returns it (content, structuredContent, isError). --resources,
+// --templates and --prompts list every page ({"resources":[...],"pages":N});
+// --read, --prompt, --subscribe and --unsubscribe print the result, or
+// {"error":{"code","message"}} when the server refused (and go on).
+// --await METHOD pings until a notification of METHOD has arrived (bounded
+// by --timeout); --notes prints {"notes":[...]}, every notification so far.
+// --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
 // scenario judges it), 1 on a protocol, transport or timeout error (message
@@ -45,10 +54,21 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 		}
 		case '--timeout': opt.timeout = Number(a[++i]); break;
 		case '--list': opt.ops.push({ op: 'list' }); break;
+		case '--resources': case '--templates': case '--prompts':
+		case '--ping': case '--notes':
+			opt.ops.push({ op: a[i].slice(2) });
+			break;
+		case '--read': case '--subscribe': case '--unsubscribe':
+		case '--await':
+			if (a[i + 1] === undefined)
+				usage(`${a[i]} needs an argument`);
+			opt.ops.push({ op: a[i].slice(2), arg: a[++i] });
+			break;
+		case '--prompt':
 		case '--call': {
-			const op = { op: 'call', tool: a[++i], args: {} };
+			const op = { op: a[i].slice(2), tool: a[++i], args: {} };
 			if (!op.tool)
-				usage('--call needs a tool name');
+				usage(`--${op.op} needs a name`);
 			// An optional JSON argument object follows.
 			if (a[i + 1] !== undefined && !a[i + 1].startsWith('--')) {
 				try {
@@ -68,7 +88,7 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 		}
 	}
 	if (opt.ops.length === 0)
-		usage('--list or --call TOOL is required');
+		usage('an operation (--list, --call TOOL, ...) is required');
 	if (!!opt.url === !!opt.stdio)
 		usage('exactly one of --url and --stdio');
 	if (opt.stdio && opt.stdio.length === 0)
@@ -90,6 +110,36 @@ const transport = opt.url ?
     new StdioClientTransport({ command: opt.stdio[0],
 	args: opt.stdio.slice(1), stderr: 'ignore' });
 const client = new Client({ name: 'sluice-e2e', version: '1.0.0' });
+// Every notification the server sends, in order, for --await and --notes.
+const notes = [];
+client.fallbackNotificationHandler = async (n) => { notes.push(n); };
+
+// Every page of one listing (bounded: a server that pages forever is an
+// error).
+async function listAll(fn, key) {
+	const items = [];
+	let cursor, pages = 0;
+	for (; pages < 100; ) {
+		const r = await fn(cursor ? { cursor } : {});
+		pages++;
+		items.push(...r[key]);
+		cursor = r.nextCursor;
+		if (!cursor)
+			return { [key]: items, pages };
+	}
+	throw new Error('more than 100 pages');
+}
+
+// A refusal is an outcome to judge, not a failure of the client.
+async function orError(p) {
+	try {
+		return await p;
+	} catch (e) {
+		if (e && typeof e.code === 'number')
+			return { error: { code: e.code, message: e.message } };
+		throw e;
+	}
+}
 
 try {
 	await client.connect(transport);
@@ -107,6 +157,39 @@ try {
 					break;
 			}
 			out = { tools };
+		} else if (op.op === 'resources') {
+			out = await listAll((p) => client.listResources(p),
+			    'resources');
+		} else if (op.op === 'templates') {
+			out = await listAll((p) => client.listResourceTemplates(p),
+			    'resourceTemplates');
+		} else if (op.op === 'prompts') {
+			out = await listAll((p) => client.listPrompts(p), 'prompts');
+		} else if (op.op === 'read') {
+			out = await orError(client.readResource({ uri: op.arg }));
+		} else if (op.op === 'prompt') {
+			out = await orError(client.getPrompt({ name: op.tool,
+			    arguments: op.args }));
+		} else if (op.op === 'subscribe') {
+			out = await orError(client.subscribeResource({ uri: op.arg }));
+		} else if (op.op === 'unsubscribe') {
+			out = await orError(client.unsubscribeResource({
+			    uri: op.arg }));
+		} else if (op.op === 'ping') {
+			out = await client.ping();
+		} else if (op.op === 'await') {
+			// Polled with a bounded number of pings: the bridge
+			// delivers a notification with its next answer.
+			let n = 0;
+			while (!notes.some((x) => x.method === op.arg)) {
+				if (++n > 200)
+					throw new Error(`no ${op.arg}`);
+				await client.ping();
+				await new Promise((r) => setTimeout(r, 50));
+			}
+			out = { seen: op.arg };
+		} else if (op.op === 'notes') {
+			out = { notes };
 		} else {
 			out = await client.callTool({ name: op.tool,
 			    arguments: op.args });
