@@ -18,6 +18,7 @@
 
 #include "fleet/fleet.h"
 #include "policy/policy.h"
+#include "tests/unit/run_suite.h"
 
 static const struct {
 	const char		*text;	/* NULL: no row */
@@ -235,8 +236,6 @@ main(void)
 {
 	Suite *s = suite_create("fleet");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int nf;
 
 	tcase_add_loop_test(tc, schema_plan, 0, sizeof(plans) /
 	    sizeof(plans[0]));
@@ -247,9 +246,5 @@ main(void)
 	tcase_add_loop_test(tc, resv_read, 0, sizeof(reads) / sizeof(reads[0]));
 	tcase_add_test(tc, windows_and_reason);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? 0 : 1;
+	return run_suite(s);
 }
