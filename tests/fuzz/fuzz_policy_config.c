@@ -28,26 +28,6 @@
 #define NAME	"fuzz.yaml"
 
 static void
-check_message(const char *m)
-{
-	const char *s;
-	size_t nl = strlen(NAME);
-
-	REQUIRE(m != NULL);
-	REQUIRE(strncmp(m, NAME ":", nl + 1) == 0);
-	s = m + nl + 1;
-	REQUIRE(*s >= '0' && *s <= '9');
-	while (*s >= '0' && *s <= '9')
-		s++;
-	REQUIRE(*s++ == ':');
-	REQUIRE(*s >= '0' && *s <= '9');
-	while (*s >= '0' && *s <= '9')
-		s++;
-	REQUIRE(s[0] == ':' && s[1] == ' ' && s[2] != '\0');
-	REQUIRE(strchr(m, '\n') == NULL);
-}
-
-static void
 check_fleet(const struct pol_config *c)
 {
 	PQconninfoOption *opts, *o;
@@ -110,7 +90,7 @@ outcome(const char *text, size_t len, char **msgs)
 	REQUIRE((c != NULL) == (n == 0));
 	REQUIRE((f = open_memstream(&buf, &blen)) != NULL);
 	for (i = 0; pol_errors_get(e, i) != NULL; i++) {
-		check_message(pol_errors_get(e, i));
+		fuzz_check_message(NAME, pol_errors_get(e, i));
 		fprintf(f, "%s\n", pol_errors_get(e, i));
 	}
 	fclose(f);
