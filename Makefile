@@ -23,7 +23,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 PKGS    := libnftnl libmnl libmicrohttpd jansson yaml-0.1 libpcre2-8 libcrypto \
-           sqlite3 libcurl ldns libseccomp
+           sqlite3 libcurl ldns libseccomp libpq
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -55,9 +55,10 @@ GW_MAINS   := gateway/sluiced.c
 POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
+FLEET_OBJ  := $(call obj,$(wildcard fleet/*.c))
 PRIV_OBJ   := $(call obj,$(wildcard gateway/privsep/*.c))
 GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/% gateway/cni/%,$(wildcard gateway/*.c gateway/*/*.c)))
-LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ)
+LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ) $(FLEET_OBJ)
 
 # The CLI, file by file, so that what it carries is a decision in review:
 # of policy/ the loader and the deciders (`policy check|explain`; not the
@@ -77,8 +78,9 @@ CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               audit/ckpt.c audit/merkle.c audit/ocsf.c \
               audit/store.c audit/verify.c audit/verify_ckpt.c \
               audit/verify_proof.c audit/verify_ra.c audit/verify_scan.c \
-              netns/ns_enter.c netns/ns_cgroup.c netns/ns.c netns/ns_rtnl.c)
-CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl
+              netns/ns_enter.c netns/ns_cgroup.c netns/ns.c netns/ns_rtnl.c \
+              fleet/pg.c fleet/wload.c)
+CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl libpq
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 
 # The CNI plugin (gateway/cni/) is another room: build/sluice-cni is run by a
@@ -118,7 +120,8 @@ unit_deps = $(strip \
   $(if $(filter check_ns% check_fw%,$(1)),$(NETNS_OBJ), \
   $(if $(filter check_privsep%,$(1)),$(PRIV_OBJ) $(POLICY_OBJ) $(call obj,gateway/ev.c gateway/log.c), \
   $(if $(filter check_cni%,$(1)),$(CNI_CONF_OBJ), \
-  $(LIB_OBJ)))))))
+  $(if $(filter check_fleet%,$(1)),$(FLEET_OBJ) $(POLICY_OBJ), \
+  $(LIB_OBJ))))))))
 
 .PHONY: all deps test unit e2e demo bench clean install fuzz fuzz-bins unit-bins \
         lint valgrind
@@ -183,7 +186,7 @@ test: deps
 
 # cppcheck's findings fail the build; tests/lint/ holds its macro
 # definitions and the suppressions, each with its reason.
-LINT_DIRS := policy audit netns gateway tests/unit tests/fuzz tests/bench
+LINT_DIRS := policy audit netns fleet gateway tests/unit tests/fuzz tests/bench
 lint:
 	$(Q)echo "== lint: cppcheck"
 	$(Q)cppcheck -q -j2 --std=c11 -D_GNU_SOURCE -I. \

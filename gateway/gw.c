@@ -14,6 +14,7 @@
 #include "gateway/brwire.h"
 #include "gateway/dnswire.h"
 #include "gateway/ev.h"
+#include "gateway/fleet/fleetd.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/netdeny.h"
@@ -45,6 +46,7 @@ struct gw {
 	struct dnsw		*dns;		/* borrowed, may be NULL */
 	struct brw		*brw;		/* borrowed, may be NULL */
 	struct rec		*rec;		/* borrowed, may be NULL */
+	struct fleetd		*fleet;		/* borrowed, may be NULL */
 	struct {
 		void	(*fn)(void *);
 		void	*ctx;
@@ -251,13 +253,13 @@ json_t *
 gw_status_json(struct gw *gw)
 {
 	char started[32];
-	json_t *pols, *mcp;
+	json_t *pols, *mcp, *fl;
 
 	if ((pols = gw_policies_json(gw)) == NULL)
 		return NULL;
 	iso_time(gw->started_at, started, sizeof(started));
 	return json_pack("{s:s, s:I, s:I, s:s, s:s, s:o, s:I, s:I, s:I, s:O, "
-	    "s:o, s:I, s:o}",
+	    "s:o, s:I, s:o, s:o}",
 	    "version", SLUICE_VERSION,
 	    "pid", (json_int_t)getpid(),
 	    "uptime_s", (json_int_t)((ev_now_ms() - gw->started_ms) / 1000),
@@ -275,6 +277,9 @@ gw_status_json(struct gw *gw)
 	    0),
 	    /* The bridge's counters, or null when it does not run. */
 	    "mcp", (mcp = brw_status_json(gw->brw)) != NULL ? mcp :
+	    json_null(),
+	    /* The shared store of a fleet, or null without one. */
+	    "fleet", (fl = fleetd_status_json(gw->fleet)) != NULL ? fl :
 	    json_null());
 }
 
@@ -313,6 +318,7 @@ gw_metrics_print(struct gw *gw, const struct ctl *ctl, FILE *fp)
 	rec_metrics_print(gw->rec, fp);
 	dnsw_metrics_print(gw->dns, fp);
 	brw_metrics_print(gw->brw, fp);
+	fleetd_metrics_print(gw->fleet, fp);
 	if (ctl != NULL)
 		ctl_metrics_print(ctl, fp);
 }
@@ -398,6 +404,12 @@ void
 gw_set_rec(struct gw *gw, struct rec *rec)
 {
 	gw->rec = rec;
+}
+
+void
+gw_set_fleet(struct gw *gw, struct fleetd *fleet)
+{
+	gw->fleet = fleet;
 }
 
 void

@@ -75,6 +75,10 @@ void			 gw_set_rec(struct gw *gw, struct rec *rec);
  * (borrowed; NULL: none; unset it before stopping the bridge). */
 struct brw;
 void			 gw_set_brw(struct gw *gw, struct brw *brw);
+/* gw_set_fleet: the fleet's shared store, for /v1/status and /metrics
+ * (borrowed; NULL: none; unset it before freeing it). */
+struct fleetd;
+void			 gw_set_fleet(struct gw *gw, struct fleetd *fleet);
 /* gw_on_reload: fn(ctx) runs after each successful reload, once the new
  * set is in force and before the sandboxes follow it (gw_pset_ref gives
  * it). At most 4; -1 with ENOSPC. */

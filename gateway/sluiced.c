@@ -27,6 +27,7 @@
 #include "gateway/dnswire.h"
 #include "gateway/flowrec.h"
 #include "gateway/ev.h"
+#include "gateway/fleet/fleetd.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/netdeny.h"
@@ -268,8 +269,10 @@ main(int argc, char **argv)
 	struct dnsw *dns;
 	struct flowrec *fr;
 	struct brw *brw;
+	struct fleetd *fleet;
 	char err[512], *pidfile;
 	sigset_t mask;
+	size_t npol;
 
 	/* The parent starts its children as itself in a role (proc.c): a
 	 * fresh image that shares nothing with the parent's memory. */
@@ -323,11 +326,22 @@ main(int argc, char **argv)
 		return 2;
 	}
 	pol_errors_free(errs);
+	/* The fleet's database is part of the config: one that cannot be
+	 * reached, refuses our password or holds a schema from a newer
+	 * sluiced stops the start here, before anything is set up. */
+	if ((fleet = fleetd_open(cfg, err, sizeof(err))) == NULL &&
+	    errno != 0) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		pol_set_free(set);
+		pol_config_free(cfg);
+		return 1;
+	}
 	fit_nofile(cfg);
 
 	if (mkdir_p(cfg->run_dir, 0750) == -1) {
 		fprintf(stderr, "sluiced: %s: %s\n", cfg->run_dir,
 		    strerror(errno));
+		fleetd_free(fleet);
 		pol_set_free(set);
 		pol_config_free(cfg);
 		return 1;
@@ -359,6 +373,7 @@ main(int argc, char **argv)
 		 * cleanly as at shutdown. */
 		log_warnx("control socket: %s", err);
 		ctl_free(ctl);
+		fleetd_free(fleet);
 		gw_free(dc.gw);
 		ev_free(loop);
 		return 1;
@@ -376,6 +391,7 @@ main(int argc, char **argv)
 		gw_set_rec(dc.gw, NULL);
 		rec_close(rec);
 		ctl_free(ctl);
+		fleetd_free(fleet);
 		gw_free(dc.gw);
 		ev_free(loop);
 		return 1;
@@ -434,6 +450,9 @@ main(int argc, char **argv)
 	pidfile = write_pidfile(gw_config(dc.gw)->run_dir);
 	/* The bridge process too. Without it no tool call can be checked,
 	 * so we do not serve. */
+	/* Counted now: while the bridge process starts the control socket
+	 * answers, and a reload there frees this set. */
+	npol = pol_set_count(set);
 	if (brw_routes(brw, ctl) == -1)
 		fatal("control API: approvals");
 	gw_set_brw(dc.gw, brw);
@@ -443,6 +462,15 @@ main(int argc, char **argv)
 		fatalx("capability bridge: %s", err);
 	}
 
+	/* A thread, so in the process that stays; the log it reads is
+	 * open again by now. */
+	if (fleet != NULL) {
+		if (fleetd_witness_start(fleet, rec_db_path(rec), err,
+		    sizeof(err)) == -1)
+			fatalx("%s", err);
+		gw_set_fleet(dc.gw, fleet);
+	}
+
 	if ((dc.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) ==
 	    -1)
 		fatal("signalfd");
@@ -450,7 +478,7 @@ main(int argc, char **argv)
 		fatal("ev_add signalfd");
 
 	log_info("sluiced %s started: %zu policies, control socket %s",
-	    SLUICE_VERSION, pol_set_count(set), ctl_socket_path(ctl));
+	    SLUICE_VERSION, npol, ctl_socket_path(ctl));
 	set = NULL;	/* owned by gw, and replaced on reload */
 	if (ev_run(loop) == -1)
 		fatal("event loop");
@@ -470,6 +498,11 @@ main(int argc, char **argv)
 	sbx_free(sbx);
 	gw_set_rec(dc.gw, NULL);
 	rec_close(rec);
+	/* After the log's close, so that its final checkpoint is sent in
+	 * the witness's last round (or at the next start, which resumes
+	 * from the newest size held). */
+	gw_set_fleet(dc.gw, NULL);
+	fleetd_free(fleet);
 	ev_del(loop, dc.sigfd);
 	close(dc.sigfd);
 	if (pidfile != NULL)

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libpq-fe.h>
+
 #include "policy/internal.h"
 
 void
@@ -41,6 +43,9 @@ pol_config_free(struct pol_config *c)
 	free(c->audit_origin);
 	free(c->privsep_dns_user);
 	free(c->privsep_bridge_user);
+	free(c->fleet_conninfo);
+	free(c->fleet_host);
+	free(c->fleet_password_file);
 	for (i = 0; i < c->nsinks; i++) {
 		free(c->sinks[i].name);
 		free(c->sinks[i].target);
@@ -608,6 +613,108 @@ yprivsep(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 		(void)ystr(w, v, &c->privsep_bridge_user);
 }
 
+/* A host name in the shared tables: what hostnames are made of, so that
+ * `sluice approvals` and the witness rows print it as it is. */
+static bool
+fleet_host_ok(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > POL_FLEET_HOST_MAX || !isalnum((unsigned char)s[0]))
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '.' &&
+		    s[i] != '-' && s[i] != '_')
+			return false;
+	return true;
+}
+
+/*
+ * libpq's parse errors quote the text they stumbled on, and a mistyped
+ * URI scheme ("postgrsql://u:secret@...") is taken for an option name
+ * that holds the password. A quote in the config's text would end such a
+ * fragment early, so no fragment is trusted: only libpq's words before
+ * its first quote are kept, and the error names the problem without ever
+ * repeating the config's text.
+ */
+static void
+unquote(const char *m, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (; *m != '\0' && *m != '"' && *m != '\n' && o + 6 < len; m++)
+		out[o++] = *m;
+	while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == ':'))
+		o--;
+	if (*m == '"') {
+		memcpy(out + o, " \"...\"", 6);
+		o += 6;
+	}
+	out[o] = '\0';
+}
+
+/*
+ * The conninfo is parsed by libpq itself (PQconninfoParse, no I/O), so
+ * that what is refused here is exactly what libpq would have taken: a
+ * password in any of its spellings (password=..., user:pass@ in a URI,
+ * ?password= in one) is a secret in the config, which stays readable by
+ * whoever reads the config.
+ */
+static void
+fleet_conninfo_check(struct ywalk *w, const struct ynode *v, const char *ci)
+{
+	PQconninfoOption *opts, *o;
+	char	*perr = NULL, msg[256];
+
+	if ((opts = PQconninfoParse(ci, &perr)) == NULL) {
+		if (perr == NULL) {
+			ynomem(w, v);
+			return;
+		}
+		unquote(perr, msg, sizeof(msg));
+		PQfreemem(perr);
+		yerr(w, v, "invalid fleet.postgresql conninfo: %s", msg);
+		return;
+	}
+	for (o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+			yerr(w, v, "fleet.postgresql must not hold a password "
+			    "(use fleet.password_file or SLUICE_PG_PASSWORD)");
+	PQconninfoFree(opts);
+}
+
+static void
+yfleet(struct ywalk *w, const struct ynode *n, struct pol_config *c)
+{
+	static const char *const keys[] = { "postgresql", "host",
+	    "password_file", "deadline_ms", NULL };
+	const struct ynode *v;
+	uint64_t u;
+
+	if (!ycheck_map(w, n, "fleet", keys))
+		return;
+	if ((v = yget(n, "postgresql")) == NULL)
+		yerr(w, n, "missing required key \"postgresql\" in fleet");
+	else if (ystr(w, v, &c->fleet_conninfo) == 0) {
+		if (c->fleet_conninfo[0] == '\0')
+			yerr(w, v, "fleet.postgresql must not be empty");
+		else
+			fleet_conninfo_check(w, v, c->fleet_conninfo);
+	}
+	if ((v = yget(n, "host")) != NULL &&
+	    ystr(w, v, &c->fleet_host) == 0 && !fleet_host_ok(c->fleet_host))
+		yerr(w, v, "invalid fleet.host \"%s\" (letters, digits, '.', "
+		    "'-', '_', at most %d)", c->fleet_host, POL_FLEET_HOST_MAX);
+	if ((v = yget(n, "password_file")) != NULL)
+		ypath(w, v, &c->fleet_password_file);
+	if ((v = yget(n, "deadline_ms")) != NULL &&
+	    yuint(w, v, POL_FLEET_DEADLINE_MAX, &u) == 0) {
+		if (u == 0)
+			yerr(w, v, "deadline_ms must be at least 1");
+		c->fleet_deadline_ms = (uint32_t)u;
+	}
+}
+
 struct pol_config *
 pol_config_load(const char *path, struct pol_errors *errs)
 {
@@ -635,7 +742,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 {
 	static const char *const keys[] = { "version", "state_dir", "run_dir",
 	    "socket", "policy_dir", "network", "dns", "sandboxes", "audit",
-	    "audit_sinks", "servers", "limits", "privsep", NULL };
+	    "audit_sinks", "servers", "limits", "privsep", "fleet", NULL };
 	static const char *const skeys[] = { "max", "default_ttl", "on_end",
 	    "kill_grace", "cgroup_root", NULL };
 	struct ywalk	 w;
@@ -689,6 +796,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->lim_dns_tcp_conns = POL_LIM_DNS_TCP_CONNS;
 	c->lim_dns_tcp_conns_sbx = POL_LIM_DNS_TCP_CONNS_SBX;
 	c->lim_dns_tcp_query_s = POL_LIM_DNS_TCP_QUERY_S;
+	c->fleet_deadline_ms = POL_FLEET_DEADLINE_DEFAULT;
 	if (ycheck_map(&w, root, "the config", keys)) {
 		if ((v = yget(root, "version")) == NULL)
 			yerr(&w, root, "missing required key \"version\"");
@@ -759,6 +867,8 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 			ylimits(&w, v, c);
 		if ((v = yget(root, "privsep")) != NULL)
 			yprivsep(&w, v, c);
+		if ((v = yget(root, "fleet")) != NULL)
+			yfleet(&w, v, c);
 	}
 	ynode_free(root);
 	if (w.nerr == 0) {

@@ -306,6 +306,23 @@ struct pol_config {
 	 * root). */
 	char			*privsep_dns_user;
 	char			*privsep_bridge_user;
+	/*
+	 * fleet: the PostgreSQL database hosts of a fleet share. Absent
+	 * (fleet_conninfo NULL): nothing is shared, the embedded SQLite
+	 * stores hold everything. fleet.postgresql is a libpq conninfo
+	 * (key=value or URI) without a password: the password comes from
+	 * fleet.password_file or the daemon's SLUICE_PG_PASSWORD. fleet.host
+	 * names this host in the shared tables (NULL: the machine's host
+	 * name, taken at start). fleet.deadline_ms bounds every round trip
+	 * (connect, statement), default 2000, 1..60000.
+	 */
+	char			*fleet_conninfo;
+	char			*fleet_host;
+	char			*fleet_password_file;
+	uint32_t		 fleet_deadline_ms;
+#define POL_FLEET_DEADLINE_DEFAULT	2000
+#define POL_FLEET_DEADLINE_MAX		60000
+#define POL_FLEET_HOST_MAX		63
 };
 
 /* pol_config_load: read and strictly validate a daemon config. NULL on any
@@ -530,6 +547,9 @@ enum pol_reason {
 	POL_REASON_NOT_HTTP,		/* "not_http" */
 	/* policy/: resources and prompts */
 	POL_REASON_BAD_URI,		/* "bad_uri" */
+	/* a fleet's shared store (fleet/): the database that holds a shared
+	 * budget or approval did not answer in time, so the call is denied */
+	POL_REASON_SHARED_STATE_UNAVAILABLE, /* "shared_state_unavailable" */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

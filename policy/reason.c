@@ -70,6 +70,7 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_NOT_TLS] = "not_tls",
 	[POL_REASON_NOT_HTTP] = "not_http",
 	[POL_REASON_BAD_URI] = "bad_uri",
+	[POL_REASON_SHARED_STATE_UNAVAILABLE] = "shared_state_unavailable",
 };
 
 const char *

@@ -6,7 +6,8 @@ set -eu
 
 PKGS="build-essential pkg-config
 libnftnl-dev libmnl-dev libldns-dev libmicrohttpd-dev libjansson-dev libyaml-dev
-libpcre2-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libseccomp-dev check
+libpcre2-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libseccomp-dev libpq-dev check
+postgresql
 nftables conntrack iproute2 dnsmasq-base dnsutils ldnsutils curl iperf3 sqlite3 jq
 busybox-static runc podman bubblewrap
 procps psmisc iputils-ping util-linux python3 nodejs npm cppcheck valgrind"

@@ -25,6 +25,9 @@ int	cli_policy(int argc, char **argv);
 /* gateway/cli/cli_audit.c: audit verify|tail|keygen|proof ... */
 int	cli_audit(int argc, char **argv);
 
+/* gateway/cli/cli_fleet.c: fleet migrate CONNINFO (the shared schema). */
+int	cli_fleet(int argc, char **argv);
+
 /* gateway/cli/cli_sandbox.c: sandbox create|ls|show|rm, exec ID -- CMD,
  * run --policy P ... -- CMD (exit status of CMD). */
 int	cli_sandbox(int argc, char **argv);

@@ -5,7 +5,8 @@
  * proofs), so an auditor never needs the daemon or its socket. The checks
  * themselves live in audit/; this file parses arguments and prints.
  *
- *   audit verify [--db F] [--key PUB]... [--checkpoint F]... [--json]
+ *   audit verify [--db F] [--key PUB]... [--checkpoint F]...
+ *                [--witness CONNINFO [--host NAME]] [--json]
  *   audit keygen --origin O --out FILE
  *   audit proof [--db F] --seq N [--out FILE]
  *   audit check-proof --key PUB FILE
@@ -30,9 +31,15 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
+#include "fleet/fleet.h"
 #include "gateway/cli/cli.h"
+#include "policy/policy.h"
 
 #define MAXLIST		64
+/* Witnessed checkpoints a verify takes: the newest, far more than a
+ * year of one a minute would need to catch a cut tail or a fork. */
+#define MAXWITNESS	100000
+#define WITNESS_DEADLINE_MS	10000
 #define MAXFILE		(8 * 1024 * 1024)
 
 static int
@@ -197,6 +204,58 @@ verify_sigbus(int sig)
 	_exit(AUD_ERROR);
 }
 
+/*
+ * The checkpoints the fleet's witness holds for host, after the nck given
+ * with --checkpoint in *all (grown; the caller frees what it returns). The
+ * password is the daemon's: SLUICE_PG_PASSWORD, else libpq's own sources.
+ * 0, or -1 with a message on stderr.
+ */
+static int
+witness_ckpts(const char *conninfo, const char *host, const char ***all,
+    size_t *nall, char ***notes, size_t *nnotes)
+{
+	const char **grown;
+	char err[400], hn[POL_FLEET_HOST_MAX + 1];
+	PGconn *c;
+	size_t i;
+
+	if (host == NULL) {
+		if (gethostname(hn, sizeof(hn)) == -1) {
+			fprintf(stderr, "sluice audit: --witness: no host name "
+			    "(give --host)\n");
+			return -1;
+		}
+		host = hn;
+	}
+	if ((c = fleet_pg_connect_env(conninfo, WITNESS_DEADLINE_MS, err,
+	    sizeof(err))) == NULL) {
+		fprintf(stderr, "sluice audit: --witness: %s\n", err);
+		return -1;
+	}
+	*notes = fleet_witness_load(c, host, MAXWITNESS, WITNESS_DEADLINE_MS,
+	    nnotes, err, sizeof(err));
+	PQfinish(c);
+	if (*notes == NULL) {
+		fprintf(stderr, "sluice audit: --witness: %s\n", err);
+		return -1;
+	}
+	if (*nnotes == 0)
+		fprintf(stderr, "sluice audit: --witness holds no checkpoint "
+		    "of host %s\n", host);
+	if ((grown = calloc(*nall + *nnotes + 1, sizeof(*grown))) == NULL) {
+		fprintf(stderr, "sluice audit: --witness: %s\n",
+		    strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < *nall; i++)
+		grown[i] = (*all)[i];
+	for (i = 0; i < *nnotes; i++)
+		grown[*nall + i] = (*notes)[i];
+	*all = grown;
+	*nall += *nnotes;
+	return 0;
+}
+
 static int
 cmd_verify(int argc, char **argv)
 {
@@ -204,10 +263,15 @@ cmd_verify(int argc, char **argv)
 		{ "db", required_argument, NULL, 'd' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "checkpoint", required_argument, NULL, 'c' },
+		{ "witness", required_argument, NULL, 'w' },
+		{ "host", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct aud_verify_opts o = { 0 };
+	const char *witness = NULL, *host = NULL, **merged = NULL;
+	char **wnotes = NULL;
+	size_t nwnotes = 0;
 	struct sigaction sa;
 	const char *keys[MAXLIST], *ckpts[MAXLIST];
 	char *owned[2 * MAXLIST];
@@ -247,6 +311,12 @@ cmd_verify(int argc, char **argv)
 			}
 			ckpts[o.next_ckpts++] = owned[nown++];
 			break;
+		case 'w':
+			witness = optarg;
+			break;
+		case 'H':
+			host = optarg;
+			break;
 		case 'j':
 			json = 1;
 			verify_json = 1;
@@ -256,9 +326,15 @@ cmd_verify(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (host != NULL && witness == NULL)) {
 		rc = usage();
 		goto out;
+	}
+	if (witness != NULL) {
+		if (witness_ckpts(witness, host, &o.ext_ckpts, &o.next_ckpts,
+		    &wnotes, &nwnotes) == -1)
+			goto out;
+		merged = o.ext_ckpts;
 	}
 	rc = aud_verify(&o, &rep);
 	if (json) {
@@ -273,6 +349,8 @@ cmd_verify(int argc, char **argv)
 out:
 	for (i = 0; i < nown; i++)
 		free(owned[i]);
+	free(merged);
+	fleet_notes_free(wnotes, nwnotes);
 	return rc;
 }
 

@@ -56,6 +56,35 @@ print_errors(json_t *errs)
 		fprintf(stderr, "%s\n", json_string_value(e));
 }
 
+/* The fleet's shared store, when the daemon has one: whether the witness
+ * reaches it and how far behind it is, which an operator must see. */
+static void
+print_fleet(const json_t *f)
+{
+	const json_t *w = json_object_get(f, "witness");
+	const char *e;
+
+	if (!json_is_object(f))
+		return;
+	printf("fleet: host %s, database %s\n",
+	    json_string_value(json_object_get(f, "host")),
+	    json_is_true(json_object_get(f, "up")) ? "up" : "DOWN");
+	printf("  witness: %lld checkpoints pending, witnessed to size "
+	    "%lld of %lld, %lld failures, %lld reconnects\n",
+	    json_integer_value(json_object_get(w, "pending")),
+	    json_integer_value(json_object_get(w, "witnessed")),
+	    json_integer_value(json_object_get(w, "local")),
+	    json_integer_value(json_object_get(w, "failures")),
+	    json_integer_value(json_object_get(w, "reconnects")));
+	if (json_integer_value(json_object_get(w, "conflicts")) > 0)
+		printf("  witness: %lld sizes held with another root: this "
+		    "log was rewritten\n",
+		    json_integer_value(json_object_get(w, "conflicts")));
+	if (!json_is_true(json_object_get(f, "up")) &&
+	    (e = json_string_value(json_object_get(w, "last_error"))) != NULL)
+		printf("  last error: %s\n", e);
+}
+
 int
 cli_status(int argc, char **argv)
 {
@@ -120,6 +149,7 @@ cli_status(int argc, char **argv)
 	}
 	printf("sandboxes: %lld\n",
 	    json_integer_value(json_object_get(r, "sandboxes")));
+	print_fleet(json_object_get(r, "fleet"));
 	json_decref(r);
 	return 0;
 }

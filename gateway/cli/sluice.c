@@ -57,7 +57,8 @@ static const struct cmd cmds[] = {
 	  "so a tool naming a server the daemon does not declare is an error;\n"
 	  "it says on its first line which config, if any, it checked against.\n" },
 	{ "audit", cli_audit, false,
-	  "audit verify [--db F] [--key PUB]... [--checkpoint F]... [--json]\n"
+	  "audit verify [--db F] [--key PUB]... [--checkpoint F]...\n"
+	  "  [--witness CONNINFO [--host NAME]] [--json]\n"
 	  "audit keygen --origin O --out FILE\n"
 	  "audit checkpoint [--db F] [--out FILE]\n"
 	  "audit proof [--db F] --seq N [--out FILE]\n"
@@ -68,12 +69,21 @@ static const struct cmd cmds[] = {
 	  "handed. The database defaults to $SLUICE_AUDIT_DB, else\n"
 	  CLI_DEFAULT_AUDIT_DB ". PUB is a verifier key (name+id+key) or a\n"
 	  "file holding one.\n"
+	  "--witness takes the checkpoints a fleet's PostgreSQL database holds\n"
+	  "for host NAME (default: this host's name) as external checkpoints;\n"
+	  "the password comes from $SLUICE_PG_PASSWORD or libpq's own sources.\n"
 	  "keygen writes the new signing key to FILE only, a new file of mode\n"
 	  "0600 (an existing FILE is never overwritten), and prints its\n"
 	  "verifier key (PUB) on stdout.\n"
 	  "checkpoint and proof write to FILE, or to stdout without --out.\n"
 	  "Exit status of verify: 0 verified, 1 tampered, 2 usage or I/O\n"
 	  "error, 3 verified with warnings.\n" },
+	{ "fleet", cli_fleet, false,
+	  "fleet migrate CONNINFO\n",
+	  "Creates the fleet database's schema, or brings it up to this\n"
+	  "version, as the role CONNINFO names (the schema's owner; the\n"
+	  "password from $SLUICE_PG_PASSWORD or libpq's own sources). A\n"
+	  "daemon whose role may not migrate refuses to start until this ran.\n" },
 	{ "sandbox", cli_sandbox, true,
 	  "sandbox create --policy NAME [--subject S] [--id ID]\n"
 	  "  [--label K=V]... [--ttl DUR] [--attach NETNS | --attach-pid PID]\n"

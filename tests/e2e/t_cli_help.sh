@@ -52,7 +52,8 @@ overview=$(cat "$o")
 for c in "policy check" "policy explain" "audit verify" "audit keygen" \
     "audit checkpoint" "audit proof" "audit check-proof" "audit tail" \
     "sandbox create" "sandbox ls" "sandbox show" "sandbox rm" "exec" "run" \
-    "approvals" "approve" "deny" "mcp pins" "mcp accept" "status" "reload"; do
+    "approvals" "approve" "deny" "mcp pins" "mcp accept" "status" "reload" \
+    "fleet migrate"; do
 	if printf '%s\n' "$overview" | grep -qE "^  $c( |$)"; then
 		ok "sluice --help lists '$c'"
 	else
@@ -64,7 +65,7 @@ check_match "sluice --help shows keygen's --out FILE" \
 
 # --- each command's own usage ----------------------------------------------
 
-for c in policy audit sandbox exec run approvals approve deny mcp status \
+for c in policy audit fleet sandbox exec run approvals approve deny mcp status \
     reload; do
 	help_ok "sluice $c --help: its own usage" "$c" "$c" --help
 	help_ok "sluice help $c: its own usage" "$c" help "$c"

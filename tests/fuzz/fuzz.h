@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "policy/policy.h"
 
@@ -38,6 +39,29 @@ fuzz_policy_text(const char *path, const char *text, size_t len)
 	pol_errors_free(errs);
 	REQUIRE(p != NULL);
 	return p;
+}
+
+/* fuzz_check_message: m is one loader error about file name, in the form
+ * editors and CI jump to: "NAME:LINE:COL: text" on one line, LINE and
+ * COL decimal, text not empty. */
+static __attribute__((unused)) void
+fuzz_check_message(const char *name, const char *m)
+{
+	const char *s;
+	size_t nl = strlen(name);
+
+	REQUIRE(m != NULL);
+	REQUIRE(strncmp(m, name, nl) == 0 && m[nl] == ':');
+	s = m + nl + 1;
+	REQUIRE(*s >= '0' && *s <= '9');
+	while (*s >= '0' && *s <= '9')
+		s++;
+	REQUIRE(*s++ == ':');
+	REQUIRE(*s >= '0' && *s <= '9');
+	while (*s >= '0' && *s <= '9')
+		s++;
+	REQUIRE(s[0] == ':' && s[1] == ' ' && s[2] != '\0');
+	REQUIRE(strchr(m, '\n') == NULL);
 }
 
 #endif

@@ -37,26 +37,6 @@
 #define NAME	"fuzz.yaml"
 
 static void
-check_message(const char *m)
-{
-	const char	*s;
-	size_t		 nl = strlen(NAME);
-
-	REQUIRE(m != NULL);
-	REQUIRE(strncmp(m, NAME ":", nl + 1) == 0);
-	s = m + nl + 1;
-	REQUIRE(*s >= '0' && *s <= '9');
-	while (*s >= '0' && *s <= '9')
-		s++;
-	REQUIRE(*s++ == ':');
-	REQUIRE(*s >= '0' && *s <= '9');
-	while (*s >= '0' && *s <= '9')
-		s++;
-	REQUIRE(s[0] == ':' && s[1] == ' ' && s[2] != '\0');
-	REQUIRE(strchr(m, '\n') == NULL);
-}
-
-static void
 check_decision(const struct pol_decision *d)
 {
 	REQUIRE(d->verdict == POL_DENY || d->verdict == POL_ALLOW ||
@@ -324,7 +304,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	n = pol_errors_count(e);
 	REQUIRE((p != NULL) == (n == 0));
 	for (i = 0; i < n && i < 50; i++)
-		check_message(pol_errors_get(e, i));
+		fuzz_check_message(NAME, pol_errors_get(e, i));
 	REQUIRE(n > 50 || pol_errors_get(e, n) == NULL);
 
 	p2 = pol_policy_load_buf(NAME, (const char *)data, size, NULL, e2);

@@ -392,7 +392,91 @@ static const struct {
 	  "cache_entries: 6}\n", "2:49: duplicate key \"cache_entries\"\n" },
 	{ "version: 1\ndns: {upstreams: [192.0.2.1], cache: 0}\n",
 	  "2:31: unknown key \"cache\" in dns\n" },
+	/* fleet: the password never in the config, in any spelling libpq
+	 * takes; the conninfo as libpq parses it. */
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"host=/run/pg dbname=f password=s3cret\"}\n",
+	  "3:21: fleet.postgresql must not hold a password (use "
+	  "fleet.password_file or SLUICE_PG_PASSWORD)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"postgresql://u:s3cret@db.example/f\"}\n",
+	  "3:21: fleet.postgresql must not hold a password (use "
+	  "fleet.password_file or SLUICE_PG_PASSWORD)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"postgresql:///f?password=s3cret\"}\n",
+	  "3:21: fleet.postgresql must not hold a password (use "
+	  "fleet.password_file or SLUICE_PG_PASSWORD)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"host=/run/pg dbnme=f\"}\n",
+	  "3:21: invalid fleet.postgresql conninfo: invalid connection "
+	  "option \"...\"\n" },
+	/* A mistyped URI scheme reads as an option name holding the
+	 * password: libpq quotes it, the message must not. */
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"postgrsql://u:s3cret@db/f\"}\n",
+	  "3:21: invalid fleet.postgresql conninfo: missing \"...\"\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"host='/run/pg\"}\n",
+	  "3:21: invalid fleet.postgresql conninfo: unterminated quoted "
+	  "string in connection info string\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"\"}\n",
+	  "3:21: fleet.postgresql must not be empty\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\nfleet: {host: a}\n",
+	  "3:8: missing required key \"postgresql\" in fleet\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"dbname=f\", host: \"a b\", "
+	  "password_file: rel, deadline_ms: 0}\n",
+	  "3:39: invalid fleet.host \"a b\" (letters, digits, '.', '-', '_', "
+	  "at most 63)\n3:61: \"rel\" is not an absolute path\n"
+	  "3:79: deadline_ms must be at least 1\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"dbname=f\", deadline_ms: 60001}\n",
+	  "3:46: expected an integer from 0 to 60000\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "fleet: {postgresql: \"dbname=f\", redis: x}\n",
+	  "3:33: unknown key \"redis\" in fleet\n" },
 };
+
+/* fleet: absent, nothing changes; present, its fields and defaults. */
+START_TEST(fleet_section)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256];
+
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n", e,
+	    path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_ptr_null(c->fleet_conninfo);
+	ck_assert_ptr_null(c->fleet_host);
+	ck_assert_ptr_null(c->fleet_password_file);
+	pol_config_free(c);
+
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "fleet:\n  postgresql: \"host=/run/pg user=sluice_host "
+	    "dbname=fleet\"\n", e, path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_str_eq(c->fleet_conninfo,
+	    "host=/run/pg user=sluice_host dbname=fleet");
+	ck_assert_ptr_null(c->fleet_host);
+	ck_assert_uint_eq(c->fleet_deadline_ms, 2000);
+	pol_config_free(c);
+
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "fleet:\n  postgresql: \"postgresql://sluice_host@db.example/f"
+	    "?sslmode=require\"\n  host: web-01.example\n"
+	    "  password_file: /etc/sluice/pg.pw\n  deadline_ms: 60000\n", e,
+	    path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_str_eq(c->fleet_host, "web-01.example");
+	ck_assert_str_eq(c->fleet_password_file, "/etc/sluice/pg.pw");
+	ck_assert_uint_eq(c->fleet_deadline_ms, 60000);
+	ck_assert_uint_eq(pol_errors_count(e), 0);
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
 
 START_TEST(error_messages)
 {
@@ -453,6 +537,7 @@ main(void)
 	tcase_add_loop_test(core, flow_interval, 0,
 	    sizeof(interval_ok) / sizeof(interval_ok[0]));
 	tcase_add_test(core, policy_checks_servers);
+	tcase_add_test(core, fleet_section);
 	tcase_add_unchecked_fixture(lim, setup, teardown);
 	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
 	suite_add_tcase(s, core);

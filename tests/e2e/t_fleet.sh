@@ -1,0 +1,378 @@
+#!/bin/bash
+# t_fleet.sh: two Sluice hosts sharing one PostgreSQL database, as an
+# operator sets them up (README "Running a fleet"). A throwaway cluster
+# (tests/e2e/pg.sh) listens on a Unix socket only; its owner role makes the
+# schema (`sluice fleet migrate`), the daemons' role gets INSERT and SELECT
+# on the witness table. Each sluiced runs in a network and mount namespace
+# of its own (the isolate.sh recipe, once per daemon), so the two set up
+# their host sides without meeting; they share the database's socket and
+# the scenario's files.
+#
+# Checked: the start refused, with a clear error, on a bad conninfo, a
+# wrong password, a password in the config and a schema from a newer
+# sluiced; UPDATE and DELETE on the witness refused to the daemons' role
+# (privilege) and to the owner (trigger); every host's signed checkpoints
+# reach the witness, `audit verify --witness` passes for both at assurance
+# external, then reports TRUNCATION for a host whose log tail was cut and
+# FORK for one whose history was rewritten and re-signed with its own key;
+# the shared budgets' reservation: 50 at once against a limit of 10 make
+# exactly 10, a restart of the database keeps the count, windows align
+# and never go back, a release gives a call back;
+# the database stopped under a running daemon: the log goes on, the witness
+# says it is behind (status, /metrics) and catches up when it is back, and
+# a reservation is refused within the deadline.
+. "$(dirname "$0")/isolate.sh"
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pg.sh"
+
+require_root
+for t in jq curl sqlite3; do
+	command -v "$t" >/dev/null || { echo "not ok - $t missing"; exit 1; }
+done
+
+T=$E2E_TMP
+if ! pg_start 2>"$T/pg.err"; then
+	echo "not ok - the throwaway PostgreSQL cluster starts"
+	sed 's/^/#   /' "$T/pg.err" | head -n 20
+	exit 1
+fi
+ok "the throwaway PostgreSQL cluster starts (Unix socket only)"
+OWNER_CI=$(pg_conninfo sluice_owner "$PG_DB")
+HOST_CI=$(pg_conninfo sluice_host "$PG_DB")
+owner_sql() { pg_as sluice_owner "$PG_OWNER_PASS" "$PG_DB" "$1"; }
+host_sql() { pg_as sluice_host "$PG_HOST_PASS" "$PG_DB" "$1"; }
+
+# ------------------------------------------------------------- the hosts
+# host_setup NAME: its directories, key, policy and config.
+host_setup() {
+	local h=$1 d=$T/$1
+	mkdir -p "$d/pol" "$d/state"
+	printf 'version: 1\nname: minimal\n' >"$d/pol/minimal.yaml"
+	"$SLUICE" audit keygen --origin "fleet.e2e$$.example/$h" \
+	    --out "$d/audit.key" >"$d/vkey.out" 2>&1 || return 1
+	grep -o "^fleet.e2e$$.example/$h+[0-9a-f]*+[A-Za-z0-9+/=]*" \
+	    "$d/vkey.out" | head -n 1 >"$d/vkey"
+	(umask 077; printf '%s\n' "$PG_HOST_PASS" >"$d/pg.pw")
+	host_config "$h" "$HOST_CI" "password_file: $d/pg.pw"
+}
+# host_config NAME CONNINFO EXTRA: the config, with EXTRA in fleet:.
+host_config() {
+	local h=$1 d=$T/$1
+	cat >"$d/sluice.yaml" <<EOF
+version: 1
+state_dir: $d/state
+run_dir: $d/run
+socket: $d/run/sluice.sock
+policy_dir: $d/pol
+dns:
+  upstreams:
+    - 192.0.2.53
+audit:
+  db: $d/state/audit.db
+  key: $d/audit.key
+  origin: fleet.e2e$$.example/$h
+fleet:
+  postgresql: "$2"
+  host: $h
+  deadline_ms: 2000
+  $3
+EOF
+}
+sl() { "$SLUICE" -s "$T/$1/run/sluice.sock" "${@:2}"; }
+alive() { sl "$1" status >/dev/null 2>&1; }
+metric() {
+	curl -s --max-time 30 --unix-socket "$T/$1/run/sluice.sock" \
+	    http://localhost/metrics | awk -v k="$2" '$1 == k { print $2 }'
+}
+# start NAME: sluiced in a namespace of its own; 0 once it answers.
+start() {
+	local h=$1
+	unshare --net --mount --propagation private bash -c '
+		mount -t tmpfs tmpfs /run/netns && mount -t tmpfs tmpfs /etc/netns &&
+		ip link set lo up && exec "$0" --config "$1" --foreground' \
+	    "$SLUICED" "$T/$h/sluice.yaml" >>"$T/$h/sluiced.log" 2>&1 &
+	eval "PID_$h=$!"
+	cleanup_push "kill -KILL $!"
+	wait_for 60 alive "$h"
+}
+stop() {
+	local p
+	p=$(eval echo "\$PID_$1")
+	kill -TERM "$p" 2>/dev/null
+	wait_for 60 sh -c "! kill -0 $p 2>/dev/null"
+}
+# refused NAME: sluiced --config exits non-zero within the deadline and
+# prints to stderr (into $T/NAME/refused.err).
+refused() {
+	timeout 60 unshare --net --mount --propagation private bash -c '
+		mount -t tmpfs tmpfs /run/netns && mount -t tmpfs tmpfs /etc/netns &&
+		ip link set lo up && exec "$0" --config "$1" --foreground' \
+	    "$SLUICED" "$T/$1/sluice.yaml" >"$T/$1/refused.err" 2>&1
+	local rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
+}
+
+host_setup alpha || { echo "not ok - host alpha set up"; exit 1; }
+host_setup beta || { echo "not ok - host beta set up"; exit 1; }
+
+# ------------------------------------------------- refusals at start
+# Before the schema exists: the daemons' role may not make it.
+if refused alpha; then ok "without the schema the daemons' role is refused"; else
+	not_ok "without the schema the daemons' role is refused"; fi
+check_match "... and told to run sluice fleet migrate as the owner" \
+    'this role may not migrate it .*sluice fleet migrate' "$(cat "$T/alpha/refused.err")"
+
+out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
+check_eq "sluice fleet migrate as the owner makes the schema" \
+    "fleet schema at version 2" "$out"
+out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
+check_eq "a second migrate finds nothing to do" "fleet schema at version 2" "$out"
+check_eq "schema_version holds the history of the migrations" "1 2" \
+    "$(owner_sql "SELECT version FROM schema_version ORDER BY version" | paste -sd' ')"
+# The GRANTs of README "Running a fleet".
+owner_sql "GRANT SELECT ON schema_version TO sluice_host;
+GRANT SELECT, INSERT ON checkpoints TO sluice_host;
+GRANT SELECT, INSERT, UPDATE ON budgets TO sluice_host;" ||
+	not_ok "the owner grants the daemons' role"
+
+host_config alpha "host=$T/nowhere port=$PG_PORT user=sluice_host dbname=$PG_DB" \
+    "password_file: $T/alpha/pg.pw"
+if refused alpha; then ok "a conninfo that reaches no server: refused"; else
+	not_ok "a conninfo that reaches no server: refused"; fi
+check_match "... naming what it tried and why" \
+    "fleet: cannot connect to PostgreSQL \(.*host=$T/nowhere.*\): .*No such file or directory" \
+    "$(cat "$T/alpha/refused.err")"
+
+host_config alpha "$HOST_CI" "password_file: $T/alpha/wrong.pw"
+(umask 077; echo "not-the-password" >"$T/alpha/wrong.pw")
+if refused alpha; then ok "a wrong password: refused"; else
+	not_ok "a wrong password: refused"; fi
+check_match "... as the server says it" \
+    'fleet: cannot connect.*password authentication failed for user "sluice_host"' \
+    "$(cat "$T/alpha/refused.err")"
+check "... and the password is in no message" \
+    sh -c "! grep -q not-the-password '$T/alpha/refused.err'"
+
+chmod 0644 "$T/alpha/wrong.pw"
+if refused alpha; then ok "a password file others may read: refused"; else
+	not_ok "a password file others may read: refused"; fi
+check_match "... saying how to fix it" 'chmod 0600' "$(cat "$T/alpha/refused.err")"
+
+host_config alpha "$HOST_CI password=$PG_HOST_PASS" ""
+if refused alpha; then ok "a password inside the conninfo: refused"; else
+	not_ok "a password inside the conninfo: refused"; fi
+check_match "... by the config loader, FILE:LINE:COL" \
+    "sluice.yaml:[0-9]+:[0-9]+: fleet.postgresql must not hold a password" \
+    "$(cat "$T/alpha/refused.err")"
+check "... which does not echo it" \
+    sh -c "! grep -qF '$PG_HOST_PASS' '$T/alpha/refused.err'"
+
+owner_sql "INSERT INTO schema_version (version) VALUES (99)"
+host_config alpha "$HOST_CI" ""
+if SLUICE_PG_PASSWORD=$PG_HOST_PASS refused alpha; then
+	ok "a schema from a newer sluiced: refused"
+else
+	not_ok "a schema from a newer sluiced: refused"
+fi
+check_match "... with both versions named" \
+    'schema is at version 99, newer than this sluiced knows \(2\)' \
+    "$(cat "$T/alpha/refused.err")"
+out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
+check_match "... and migrate will not touch it either" 'version 99, newer' "$out"
+owner_sql "DELETE FROM schema_version WHERE version = 99"
+host_config alpha "$HOST_CI" "password_file: $T/alpha/pg.pw"
+
+# ------------------------------------------------------ the witness
+if start alpha && start beta; then
+	ok "two sluiced hosts start against the shared database"
+else
+	not_ok "two sluiced hosts start against the shared database"
+	for h in alpha beta; do sed "s/^/#   $h: /" "$T/$h/sluiced.log" | tail -n 20; done
+	finish
+fi
+check_eq "status names the fleet host" "alpha" \
+    "$(sl alpha status --json | jq -r .fleet.host)"
+
+# A checkpoint is signed after a commit at most once a second: each poll
+# commits a record (a reload), so that one comes.
+reload_quiet() { sl "$1" reload >/dev/null 2>&1; }
+witnessed() { host_sql "SELECT coalesce(max(size), 0) FROM checkpoints WHERE host = '$1'"; }
+local_size() { sqlite3 "file:$T/$1/state/audit.db?mode=ro" "SELECT coalesce(max(size), 0) FROM checkpoints"; }
+caught_up() { [ "$(local_size "$1")" -gt 0 ] && [ "$(witnessed "$1")" -ge "$(local_size "$1")" ]; }
+# caught_up_live HOST: the same while the host keeps signing: what was
+# signed when we asked is witnessed.
+caught_up_live() {
+	local want
+	reload_quiet "$1"
+	want=$(local_size "$1")
+	[ "$want" -gt 0 ] && wait_for 10 test "$(witnessed "$1")" -ge "$want"
+}
+# signed_past HOST N: the host's log has signed a checkpoint past N.
+signed_past() { reload_quiet "$1"; [ "$(local_size "$1")" -ge "$2" ]; }
+for h in alpha beta; do
+	wait_for 60 signed_past "$h" 8 || not_ok "$h signs checkpoints"
+	if wait_for 60 caught_up_live "$h"; then
+		ok "$h: its signed checkpoints reach the witness"
+	else
+		not_ok "$h: its signed checkpoints reach the witness (local $(local_size "$h"), witnessed $(witnessed "$h"))"
+	fi
+done
+check_eq "the witness rows carry the host's signature line" 0 \
+    "$(host_sql "SELECT count(*) FROM checkpoints WHERE signature NOT LIKE '— fleet.e2e$$.example/' || host || ' %'")"
+check_eq "... and the root of the note" 0 \
+    "$(host_sql "SELECT count(*) FROM checkpoints WHERE position(encode(root, 'base64') IN note) = 0")"
+check_eq "/metrics: nothing pending" 0 "$(metric alpha sluice_fleet_witness_pending)"
+check_eq "/metrics: the witness is up" 1 "$(metric alpha sluice_fleet_witness_up)"
+
+# Append-only, for the role the hosts have and for the owner.
+out=$(host_sql "UPDATE checkpoints SET size = size + 1000 WHERE host = 'alpha'" 2>&1)
+check_match "UPDATE by the daemons' role is refused" 'permission denied for table checkpoints' "$out"
+out=$(host_sql "DELETE FROM checkpoints WHERE host = 'alpha'" 2>&1)
+check_match "DELETE by the daemons' role is refused" 'permission denied for table checkpoints' "$out"
+out=$(owner_sql "UPDATE checkpoints SET note = 'x' WHERE host = 'alpha'" 2>&1)
+check_match "UPDATE by the owner is refused by the trigger" 'checkpoints is append-only: UPDATE refused' "$out"
+out=$(owner_sql "TRUNCATE checkpoints" 2>&1)
+check_match "TRUNCATE by the owner is refused by the trigger" 'checkpoints is append-only: TRUNCATE refused' "$out"
+
+# verify HOST DB [ARGS]: audit verify against the witness, JSON in $T/v.json.
+verify() {
+	SLUICE_PG_PASSWORD=$PG_HOST_PASS "$SLUICE" audit verify --db "$2" \
+	    --key "$(cat "$T/$1/vkey")" --witness "$HOST_CI" --host "$1" --json \
+	    >"$T/v.json" 2>"$T/v.err"
+}
+for h in alpha beta; do
+	verify "$h" "$T/$h/state/audit.db"; rc=$?
+	if [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]; then ok "$h: verify --witness passes (exit $rc)"; else
+		not_ok "$h: verify --witness passes (exit $rc)"; sed 's/^/#   /' "$T/v.err" "$T/v.json" | head; fi
+	check_eq "$h: assurance external" external "$(jq -r .assurance "$T/v.json")"
+done
+SLUICE_PG_PASSWORD=$PG_HOST_PASS "$SLUICE" audit verify --db "$T/alpha/state/audit.db" \
+    --key "$(cat "$T/alpha/vkey")" --witness "$HOST_CI" --host beta >/dev/null 2>&1
+check_eq "alpha's log against beta's witness rows: an error, no verdict" 2 "$?"
+
+# Tampering on copies of the log, the triggers dropped first, as someone
+# with root on the host would.
+tamper() {	# tamper HOST NAME SQL
+	sqlite3 "$T/$1/state/audit.db" ".backup '$T/$2.db'"
+	sqlite3 "$T/$2.db" "DROP TRIGGER rec_no_upd; DROP TRIGGER rec_no_del;
+	    DROP TRIGGER mn_no_upd; DROP TRIGGER mn_no_del;
+	    DROP TRIGGER ck_no_upd; DROP TRIGGER ck_no_del; $3"
+}
+stop alpha
+check "a clean stop sends the final checkpoint to the witness too" caught_up alpha
+N=$(sqlite3 "$T/alpha/state/audit.db" "SELECT count(*) FROM records")
+W=$(witnessed alpha)
+K=$((W - 3))
+tamper alpha cut "DELETE FROM records WHERE seq >= $K;
+    DELETE FROM merkle_nodes WHERE ((idx + 1) << level) > $K;
+    DELETE FROM checkpoints WHERE size > $K;"
+verify alpha "$T/cut.db"; rc=$?
+check_eq "a cut log tail: verify --witness exits 1" 1 "$rc"
+check_eq "... reporting TRUNCATION" TRUNCATION "$(jq -r .first_failure.check "$T/v.json")"
+check_eq "... and how many records are missing" 3 "$(jq -r .missing "$T/v.json")"
+check_eq "... at assurance none" none "$(jq -r .assurance "$T/v.json")"
+
+# A rewritten history, re-signed with the host's own key: the edited
+# record's hash and every tree node and checkpoint after it rebuilt is
+# what sluice would do; the cheapest faithful rewrite is a log made anew
+# under the same origin and key, with other records.
+mkdir -p "$T/forge/pol" "$T/forge/state"
+printf 'version: 1\nname: other\n' >"$T/forge/pol/other.yaml"
+sed -e "s#$T/alpha/state#$T/forge/state#g; s#$T/alpha/pol#$T/forge/pol#g; s#$T/alpha/run#$T/forge/run#g" \
+    -e '/^fleet:/,$d' "$T/alpha/sluice.yaml" >"$T/forge/sluice.yaml"
+start forge || not_ok "a forger's daemon starts"
+# Longer than what the witness holds, so that the roots are compared.
+for ((i = 0; i < W + 5; i++)); do
+	sl forge reload >/dev/null || { grep -A40 "ERROR: AddressSanitizer" "$T/forge/sluiced.log" | sed 's/^/#   forge: /' | head -n 60; break; }
+done
+stop forge
+verify alpha "$T/forge/state/audit.db"; rc=$?
+check_eq "a re-signed history: verify --witness exits 1" 1 "$rc"
+check_eq "... reporting FORK against the witness" FORK \
+    "$(jq -r .first_failure.check "$T/v.json")"
+
+# ------------------------------------------------ shared budgets
+# The reservation hosts make (fleet/budget.c), from a small client that
+# makes one per process: 50 at once, half for each host's name, against
+# one subject budget of 10.
+RESERVE=$T/fleet_reserve
+if ! cc -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$TOP" \
+    $(pkg-config --cflags libpq) -o "$RESERVE" "$E2E_DIR/tools/fleet_reserve.c" \
+    "$TOP/fleet/pg.c" "$TOP/fleet/budget.c" $(pkg-config --libs libpq) 2>"$T/cc.err"; then
+	not_ok "tools/fleet_reserve.c compiles"; sed 's/^/#   /' "$T/cc.err" | head
+fi
+reserve() { SLUICE_PG_PASSWORD=$PG_HOST_PASS "$RESERVE" "$HOST_CI" reserve "$@"; }
+pids=()
+for i in $(seq 1 50); do
+	reserve alice calls 10 >"$T/r.$i" 2>&1 &
+	pids+=($!)
+done
+# Only these: the daemons are children of this shell too.
+wait "${pids[@]}"
+check_eq "50 concurrent reservations against a budget of 10: exactly 10 reserved" 10 \
+    "$(cat "$T"/r.* | grep -c '^reserved')"
+check_eq "... and 40 refused as used up" 40 "$(cat "$T"/r.* | grep -c '^exhausted')"
+cat "$T"/r.* | grep -v '^reserved\|^exhausted' | sed 's/^/#   /' | head -n 5
+check_eq "... each of the 10 saw a different count before it" "0 1 2 3 4 5 6 7 8 9" \
+    "$(cat "$T"/r.* | awk '$1 == "reserved" { print $2 }' | sort -n | paste -sd' ')"
+check_eq "the row holds 10 calls" 10 \
+    "$(host_sql "SELECT calls FROM budgets WHERE owner = 'alice' AND name = 'calls'")"
+out=$(reserve bob calls 10)
+check_match "another subject has a budget of its own" '^reserved 0 ' "$out"
+pg_stop && pg_resume
+check_eq "the budget survives a restart of the database" exhausted "$(reserve alice calls 10)"
+# A released reservation gives its call back, in its window.
+out=$(reserve carol hourly 2 3600)
+check_match "a windowed budget reserves" '^reserved 0 [0-9]+$' "$out"
+wat=${out##* }
+check_eq "... in the window aligned on its length" $(( $(date +%s) / 3600 * 3600 )) "$wat"
+check_match "... a second call" '^reserved 1 ' "$(reserve carol hourly 2 3600)"
+check_eq "... a third is over" exhausted "$(reserve carol hourly 2 3600)"
+SLUICE_PG_PASSWORD=$PG_HOST_PASS "$RESERVE" "$HOST_CI" release carol hourly 3600 "$wat"
+check_match "... one released, one more fits" '^reserved 1 ' "$(reserve carol hourly 2 3600)"
+# A row from an older window (as the window turns) starts afresh; one
+# from a newer window (a host whose clock is behind) is not reset.
+owner_sql "UPDATE budgets SET window_start = window_start - 3600 WHERE owner = 'carol'" >/dev/null
+check_match "a row of the previous window starts the new one afresh" '^reserved 0 ' \
+    "$(reserve carol hourly 2 3600)"
+owner_sql "UPDATE budgets SET window_start = window_start + 3600, calls = 2 WHERE owner = 'carol'" >/dev/null
+check_eq "a row of a newer window is not reset by a host behind" exhausted \
+    "$(reserve carol hourly 2 3600)"
+
+# ------------------------------------------ the database goes away
+start alpha || not_ok "alpha restarts"
+up() { [ "$(metric alpha sluice_fleet_witness_up)" = 1 ]; }
+wait_for 30 up || not_ok "alpha's witness is up after its restart"
+pg_stop
+before=$(local_size alpha)
+grown() { reload_quiet alpha; [ "$(local_size alpha)" -gt "$before" ]; }
+check "with the database down the log still signs checkpoints" wait_for 30 grown
+check "... and the daemon serves" alive alpha
+t0=$(date +%s)
+out=$(reserve alice calls 10); rc=$?
+check_eq "a shared reservation with the database down: unavailable (denied)" 3 "$rc"
+check "... within the deadline" test $(( $(date +%s) - t0 )) -le 5
+behind() { reload_quiet alpha; [ "$(metric alpha sluice_fleet_witness_pending)" -ge 1 ]; }
+check "/metrics: the witness is behind" wait_for 30 behind
+check_eq "/metrics: the witness is down" 0 "$(metric alpha sluice_fleet_witness_up)"
+check_eq "status: the fleet is down" false "$(sl alpha status --json | jq -r .fleet.up)"
+check_match "status: with the reason" 'connect|insert' \
+    "$(sl alpha status --json | jq -r .fleet.witness.last_error)"
+check_match "sluice status says so in words" \
+    'fleet: host alpha, database DOWN.*witness: [1-9][0-9]* checkpoints pending' \
+    "$(sl alpha status | tr '\n' ' ')"
+pg_resume || not_ok "the database comes back"
+check "the witness catches up when it is back" wait_for 90 caught_up_live alpha
+check "/metrics: a reconnect was counted" \
+    test "$(metric alpha sluice_fleet_witness_reconnects_total)" -ge 1
+# Backoff: from 200 ms doubling to 30 s, so an outage of a few seconds is
+# a handful of attempts, never a busy loop.
+check "... after a handful of attempts, with backoff" \
+    test "$(metric alpha sluice_fleet_witness_failures_total)" -le 20
+verify alpha "$T/alpha/state/audit.db"; rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]; then ok "after the outage verify --witness passes (exit $rc)"; else
+	not_ok "after the outage verify --witness passes (exit $rc)"; fi
+stop alpha
+stop beta
+check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
+finish
