@@ -71,6 +71,7 @@ struct dnsw {
 	char			*argv[12];
 	struct msg_dns_config	 mcfg;
 	struct fw_elem		*lbuf;		/* MSG_LEARN_MAX */
+	struct dns_event	*evscratch;	/* one event of a batch */
 	uint64_t		 learn_batches, learn_refused, violations;
 	uint64_t		 exits, lost;
 	struct flowrec		*fr;		/* net.flow records, borrowed */
@@ -465,6 +466,27 @@ on_lost(struct dnsw *d, const struct msg_lost *l)
 		log_warn("dns_records_lost record");
 }
 
+/* A batch is checked whole before any of it is recorded: a child that
+ * sends one inconsistent record is not the one we started, and none of
+ * what it says in that message is taken. */
+static void
+on_events(struct dnsw *d, const void *pl, size_t len)
+{
+	size_t off = sizeof(struct msg_dns_events);
+	uint32_t i, n;
+
+	if (!msg_dns_events_ok(pl, len, d->evscratch)) {
+		violation(d, "a malformed dns event batch");
+		return;
+	}
+	memcpy(&n, pl, sizeof(n));
+	for (i = 0; i < n; i++) {
+		if (!msg_dns_ev_get(pl, len, &off, d->evscratch))
+			return;	/* checked above: never */
+		h_record(d, d->evscratch);
+	}
+}
+
 static void
 on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 {
@@ -479,12 +501,8 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_LEARN:
 		on_learn(d, pl, len);
 		break;
-	case MSG_DNS_EVENT:
-		if (!msg_dns_event_ok(pl)) {
-			violation(d, "a malformed dns event");
-			return;
-		}
-		h_record(d, &((struct msg_dns_event *)pl)->ev);
+	case MSG_DNS_EVENTS:
+		on_events(d, pl, len);
 		break;
 	case MSG_LOST:
 		on_lost(d, pl);
@@ -673,10 +691,12 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	if (priv_user(cfg->privsep_dns_user, &uid, &gid, err, errlen) == -1)
 		return NULL;
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
-	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL) {
+	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL ||
+	    (d->evscratch = calloc(1, sizeof(*d->evscratch))) == NULL) {
 		snprintf(err, errlen, "dns: %s", strerror(errno));
 		if (d != NULL)
-			free(d);
+			free(d->lbuf);
+		free(d);
 		return NULL;
 	}
 	d->gw = gw;
@@ -737,6 +757,7 @@ fail:
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
 	free(d->lbuf);
+	free(d->evscratch);
 	free(d);
 	return NULL;
 }
@@ -764,6 +785,7 @@ dnsw_stop(struct dnsw *d)
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
 	free(d->lbuf);
+	free(d->evscratch);
 	free(d);
 }
 
