@@ -51,8 +51,14 @@
 
 struct g_sbx;
 
+/* An answer is found two ways: by (sandbox, address), for the names a
+ * flow's address was answered for, and by (sandbox, address, name), for
+ * the refresh of one answer and the check of one name. One chain served
+ * both, and a CDN address answered for thousands of names made every
+ * answer a walk of all of them. */
 struct g_ans {
-	struct g_ans	*next;		/* bucket chain */
+	struct g_ans	*next, **pprev;		/* (sandbox, address) chain */
+	struct g_ans	*xnext, **xpprev;	/* (sandbox, address, name) */
 	struct g_ans	*snext;		/* the sandbox's list */
 	struct g_sbx	*sbx;
 	uint8_t		 family, proto;
@@ -104,7 +110,8 @@ struct gate {
 	struct g_flow		*flows[G_FLOW_BUCKETS];
 	struct g_flow		*all;
 	size_t			 nflows, nans;
-	struct g_ans		*ans[G_ANS_BUCKETS];
+	struct g_ans		*ans[G_ANS_BUCKETS];	/* by sandbox, address */
+	struct g_ans		*xans[G_ANS_BUCKETS];	/* ... and name */
 	struct g_sbx		*sbx[G_SBX_BUCKETS];
 };
 
@@ -149,16 +156,20 @@ ans_bucket(const struct g_sbx *s, const uint8_t addr[16])
 	    G_ANS_BUCKETS;
 }
 
+static uint32_t
+xans_bucket(const struct g_sbx *s, const uint8_t addr[16], const char *name)
+{
+	return hash(name, strlen(name), hash(addr, 16, hash(&s, sizeof(s),
+	    2166136261u))) % G_ANS_BUCKETS;
+}
+
 static void
 ans_unlink(struct gate *g, struct g_ans *a)
 {
-	struct g_ans **pp = &g->ans[ans_bucket(a->sbx, a->addr)];
-
-	for (; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == a) {
-			*pp = a->next;
-			break;
-		}
+	if ((*a->pprev = a->next) != NULL)
+		a->next->pprev = a->pprev;
+	if ((*a->xpprev = a->xnext) != NULL)
+		a->xnext->xpprev = a->xpprev;
 	g->nans--;
 	a->sbx->nans--;
 }
@@ -214,8 +225,8 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	lower(n, name, sizeof(n));
 	if ((s = sbx_get(g, ifname, true)) == NULL)
 		return -1;
-	b = ans_bucket(s, addr);
-	for (a = g->ans[b]; a != NULL; a = a->next)
+	b = xans_bucket(s, addr, n);
+	for (a = g->xans[b]; a != NULL; a = a->xnext)
 		if (a->sbx == s && a->family == family && a->proto == proto &&
 		    a->lo == lo && a->hi == hi &&
 		    memcmp(a->addr, addr, 16) == 0 && strcmp(a->name, n) == 0) {
@@ -240,7 +251,14 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	a->hi = hi;
 	memcpy(a->addr, addr, 16);
 	a->expires_ms = now + timeout_ms;
-	a->next = g->ans[b];
+	if ((a->xnext = g->xans[b]) != NULL)
+		a->xnext->xpprev = &a->xnext;
+	a->xpprev = &g->xans[b];
+	g->xans[b] = a;
+	b = ans_bucket(s, addr);
+	if ((a->next = g->ans[b]) != NULL)
+		a->next->pprev = &a->next;
+	a->pprev = &g->ans[b];
 	g->ans[b] = a;
 	a->snext = s->ans;
 	s->ans = a;
@@ -270,17 +288,25 @@ answered(struct gate *g, struct g_sbx *s, const char *name,
 	bool any = false;
 
 	v4key(daddr, key);
+	if (name != NULL) {
+		for (a = g->xans[xans_bucket(s, key, name)]; a != NULL;
+		    a = a->xnext)
+			if (a->sbx == s && a->family == AF_INET &&
+			    a->proto == IPPROTO_TCP && dport >= a->lo &&
+			    dport <= a->hi && a->expires_ms > now &&
+			    memcmp(a->addr, key, 16) == 0 &&
+			    strcmp(a->name, name) == 0)
+				return true;
+		return false;
+	}
 	for (a = g->ans[ans_bucket(s, key)]; a != NULL; a = a->next) {
 		if (a->sbx != s || a->family != AF_INET ||
 		    a->proto != IPPROTO_TCP || dport < a->lo ||
 		    dport > a->hi || a->expires_ms <= now ||
 		    memcmp(a->addr, key, 16) != 0)
 			continue;
-		if (name == NULL) {
-			fn(arg, a->name);
-			any = true;
-		} else if (strcmp(a->name, name) == 0)
-			return true;
+		fn(arg, a->name);
+		any = true;
 	}
 	return any;
 }
