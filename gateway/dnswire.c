@@ -512,7 +512,8 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 
 		if (d->lfd[2] == -1)
 			break;
-		if (gatew_verdict(d->lfd[2], v->id, v->action) == -1) {
+		if (gatew_verdict(d->lfd[2], d->mcfg.gate_queue, v->id,
+		    v->action) == -1) {
 			if (errno == EINVAL) {
 				violation(d, "a gate verdict that is none");
 				return;
@@ -591,6 +592,35 @@ on_child_up(void *ctx, int fd, pid_t pid)
 	child_sync(d);
 }
 
+/* The gate's queue socket, on the configured queue number. Another
+ * program that holds that number is the usual reason it cannot be bound:
+ * the message says which setting moves the gate out of its way. */
+static int
+open_gate(struct dnsw *d, const struct pol_config *cfg, char *err,
+    size_t errlen)
+{
+	if (cfg->gate_queue > UINT16_MAX) {
+		snprintf(err, errlen, "network.gate_queue %u out of range",
+		    cfg->gate_queue);
+		errno = EINVAL;
+		return -1;
+	}
+	d->mcfg.gate_queue = (uint16_t)cfg->gate_queue;
+	/* The kernel says EPERM for a queue another socket is bound to,
+	 * EBUSY for one that exists already. */
+	if ((d->lfd[2] = fw_gate_open(d->mcfg.gate_queue, err, errlen)) ==
+	    -1 && (errno == EBUSY || errno == EPERM)) {
+		int e = errno;
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " (is another program bound to "
+		    "NFQUEUE %u? network.gate_queue chooses another)",
+		    d->mcfg.gate_queue);
+		errno = e;
+	}
+	return d->lfd[2] == -1 ? -1 : 0;
+}
+
 /* The gate's queue socket is closed with the child that read it: the
  * packets it held and had not answered die with it (they never pass),
  * and the next child starts on a new one. Until then, and if it cannot
@@ -602,7 +632,7 @@ gate_reopen(struct dnsw *d)
 
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
-	if ((d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
+	if ((d->lfd[2] = fw_gate_open(d->mcfg.gate_queue, err,
 	    sizeof(err))) == -1)
 		log_warnx("%s", err);
 }
@@ -706,8 +736,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	d->lfd[0] = d->lfd[1] = d->lfd[2] = -1;
 	if (mcfg_fill(&d->mcfg, &dc, err, errlen) == -1 ||
 	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1 ||
-	    (d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
-	    errlen)) == -1)
+	    open_gate(d, cfg, err, errlen) == -1)
 		goto fail;
 	d->mcfg.gate = 1;
 	(void)dns_fd_port(d->lfd[0], &d->port);

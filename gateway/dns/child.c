@@ -277,7 +277,7 @@ start_gate(struct dnsc *d)
 	gh.verdict = g_verdict;
 	gh.pass = g_pass;
 	gh.ctx = d;
-	if ((d->gate = gate_new(d->loop, d->gfd, &gh)) == NULL) {
+	if ((d->gate = gate_new(d->loop, d->gfd, d->cfg.gate_queue, &gh)) == NULL) {
 		quit(d, 1, "gate: cannot serve the queue");
 		return;
 	}

@@ -106,7 +106,7 @@ struct gate {
 	struct gate_hooks	 h;
 	struct ev_timer		*sweep;
 	uint8_t			*rbuf;
-	uint16_t		 queue;		/* from the packets' res_id */
+	uint16_t		 queue;		/* the configured NFQUEUE number */
 	struct g_flow		*flows[G_FLOW_BUCKETS];
 	struct g_flow		*all;
 	size_t			 nflows, nans;
@@ -728,7 +728,11 @@ msg_cb(const struct nlmsghdr *nlh, void *data)
 	    tb[NFQA_PACKET_HDR] == NULL ||
 	    mnl_attr_get_payload_len(tb[NFQA_PACKET_HDR]) < sizeof(*ph))
 		return MNL_CB_OK;
-	g->queue = ntohs(gm->res_id);
+	if (ntohs(gm->res_id) != g->queue) {
+		log_warnx("gate: a packet of queue %u, not %u", ntohs(gm->res_id),
+		    g->queue);
+		return MNL_CB_OK;
+	}
 	ph = mnl_attr_get_payload(tb[NFQA_PACKET_HDR]);
 	memset(&p, 0, sizeof(p));
 	p.id = ntohl(ph->packet_id);
@@ -785,7 +789,8 @@ on_sweep(struct ev_loop *loop, void *arg)
 }
 
 struct gate *
-gate_new(struct ev_loop *loop, int fd, const struct gate_hooks *hooks)
+gate_new(struct ev_loop *loop, int fd, uint16_t queue,
+    const struct gate_hooks *hooks)
 {
 	struct gate *g;
 
@@ -801,6 +806,7 @@ gate_new(struct ev_loop *loop, int fd, const struct gate_hooks *hooks)
 	}
 	g->loop = loop;
 	g->fd = fd;
+	g->queue = queue;
 	g->h = *hooks;
 	if (ev_add(loop, fd, EV_READ, on_read, g) == -1 ||
 	    (g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) ==

@@ -83,9 +83,11 @@ struct gate_hooks {
 
 struct gate;
 
-/* gate_new: serves the queue socket fd (bound by the parent, fw_gate_open;
- * the gate's now, closed by gate_free) on loop. NULL with errno. */
-struct gate	*gate_new(struct ev_loop *loop, int fd,
+/* gate_new: serves the queue socket fd (bound by the parent to NFQUEUE
+ * queue, fw_gate_open; the gate's now, closed by gate_free) on loop.
+ * Packets that say another queue are not the gate's: they get no
+ * verdict (and so never pass). NULL with errno. */
+struct gate	*gate_new(struct ev_loop *loop, int fd, uint16_t queue,
 		    const struct gate_hooks *hooks);
 /* gate_free: NULL is a no-op. Held packets die with the socket. */
 void		 gate_free(struct gate *g);

@@ -118,6 +118,7 @@ struct msg_dns_config {
 	uint16_t		max_udp_size;
 	uint8_t			no_cache;
 	uint8_t			gate;		/* the gate's queue is fd 6 */
+	uint16_t		gate_queue;	/* its NFQUEUE number */
 	uint32_t		ntap;
 	struct pol_cidr		tap[MSG_TAP_MAX];	/* treat_as_public */
 };

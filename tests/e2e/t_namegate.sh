@@ -41,6 +41,12 @@ printf 'version: 1\nname: ng-b\negress:\n  allow:\n%s\n%s\ndns:\n  min_ttl: 1s\n
       ports: [8443]
       check: tls' >"$POL/ng-b.yaml"
 world_sluiced_config "$E2E_TMP/sluice.yaml" "$POL"
+# Not the default queue number (network.gate_queue): the rules, the
+# parent's reader and the DNS process must all agree on the configured one.
+QNUM=7743
+sed -i "s/^  bridge_port: .*/&\n  gate_queue: $QNUM/" "$E2E_TMP/sluice.yaml"
+grep -q "^  gate_queue: $QNUM\$" "$E2E_TMP/sluice.yaml" ||
+    { not_ok "a config with gate_queue $QNUM"; finish; }
 world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "sluiced starts"; finish; }
 PARENT=$_WORLD_SLUICED_PID
 DB=$WORLD_DIR/state/audit.db
@@ -93,6 +99,12 @@ refused() {
 }
 
 check_eq "A resolves pkg.example.com" "$WORLD_PKG" "$(q "$A" pkg.example.com)"
+# The kernel's list of bound queues (per network namespace): the gate's
+# reader is on the configured number, and nothing is on the default one.
+qbound() { world_host awk -v q="$1" '$1 == q { f = 1 } END { exit !f }' \
+    /proc/net/netfilter/nfnetlink_queue 2>/dev/null; }
+check "the gate reads NFQUEUE $QNUM (network.gate_queue)" qbound "$QNUM"
+check_fails "and not the default 7741" qbound 7741
 
 # ---------------------------------------------------------------- allowed
 ng "$A" tls 8443 pkg.example.com
