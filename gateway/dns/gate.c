@@ -96,6 +96,7 @@ struct g_sbx {
 	char		 id[33];
 	struct g_ans	*ans;
 	size_t		 nans, nflows;
+	uint64_t	 min_exp;	/* no answer expires before (0: unknown) */
 	uint64_t	 ev_sec;
 	uint32_t	 ev_count, suppressed;
 };
@@ -174,14 +175,22 @@ ans_unlink(struct gate *g, struct g_ans *a)
 	a->sbx->nans--;
 }
 
-/* The sandbox's expired answers go (at its bound, before a new one). */
+/* The sandbox's expired answers go (at its bound, before a new one).
+ * A sandbox at its bound with nothing expired would otherwise walk all
+ * its answers for every new one: the walk waits until the earliest
+ * expiry it found has passed. */
 static void
 ans_prune(struct gate *g, struct g_sbx *s, uint64_t now)
 {
 	struct g_ans **pp = &s->ans, *a;
+	uint64_t min = UINT64_MAX;
 
+	if (s->min_exp > now)
+		return;
 	while ((a = *pp) != NULL) {
 		if (a->expires_ms > now) {
+			if (a->expires_ms < min)
+				min = a->expires_ms;
 			pp = &a->snext;
 			continue;
 		}
@@ -190,6 +199,7 @@ ans_prune(struct gate *g, struct g_sbx *s, uint64_t now)
 		free(a->name);
 		free(a);
 	}
+	s->min_exp = min;
 }
 
 static void
@@ -231,6 +241,8 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 		    a->lo == lo && a->hi == hi &&
 		    memcmp(a->addr, addr, 16) == 0 && strcmp(a->name, n) == 0) {
 			a->expires_ms = now + timeout_ms;
+			if (a->expires_ms < s->min_exp)
+				s->min_exp = a->expires_ms;
 			return 0;
 		}
 	if (s->nans >= GATE_ANSWERS_PER_SBX)
@@ -251,6 +263,8 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	a->hi = hi;
 	memcpy(a->addr, addr, 16);
 	a->expires_ms = now + timeout_ms;
+	if (a->expires_ms < s->min_exp)
+		s->min_exp = a->expires_ms;
 	if ((a->xnext = g->xans[b]) != NULL)
 		a->xnext->xpprev = &a->xnext;
 	a->xpprev = &g->xans[b];
