@@ -41,6 +41,7 @@
 #include "gateway/privsep/proc.h"
 
 #define DNSC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
+#define DNSC_PROBES	64u	/* HTTPS lookups the gate asked for, to start */
 
 struct dnsc {
 	struct ev_loop		*loop;
@@ -59,6 +60,9 @@ struct dnsc {
 	size_t			 evlen;		/* its bytes so far */
 	uint32_t		 nev;		/* its records */
 	struct ev_timer		*evflush;	/* its send at the turn's end */
+	char			 probe[DNSC_PROBES][256];	/* to look up */
+	size_t			 nprobe;
+	struct ev_timer		*probe_t;	/* starts them after the turn */
 	uint64_t		 lost;
 	int			 status;	/* exit status */
 };
@@ -98,6 +102,42 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	return 0;
 }
 
+/* The HTTPS lookups the gate wants start once the proxy's turn is over
+ * (the learn hook runs inside it). */
+static void
+on_probes(struct ev_loop *loop, void *arg)
+{
+	struct dnsc *d = arg;
+	size_t i, n = d->nprobe;
+
+	(void)loop;
+	d->probe_t = NULL;
+	d->nprobe = 0;
+	for (i = 0; i < n; i++)
+		if (dns_probe_https(d->proxy, d->probe[i]) == -1)
+			gate_ech_done(d->gate, d->probe[i], -1, NULL, 0);
+}
+
+static void
+probe_later(struct dnsc *d, const char *name)
+{
+	if (d->nprobe == DNSC_PROBES || (d->probe_t == NULL &&
+	    (d->probe_t = ev_defer(d->loop, on_probes, d)) == NULL)) {
+		gate_ech_done(d->gate, name, -1, NULL, 0);
+		return;
+	}
+	snprintf(d->probe[d->nprobe++], sizeof(d->probe[0]), "%s", name);
+}
+
+static void
+h_https(void *ctx, const char *name, int status, const struct ech_set *set,
+    uint32_t ttl_s)
+{
+	struct dnsc *d = ctx;
+
+	gate_ech_done(d->gate, name, status, set, ttl_s);
+}
+
 static int
 h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
     char *err, size_t errlen)
@@ -125,6 +165,9 @@ h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
 		    e[i].addr, e[i].proto, e[i].port_lo, e[i].port_hi,
 		    e[i].timeout_ms) == -1 && errno != ENOSPC)
 			log_warn("gate: an answer not kept");
+		else if (d->gate != NULL && e[i].name != NULL &&
+		    gate_ech_want(d->gate, e[i].ifname, e[i].name))
+			probe_later(d, e[i].name);
 	}
 	v[0].iov_base = &m;
 	v[0].iov_len = sizeof(m);
@@ -385,6 +428,7 @@ start_proxy(struct dnsc *d)
 	h.lookup = h_lookup;
 	h.learn = h_learn;
 	h.record = h_record;
+	h.https = h_https;
 	h.ctx = d;
 	d->ufd = d->tfd = -1;	/* the proxy's now, whatever happens */
 	if ((d->proxy = dns_new(d->loop, &dc, &h, err, sizeof(err))) ==
@@ -536,6 +580,8 @@ dns_child_main(int argc, char **argv)
 	if (d->gfd != -1 && d->cfg.gate)
 		close(d->gfd);
 	chan_free(d->ch);
+	ev_timer_cancel(d->loop, d->evflush);
+	ev_timer_cancel(d->loop, d->probe_t);
 	ev_timer_cancel(d->loop, d->old_free);
 	pol_set_free(d->old);
 	pol_set_free(d->set);

@@ -35,6 +35,7 @@
 #include <libmnl/libmnl.h>
 
 #include "gateway/dns/gate.h"
+#include "gateway/dns/gate_ech.h"
 #include "gateway/dns/peek.h"
 #include "gateway/log.h"
 
@@ -77,6 +78,7 @@ struct g_flow {
 	uint32_t	 start, next_seq;	/* ISN + 1, and what comes next */
 	uint64_t	 syn_ms, data_ms;	/* data_ms 0: nothing held yet */
 	unsigned	 checks;		/* 1 << enum pol_check */
+	bool		 ech_wait;		/* its ECH waits for a lookup */
 	uint8_t		*buf;
 	size_t		 blen;
 	uint32_t	 held[G_HELD_MAX];
@@ -114,6 +116,7 @@ struct gate {
 	struct g_ans		*ans[G_ANS_BUCKETS];	/* by sandbox, address */
 	struct g_ans		*xans[G_ANS_BUCKETS];	/* ... and name */
 	struct g_sbx		*sbx[G_SBX_BUCKETS];
+	struct gech		*ech;		/* what names publish for ECH */
 };
 
 static uint32_t
@@ -482,6 +485,79 @@ judge_name(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
 		decide(g, f, false, POL_REASON_NAME_MISMATCH, name);
 }
 
+/*
+ * An encrypted_client_hello. Real ECH hides the name the server reads
+ * (the inner ClientHello's), so it is refused; GREASE ECH (what clients
+ * send when they have no config) leaves the outer server_name the real
+ * one, judged as usual. The two differ only in whether the config id
+ * and suite name a config the server publishes, so the gate asks what
+ * the names this sandbox was answered at the flow's address publish
+ * (their HTTPS records, looked up by the DNS process as it answered):
+ *   - a match, or a name whose configs are unknown (over a bound, the
+ *     lookup failed, more configs than kept): refused, reason ech;
+ *   - a lookup still pending: the flow waits (within GATE_HOLD_MS);
+ *   - none: GREASE, and the outer server_name decides.
+ * What remains: a config the server accepts that its names do not
+ * publish (an old one still honoured, one handed out of band) passes as
+ * GREASE; its outer server_name must still be a name this sandbox was
+ * answered at this address and its policy allows, so the flow reaches
+ * only a server that the sandbox may reach, but the name inside, which
+ * the server acts on, is not read.
+ */
+struct ech_ctx {
+	struct gate		*g;
+	const struct peek_out	*o;
+	bool			 real, wait;
+};
+
+static void
+ech_name(void *arg, const char *name)
+{
+	struct ech_ctx *c = arg;
+	const struct ech_set *set;
+
+	switch (gech_get(c->g->ech, name, ev_now_ms(), &set)) {
+	case GECH_PENDING:
+		c->wait = true;
+		break;
+	case GECH_KNOWN:
+		if (set != NULL && (set->more || ech_match(set,
+		    c->o->ech_config_id, c->o->ech_kdf, c->o->ech_aead)))
+			c->real = true;
+		break;
+	case GECH_UNKNOWN:
+	case GECH_FAILED:
+	default:
+		c->real = true;
+		break;
+	}
+}
+
+static void
+judge_ech(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
+    const struct peek_out *o)
+{
+	struct ech_ctx c = { g, o, false, false };
+
+	f->ech_wait = false;
+	if (o->ech_outer)
+		(void)answered(g, f->sbx, NULL, f->daddr, f->dport, ech_name,
+		    &c);
+	if (!o->ech_outer || c.real) {
+		decide(g, f, false, POL_REASON_ECH, o->name);
+		return;
+	}
+	if (c.wait) {
+		f->ech_wait = true;
+		return;
+	}
+	if (o->name[0] == '\0') {
+		decide(g, f, false, POL_REASON_NO_NAME, NULL);
+		return;
+	}
+	judge_name(g, f, sb, POL_CHECK_TLS, o->name);
+}
+
 /* What f's bytes so far say, read as the port's check would. */
 static void
 judge(struct gate *g, struct g_flow *f, const struct gate_sbx *sb)
@@ -508,7 +584,7 @@ judge(struct gate *g, struct g_flow *f, const struct gate_sbx *sb)
 		    o.name);
 		return;
 	case PEEK_ECH:
-		decide(g, f, false, POL_REASON_ECH, o.name);
+		judge_ech(g, f, sb, &o);
 		return;
 	case PEEK_NO_NAME:
 		decide(g, f, false, POL_REASON_NO_NAME, NULL);
@@ -779,6 +855,44 @@ on_read(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 }
 
+bool
+gate_ech_want(struct gate *g, const char *ifname, const char *name)
+{
+	char n[PEEK_NAME_MAX];
+
+	if (g == NULL || ifname == NULL || name == NULL)
+		return false;
+	lower(n, name, sizeof(n));
+	return gech_want(g->ech, ifname, n, ev_now_ms());
+}
+
+void
+gate_ech_done(struct gate *g, const char *name, int status,
+    const struct ech_set *set, uint32_t ttl_s)
+{
+	char n[PEEK_NAME_MAX];
+	struct gate_sbx sb;
+	struct g_flow *f, *nx;
+
+	if (g == NULL || name == NULL)
+		return;
+	lower(n, name, sizeof(n));
+	if (gech_done(g->ech, n, status, set, ttl_s, ev_now_ms()) == 0)
+		return;
+	/* Every flow that waited on a lookup is judged again: few wait, and
+	 * one may have waited on this name among others. */
+	for (f = g->all; f != NULL; f = nx) {
+		nx = f->lnext;
+		if (f->decided || !f->ech_wait)
+			continue;
+		if (g->h.lookup(g->h.ctx, f->saddr, &sb) == -1) {
+			decide(g, f, false, POL_REASON_SANDBOX_GONE, NULL);
+			continue;
+		}
+		judge(g, f, &sb);
+	}
+}
+
 /* Flows past their bounds: data held 2 s without a name is refused, a
  * flow that never sent data after its SYN forgotten. */
 static void
@@ -793,11 +907,19 @@ on_sweep(struct ev_loop *loop, void *arg)
 		if (f->decided) {
 			if (now - f->decided_ms >= GATE_HOLD_MS)
 				flow_free(g, f);
+		} else if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS &&
+		    f->ech_wait) {
+			/* Its ECH's lookup did not end in time: unknown. */
+			struct peek_out o;
+
+			(void)peek_tls(f->buf, f->blen, &o);
+			decide(g, f, false, POL_REASON_ECH, o.name);
 		} else if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS)
 			decide(g, f, false, POL_REASON_NO_NAME, NULL);
 		else if (f->data_ms == 0 && now - f->syn_ms >= GATE_IDLE_MS)
 			flow_free(g, f);
 	}
+	gech_sweep(g->ech, now);
 	if ((g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) == NULL)
 		log_warn("gate: sweep timer");
 }
@@ -822,12 +944,14 @@ gate_new(struct ev_loop *loop, int fd, uint16_t queue,
 	g->fd = fd;
 	g->queue = queue;
 	g->h = *hooks;
-	if (ev_add(loop, fd, EV_READ, on_read, g) == -1 ||
+	if ((g->ech = gech_new()) == NULL ||
+	    ev_add(loop, fd, EV_READ, on_read, g) == -1 ||
 	    (g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) ==
 	    NULL) {
 		int e = errno;
 
 		ev_del(loop, fd);
+		gech_free(g->ech);
 		free(g->rbuf);
 		free(g);
 		errno = e;
@@ -887,6 +1011,7 @@ gate_free(struct gate *g)
 	ev_timer_cancel(g->loop, g->sweep);
 	ev_del(g->loop, g->fd);
 	close(g->fd);
+	gech_free(g->ech);
 	free(g->rbuf);
 	free(g);
 }

@@ -102,4 +102,21 @@ int		 gate_learn(struct gate *g, const char *ifname, const char *name,
 /* gate_forget: everything remembered for link ifname (its sandbox went). */
 void		 gate_forget(struct gate *g, const char *ifname);
 
+struct ech_set;
+/*
+ * gate_ech_want: name was just answered to the sandbox of link ifname:
+ * true when the gate wants to know the ECH configs it publishes (its
+ * HTTPS records), and then waits for gate_ech_done with name. false when
+ * it knows them, waits already, or a bound (per sandbox, in all) stops
+ * it: a name the gate knows nothing of has its ECH ClientHellos refused.
+ */
+bool		 gate_ech_want(struct gate *g, const char *ifname,
+		    const char *name);
+/* gate_ech_done: the lookup gate_ech_want asked for ended: status 0 with
+ * set (what name publishes; NULL or empty for none) and ttl_s, or -1
+ * when it failed or the records were malformed. The flows whose ECH
+ * ClientHello waited for it are judged now. */
+void		 gate_ech_done(struct gate *g, const char *name, int status,
+		    const struct ech_set *set, uint32_t ttl_s);
+
 #endif /* SLUICE_GATEWAY_DNS_GATE_H */

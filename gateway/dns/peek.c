@@ -125,6 +125,26 @@ sni(struct cur e, struct peek_out *o)
 	return PEEK_NAME;
 }
 
+/* An encrypted_client_hello extension's body: of type outer (0), it is
+ * cipher_suite(kdf 2, aead 2), config_id(1), enc<0..2^16-1> and
+ * payload<1..2^16-1>, and nothing after. Anything else leaves ech_outer
+ * false (the gate refuses it as a real ECH). */
+static void
+ech_outer(struct cur c, struct peek_out *o)
+{
+	unsigned type, kdf, aead, id, n;
+
+	if (!u8(&c, &type) || type != 0 || !u16(&c, &kdf) ||
+	    !u16(&c, &aead) || !u8(&c, &id) || !u16(&c, &n) ||
+	    !take(&c, n, NULL) || !u16(&c, &n) || n == 0 ||
+	    !take(&c, n, NULL) || c.n != 0)
+		return;
+	o->ech_outer = true;
+	o->ech_config_id = (uint8_t)id;
+	o->ech_kdf = (uint16_t)kdf;
+	o->ech_aead = (uint16_t)aead;
+}
+
 /* The ClientHello body (after its 4-byte handshake header), whole. */
 static enum peek_result
 client_hello(struct cur c, struct peek_out *o)
@@ -132,7 +152,7 @@ client_hello(struct cur c, struct peek_out *o)
 	static uint8_t	 seen[65536 / 8];
 	const uint8_t	*ep;
 	unsigned	 k, elen, type, len;
-	bool		 have_name = false, ech = false;
+	bool		 have_name = false, ech = false, old_ech = false;
 	enum peek_result r;
 	struct cur	 ext;
 
@@ -161,10 +181,18 @@ client_hello(struct cur c, struct peek_out *o)
 			if ((r = sni(ext, o)) != PEEK_NAME)
 				return r;
 			have_name = true;
-		} else if (type == EXT_ECH || type == EXT_ESNI ||
-		    (type >= 0xfe08u && type < EXT_ECH))
+		} else if (type == EXT_ECH) {
+			ext.p = ep;
+			ext.n = len;
+			ech_outer(ext, o);
 			ech = true;
+		} else if (type == EXT_ESNI ||
+		    (type >= 0xfe08u && type < EXT_ECH))
+			ech = old_ech = true;
 	}
+	/* Beside a predecessor, an outer extension proves nothing. */
+	if (old_ech)
+		o->ech_outer = false;
 	if (ech) {
 		if (!have_name)
 			o->name[0] = '\0';
