@@ -10,46 +10,8 @@
  */
 #include <string.h>
 
+#include "gateway/dns/cur.h"
 #include "gateway/dns/ech.h"
-
-struct cur {
-	const uint8_t	*p;
-	size_t		 n;
-};
-
-static bool
-take(struct cur *c, size_t n, const uint8_t **out)
-{
-	if (c->n < n)
-		return false;
-	if (out != NULL)
-		*out = c->p;
-	c->p += n;
-	c->n -= n;
-	return true;
-}
-
-static bool
-u8(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 1, &p))
-		return false;
-	*v = p[0];
-	return true;
-}
-
-static bool
-u16(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 2, &p))
-		return false;
-	*v = (unsigned)p[0] << 8 | p[1];
-	return true;
-}
 
 /* A length-prefixed field (prefix of w bytes) as its own cursor. */
 static bool
@@ -57,10 +19,10 @@ vec(struct cur *c, unsigned w, struct cur *out)
 {
 	unsigned n;
 
-	if (!(w == 1 ? u8(c, &n) : u16(c, &n)))
+	if (!(w == 1 ? cur_u8(c, &n) : cur_u16(c, &n)))
 		return false;
 	out->n = n;
-	return take(c, n, &out->p);
+	return cur_take(c, n, &out->p);
 }
 
 /* One ECHConfigContents, whole. */
@@ -72,9 +34,9 @@ contents(struct cur c, struct ech_set *out)
 	unsigned id, kem, kdf = 0, aead = 0, maxlen;
 
 	memset(&cf, 0, sizeof(cf));
-	if (!u8(&c, &id) || !u16(&c, &kem) || !vec(&c, 2, &key) ||
+	if (!cur_u8(&c, &id) || !cur_u16(&c, &kem) || !vec(&c, 2, &key) ||
 	    key.n == 0 || !vec(&c, 2, &suites) || suites.n == 0 ||
-	    suites.n % 4 != 0 || !u8(&c, &maxlen) || !vec(&c, 1, &name) ||
+	    suites.n % 4 != 0 || !cur_u8(&c, &maxlen) || !vec(&c, 1, &name) ||
 	    name.n == 0 || memchr(name.p, '\0', name.n) != NULL ||
 	    !vec(&c, 2, &exts) || c.n != 0)
 		return -1;
@@ -82,8 +44,8 @@ contents(struct cur c, struct ech_set *out)
 	cf.config_id = (uint8_t)id;
 	cf.kem = (uint16_t)kem;
 	while (suites.n > 0) {
-		(void)u16(&suites, &kdf);
-		(void)u16(&suites, &aead);
+		(void)cur_u16(&suites, &kdf);
+		(void)cur_u16(&suites, &aead);
 		if (cf.nsuites == ECH_SUITES_MAX) {
 			cf.more_suites = true;
 			continue;
@@ -110,7 +72,7 @@ ech_config_list(const uint8_t *b, size_t len, struct ech_set *out)
 	if (b == NULL || !vec(&c, 2, &list) || c.n != 0 || list.n == 0)
 		return -1;
 	while (list.n > 0) {
-		if (!u16(&list, &version) || !vec(&list, 2, &body))
+		if (!cur_u16(&list, &version) || !vec(&list, 2, &body))
 			return -1;
 		/* Another version is another layout: a client that knows it
 		 * may use it, so the list is read on, the config skipped. */
@@ -130,7 +92,7 @@ dname(struct cur *c)
 	size_t total = 0;
 
 	for (;;) {
-		if (!u8(c, &l) || (l & 0xc0) != 0 || !take(c, l, NULL))
+		if (!cur_u8(c, &l) || (l & 0xc0) != 0 || !cur_take(c, l, NULL))
 			return false;
 		total += l + 1;
 		if (total > 255)
@@ -147,13 +109,14 @@ ech_svcb_rdata(const uint8_t *b, size_t len, struct ech_set *out)
 	unsigned prio, key;
 	long last = -1;
 
-	if (b == NULL || !u16(&c, &prio) || !dname(&c))
+	if (b == NULL || !cur_u16(&c, &prio) || !dname(&c))
 		return -1;
 	/* AliasMode: the name points elsewhere, and carries no params. */
 	if (prio == 0)
 		return c.n == 0 ? 0 : -1;
 	while (c.n > 0) {
-		if (!u16(&c, &key) || !vec(&c, 2, &val) || (long)key <= last)
+		if (!cur_u16(&c, &key) || !vec(&c, 2, &val) ||
+		    (long)key <= last)
 			return -1;
 		last = (long)key;
 		if (key == ECH_PARAM_KEY &&

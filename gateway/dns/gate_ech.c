@@ -188,16 +188,18 @@ gech_done(struct gech *e, const char *name, int status,
 		owner_release(e, o);
 	}
 	e->pending--;
-	/* No memory for the configs is a failure: unknown, so refused. */
-	if (status == 0 && set != NULL && set->n > 0 &&
-	    (copy = malloc(sizeof(*copy))) == NULL)
-		status = -1;
 	free(x->set);
 	x->set = NULL;
-	if (status == 0) {
-		if (copy != NULL)
+	/* No memory for the configs is a failure: unknown, so refused. */
+	if (status == 0 && set != NULL && set->n > 0) {
+		if ((copy = malloc(sizeof(*copy))) == NULL)
+			status = -1;
+		else {
 			*copy = *set;
-		x->set = copy;
+			x->set = copy;
+		}
+	}
+	if (status == 0) {
 		if (ttl_s < GECH_TTL_MIN_S)
 			ttl_s = GECH_TTL_MIN_S;
 		if (ttl_s > GECH_TTL_MAX_S)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gateway/dns/cur.h"
 #include "gateway/dns/peek.h"
 
 #define TLS_HANDSHAKE	22
@@ -67,45 +68,6 @@ name_copy(struct peek_out *o, const uint8_t *s, size_t n, bool trail_ok)
 
 /* --------------------------------------------------------------- TLS */
 
-struct cur {
-	const uint8_t	*p;
-	size_t		 n;
-};
-
-static bool
-take(struct cur *c, size_t k, const uint8_t **out)
-{
-	if (c->n < k)
-		return false;
-	if (out != NULL)
-		*out = c->p;
-	c->p += k;
-	c->n -= k;
-	return true;
-}
-
-static bool
-u8(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 1, &p))
-		return false;
-	*v = p[0];
-	return true;
-}
-
-static bool
-u16(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 2, &p))
-		return false;
-	*v = (unsigned)p[0] << 8 | p[1];
-	return true;
-}
-
 /* The server_name extension's body: exactly one host_name entry. */
 static enum peek_result
 sni(struct cur e, struct peek_out *o)
@@ -113,10 +75,10 @@ sni(struct cur e, struct peek_out *o)
 	unsigned	 list, type, nlen;
 	const uint8_t	*name;
 
-	if (!u16(&e, &list) || list != e.n || list == 0)
+	if (!cur_u16(&e, &list) || list != e.n || list == 0)
 		return bad(o, PEEK_MALFORMED, "server_name list length");
-	if (!u8(&e, &type) || type != 0 || !u16(&e, &nlen) ||
-	    !take(&e, nlen, &name))
+	if (!cur_u8(&e, &type) || type != 0 || !cur_u16(&e, &nlen) ||
+	    !cur_take(&e, nlen, &name))
 		return bad(o, PEEK_MALFORMED, "server_name entry");
 	if (e.n != 0)
 		return bad(o, PEEK_MALFORMED, "more than one server_name");
@@ -134,10 +96,10 @@ ech_outer(struct cur c, struct peek_out *o)
 {
 	unsigned type, kdf, aead, id, n;
 
-	if (!u8(&c, &type) || type != 0 || !u16(&c, &kdf) ||
-	    !u16(&c, &aead) || !u8(&c, &id) || !u16(&c, &n) ||
-	    !take(&c, n, NULL) || !u16(&c, &n) || n == 0 ||
-	    !take(&c, n, NULL) || c.n != 0)
+	if (!cur_u8(&c, &type) || type != 0 || !cur_u16(&c, &kdf) ||
+	    !cur_u16(&c, &aead) || !cur_u8(&c, &id) || !cur_u16(&c, &n) ||
+	    !cur_take(&c, n, NULL) || !cur_u16(&c, &n) || n == 0 ||
+	    !cur_take(&c, n, NULL) || c.n != 0)
 		return;
 	o->ech_outer = true;
 	o->ech_config_id = (uint8_t)id;
@@ -156,20 +118,21 @@ client_hello(struct cur c, struct peek_out *o)
 	enum peek_result r;
 	struct cur	 ext;
 
-	if (!take(&c, 2 + 32, NULL) || !u8(&c, &k) || k > 32 ||
-	    !take(&c, k, NULL))
+	if (!cur_take(&c, 2 + 32, NULL) || !cur_u8(&c, &k) || k > 32 ||
+	    !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "ClientHello header");
-	if (!u16(&c, &k) || k < 2 || k % 2 != 0 || !take(&c, k, NULL))
+	if (!cur_u16(&c, &k) || k < 2 || k % 2 != 0 || !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "cipher suites");
-	if (!u8(&c, &k) || k < 1 || !take(&c, k, NULL))
+	if (!cur_u8(&c, &k) || k < 1 || !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "compression methods");
 	if (c.n == 0)
 		return bad(o, PEEK_NO_NAME, "no extensions");
-	if (!u16(&c, &elen) || elen != c.n)
+	if (!cur_u16(&c, &elen) || elen != c.n)
 		return bad(o, PEEK_MALFORMED, "extensions length");
 	memset(seen, 0, sizeof(seen));
 	while (c.n > 0) {
-		if (!u16(&c, &type) || !u16(&c, &len) || !take(&c, len, &ep))
+		if (!cur_u16(&c, &type) || !cur_u16(&c, &len) ||
+		    !cur_take(&c, len, &ep))
 			return bad(o, PEEK_MALFORMED, "extension length");
 		/* A server takes one of each; which one is its choice. */
 		if (seen[type / 8] & (1u << (type % 8)))
