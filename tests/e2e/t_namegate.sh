@@ -142,9 +142,9 @@ check "and the server read it" seen "$PORT_USED"
 ng "$A" ech 8443 pkg.example.com
 check_eq "ECH with a config id pkg.example.com does not publish passes as GREASE" \
     bytes "$OUT"
-ng "$A" grease 8443 other.example.net
+ng "$A" grease 8443 grease.example.net
 refused "GREASE ECH with another name's outer server_name" name_mismatch \
-    other.example.net
+    grease.example.net
 check_eq "A resolves ech.example.com (the same address)" "$WORLD_PKG" \
     "$(q "$A" ech.example.com)"
 ng "$A" ech 8443 ech.example.com
