@@ -102,28 +102,36 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 	return 0;
 }
 
-/* The HTTPS lookups the gate wants start once the proxy's turn is over
- * (the learn hook runs inside it). */
+/* The HTTPS lookups the gate asks for start after the gate's own turn:
+ * their end (which may come at once, on a failure) judges flows again,
+ * which must not happen inside the judging that asked. */
 static void
 on_probes(struct ev_loop *loop, void *arg)
 {
 	struct dnsc *d = arg;
+	char names[DNSC_PROBES][256];
 	size_t i, n = d->nprobe;
 
 	(void)loop;
 	d->probe_t = NULL;
+	memcpy(names, d->probe, n * sizeof(names[0]));
 	d->nprobe = 0;
 	for (i = 0; i < n; i++)
-		if (dns_probe_https(d->proxy, d->probe[i]) == -1)
-			gate_ech_done(d->gate, d->probe[i], -1, NULL, 0);
+		if (dns_probe_https(d->proxy, names[i]) == -1)
+			gate_ech_done(d->gate, names[i], -1, NULL, 0);
 }
 
+/* The gate keeps at most DNSC_PROBES lookups pending (gate_ech.h), so
+ * the list has room; without memory for the deferral the lookup stays
+ * pending, and the flows that wait for it are refused at their bound. */
 static void
-probe_later(struct dnsc *d, const char *name)
+g_ech_lookup(void *ctx, const char *name)
 {
+	struct dnsc *d = ctx;
+
 	if (d->nprobe == DNSC_PROBES || (d->probe_t == NULL &&
 	    (d->probe_t = ev_defer(d->loop, on_probes, d)) == NULL)) {
-		gate_ech_done(d->gate, name, -1, NULL, 0);
+		log_warnx("gate: an HTTPS lookup not started");
 		return;
 	}
 	snprintf(d->probe[d->nprobe++], sizeof(d->probe[0]), "%s", name);
@@ -165,9 +173,6 @@ h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
 		    e[i].addr, e[i].proto, e[i].port_lo, e[i].port_hi,
 		    e[i].timeout_ms) == -1 && errno != ENOSPC)
 			log_warn("gate: an answer not kept");
-		else if (d->gate != NULL && e[i].name != NULL &&
-		    gate_ech_want(d->gate, e[i].ifname, e[i].name))
-			probe_later(d, e[i].name);
 	}
 	v[0].iov_base = &m;
 	v[0].iov_len = sizeof(m);
@@ -319,6 +324,7 @@ start_gate(struct dnsc *d)
 	gh.deny = g_deny;
 	gh.verdict = g_verdict;
 	gh.pass = g_pass;
+	gh.ech_lookup = g_ech_lookup;
 	gh.ctx = d;
 	if ((d->gate = gate_new(d->loop, d->gfd, d->cfg.gate_queue, &gh)) == NULL) {
 		quit(d, 1, "gate: cannot serve the queue");

@@ -492,7 +492,8 @@ judge_name(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
  * one, judged as usual. The two differ only in whether the config id
  * and suite name a config the server publishes, so the gate asks what
  * the names this sandbox was answered at the flow's address publish
- * (their HTTPS records, looked up by the DNS process as it answered):
+ * (their HTTPS records, which the DNS process looks up at the first ECH
+ * ClientHello that needs them, and keeps for their TTL):
  *   - a match, or a name whose configs are unknown (over a bound, the
  *     lookup failed, more configs than kept): refused, reason ech;
  *   - a lookup still pending: the flow waits (within GATE_HOLD_MS);
@@ -506,6 +507,7 @@ judge_name(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
  */
 struct ech_ctx {
 	struct gate		*g;
+	const struct g_sbx	*s;
 	const struct peek_out	*o;
 	bool			 real, wait;
 };
@@ -514,9 +516,12 @@ static void
 ech_name(void *arg, const char *name)
 {
 	struct ech_ctx *c = arg;
+	struct gate *g = c->g;
 	const struct ech_set *set;
+	uint64_t now = ev_now_ms();
+	enum gech_state st = gech_get(g->ech, name, now, &set);
 
-	switch (gech_get(c->g->ech, name, ev_now_ms(), &set)) {
+	switch (st) {
 	case GECH_PENDING:
 		c->wait = true;
 		break;
@@ -526,18 +531,32 @@ ech_name(void *arg, const char *name)
 			c->real = true;
 		break;
 	case GECH_UNKNOWN:
+		/* Looked up at the first ECH that needs it: the DNS path
+		 * pays nothing for names no ECH ClientHello goes to. Over
+		 * a bound, unknown stays unknown. */
+		if (g->h.ech_lookup != NULL &&
+		    gech_want(g->ech, c->s->ifname, name, now)) {
+			g->h.ech_lookup(g->h.ctx, name);
+			c->wait = true;
+		} else
+			c->real = true;
+		break;
 	case GECH_FAILED:
 	default:
 		c->real = true;
 		break;
 	}
+	/* An expired entry is used while its refresh is looked up. */
+	if (st == GECH_KNOWN && g->h.ech_lookup != NULL &&
+	    gech_want(g->ech, c->s->ifname, name, now))
+		g->h.ech_lookup(g->h.ctx, name);
 }
 
 static void
 judge_ech(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
     const struct peek_out *o)
 {
-	struct ech_ctx c = { g, o, false, false };
+	struct ech_ctx c = { g, f->sbx, o, false, false };
 
 	f->ech_wait = false;
 	if (o->ech_outer)
@@ -853,17 +872,6 @@ on_read(struct ev_loop *loop, int fd, unsigned events, void *arg)
 		}
 		(void)mnl_cb_run(g->rbuf, (size_t)n, 0, 0, msg_cb, g);
 	}
-}
-
-bool
-gate_ech_want(struct gate *g, const char *ifname, const char *name)
-{
-	char n[PEEK_NAME_MAX];
-
-	if (g == NULL || ifname == NULL || name == NULL)
-		return false;
-	lower(n, name, sizeof(n));
-	return gech_want(g->ech, ifname, n, ev_now_ms());
 }
 
 void

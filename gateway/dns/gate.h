@@ -78,6 +78,11 @@ struct gate_hooks {
 		    const char *name);
 	/* A flow was refused (within the per-sandbox rate). */
 	void	(*deny)(void *ctx, const struct gate_event *ev);
+	/* Look up the ECH configs name publishes (its HTTPS records) and
+	 * tell gate_ech_done; asked for the first ECH ClientHello to an
+	 * address answered for name. NULL: never asked, such ClientHellos
+	 * are refused. */
+	void	(*ech_lookup)(void *ctx, const char *name);
 	void	*ctx;
 };
 
@@ -103,16 +108,8 @@ int		 gate_learn(struct gate *g, const char *ifname, const char *name,
 void		 gate_forget(struct gate *g, const char *ifname);
 
 struct ech_set;
-/*
- * gate_ech_want: name was just answered to the sandbox of link ifname:
- * true when the gate wants to know the ECH configs it publishes (its
- * HTTPS records), and then waits for gate_ech_done with name. false when
- * it knows them, waits already, or a bound (per sandbox, in all) stops
- * it: a name the gate knows nothing of has its ECH ClientHellos refused.
- */
-bool		 gate_ech_want(struct gate *g, const char *ifname,
-		    const char *name);
-/* gate_ech_done: the lookup gate_ech_want asked for ended: status 0 with
+/* gate_ech_done: the lookup the ech_lookup hook was asked for ended:
+ * status 0 with
  * set (what name publishes; NULL or empty for none) and ttl_s, or -1
  * when it failed or the records were malformed. The flows whose ECH
  * ClientHello waited for it are judged now. */

@@ -1,7 +1,8 @@
 /*
  * gate_ech: what the name gate knows of the ECH configs each name
- * publishes (its HTTPS records, looked up by the DNS process when it
- * answers the name's addresses to a sandbox). Internal to the gate
+ * publishes (its HTTPS records, looked up by the DNS process when an ECH
+ * ClientHello goes to an address answered for the name). Internal to
+ * the gate
  * (gateway/dns/gate.c), which asks it whether an encrypted_client_hello
  * names a real config.
  *
@@ -42,8 +43,8 @@ struct gech;
 struct gech	*gech_new(void);
 void		 gech_free(struct gech *e);
 /*
- * gech_want: name (lower case) was answered to the sandbox of link owner
- * at now: true when a lookup should start (the entry is then pending,
+ * gech_want: an ECH ClientHello of the sandbox of link owner needs what
+ * name (lower case) publishes, at now: true when a lookup should start (the entry is then pending,
  * until gech_done): the name is not known, or its entry expired, and no
  * bound stops it.
  */

@@ -1,6 +1,7 @@
 /*
  * probe.c: lookups the proxy makes on its own, for the name gate: the
- * HTTPS records of a name it has just answered to a sandbox, whose `ech`
+ * HTTPS records of a name it answered to a sandbox that now sends an ECH
+ * ClientHello to one of the name's addresses, whose `ech`
  * param says which ECH configs the name's servers take (gateway/dns/
  * ech.h). A sandbox's own HTTPS questions are answered NODATA by default
  * (clients then have no configs); the gate still needs to know what a

@@ -331,8 +331,9 @@ struct msg_gate_pass {
 /*
  * msg_check: whether a payload of len bytes may be a message of type going
  * in direction dir (the type is in the enum, flows that way, and len is
- * its size, or within its bounds for MSG_LEARN and MSG_POLICY_DATA). 0, or
- * -1 with errno EPROTO. It looks at sizes only; the payload's own checks
+ * its size, or within its bounds for the messages of variable length:
+ * MSG_LEARN, MSG_DNS_EVENTS, MSG_POLICY_DATA...). 0, or -1 with errno
+ * EPROTO. It looks at sizes only; the payload's own checks
  * follow (msg_sbx_ok, msg_learn_ok, msg_dns_events_ok).
  */
 int		 msg_check(uint32_t type, size_t len, enum msg_dir dir);
