@@ -72,6 +72,7 @@ struct dnsw {
 	char			*argv[12];
 	struct msg_dns_config	 mcfg;
 	struct fw_elem		*lbuf;		/* MSG_LEARN_MAX */
+	struct dns_event	*evscratch;	/* one event of a batch */
 	uint64_t		 learn_batches, learn_refused, violations;
 	uint64_t		 exits, lost;
 	struct flowrec		*fr;		/* net.flow records, borrowed */
@@ -476,6 +477,27 @@ on_lost(struct dnsw *d, const struct msg_lost *l)
 		log_warn("dns_records_lost record");
 }
 
+/* A batch is checked whole before any of it is recorded: a child that
+ * sends one inconsistent record is not the one we started, and none of
+ * what it says in that message is taken. */
+static void
+on_events(struct dnsw *d, const void *pl, size_t len)
+{
+	size_t off = sizeof(struct msg_dns_events);
+	uint32_t i, n;
+
+	if (!msg_dns_events_ok(pl, len, d->evscratch)) {
+		violation(d, "a malformed dns event batch");
+		return;
+	}
+	memcpy(&n, pl, sizeof(n));
+	for (i = 0; i < n; i++) {
+		if (!msg_dns_ev_get(pl, len, &off, d->evscratch))
+			return;	/* checked above: never */
+		h_record(d, d->evscratch);
+	}
+}
+
 static void
 on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 {
@@ -490,12 +512,8 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_LEARN:
 		on_learn(d, pl, len);
 		break;
-	case MSG_DNS_EVENT:
-		if (!msg_dns_event_ok(pl)) {
-			violation(d, "a malformed dns event");
-			return;
-		}
-		h_record(d, &((struct msg_dns_event *)pl)->ev);
+	case MSG_DNS_EVENTS:
+		on_events(d, pl, len);
 		break;
 	case MSG_LOST:
 		on_lost(d, pl);
@@ -505,7 +523,8 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 
 		if (d->lfd[2] == -1)
 			break;
-		if (gatew_verdict(d->lfd[2], v->id, v->action) == -1) {
+		if (gatew_verdict(d->lfd[2], d->mcfg.gate_queue, v->id,
+		    v->action) == -1) {
 			if (errno == EINVAL) {
 				violation(d, "a gate verdict that is none");
 				return;
@@ -584,6 +603,35 @@ on_child_up(void *ctx, int fd, pid_t pid)
 	child_sync(d);
 }
 
+/* The gate's queue socket, on the configured queue number. Another
+ * program that holds that number is the usual reason it cannot be bound:
+ * the message says which setting moves the gate out of its way. */
+static int
+open_gate(struct dnsw *d, const struct pol_config *cfg, char *err,
+    size_t errlen)
+{
+	if (cfg->gate_queue > UINT16_MAX) {
+		snprintf(err, errlen, "network.gate_queue %u out of range",
+		    cfg->gate_queue);
+		errno = EINVAL;
+		return -1;
+	}
+	d->mcfg.gate_queue = (uint16_t)cfg->gate_queue;
+	/* The kernel says EPERM for a queue another socket is bound to,
+	 * EBUSY for one that exists already. */
+	if ((d->lfd[2] = fw_gate_open(d->mcfg.gate_queue, err, errlen)) ==
+	    -1 && (errno == EBUSY || errno == EPERM)) {
+		int e = errno;
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " (is another program bound to "
+		    "NFQUEUE %u? network.gate_queue chooses another)",
+		    d->mcfg.gate_queue);
+		errno = e;
+	}
+	return d->lfd[2] == -1 ? -1 : 0;
+}
+
 /* The gate's queue socket is closed with the child that read it: the
  * packets it held and had not answered die with it (they never pass),
  * and the next child starts on a new one. Until then, and if it cannot
@@ -595,7 +643,7 @@ gate_reopen(struct dnsw *d)
 
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
-	if ((d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
+	if ((d->lfd[2] = fw_gate_open(d->mcfg.gate_queue, err,
 	    sizeof(err))) == -1)
 		log_warnx("%s", err);
 }
@@ -684,10 +732,12 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	if (priv_user(cfg->privsep_dns_user, &uid, &gid, err, errlen) == -1)
 		return NULL;
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
-	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL) {
+	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL ||
+	    (d->evscratch = calloc(1, sizeof(*d->evscratch))) == NULL) {
 		snprintf(err, errlen, "dns: %s", strerror(errno));
 		if (d != NULL)
-			free(d);
+			free(d->lbuf);
+		free(d);
 		return NULL;
 	}
 	d->gw = gw;
@@ -697,8 +747,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	d->lfd[0] = d->lfd[1] = d->lfd[2] = -1;
 	if (mcfg_fill(&d->mcfg, &dc, err, errlen) == -1 ||
 	    dns_listen(&dc, &d->lfd[0], &d->lfd[1], err, errlen) == -1 ||
-	    (d->lfd[2] = fw_gate_open(FW_GATE_QUEUE_DEFAULT, err,
-	    errlen)) == -1)
+	    open_gate(d, cfg, err, errlen) == -1)
 		goto fail;
 	d->mcfg.gate = 1;
 	(void)dns_fd_port(d->lfd[0], &d->port);
@@ -748,6 +797,7 @@ fail:
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
 	free(d->lbuf);
+	free(d->evscratch);
 	free(d);
 	return NULL;
 }
@@ -775,6 +825,7 @@ dnsw_stop(struct dnsw *d)
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
 	free(d->lbuf);
+	free(d->evscratch);
 	free(d);
 }
 

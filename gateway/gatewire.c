@@ -58,7 +58,7 @@ gatew_fields(const struct gate_event *ev)
 }
 
 int
-gatew_verdict(int fd, uint32_t id, uint32_t action)
+gatew_verdict(int fd, uint16_t queue, uint32_t id, uint32_t action)
 {
 	char buf[128];
 	struct nlmsghdr *nlh;
@@ -92,7 +92,7 @@ gatew_verdict(int fd, uint32_t id, uint32_t action)
 	gm = mnl_nlmsg_put_extra_header(nlh, sizeof(*gm));
 	gm->nfgen_family = AF_UNSPEC;
 	gm->version = NFNETLINK_V0;
-	gm->res_id = htons(FW_GATE_QUEUE_DEFAULT);
+	gm->res_id = htons(queue);
 	mnl_attr_put(nlh, NFQA_VERDICT_HDR, sizeof(vh), &vh);
 	/* The whole mark: a sandbox's packets arrive with none (crossing
 	 * namespaces clears it), and the forward chain clears these bits. */

@@ -18,8 +18,8 @@
 json_t	*gatew_fields(const struct gate_event *ev);
 
 /* gatew_verdict: sends the verdict a checked MSG_GATE_VERDICT asks for on
- * the queue socket fd (queue FW_GATE_QUEUE_DEFAULT). 0, or -1 with errno
+ * the queue socket fd, bound to NFQUEUE queue. 0, or -1 with errno
  * (EINVAL: not an action; the child broke the protocol). */
-int	 gatew_verdict(int fd, uint32_t id, uint32_t action);
+int	 gatew_verdict(int fd, uint16_t queue, uint32_t id, uint32_t action);
 
 #endif /* SLUICE_GATEWAY_GATEWIRE_H */

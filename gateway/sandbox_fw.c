@@ -269,7 +269,12 @@ sb_fw_setup(struct sbx *m, char *err, size_t errlen)
 	fc.max_learned = c->dns_max_learned;
 	/* The name gate: the DNS process reads the queue (dnswire.c). */
 	fc.gate = 1;
-	fc.gate_queue = FW_GATE_QUEUE_DEFAULT;
+	if (c->gate_queue > UINT16_MAX) {
+		snprintf(err, errlen, "gate_queue %u out of range",
+		    c->gate_queue);
+		goto out;
+	}
+	fc.gate_queue = (uint16_t)c->gate_queue;
 	if ((m->fw = fw_new(err, errlen)) == NULL)
 		goto out;
 	if ((r = fw_init(m->fw, &fc, FW_ADOPT, e, sizeof(e))) == -1) {

@@ -145,7 +145,7 @@ ynetwork(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 {
 	static const char *const keys[] = { "pool", "service_address",
 	    "bridge_port", "uplink", "ipv6", "treat_as_public", "nflog_group",
-	    NULL };
+	    "gate_queue", NULL };
 	const struct ynode *v, *it;
 	char		 why[128];
 	uint64_t	 u;
@@ -192,6 +192,18 @@ ynetwork(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 		ybool(w, v, &c->ipv6);
 	if ((v = yget(n, "nflog_group")) != NULL && yuint(w, v, 65535, &u) == 0)
 		c->nflog_group = (uint32_t)u;
+	if ((v = yget(n, "gate_queue")) != NULL) {
+		/* An NFQUEUE number is 16 bits on the wire: a larger one
+		 * would be cut to another queue, not refused. */
+		if (v->kind != Y_SCALAR)
+			yerr(w, v, "invalid gate_queue (an NFQUEUE number "
+			    "from 0 to 65535)");
+		else if (!v->plain || pol_parse_uint(v->str, 65535, &u) == -1)
+			yerr(w, v, "invalid gate_queue \"%s\" (an NFQUEUE "
+			    "number from 0 to 65535)", v->str);
+		else
+			c->gate_queue = (uint32_t)u;
+	}
 	if ((v = yget(n, "treat_as_public")) != NULL &&
 	    yis(w, v, Y_SEQ, "treat_as_public") && v->n > 0 &&
 	    ((c->treat_as_public = calloc(v->n, sizeof(struct pol_cidr))) !=
@@ -787,6 +799,7 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->max_sandboxes = 4096;
 	c->kill_grace_s = POL_KILL_GRACE_DEFAULT;
 	c->nflog_group = 7;
+	c->gate_queue = POL_GATE_QUEUE_DEFAULT;
 	c->audit_reserve_kib = POL_AUDIT_RESERVE_DEFAULT;
 	c->audit_flow_interval_s = POL_FLOW_INTERVAL_DEFAULT;
 	c->audit_min_free_percent = 10;

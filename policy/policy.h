@@ -261,6 +261,13 @@ struct pol_config {
 #define POL_KILL_GRACE_DEFAULT	5
 #define POL_KILL_GRACE_MAX	300
 	uint32_t		 nflog_group;	/* default 7 */
+	/* network.gate_queue: the NFQUEUE number the name gate's rules
+	 * queue to and its reader binds (0-65535, default 7741). Another
+	 * program on the host that binds the same number takes the gate's
+	 * packets or keeps the daemon from starting: it is a setting so
+	 * that an operator can move out of its way. */
+	uint32_t		 gate_queue;
+#define POL_GATE_QUEUE_DEFAULT	7741
 	char			*audit_db;	/* default <state_dir>/audit.db */
 	char			*audit_key;	/* PKCS#8 Ed25519, optional */
 	char			*audit_origin;

@@ -10,7 +10,8 @@
  * sandbox table as add/remove/change. What it decides goes back as
  * messages too: learn batches, which the parent applies in one netlink
  * batch and acknowledges before the answers leave (dns_learn_done), and
- * one dns.decision event per query for the audit log.
+ * the dns.decision events of each loop turn, in one message, for the audit
+ * log.
  *
  * It fails closed: until the first MSG_SYNC it serves nothing, and when
  * the parent goes away it exits (its answers could no longer be learned).
@@ -40,6 +41,7 @@
 #include "gateway/privsep/proc.h"
 
 #define DNSC_QUEUE_MAX	(64u * 1024u * 1024u)	/* to the parent */
+#define DNSC_PROBES	64u	/* HTTPS lookups the gate asked for, to start */
 
 struct dnsc {
 	struct ev_loop		*loop;
@@ -54,6 +56,13 @@ struct dnsc {
 	struct polrx		*rx;
 	struct sbxtab		*tab;		/* struct msg_sbx by address */
 	struct msg_elem		*ebuf;		/* MSG_LEARN_MAX of them */
+	unsigned char		*evbuf;		/* this turn's MSG_DNS_EVENTS */
+	size_t			 evlen;		/* its bytes so far */
+	uint32_t		 nev;		/* its records */
+	struct ev_timer		*evflush;	/* its send at the turn's end */
+	char			 probe[DNSC_PROBES][256];	/* to look up */
+	size_t			 nprobe;
+	struct ev_timer		*probe_t;	/* starts them after the turn */
 	uint64_t		 lost;
 	int			 status;	/* exit status */
 };
@@ -91,6 +100,50 @@ h_lookup(void *ctx, const struct sockaddr *src, socklen_t len,
 		return -1;
 	c->tainted = e->tainted != 0;
 	return 0;
+}
+
+/* The HTTPS lookups the gate asks for start after the gate's own turn:
+ * their end (which may come at once, on a failure) judges flows again,
+ * which must not happen inside the judging that asked. */
+static void
+on_probes(struct ev_loop *loop, void *arg)
+{
+	struct dnsc *d = arg;
+	char names[DNSC_PROBES][256];
+	size_t i, n = d->nprobe;
+
+	(void)loop;
+	d->probe_t = NULL;
+	memcpy(names, d->probe, n * sizeof(names[0]));
+	d->nprobe = 0;
+	for (i = 0; i < n; i++)
+		if (dns_probe_https(d->proxy, names[i]) == -1)
+			gate_ech_done(d->gate, names[i], -1, NULL, 0);
+}
+
+/* The gate keeps at most DNSC_PROBES lookups pending (gate_ech.h), so
+ * the list has room; without memory for the deferral the lookup stays
+ * pending, and the flows that wait for it are refused at their bound. */
+static void
+g_ech_lookup(void *ctx, const char *name)
+{
+	struct dnsc *d = ctx;
+
+	if (d->nprobe == DNSC_PROBES || (d->probe_t == NULL &&
+	    (d->probe_t = ev_defer(d->loop, on_probes, d)) == NULL)) {
+		log_warnx("gate: an HTTPS lookup not started");
+		return;
+	}
+	snprintf(d->probe[d->nprobe++], sizeof(d->probe[0]), "%s", name);
+}
+
+static void
+h_https(void *ctx, const char *name, int status, const struct ech_set *set,
+    uint32_t ttl_s)
+{
+	struct dnsc *d = ctx;
+
+	gate_ech_done(d->gate, name, status, set, ttl_s);
 }
 
 static int
@@ -132,24 +185,63 @@ h_learn(void *ctx, uint64_t ticket, const struct fw_elem *e, size_t n,
 	return DNS_LEARN_PENDING;
 }
 
+/* Sends the events held for this turn (after the count of those lost
+ * before, to keep the order in which the parent hears of them). A parent
+ * that does not keep up costs records, counted, never answers. */
+static void
+send_events(struct dnsc *d)
+{
+	struct msg_dns_events h;
+	struct msg_lost l;
+
+	if (d->nev == 0)
+		return;
+	if (d->lost > 0 && d->ch != NULL) {
+		l.events = d->lost;
+		if (chan_send1(d->ch, MSG_LOST, &l, sizeof(l)) == 0)
+			d->lost = 0;
+	}
+	memset(&h, 0, sizeof(h));
+	h.n = d->nev;
+	memcpy(d->evbuf, &h, sizeof(h));
+	if (d->lost > 0 || d->ch == NULL ||
+	    chan_send1(d->ch, MSG_DNS_EVENTS, d->evbuf, d->evlen) == -1)
+		d->lost += d->nev;
+	d->nev = 0;
+	d->evlen = sizeof(h);
+}
+
+static void
+on_evflush(struct ev_loop *loop, void *arg)
+{
+	struct dnsc *d = arg;
+
+	(void)loop;
+	d->evflush = NULL;
+	send_events(d);
+}
+
+/*
+ * Holds one event for the message of this loop turn: one send per turn
+ * instead of one per query, and only the used part of each event (most
+ * carry one or two addresses of their slots). A full batch goes now.
+ */
 static void
 h_record(void *ctx, const struct dns_event *ev)
 {
 	struct dnsc *d = ctx;
-	struct msg_lost l;
+	size_t sz = msg_dns_ev_size(ev);
 
-	if (d->lost > 0) {
-		l.events = d->lost;
-		if (chan_send1(d->ch, MSG_LOST, &l, sizeof(l)) == -1) {
-			d->lost++;
-			return;
-		}
-		d->lost = 0;
-	}
-	/* The event is flat; a copy crosses as it is. A parent that does
-	 * not keep up costs records, counted, never answers. */
-	if (chan_send1(d->ch, MSG_DNS_EVENT, ev, sizeof(*ev)) == -1)
-		d->lost++;
+	if (d->nev == MSG_EVENTS_MAX ||
+	    d->evlen + sz > sizeof(struct msg_dns_events) + MSG_EVENTS_BYTES)
+		send_events(d);
+	d->evlen += msg_dns_ev_put(d->evbuf + d->evlen, ev);
+	d->nev++;
+	/* Without a deferred send the batch goes now: later is only an
+	 * optimisation, never a reason to lose a record. */
+	if (d->evflush == NULL &&
+	    (d->evflush = ev_defer(d->loop, on_evflush, d)) == NULL)
+		send_events(d);
 }
 
 /* ---------------------------------------------------------- name gate */
@@ -232,8 +324,9 @@ start_gate(struct dnsc *d)
 	gh.deny = g_deny;
 	gh.verdict = g_verdict;
 	gh.pass = g_pass;
+	gh.ech_lookup = g_ech_lookup;
 	gh.ctx = d;
-	if ((d->gate = gate_new(d->loop, d->gfd, &gh)) == NULL) {
+	if ((d->gate = gate_new(d->loop, d->gfd, d->cfg.gate_queue, &gh)) == NULL) {
 		quit(d, 1, "gate: cannot serve the queue");
 		return;
 	}
@@ -248,6 +341,7 @@ quit(struct dnsc *d, int status, const char *why)
 {
 	if (why != NULL)
 		log_warnx("%s", why);
+	send_events(d);
 	d->status = status;
 	ev_stop(d->loop);
 }
@@ -340,6 +434,7 @@ start_proxy(struct dnsc *d)
 	h.lookup = h_lookup;
 	h.learn = h_learn;
 	h.record = h_record;
+	h.https = h_https;
 	h.ctx = d;
 	d->ufd = d->tfd = -1;	/* the proxy's now, whatever happens */
 	if ((d->proxy = dns_new(d->loop, &dc, &h, err, sizeof(err))) ==
@@ -460,12 +555,15 @@ dns_child_main(int argc, char **argv)
 	}
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->ebuf = calloc(MSG_LEARN_MAX, sizeof(*d->ebuf))) == NULL ||
+	    (d->evbuf = malloc(sizeof(struct msg_dns_events) +
+	    MSG_EVENTS_BYTES)) == NULL ||
 	    (d->rx = polrx_new()) == NULL ||
 	    (d->tab = sbxtab_new(sizeof(struct msg_sbx))) == NULL ||
 	    (d->loop = ev_new()) == NULL) {
 		log_warn("start");
 		return 1;
 	}
+	d->evlen = sizeof(struct msg_dns_events);
 	d->ufd = PROC_FIRST_FD;
 	d->tfd = PROC_FIRST_FD + 1;
 	d->gfd = PROC_FIRST_FD + 2;	/* meaningful only with cfg.gate */
@@ -480,6 +578,7 @@ dns_child_main(int argc, char **argv)
 	gate_free(d->gate);
 	d->gate = NULL;
 	dns_free(d->proxy);
+	send_events(d);		/* what the last turn and the teardown made */
 	if (d->ufd != -1)
 		close(d->ufd);
 	if (d->tfd != -1)
@@ -487,6 +586,8 @@ dns_child_main(int argc, char **argv)
 	if (d->gfd != -1 && d->cfg.gate)
 		close(d->gfd);
 	chan_free(d->ch);
+	ev_timer_cancel(d->loop, d->evflush);
+	ev_timer_cancel(d->loop, d->probe_t);
 	ev_timer_cancel(d->loop, d->old_free);
 	pol_set_free(d->old);
 	pol_set_free(d->set);
@@ -494,6 +595,7 @@ dns_child_main(int argc, char **argv)
 	sbxtab_free(d->tab);
 	ev_free(d->loop);
 	free(d->ebuf);
+	free(d->evbuf);
 	free(d);
 	return c;
 }

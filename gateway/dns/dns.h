@@ -128,6 +128,8 @@ struct dns_event {
  * elements. record is called before the answer is sent, so a record exists
  * for every answer anyone can observe; the event is only valid during the
  * call. */
+struct ech_set;	/* gateway/dns/ech.h */
+
 struct dns_hooks {
 	/* Identify the sandbox by the query's source address (v4 or v6): 0
 	 * and fill *c, or -1: not a live sandbox -> REFUSED, recorded.
@@ -167,6 +169,12 @@ struct dns_hooks {
 		    size_t n, char *err, size_t errlen);
 	/* One dns.decision event per query (and findings). */
 	void	(*record)(void *ctx, const struct dns_event *ev);
+	/* The end of a dns_probe_https of name: status 0 with set (the ECH
+	 * configs its HTTPS records publish, maybe none) and ttl_s (their
+	 * smallest TTL), or -1 (no answer, an error, a malformed record).
+	 * May be NULL when no probe is ever made. */
+	void	(*https)(void *ctx, const char *name, int status,
+		    const struct ech_set *set, uint32_t ttl_s);
 	void	*ctx;
 };
 
@@ -256,6 +264,16 @@ uint16_t		 dns_local_port(const struct dns_proxy *p);
  */
 void			 dns_learn_done(struct dns_proxy *p, uint64_t ticket,
 			    int err_no, const char *err);
+/*
+ * dns_probe_https: asks the upstreams, as the proxy asks for a sandbox,
+ * for the HTTPS records (type 65) of name; the end goes to the https
+ * hook, and nothing of it to a client, the cache or the record hook.
+ * It counts as one query pending (max_pending). 0, or -1 with errno
+ * (EINVAL: not a name that fits a question, EBUSY: at max_pending,
+ * ENOMEM); on -1 the hook is not called.
+ */
+int			 dns_probe_https(struct dns_proxy *p,
+			    const char *name);
 /*
  * dns_learn_abort_all: every pending learn call is taken as refused for
  * good: its answers get SERVFAIL (learn_failed), none retried. For when

@@ -92,6 +92,7 @@ struct dns_pq {
 	struct fw_elem		*el;
 	size_t			 nel;
 	bool			 alone;		/* its batch failed: learn it alone */
+	bool			 probe;		/* dns_probe_https's: no client */
 };
 
 /* A learn call the hook sent elsewhere (DNS_LEARN_PENDING): its answers,
@@ -298,6 +299,15 @@ void		 dns_pq_free(struct dns_pq *pq);
 void		 dns_usend_flush(struct dns_proxy *p);
 /* dns_usock_close: close and free an upstream socket (none in flight). */
 void		 dns_usock_close(struct dns_usock *us);
+
+/* ---- probe.c ---- */
+
+/* dns_probe_reply: a probe's checked answer (NOERROR or NXDOMAIN): its
+ * HTTPS records to the https hook; pq is freed. pkt stays the caller's. */
+void		 dns_probe_reply(struct dns_pq *pq, ldns_pkt *pkt);
+/* dns_probe_fail: a probe without an answer: -1 to the https hook; pq
+ * is freed. */
+void		 dns_probe_fail(struct dns_pq *pq);
 
 /* ---- cache.c ---- */
 

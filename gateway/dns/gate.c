@@ -35,6 +35,7 @@
 #include <libmnl/libmnl.h>
 
 #include "gateway/dns/gate.h"
+#include "gateway/dns/gate_ech.h"
 #include "gateway/dns/peek.h"
 #include "gateway/log.h"
 
@@ -51,8 +52,14 @@
 
 struct g_sbx;
 
+/* An answer is found two ways: by (sandbox, address), for the names a
+ * flow's address was answered for, and by (sandbox, address, name), for
+ * the refresh of one answer and the check of one name. One chain served
+ * both, and a CDN address answered for thousands of names made every
+ * answer a walk of all of them. */
 struct g_ans {
-	struct g_ans	*next;		/* bucket chain */
+	struct g_ans	*next, **pprev;		/* (sandbox, address) chain */
+	struct g_ans	*xnext, **xpprev;	/* (sandbox, address, name) */
 	struct g_ans	*snext;		/* the sandbox's list */
 	struct g_sbx	*sbx;
 	uint8_t		 family, proto;
@@ -71,6 +78,7 @@ struct g_flow {
 	uint32_t	 start, next_seq;	/* ISN + 1, and what comes next */
 	uint64_t	 syn_ms, data_ms;	/* data_ms 0: nothing held yet */
 	unsigned	 checks;		/* 1 << enum pol_check */
+	bool		 ech_wait;		/* its ECH waits for a lookup */
 	uint8_t		*buf;
 	size_t		 blen;
 	uint32_t	 held[G_HELD_MAX];
@@ -90,6 +98,7 @@ struct g_sbx {
 	char		 id[33];
 	struct g_ans	*ans;
 	size_t		 nans, nflows;
+	uint64_t	 min_exp;	/* no answer expires before (0: unknown) */
 	uint64_t	 ev_sec;
 	uint32_t	 ev_count, suppressed;
 };
@@ -100,12 +109,14 @@ struct gate {
 	struct gate_hooks	 h;
 	struct ev_timer		*sweep;
 	uint8_t			*rbuf;
-	uint16_t		 queue;		/* from the packets' res_id */
+	uint16_t		 queue;		/* the configured NFQUEUE number */
 	struct g_flow		*flows[G_FLOW_BUCKETS];
 	struct g_flow		*all;
 	size_t			 nflows, nans;
-	struct g_ans		*ans[G_ANS_BUCKETS];
+	struct g_ans		*ans[G_ANS_BUCKETS];	/* by sandbox, address */
+	struct g_ans		*xans[G_ANS_BUCKETS];	/* ... and name */
 	struct g_sbx		*sbx[G_SBX_BUCKETS];
+	struct gech		*ech;		/* what names publish for ECH */
 };
 
 static uint32_t
@@ -149,28 +160,40 @@ ans_bucket(const struct g_sbx *s, const uint8_t addr[16])
 	    G_ANS_BUCKETS;
 }
 
+static uint32_t
+xans_bucket(const struct g_sbx *s, const uint8_t addr[16], const char *name)
+{
+	return hash(name, strlen(name), hash(addr, 16, hash(&s, sizeof(s),
+	    2166136261u))) % G_ANS_BUCKETS;
+}
+
 static void
 ans_unlink(struct gate *g, struct g_ans *a)
 {
-	struct g_ans **pp = &g->ans[ans_bucket(a->sbx, a->addr)];
-
-	for (; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == a) {
-			*pp = a->next;
-			break;
-		}
+	if ((*a->pprev = a->next) != NULL)
+		a->next->pprev = a->pprev;
+	if ((*a->xpprev = a->xnext) != NULL)
+		a->xnext->xpprev = a->xpprev;
 	g->nans--;
 	a->sbx->nans--;
 }
 
-/* The sandbox's expired answers go (at its bound, before a new one). */
+/* The sandbox's expired answers go (at its bound, before a new one).
+ * A sandbox at its bound with nothing expired would otherwise walk all
+ * its answers for every new one: the walk waits until the earliest
+ * expiry it found has passed. */
 static void
 ans_prune(struct gate *g, struct g_sbx *s, uint64_t now)
 {
 	struct g_ans **pp = &s->ans, *a;
+	uint64_t min = UINT64_MAX;
 
+	if (s->min_exp > now)
+		return;
 	while ((a = *pp) != NULL) {
 		if (a->expires_ms > now) {
+			if (a->expires_ms < min)
+				min = a->expires_ms;
 			pp = &a->snext;
 			continue;
 		}
@@ -179,6 +202,7 @@ ans_prune(struct gate *g, struct g_sbx *s, uint64_t now)
 		free(a->name);
 		free(a);
 	}
+	s->min_exp = min;
 }
 
 static void
@@ -214,12 +238,14 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	lower(n, name, sizeof(n));
 	if ((s = sbx_get(g, ifname, true)) == NULL)
 		return -1;
-	b = ans_bucket(s, addr);
-	for (a = g->ans[b]; a != NULL; a = a->next)
+	b = xans_bucket(s, addr, n);
+	for (a = g->xans[b]; a != NULL; a = a->xnext)
 		if (a->sbx == s && a->family == family && a->proto == proto &&
 		    a->lo == lo && a->hi == hi &&
 		    memcmp(a->addr, addr, 16) == 0 && strcmp(a->name, n) == 0) {
 			a->expires_ms = now + timeout_ms;
+			if (a->expires_ms < s->min_exp)
+				s->min_exp = a->expires_ms;
 			return 0;
 		}
 	if (s->nans >= GATE_ANSWERS_PER_SBX)
@@ -240,7 +266,16 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	a->hi = hi;
 	memcpy(a->addr, addr, 16);
 	a->expires_ms = now + timeout_ms;
-	a->next = g->ans[b];
+	if (a->expires_ms < s->min_exp)
+		s->min_exp = a->expires_ms;
+	if ((a->xnext = g->xans[b]) != NULL)
+		a->xnext->xpprev = &a->xnext;
+	a->xpprev = &g->xans[b];
+	g->xans[b] = a;
+	b = ans_bucket(s, addr);
+	if ((a->next = g->ans[b]) != NULL)
+		a->next->pprev = &a->next;
+	a->pprev = &g->ans[b];
 	g->ans[b] = a;
 	a->snext = s->ans;
 	s->ans = a;
@@ -270,17 +305,25 @@ answered(struct gate *g, struct g_sbx *s, const char *name,
 	bool any = false;
 
 	v4key(daddr, key);
+	if (name != NULL) {
+		for (a = g->xans[xans_bucket(s, key, name)]; a != NULL;
+		    a = a->xnext)
+			if (a->sbx == s && a->family == AF_INET &&
+			    a->proto == IPPROTO_TCP && dport >= a->lo &&
+			    dport <= a->hi && a->expires_ms > now &&
+			    memcmp(a->addr, key, 16) == 0 &&
+			    strcmp(a->name, name) == 0)
+				return true;
+		return false;
+	}
 	for (a = g->ans[ans_bucket(s, key)]; a != NULL; a = a->next) {
 		if (a->sbx != s || a->family != AF_INET ||
 		    a->proto != IPPROTO_TCP || dport < a->lo ||
 		    dport > a->hi || a->expires_ms <= now ||
 		    memcmp(a->addr, key, 16) != 0)
 			continue;
-		if (name == NULL) {
-			fn(arg, a->name);
-			any = true;
-		} else if (strcmp(a->name, name) == 0)
-			return true;
+		fn(arg, a->name);
+		any = true;
 	}
 	return any;
 }
@@ -442,6 +485,98 @@ judge_name(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
 		decide(g, f, false, POL_REASON_NAME_MISMATCH, name);
 }
 
+/*
+ * An encrypted_client_hello. Real ECH hides the name the server reads
+ * (the inner ClientHello's), so it is refused; GREASE ECH (what clients
+ * send when they have no config) leaves the outer server_name the real
+ * one, judged as usual. The two differ only in whether the config id
+ * and suite name a config the server publishes, so the gate asks what
+ * the names this sandbox was answered at the flow's address publish
+ * (their HTTPS records, which the DNS process looks up at the first ECH
+ * ClientHello that needs them, and keeps for their TTL):
+ *   - a match, or a name whose configs are unknown (over a bound, the
+ *     lookup failed, more configs than kept): refused, reason ech;
+ *   - a lookup still pending: the flow waits (within GATE_HOLD_MS);
+ *   - none: GREASE, and the outer server_name decides.
+ * What remains: a config the server accepts that its names do not
+ * publish (an old one still honoured, one handed out of band) passes as
+ * GREASE; its outer server_name must still be a name this sandbox was
+ * answered at this address and its policy allows, so the flow reaches
+ * only a server that the sandbox may reach, but the name inside, which
+ * the server acts on, is not read.
+ */
+struct ech_ctx {
+	struct gate		*g;
+	const struct g_sbx	*s;
+	const struct peek_out	*o;
+	bool			 real, wait;
+};
+
+static void
+ech_name(void *arg, const char *name)
+{
+	struct ech_ctx *c = arg;
+	struct gate *g = c->g;
+	const struct ech_set *set;
+	uint64_t now = ev_now_ms();
+	enum gech_state st = gech_get(g->ech, name, now, &set);
+
+	switch (st) {
+	case GECH_PENDING:
+		c->wait = true;
+		break;
+	case GECH_KNOWN:
+		if (set != NULL && (set->more || ech_match(set,
+		    c->o->ech_config_id, c->o->ech_kdf, c->o->ech_aead)))
+			c->real = true;
+		break;
+	case GECH_UNKNOWN:
+		/* Looked up at the first ECH that needs it: the DNS path
+		 * pays nothing for names no ECH ClientHello goes to. Over
+		 * a bound, unknown stays unknown. */
+		if (g->h.ech_lookup != NULL &&
+		    gech_want(g->ech, c->s->ifname, name, now)) {
+			g->h.ech_lookup(g->h.ctx, name);
+			c->wait = true;
+		} else
+			c->real = true;
+		break;
+	case GECH_FAILED:
+	default:
+		c->real = true;
+		break;
+	}
+	/* An expired entry is used while its refresh is looked up. */
+	if (st == GECH_KNOWN && g->h.ech_lookup != NULL &&
+	    gech_want(g->ech, c->s->ifname, name, now))
+		g->h.ech_lookup(g->h.ctx, name);
+}
+
+static void
+judge_ech(struct gate *g, struct g_flow *f, const struct gate_sbx *sb,
+    const struct peek_out *o)
+{
+	struct ech_ctx c = { g, f->sbx, o, false, false };
+
+	f->ech_wait = false;
+	if (o->ech_outer)
+		(void)answered(g, f->sbx, NULL, f->daddr, f->dport, ech_name,
+		    &c);
+	if (!o->ech_outer || c.real) {
+		decide(g, f, false, POL_REASON_ECH, o->name);
+		return;
+	}
+	if (c.wait) {
+		f->ech_wait = true;
+		return;
+	}
+	if (o->name[0] == '\0') {
+		decide(g, f, false, POL_REASON_NO_NAME, NULL);
+		return;
+	}
+	judge_name(g, f, sb, POL_CHECK_TLS, o->name);
+}
+
 /* What f's bytes so far say, read as the port's check would. */
 static void
 judge(struct gate *g, struct g_flow *f, const struct gate_sbx *sb)
@@ -468,7 +603,7 @@ judge(struct gate *g, struct g_flow *f, const struct gate_sbx *sb)
 		    o.name);
 		return;
 	case PEEK_ECH:
-		decide(g, f, false, POL_REASON_ECH, o.name);
+		judge_ech(g, f, sb, &o);
 		return;
 	case PEEK_NO_NAME:
 		decide(g, f, false, POL_REASON_NO_NAME, NULL);
@@ -702,7 +837,11 @@ msg_cb(const struct nlmsghdr *nlh, void *data)
 	    tb[NFQA_PACKET_HDR] == NULL ||
 	    mnl_attr_get_payload_len(tb[NFQA_PACKET_HDR]) < sizeof(*ph))
 		return MNL_CB_OK;
-	g->queue = ntohs(gm->res_id);
+	if (ntohs(gm->res_id) != g->queue) {
+		log_warnx("gate: a packet of queue %u, not %u", ntohs(gm->res_id),
+		    g->queue);
+		return MNL_CB_OK;
+	}
 	ph = mnl_attr_get_payload(tb[NFQA_PACKET_HDR]);
 	memset(&p, 0, sizeof(p));
 	p.id = ntohl(ph->packet_id);
@@ -735,6 +874,33 @@ on_read(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	}
 }
 
+void
+gate_ech_done(struct gate *g, const char *name, int status,
+    const struct ech_set *set, uint32_t ttl_s)
+{
+	char n[PEEK_NAME_MAX];
+	struct gate_sbx sb;
+	struct g_flow *f, *nx;
+
+	if (g == NULL || name == NULL)
+		return;
+	lower(n, name, sizeof(n));
+	if (gech_done(g->ech, n, status, set, ttl_s, ev_now_ms()) == 0)
+		return;
+	/* Every flow that waited on a lookup is judged again: few wait, and
+	 * one may have waited on this name among others. */
+	for (f = g->all; f != NULL; f = nx) {
+		nx = f->lnext;
+		if (f->decided || !f->ech_wait)
+			continue;
+		if (g->h.lookup(g->h.ctx, f->saddr, &sb) == -1) {
+			decide(g, f, false, POL_REASON_SANDBOX_GONE, NULL);
+			continue;
+		}
+		judge(g, f, &sb);
+	}
+}
+
 /* Flows past their bounds: data held 2 s without a name is refused, a
  * flow that never sent data after its SYN forgotten. */
 static void
@@ -749,17 +915,26 @@ on_sweep(struct ev_loop *loop, void *arg)
 		if (f->decided) {
 			if (now - f->decided_ms >= GATE_HOLD_MS)
 				flow_free(g, f);
+		} else if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS &&
+		    f->ech_wait) {
+			/* Its ECH's lookup did not end in time: unknown. */
+			struct peek_out o;
+
+			(void)peek_tls(f->buf, f->blen, &o);
+			decide(g, f, false, POL_REASON_ECH, o.name);
 		} else if (f->data_ms != 0 && now - f->data_ms >= GATE_HOLD_MS)
 			decide(g, f, false, POL_REASON_NO_NAME, NULL);
 		else if (f->data_ms == 0 && now - f->syn_ms >= GATE_IDLE_MS)
 			flow_free(g, f);
 	}
+	gech_sweep(g->ech, now);
 	if ((g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) == NULL)
 		log_warn("gate: sweep timer");
 }
 
 struct gate *
-gate_new(struct ev_loop *loop, int fd, const struct gate_hooks *hooks)
+gate_new(struct ev_loop *loop, int fd, uint16_t queue,
+    const struct gate_hooks *hooks)
 {
 	struct gate *g;
 
@@ -775,13 +950,16 @@ gate_new(struct ev_loop *loop, int fd, const struct gate_hooks *hooks)
 	}
 	g->loop = loop;
 	g->fd = fd;
+	g->queue = queue;
 	g->h = *hooks;
-	if (ev_add(loop, fd, EV_READ, on_read, g) == -1 ||
+	if ((g->ech = gech_new()) == NULL ||
+	    ev_add(loop, fd, EV_READ, on_read, g) == -1 ||
 	    (g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) ==
 	    NULL) {
 		int e = errno;
 
 		ev_del(loop, fd);
+		gech_free(g->ech);
 		free(g->rbuf);
 		free(g);
 		errno = e;
@@ -841,6 +1019,7 @@ gate_free(struct gate *g)
 	ev_timer_cancel(g->loop, g->sweep);
 	ev_del(g->loop, g->fd);
 	close(g->fd);
+	gech_free(g->ech);
 	free(g->rbuf);
 	free(g);
 }

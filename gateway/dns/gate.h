@@ -78,14 +78,21 @@ struct gate_hooks {
 		    const char *name);
 	/* A flow was refused (within the per-sandbox rate). */
 	void	(*deny)(void *ctx, const struct gate_event *ev);
+	/* Look up the ECH configs name publishes (its HTTPS records) and
+	 * tell gate_ech_done; asked for the first ECH ClientHello to an
+	 * address answered for name. NULL: never asked, such ClientHellos
+	 * are refused. */
+	void	(*ech_lookup)(void *ctx, const char *name);
 	void	*ctx;
 };
 
 struct gate;
 
-/* gate_new: serves the queue socket fd (bound by the parent, fw_gate_open;
- * the gate's now, closed by gate_free) on loop. NULL with errno. */
-struct gate	*gate_new(struct ev_loop *loop, int fd,
+/* gate_new: serves the queue socket fd (bound by the parent to NFQUEUE
+ * queue, fw_gate_open; the gate's now, closed by gate_free) on loop.
+ * Packets that say another queue are not the gate's: they get no
+ * verdict (and so never pass). NULL with errno. */
+struct gate	*gate_new(struct ev_loop *loop, int fd, uint16_t queue,
 		    const struct gate_hooks *hooks);
 /* gate_free: NULL is a no-op. Held packets die with the socket. */
 void		 gate_free(struct gate *g);
@@ -99,5 +106,14 @@ int		 gate_learn(struct gate *g, const char *ifname, const char *name,
 		    uint16_t lo, uint16_t hi, uint32_t timeout_ms);
 /* gate_forget: everything remembered for link ifname (its sandbox went). */
 void		 gate_forget(struct gate *g, const char *ifname);
+
+struct ech_set;
+/* gate_ech_done: the lookup the ech_lookup hook was asked for ended:
+ * status 0 with
+ * set (what name publishes; NULL or empty for none) and ttl_s, or -1
+ * when it failed or the records were malformed. The flows whose ECH
+ * ClientHello waited for it are judged now. */
+void		 gate_ech_done(struct gate *g, const char *name, int status,
+		    const struct ech_set *set, uint32_t ttl_s);
 
 #endif /* SLUICE_GATEWAY_DNS_GATE_H */

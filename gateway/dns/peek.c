@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gateway/dns/cur.h"
 #include "gateway/dns/peek.h"
 
 #define TLS_HANDSHAKE	22
@@ -67,45 +68,6 @@ name_copy(struct peek_out *o, const uint8_t *s, size_t n, bool trail_ok)
 
 /* --------------------------------------------------------------- TLS */
 
-struct cur {
-	const uint8_t	*p;
-	size_t		 n;
-};
-
-static bool
-take(struct cur *c, size_t k, const uint8_t **out)
-{
-	if (c->n < k)
-		return false;
-	if (out != NULL)
-		*out = c->p;
-	c->p += k;
-	c->n -= k;
-	return true;
-}
-
-static bool
-u8(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 1, &p))
-		return false;
-	*v = p[0];
-	return true;
-}
-
-static bool
-u16(struct cur *c, unsigned *v)
-{
-	const uint8_t *p;
-
-	if (!take(c, 2, &p))
-		return false;
-	*v = (unsigned)p[0] << 8 | p[1];
-	return true;
-}
-
 /* The server_name extension's body: exactly one host_name entry. */
 static enum peek_result
 sni(struct cur e, struct peek_out *o)
@@ -113,16 +75,36 @@ sni(struct cur e, struct peek_out *o)
 	unsigned	 list, type, nlen;
 	const uint8_t	*name;
 
-	if (!u16(&e, &list) || list != e.n || list == 0)
+	if (!cur_u16(&e, &list) || list != e.n || list == 0)
 		return bad(o, PEEK_MALFORMED, "server_name list length");
-	if (!u8(&e, &type) || type != 0 || !u16(&e, &nlen) ||
-	    !take(&e, nlen, &name))
+	if (!cur_u8(&e, &type) || type != 0 || !cur_u16(&e, &nlen) ||
+	    !cur_take(&e, nlen, &name))
 		return bad(o, PEEK_MALFORMED, "server_name entry");
 	if (e.n != 0)
 		return bad(o, PEEK_MALFORMED, "more than one server_name");
 	if (!name_copy(o, name, nlen, false))
 		return bad(o, PEEK_MALFORMED, "server_name not a host name");
 	return PEEK_NAME;
+}
+
+/* An encrypted_client_hello extension's body: of type outer (0), it is
+ * cipher_suite(kdf 2, aead 2), config_id(1), enc<0..2^16-1> and
+ * payload<1..2^16-1>, and nothing after. Anything else leaves ech_outer
+ * false (the gate refuses it as a real ECH). */
+static void
+ech_outer(struct cur c, struct peek_out *o)
+{
+	unsigned type, kdf, aead, id, n;
+
+	if (!cur_u8(&c, &type) || type != 0 || !cur_u16(&c, &kdf) ||
+	    !cur_u16(&c, &aead) || !cur_u8(&c, &id) || !cur_u16(&c, &n) ||
+	    !cur_take(&c, n, NULL) || !cur_u16(&c, &n) || n == 0 ||
+	    !cur_take(&c, n, NULL) || c.n != 0)
+		return;
+	o->ech_outer = true;
+	o->ech_config_id = (uint8_t)id;
+	o->ech_kdf = (uint16_t)kdf;
+	o->ech_aead = (uint16_t)aead;
 }
 
 /* The ClientHello body (after its 4-byte handshake header), whole. */
@@ -132,24 +114,25 @@ client_hello(struct cur c, struct peek_out *o)
 	static uint8_t	 seen[65536 / 8];
 	const uint8_t	*ep;
 	unsigned	 k, elen, type, len;
-	bool		 have_name = false, ech = false;
+	bool		 have_name = false, ech = false, old_ech = false;
 	enum peek_result r;
 	struct cur	 ext;
 
-	if (!take(&c, 2 + 32, NULL) || !u8(&c, &k) || k > 32 ||
-	    !take(&c, k, NULL))
+	if (!cur_take(&c, 2 + 32, NULL) || !cur_u8(&c, &k) || k > 32 ||
+	    !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "ClientHello header");
-	if (!u16(&c, &k) || k < 2 || k % 2 != 0 || !take(&c, k, NULL))
+	if (!cur_u16(&c, &k) || k < 2 || k % 2 != 0 || !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "cipher suites");
-	if (!u8(&c, &k) || k < 1 || !take(&c, k, NULL))
+	if (!cur_u8(&c, &k) || k < 1 || !cur_take(&c, k, NULL))
 		return bad(o, PEEK_MALFORMED, "compression methods");
 	if (c.n == 0)
 		return bad(o, PEEK_NO_NAME, "no extensions");
-	if (!u16(&c, &elen) || elen != c.n)
+	if (!cur_u16(&c, &elen) || elen != c.n)
 		return bad(o, PEEK_MALFORMED, "extensions length");
 	memset(seen, 0, sizeof(seen));
 	while (c.n > 0) {
-		if (!u16(&c, &type) || !u16(&c, &len) || !take(&c, len, &ep))
+		if (!cur_u16(&c, &type) || !cur_u16(&c, &len) ||
+		    !cur_take(&c, len, &ep))
 			return bad(o, PEEK_MALFORMED, "extension length");
 		/* A server takes one of each; which one is its choice. */
 		if (seen[type / 8] & (1u << (type % 8)))
@@ -161,10 +144,18 @@ client_hello(struct cur c, struct peek_out *o)
 			if ((r = sni(ext, o)) != PEEK_NAME)
 				return r;
 			have_name = true;
-		} else if (type == EXT_ECH || type == EXT_ESNI ||
-		    (type >= 0xfe08u && type < EXT_ECH))
+		} else if (type == EXT_ECH) {
+			ext.p = ep;
+			ext.n = len;
+			ech_outer(ext, o);
 			ech = true;
+		} else if (type == EXT_ESNI ||
+		    (type >= 0xfe08u && type < EXT_ECH))
+			ech = old_ech = true;
 	}
+	/* Beside a predecessor, an outer extension proves nothing. */
+	if (old_ech)
+		o->ech_outer = false;
 	if (ech) {
 		if (!have_name)
 			o->name[0] = '\0';

@@ -19,6 +19,7 @@
 #ifndef SLUICE_GATEWAY_DNS_PEEK_H
 #define SLUICE_GATEWAY_DNS_PEEK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,12 +39,21 @@ enum peek_result {
 struct peek_out {
 	char		 name[PEEK_NAME_MAX];
 	const char	*why;		/* static text for PEEK_MALFORMED etc. */
+	/* PEEK_ECH: ech_outer when the extension is encrypted_client_hello
+	 * of type outer, whole, with the config id and HPKE cipher suite it
+	 * names (the client's claim: real with a config the name
+	 * publishes, GREASE with made-up values); false for anything else
+	 * (its predecessors, an inner type in the clear). */
+	bool		 ech_outer;
+	uint8_t		 ech_config_id;
+	uint16_t	 ech_kdf, ech_aead;
 };
 
 /* peek_tls: b[0..len) as the start of a TLS client stream. PEEK_NAME,
  * PEEK_NO_NAME (no server_name), PEEK_ECH (the extension present, with
- * out->name the outer server_name if any), PEEK_NOT_TLS, PEEK_MALFORMED
- * or PEEK_MORE. A ClientHello longer than PEEK_MAX is PEEK_MALFORMED. */
+ * out->name the outer server_name if any, "" if none, and the ech_
+ * fields), PEEK_NOT_TLS, PEEK_MALFORMED or PEEK_MORE. A ClientHello
+ * longer than PEEK_MAX is PEEK_MALFORMED. */
 enum peek_result	peek_tls(const uint8_t *b, size_t len,
 			    struct peek_out *out);
 /* peek_http: b[0..len) as the start of an HTTP/1.x request. PEEK_NAME

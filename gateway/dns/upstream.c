@@ -316,6 +316,11 @@ dns_pq_finish(struct dns_pq *pq, ldns_buffer *b, uint8_t rcode)
 {
 	struct dns_proxy *p = pq->p;
 
+	/* A probe answers no one and is no query of a sandbox's. */
+	if (pq->probe) {
+		dns_probe_fail(pq);
+		return;
+	}
 	pq->ev.rcode = rcode;
 	if (pq->orphan)
 		pq->ev.rcode = RCODE_NONE;	/* its TCP client left */
@@ -414,6 +419,12 @@ pq_reply(struct dns_pq *pq, ldns_pkt *pkt, const uint8_t *m, size_t len)
 	if (rc != LDNS_RCODE_NOERROR && rc != LDNS_RCODE_NXDOMAIN) {
 		ldns_pkt_free(pkt);
 		pq_next_upstream(pq);
+		return;
+	}
+	if (pq->probe) {
+		pq_close_fd(pq);
+		dns_probe_reply(pq, pkt);
+		ldns_pkt_free(pkt);
 		return;
 	}
 	/* Before pq_close_fd: (m, len) may be the TCP buffer it frees. */

@@ -41,7 +41,10 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	[MSG_LEARN] = { "MSG_LEARN", MSG_TO_PARENT, sizeof(struct msg_learn) +
 	    sizeof(struct msg_elem), sizeof(struct msg_learn) +
 	    MSG_LEARN_MAX * sizeof(struct msg_elem) },
-	FIXED(MSG_DNS_EVENT, MSG_TO_PARENT, struct msg_dns_event),
+	/* At least one record, each at least its fixed part. */
+	[MSG_DNS_EVENTS] = { "MSG_DNS_EVENTS", MSG_TO_PARENT,
+	    sizeof(struct msg_dns_events) + sizeof(struct msg_dns_ev),
+	    sizeof(struct msg_dns_events) + MSG_EVENTS_BYTES },
 	FIXED(MSG_LOST, MSG_TO_PARENT, struct msg_lost),
 	FIXED(MSG_BR_CONFIG, MSG_TO_CHILD, struct msg_br_config),
 	[MSG_BR_CONFIG_DATA] = { "MSG_BR_CONFIG_DATA", MSG_TO_CHILD, 1,
@@ -144,6 +147,72 @@ msg_learn_ok(const struct msg_learn *m, size_t len)
 	return true;
 }
 
+static size_t
+n_addrs(size_t n)
+{
+	return n < DNS_EV_MAX_ADDRS ? n : DNS_EV_MAX_ADDRS;
+}
+
+static size_t
+n_elems(size_t n)
+{
+	return n < DNS_EV_MAX_ELEMS ? n : DNS_EV_MAX_ELEMS;
+}
+
+size_t
+msg_dns_ev_size(const struct dns_event *ev)
+{
+	return sizeof(struct msg_dns_ev) + n_addrs(ev->naddrs) *
+	    sizeof(struct dns_ev_addr) + n_elems(ev->nelems) *
+	    sizeof(struct dns_ev_elem);
+}
+
+/* A count that does not fit the wire's field is capped: it is a figure
+ * for the record, and the arrays hold the first DNS_EV_MAX_* anyway. */
+static uint32_t
+u32(size_t n)
+{
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+size_t
+msg_dns_ev_put(void *p, const struct dns_event *ev)
+{
+	unsigned char *o = p;
+	struct msg_dns_ev h;
+	size_t na = n_addrs(ev->naddrs), ne = n_elems(ev->nelems);
+
+	memset(&h, 0, sizeof(h));
+	h.latency_us = ev->latency_us;
+	h.naddrs = u32(ev->naddrs);
+	h.nkept = u32(ev->nkept);
+	h.nremoved = u32(ev->nremoved);
+	h.nelems = u32(ev->nelems);
+	h.suppressed = ev->suppressed;
+	h.decision = (uint32_t)ev->decision;
+	h.reason = (uint32_t)ev->reason;
+	h.qtype = ev->qtype;
+	h.tcp = ev->tcp ? 1 : 0;
+	h.finding = ev->finding ? 1 : 0;
+	h.rcode = ev->rcode;
+	/* Each string's bytes up to its NUL; the rest stays zero. */
+	memcpy(h.sandbox, ev->sandbox, strnlen(ev->sandbox,
+	    sizeof(h.sandbox) - 1));
+	memcpy(h.client, ev->client, strnlen(ev->client, sizeof(h.client) -
+	    1));
+	memcpy(h.qname, ev->qname, strnlen(ev->qname, sizeof(h.qname) - 1));
+	memcpy(h.rule, ev->rule, strnlen(ev->rule, sizeof(h.rule) - 1));
+	memcpy(h.upstream, ev->upstream, strnlen(ev->upstream,
+	    sizeof(h.upstream) - 1));
+	memcpy(o, &h, sizeof(h));
+	o += sizeof(h);
+	memcpy(o, ev->addrs, na * sizeof(ev->addrs[0]));
+	o += na * sizeof(ev->addrs[0]);
+	memcpy(o, ev->elems, ne * sizeof(ev->elems[0]));
+	o += ne * sizeof(ev->elems[0]);
+	return (size_t)(o - (unsigned char *)p);
+}
+
 /* A bool that crossed a process boundary may hold any byte, and loading
  * one that is not 0 or 1 is undefined: look at it as a byte. */
 static bool
@@ -156,35 +225,82 @@ bool_ok(const bool *b)
 }
 
 bool
-msg_dns_event_ok(struct msg_dns_event *m)
+msg_dns_ev_get(const void *pl, size_t len, size_t *off, struct dns_event *ev)
 {
-	struct dns_event *ev = &m->ev;
-	size_t i;
+	const unsigned char *p = pl;
+	struct msg_dns_ev h;
+	size_t i, na, ne, need;
 
-	if (!msg_str_ok(ev->sandbox, sizeof(ev->sandbox)) ||
-	    !msg_str_ok(ev->client, sizeof(ev->client)) ||
-	    !msg_str_ok(ev->qname, sizeof(ev->qname)) ||
-	    !msg_str_ok(ev->rule, sizeof(ev->rule)) ||
-	    !msg_str_ok(ev->upstream, sizeof(ev->upstream)) ||
-	    (unsigned)ev->decision > DNS_DEC_MALFORMED ||
-	    (unsigned)ev->reason >= POL_REASON__COUNT ||
-	    !bool_ok(&ev->tcp) || !bool_ok(&ev->finding))
+	if (*off > len || len - *off < sizeof(h))
 		return false;
-	for (i = 0; i < ev->naddrs && i < DNS_EV_MAX_ADDRS; i++) {
+	memcpy(&h, p + *off, sizeof(h));
+	na = n_addrs(h.naddrs);
+	ne = n_elems(h.nelems);
+	need = sizeof(h) + na * sizeof(ev->addrs[0]) + ne *
+	    sizeof(ev->elems[0]);
+	if (len - *off < need ||
+	    !msg_str_ok(h.sandbox, sizeof(h.sandbox)) ||
+	    !msg_str_ok(h.client, sizeof(h.client)) ||
+	    !msg_str_ok(h.qname, sizeof(h.qname)) ||
+	    !msg_str_ok(h.rule, sizeof(h.rule)) ||
+	    !msg_str_ok(h.upstream, sizeof(h.upstream)) ||
+	    h.decision > DNS_DEC_MALFORMED || h.reason >= POL_REASON__COUNT ||
+	    h.tcp > 1 || h.finding > 1)
+		return false;
+	ev->latency_us = h.latency_us;
+	ev->naddrs = h.naddrs;
+	ev->nkept = h.nkept;
+	ev->nremoved = h.nremoved;
+	ev->nelems = h.nelems;
+	ev->suppressed = h.suppressed;
+	ev->decision = (enum dns_decision)h.decision;
+	ev->reason = (enum pol_reason)h.reason;
+	ev->qtype = h.qtype;
+	ev->tcp = h.tcp != 0;
+	ev->finding = h.finding != 0;
+	ev->rcode = h.rcode;
+	memcpy(ev->sandbox, h.sandbox, sizeof(ev->sandbox));
+	memcpy(ev->client, h.client, sizeof(ev->client));
+	memcpy(ev->qname, h.qname, sizeof(ev->qname));
+	memcpy(ev->rule, h.rule, sizeof(ev->rule));
+	memcpy(ev->upstream, h.upstream, sizeof(ev->upstream));
+	memcpy(ev->addrs, p + *off + sizeof(h), na * sizeof(ev->addrs[0]));
+	memcpy(ev->elems, p + *off + sizeof(h) + na * sizeof(ev->addrs[0]),
+	    ne * sizeof(ev->elems[0]));
+	for (i = 0; i < na; i++) {
 		const struct dns_ev_addr *a = &ev->addrs[i];
 
 		if ((a->family != AF_INET && a->family != AF_INET6) ||
 		    !msg_str_ok(a->cls, sizeof(a->cls)) || !bool_ok(&a->kept))
 			return false;
 	}
-	for (i = 0; i < ev->nelems && i < DNS_EV_MAX_ELEMS; i++) {
+	for (i = 0; i < ne; i++) {
 		const struct dns_ev_elem *e = &ev->elems[i];
 
 		if (!msg_str_ok(e->ifname, sizeof(e->ifname)) ||
 		    (e->family != AF_INET && e->family != AF_INET6))
 			return false;
 	}
+	*off += need;
 	return true;
+}
+
+bool
+msg_dns_events_ok(const void *pl, size_t len, struct dns_event *scratch)
+{
+	struct msg_dns_events h;
+	size_t off = sizeof(h);
+	uint32_t i;
+
+	if (len < sizeof(h))
+		return false;
+	memcpy(&h, pl, sizeof(h));
+	if (h.n == 0 || h.n > MSG_EVENTS_MAX || h.pad != 0)
+		return false;
+	for (i = 0; i < h.n; i++)
+		if (!msg_dns_ev_get(pl, len, &off, scratch))
+			return false;
+	return off == len;
 }
 
 bool

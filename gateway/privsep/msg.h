@@ -6,7 +6,7 @@
  * children that parse what sandboxes send (the DNS process). They talk over
  * one SOCK_SEQPACKET socket pair each, one message per packet: a struct
  * msg_hdr and a payload whose size the table in msg.c fixes (or bounds, for
- * the two messages that end in an array). Payloads are flat: fixed arrays,
+ * the messages that end in an array or in records of their own length). Payloads are flat: fixed arrays,
  * integers, NUL-terminated strings inside their arrays, never a pointer, so
  * a message means the same in both processes and a receiver can check it
  * completely before it uses a byte of it (msg_check, then the payload's own
@@ -51,7 +51,7 @@ enum msg_type {
 	/* DNS child -> parent */
 	MSG_READY,		/* struct msg_ready: serving */
 	MSG_LEARN,		/* struct msg_learn + n struct msg_elem */
-	MSG_DNS_EVENT,		/* struct msg_dns_event */
+	MSG_DNS_EVENTS,		/* struct msg_dns_events + records */
 	MSG_LOST,		/* struct msg_lost: events the child could not send */
 	/* parent -> bridge child (the policy messages, MSG_SYNC as above) */
 	MSG_BR_CONFIG,		/* struct msg_br_config: the daemon config */
@@ -83,6 +83,8 @@ enum msg_type {
 #define MSG_POLICIES_MAX	4096u		/* as pol_set_load_dir */
 #define MSG_TAP_MAX		256u		/* treat_as_public CIDRs */
 #define MSG_LEARN_MAX		1024u		/* elements per learn batch */
+#define MSG_EVENTS_MAX		256u		/* dns events per batch */
+#define MSG_EVENTS_BYTES	(256u * 1024u)	/* a batch's records, at most */
 #define MSG_NAME_MAX		256u		/* a DNS name, with its NUL */
 #define MSG_ID_MAX		33u		/* a sandbox id, with its NUL */
 #define MSG_POLNAME_MAX		65u		/* a policy name, with its NUL */
@@ -116,6 +118,7 @@ struct msg_dns_config {
 	uint16_t		max_udp_size;
 	uint8_t			no_cache;
 	uint8_t			gate;		/* the gate's queue is fd 6 */
+	uint16_t		gate_queue;	/* its NFQUEUE number */
 	uint32_t		ntap;
 	struct pol_cidr		tap[MSG_TAP_MAX];	/* treat_as_public */
 };
@@ -166,8 +169,35 @@ struct msg_ready {
 	uint32_t	pid;
 };
 
-struct msg_dns_event {
-	struct dns_event ev;		/* flat (see dns.h) */
+/*
+ * The dns.decision events of one loop turn of the DNS process, in one
+ * message: struct msg_dns_events, then n records back to back, each a
+ * struct msg_dns_ev followed by exactly min(naddrs, DNS_EV_MAX_ADDRS)
+ * struct dns_ev_addr and min(nelems, DNS_EV_MAX_ELEMS) struct dns_ev_elem
+ * (the slots the event used, never the empty ones). A record's length
+ * follows from its own counts, and the records must fill the payload
+ * exactly. Records start at any offset: a receiver copies them out
+ * (msg_dns_ev_get), it never points into them.
+ */
+struct msg_dns_events {
+	uint32_t	n;		/* records, 1..MSG_EVENTS_MAX */
+	uint32_t	pad;
+};
+
+/* struct dns_event's fields before its arrays, in fixed-width types. */
+struct msg_dns_ev {
+	uint64_t	latency_us;
+	uint32_t	naddrs, nkept, nremoved, nelems;	/* as counted */
+	uint32_t	suppressed;
+	uint32_t	decision;	/* enum dns_decision */
+	uint32_t	reason;		/* enum pol_reason */
+	uint16_t	qtype;
+	uint8_t		tcp, finding, rcode;
+	char		sandbox[33];
+	char		client[INET6_ADDRSTRLEN + 8];
+	char		qname[256];
+	char		rule[48];
+	char		upstream[INET6_ADDRSTRLEN + 8];
 };
 
 struct msg_lost {
@@ -302,9 +332,10 @@ struct msg_gate_pass {
 /*
  * msg_check: whether a payload of len bytes may be a message of type going
  * in direction dir (the type is in the enum, flows that way, and len is
- * its size, or within its bounds for MSG_LEARN and MSG_POLICY_DATA). 0, or
- * -1 with errno EPROTO. It looks at sizes only; the payload's own checks
- * follow (msg_sbx_ok, msg_learn_ok, msg_dns_event_ok).
+ * its size, or within its bounds for the messages of variable length:
+ * MSG_LEARN, MSG_DNS_EVENTS, MSG_POLICY_DATA...). 0, or -1 with errno
+ * EPROTO. It looks at sizes only; the payload's own checks
+ * follow (msg_sbx_ok, msg_learn_ok, msg_dns_events_ok).
  */
 int		 msg_check(uint32_t type, size_t len, enum msg_dir dir);
 /* msg_name: a message type's name for logs ("?" when out of range). */
@@ -322,9 +353,25 @@ bool		 msg_sbx_ok(const struct msg_sbx *s);
  * bounds and matching len, each element's strings terminated, its family,
  * protocol and port range ones fw_learn can take. */
 bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
-/* msg_dns_event_ok: the event's strings are terminated, its enums and
- * counts within range. */
-bool		 msg_dns_event_ok(struct msg_dns_event *m);
+/* msg_dns_ev_size: the bytes of the record ev makes (its used slots). */
+size_t		 msg_dns_ev_size(const struct dns_event *ev);
+/* msg_dns_ev_put: writes ev's record at p, which has room for
+ * msg_dns_ev_size(ev) bytes; returns that size. */
+size_t		 msg_dns_ev_put(void *p, const struct dns_event *ev);
+/*
+ * msg_dns_ev_get: reads the record at *off of a batch payload of len bytes
+ * into ev and moves *off past it. false, with ev unspecified, when the
+ * record does not fit in what is left, or a string is not terminated
+ * inside its array, or an enum, a bool or an address family is out of
+ * range. Only the used slots of ev's arrays are written.
+ */
+bool		 msg_dns_ev_get(const void *pl, size_t len, size_t *off,
+		    struct dns_event *ev);
+/* msg_dns_events_ok: a batch of len payload bytes is whole: n within
+ * bounds, every record valid (msg_dns_ev_get, into scratch), and the
+ * records exactly fill len. */
+bool		 msg_dns_events_ok(const void *pl, size_t len,
+		    struct dns_event *scratch);
 /* msg_gate_event_ok: the event's strings are terminated, its reason one
  * of the gate's and its check an enum pol_check. */
 bool		 msg_gate_event_ok(const struct msg_gate_event *m);

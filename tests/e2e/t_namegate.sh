@@ -33,6 +33,9 @@ rules='    - host: pkg.example.com
       check: http
     - host: short-ttl.example.com
       ports: [8443]
+      check: tls
+    - host: ech.example.com
+      ports: [8443]
       check: tls'
 printf 'version: 1\nname: ng-a\negress:\n  allow:\n%s\ndns:\n  min_ttl: 1s\n' \
     "$rules" >"$POL/ng-a.yaml"
@@ -41,6 +44,12 @@ printf 'version: 1\nname: ng-b\negress:\n  allow:\n%s\n%s\ndns:\n  min_ttl: 1s\n
       ports: [8443]
       check: tls' >"$POL/ng-b.yaml"
 world_sluiced_config "$E2E_TMP/sluice.yaml" "$POL"
+# Not the default queue number (network.gate_queue): the rules, the
+# parent's reader and the DNS process must all agree on the configured one.
+QNUM=7743
+sed -i "s/^  bridge_port: .*/&\n  gate_queue: $QNUM/" "$E2E_TMP/sluice.yaml"
+grep -q "^  gate_queue: $QNUM\$" "$E2E_TMP/sluice.yaml" ||
+    { not_ok "a config with gate_queue $QNUM"; finish; }
 world_start_sluiced "$E2E_TMP/sluice.yaml" || { not_ok "sluiced starts"; finish; }
 PARENT=$_WORLD_SLUICED_PID
 DB=$WORLD_DIR/state/audit.db
@@ -93,6 +102,12 @@ refused() {
 }
 
 check_eq "A resolves pkg.example.com" "$WORLD_PKG" "$(q "$A" pkg.example.com)"
+# The kernel's list of bound queues (per network namespace): the gate's
+# reader is on the configured number, and nothing is on the default one.
+qbound() { world_host awk -v q="$1" '$1 == q { f = 1 } END { exit !f }' \
+    /proc/net/netfilter/nfnetlink_queue 2>/dev/null; }
+check "the gate reads NFQUEUE $QNUM (network.gate_queue)" qbound "$QNUM"
+check_fails "and not the default 7741" qbound 7741
 
 # ---------------------------------------------------------------- allowed
 ng "$A" tls 8443 pkg.example.com
@@ -117,8 +132,29 @@ refused "a ClientHello without server_name" no_name ""
 ng "$A" split 8443 foreign.example.net
 refused "a ClientHello in three segments with a foreign name" \
     name_mismatch foreign.example.net
+# encrypted_client_hello: GREASE (a config id no name here publishes) is
+# judged by its outer server_name; one with the config id the name's
+# HTTPS record publishes (world.sh: ech.example.com, id 0x2a) hides the
+# name the server reads, and is refused.
+ng "$A" grease 8443 pkg.example.com
+check_eq "GREASE ECH with the answered outer name passes" bytes "$OUT"
+check "and the server read it" seen "$PORT_USED"
 ng "$A" ech 8443 pkg.example.com
-refused "a ClientHello with encrypted_client_hello" ech pkg.example.com
+check_eq "ECH with a config id pkg.example.com does not publish passes as GREASE" \
+    bytes "$OUT"
+ng "$A" grease 8443 grease.example.net
+refused "GREASE ECH with another name's outer server_name" name_mismatch \
+    grease.example.net
+check_eq "A resolves ech.example.com (the same address)" "$WORLD_PKG" \
+    "$(q "$A" ech.example.com)"
+ng "$A" ech 8443 ech.example.com
+refused "ECH with the config id ech.example.com publishes" ech ech.example.com
+ng "$A" ech 8443 pkg.example.com
+refused "the same ECH with an outer name of the same address" ech \
+    pkg.example.com
+ng "$A" grease 8443 ech.example.com
+check_eq "GREASE ECH to ech.example.com (another config id) passes" bytes \
+    "$OUT"
 ng "$A" http 443 pkg.example.com
 refused "plain HTTP on port 443 (tls by default)" not_tls ""
 ng "$A" hello 8080 pkg.example.com

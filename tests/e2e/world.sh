@@ -183,6 +183,18 @@ _world_tree() {
 	echo "v6.example.org" >"$WORLD_DIR/www/web6/index.html"
 }
 
+# ech.example.com publishes an ECH config in its HTTPS record (the name
+# gate refuses a ClientHello that uses it): priority 1, target ".",
+# alpn=h2, ipv4hint=192.0.2.10, and ech= an ECHConfigList of one config
+# (version 0xfe0d, config id 0x2a, KEM X25519 with a key of 32 bytes
+# 0x11, cipher suite HKDF-SHA256 / AES-128-GCM, public_name
+# public.example.com, no extensions).
+WORLD_ECH_ID=42
+WORLD_ECH_RDATA=0001000001000302683200040004c000020a0005004700
+WORLD_ECH_RDATA+=45fe0d00412a00200020
+WORLD_ECH_RDATA+=1111111111111111111111111111111111111111111111111111111111111111
+WORLD_ECH_RDATA+=00040001000100127075626c69632e6578616d706c652e636f6d0000
+
 # _world_dns: dnsmasq on 192.0.2.53 and 198.51.100.53 with the test zone.
 _world_dns() {
 	: >"$WORLD_DIR/log/resolver.log"
@@ -213,6 +225,8 @@ _world_dns() {
 	    --txt-record=txt.example.com,"v=spf1 -all" \
 	    --dns-rr=https.example.com,65,0001000001000302683200040004c000020a \
 	    --dns-rr=svcb.example.com,64,0001000001000302683200040004c000020a \
+	    --host-record=ech.example.com,"$WORLD_PKG" \
+	    --dns-rr=ech.example.com,65,"$WORLD_ECH_RDATA" \
 	    --address=/wild.example.com/"$WORLD_PKG" \
 	    --address=/sync.world.test/192.0.2.1
 }

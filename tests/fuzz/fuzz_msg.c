@@ -4,15 +4,16 @@
  *
  * A random payload almost never gets past the size check, so the input
  * edits a valid one instead: byte 0 picks the message (a learn batch, a
- * DNS event, a sandbox entry, a bridge event), byte 1 the number of elements of a learn
- * batch, bytes 2-3 an offset, byte 4 whether the length is cut or grown,
+ * batch of DNS events, a sandbox entry, a bridge event), byte 1 the number of
+ * elements of a learn batch or of events of a batch, bytes 2-3 an offset, byte 4 whether the length is cut or grown,
  * and the rest is written over the valid payload at the offset. Beyond
  * "does not crash" (ASan, UBSan):
  *   - msg_check takes exactly the sizes the table gives;
  *   - a payload the checks accept has every string inside its array, a
  *     count matching its length, and fields fw_learn can take;
- *   - an accepted DNS event becomes a dns.decision record (the
- *     conversion the parent runs) that is one JSON object.
+ *   - an accepted batch of DNS events is walked to exactly its end, and
+ *     each event becomes a dns.decision record (the conversion the
+ *     parent runs) that is one JSON object.
  */
 #include <sys/socket.h>
 
@@ -106,48 +107,73 @@ try_learn(const uint8_t *data, size_t size)
 	}
 }
 
+/* A batch of up to four events, edited: byte 1 picks how many and how
+ * many addresses the second one has. Accepted, walking the records ends
+ * exactly at the length, and each record becomes a dns.decision record
+ * that is one JSON object. */
 static void
-try_event(const uint8_t *data, size_t size)
+try_events(const uint8_t *data, size_t size)
 {
-	static struct msg_dns_event m;
+	static unsigned char buf[sizeof(struct msg_dns_events) +
+	    MSG_EVENTS_BYTES];
+	static struct dns_event ev, scratch;
 	static char out[16384];
-	struct dns_event *ev = &m.ev;
+	struct msg_dns_events h;
+	uint32_t i, k = (uint32_t)(data[1] % 4) + 1;
+	size_t len, got, off;
 	struct aud_cw w;
 	json_t *j;
 
-	memset(&m, 0, sizeof(m));
-	strcpy(ev->sandbox, "s1");
-	strcpy(ev->client, "10.231.0.2#5353");
-	strcpy(ev->qname, "pkg.example.com");
-	ev->qtype = 1;
-	ev->decision = DNS_DEC_ALLOW;
-	ev->reason = POL_REASON_ALLOWED;
-	ev->rcode = 0;
-	ev->naddrs = 1;
-	ev->addrs[0].family = AF_INET;
-	ev->addrs[0].addr[0] = 198;
-	strcpy(ev->addrs[0].cls, "public");
-	ev->addrs[0].kept = true;
-	ev->nkept = 1;
-	ev->nelems = 1;
-	strcpy(ev->elems[0].ifname, "sl-1");
-	ev->elems[0].family = AF_INET;
-	ev->elems[0].proto = IPPROTO_TCP;
-	ev->elems[0].port_lo = ev->elems[0].port_hi = 443;
-	edit((uint8_t *)&m, sizeof(m), data, size);
-	if (msg_check(MSG_DNS_EVENT, cut(sizeof(m), data[4]),
-	    MSG_TO_PARENT) != 0 || !msg_dns_event_ok(&m))
+	memset(&ev, 0, sizeof(ev));
+	strcpy(ev.sandbox, "s1");
+	strcpy(ev.client, "10.231.0.2#5353");
+	strcpy(ev.qname, "pkg.example.com");
+	ev.qtype = 1;
+	ev.decision = DNS_DEC_ALLOW;
+	ev.reason = POL_REASON_ALLOWED;
+	ev.naddrs = 1;
+	ev.addrs[0].family = AF_INET;
+	ev.addrs[0].addr[0] = 198;
+	strcpy(ev.addrs[0].cls, "public");
+	ev.addrs[0].kept = true;
+	ev.nkept = 1;
+	ev.nelems = 1;
+	strcpy(ev.elems[0].ifname, "sl-1");
+	ev.elems[0].family = AF_INET;
+	ev.elems[0].proto = IPPROTO_TCP;
+	ev.elems[0].port_lo = ev.elems[0].port_hi = 443;
+	memset(buf, 0, sizeof(buf));
+	memset(&h, 0, sizeof(h));
+	h.n = k;
+	memcpy(buf, &h, sizeof(h));
+	len = sizeof(h);
+	for (i = 0; i < k; i++) {
+		ev.naddrs = i == 1 ? (size_t)(data[1] >> 2) % 4 : 1;
+		len += msg_dns_ev_put(buf + len, &ev);
+	}
+	edit(buf, len, data, size);
+	got = cut(len, data[4]);
+	if (msg_check(MSG_DNS_EVENTS, got, MSG_TO_PARENT) != 0 ||
+	    !msg_dns_events_ok(buf, got, &scratch))
 		return;
-	REQUIRE(strnlen(ev->qname, sizeof(ev->qname)) < sizeof(ev->qname));
-	REQUIRE(strnlen(ev->sandbox, sizeof(ev->sandbox)) <
-	    sizeof(ev->sandbox));
-	REQUIRE((unsigned)ev->reason < POL_REASON__COUNT);
-	aud_cw_init(&w, out, sizeof(out));
-	if (dns_rec_canon(ev, NULL, &w) != 0 || w.overflow)
-		return;
-	j = json_loadb(w.p, w.len, 0, NULL);
-	REQUIRE(j != NULL && json_is_object(j));
-	json_decref(j);
+	memcpy(&h, buf, sizeof(h));
+	REQUIRE(h.n >= 1 && h.n <= MSG_EVENTS_MAX);
+	off = sizeof(h);
+	for (i = 0; i < h.n; i++) {
+		REQUIRE(msg_dns_ev_get(buf, got, &off, &scratch));
+		REQUIRE(strnlen(scratch.qname, sizeof(scratch.qname)) <
+		    sizeof(scratch.qname));
+		REQUIRE(strnlen(scratch.sandbox, sizeof(scratch.sandbox)) <
+		    sizeof(scratch.sandbox));
+		REQUIRE((unsigned)scratch.reason < POL_REASON__COUNT);
+		aud_cw_init(&w, out, sizeof(out));
+		if (dns_rec_canon(&scratch, NULL, &w) != 0 || w.overflow)
+			continue;
+		j = json_loadb(w.p, w.len, 0, NULL);
+		REQUIRE(j != NULL && json_is_object(j));
+		json_decref(j);
+	}
+	REQUIRE(off == got);
 }
 
 /* A bridge event: the numbers, then strings whose lengths the header
@@ -235,7 +261,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		try_learn(data, size);
 		break;
 	case 1:
-		try_event(data, size);
+		try_events(data, size);
 		break;
 	case 3:
 		try_br_event(data, size);

@@ -178,6 +178,137 @@ START_TEST(tls_refusals)
 }
 END_TEST
 
+/* An outer encrypted_client_hello: type 0, suite, config id, enc of
+ * enclen bytes, payload of plen bytes. */
+static void
+ext_ech(struct hb *e, uint8_t type, unsigned kdf, unsigned aead, uint8_t id,
+    size_t enclen, size_t plen)
+{
+	put16(e, 0xfe0d);
+	put16(e, (unsigned)(1 + 4 + 1 + 2 + enclen + 2 + plen));
+	put(e, &type, 1);
+	put16(e, kdf);
+	put16(e, aead);
+	put(e, &id, 1);
+	put16(e, (unsigned)enclen);
+	for (size_t i = 0; i < enclen; i++)
+		put(e, "\x33", 1);
+	put16(e, (unsigned)plen);
+	for (size_t i = 0; i < plen; i++)
+		put(e, "\x44", 1);
+}
+
+START_TEST(tls_ech_outer)
+{
+	struct peek_out o;
+
+	/* The outer extension's config id and suite, beside the outer
+	 * server_name, whichever comes first. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 0, 1, 3, 0x9c, 32, 144);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert_str_eq(o.name, "pypi.org");
+	ck_assert(o.ech_outer);
+	ck_assert_uint_eq(o.ech_config_id, 0x9c);
+	ck_assert_uint_eq(o.ech_kdf, 1);
+	ck_assert_uint_eq(o.ech_aead, 3);
+	E.n = 0;
+	ext_ech(&E, 0, 2, 1, 7, 0, 1);
+	ext_sni(&E, "public.example.net");
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert_str_eq(o.name, "public.example.net");
+	ck_assert(o.ech_outer);
+	ck_assert_uint_eq(o.ech_config_id, 7);
+	/* Without a server_name: no name, still read. */
+	E.n = 0;
+	ext_ech(&E, 0, 1, 1, 1, 32, 10);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert_str_eq(o.name, "");
+	ck_assert(o.ech_outer);
+	/* Split over records of 9 bytes: the same fields. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 0, 1, 1, 0x42, 32, 200);
+	hello(&H, &E, 9);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(o.ech_outer);
+	ck_assert_uint_eq(o.ech_config_id, 0x42);
+}
+END_TEST
+
+/* What is not a whole outer extension says nothing of a config: the gate
+ * refuses it as a real ECH. */
+START_TEST(tls_ech_not_outer)
+{
+	struct peek_out o;
+
+	/* Type inner in the clear. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 1, 1, 1, 5, 32, 16);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* An empty payload. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 0, 1, 1, 5, 32, 0);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* Too short for its fields; bytes after the payload. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_raw(&E, 0xfe0d, 5);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	put16(&E, 0xfe0d);
+	put16(&E, 1 + 4 + 1 + 2 + 2 + 1 + 1);
+	put(&E, "\x00\x00\x01\x00\x01\x05\x00\x00\x00\x01\x44\x99", 12);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* An enc length past the extension. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	put16(&E, 0xfe0d);
+	put16(&E, 10);
+	put(&E, "\x00\x00\x01\x00\x01\x05\x01\x00\x00\x01", 10);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* A whole outer extension beside a predecessor (ESNI). */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 0, 1, 1, 5, 32, 16);
+	ext_raw(&E, 0xffce, 40);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* A draft's code point alone. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_raw(&E, 0xfe0a, 40);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_ECH);
+	ck_assert(!o.ech_outer);
+	/* Two encrypted_client_hello extensions: malformed. */
+	E.n = 0;
+	ext_sni(&E, "pypi.org");
+	ext_ech(&E, 0, 1, 1, 5, 32, 16);
+	ext_ech(&E, 0, 1, 1, 6, 32, 16);
+	hello(&H, &E, 16384);
+	ck_assert_int_eq(tls(&H, &o), PEEK_MALFORMED);
+}
+END_TEST
+
 START_TEST(tls_bound)
 {
 	struct peek_out o;
@@ -272,6 +403,8 @@ main(void)
 	tcase_add_test(tc, tls_name);
 	tcase_add_test(tc, tls_records);
 	tcase_add_test(tc, tls_refusals);
+	tcase_add_test(tc, tls_ech_outer);
+	tcase_add_test(tc, tls_ech_not_outer);
 	tcase_add_test(tc, tls_bound);
 	tcase_add_loop_test(tc, http_table, 0, sizeof(hq) / sizeof(hq[0]));
 	tcase_add_test(tc, http_bound);

@@ -87,6 +87,7 @@ START_TEST(example_config)
 	ck_assert_str_eq(c->uplink, "eth0");
 	ck_assert(!c->ipv6);
 	ck_assert_uint_eq(c->nflog_group, 7);
+	ck_assert_uint_eq(c->gate_queue, 7741);
 	ck_assert_uint_eq(c->ntreat_as_public, 1);
 	ck_assert_uint_eq(c->ndns_upstreams, 2);
 	assert_addr(&c->dns_upstreams[0], "192.0.2.53");
@@ -166,6 +167,7 @@ START_TEST(defaults)
 	ck_assert_uint_eq(c->max_sandboxes, 4096);
 	ck_assert_uint_eq(c->default_ttl_s, 0);
 	ck_assert_uint_eq(c->nflog_group, 7);
+	ck_assert_uint_eq(c->gate_queue, POL_GATE_QUEUE_DEFAULT);
 	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
 	ck_assert_ptr_null(c->audit_key);
 	ck_assert_str_eq(c->audit_origin, "sluice");
@@ -250,6 +252,31 @@ START_TEST(flow_interval)
 }
 END_TEST
 
+/* Queue numbers the gate can be moved to, ends of the range included. */
+static const struct {
+	const char	*val;
+	uint32_t	 want;
+} queue_ok[] = {
+	{ "0", 0 }, { "1", 1 }, { "7742", 7742 }, { "65535", 65535 },
+};
+
+START_TEST(gate_queue)
+{
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256], text[256];
+
+	snprintf(text, sizeof(text), "version: 1\nnetwork:\n  gate_queue: "
+	    "%s\ndns:\n  upstreams: [192.0.2.53]\n", queue_ok[_i].val);
+	c = load_text(text, e, path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->gate_queue, queue_ok[_i].want);
+	ck_assert_uint_eq(c->nflog_group, 7);	/* its neighbour untouched */
+	pol_config_free(c);
+	pol_errors_free(e);
+}
+END_TEST
+
 START_TEST(world_config)
 {
 	struct pol_errors	*e = pol_errors_new(50);
@@ -286,6 +313,25 @@ static const struct {
 	  "(dns.upstreams)\n" },
 	{ "version: 1\ndns: {upstreams: [192.0.2.1], timeout: 2s}\n",
 	  "2:31: unknown key \"timeout\" in dns\n" },
+	/* network.gate_queue: a 16-bit NFQUEUE number, never cut. */
+	{ "version: 1\nnetwork: {gate_queue: 65536}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:23: invalid gate_queue \"65536\" (an NFQUEUE number from 0 to "
+	  "65535)\n" },
+	{ "version: 1\nnetwork: {gate_queue: -1}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:23: invalid gate_queue \"-1\" (an NFQUEUE number from 0 to "
+	  "65535)\n" },
+	{ "version: 1\nnetwork: {gate_queue: \"7741\"}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:23: invalid gate_queue \"7741\" (an NFQUEUE number from 0 to "
+	  "65535)\n" },
+	{ "version: 1\nnetwork: {gate_queue: [1]}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:23: invalid gate_queue (an NFQUEUE number from 0 to 65535)\n" },
+	{ "version: 1\nnetwork: {gate_queu: 1}\n"
+	  "dns: {upstreams: [192.0.2.1]}\n",
+	  "2:11: unknown key \"gate_queu\" in network\n" },
 	{ "version: 1\ndns: {upstreams: [dns.example]}\n",
 	  "2:19: invalid DNS upstream \"dns.example\" (ADDR, ADDR:PORT or "
 	  "[V6ADDR]:PORT)\n" },
@@ -538,6 +584,8 @@ main(void)
 	    sizeof(interval_ok) / sizeof(interval_ok[0]));
 	tcase_add_test(core, policy_checks_servers);
 	tcase_add_test(core, fleet_section);
+	tcase_add_loop_test(core, gate_queue, 0,
+	    sizeof(queue_ok) / sizeof(queue_ok[0]));
 	tcase_add_unchecked_fixture(lim, setup, teardown);
 	tcase_add_loop_test(lim, error_messages, 0, sizeof(bad) / sizeof(bad[0]));
 	suite_add_tcase(s, core);

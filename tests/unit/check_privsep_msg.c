@@ -37,10 +37,16 @@ START_TEST(test_check_sizes_and_directions)
 	    MSG_TO_CHILD), -1);
 	ck_assert_int_eq(msg_check(MSG_SYNC, 0, MSG_TO_CHILD), 0);
 	ck_assert_int_eq(msg_check(MSG_SYNC, 1, MSG_TO_CHILD), -1);
-	ck_assert_int_eq(msg_check(MSG_DNS_EVENT, sizeof(struct msg_dns_event),
-	    MSG_TO_PARENT), 0);
-	ck_assert_int_eq(msg_check(MSG_DNS_EVENT, sizeof(struct msg_dns_event),
-	    MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, sizeof(struct msg_dns_events)
+	    + sizeof(struct msg_dns_ev), MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, sizeof(struct msg_dns_events)
+	    + sizeof(struct msg_dns_ev), MSG_TO_CHILD), -1);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, sizeof(struct msg_dns_events)
+	    + sizeof(struct msg_dns_ev) - 1, MSG_TO_PARENT), -1);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, sizeof(struct msg_dns_events)
+	    + MSG_EVENTS_BYTES, MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, sizeof(struct msg_dns_events)
+	    + MSG_EVENTS_BYTES + 1, MSG_TO_PARENT), -1);
 	/* Bounded ones: at least one element, at most the batch. */
 	ck_assert_int_eq(msg_check(MSG_LEARN, sizeof(struct msg_learn),
 	    MSG_TO_PARENT), -1);
@@ -180,60 +186,232 @@ START_TEST(test_elem_roundtrip)
 }
 END_TEST
 
+static void
+one_event(struct dns_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	strcpy(ev->sandbox, "s1");
+	strcpy(ev->qname, "pkg.example.com");
+	ev->decision = DNS_DEC_ALLOW;
+	ev->reason = POL_REASON_ALLOWED;
+	ev->nelems = 1;
+	strcpy(ev->elems[0].ifname, "sl-1");
+	ev->elems[0].family = AF_INET;
+	ev->naddrs = 1;
+	ev->addrs[0].family = AF_INET;
+	strcpy(ev->addrs[0].cls, "public");
+}
+
+/* A batch of the n events evs into buf (room for all); its length. */
+static size_t
+batch(unsigned char *buf, const struct dns_event *evs, uint32_t n)
+{
+	struct msg_dns_events h = { .n = n };
+	size_t off = sizeof(h);
+	uint32_t i;
+
+	memcpy(buf, &h, sizeof(h));
+	for (i = 0; i < n; i++)
+		off += msg_dns_ev_put(buf + off, &evs[i]);
+	return off;
+}
+
+/* The record of ev alone, in a batch of one: whether it is taken. */
+static bool
+one_ok(const struct dns_event *ev)
+{
+	static unsigned char buf[sizeof(struct msg_dns_events) +
+	    MSG_EVENTS_BYTES];
+	static struct dns_event scratch;
+
+	return msg_dns_events_ok(buf, batch(buf, ev, 1), &scratch);
+}
+
 START_TEST(test_dns_event_ok)
 {
-	struct msg_dns_event *m = calloc(1, sizeof(*m));
+	struct dns_event *ev = calloc(1, sizeof(*ev));
+	unsigned char *buf;
+	size_t len, off;
 
-	ck_assert_ptr_nonnull(m);
-	strcpy(m->ev.sandbox, "s1");
-	strcpy(m->ev.qname, "pkg.example.com");
-	m->ev.decision = DNS_DEC_ALLOW;
-	m->ev.reason = POL_REASON_ALLOWED;
-	m->ev.nelems = 1;
-	strcpy(m->ev.elems[0].ifname, "sl-1");
-	m->ev.elems[0].family = AF_INET;
-	m->ev.naddrs = 1;
-	m->ev.addrs[0].family = AF_INET;
-	strcpy(m->ev.addrs[0].cls, "public");
-	ck_assert(msg_dns_event_ok(m));
-	memset(m->ev.elems[0].ifname, 'i', sizeof(m->ev.elems[0].ifname));
-	ck_assert(!msg_dns_event_ok(m));
-	strcpy(m->ev.elems[0].ifname, "sl-1");
-	memset(m->ev.qname, 'x', sizeof(m->ev.qname));
-	ck_assert(!msg_dns_event_ok(m));
-	strcpy(m->ev.qname, "a");
-	m->ev.decision = (enum dns_decision)77;
-	ck_assert(!msg_dns_event_ok(m));
-	m->ev.decision = DNS_DEC_DENY;
-	m->ev.reason = POL_REASON__COUNT;
-	ck_assert(!msg_dns_event_ok(m));
-	m->ev.reason = POL_REASON_ALLOWED;
-	memset(m->ev.addrs[0].cls, 'c', sizeof(m->ev.addrs[0].cls));
-	ck_assert(!msg_dns_event_ok(m));
-	strcpy(m->ev.addrs[0].cls, "public");
-	m->ev.addrs[0].family = 0;
-	ck_assert(!msg_dns_event_ok(m));
-	m->ev.addrs[0].family = AF_INET;
-	memset(m->ev.client, '1', sizeof(m->ev.client));
-	ck_assert(!msg_dns_event_ok(m));
-	m->ev.client[0] = '\0';
-	ck_assert(msg_dns_event_ok(m));
+	ck_assert_ptr_nonnull(ev);
+	one_event(ev);
+	ck_assert(one_ok(ev));
+	/* Only the used slots cross. */
+	ck_assert_uint_eq(msg_dns_ev_size(ev), sizeof(struct msg_dns_ev) +
+	    sizeof(struct dns_ev_addr) + sizeof(struct dns_ev_elem));
+	memset(ev->elems[0].ifname, 'i', sizeof(ev->elems[0].ifname));
+	ck_assert(!one_ok(ev));
+	strcpy(ev->elems[0].ifname, "sl-1");
+	ev->decision = (enum dns_decision)77;
+	ck_assert(!one_ok(ev));
+	ev->decision = DNS_DEC_DENY;
+	ev->reason = POL_REASON__COUNT;
+	ck_assert(!one_ok(ev));
+	ev->reason = POL_REASON_ALLOWED;
+	memset(ev->addrs[0].cls, 'c', sizeof(ev->addrs[0].cls));
+	ck_assert(!one_ok(ev));
+	strcpy(ev->addrs[0].cls, "public");
+	ev->addrs[0].family = 0;
+	ck_assert(!one_ok(ev));
+	ev->addrs[0].family = AF_INET;
+	ev->elems[0].family = 99;
+	ck_assert(!one_ok(ev));
+	ev->elems[0].family = AF_INET6;
+	ck_assert(one_ok(ev));
 	/* A bool holding another byte (undefined to load as a bool). */
 	{
 		uint8_t seven = 7, zero = 0;
 
-		memcpy(&m->ev.tcp, &seven, 1);
-		ck_assert(!msg_dns_event_ok(m));
-		memcpy(&m->ev.tcp, &zero, 1);
-		memcpy(&m->ev.addrs[0].kept, &seven, 1);
-		ck_assert(!msg_dns_event_ok(m));
-		memcpy(&m->ev.addrs[0].kept, &zero, 1);
-		memcpy(&m->ev.finding, &seven, 1);
-		ck_assert(!msg_dns_event_ok(m));
-		memcpy(&m->ev.finding, &zero, 1);
-		ck_assert(msg_dns_event_ok(m));
+		memcpy(&ev->addrs[0].kept, &seven, 1);
+		ck_assert(!one_ok(ev));
+		memcpy(&ev->addrs[0].kept, &zero, 1);
+		ck_assert(one_ok(ev));
 	}
-	free(m);
+	/* The put side terminates what it copies: a full array still
+	 * crosses as a string, cut. */
+	memset(ev->qname, 'x', sizeof(ev->qname));
+	ck_assert(one_ok(ev));
+	strcpy(ev->qname, "a");
+	/* Counts over the arrays: the record holds the first slots. */
+	ev->naddrs = 1000;
+	ev->nelems = DNS_EV_MAX_ELEMS + 1;
+	for (size_t i = 0; i < DNS_EV_MAX_ADDRS; i++) {
+		ev->addrs[i].family = AF_INET;
+		strcpy(ev->addrs[i].cls, "public");
+	}
+	for (size_t i = 0; i < DNS_EV_MAX_ELEMS; i++) {
+		ev->elems[i].family = AF_INET;
+		strcpy(ev->elems[i].ifname, "sl-1");
+	}
+	ck_assert_uint_eq(msg_dns_ev_size(ev), sizeof(struct msg_dns_ev) +
+	    DNS_EV_MAX_ADDRS * sizeof(struct dns_ev_addr) +
+	    DNS_EV_MAX_ELEMS * sizeof(struct dns_ev_elem));
+	ck_assert(one_ok(ev));
+
+	/* A round trip keeps every field. */
+	buf = calloc(1, sizeof(struct msg_dns_events) + MSG_EVENTS_BYTES);
+	ck_assert_ptr_nonnull(buf);
+	one_event(ev);
+	ev->latency_us = 1234;
+	ev->qtype = 28;
+	ev->tcp = true;
+	ev->finding = true;
+	ev->rcode = 3;
+	ev->suppressed = 9;
+	strcpy(ev->rule, "r1");
+	strcpy(ev->upstream, "192.0.2.54#53");
+	strcpy(ev->client, "10.231.0.2#5353");
+	{
+		struct dns_event *back = calloc(1, sizeof(*back));
+
+		ck_assert_ptr_nonnull(back);
+		len = batch(buf, ev, 1);
+		off = sizeof(struct msg_dns_events);
+		ck_assert(msg_dns_ev_get(buf, len, &off, back));
+		ck_assert_uint_eq(off, len);
+		ck_assert_uint_eq(back->latency_us, 1234);
+		ck_assert_uint_eq(back->qtype, 28);
+		ck_assert(back->tcp && back->finding);
+		ck_assert_uint_eq(back->rcode, 3);
+		ck_assert_uint_eq(back->suppressed, 9);
+		ck_assert_str_eq(back->rule, "r1");
+		ck_assert_str_eq(back->upstream, "192.0.2.54#53");
+		ck_assert_str_eq(back->client, "10.231.0.2#5353");
+		ck_assert_str_eq(back->qname, "pkg.example.com");
+		ck_assert_uint_eq(back->naddrs, 1);
+		ck_assert_str_eq(back->addrs[0].cls, "public");
+		ck_assert_str_eq(back->elems[0].ifname, "sl-1");
+		free(back);
+	}
+	free(buf);
+	free(ev);
+}
+END_TEST
+
+/* Batches whose lengths and counts do not agree are refused whole. */
+START_TEST(test_dns_events_batch)
+{
+	static struct dns_event evs[3], scratch;
+	unsigned char *buf = calloc(1, sizeof(struct msg_dns_events) +
+	    MSG_EVENTS_BYTES + 64);
+	struct msg_dns_events h;
+	size_t len, one;
+	uint32_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	one_event(&evs[0]);
+	one_event(&evs[1]);
+	evs[1].naddrs = 0;	/* a deny: no addresses, no elements */
+	evs[1].nelems = 0;
+	one_event(&evs[2]);
+	evs[2].naddrs = 2;
+	evs[2].addrs[1].family = AF_INET6;
+	strcpy(evs[2].addrs[1].cls, "public");
+	len = batch(buf, evs, 3);
+	ck_assert(msg_dns_events_ok(buf, len, &scratch));
+	ck_assert_int_eq(msg_check(MSG_DNS_EVENTS, len, MSG_TO_PARENT), 0);
+	/* Truncated: the last record is cut, or a whole one is missing. */
+	ck_assert(!msg_dns_events_ok(buf, len - 1, &scratch));
+	ck_assert(!msg_dns_events_ok(buf, len - msg_dns_ev_size(&evs[2]),
+	    &scratch));
+	/* Overlong: bytes after the last record. */
+	buf[len] = 0;
+	ck_assert(!msg_dns_events_ok(buf, len + 1, &scratch));
+	/* A count that says more or fewer records than there are. */
+	memcpy(&h, buf, sizeof(h));
+	h.n = 4;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	h.n = 2;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	h.n = 0;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, sizeof(h), &scratch));
+	h.n = MSG_EVENTS_MAX + 1;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	h.n = 3;
+	h.pad = 1;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	h.pad = 0;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(msg_dns_events_ok(buf, len, &scratch));
+	/* A record whose address count claims a slot the bytes do not
+	 * have: the record runs into the next one, which then does not fit. */
+	{
+		struct msg_dns_ev r;
+		size_t at = sizeof(h);
+
+		memcpy(&r, buf + at, sizeof(r));
+		r.naddrs = 2;
+		memcpy(buf + at, &r, sizeof(r));
+		ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+		r.naddrs = 1;
+		memcpy(buf + at, &r, sizeof(r));
+		ck_assert(msg_dns_events_ok(buf, len, &scratch));
+		/* An unterminated string in the second record. */
+		at += msg_dns_ev_size(&evs[0]);
+		memcpy(&r, buf + at, sizeof(r));
+		memset(r.qname, 'q', sizeof(r.qname));
+		memcpy(buf + at, &r, sizeof(r));
+		ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	}
+	/* The largest batch the child makes: MSG_EVENTS_MAX records, each
+	 * small, within the bytes; one more record is refused. */
+	one = msg_dns_ev_size(&evs[1]);
+	ck_assert(MSG_EVENTS_MAX * one <= MSG_EVENTS_BYTES);
+	len = sizeof(h);
+	for (n = 0; n < MSG_EVENTS_MAX + 1; n++)
+		len += msg_dns_ev_put(buf + len, &evs[1]);
+	h.n = MSG_EVENTS_MAX;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(msg_dns_events_ok(buf, len - one, &scratch));
+	h.n = MSG_EVENTS_MAX + 1;
+	memcpy(buf, &h, sizeof(h));
+	ck_assert(!msg_dns_events_ok(buf, len, &scratch));
+	free(buf);
 }
 END_TEST
 
@@ -576,6 +754,7 @@ suite(void)
 	tcase_add_test(t, test_learn_ok);
 	tcase_add_test(t, test_elem_roundtrip);
 	tcase_add_test(t, test_dns_event_ok);
+	tcase_add_test(t, test_dns_events_batch);
 	tcase_add_test(t, test_sbx_ok);
 	tcase_add_test(t, test_br_event_ok);
 	tcase_add_test(t, test_br_sbx_ctl_ok);

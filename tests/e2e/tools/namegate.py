@@ -73,7 +73,7 @@ def serve(logp, cert, key, addr):
 def ext(t, body):
     return struct.pack("!HH", t, len(body)) + body
 
-def hello(name, ech=False):
+def hello(name, ech=None):
     exts = b""
     if name:
         n = name.encode()
@@ -81,9 +81,10 @@ def hello(name, ech=False):
     exts += ext(10, struct.pack("!HH", 2, 29))            # groups: x25519
     exts += ext(13, struct.pack("!HHH", 4, 0x0804, 0x0403))  # sig algs
     exts += ext(43, b"\x02\x03\x03")                      # TLS 1.2
-    if ech:
-        # An outer ECHClientHello: HPKE suite, config id, enc, payload.
-        body = (b"\x00" + struct.pack("!HH", 1, 1) + b"\x2a" +
+    if ech is not None:
+        # An outer ECHClientHello: HPKE suite (HKDF-SHA256, AES-128-GCM),
+        # config id, enc, payload.
+        body = (b"\x00" + struct.pack("!HH", 1, 1) + bytes([ech]) +
                 struct.pack("!H", 32) + os.urandom(32) +
                 struct.pack("!H", 144) + os.urandom(144))
         exts += ext(0xfe0d, body)
@@ -138,8 +139,10 @@ def client(mode, addr, port, name, go=None):
             for part in (h[:a], h[a:b], h[b:]):
                 s.sendall(part)
                 time.sleep(0.05)
-        elif mode == "ech":
-            s.sendall(hello(name, ech=True))
+        elif mode == "ech":         # the config id the world's DNS publishes
+            s.sendall(hello(name, ech=0x2a))
+        elif mode == "grease":      # a config id no one publishes
+            s.sendall(hello(name, ech=0x17))
         elif mode == "hello":
             s.sendall(hello(name))
         elif mode == "wait":        # a ClientHello once GO exists, then a wait
