@@ -55,9 +55,12 @@ GW_MAINS   := gateway/sluiced.c
 POLICY_OBJ := $(call obj,$(wildcard policy/*.c))
 AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
-FLEET_OBJ  := $(call obj,$(wildcard fleet/*.c))
+# The fleet's store library: the daemon links it with the rest of gateway/,
+# the CLI and check_fleet on their own.
+FLEET_SRC  := gateway/fleet/budget.c gateway/fleet/pg.c gateway/fleet/wload.c
+FLEET_OBJ  := $(call obj,$(FLEET_SRC))
 PRIV_OBJ   := $(call obj,$(wildcard gateway/privsep/*.c))
-GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/% gateway/cni/%,$(wildcard gateway/*.c gateway/*/*.c)))
+GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/% gateway/cni/% $(FLEET_SRC),$(wildcard gateway/*.c gateway/*/*.c)))
 LIB_OBJ    := $(GW_OBJ) $(POLICY_OBJ) $(AUDIT_OBJ) $(NETNS_OBJ) $(FLEET_OBJ)
 
 # The CLI, file by file, so that what it carries is a decision in review:
@@ -79,7 +82,7 @@ CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               audit/store.c audit/verify.c audit/verify_ckpt.c \
               audit/verify_proof.c audit/verify_ra.c audit/verify_scan.c \
               netns/ns_enter.c netns/ns_cgroup.c netns/ns.c netns/ns_rtnl.c \
-              fleet/pg.c fleet/wload.c)
+              gateway/fleet/pg.c gateway/fleet/wload.c)
 CLI_PKGS   := libmnl jansson yaml-0.1 libpcre2-8 libcrypto sqlite3 libcurl libpq
 CLI_LDLIBS := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null) -lpthread -lm
 
@@ -186,7 +189,7 @@ test: deps
 
 # cppcheck's findings fail the build; tests/lint/ holds its macro
 # definitions and the suppressions, each with its reason.
-LINT_DIRS := policy audit netns fleet gateway tests/unit tests/fuzz tests/bench
+LINT_DIRS := policy audit netns gateway tests/unit tests/fuzz tests/bench
 lint:
 	$(Q)echo "== lint: cppcheck"
 	$(Q)cppcheck -q -j2 --std=c11 -D_GNU_SOURCE -I. \

@@ -554,7 +554,7 @@ enum pol_reason {
 	POL_REASON_NOT_HTTP,		/* "not_http" */
 	/* policy/: resources and prompts */
 	POL_REASON_BAD_URI,		/* "bad_uri" */
-	/* a fleet's shared store (fleet/): the database that holds a shared
+	/* a fleet's shared store (gateway/fleet/): the database that holds a shared
 	 * budget or approval did not answer in time, so the call is denied */
 	POL_REASON_SHARED_STATE_UNAVAILABLE, /* "shared_state_unavailable" */
 	POL_REASON__COUNT		/* not a reason: the table's size */

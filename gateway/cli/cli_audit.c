@@ -31,7 +31,7 @@
 #include <sqlite3.h>
 
 #include "audit/audit.h"
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 #include "gateway/cli/cli.h"
 #include "policy/policy.h"
 

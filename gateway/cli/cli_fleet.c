@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 #include "gateway/cli/cli.h"
 
 #define MIGRATE_DEADLINE_MS	30000

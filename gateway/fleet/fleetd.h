@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 #include "policy/policy.h"
 
 struct fleetd;

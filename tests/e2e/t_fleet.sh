@@ -292,13 +292,13 @@ check_eq "... reporting FORK against the witness" FORK \
     "$(jq -r .first_failure.check "$T/v.json")"
 
 # ------------------------------------------------ shared budgets
-# The reservation hosts make (fleet/budget.c), from a small client that
+# The reservation hosts make (gateway/fleet/budget.c), from a small client that
 # makes one per process: 50 at once, half for each host's name, against
 # one subject budget of 10.
 RESERVE=$T/fleet_reserve
 if ! cc -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$TOP" \
     $(pkg-config --cflags libpq) -o "$RESERVE" "$E2E_DIR/tools/fleet_reserve.c" \
-    "$TOP/fleet/pg.c" "$TOP/fleet/budget.c" $(pkg-config --libs libpq) 2>"$T/cc.err"; then
+    "$TOP/gateway/fleet/pg.c" "$TOP/gateway/fleet/budget.c" $(pkg-config --libs libpq) 2>"$T/cc.err"; then
 	not_ok "tools/fleet_reserve.c compiles"; sed 's/^/#   /' "$T/cc.err" | head
 fi
 reserve() { SLUICE_PG_PASSWORD=$PG_HOST_PASS "$RESERVE" "$HOST_CI" reserve "$@"; }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 #include "policy/policy.h"
 #include "tests/unit/run_suite.h"
 

@@ -1,7 +1,7 @@
 /*
  * fleet_reserve: one shared-budget operation against a fleet database, as
- * a host makes it (fleet/budget.c), for tests/e2e/t_fleet.sh. Compiled by
- * the scenario with fleet/pg.c and fleet/budget.c.
+ * a host makes it (gateway/fleet/budget.c), for tests/e2e/t_fleet.sh. Compiled by
+ * the scenario with gateway/fleet/pg.c and gateway/fleet/budget.c.
  *
  *   fleet_reserve CONNINFO reserve SUBJECT BUDGET LIMIT [WINDOW_S]
  *       prints "reserved USED" (the calls before this one), "exhausted"
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 
 int
 main(int argc, char **argv)

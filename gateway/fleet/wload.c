@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 
 void
 fleet_notes_free(char **notes, size_t n)

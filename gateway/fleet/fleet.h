@@ -5,12 +5,12 @@
  * deadline, the versioned schema and its migrations, the pure reading of
  * the version row), budget.c reserves the budgets hosts share, wload.c
  * reads a host's witnessed checkpoints back for `sluice audit verify
- * --witness`. A library module like audit/: leaf
+ * --witness`. A library like audit/, linked by the CLI too: leaf
  * functions that return errors, no threads, no logging; the daemon's use
- * of it (the witness thread) is gateway/fleet/.
+ * of it (the witness thread) is fleetd.h beside it.
  */
-#ifndef SLUICE_FLEET_FLEET_H
-#define SLUICE_FLEET_FLEET_H
+#ifndef SLUICE_GATEWAY_FLEET_FLEET_H
+#define SLUICE_GATEWAY_FLEET_FLEET_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -167,4 +167,4 @@ char		**fleet_witness_load(PGconn *c, const char *host, size_t max,
 		    unsigned deadline_ms, size_t *n, char *err, size_t errlen);
 void		 fleet_notes_free(char **notes, size_t n);
 
-#endif /* SLUICE_FLEET_FLEET_H */
+#endif /* SLUICE_GATEWAY_FLEET_FLEET_H */

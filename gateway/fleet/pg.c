@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 
 #define PW_MAX		1024
 /* Held for the migration's transaction: hosts that start together

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
+#include "gateway/fleet/fleet.h"
 
 /*
  * newer: the row holds another window length (a changed policy) or an
