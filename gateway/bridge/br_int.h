@@ -117,6 +117,7 @@ struct br_up {
 	bool				 has_resources, has_prompts;
 	bool				 res_subscribe, res_list_changed;
 	bool				 prompts_list_changed;
+	bool				 has_logging;
 };
 
 int	br_up_start(struct br_up *u);
@@ -190,6 +191,7 @@ struct br_session {
 	json_t			*notes;		/* array, at most BR_NOTES_MAX */
 	json_t			*subs;		/* uri -> true */
 	bool			 res_ok, prompts_ok;
+	int			 log_level;	/* logging.c: -1 = never set */
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -406,7 +408,26 @@ void	br_subs_drop(struct br *br, struct br_session *s);
  * body as one text/event-stream body (a new string), or NULL when there
  * are none (or no memory: they wait for the next answer). */
 char	*br_session_take_notes(struct br *br, const char *sid,
-	    const char *body);
+	    const struct pol_policy *p, const char *body);
+
+/* ------------------------------------------------------------ logging */
+
+/* br_logging_level: the index of level name v (0 = debug .. 7 =
+ * emergency), or -1 when v is not one of the eight names. */
+int	br_logging_level(const json_t *v);
+/* br_logging_set: answer rq's logging/setLevel: the session's level is
+ * kept and the upstream is asked for the most verbose level of its
+ * sessions; -32602 for a bad level, -32601 when the upstream offers no
+ * logging. */
+void	br_logging_set(struct br_req *rq, const struct br_rpc *rpc);
+/* br_logging_note: upstream notifications/message msg rebuilt from its
+ * level, logger and data (a new object, *level its level), or NULL when
+ * it is malformed or too big. */
+json_t	*br_logging_note(const json_t *msg, int *level);
+/* br_logging_redact: redact queued note in place under policy p when it
+ * is a log message (others are left as they are); -1: drop it. */
+int	br_logging_redact(struct br *br, const struct pol_policy *p,
+	    json_t *note);
 
 /* ------------------------------------------------------------ budgets */
 

@@ -28,7 +28,6 @@ command -v jq >/dev/null && command -v node >/dev/null && command -v curl >/dev/
 
 # Scenarios that pass directly and do not yet pass through the bridge.
 declare -A NOT_YET=(
-	[logging-set-level]="logging/setLevel is not forwarded yet"
 	[server-sse-multiple-streams]="the bridge has no GET stream for server notifications yet"
 )
 # Scenarios the default policy (no mcp rules) makes fail on purpose.
@@ -158,6 +157,36 @@ done
 for s in "${missing[@]}"; do
 	sed -n "/Running scenario: $s ===/,/Results saved/p" "$OUT/open.txt" | sed 's/^/#   /' | head -n 20
 done
+
+# ---------------------------------------------------------------- logging by hand
+# Malformed and out-of-order logging/setLevel through the same proxy: the
+# spec's errors, and the bridge keeps serving.
+P=http://127.0.0.1:18080/mcp
+H_ACC='Accept: application/json, text/event-stream'
+H_JSON='Content-Type: application/json'
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+world_sandbox "$SBX_open" curl -s -m 20 -D "$OUT/init.hdr" -o /dev/null -X POST \
+    -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$P"
+SID=$(awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' "$OUT/init.hdr" | tr -d '\r')
+[ -n "$SID" ] && ok "a session by hand through the proxy" || not_ok "a session by hand through the proxy"
+last() { sed -n 's/^data: //p; /^{/p' | tail -n 1; }
+rpc() {
+	world_sandbox "$SBX_open" curl -s -m 20 -X POST -H "$H_ACC" -H "$H_JSON" \
+	    -H "Mcp-Session-Id: $SID" -H 'MCP-Protocol-Version: 2025-06-18' --data "$1" "$P" | last
+}
+lvl() { rpc "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"logging/setLevel\"$1}" | jq -c "$2"; }
+check_eq "initialize offers logging (the upstream does)" '{}' \
+    "$(world_sandbox "$SBX_open" curl -s -m 20 -X POST -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$P" | last | jq -c .result.capabilities.logging)"
+check_eq "setLevel warning: an empty result" '{}' "$(lvl ',"params":{"level":"warning"}' .result)"
+check_eq "setLevel with an unknown level: -32602" -32602 "$(lvl ',"params":{"level":"loud"}' .error.code)"
+check_eq "setLevel with a number: -32602" -32602 "$(lvl ',"params":{"level":3}' .error.code)"
+check_eq "setLevel without params: -32602" -32602 "$(lvl '' .error.code)"
+check_eq "setLevel with an oversized level: -32602" -32602 \
+    "$(lvl ",\"params\":{\"level\":\"$(head -c 5000 /dev/zero | tr '\0' a)\"}" .error.code)"
+check_eq "setLevel out of order (no session): 400" 400 \
+    "$(world_sandbox "$SBX_open" curl -s -o /dev/null -w '%{http_code}' -m 10 -X POST -H "$H_ACC" -H "$H_JSON" \
+      --data '{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"info"}}' "$P")"
+check_eq "the bridge keeps serving" '{}' "$(rpc '{"jsonrpc":"2.0","id":4,"method":"ping"}' | jq -c .result)"
 
 # ---------------------------------------------------------------- default policy
 through closed closed 18081
