@@ -118,6 +118,7 @@ struct br_up {
 	bool				 res_subscribe, res_list_changed;
 	bool				 prompts_list_changed;
 	bool				 has_logging;
+	bool				 has_completions;
 };
 
 int	br_up_start(struct br_up *u);
@@ -424,6 +425,11 @@ void	br_logging_set(struct br_req *rq, const struct br_rpc *rpc);
  * level, logger and data (a new object, *level its level), or NULL when
  * it is malformed or too big. */
 json_t	*br_logging_note(const json_t *msg, int *level);
+/* br_complete: answer rq's completion/complete: forwarded, rebuilt and
+ * bounded both ways, only for a prompt or resource template the policy
+ * shows; -32602 for a malformed or refused one, -32601 when the upstream
+ * offers no completions. */
+void	br_complete(struct br_req *rq, const struct br_rpc *rpc);
 /* br_logging_redact: redact queued note in place under policy p when it
  * is a log message (others are left as they are); -1: drop it. */
 int	br_logging_redact(struct br *br, const struct pol_policy *p,

@@ -34,6 +34,8 @@ br_up_caps(struct br_up *u, const json_t *caps)
 	u->prompts_list_changed = json_is_true(json_object_get(p,
 	    "listChanged"));
 	u->has_logging = json_is_object(json_object_get(caps, "logging"));
+	u->has_completions = json_is_object(json_object_get(caps,
+	    "completions"));
 }
 
 json_t *
@@ -53,6 +55,8 @@ br_rpc_caps(const struct br_up *u)
 		    "listChanged", u->prompts_list_changed));
 	if (u->has_logging)
 		json_object_set_new(o, "logging", json_object());
+	if (u->has_completions)
+		json_object_set_new(o, "completions", json_object());
 	return o;
 }
 

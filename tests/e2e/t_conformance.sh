@@ -186,10 +186,43 @@ check_eq "setLevel with an oversized level: -32602" -32602 \
 check_eq "setLevel out of order (no session): 400" 400 \
     "$(world_sandbox "$SBX_open" curl -s -o /dev/null -w '%{http_code}' -m 10 -X POST -H "$H_ACC" -H "$H_JSON" \
       --data '{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"info"}}' "$P")"
+
+# completion/complete: only for a prompt or template the policy shows.
+cpl() { rpc "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"completion/complete\",\"params\":$1}" | jq -c "$2"; }
+check_eq "initialize offers completions (the upstream does)" '{}' \
+    "$(world_sandbox "$SBX_open" curl -s -m 20 -X POST -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$P" | last | jq -c .result.capabilities.completions)"
+check_eq "completion of a prompt's argument" '["Engineering"]' \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}' .result.completion.values)"
+check_eq "completion with context" '["Alice","Bob","Charlie"]' \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"name","value":""},"context":{"arguments":{"department":"Engineering"}}}' .result.completion.values)"
+check_eq "completion of a resource template's variable" '["7"]' \
+    "$(cpl '{"ref":{"type":"ref/resource","uri":"demo://resource/dynamic/text/{resourceId}"},"argument":{"name":"resourceId","value":"7"}}' .result.completion.values)"
+check_eq "completion with an unknown ref type: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/tool","name":"echo"},"argument":{"name":"a","value":"b"}}' .error.code)"
+check_eq "completion without argument: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"}}' .error.code)"
+check_eq "completion with a number for value: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":1}}' .error.code)"
+check_eq "completion with a context argument not a string: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"name","value":""},"context":{"arguments":{"department":[1]}}}' .error.code)"
+check_eq "completion with an oversized value: -32602" -32602 \
+    "$(cpl "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"completable-prompt\"},\"argument\":{\"name\":\"department\",\"value\":\"$(head -c 5000 /dev/zero | tr '\0' a)\"}}" .error.code)"
+check_eq "completion out of order (no session): 400" 400 \
+    "$(world_sandbox "$SBX_open" curl -s -o /dev/null -w '%{http_code}' -m 10 -X POST -H "$H_ACC" -H "$H_JSON" \
+      --data '{"jsonrpc":"2.0","id":6,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":""}}}' "$P")"
 check_eq "the bridge keeps serving" '{}' "$(rpc '{"jsonrpc":"2.0","id":4,"method":"ping"}' | jq -c .result)"
 
 # ---------------------------------------------------------------- default policy
 through closed closed 18081
+P=http://127.0.0.1:18081/mcp SBX_open_saved=$SBX_open SBX_open=$SBX_closed
+world_sandbox "$SBX_closed" curl -s -m 20 -D "$OUT/init2.hdr" -o /dev/null -X POST \
+    -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$P"
+SID=$(awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' "$OUT/init2.hdr" | tr -d '\r')
+check_eq "default policy: completion of a prompt it does not show: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}' .error.code)"
+check_eq "default policy: completion of a template it does not show: -32602" -32602 \
+    "$(cpl '{"ref":{"type":"ref/resource","uri":"demo://resource/dynamic/text/{resourceId}"},"argument":{"name":"resourceId","value":"7"}}' .error.code)"
+SBX_open=$SBX_open_saved
 for s in "${!DENIED[@]}"; do
 	check_eq "denied on purpose by the default policy: $s (${DENIED[$s]})" fail "$(result closed "$s")"
 done
