@@ -109,6 +109,8 @@ struct br_up {
 	uint64_t			 listed_ms;
 	bool				 stale;
 	bool				 listed;
+	bool				 relist;	/* list_changed while
+							   listing */
 	struct br_tool_waiter		*waiters;
 	size_t				 nwaiters;
 
@@ -166,6 +168,10 @@ void		 br_sse_end(struct br_sse *s, json_t *out);
 /* br_tools_refresh: list the upstream's tools again (all pages), update pins
  * and drift, then fn(arg, ok). */
 void	br_tools_refresh(struct br_up *u, void (*fn)(void *, int), void *arg);
+/* br_tools_changed: the upstream said its tools changed: list them again
+ * now, so pins are checked (and drift recorded) at once. At most one
+ * listing runs and one more is owed, however often it is said. */
+void	br_tools_changed(struct br_up *u);
 /* br_tools_get: the current definition of tool (borrowed) or NULL;
  * *pin gets its pin, *drift a reason when it drifted (else NULL). */
 json_t	*br_tools_get(struct br_up *u, const char *tool, const char **pin,
