@@ -284,6 +284,12 @@ struct br_call {
 	char			*tool;
 	json_t			*args;
 	char			*args_json;
+	/* progress.c: the client's progressToken (NULL: none), the one the
+	 * upstream is given, and the last progress passed on */
+	json_t			*ptoken;
+	char			 ptoken_up[33];
+	double			 plast;
+	bool			 psent;
 	char			 args_digest[72];
 	struct br_client	 client;	/* copy; policy ref held */
 	char			 session[65];
@@ -436,8 +442,19 @@ json_t	*br_logging_note(const json_t *msg, int *level);
  * shows; -32602 for a malformed or refused one, -32601 when the upstream
  * offers no completions. */
 void	br_complete(struct br_req *rq, const struct br_rpc *rpc);
+/* br_progress_take: keep the progressToken of call c's params (a string
+ * of at most 128 bytes or an integer), and make the upstream's. */
+void	br_progress_take(struct br_call *c, const json_t *params);
+/* br_progress_forward: put the upstream's token in params of c, if any. */
+void	br_progress_forward(const struct br_call *c, json_t *params);
+/* br_progress_note: upstream u's notifications/progress msg rebuilt for
+ * the in-flight call it names (a new object; *sid that call's session),
+ * or NULL: malformed, no such call, or progress that did not increase. */
+json_t	*br_progress_note(struct br_up *u, const json_t *msg,
+	    const char **sid);
 /* br_logging_redact: redact queued note in place under policy p when it
- * is a log message (others are left as they are); -1: drop it. */
+ * is a log message or progress with a message (others are left as they
+ * are); -1: drop it. */
 int	br_logging_redact(struct br *br, const struct pol_policy *p,
 	    json_t *note);
 

@@ -124,6 +124,19 @@ br_logging_redact(struct br *br, const struct pol_policy *p, json_t *note)
 	json_t *tmp;
 	int rc;
 
+	if (m != NULL && strcmp(m, "notifications/progress") == 0 &&
+	    json_object_get(params, "message") != NULL) {
+		/* The message is the upstream's text: as a result's. */
+		if ((tmp = json_pack("{s:O}", "text", json_object_get(params,
+		    "message"))) == NULL)
+			return -1;
+		rc = br_result_process(br, p, tmp, NULL, NULL);
+		if (rc != -1 && json_object_set(params, "message",
+		    json_object_get(tmp, "text")) == -1)
+			rc = -1;
+		json_decref(tmp);
+		return rc == -1 ? -1 : 0;
+	}
 	if (m == NULL || strcmp(m, "notifications/message") != 0)
 		return 0;
 	/* As a tool result is: every string redacted, a secret in a key or

@@ -98,8 +98,17 @@ br_notify_upstream(struct br_up *u, const char *method, json_t *msg)
 	    "notifications/prompts/list_changed") == 0;
 	bool log = strcmp(method, "notifications/message") == 0;
 	json_t *note = NULL;
+	const char *sid = NULL;
 	int level = -1;
 
+	if (strcmp(method, "notifications/progress") == 0) {
+		if ((note = br_progress_note(u, msg, &sid)) != NULL &&
+		    (s = br_session_find(u->br, sid)) != NULL)
+			queue(s, note);
+		else
+			json_decref(note);
+		return;
+	}
 	if (log) {
 		if ((note = br_logging_note(msg, &level)) == NULL)
 			return;
