@@ -437,6 +437,9 @@ void	br_logging_set(struct br_req *rq, const struct br_rpc *rpc);
  * level, logger and data (a new object, *level its level), or NULL when
  * it is malformed or too big. */
 json_t	*br_logging_note(const json_t *msg, int *level);
+/* br_str_bounded: v's text when v is a string of at most max bytes with
+ * no NUL inside (empty allowed), else NULL. */
+const char *br_str_bounded(const json_t *v, size_t max);
 /* br_complete: answer rq's completion/complete: forwarded, rebuilt and
  * bounded both ways, only for a prompt or resource template the policy
  * shows; -32602 for a malformed or refused one, -32601 when the upstream

@@ -18,16 +18,6 @@
 #define VALUES_MAX	100	/* completion.mdx: at most 100 */
 #define CONTEXT_MAX	16	/* context.arguments entries */
 
-/* s, when it is a string of at most max bytes without NUL; else NULL. */
-static const char *
-bounded(const json_t *s, size_t max)
-{
-	if (!json_is_string(s) || json_string_length(s) > max ||
-	    strlen(json_string_value(s)) != json_string_length(s))
-		return NULL;
-	return json_string_value(s);
-}
-
 static void
 on_complete(void *arg, json_t *msg, const char *err)
 {
@@ -50,7 +40,7 @@ on_complete(void *arg, json_t *msg, const char *err)
 		goto fail;
 	json_array_foreach(vals, i, v)
 		if (json_array_size(arr) < VALUES_MAX &&
-		    bounded(v, VALUE_MAX_LEN) != NULL)
+		    br_str_bounded(v, VALUE_MAX_LEN) != NULL)
 			json_array_append(arr, (json_t *)v);
 	if ((out = json_pack("{s:{s:o}}", "completion", "values", arr)) ==
 	    NULL)
@@ -111,7 +101,7 @@ context_args(const json_t *ctx, bool *none)
 		return NULL;
 	json_object_foreach((json_t *)a, k, v) {
 		if (strlen(k) > NAME_MAX_LEN ||
-		    bounded(v, VALUE_MAX_LEN) == NULL) {
+		    br_str_bounded(v, VALUE_MAX_LEN) == NULL) {
 			json_decref(out);
 			return NULL;
 		}
@@ -126,7 +116,7 @@ br_complete(struct br_req *rq, const struct br_rpc *rpc)
 	json_t *params = json_object_get(rpc->msg, "params");
 	json_t *ref = json_object_get(params, "ref");
 	json_t *arg = json_object_get(params, "argument");
-	const char *type = bounded(json_object_get(ref, "type"), 16);
+	const char *type = br_str_bounded(json_object_get(ref, "type"), 16);
 	const char *key = NULL, *aname, *aval;
 	struct br_up *u = br_up_find(rq->br, rq->server);
 	json_t *cargs, *p;
@@ -134,11 +124,11 @@ br_complete(struct br_req *rq, const struct br_rpc *rpc)
 
 	prompt = type != NULL && strcmp(type, "ref/prompt") == 0;
 	if (prompt)
-		key = bounded(json_object_get(ref, "name"), NAME_MAX_LEN);
+		key = br_str_bounded(json_object_get(ref, "name"), NAME_MAX_LEN);
 	else if (type != NULL && strcmp(type, "ref/resource") == 0)
-		key = bounded(json_object_get(ref, "uri"), URI_MAX_LEN);
-	aname = bounded(json_object_get(arg, "name"), NAME_MAX_LEN);
-	aval = bounded(json_object_get(arg, "value"), VALUE_MAX_LEN);
+		key = br_str_bounded(json_object_get(ref, "uri"), URI_MAX_LEN);
+	aname = br_str_bounded(json_object_get(arg, "name"), NAME_MAX_LEN);
+	aval = br_str_bounded(json_object_get(arg, "value"), VALUE_MAX_LEN);
 	if (key == NULL || aname == NULL || aval == NULL) {
 		br_reply_rpc_error(rq, 200, rpc->id, -32602, "Invalid params: "
 		    "ref must be a ref/prompt with a name or a ref/resource "

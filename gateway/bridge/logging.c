@@ -24,6 +24,15 @@ static const char *const levels[] = {
 	"emergency", NULL
 };
 
+const char *
+br_str_bounded(const json_t *v, size_t max)
+{
+	if (!json_is_string(v) || json_string_length(v) > max ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
 int
 br_logging_level(const json_t *v)
 {
@@ -97,9 +106,7 @@ br_logging_note(const json_t *msg, int *level)
 	if ((*level = br_logging_level(json_object_get(p, "level"))) == -1 ||
 	    data == NULL)
 		return NULL;
-	if (logger != NULL && (!json_is_string(logger) ||
-	    json_string_length(logger) > LOGGER_MAX ||
-	    strlen(json_string_value(logger)) != json_string_length(logger)))
+	if (logger != NULL && br_str_bounded(logger, LOGGER_MAX) == NULL)
 		return NULL;
 	if ((t = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
 		return NULL;

@@ -24,8 +24,8 @@ br_progress_take(struct br_call *c, const json_t *params)
 	    "progressToken");
 
 	if (json_is_integer(t) || (json_is_string(t) &&
-	    json_string_length(t) > 0 && json_string_length(t) <= TOKEN_MAX &&
-	    strlen(json_string_value(t)) == json_string_length(t))) {
+	    json_string_length(t) > 0 && br_str_bounded(t, TOKEN_MAX) !=
+	    NULL)) {
 		if (br_random_hex(c->ptoken_up, 16) == 0)
 			c->ptoken = json_deep_copy(t);
 	}
@@ -52,9 +52,8 @@ br_progress_note(struct br_up *u, const json_t *msg, const char **sid)
 	json_t *out;
 
 	if (tok == NULL || !json_is_number(prog) || (total != NULL &&
-	    !json_is_number(total)) || (m != NULL && (!json_is_string(m) ||
-	    json_string_length(m) > MESSAGE_MAX ||
-	    strlen(json_string_value(m)) != json_string_length(m))))
+	    !json_is_number(total)) || (m != NULL &&
+	    br_str_bounded(m, MESSAGE_MAX) == NULL))
 		return NULL;
 	TAILQ_FOREACH(c, &u->br->calls, all)
 		if (c->up == u && c->ptoken != NULL &&
