@@ -14,6 +14,12 @@
 # still listed fails the test so the list is kept honest); with the
 # default policy exactly the scenarios in DENIED fail, on purpose.
 #
+# Beside the suite, by hand through the same proxy, what it cannot show
+# against this server: logging/setLevel, completion/complete (allowed and
+# refused by policy) and progress of a call in flight under the client's
+# token, with malformed and out-of-order requests of each answered with
+# the specification's errors while the bridge keeps serving.
+#
 # dns-rebinding-protection tests whatever answers on the URL, here the
 # proxy, so it says nothing of the bridge: the bridge's own Origin check
 # is t_bridge.sh's "foreign Origin: 403".
