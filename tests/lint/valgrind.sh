@@ -37,8 +37,7 @@ else
 	    check_ctl check_ctl_sbx check_gw_state check_dns check_dns_learn
 	    check_sbx check_sbx_netdeny check_privsep_msg check_privsep
 	    check_policy_oom check_audit_oom check_cni check_policy_resources
-	    check_cgroup check_policy_mcpres check_br_notify
-	    check_policy_srvreq)
+	    check_cgroup check_policy_mcpres check_br_notify)
 	for f in "$B"/fuzz/fuzz_*; do
 		[ -x "$f" ] && suites+=("$(basename "$f")")
 	done
