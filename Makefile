@@ -76,7 +76,7 @@ CLI_OBJ    := $(call obj,$(wildcard gateway/cli/*.c) \
               policy/check.c policy/classify.c policy/config.c policy/decide.c \
               policy/egress_budget.c policy/errors.c policy/load.c \
               policy/mcpres.c policy/reason.c \
-              policy/resources.c policy/yaml.c \
+              policy/resources.c policy/srvreq.c policy/yaml.c \
               audit/canon.c audit/canon_check.c audit/canon_parse.c \
               audit/ckpt.c audit/merkle.c audit/ocsf.c \
               audit/store.c audit/verify.c audit/verify_ckpt.c \

@@ -228,6 +228,8 @@ struct pol_policy {
 	struct rrule	 *rres;		/* mcp.resources */
 	size_t		  nrres;
 	pcre2_match_context *mctx;
+	struct sreq	 *sreqs;	/* mcp.server_requests */
+	size_t		  nsreqs;
 	struct pol_resources resources;
 };
 
@@ -236,6 +238,12 @@ struct pol_policy {
  * written; budgets: n is an egress.allow rule (policy/egress_budget.c). */
 void	 ybudget_key(struct ywalk *w, struct pol_policy *p,
 	    const struct ynode *n, struct erule *r, bool budgets);
+
+/* One entry of mcp.server_requests (policy/srvreq.c). */
+struct sreq {
+	char			*server;	/* a server name or "*" */
+	enum pol_verdict	 verdict[POL_SREQ_NKINDS];
+};
 
 /* The policy loader's walk: where errors go, the config server names are
  * checked against, and the policy being built. */
@@ -263,6 +271,10 @@ void	 ybudget_refs(struct lctx *c, const struct ynode *v, size_t **out,
  * budgets (policy/mcpres.c); rmcpres_free frees what it built. */
 void	 ymcpres(struct lctx *c, const struct ynode *n);
 void	 mcpres_free(struct pol_policy *p);
+/* ysrvreq: mcp.server_requests of the mcp map n (policy/srvreq.c);
+ * srvreq_free frees what it built. */
+void	 ysrvreq(struct lctx *c, const struct ynode *n);
+void	 srvreq_free(struct pol_policy *p);
 /* trule_free: what one tool or prompt rule holds (policy/load.c). */
 void	 trule_free(struct trule *t);
 

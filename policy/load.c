@@ -820,7 +820,7 @@ ymcp(struct lctx *c, const struct ynode *n)
 {
 	static const char *const keys[] = { "approval_timeout", "audit_args",
 	    "taint", "results", "budgets", "tools", "resources", "prompts",
-	    NULL };
+	    "server_requests", NULL };
 	static const char *const tkeys[] = { "level", "keep", "budget",
 	    NULL };
 	static const char *const rkeys[] = { "max_bytes", "redact",
@@ -925,6 +925,7 @@ ymcp(struct lctx *c, const struct ynode *n)
 		}
 	}
 	ymcpres(c, n);
+	ysrvreq(c, n);
 }
 
 /* ------------------------------------------------------------ top */
@@ -996,6 +997,7 @@ pol_policy_free(struct pol_policy *p)
 		trule_free(&p->tools[i]);
 	free(p->tools);
 	mcpres_free(p);
+	srvreq_free(p);
 	pcre2_match_context_free(p->mctx);
 	free(p);
 }

@@ -777,6 +777,17 @@ void	pol_resource_decide(const struct pol_policy *p,
  * "no_matching_rule", "rule_deny", "bad_request". */
 bool	pol_resource_visible(const struct pol_policy *p, const char *server,
 	    const char *uri, bool tmpl, enum pol_reason *reason);
+/*
+ * MCP server-to-client requests (mcp.server_requests, policy/srvreq.c):
+ * may an upstream's sampling/createMessage, elicitation/create or
+ * roots/list reach the sandbox's client? The first entry whose server is
+ * server or "*" decides; a kind it leaves out, no entry, or NULL: POL_DENY.
+ * POL_ASK means a person approves each one.
+ */
+enum pol_sreq_kind { POL_SREQ_SAMPLING = 0, POL_SREQ_ELICITATION,
+	POL_SREQ_ROOTS, POL_SREQ_NKINDS };
+enum pol_verdict pol_server_request(const struct pol_policy *p,
+	    const char *server, enum pol_sreq_kind kind);
 /* pol_mcp_offers: has p a rule that is not deny for prompts (prompts
  * true) or resources of server? What a session of that server is told
  * about list changes. False for NULL. */

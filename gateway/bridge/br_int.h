@@ -109,6 +109,8 @@ struct br_up {
 	uint64_t			 listed_ms;
 	bool				 stale;
 	bool				 listed;
+	bool				 relist;	/* list_changed while
+							   listing */
 	struct br_tool_waiter		*waiters;
 	size_t				 nwaiters;
 
@@ -117,6 +119,8 @@ struct br_up {
 	bool				 has_resources, has_prompts;
 	bool				 res_subscribe, res_list_changed;
 	bool				 prompts_list_changed;
+	bool				 has_logging;
+	bool				 has_completions;
 };
 
 int	br_up_start(struct br_up *u);
@@ -164,6 +168,10 @@ void		 br_sse_end(struct br_sse *s, json_t *out);
 /* br_tools_refresh: list the upstream's tools again (all pages), update pins
  * and drift, then fn(arg, ok). */
 void	br_tools_refresh(struct br_up *u, void (*fn)(void *, int), void *arg);
+/* br_tools_changed: the upstream said its tools changed: list them again
+ * now, so pins are checked (and drift recorded) at once. At most one
+ * listing runs and one more is owed, however often it is said. */
+void	br_tools_changed(struct br_up *u);
 /* br_tools_get: the current definition of tool (borrowed) or NULL;
  * *pin gets its pin, *drift a reason when it drifted (else NULL). */
 json_t	*br_tools_get(struct br_up *u, const char *tool, const char **pin,
@@ -190,6 +198,7 @@ struct br_session {
 	json_t			*notes;		/* array, at most BR_NOTES_MAX */
 	json_t			*subs;		/* uri -> true */
 	bool			 res_ok, prompts_ok;
+	int			 log_level;	/* logging.c: -1 = never set */
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -277,6 +286,12 @@ struct br_call {
 	char			*tool;
 	json_t			*args;
 	char			*args_json;
+	/* progress.c: the client's progressToken (NULL: none), the one the
+	 * upstream is given, and the last progress passed on */
+	json_t			*ptoken;
+	char			 ptoken_up[33];
+	double			 plast;
+	bool			 psent;
 	char			 args_digest[72];
 	struct br_client	 client;	/* copy; policy ref held */
 	char			 session[65];
@@ -408,7 +423,45 @@ void	br_subs_drop(struct br *br, struct br_session *s);
  * body as one text/event-stream body (a new string), or NULL when there
  * are none (or no memory: they wait for the next answer). */
 char	*br_session_take_notes(struct br *br, const char *sid,
-	    const char *body);
+	    const struct pol_policy *p, const char *body);
+
+/* ------------------------------------------------------------ logging */
+
+/* br_logging_level: the index of level name v (0 = debug .. 7 =
+ * emergency), or -1 when v is not one of the eight names. */
+int	br_logging_level(const json_t *v);
+/* br_logging_set: answer rq's logging/setLevel: the session's level is
+ * kept and the upstream is asked for the most verbose level of its
+ * sessions; -32602 for a bad level, -32601 when the upstream offers no
+ * logging. */
+void	br_logging_set(struct br_req *rq, const struct br_rpc *rpc);
+/* br_logging_note: upstream notifications/message msg rebuilt from its
+ * level, logger and data (a new object, *level its level), or NULL when
+ * it is malformed or too big. */
+json_t	*br_logging_note(const json_t *msg, int *level);
+/* br_str_bounded: v's text when v is a string of at most max bytes with
+ * no NUL inside (empty allowed), else NULL. */
+const char *br_str_bounded(const json_t *v, size_t max);
+/* br_complete: answer rq's completion/complete: forwarded, rebuilt and
+ * bounded both ways, only for a prompt or resource template the policy
+ * shows; -32602 for a malformed or refused one, -32601 when the upstream
+ * offers no completions. */
+void	br_complete(struct br_req *rq, const struct br_rpc *rpc);
+/* br_progress_take: keep the progressToken of call c's params (a string
+ * of at most 128 bytes or an integer), and make the upstream's. */
+void	br_progress_take(struct br_call *c, const json_t *params);
+/* br_progress_forward: put the upstream's token in params of c, if any. */
+void	br_progress_forward(const struct br_call *c, json_t *params);
+/* br_progress_note: upstream u's notifications/progress msg rebuilt for
+ * the in-flight call it names (a new object; *sid that call's session),
+ * or NULL: malformed, no such call, or progress that did not increase. */
+json_t	*br_progress_note(struct br_up *u, const json_t *msg,
+	    const char **sid);
+/* br_logging_redact: redact queued note in place under policy p when it
+ * is a log message or progress with a message (others are left as they
+ * are); -1: drop it. */
+int	br_logging_redact(struct br *br, const struct pol_policy *p,
+	    json_t *note);
 
 /* ------------------------------------------------------------ budgets */
 

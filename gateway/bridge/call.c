@@ -71,6 +71,7 @@ scope_owner(struct br_call *c, enum pol_budget_scope s)
 static void
 call_free(struct br_call *c)
 {
+	json_decref(c->ptoken);
 	if (c->req != NULL)
 		c->req->call = NULL;
 	if (c->br != NULL) {
@@ -482,6 +483,7 @@ forward(struct br_call *c)
 		    c->kind->name_key : "name", c->tool, "arguments", c->args);
 	else
 		params = json_pack("{s:s}", c->kind->name_key, c->tool);
+	br_progress_forward(c, params);
 	c->state = CALL_FORWARDED;
 	c->sent_us = now_us();
 	if (params == NULL || (c->ureq = br_up_request(c->up, c->kind !=
@@ -953,6 +955,7 @@ br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
 	    json_object();
 	c->args_json = c->args != NULL ? json_dumps(c->args, JSON_COMPACT |
 	    JSON_SORT_KEYS) : NULL;
+	br_progress_take(c, params);
 	/* The request's policy reference moves to the call. */
 	c->client = rq->client;
 	rq->identified = false;

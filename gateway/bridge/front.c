@@ -92,7 +92,8 @@ br_req_reply(struct br_req *rq, unsigned status, const char *body,
 	/* What the upstream said since the session's last answer goes out
 	 * before this one, on an event stream (transports.mdx). */
 	if (status == 200 && body != NULL && rq->session[0] != '\0' &&
-	    (sse = br_session_take_notes(rq->br, rq->session, body)) !=
+	    (sse = br_session_take_notes(rq->br, rq->session,
+	    rq->client.policy, body)) !=
 	    NULL) {
 		reply_raw(rq, status, "text/event-stream", sse, strlen(sse),
 		    session_hdr, NULL);

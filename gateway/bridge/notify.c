@@ -33,6 +33,9 @@ br_up_caps(struct br_up *u, const json_t *caps)
 	u->has_prompts = json_is_object(p);
 	u->prompts_list_changed = json_is_true(json_object_get(p,
 	    "listChanged"));
+	u->has_logging = json_is_object(json_object_get(caps, "logging"));
+	u->has_completions = json_is_object(json_object_get(caps,
+	    "completions"));
 }
 
 json_t *
@@ -50,6 +53,10 @@ br_rpc_caps(const struct br_up *u)
 	if (u->has_prompts)
 		json_object_set_new(o, "prompts", json_pack("{s:b}",
 		    "listChanged", u->prompts_list_changed));
+	if (u->has_logging)
+		json_object_set_new(o, "logging", json_object());
+	if (u->has_completions)
+		json_object_set_new(o, "completions", json_object());
 	return o;
 }
 
@@ -89,7 +96,29 @@ br_notify_upstream(struct br_up *u, const char *method, json_t *msg)
 	    "notifications/resources/list_changed") == 0;
 	bool plist = strcmp(method,
 	    "notifications/prompts/list_changed") == 0;
+	bool log = strcmp(method, "notifications/message") == 0;
+	json_t *note = NULL;
+	const char *sid = NULL;
+	int level = -1;
 
+	if (strcmp(method, "notifications/progress") == 0) {
+		if ((note = br_progress_note(u, msg, &sid)) != NULL &&
+		    (s = br_session_find(u->br, sid)) != NULL)
+			queue(s, note);
+		else
+			json_decref(note);
+		return;
+	}
+	if (log) {
+		if ((note = br_logging_note(msg, &level)) == NULL)
+			return;
+		TAILQ_FOREACH(s, &u->br->sessions, entry)
+			if (strcmp(s->server, u->srv->name) == 0 &&
+			    s->log_level >= 0 && level >= s->log_level)
+				queue(s, json_deep_copy(note));
+		json_decref(note);
+		return;
+	}
 	if (!updated && !rlist && !plist)
 		return;
 	if (updated && (!json_is_string(uri) || json_string_length(uri) >
@@ -110,7 +139,8 @@ br_notify_upstream(struct br_up *u, const char *method, json_t *msg)
 }
 
 char *
-br_session_take_notes(struct br *br, const char *sid, const char *body)
+br_session_take_notes(struct br *br, const char *sid,
+    const struct pol_policy *p, const char *body)
 {
 	struct br_session *s = br_session_find(br, sid);
 	json_t *o;
@@ -121,6 +151,10 @@ br_session_take_notes(struct br *br, const char *sid, const char *body)
 	if (s == NULL || json_array_size(s->notes) == 0)
 		return NULL;
 	json_array_foreach(s->notes, i, o) {
+		/* A log message is redacted for this session's policy; one
+		 * that cannot be is not sent. */
+		if (br_logging_redact(br, p, o) == -1)
+			continue;
 		if ((t = json_dumps(o, JSON_COMPACT)) == NULL ||
 		    asprintf(&n, "%sevent: message\ndata: %s\n\n", out != NULL ?
 		    out : "", t) == -1)
@@ -131,7 +165,8 @@ br_session_take_notes(struct br *br, const char *sid, const char *body)
 		free(out);
 		out = n;
 	}
-	if (ok && asprintf(&n, "%sevent: message\ndata: %s\n\n", out, body) !=
+	if (ok && asprintf(&n, "%sevent: message\ndata: %s\n\n", out != NULL ?
+	    out : "", body) !=
 	    -1) {
 		free(out);
 		json_array_clear(s->notes);

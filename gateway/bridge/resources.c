@@ -53,15 +53,14 @@ const struct br_list_kind br_list_templates = {
 	template_listed
 };
 
-/* A string member the bridge passes on: no NUL inside, at most max. */
+/* A string member the bridge passes on: not empty, no NUL inside, at
+ * most max. */
 static const char *
 plain_string(const json_t *v, size_t max)
 {
-	if (!json_is_string(v) || json_string_length(v) == 0 ||
-	    json_string_length(v) > max ||
-	    strlen(json_string_value(v)) != json_string_length(v))
-		return NULL;
-	return json_string_value(v);
+	const char *s = br_str_bounded(v, max);
+
+	return s != NULL && *s != '\0' ? s : NULL;
 }
 
 static void

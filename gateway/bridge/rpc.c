@@ -378,6 +378,10 @@ br_rpc_request(struct br_req *rq, const struct br_rpc *rpc)
 		br_subscribe(rq, rpc, true);
 	} else if (strcmp(m, "resources/unsubscribe") == 0) {
 		br_subscribe(rq, rpc, false);
+	} else if (strcmp(m, "completion/complete") == 0) {
+		br_complete(rq, rpc);
+	} else if (strcmp(m, "logging/setLevel") == 0) {
+		br_logging_set(rq, rpc);
 	} else if (strcmp(m, "ping") == 0) {
 		br_reply_rpc_result(rq, rpc->id, json_object());
 	} else if (strcmp(m, "tools/list") == 0) {
@@ -386,8 +390,7 @@ br_rpc_request(struct br_req *rq, const struct br_rpc *rpc)
 		br_call_start(rq, rpc->id, params, br_up_find(rq->br,
 		    rq->server));
 	} else {
-		/* Completion, logging, tasks: not opened by any policy
-		 * yet. */
+		/* Tasks: not opened by any policy yet. */
 		br_reply_rpc_error(rq, 200, rpc->id, -32601,
 		    "Method not found");
 	}

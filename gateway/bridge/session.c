@@ -172,6 +172,7 @@ br_session_new(struct br *br, struct br_req *rq, const char *version)
 	snprintf(s->sandbox, sizeof(s->sandbox), "%s", rq->client.id);
 	snprintf(s->server, sizeof(s->server), "%s", rq->server);
 	snprintf(s->version, sizeof(s->version), "%s", version);
+	s->log_level = -1;
 	s->used_ms = ev_now_ms();
 	TAILQ_INSERT_TAIL(&br->sessions, s, entry);
 	br->nsessions++;

@@ -317,3 +317,26 @@ br_pins_snippet(struct br *br, const char *server, FILE *out)
 	}
 	return 0;
 }
+
+static void
+relisted(void *arg, int ok)
+{
+	struct br_up *u = arg;
+
+	(void)ok;
+	if (u->relist) {
+		u->relist = false;
+		br_tools_changed(u);
+	}
+}
+
+void
+br_tools_changed(struct br_up *u)
+{
+	u->stale = true;
+	if (u->listing) {
+		u->relist = true;
+		return;
+	}
+	br_tools_refresh(u, relisted, u);
+}

@@ -348,7 +348,7 @@ br_up_deliver(struct br_up *u, json_t *msg)
 		}
 		if (strcmp(json_string_value(m),
 		    "notifications/tools/list_changed") == 0)
-			u->stale = true;
+			br_tools_changed(u);
 		else
 			br_notify_upstream(u, json_string_value(m), msg);
 		return;

@@ -330,6 +330,21 @@ check "mcp accept drift shifty" sl mcp accept drift shifty
 client "$A" "$TA" drift --list >"$OUT/d4" 2>&1
 check_eq "drift: accepted definition is listed again" "shifty stable " \
     "$(jq -r '.tools[].name' "$OUT/d4" 2>/dev/null | sort | tr '\n' ' ')"
+# list_changed: the pins are checked when the upstream says so, not at
+# the next list or call. The announcing call renames `stable` after the
+# listing that call made, so only a listing because of list_changed
+# finds it gone.
+drift_disappeared() { findings | grep 'tool_drift' | grep -c 'disappeared'; }
+n0=$(drift_disappeared)
+touch "$DRIFT/announce"
+client "$A" "$TA" drift --call stable >"$OUT/d5" 2>&1
+check_match "drift: the announcing call is answered" 'note from stable' "$(cat "$OUT/d5")"
+if wait_for 10 sh -c "[ \$('$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind finding 2>/dev/null | grep tool_drift | grep -c disappeared) -gt $n0 ]"; then
+	ok "drift: list_changed re-checks the pins at once (a finding, no list asked)"
+else
+	not_ok "drift: list_changed re-checks the pins at once (a finding, no list asked)"
+fi
+rm -f "$DRIFT/renamed"
 
 # ---------------------------------------------------------------- identity
 code=$(world_sandbox "$B" curl -s -o /dev/null -w '%{http_code}' -m 5 \

@@ -7,7 +7,8 @@
  * only sessions whose policy opens that kind, each message is rebuilt from
  * the fields the specification defines, repeats fold, a session holds at
  * most BR_NOTES_MAX, and delivery is one event stream ahead of the answer
- * that empties the queue. No network: the structs are the bridge's own.
+ * that empties the queue. Log messages go by the level each session set
+ * and are redacted when delivered. No network: the structs are the bridge's own.
  */
 #include <check.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ session(const char *id, const char *server, bool res_ok, bool prompts_ok)
 	snprintf(s->server, sizeof(s->server), "%s", server);
 	s->res_ok = res_ok;
 	s->prompts_ok = prompts_ok;
+	s->log_level = -1;
 	TAILQ_INSERT_TAIL(&br.sessions, s, entry);
 	br.nsessions++;
 	return s;
@@ -87,7 +89,7 @@ START_TEST(caps_follow_upstream)
 	caps = br_rpc_caps(&up);
 	want = json_loads("{\"tools\":{\"listChanged\":false},"
 	    "\"resources\":{\"subscribe\":true,\"listChanged\":false},"
-	    "\"prompts\":{\"listChanged\":true}}", 0, NULL);
+	    "\"prompts\":{\"listChanged\":true},\"logging\":{}}", 0, NULL);
 	ck_assert_msg(json_equal(caps, want), "%s", json_dumps(caps, 0));
 	json_decref(caps);
 	json_decref(want);
@@ -186,13 +188,13 @@ START_TEST(delivered_before_the_answer)
 	char *sse, *first, *second;
 	size_t tail;
 
-	ck_assert_ptr_null(br_session_take_notes(&br, "a", body));
-	ck_assert_ptr_null(br_session_take_notes(&br, "nosuch", body));
+	ck_assert_ptr_null(br_session_take_notes(&br, "a", NULL, body));
+	ck_assert_ptr_null(br_session_take_notes(&br, "nosuch", NULL, body));
 	notify("{\"jsonrpc\":\"2.0\",\"method\":"
 	    "\"notifications/resources/list_changed\"}");
 	notify("{\"jsonrpc\":\"2.0\",\"method\":"
 	    "\"notifications/prompts/list_changed\"}");
-	sse = br_session_take_notes(&br, "a", body);
+	sse = br_session_take_notes(&br, "a", NULL, body);
 	ck_assert_ptr_nonnull(sse);
 	/* Two notifications in order, then the answer, one event each. */
 	first = strstr(sse, "resources/list_changed");
@@ -208,7 +210,108 @@ START_TEST(delivered_before_the_answer)
 	free(sse);
 	/* Emptied: the next answer goes out as JSON. */
 	ck_assert_uint_eq(json_array_size(a->notes), 0);
-	ck_assert_ptr_null(br_session_take_notes(&br, "a", body));
+	ck_assert_ptr_null(br_session_take_notes(&br, "a", NULL, body));
+}
+END_TEST
+
+START_TEST(logging_levels)
+{
+	static const struct { const char *json; int want; } t[] = {
+		{ "\"debug\"", 0 }, { "\"info\"", 1 }, { "\"notice\"", 2 },
+		{ "\"warning\"", 3 }, { "\"error\"", 4 },
+		{ "\"critical\"", 5 }, { "\"alert\"", 6 },
+		{ "\"emergency\"", 7 }, { "\"DEBUG\"", -1 },
+		{ "\"warn\"", -1 }, { "\"\"", -1 }, { "3", -1 },
+		{ "null", -1 }, { "[\"info\"]", -1 },
+	};
+	size_t i;
+	json_t *v;
+
+	ck_assert_int_eq(br_logging_level(NULL), -1);
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		v = json_loads(t[i].json, JSON_DECODE_ANY, NULL);
+		ck_assert_ptr_nonnull(v);
+		ck_assert_msg(br_logging_level(v) == t[i].want, "%s",
+		    t[i].json);
+		json_decref(v);
+	}
+}
+END_TEST
+
+START_TEST(logs_by_session_level)
+{
+	struct br_session *warn = session("w", "docs", true, true);
+	struct br_session *never = session("n", "docs", true, true);
+	struct br_session *all = session("a", "docs", false, false);
+	struct br_session *other = session("o", "mail", true, true);
+	static const char pre[] = "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"notifications/message\",\"params\":{\"level\":\"error\","
+	    "\"data\":\"";
+	json_t *p;
+	char big[20000];
+
+	warn->log_level = 3;
+	all->log_level = 0;
+	other->log_level = 0;
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"info\",\"logger\":\"db\",\"data\":"
+	    "{\"q\":1},\"extra\":\"dropped\",\"_meta\":{\"x\":1}}}");
+	ck_assert_uint_eq(json_array_size(warn->notes), 0);
+	ck_assert_uint_eq(json_array_size(never->notes), 0);
+	ck_assert_uint_eq(json_array_size(other->notes), 0);
+	ck_assert_uint_eq(json_array_size(all->notes), 1);
+	p = json_object_get(json_array_get(all->notes, 0), "params");
+	ck_assert_uint_eq(json_object_size(p), 3);
+	ck_assert_str_eq(json_string_value(json_object_get(p, "logger")),
+	    "db");
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"error\",\"data\":\"disk\"}}");
+	ck_assert_uint_eq(json_array_size(warn->notes), 1);
+	ck_assert_uint_eq(json_array_size(all->notes), 2);
+	ck_assert_uint_eq(json_array_size(never->notes), 0);
+	/* Malformed or oversized: nobody gets it. */
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"loud\",\"data\":1}}");
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"error\"}}");
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"error\",\"logger\":7,\"data\":1}}");
+	memset(big, 'x', sizeof(big));
+	memcpy(big, pre, strlen(pre));
+	memcpy(big + sizeof(big) - 4, "\"}}", 4);
+	notify(big);
+	ck_assert_uint_eq(json_array_size(warn->notes), 1);
+	ck_assert_uint_eq(json_array_size(all->notes), 2);
+}
+END_TEST
+
+START_TEST(logs_redacted_when_delivered)
+{
+	static char held[] = "sk-held-credential-4242";
+	char *secrets[] = { held };
+	struct br_session *a = session("a", "docs", false, false);
+	const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}";
+	char *sse;
+
+	br.secrets = secrets;
+	br.nsecrets = 1;
+	a->log_level = 0;
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"info\",\"data\":"
+	    "\"token sk-held-credential-4242 used\"}}");
+	/* A secret in a key cannot be rewritten: that message is dropped. */
+	notify("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	    "\"params\":{\"level\":\"info\",\"data\":"
+	    "{\"sk-held-credential-4242\":1}}}");
+	ck_assert_uint_eq(json_array_size(a->notes), 2);
+	sse = br_session_take_notes(&br, "a", NULL, body);
+	ck_assert_ptr_nonnull(sse);
+	ck_assert_ptr_null(strstr(sse, held));
+	ck_assert_ptr_nonnull(strstr(sse, "token [REDACTED] used"));
+	ck_assert_ptr_nonnull(strstr(sse, body));
+	free(sse);
+	br.secrets = NULL;
+	br.nsecrets = 0;
 }
 END_TEST
 
@@ -224,6 +327,9 @@ main(void)
 	tcase_add_test(tc, list_changes_by_policy);
 	tcase_add_test(tc, queue_is_bounded);
 	tcase_add_test(tc, delivered_before_the_answer);
+	tcase_add_test(tc, logging_levels);
+	tcase_add_test(tc, logs_by_session_level);
+	tcase_add_test(tc, logs_redacted_when_delivered);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -3,7 +3,8 @@
  * tables, and the loader's refusals of their rules. The rows include the
  * URIs a glob could be fooled by (dot segments, encoded dots and slashes,
  * an upper-case scheme past a deny rule, control characters), which must
- * deny before any rule is read.
+ * deny before any rule is read. And mcp.server_requests: what an upstream
+ * may ask of the agent's client, per server and kind, default deny.
  */
 #include <check.h>
 #include <stdio.h>
@@ -268,6 +269,73 @@ START_TEST(offers)
 }
 END_TEST
 
+/* mcp.server_requests: the first entry for the server (or "*") decides
+ * each kind; a kind left out, no entry, no policy: deny. */
+static const char sr_text[] =
+    "version: 1\nname: sr\nmcp:\n  server_requests:\n"
+    "    - server: docs\n      sampling: ask\n      elicitation: allow\n"
+    "    - server: mail\n      roots: allow\n      sampling: deny\n"
+    "    - server: \"*\"\n      elicitation: ask\n"
+    "    - server: late\n      sampling: allow\n";
+
+static const struct {
+	const char		*server;
+	enum pol_sreq_kind	 kind;
+	enum pol_verdict	 want;
+} srq[] = {
+	{ "docs", POL_SREQ_SAMPLING, POL_ASK },
+	{ "docs", POL_SREQ_ELICITATION, POL_ALLOW },
+	{ "docs", POL_SREQ_ROOTS, POL_DENY },		/* left out */
+	{ "mail", POL_SREQ_SAMPLING, POL_DENY },
+	{ "mail", POL_SREQ_ELICITATION, POL_DENY },
+	{ "mail", POL_SREQ_ROOTS, POL_ALLOW },
+	{ "other", POL_SREQ_ELICITATION, POL_ASK },	/* "*" */
+	{ "other", POL_SREQ_SAMPLING, POL_DENY },
+	{ "late", POL_SREQ_SAMPLING, POL_DENY },	/* "*" came first */
+	{ "late", POL_SREQ_ELICITATION, POL_ASK },
+	{ "docs", POL_SREQ_NKINDS, POL_DENY },		/* out of range */
+	{ "docs", (enum pol_sreq_kind)-1, POL_DENY },
+};
+
+static struct pol_policy *
+sr_load(const char *text)
+{
+	struct pol_errors *e = pol_errors_new(10);
+	struct pol_policy *p;
+
+	p = pol_policy_load_buf("sr.yaml", text, strlen(text), NULL, e);
+	ck_assert_msg(p != NULL, "%s", pol_errors_count(e) > 0 ?
+	    pol_errors_get(e, 0) : "?");
+	pol_errors_free(e);
+	return p;
+}
+
+START_TEST(server_requests)
+{
+	struct pol_policy *p = sr_load(sr_text);
+
+	ck_assert_msg(pol_server_request(p, srq[_i].server, srq[_i].kind) ==
+	    srq[_i].want, "row %d", _i);
+	pol_policy_free(p);
+}
+END_TEST
+
+START_TEST(server_requests_default_deny)
+{
+	struct pol_policy *p = sr_load("version: 1\nname: none\n");
+	enum pol_sreq_kind k;
+
+	for (k = 0; k < POL_SREQ_NKINDS; k++) {
+		ck_assert_int_eq(pol_server_request(p, "docs", k), POL_DENY);
+		ck_assert_int_eq(pol_server_request(NULL, "docs", k),
+		    POL_DENY);
+	}
+	ck_assert_int_eq(pol_server_request(p, NULL, POL_SREQ_ROOTS),
+	    POL_DENY);
+	pol_policy_free(p);
+}
+END_TEST
+
 static const struct {
 	const char	*yaml, *error;
 } bad[] = {
@@ -300,6 +368,17 @@ static const struct {
 	{ "  prompts:\n    - {prompt: docs/x, decision: allow, args: "
 	  "{a: {type: string}}, required: [b]}\n", "is not declared in args" },
 	{ "  prompts: {a: 1}\n", "mcp.prompts" },
+	{ "  server_requests: {docs: allow}\n", "mcp.server_requests" },
+	{ "  server_requests:\n    - sampling: allow\n", "server is required" },
+	{ "  server_requests:\n    - {server: docs, sampling: yes}\n",
+	  "invalid \"yes\" (deny, ask or allow)" },
+	{ "  server_requests:\n    - {server: docs, sampling: [allow]}\n",
+	  "sampling" },
+	{ "  server_requests:\n    - {server: docs, tools: allow}\n", "tools" },
+	{ "  server_requests:\n    - {server: \"Bad Name\"}\n",
+	  "invalid server" },
+	{ "  server_requests:\n    - {server: docs}\n    - {server: docs}\n",
+	  "is already in mcp.server_requests[0]" },
 };
 
 START_TEST(load_errors)
@@ -337,6 +416,9 @@ main(void)
 	    sizeof(vq) / sizeof(vq[0]));
 	tcase_add_loop_test(tc, prompt_table, 0, sizeof(pq) / sizeof(pq[0]));
 	tcase_add_test(tc, offers);
+	tcase_add_loop_test(tc, server_requests, 0,
+	    sizeof(srq) / sizeof(srq[0]));
+	tcase_add_test(tc, server_requests_default_deny);
 	tcase_add_loop_test(tc, load_errors, 0, sizeof(bad) / sizeof(bad[0]));
 	suite_add_tcase(s, tc);
 	return run_suite(s);

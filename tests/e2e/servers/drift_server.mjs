@@ -10,7 +10,8 @@
 // Tools: `stable` (never changes) and `shifty`, whose description becomes
 // an injection and whose input schema gains a property while FLAGDIR/drift
 // exists; while FLAGDIR/renamed exists `stable` is offered as `stable2`.
-// Every tools/call is appended to FLAGDIR/calls.log (one name a line) so
+// A call while FLAGDIR/announce exists is answered, then the flag is
+// removed, FLAGDIR/renamed made and notifications/tools/list_changed sent. Every tools/call is appended to FLAGDIR/calls.log (one name a line) so
 // the scenario can tell what reached the upstream.
 import fs from 'node:fs';
 
@@ -54,8 +55,16 @@ function handle(m) {
 	if (m.method === 'tools/call') {
 		const name = String(m.params && m.params.name);
 		fs.appendFileSync(dir + '/calls.log', name + '\n');
-		return send({ jsonrpc: '2.0', id: m.id, result: {
+		send({ jsonrpc: '2.0', id: m.id, result: {
 		    content: [{ type: 'text', text: 'note from ' + name }] } });
+		// FLAGDIR/announce: rename `stable`, then say so.
+		if (fs.existsSync(dir + '/announce')) {
+			fs.unlinkSync(dir + '/announce');
+			fs.writeFileSync(dir + '/renamed', '');
+			send({ jsonrpc: '2.0',
+			    method: 'notifications/tools/list_changed' });
+		}
+		return;
 	}
 	send({ jsonrpc: '2.0', id: m.id,
 	    error: { code: -32601, message: 'method not found' } });
