@@ -563,6 +563,8 @@ enum pol_reason {
 					   the policy lets through, which
 					   the bridge does not carry to the
 					   client */
+	POL_REASON_CANCELLED,		/* "cancelled": the client cancelled
+					   the call (notifications/cancelled) */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

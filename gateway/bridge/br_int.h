@@ -136,6 +136,12 @@ void	br_up_cancel(struct br_up_req *r);
  * to one of the upstream's own requests. 0, or -1 when it could not be
  * written. */
 int	br_up_send(struct br_up *u, json_t *msg);
+/* br_call_cancel: the client of session sid cancelled its request id
+ * (notifications/cancelled). A call waiting for approval is refused as
+ * cancelled (it reserved nothing yet); one in flight upstream is
+ * cancelled there under the upstream's id and recorded as cancelled (its
+ * reservation stays spent); any other, or an unknown id, is left alone. */
+void	br_call_cancel(struct br *br, const char *sid, const json_t *id);
 /* br_srvreq_take: msg, a request of upstream u (a method and an id), is
  * decided, answered and recorded (srvreq.c). */
 void	br_srvreq_take(struct br_up *u, json_t *msg);

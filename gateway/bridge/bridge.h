@@ -114,7 +114,8 @@ struct br_event {
 						   client supplied (never an
 						   identity), or NULL */
 	const char		*approval;	/* ask: "approved" | "denied" |
-						   "timeout", NULL otherwise */
+						   "timeout" | "cancelled",
+						   NULL otherwise */
 	const char		*classification;
 	bool			 taints;	/* the result taints the sandbox */
 	int64_t			 upstream_latency_us; /* -1: not forwarded */

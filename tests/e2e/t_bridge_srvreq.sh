@@ -10,7 +10,12 @@
 # is refused too (the bridge does not carry them) and recorded as not
 # forwarded; a method no client serves is -32601; each is an
 # mcp.server_request record with what was asked, tied to its call; the
-# OCSF export maps the kind; the bridge keeps serving. Torn down on exit.
+# OCSF export maps the kind. notifications/cancelled from the SDK client:
+# a call waiting for approval is withdrawn, never forwarded, recorded as
+# cancelled and charges no budget; an approved call in flight is
+# cancelled upstream under the upstream's request id, recorded as
+# cancelled, and its budget stays spent. The bridge keeps serving. Torn
+# down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -21,8 +26,10 @@ world_up || { not_ok "world_up"; finish; }
 
 NODE=$(command -v node)
 CFG=$E2E_TMP/sluice.yaml
-POL=$E2E_TMP/policies OUT=$E2E_TMP/out
-mkdir -p "$POL" "$OUT"
+POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq
+mkdir -p "$POL" "$OUT" "$FLAGS"
+# The upstream runs as the bridge's user: its log is writable by it.
+: >"$FLAGS/calls.log" && chmod 0777 "$FLAGS" && chmod 0666 "$FLAGS/calls.log"
 
 cat >"$POL/sr.yaml" <<EOF
 version: 1
@@ -39,6 +46,21 @@ mcp:
       elicitation: allow
       roots: ask
 EOF
+cat >"$POL/cq.yaml" <<EOF
+version: 1
+name: cq
+mcp:
+  approval_timeout: 60s
+  budgets:
+    - name: q
+      calls: 100
+  tools:
+    - tool: sreq/ask
+      decision: ask
+      budgets: [q]
+      args:
+        kind: {enum: [sampling, hang]}
+EOF
 cat >"$POL/bare.yaml" <<EOF
 version: 1
 name: bare
@@ -54,7 +76,7 @@ cat >>"$CFG" <<EOF
 servers:
   - name: sreq
     transport: stdio
-    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs]
+    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
@@ -62,10 +84,11 @@ URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
 wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" &&
     ok "the bridge listens" || { not_ok "the bridge listens"; finish; }
 sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
-A=sa$$; B=sb$$
+A=sa$$; B=sb$$; C=sc$$
 TA=$(sl sandbox create --policy sr --subject alice --id "$A" | jq -r .token)
 TB=$(sl sandbox create --policy bare --subject bob --id "$B" | jq -r .token)
-[[ $TA =~ ^[0-9a-f]{64}$ && $TB =~ ^[0-9a-f]{64}$ ]] && ok "sandboxes created" ||
+TC=$(sl sandbox create --policy cq --subject carol --id "$C" | jq -r .token)
+[[ $TA =~ ^[0-9a-f]{64}$ && $TB =~ ^[0-9a-f]{64}$ && $TC =~ ^[0-9a-f]{64}$ ]] && ok "sandboxes created" ||
     { not_ok "sandboxes created"; finish; }
 # ask SBX TOKEN KIND: the SDK client in SBX calls ask(KIND), then says
 # which server requests it answered. Two lines: the result, the served.
@@ -131,6 +154,50 @@ check_match "OCSF export maps mcp.server_request to API Activity of its method" 
     "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --format ocsf --kind mcp.server_request 2>/dev/null | grep -m1 '"operation":"sampling/createMessage"')"
 check_eq "the tool calls themselves are recorded as allowed" 4 \
     "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null | jq -r 'select(.tool == "ask" and .decision == "allow") | .tool' | wc -l)"
+
+# ---------------------------------------------------------------- cancel
+npend() { "$SLUICE" -s "$WORLD_SOCK" approvals --json 2>/dev/null | jq -e "length == $1" >/dev/null; }
+cancel() {	# cancel FILE: SDK client in C calls ask(hang), cancels once FILE exists
+	world_mcp_client "sandbox:$C" --url "$URL/sreq" --timeout 30000 \
+	    --header "Authorization: Bearer $TC" --cancel ask '{"kind":"hang"}' "$1"
+}
+calls_c() {	# every mcp.call record of C, one a line
+	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call \
+	    --sandbox "$C" 2>/dev/null
+}
+cancel "$OUT/go1" >"$OUT/c1" 2>"$OUT/c1.err" &
+p1=$!
+wait_for 10 npend 1 && ok "cancel: the call waits for approval" ||
+    not_ok "cancel: the call waits for approval"
+touch "$OUT/go1"
+wait_for 10 npend 0 && ok "cancel while asking: the approval is withdrawn" ||
+    not_ok "cancel while asking: the approval is withdrawn"
+touch "$OUT/go1.done"
+wait "$p1"
+check_eq "the client saw its cancel through" true "$(jq -r .cancelled "$OUT/c1" 2>/dev/null)"
+check_eq "cancelled while asking: never reached the upstream" 0 "$(grep -c '^call' "$FLAGS/calls.log")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.call --sandbox '$C' 2>/dev/null | grep -q cancelled"
+check_eq "its record: denied, cancelled, approval cancelled, not forwarded" "deny cancelled cancelled -1" \
+    "$(calls_c | jq -r 'select(.reason == "cancelled") | "\(.decision) \(.reason) \(.approval) \(.upstream_latency_us)"' | head -n 1)"
+
+cancel "$OUT/go2" >"$OUT/c2" 2>"$OUT/c2.err" &
+p2=$!
+wait_for 10 npend 1 || not_ok "the second call waits for approval"
+check "approve the second call by the CLI" sl approve "$(sl approvals --json | jq -r '.[0].id')" --reason "go"
+wait_for 10 grep -q '^call' "$FLAGS/calls.log" && ok "the approved call reached the upstream" ||
+    not_ok "the approved call reached the upstream"
+touch "$OUT/go2"
+wait_for 10 grep -q '^cancelled' "$FLAGS/calls.log" && ok "the cancel reached the upstream" ||
+    not_ok "the cancel reached the upstream"
+touch "$OUT/go2.done"
+wait "$p2"
+check_eq "the upstream's cancel names its own request id" \
+    "$(sed -n 's/^call //p' "$FLAGS/calls.log")" "$(sed -n 's/^cancelled //p' "$FLAGS/calls.log")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.call --sandbox '$C' 2>/dev/null | grep -c cancelled | grep -qx 2"
+check_eq "its record: allowed, approved, then cancelled" "allow cancelled approved" \
+    "$(calls_c | jq -r 'select(.reason == "cancelled" and .decision == "allow") | "\(.decision) \(.reason) \(.approval)"' | head -n 1)"
+check_eq "the forwarded call spent its budget, the one cancelled while asking did not" 1 \
+    "$(calls_c | jq -r 'select(.decision == "allow") | .budget' | jq -r '.q.calls' 2>/dev/null | head -n 1)"
 
 # ---------------------------------------------------------------- serving
 ask "$A" "$TA" sampling >"$OUT/after" 2>&1

@@ -10,7 +10,8 @@
 //        [--timeout MS] (--list | --call TOOL [ARGS_JSON] | --resources |
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
-//        --notes | --served)... [--serve-requests]
+//        --notes | --served | --cancel TOOL ARGS_JSON FILE)...
+//        [--serve-requests]
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
@@ -24,6 +25,10 @@
 // --serve-requests offers sampling, elicitation and roots and answers each
 // such request of the server (a fixed text, a fixed form answer, one root);
 // --served prints {"served":[...]}, the method of each one answered so far.
+// --cancel calls TOOL and, once FILE exists (polled, bounded by --timeout),
+// cancels the call (the SDK sends notifications/cancelled): prints
+// {"cancelled":true}, or the result if it came first; it closes only once
+// FILE.done exists.
 // --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
@@ -31,6 +36,7 @@
 // on stderr; the lines of earlier operations are already printed), 2 on
 // usage errors.
 
+import fs from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from
     '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -83,6 +89,19 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 					usage(`ARGS_JSON: ${e.message}`);
 				}
 			}
+			opt.ops.push(op);
+			break;
+		}
+		case '--cancel': {
+			const op = { op: 'cancel', tool: a[++i], file: a[i + 2] };
+			try {
+				op.args = JSON.parse(a[++i]);
+			} catch (e) {
+				usage(`--cancel ARGS_JSON: ${e && e.message}`);
+			}
+			i++;
+			if (!op.tool || !op.file)
+				usage('--cancel TOOL ARGS_JSON FILE');
 			opt.ops.push(op);
 			break;
 		}
@@ -215,6 +234,28 @@ try {
 			out = { seen: op.arg };
 		} else if (op.op === 'notes') {
 			out = { notes };
+		} else if (op.op === 'cancel') {
+			const ac = new AbortController();
+			let done = false;
+			const call = client.callTool({ name: op.tool,
+			    arguments: op.args }, undefined, { signal: ac.signal,
+				timeout: opt.timeout }).then((r) => { done = true;
+				    return r; }, (e) => { done = true; throw e; });
+			while (!done && !fs.existsSync(op.file))
+				await new Promise((r) => setTimeout(r, 50));
+			if (!done)
+				ac.abort('cancelled by the scenario');
+			try {
+				out = await call;
+			} catch (e) {
+				if (!ac.signal.aborted)
+					throw e;
+				out = { cancelled: true };
+			}
+			// The SDK posts the cancel without waiting for it, and
+			// closing would abort that post: stay until FILE.done.
+			while (!fs.existsSync(op.file + '.done'))
+				await new Promise((r) => setTimeout(r, 50));
 		} else if (op.op === 'served') {
 			out = { served };
 		} else {

@@ -4,15 +4,24 @@
 // each request it makes of the client, and what it does with the answer,
 // is exactly what the scenario needs. One JSON-RPC message per line.
 //
-//   node sreq_server.mjs
+//   node sreq_server.mjs [FLAGDIR]
 //
 // The tool `ask` takes {kind: "sampling" | "elicitation" | "roots" |
 // "other"} and, while the call is in flight, sends the client the request
 // of that kind (`other` is a method no client serves); the tool's result
 // text is the JSON of the answer it got ({"error":{...}} or {"result":
 // ...}). The sampling request carries a marker text the scenario looks for
-// in the record of what was asked.
+// in the record of what was asked. Kind `hang` never answers: it appends
+// "call ID" (its request id) to FLAGDIR/calls.log, and "cancelled ID" when
+// notifications/cancelled names a request.
+import fs from 'node:fs';
 import readline from 'node:readline';
+
+const dir = process.argv[2];
+function log(line) {
+	if (dir)
+		fs.appendFileSync(dir + '/calls.log', line + '\n');
+}
 
 function send(o) { process.stdout.write(JSON.stringify(o) + '\n'); }
 
@@ -53,8 +62,11 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 		    content: [{ type: 'text', text }] } });
 		return;
 	}
-	if (m.id === undefined)
+	if (m.id === undefined) {
+		if (m.method === 'notifications/cancelled')
+			log(`cancelled ${JSON.stringify(m.params.requestId)}`);
 		return;
+	}
 	switch (m.method) {
 	case 'initialize':
 		send({ jsonrpc: '2.0', id: m.id, result: {
@@ -66,6 +78,10 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 		send({ jsonrpc: '2.0', id: m.id, result: { tools } });
 		break;
 	case 'tools/call': {
+		if ((m.params.arguments || {}).kind === 'hang') {
+			log(`call ${JSON.stringify(m.id)}`);
+			break;
+		}
 		const a = asks[(m.params.arguments || {}).kind];
 		if (m.params.name !== 'ask' || a === undefined) {
 			send({ jsonrpc: '2.0', id: m.id, error: { code: -32602,
