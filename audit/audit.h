@@ -206,7 +206,8 @@ int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
  * forwarding; call_id pairs the two), mcp.outcome_unknown (an intent whose
  * outcome was never recorded, closed by the daemon when the bridge process
  * or the daemon itself went away first), mcp.resource, mcp.prompt,
- * finding, log.open,
+ * mcp.server_request (an upstream's request of the client: its method,
+ * what it asked, the decision), finding, log.open,
  * log.gap, log.key, log.heartbeat, log.close. Conventional fields, which the
  * index columns and OCSF read: sandbox {id, run}, policy {id, version,
  * sha256, rule}, decision ("allow"|"deny"|"ask"|"log"), reason, dst {host,

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "audit/priv.h"
@@ -90,6 +91,10 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 		cls = 6003; cat = 6; act = 99;
 	} else if (strcmp(kind, "mcp.resource") == 0) {
 		cls = 6003; cat = 6; act = 2;	/* API Activity: Read */
+	} else if (strcmp(kind, "mcp.server_request") == 0) {
+		/* An upstream's request of the client: API Activity whose
+		 * operation is the method it asked. */
+		cls = 6003; cat = 6; act = 99;
 	} else if (strcmp(kind, "finding") == 0) {
 		cls = 2004; cat = 2; act = 1;
 	} else {
@@ -165,11 +170,15 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	}
 	if (cls == 6003) {
 		/* What was done to which MCP object: the kind says. */
+		bool sreq = strcmp(kind, "mcp.server_request") == 0;
 		const char *op = strcmp(kind, "mcp.resource") == 0 ?
 		    "resources/read" : strcmp(kind, "mcp.prompt") == 0 ?
-		    "prompts/get" : "tools/call";
+		    "prompts/get" : sreq && json_is_string(json_object_get(r,
+		    "method")) ? json_string_value(json_object_get(r,
+		    "method")) : sreq ? "server_request" : "tools/call";
 		const char *key = strcmp(kind, "mcp.resource") == 0 ? "uri" :
-		    strcmp(kind, "mcp.prompt") == 0 ? "prompt" : "tool";
+		    strcmp(kind, "mcp.prompt") == 0 ? "prompt" : sreq ?
+		    "server" : "tool";
 		json_t *api = json_pack("{s:s}", "operation", op);
 
 		if (json_object_get(r, "server") != NULL)
@@ -187,8 +196,8 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 			json_object_set_new(ev, "resources", json_pack(
 			    "[{s:O,s:s}]", "name", json_object_get(r, key),
 			    "type", strcmp(key, "uri") == 0 ? "mcp.resource" :
-			    strcmp(key, "prompt") == 0 ? "mcp.prompt" :
-			    "mcp.tool"));
+			    strcmp(key, "prompt") == 0 ? "mcp.prompt" : sreq ?
+			    "mcp.server" : "mcp.tool"));
 	}
 	if (cls == 2004)
 		json_object_set_new(ev, "is_alert", json_true());

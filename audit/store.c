@@ -151,6 +151,8 @@ aud_kind_code(const char *kind)
 		return 10;
 	if (strcmp(kind, "mcp.prompt") == 0)
 		return 11;
+	if (strcmp(kind, "mcp.server_request") == 0)
+		return 12;
 	return 0;
 }
 

@@ -114,7 +114,8 @@ ev_fields(const struct br_event *ev)
 	/* A read names its URI, a prompt its name, where a call names its
 	 * tool. */
 	bad |= put_opt(o, ev->kind == BR_EV_RESOURCE ? "uri" :
-	    ev->kind == BR_EV_PROMPT ? "prompt" : "tool", ev->tool);
+	    ev->kind == BR_EV_PROMPT ? "prompt" :
+	    ev->kind == BR_EV_SERVER_REQUEST ? "method" : "tool", ev->tool);
 	bad |= put_opt(o, "arguments", ev->args);
 	bad |= put_opt(o, "arguments_digest", ev->args_digest);
 	bad |= put_opt(o, "decision", ev->decision);
@@ -411,7 +412,8 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 		return;
 	}
 	intent = ev.kind == BR_EV_INTENT;
-	if (!intent) {
+	/* A server request is not a call the sandbox made. */
+	if (!intent && ev.kind != BR_EV_SERVER_REQUEST) {
 		if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
 			w->calls_allow++;
 		else

@@ -557,6 +557,14 @@ enum pol_reason {
 	/* a fleet's shared store (gateway/fleet/): the database that holds a shared
 	 * budget or approval did not answer in time, so the call is denied */
 	POL_REASON_SHARED_STATE_UNAVAILABLE, /* "shared_state_unavailable" */
+	POL_REASON_NOT_IN_CALL,		/* "not_in_call": a server request no
+					   single call in flight could own */
+	POL_REASON_NOT_FORWARDED,	/* "not_forwarded": a server request
+					   the policy lets through, which
+					   the bridge does not carry to the
+					   client */
+	POL_REASON_CANCELLED,		/* "cancelled": the client cancelled
+					   the call (notifications/cancelled) */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

@@ -71,6 +71,9 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_NOT_HTTP] = "not_http",
 	[POL_REASON_BAD_URI] = "bad_uri",
 	[POL_REASON_SHARED_STATE_UNAVAILABLE] = "shared_state_unavailable",
+	[POL_REASON_NOT_IN_CALL] = "not_in_call",
+	[POL_REASON_NOT_FORWARDED] = "not_forwarded",
+	[POL_REASON_CANCELLED] = "cancelled",
 };
 
 const char *

@@ -132,6 +132,19 @@ void	br_up_stop(struct br_up *u);
 struct br_up_req *br_up_request(struct br_up *u, const char *method,
 	    json_t *params, br_up_cb *cb, void *arg);
 void	br_up_cancel(struct br_up_req *r);
+/* br_up_send: msg (borrowed) to u now, outside any request: an answer
+ * to one of the upstream's own requests. 0, or -1 when it could not be
+ * written. */
+int	br_up_send(struct br_up *u, json_t *msg);
+/* br_call_cancel: the client of session sid cancelled its request id
+ * (notifications/cancelled). A call waiting for approval is refused as
+ * cancelled (it reserved nothing yet); one in flight upstream is
+ * cancelled there under the upstream's id and recorded as cancelled (its
+ * reservation stays spent); any other, or an unknown id, is left alone. */
+void	br_call_cancel(struct br *br, const char *sid, const json_t *id);
+/* br_srvreq_take: msg, a request of upstream u (a method and an id), is
+ * decided, answered and recorded (srvreq.c). */
+void	br_srvreq_take(struct br_up *u, json_t *msg);
 /* Called by the transports with one message from the upstream. */
 void	br_up_deliver(struct br_up *u, json_t *msg);
 /* The transport failed: fail every request, schedule a restart. */
@@ -329,6 +342,7 @@ struct br_call {
 	const char		*decision;	/* "allow" | "deny" */
 	enum pol_reason		 reason;
 	char			 message[256];
+	unsigned		 sreqs;		/* server requests it owned */
 };
 TAILQ_HEAD(br_calls, br_call);
 

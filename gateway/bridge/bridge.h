@@ -72,8 +72,11 @@ enum br_event_kind {
 				   is the prompt's name) */
 	BR_EV_INTENT,		/* "mcp.intent": a call about to be forwarded;
 				   durable before it leaves for the upstream */
+	BR_EV_SERVER_REQUEST,	/* "mcp.server_request": one per request an
+				   upstream made of the client (tool is its
+				   method, args what it asked) */
 };
-#define BR_EV__LAST	BR_EV_INTENT
+#define BR_EV__LAST	BR_EV_SERVER_REQUEST
 
 /* br_kind_is_record: k is a durable record of an action (a call, a
  * read, a prompt), not a finding. */
@@ -111,7 +114,8 @@ struct br_event {
 						   client supplied (never an
 						   identity), or NULL */
 	const char		*approval;	/* ask: "approved" | "denied" |
-						   "timeout", NULL otherwise */
+						   "timeout" | "cancelled",
+						   NULL otherwise */
 	const char		*classification;
 	bool			 taints;	/* the result taints the sandbox */
 	int64_t			 upstream_latency_us; /* -1: not forwarded */

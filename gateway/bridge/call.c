@@ -1070,3 +1070,55 @@ br_call_abort_all(struct br *br)
 		call_free(c);
 	}
 }
+
+void
+br_call_cancel(struct br *br, const char *sid, const json_t *id)
+{
+	struct br_call *c;
+	json_t *n;
+
+	if (sid == NULL || id == NULL)
+		return;
+	/* Whether or not its POST is still open: a client that cancels
+	 * may already have closed it. */
+	TAILQ_FOREACH(c, &br->calls, all)
+		if (c->br != NULL && c->rpc_id != NULL &&
+		    strcmp(c->session, sid) == 0 &&
+		    json_equal(c->rpc_id, (json_t *)id))
+			break;
+	if (c == NULL)
+		return;
+	if (c->state == CALL_ASKING) {
+		/* Never reserved (reserve() runs again once approved), never
+		 * forwarded: nothing to give back. */
+		TAILQ_REMOVE(&br->approvals, c, entry);
+		br->napprovals--;
+		ev_timer_cancel(br->loop, c->atimer);
+		c->atimer = NULL;
+		c->state = CALL_NEW;
+		c->approval = "cancelled";
+		deny(c, NULL, POL_REASON_CANCELLED, "The call was cancelled.");
+		return;
+	}
+	if (c->state != CALL_FORWARDED || c->ureq == NULL)
+		return;	/* deciding, or its answer is already here */
+	/* It reached the upstream: what it reserved stays spent. The
+	 * upstream hears of it under its own request id. */
+	n = json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
+	    "notifications/cancelled", "params", "requestId",
+	    (json_int_t)c->ureq->id, "reason", "cancelled by the client");
+	if (n != NULL)
+		(void)br_up_send(c->up, n);
+	json_decref(n);
+	br_up_cancel(c->ureq);
+	c->ureq = NULL;
+	c->latency_us = (int64_t)(now_us() - c->sent_us);
+	c->decision = "allow";
+	c->reason = POL_REASON_CANCELLED;
+	snprintf(c->message, sizeof(c->message), "The call was cancelled.");
+	json_decref(c->result);
+	free(c->rtext);
+	c->rtext = NULL;
+	c->result = error_result(c->message);
+	finish(c);
+}

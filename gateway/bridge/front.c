@@ -359,6 +359,10 @@ dispatch(struct br_req *rq)
 		if (rpc.kind == BR_RPC_NOTIFICATION &&
 		    strcmp(rpc.method, "notifications/initialized") == 0)
 			s->initialized = true;
+		else if (rpc.kind == BR_RPC_NOTIFICATION &&
+		    strcmp(rpc.method, "notifications/cancelled") == 0)
+			br_call_cancel(rq->br, s->id, json_object_get(
+			    json_object_get(rpc.msg, "params"), "requestId"));
 		br_req_reply(rq, 202, NULL, NULL);
 	} else if (fresh)
 		br_rpc_initialize(rq, &rpc);

@@ -103,6 +103,8 @@ br_kind_name(enum br_event_kind k)
 		return "mcp.prompt";
 	case BR_EV_INTENT:
 		return "mcp.intent";
+	case BR_EV_SERVER_REQUEST:
+		return "mcp.server_request";
 	}
 	return "mcp.unknown";
 }
@@ -110,7 +112,8 @@ br_kind_name(enum br_event_kind k)
 bool
 br_kind_is_record(enum br_event_kind k)
 {
-	return k == BR_EV_CALL || k == BR_EV_RESOURCE || k == BR_EV_PROMPT;
+	return k == BR_EV_CALL || k == BR_EV_RESOURCE || k == BR_EV_PROMPT ||
+	    k == BR_EV_SERVER_REQUEST;
 }
 
 void

@@ -4,8 +4,8 @@
  * exactly one answer or an error — whether the server is a stdio child or a
  * Streamable HTTP endpoint: it numbers requests, matches responses, bounds
  * every request in time, runs the initialize handshake (queueing requests
- * until it completes), refuses server-to-client requests (sampling,
- * elicitation, roots: a policy event we deny by default), and restarts a
+ * until it completes), hands server-to-client requests (sampling,
+ * elicitation, roots) to srvreq.c, and restarts a
  * transport that fails, with backoff.
  */
 #include <errno.h>
@@ -317,16 +317,10 @@ br_up_cancel(struct br_up_req *r)
 	}
 }
 
-static void
-reply_refusal(struct br_up *u, json_t *id)
+int
+br_up_send(struct br_up *u, json_t *msg)
 {
-	json_t *o;
-
-	o = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
-	    "error", "code", -32601, "message", "Not supported by Sluice");
-	if (o != NULL)
-		(void)transport_send(u, o, false);
-	json_decref(o);
+	return transport_send(u, msg, false);
 }
 
 void
@@ -341,9 +335,9 @@ br_up_deliver(struct br_up *u, json_t *msg)
 	m = json_object_get(msg, "method");
 	if (json_is_string(m)) {
 		if (id != NULL) {
-			/* Sampling, elicitation, roots: the upstream may not
-			 * reach the agent through us. */
-			reply_refusal(u, id);
+			/* Sampling, elicitation, roots: decided, answered
+			 * and recorded by srvreq.c. */
+			br_srvreq_take(u, msg);
 			return;
 		}
 		if (strcmp(json_string_value(m),

@@ -1348,6 +1348,44 @@ START_TEST(test_ocsf_mcp_kinds)
 }
 END_TEST
 
+/* A server request in OCSF: API Activity whose operation is the method the
+ * upstream asked, about the server that asked it. */
+START_TEST(test_ocsf_server_request)
+{
+	static const char *const methods[] = { "sampling/createMessage",
+		"elicitation/create", "roots/list" };
+	json_t *rec, *ev, *res;
+	char *canon;
+	size_t i;
+
+	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		rec = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "kind",
+		    "mcp.server_request", "seq", 7, "origin", "o.test", "ts",
+		    "1700000000000000000", "decision", "deny", "server",
+		    "docs", "method", methods[i]);
+		canon = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+		ev = aud_ocsf(canon, strlen(canon), NULL, 0);
+		ck_assert_msg(ev != NULL, "%s", canon);
+		ck_assert_int_eq(json_integer_value(json_object_get(ev,
+		    "class_uid")), 6003);
+		ck_assert_int_eq(json_integer_value(json_object_get(ev,
+		    "activity_id")), 99);
+		ck_assert_str_eq(json_string_value(json_object_get(
+		    json_object_get(ev, "api"), "operation")), methods[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(ev,
+		    "activity_name")), methods[i]);
+		res = json_array_get(json_object_get(ev, "resources"), 0);
+		ck_assert_str_eq(json_string_value(json_object_get(res,
+		    "name")), "docs");
+		ck_assert_str_eq(json_string_value(json_object_get(res,
+		    "type")), "mcp.server");
+		json_decref(ev);
+		free(canon);
+		json_decref(rec);
+	}
+}
+END_TEST
+
 static int
 count_lines(const char *path, char *last_ckpt, size_t len)
 {
@@ -1507,6 +1545,7 @@ main(void)
 	tcase_add_test(tam, test_proofs);
 	tcase_add_test(tam, test_ocsf);
 	tcase_add_test(tam, test_ocsf_mcp_kinds);
+	tcase_add_test(tam, test_ocsf_server_request);
 	tcase_add_test(tam, test_ship_file);
 	tcase_set_timeout(tam, 300);
 	suite_add_tcase(s, core);

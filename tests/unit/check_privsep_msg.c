@@ -470,6 +470,9 @@ START_TEST(test_br_event_ok)
 	/* An intent is an event of its own kind. */
 	m->kind = BR_EV_INTENT;
 	ck_assert(msg_br_event_ok(m, len, s));
+	/* So is an upstream's request of the client. */
+	m->kind = BR_EV_SERVER_REQUEST;
+	ck_assert(msg_br_event_ok(m, len, s));
 	m->kind = BR_EV_CALL;
 	m->reason = POL_REASON__COUNT;
 	ck_assert(!msg_br_event_ok(m, len, s));

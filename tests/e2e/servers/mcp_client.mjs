@@ -10,7 +10,8 @@
 //        [--timeout MS] (--list | --call TOOL [ARGS_JSON] | --resources |
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
-//        --notes)...
+//        --notes | --served | --cancel TOOL ARGS_JSON FILE)...
+//        [--serve-requests]
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
@@ -21,6 +22,13 @@
 // {"error":{"code","message"}} when the server refused (and go on).
 // --await METHOD pings until a notification of METHOD has arrived (bounded
 // by --timeout); --notes prints {"notes":[...]}, every notification so far.
+// --serve-requests offers sampling, elicitation and roots and answers each
+// such request of the server (a fixed text, a fixed form answer, one root);
+// --served prints {"served":[...]}, the method of each one answered so far.
+// --cancel calls TOOL and, once FILE exists (polled, bounded by --timeout),
+// cancels the call (the SDK sends notifications/cancelled): prints
+// {"cancelled":true}, or the result if it came first; it closes only once
+// FILE.done exists.
 // --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
@@ -28,10 +36,13 @@
 // on stderr; the lines of earlier operations are already printed), 2 on
 // usage errors.
 
+import fs from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from
     '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema,
+    ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 function usage(msg) {
 	process.stderr.write(`mcp_client.mjs: ${msg}\n`);
@@ -53,9 +64,10 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 			break;
 		}
 		case '--timeout': opt.timeout = Number(a[++i]); break;
+		case '--serve-requests': opt.serve = true; break;
 		case '--list': opt.ops.push({ op: 'list' }); break;
 		case '--resources': case '--templates': case '--prompts':
-		case '--ping': case '--notes':
+		case '--ping': case '--notes': case '--served':
 			opt.ops.push({ op: a[i].slice(2) });
 			break;
 		case '--read': case '--subscribe': case '--unsubscribe':
@@ -77,6 +89,19 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 					usage(`ARGS_JSON: ${e.message}`);
 				}
 			}
+			opt.ops.push(op);
+			break;
+		}
+		case '--cancel': {
+			const op = { op: 'cancel', tool: a[++i], file: a[i + 2] };
+			try {
+				op.args = JSON.parse(a[++i]);
+			} catch (e) {
+				usage(`--cancel ARGS_JSON: ${e && e.message}`);
+			}
+			i++;
+			if (!op.tool || !op.file)
+				usage('--cancel TOOL ARGS_JSON FILE');
 			opt.ops.push(op);
 			break;
 		}
@@ -109,7 +134,26 @@ const transport = opt.url ?
 	{ requestInit: { headers: opt.headers } }) :
     new StdioClientTransport({ command: opt.stdio[0],
 	args: opt.stdio.slice(1), stderr: 'ignore' });
-const client = new Client({ name: 'sluice-e2e', version: '1.0.0' });
+const client = new Client({ name: 'sluice-e2e', version: '1.0.0' },
+    opt.serve ? { capabilities: { sampling: {}, elicitation: {},
+	roots: { listChanged: false } } } : {});
+// The method of every server request this client answered, for --served.
+const served = [];
+if (opt.serve) {
+	client.setRequestHandler(CreateMessageRequestSchema, async () => {
+		served.push('sampling/createMessage');
+		return { role: 'assistant', model: 'e2e-model',
+		    content: { type: 'text', text: 'sampled by the client' } };
+	});
+	client.setRequestHandler(ElicitRequestSchema, async () => {
+		served.push('elicitation/create');
+		return { action: 'accept', content: { answer: 'yes' } };
+	});
+	client.setRequestHandler(ListRootsRequestSchema, async () => {
+		served.push('roots/list');
+		return { roots: [{ uri: 'file:///work', name: 'work' }] };
+	});
+}
 // Every notification the server sends, in order, for --await and --notes.
 const notes = [];
 client.fallbackNotificationHandler = async (n) => { notes.push(n); };
@@ -190,6 +234,30 @@ try {
 			out = { seen: op.arg };
 		} else if (op.op === 'notes') {
 			out = { notes };
+		} else if (op.op === 'cancel') {
+			const ac = new AbortController();
+			let done = false;
+			const call = client.callTool({ name: op.tool,
+			    arguments: op.args }, undefined, { signal: ac.signal,
+				timeout: opt.timeout }).then((r) => { done = true;
+				    return r; }, (e) => { done = true; throw e; });
+			while (!done && !fs.existsSync(op.file))
+				await new Promise((r) => setTimeout(r, 50));
+			if (!done)
+				ac.abort('cancelled by the scenario');
+			try {
+				out = await call;
+			} catch (e) {
+				if (!ac.signal.aborted)
+					throw e;
+				out = { cancelled: true };
+			}
+			// The SDK posts the cancel without waiting for it, and
+			// closing would abort that post: stay until FILE.done.
+			while (!fs.existsSync(op.file + '.done'))
+				await new Promise((r) => setTimeout(r, 50));
+		} else if (op.op === 'served') {
+			out = { served };
 		} else {
 			out = await client.callTool({ name: op.tool,
 			    arguments: op.args });

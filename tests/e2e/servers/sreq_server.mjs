@@ -1,0 +1,103 @@
+#!/usr/bin/env node
+// tests/e2e/servers/sreq_server.mjs: an MCP server over stdio that asks the
+// client things, for t_bridge_srvreq.sh. Written without the SDK so that
+// each request it makes of the client, and what it does with the answer,
+// is exactly what the scenario needs. One JSON-RPC message per line.
+//
+//   node sreq_server.mjs [FLAGDIR]
+//
+// The tool `ask` takes {kind: "sampling" | "elicitation" | "roots" |
+// "other"} and, while the call is in flight, sends the client the request
+// of that kind (`other` is a method no client serves); the tool's result
+// text is the JSON of the answer it got ({"error":{...}} or {"result":
+// ...}). The sampling request carries a marker text the scenario looks for
+// in the record of what was asked. Kind `hang` never answers: it appends
+// "call ID" (its request id) to FLAGDIR/calls.log, and "cancelled ID" when
+// notifications/cancelled names a request.
+import fs from 'node:fs';
+import readline from 'node:readline';
+
+const dir = process.argv[2];
+function log(line) {
+	if (dir)
+		fs.appendFileSync(dir + '/calls.log', line + '\n');
+}
+
+function send(o) { process.stdout.write(JSON.stringify(o) + '\n'); }
+
+const asks = {
+	sampling: { method: 'sampling/createMessage', params: {
+	    messages: [{ role: 'user', content: { type: 'text',
+		text: 'marker-sampling-please' } }], maxTokens: 16 } },
+	elicitation: { method: 'elicitation/create', params: {
+	    message: 'marker-elicitation-please', requestedSchema: {
+		type: 'object', properties: { answer: { type: 'string' } } } } },
+	roots: { method: 'roots/list', params: {} },
+	other: { method: 'x-unknown/thing', params: {} },
+};
+// Our requests in flight: id -> the tools/call id to answer.
+const pending = new Map();
+let next = 1;
+
+const tools = [{ name: 'ask', description: 'Asks the client something.',
+    inputSchema: { type: 'object', properties: { kind: { type: 'string' } },
+	required: ['kind'] } }];
+
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+	let m;
+	try {
+		m = JSON.parse(line);
+	} catch {
+		return;
+	}
+	if (m.method === undefined && m.id !== undefined) {
+		// An answer to one of our requests.
+		const call = pending.get(m.id);
+		if (call === undefined)
+			return;
+		pending.delete(m.id);
+		const text = JSON.stringify(m.error !== undefined ?
+		    { error: m.error } : { result: m.result });
+		send({ jsonrpc: '2.0', id: call, result: {
+		    content: [{ type: 'text', text }] } });
+		return;
+	}
+	if (m.id === undefined) {
+		if (m.method === 'notifications/cancelled')
+			log(`cancelled ${JSON.stringify(m.params.requestId)}`);
+		return;
+	}
+	switch (m.method) {
+	case 'initialize':
+		send({ jsonrpc: '2.0', id: m.id, result: {
+		    protocolVersion: m.params.protocolVersion,
+		    capabilities: { tools: {} },
+		    serverInfo: { name: 'sreq', version: '1.0.0' } } });
+		break;
+	case 'tools/list':
+		send({ jsonrpc: '2.0', id: m.id, result: { tools } });
+		break;
+	case 'tools/call': {
+		if ((m.params.arguments || {}).kind === 'hang') {
+			log(`call ${JSON.stringify(m.id)}`);
+			break;
+		}
+		const a = asks[(m.params.arguments || {}).kind];
+		if (m.params.name !== 'ask' || a === undefined) {
+			send({ jsonrpc: '2.0', id: m.id, error: { code: -32602,
+			    message: 'unknown tool or kind' } });
+			break;
+		}
+		const id = 'sreq-' + next++;
+		pending.set(id, m.id);
+		send({ jsonrpc: '2.0', id, method: a.method, params: a.params });
+		break;
+	}
+	case 'ping':
+		send({ jsonrpc: '2.0', id: m.id, result: {} });
+		break;
+	default:
+		send({ jsonrpc: '2.0', id: m.id, error: { code: -32601,
+		    message: 'Method not found' } });
+	}
+});
