@@ -269,6 +269,7 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	if (br->c.upstream_timeout_ms == 0)
 		br->c.upstream_timeout_ms = 30000;
 	TAILQ_INIT(&br->parked);
+	TAILQ_INIT(&br->streams);
 	TAILQ_INIT(&br->sessions);
 	TAILQ_INIT(&br->approvals);
 	TAILQ_INIT(&br->calls);
@@ -375,6 +376,8 @@ br_free(struct br *br)
 	while ((rq = TAILQ_FIRST(&br->parked)) != NULL)
 		br_reply_rpc_error(rq, 503, NULL, -32603,
 		    "The bridge is shutting down");
+	/* MHD stops only with no connection suspended. */
+	br_streams_close(br, NULL);
 	mhd_free(br->mhd);
 	for (i = 0; i < br->nups; i++) {
 		br_up_stop(br->ups[i]);
