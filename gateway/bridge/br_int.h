@@ -37,8 +37,8 @@
 #define BR_TOOLS_MAX		2000	/* definitions per upstream */
 #define BR_NOTES_MAX		32	/* notifications a session holds */
 #define BR_SUBS_MAX		64	/* subscriptions of a session */
-#define BR_STREAMS_PER_SB	32	/* GET streams of a sandbox: half
-					   its connections at most */
+#define BR_STREAMS_PER_SB	32	/* GET streams of a sandbox, and
+					   half its connections at most */
 #define BR_KEEPALIVE_MS		15000	/* comment on an idle stream */
 #define BR_LIST_TTL_MS		30000	/* a listing older than this is
 					   refreshed before a call */
@@ -441,7 +441,7 @@ char	*br_notes_events(struct br *br, struct br_session *s,
 /* br_stream_open: answer GET rq, of established session s (checked), with
  * an event stream that carries s's notifications from now on; an older
  * stream of s ends, and so does the sandbox's oldest when it holds
- * BR_STREAMS_PER_SB. MHD_NO: no memory (the connection is closed). */
+ * br->streams_max. MHD_NO: no memory (the connection is closed). */
 enum MHD_Result br_stream_open(struct br_req *rq, struct br_session *s);
 /* br_stream_free: rq's stream goes with its request (connection closed).
  * br_stream_free(NULL) is a no-op. */
@@ -533,6 +533,7 @@ struct br {
 	struct br_calls		 calls;
 	TAILQ_HEAD(br_streams, br_stream) streams;	/* GET streams */
 	size_t			 nstreams;
+	size_t			 streams_max;	/* per sandbox */
 	struct ev_timer		*keepalive;
 	struct br_up		**ups;
 	size_t			 nups;

@@ -340,6 +340,12 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	if (mc.per_ip_limit >= mc.conn_limit)
 		mc.per_ip_limit = mc.conn_limit / 2 != 0 ? mc.conn_limit / 2 :
 		    1;
+	/* Streams take half a sandbox's connections at most: the rest are
+	 * for its requests. */
+	br->streams_max = mc.per_ip_limit / 2 < BR_STREAMS_PER_SB ?
+	    mc.per_ip_limit / 2 : BR_STREAMS_PER_SB;
+	if (br->streams_max == 0)
+		br->streams_max = 1;
 	mc.recv_deadline_ms = (cfg->lim_bridge_request_s != 0 ?
 	    cfg->lim_bridge_request_s : POL_LIM_BRIDGE_REQUEST_S) * 1000u;
 	if ((br->mhd = mhd_new(loop, &mc, err, errlen)) == NULL)

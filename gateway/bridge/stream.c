@@ -12,8 +12,9 @@
  * GET of the same session replaces the old stream, which ends: the
  * client's reconnection after a network loss is never refused for a stream
  * the bridge has not yet seen die), at most BR_STREAMS_PER_SB per sandbox
- * (one more ends that sandbox's oldest, so streams never take the
- * connections its requests need), and every stream is one of the
+ * and never more than half its connection cap (one more ends that
+ * sandbox's oldest, so streams never take the connections its requests
+ * need), and every stream is one of the
  * sandbox's connections, counted by gateway/mhd.c's per-address and total
  * limits like any other; when the server is full a stream may be closed
  * to make room. What waits for a stream is the session's note queue
@@ -168,7 +169,7 @@ br_stream_open(struct br_req *rq, struct br_session *s)
 	}
 	if (s->stream != NULL)
 		stream_end(s->stream, false);
-	else if (mine >= BR_STREAMS_PER_SB && oldest != NULL)
+	else if (mine >= br->streams_max && oldest != NULL)
 		stream_end(oldest, false);
 	st->br = br;
 	st->rq = rq;
