@@ -43,6 +43,10 @@ struct mhd_conn {
 	bool			 received;	/* this request is all in */
 	bool			 suspended;
 	bool			 gone;		/* shut down, no longer counted */
+	bool			 stream;	/* an endless answer that waits
+						   for nobody's work: may make
+						   room like an idle one */
+	struct MHD_Connection	*conn;
 	struct ev_timer		*deadline;
 };
 
@@ -141,6 +145,12 @@ conn_shut(struct mhd_conn *mc)
 	ev_timer_cancel(m->loop, mc->deadline);
 	mc->deadline = NULL;
 	(void)shutdown(mc->fd, SHUT_RDWR);
+	/* MHD watches no suspended socket: woken, it finds the end (the
+	 * caller's content reader asks mhd_gone and stops). */
+	if (mc->suspended && mc->conn != NULL) {
+		mc->suspended = false;
+		MHD_resume_connection(mc->conn);
+	}
 	arm(m, 0);
 }
 
@@ -202,8 +212,8 @@ conn_victim(struct mhd *m, size_t mine)
 	for (i = 0; i < n; i = j) {
 		gbest = NULL;
 		for (j = i; j < n && conn_addr_cmp(&v[j], &v[i]) == 0; j++)
-			if (!v[j]->received && !v[j]->suspended &&
-			    (gbest == NULL || v[j]->since < gbest->since))
+			if (((!v[j]->received && !v[j]->suspended) ||
+			    v[j]->stream) && (gbest == NULL || v[j]->since < gbest->since))
 				gbest = v[j];
 		cnt = j - i;
 		if (gbest == NULL || cnt <= mine)
@@ -291,6 +301,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 	}
 	mc->m = m;
 	mc->fd = fi->connect_fd;
+	mc->conn = conn;
 	if (ai != NULL && ai->client_addr != NULL)
 		memcpy(&mc->addr, ai->client_addr,
 		    ai->client_addr->sa_family == AF_INET6 ?
@@ -591,4 +602,38 @@ mhd_resume(struct mhd *m, struct MHD_Connection *conn)
 	 * returned: never inside another MHD callback.
 	 */
 	arm(m, 0);
+}
+
+void
+mhd_streaming(struct mhd *m, struct MHD_Connection *conn)
+{
+	struct mhd_conn *mc;
+
+	if (!m->track || (mc = conn_of(conn)) == NULL)
+		return;
+	mc->received = true;
+	mc->stream = true;
+	ev_timer_cancel(m->loop, mc->deadline);
+	mc->deadline = NULL;
+}
+
+void
+mhd_close(struct mhd *m, struct MHD_Connection *conn)
+{
+	struct mhd_conn *mc;
+
+	/* Untracked (no limits), there is no socket to shut: the caller's
+	 * reader ends the answer itself. */
+	if (m->track && (mc = conn_of(conn)) != NULL)
+		conn_shut(mc);
+	else
+		arm(m, 0);
+}
+
+bool
+mhd_gone(struct mhd *m, struct MHD_Connection *conn)
+{
+	struct mhd_conn *mc;
+
+	return m->track && (mc = conn_of(conn)) != NULL && mc->gone;
 }

@@ -17,6 +17,8 @@
 #ifndef SLUICE_GATEWAY_MHD_H
 #define SLUICE_GATEWAY_MHD_H
 
+#include <stdbool.h>
+
 #include <microhttpd.h>
 
 #include "gateway/ev.h"
@@ -83,6 +85,21 @@ void		 mhd_suspend(struct mhd *m, struct MHD_Connection *conn);
  * servers' handlers: MHD itself runs from a zero-delay timer, never from
  * inside this call. */
 void		 mhd_resume(struct mhd *m, struct MHD_Connection *conn);
+
+/* mhd_streaming: conn's request is all in and its answer is an endless
+ * stream (an SSE stream for server messages): no request deadline runs on
+ * it any more, and when the server is full it may be closed to make room
+ * as a connection waiting for a request may (it waits for nobody's work,
+ * and its client may open it again). */
+void		 mhd_streaming(struct mhd *m, struct MHD_Connection *conn);
+/* mhd_close: close streaming conn from outside MHD now (its socket is
+ * shut down, and resumed if suspended): it stops counting against the
+ * limits at once, whether or not its client reads. Its content reader
+ * must then end the answer (mhd_gone says when). Without limits nothing
+ * is tracked: the caller resumes conn and its reader ends the answer. */
+void		 mhd_close(struct mhd *m, struct MHD_Connection *conn);
+/* mhd_gone: conn was closed from outside (mhd_close, or to make room). */
+bool		 mhd_gone(struct mhd *m, struct MHD_Connection *conn);
 
 /* mhd_stats: connections refused at accept (over per_ip_limit, or full
  * with nobody to give way), closed to make room for another client, and

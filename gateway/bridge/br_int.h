@@ -37,12 +37,16 @@
 #define BR_TOOLS_MAX		2000	/* definitions per upstream */
 #define BR_NOTES_MAX		32	/* notifications a session holds */
 #define BR_SUBS_MAX		64	/* subscriptions of a session */
+#define BR_STREAMS_PER_SB	32	/* GET streams of a sandbox, and
+					   half its connections at most */
+#define BR_KEEPALIVE_MS		15000	/* comment on an idle stream */
 #define BR_LIST_TTL_MS		30000	/* a listing older than this is
 					   refreshed before a call */
 
 struct br;
 struct br_up;
 struct br_call;
+struct br_stream;
 struct hx;
 
 /* ------------------------------------------------------------ upstreams */
@@ -212,6 +216,7 @@ struct br_session {
 	json_t			*subs;		/* uri -> true */
 	bool			 res_ok, prompts_ok;
 	int			 log_level;	/* logging.c: -1 = never set */
+	struct br_stream	*stream;	/* its GET stream, or NULL */
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -245,6 +250,7 @@ struct br_req {
 						   the upstream's offer */
 	struct MHD_Response	*resp;
 	unsigned		 status;
+	struct br_stream	*stream;	/* a GET stream (stream.c) */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -438,6 +444,30 @@ void	br_subs_drop(struct br *br, struct br_session *s);
  * are none (or no memory: they wait for the next answer). */
 char	*br_session_take_notes(struct br *br, const char *sid,
 	    const struct pol_policy *p, const char *body);
+/* br_notes_events: s's queued notifications, redacted under p, as
+ * text/event-stream events (a new string), the queue emptied; NULL when
+ * none is left to send (or no memory). */
+char	*br_notes_events(struct br *br, struct br_session *s,
+	    const struct pol_policy *p);
+
+/* ------------------------------------------------------------ stream.c */
+
+/* br_stream_open: answer GET rq, of established session s (checked), with
+ * an event stream that carries s's notifications from now on; an older
+ * stream of s ends, and so does the sandbox's oldest when it holds
+ * br->streams_max. MHD_NO: no memory (the connection is closed). */
+enum MHD_Result br_stream_open(struct br_req *rq, struct br_session *s);
+/* br_stream_free: rq's stream goes with its request (connection closed).
+ * br_stream_free(NULL) is a no-op. */
+void	br_stream_free(struct br_stream *st);
+/* br_stream_wake: s got a note: its stream, if any, sends it now. */
+void	br_stream_wake(struct br_session *s);
+/* br_stream_end: st's session ends: st ends after what it has pending.
+ * NULL is a no-op. */
+void	br_stream_end(struct br_stream *st);
+/* br_streams_close: close the streams of sandbox_id (NULL: all) now,
+ * sockets shut, waiting for no client. */
+void	br_streams_close(struct br *br, const char *sandbox_id);
 
 /* ------------------------------------------------------------ logging */
 
@@ -515,6 +545,10 @@ struct br {
 	struct br_calls		 approvals;
 	size_t			 napprovals;
 	struct br_calls		 calls;
+	TAILQ_HEAD(br_streams, br_stream) streams;	/* GET streams */
+	size_t			 nstreams;
+	size_t			 streams_max;	/* per sandbox */
+	struct ev_timer		*keepalive;
 	struct br_up		**ups;
 	size_t			 nups;
 	sqlite3			*db;

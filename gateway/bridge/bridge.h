@@ -270,9 +270,14 @@ int		 br_approval_decide(struct br *br, const char *id,
 		    bool approve, const struct br_approver *who,
 		    const char *reason);
 
-/* br_sandbox_gone: forget the sandbox's sessions and deny its pending
- * approvals (a deleted sandbox). */
+/* br_sandbox_gone: forget the sandbox's sessions, close its GET streams
+ * (at once, waiting for no client) and deny its pending approvals (a
+ * deleted sandbox). */
 void		 br_sandbox_gone(struct br *br, const char *sandbox_id);
+/* br_sandbox_changed: the sandbox's identity changed (taint, policy):
+ * what was opened under the old one and outlives a request (its GET
+ * streams) ends, for the client to open again under the new one. */
+void		 br_sandbox_changed(struct br *br, const char *sandbox_id);
 
 /* br_pins_snippet: the current definitions of server's tools as a policy
  * `mcp.tools` snippet with their pins (for `sluice mcp pins SERVER`), from

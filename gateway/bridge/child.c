@@ -675,6 +675,8 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 			return;
 		}
 		e->s = *m;	/* a change keeps active_ms */
+		if (type == MSG_BR_SBX_CHANGE && d->br != NULL)
+			br_sandbox_changed(d->br, m->id);
 		break;
 	}
 	case MSG_BR_SBX_DEL: {

@@ -371,11 +371,51 @@ dispatch(struct br_req *rq)
 	br_rpc_clear(&rpc);
 }
 
+/* The checks of a GET for the stream of server messages, in the order of
+ * a POST's (media type, version, session): its session, or NULL with an
+ * answer given. A GET carries no body, so they run on its headers. */
+static struct br_session *
+get_checks(struct br_req *rq)
+{
+	struct br_session *s;
+	const char *v, *sid;
+
+	v = hdr(rq, MHD_HTTP_HEADER_ACCEPT);
+	if (v == NULL || !accept_has(v, "text/event-stream")) {
+		br_reply_rpc_error(rq, 406, NULL, -32600, "Not Acceptable: "
+		    "Accept must list text/event-stream");
+		return NULL;
+	}
+	v = hdr(rq, "MCP-Protocol-Version");
+	if (v != NULL && !br_version_ok(v)) {
+		br_reply_rpc_error(rq, 400, NULL, -32600, "Bad Request: "
+		    "unsupported MCP-Protocol-Version");
+		return NULL;
+	}
+	if ((sid = hdr(rq, "Mcp-Session-Id")) == NULL) {
+		br_reply_rpc_error(rq, 400, NULL, -32600,
+		    "Bad Request: Mcp-Session-Id header is required");
+		return NULL;
+	}
+	/* Bound to its sandbox and path: another's is unknown (session.c). */
+	s = br_session_find(rq->br, sid);
+	if (s == NULL || strcmp(s->sandbox, rq->client.id) != 0 ||
+	    strcmp(s->server, rq->server) != 0) {
+		br_reply_rpc_error(rq, 404, NULL, -32001, "Session not found");
+		return NULL;
+	}
+	s->used_ms = ev_now_ms();
+	TAILQ_REMOVE(&rq->br->sessions, s, entry);
+	TAILQ_INSERT_TAIL(&rq->br->sessions, s, entry);
+	return s;
+}
+
 /* ------------------------------------------------------------ MHD */
 
 static void
 req_free(struct br_req *rq)
 {
+	br_stream_free(rq->stream);
 	if (rq->call != NULL)
 		br_call_detach(rq->call);
 	br_up_cancel(rq->ureq);
@@ -415,20 +455,25 @@ br_front_request(void *cls, struct MHD_Connection *conn, const char *url,
 		if (!path_server(br, url, rq->server, sizeof(rq->server))) {
 			br_reply_rpc_error(rq, 404, NULL, -32600, "Not Found");
 		} else if (strcmp(method, "POST") != 0 &&
-		    strcmp(method, "DELETE") != 0) {
-			/* No GET stream: the spec allows 405 for it. */
+		    strcmp(method, "DELETE") != 0 &&
+		    strcmp(method, "GET") != 0) {
 			static const char m405[] = "{\"jsonrpc\":\"2.0\","
 			    "\"id\":null,\"error\":{\"code\":-32600,"
 			    "\"message\":\"Method Not Allowed\"}}";
 
 			reply_raw(rq, 405, "application/json", m405,
-			    sizeof(m405) - 1, NULL, "POST, DELETE");
+			    sizeof(m405) - 1, NULL, "GET, POST, DELETE");
 		} else if (!origin_ok(br, hdr(rq, "Origin"))) {
 			br_reply_rpc_error(rq, 403, NULL, -32600,
 			    "Forbidden: Origin not allowed");
 		} else if (identify(rq) == -1) {
 			br_reply_rpc_error(rq, 401, NULL, -32600,
 			    "Unauthorized");
+		} else if (strcmp(method, "GET") == 0) {
+			struct br_session *s = get_checks(rq);
+
+			if (s != NULL)
+				return br_stream_open(rq, s);
 		} else {
 			cl = hdr(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
 			if (cl != NULL) {

@@ -7,7 +7,8 @@
  * policy opens resources or prompts of that server. Each is rebuilt from
  * the fields the specification gives it (nothing else of the upstream's
  * message passes), queued per session (at most BR_NOTES_MAX, duplicates
- * folded) and delivered before the session's next answer, on an event
+ * folded) and delivered at once on the session's GET stream when it has
+ * one (stream.c), else before the session's next answer, on an event
  * stream (transports.mdx allows a server's messages before the response
  * on a POST's stream). The capabilities a session is offered at
  * initialize are the upstream's, as far as the bridge forwards them.
@@ -66,6 +67,8 @@ br_rpc_caps(const struct br_up *u)
 static void
 queue(struct br_session *s, json_t *note)
 {
+	size_t before = json_array_size(s->notes);
+
 	json_t *o;
 	size_t i;
 
@@ -83,6 +86,9 @@ queue(struct br_session *s, json_t *note)
 		json_decref(note);
 	else
 		(void)json_array_append_new(s->notes, note);
+	/* A session listening on its GET stream hears it now. */
+	if (json_array_size(s->notes) > before)
+		br_stream_wake(s);
 }
 
 void
@@ -139,39 +145,49 @@ br_notify_upstream(struct br_up *u, const char *method, json_t *msg)
 }
 
 char *
-br_session_take_notes(struct br *br, const char *sid,
-    const struct pol_policy *p, const char *body)
+br_notes_events(struct br *br, struct br_session *s,
+    const struct pol_policy *p)
 {
-	struct br_session *s = br_session_find(br, sid);
 	json_t *o;
 	char *out = NULL, *t, *n;
 	size_t i;
-	int ok = 1;
 
-	if (s == NULL || json_array_size(s->notes) == 0)
+	if (json_array_size(s->notes) == 0)
 		return NULL;
 	json_array_foreach(s->notes, i, o) {
 		/* A log message is redacted for this session's policy; one
 		 * that cannot be is not sent. */
 		if (br_logging_redact(br, p, o) == -1)
 			continue;
-		if ((t = json_dumps(o, JSON_COMPACT)) == NULL ||
-		    asprintf(&n, "%sevent: message\ndata: %s\n\n", out != NULL ?
-		    out : "", t) == -1)
-			ok = 0;
+		t = json_dumps(o, JSON_COMPACT);
+		if (t == NULL || asprintf(&n, "%sevent: message\ndata: %s\n\n",
+		    out != NULL ? out : "", t) == -1) {
+			free(t);
+			free(out);
+			return NULL;
+		}
 		free(t);
-		if (!ok)
-			break;
 		free(out);
 		out = n;
 	}
-	if (ok && asprintf(&n, "%sevent: message\ndata: %s\n\n", out != NULL ?
-	    out : "", body) !=
-	    -1) {
-		free(out);
-		json_array_clear(s->notes);
-		return n;
-	}
-	free(out);
-	return NULL;
+	json_array_clear(s->notes);
+	/* Every one withheld: nothing to send, and nothing waits. */
+	return out;
+}
+
+char *
+br_session_take_notes(struct br *br, const char *sid,
+    const struct pol_policy *p, const char *body)
+{
+	struct br_session *s = br_session_find(br, sid);
+	char *ev, *n;
+
+	if (s == NULL || json_array_size(s->notes) == 0)
+		return NULL;
+	if ((ev = br_notes_events(br, s, p)) == NULL)
+		return NULL;
+	if (asprintf(&n, "%sevent: message\ndata: %s\n\n", ev, body) == -1)
+		n = NULL;
+	free(ev);
+	return n;
 }

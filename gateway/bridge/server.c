@@ -272,6 +272,7 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	if (br->c.upstream_timeout_ms == 0)
 		br->c.upstream_timeout_ms = 30000;
 	TAILQ_INIT(&br->parked);
+	TAILQ_INIT(&br->streams);
 	TAILQ_INIT(&br->sessions);
 	TAILQ_INIT(&br->approvals);
 	TAILQ_INIT(&br->calls);
@@ -342,6 +343,12 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	if (mc.per_ip_limit >= mc.conn_limit)
 		mc.per_ip_limit = mc.conn_limit / 2 != 0 ? mc.conn_limit / 2 :
 		    1;
+	/* Streams take half a sandbox's connections at most: the rest are
+	 * for its requests. */
+	br->streams_max = mc.per_ip_limit / 2 < BR_STREAMS_PER_SB ?
+	    mc.per_ip_limit / 2 : BR_STREAMS_PER_SB;
+	if (br->streams_max == 0)
+		br->streams_max = 1;
 	mc.recv_deadline_ms = (cfg->lim_bridge_request_s != 0 ?
 	    cfg->lim_bridge_request_s : POL_LIM_BRIDGE_REQUEST_S) * 1000u;
 	if ((br->mhd = mhd_new(loop, &mc, err, errlen)) == NULL)
@@ -378,6 +385,8 @@ br_free(struct br *br)
 	while ((rq = TAILQ_FIRST(&br->parked)) != NULL)
 		br_reply_rpc_error(rq, 503, NULL, -32603,
 		    "The bridge is shutting down");
+	/* MHD stops only with no connection suspended. */
+	br_streams_close(br, NULL);
 	mhd_free(br->mhd);
 	for (i = 0; i < br->nups; i++) {
 		br_up_stop(br->ups[i]);

@@ -40,6 +40,7 @@ br_session_free(struct br *br, struct br_session *s)
 {
 	TAILQ_REMOVE(&br->sessions, s, entry);
 	br->nsessions--;
+	br_stream_end(s->stream);
 	br_subs_drop(br, s);
 	json_decref(s->notes);
 	json_decref(s->subs);
@@ -185,6 +186,7 @@ br_sandbox_gone(struct br *br, const char *sandbox_id)
 	struct br_session *s, *t;
 	struct br_call *c, *d;
 
+	br_streams_close(br, sandbox_id);
 	TAILQ_FOREACH_SAFE(s, &br->sessions, entry, t)
 		if (strcmp(s->sandbox, sandbox_id) == 0)
 			br_session_free(br, s);

@@ -11,7 +11,10 @@
 # under a hidden URI dropped, a classified read tainting the sandbox (its
 # egress narrowed at once), prompts with argument constraints, redacted
 # and tainting, subscriptions only to shown URIs, updates and list changes
-# reaching the client, mcp.resource and mcp.prompt records, and
+# reaching the client (with its next answer, and at once on the GET
+# stream: one per session, a second replacing the first, ended with the
+# session or the sandbox, at most 32 per sandbox, the wrong session or
+# token refused), mcp.resource and mcp.prompt records, and
 # malformed, oversized and out-of-order requests answered with the spec's
 # errors while the bridge keeps serving. Torn down on exit.
 . "$(dirname "$0")/lib.sh"
@@ -259,6 +262,113 @@ check_match "after list_changed the new resource is listed" 'note://docs/new' \
 check_eq "after list_changed the new prompt is hidden (no rule)" "hr-brief review summarize" \
     "$(grep '"prompts"' "$OUT/sub" | jq -r '.prompts[].name' | sort | tr '\n' ' ' | sed 's/ $//')"
 check_eq "unsubscribing reached the upstream" 1 "$(reached 'unsubscribe note://docs/readme')"
+
+# ---------------------------------------------------------------- GET stream
+# The SDK client opens the GET stream itself after initialize. A listens
+# and sends nothing more; C's call makes the upstream speak. What A hears
+# can only have come on its GET stream.
+client "$A" "$TA" res --timeout 30000 --subscribe note://docs/readme \
+    --listen notifications/resources/updated \
+    --listen notifications/resources/list_changed >"$OUT/listen" 2>"$OUT/listen.err" &
+lp=$!
+wait_for 20 grep -q . "$OUT/listen" && ok "the listener subscribed" || not_ok "the listener subscribed"
+client "$C" "$TC" res --call touch >/dev/null 2>&1
+wait "$lp" && ok "the listener heard both notifications" ||
+    { not_ok "the listener heard both notifications"; sed 's/^/#   /' "$OUT/listen.err"; }
+check_eq "resources/updated and list_changed came with no POST in flight, on a GET stream" \
+    "notifications/resources/updated 0 true notifications/resources/list_changed 0 true" \
+    "$(sed -n '2,3p' "$OUT/listen" | jq -r '"\(.seen) \(.posts) \(.gets >= 1)"' | tr '\n' ' ' | sed 's/ $//')"
+
+# By hand: sess SBX TOKEN prints a new session of res.
+sess() {
+	world_sandbox "$1" curl -s -m 20 -D - -o /dev/null -X POST -H "Authorization: Bearer $2" \
+	    -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$URL/res" |
+	    awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' | tr -d '\r'
+}
+# get SBX TOKEN SID [CURLARGS...]: the status of a GET that ends at once.
+get() {
+	local sbx=$1 tok=$2 sid=$3; shift 3
+	world_sandbox "$sbx" curl -s -o /dev/null -w '%{http_code}' -m 5 \
+	    -H "Authorization: Bearer $tok" ${sid:+-H "Mcp-Session-Id: $sid"} "$@" "$URL/res"
+}
+# listen SBX TOKEN SID FILE: a GET stream read into FILE, in the background.
+listen() {
+	world_sandbox "$1" curl -s -N -m 60 -H "Authorization: Bearer $2" \
+	    -H 'Accept: text/event-stream' -H "Mcp-Session-Id: $3" "$URL/res" >"$4" 2>&1 &
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+dead() { ! kill -0 "$1" 2>/dev/null; }
+SA=$(sess "$A" "$TA")
+[ -n "$SA" ] && ok "a session by hand for the stream" || not_ok "a session by hand for the stream"
+check_eq "GET without a session: 400" 400 "$(get "$A" "$TA" '' -H 'Accept: text/event-stream')"
+check_eq "GET of an unknown session: 404" 404 "$(get "$A" "$TA" 0123abcd -H 'Accept: text/event-stream')"
+check_eq "GET not accepting an event stream: 406" 406 "$(get "$A" "$TA" "$SA" -H 'Accept: application/json')"
+check_eq "GET with an unsupported MCP-Protocol-Version: 400" 400 \
+    "$(get "$A" "$TA" "$SA" -H 'Accept: text/event-stream' -H 'MCP-Protocol-Version: 1999-01-01')"
+check_eq "GET from A with C's token: 401" 401 "$(get "$A" "$TC" "$SA" -H 'Accept: text/event-stream')"
+check_eq "GET of A's session by C (its own token): 404" 404 "$(get "$C" "$TC" "$SA" -H 'Accept: text/event-stream')"
+check_eq "PUT: 405, GET listed as allowed" "405 GET, POST, DELETE" \
+    "$(world_sandbox "$A" curl -s -D - -o /dev/null -m 5 -X PUT -H "Authorization: Bearer $TA" "$URL/res" |
+      awk -F': ' '/^HTTP/{c=$0; sub(/^[^ ]+ /,"",c); sub(/ .*/,"",c)} tolower($1)=="allow"{a=$2} END{print c, a}' | tr -d '\r')"
+listen "$A" "$TA" "$SA" "$OUT/g1"; g1=$!
+wait_for 10 test -s "$OUT/g1" && ok "the stream opens with a comment" || not_ok "the stream opens with a comment"
+client "$C" "$TC" res --call touch >/dev/null 2>&1
+wait_for 10 sh -c "grep -q resources/list_changed '$OUT/g1' && grep -q prompts/list_changed '$OUT/g1'" &&
+    ok "a curl GET stream gets both list_changed" || not_ok "a curl GET stream gets both list_changed"
+check_eq "it is an SSE message event with the notification alone" \
+    '{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}' \
+    "$(sed -n 's/^data: //p' "$OUT/g1" | grep resources/list_changed | head -n 1 | jq -cS .)"
+listen "$A" "$TA" "$SA" "$OUT/g2"; g2=$!
+wait_for 10 test -s "$OUT/g2"
+wait_for 10 dead "$g1" && ok "a second GET of the session ends the first" ||
+    not_ok "a second GET of the session ends the first"
+client "$C" "$TC" res --call touch >/dev/null 2>&1
+wait_for 10 grep -q 'notifications/prompts/list_changed' "$OUT/g2" &&
+    ok "the second stream gets what follows" || not_ok "the second stream gets what follows"
+check_eq "the first stream got nothing after it ended" 1 "$(grep -c prompts/list_changed "$OUT/g1")"
+world_sandbox "$A" curl -s -o /dev/null -m 5 -X DELETE -H "Authorization: Bearer $TA" \
+    -H "Mcp-Session-Id: $SA" "$URL/res"
+wait_for 10 dead "$g2" && ok "the session's end ends its stream" || not_ok "the session's end ends its stream"
+
+# A removed sandbox's streams close at once, whether or not it reads.
+D=rd$$
+TD=$(sl sandbox create --policy rp --subject dave --id "$D" | jq -r .token)
+SD=$(sess "$D" "$TD")
+listen "$D" "$TD" "$SD" "$OUT/gd"; gd=$!
+wait_for 10 test -s "$OUT/gd" && ok "D listens" || not_ok "D listens"
+sl sandbox rm "$D" >/dev/null 2>&1
+wait_for 10 dead "$gd" && ok "removing a sandbox closes its stream" || not_ok "removing a sandbox closes its stream"
+
+# The cap: E opens 40 streams over 40 sessions; at most 32 stay open (the
+# oldest end), so its connections stay within its cap with room for
+# requests, and another sandbox still connects.
+E=re$$
+TE=$(sl sandbox create --policy rp --subject erin --id "$E" | jq -r .token)
+epids=()
+for i in $(seq 1 40); do
+	s=$(sess "$E" "$TE")
+	[ -n "$s" ] || break
+	listen "$E" "$TE" "$s" "$OUT/ge.$i"; epids+=($!)
+	# Open before the next: the order the cap ends them in is known.
+	wait_for 10 test -s "$OUT/ge.$i" || break
+done
+check_eq "E opened 40 sessions with a GET stream each" 40 "${#epids[@]}"
+nalive() { local n=0 p; for p in "${epids[@]}"; do alive "$p" && n=$((n + 1)); done; echo $n; }
+nalive_le() { [ "$(nalive)" -le "$1" ]; }
+wait_for 20 nalive_le 32
+check_eq "E holds at most 32 streams: the 8 oldest ended" 32 "$(nalive)"
+check_eq "the ended ones are E's first 8" "dead dead dead dead dead dead dead dead alive" \
+    "$(for p in "${epids[@]:0:9}"; do alive "$p" && echo alive || echo dead; done | tr '\n' ' ' | sed 's/ $//')"
+conns=$(world_host ss -tnH state established "( sport = :$WORLD_BRIDGE_PORT )" 2>/dev/null | wc -l)
+check "the bridge holds no more than E's cap of connections and A's" test "$conns" -le 64
+client "$E" "$TE" res --call touch >"$OUT/ecall" 2>&1
+check_match "E still calls a tool beside its streams" touched "$(cat "$OUT/ecall")"
+client "$A" "$TA" res --read note://docs/readme >"$OUT/aread" 2>&1
+check_eq "another sandbox still connects" "hello docs" "$(jq -r '.contents[0].text' "$OUT/aread" 2>/dev/null)"
+wait_for 10 grep -q 'notifications/resources/list_changed' "$OUT/ge.40" &&
+    ok "E's newest stream heard its own call's list_changed" || not_ok "E's newest stream heard its own call's list_changed"
+sl sandbox rm "$E" >/dev/null 2>&1
+wait_for 10 nalive_le 0 && ok "removing E closes its 32 streams" || not_ok "removing E closes its 32 streams"
 
 # ---------------------------------------------------------------- taint
 web() { world_sandbox "$1" curl -s -o /dev/null -w '%{http_code}' -m 5 "http://$2/ip"; }

@@ -34,7 +34,7 @@ command -v jq >/dev/null && command -v node >/dev/null && command -v curl >/dev/
 
 # Scenarios that pass directly and do not yet pass through the bridge.
 declare -A NOT_YET=(
-	[server-sse-multiple-streams]="the bridge has no GET stream for server notifications yet"
+	[server-sse-multiple-streams]="its POSTs say MCP-Protocol-Version 2025-03-26, a revision the bridge does not speak: 400, as the spec says"
 )
 # Scenarios the default policy (no mcp rules) makes fail on purpose.
 declare -A DENIED=(

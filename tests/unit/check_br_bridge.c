@@ -2356,7 +2356,14 @@ static const struct proto_case proto_cases[] = {
 	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, 404, 0 },
 	{ "no session", NULL, NULL, 0, NULL, NULL, NULL,
 	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, 400, 0 },
-	{ "GET", "GET", NULL, 1, NULL, NULL, NULL, NULL, 0, 405, 0 },
+	{ "GET, no session", "GET", NULL, 0, NULL, "text/event-stream", NULL,
+	    NULL, 0, 400, -32600 },
+	{ "GET, unknown session", "GET", NULL, 2, NULL, "text/event-stream",
+	    NULL, NULL, 0, 404, -32001 },
+	{ "GET, no event stream", "GET", NULL, 1, NULL, "application/json",
+	    NULL, NULL, 0, 406, -32600 },
+	{ "GET, bad version", "GET", NULL, 1, NULL, "text/event-stream",
+	    "MCP-Protocol-Version: 1999-01-01", NULL, 0, 400, -32600 },
 	{ "PUT", "PUT", NULL, 1, NULL, NULL, NULL, "{}", 0, 405, 0 },
 	{ "bad version", NULL, NULL, 1, NULL, NULL,
 	    "MCP-Protocol-Version: 1999-01-01",
@@ -2427,7 +2434,7 @@ START_TEST(test_protocol)
 		    json_object_get(r.json, "error"), "code")), pc->code);
 	}
 	if (pc->status == 405)
-		ck_assert_str_eq(r.allow, "POST, DELETE");
+		ck_assert_str_eq(r.allow, "GET, POST, DELETE");
 	if (pc->status == 200 && pc->code == 0)
 		ck_assert_ptr_nonnull(result_of(&r));
 	resp_free(&r);

@@ -10,7 +10,7 @@
 //        [--timeout MS] (--list | --call TOOL [ARGS_JSON] | --resources |
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
-//        --notes | --served | --cancel TOOL ARGS_JSON FILE)...
+//        --listen METHOD | --notes | --served | --cancel TOOL ARGS_JSON FILE)...
 //        [--serve-requests]
 //
 // Operations run in order over one session (so several cost one Node start
@@ -21,7 +21,10 @@
 // --read, --prompt, --subscribe and --unsubscribe print the result, or
 // {"error":{"code","message"}} when the server refused (and go on).
 // --await METHOD pings until a notification of METHOD has arrived (bounded
-// by --timeout); --notes prints {"notes":[...]}, every notification so far.
+// by --timeout); --listen METHOD sends nothing and waits for one, which can
+// then only have come on the GET stream the SDK opens after initialize
+// ({"seen","posts":POSTs sent while waiting,"gets":GETs opened so far});
+// --notes prints {"notes":[...]}, every notification so far.
 // --serve-requests offers sampling, elicitation and roots and answers each
 // such request of the server (a fixed text, a fixed form answer, one root);
 // --served prints {"served":[...]}, the method of each one answered so far.
@@ -71,7 +74,7 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 			opt.ops.push({ op: a[i].slice(2) });
 			break;
 		case '--read': case '--subscribe': case '--unsubscribe':
-		case '--await':
+		case '--await': case '--listen':
 			if (a[i + 1] === undefined)
 				usage(`${a[i]} needs an argument`);
 			opt.ops.push({ op: a[i].slice(2), arg: a[++i] });
@@ -129,9 +132,16 @@ const timer = setTimeout(() => {
 	process.exit(1);
 }, opt.timeout);
 
+// What the transport sends, by HTTP method, for --listen.
+const sent = { GET: 0, POST: 0, DELETE: 0 };
+const countingFetch = (url, init) => {
+	const m = (init && init.method) || 'GET';
+	sent[m] = (sent[m] || 0) + 1;
+	return fetch(url, init);
+};
 const transport = opt.url ?
     new StreamableHTTPClientTransport(new URL(opt.url),
-	{ requestInit: { headers: opt.headers } }) :
+	{ requestInit: { headers: opt.headers }, fetch: countingFetch }) :
     new StdioClientTransport({ command: opt.stdio[0],
 	args: opt.stdio.slice(1), stderr: 'ignore' });
 const client = new Client({ name: 'sluice-e2e', version: '1.0.0' },
@@ -232,6 +242,13 @@ try {
 				await new Promise((r) => setTimeout(r, 50));
 			}
 			out = { seen: op.arg };
+		} else if (op.op === 'listen') {
+			// No request at all: bounded by --timeout only.
+			const posts = sent.POST;
+			while (!notes.some((x) => x.method === op.arg))
+				await new Promise((r) => setTimeout(r, 20));
+			out = { seen: op.arg, posts: sent.POST - posts,
+			    gets: sent.GET };
 		} else if (op.op === 'notes') {
 			out = { notes };
 		} else if (op.op === 'cancel') {
