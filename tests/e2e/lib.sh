@@ -80,6 +80,18 @@ wait_for() {
 	return 0
 }
 
+# wait_until SECS CMD...: like wait_for, for a CMD that itself takes a
+# while (reading a long audit log): the bound is SECS of the clock, not a
+# count of tries.
+wait_until() {
+	local end=$(($(date +%s) + $1)); shift
+	while ! "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -ge "$end" ] && return 1
+		sleep 0.5
+	done
+	return 0
+}
+
 # skip_unless_root: scenarios need root for namespaces and nftables.
 require_root() {
 	if [ "$(id -u)" -ne 0 ]; then echo "not ok - needs root"; exit 1; fi
