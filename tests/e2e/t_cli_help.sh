@@ -148,14 +148,17 @@ fi
 # --- what the binary carries -------------------------------------------------
 
 # Every global symbol the daemon's own objects define (gateway/, bridge
-# included; not the CLI's room nor the CNI plugin's, not sluiced's main)
+# included; not the CLI's room nor the CNI plugin's, not sluiced's main,
+# not the fleet's store library, which the CLI links by design)
 # must be absent from build/sluice and build/sluice-cni: each links its
 # room and the files it calls.
 # Only objects whose source is in the tree: a build directory used before
 # a file moved still holds the object of its old place.
 objs=
 for o in $(find "$SLUICE_BUILD/obj/gateway" -name '*.o' ! -path '*/gateway/cli/*' \
-    ! -path '*/gateway/cni/*' ! -name sluiced.o 2>/dev/null); do
+    ! -path '*/gateway/cni/*' ! -name sluiced.o \
+    ! -path '*/gateway/fleet/budget.o' ! -path '*/gateway/fleet/pg.o' \
+    ! -path '*/gateway/fleet/wload.o' 2>/dev/null); do
 	src=${o#"$SLUICE_BUILD/obj/"}
 	[ -f "$TOP/${src%.o}.c" ] && objs="$objs $o"
 done
