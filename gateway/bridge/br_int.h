@@ -614,6 +614,11 @@ void	br_session_hold(struct br *br, const struct br_req *rq, int delta);
  * by the rules of session.c; NULL (ENOSPC: every candidate is busy). */
 struct br_session *br_session_new(struct br *br, struct br_req *rq,
 	    const char *version);
+/* The session sid names if it is rq's (bound to its sandbox and path:
+ * another's is unknown); NULL with 404 answered otherwise. */
+struct br_session *br_session_owned(struct br_req *rq, const char *sid);
+/* s is in use now: moved to the most recently used end. */
+void	br_session_touch(struct br *br, struct br_session *s);
 /* The session of rq (sid: its Mcp-Session-Id or NULL), moved to the most
  * recently used end; NULL with *fresh for an initialize, NULL and an
  * answer given when the request may not go on. */

@@ -397,16 +397,8 @@ get_checks(struct br_req *rq)
 		    "Bad Request: Mcp-Session-Id header is required");
 		return NULL;
 	}
-	/* Bound to its sandbox and path: another's is unknown (session.c). */
-	s = br_session_find(rq->br, sid);
-	if (s == NULL || strcmp(s->sandbox, rq->client.id) != 0 ||
-	    strcmp(s->server, rq->server) != 0) {
-		br_reply_rpc_error(rq, 404, NULL, -32001, "Session not found");
-		return NULL;
-	}
-	s->used_ms = ev_now_ms();
-	TAILQ_REMOVE(&rq->br->sessions, s, entry);
-	TAILQ_INSERT_TAIL(&rq->br->sessions, s, entry);
+	if ((s = br_session_owned(rq, sid)) != NULL)
+		br_session_touch(rq->br, s);
 	return s;
 }
 

@@ -217,22 +217,38 @@ br_session_check(struct br_req *rq, const char *sid, const struct br_rpc *rpc,
 		    "Bad Request: Mcp-Session-Id header is required");
 		return NULL;
 	}
+	if ((s = br_session_owned(rq, sid)) == NULL)
+		return NULL;
+	if (rpc->kind == BR_RPC_REQUEST &&
+	    strcmp(rpc->method, "initialize") == 0) {
+		*fresh = true;
+		return NULL;
+	}
+	br_session_touch(rq->br, s);
+	snprintf(rq->session, sizeof(rq->session), "%s", s->id);
+	return s;
+}
+
+struct br_session *
+br_session_owned(struct br_req *rq, const char *sid)
+{
+	struct br_session *s;
+
 	s = br_session_find(rq->br, sid);
 	if (s == NULL || strcmp(s->sandbox, rq->client.id) != 0 ||
 	    strcmp(s->server, rq->server) != 0) {
 		br_reply_rpc_error(rq, 404, NULL, -32001, "Session not found");
 		return NULL;
 	}
-	if (rpc->kind == BR_RPC_REQUEST &&
-	    strcmp(rpc->method, "initialize") == 0) {
-		*fresh = true;
-		return NULL;
-	}
+	return s;
+}
+
+void
+br_session_touch(struct br *br, struct br_session *s)
+{
 	/* Kept in order of use, for session_expire and the victims. */
 	s->used_ms = ev_now_ms();
-	TAILQ_REMOVE(&rq->br->sessions, s, entry);
-	TAILQ_INSERT_TAIL(&rq->br->sessions, s, entry);
-	snprintf(rq->session, sizeof(rq->session), "%s", s->id);
-	return s;
+	TAILQ_REMOVE(&br->sessions, s, entry);
+	TAILQ_INSERT_TAIL(&br->sessions, s, entry);
 }
 
