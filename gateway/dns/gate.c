@@ -693,8 +693,13 @@ on_syn(struct gate *g, const struct pkt *p, const struct gate_sbx *sb,
 		g->nflows++;
 		s->nflows++;
 	} else if (f->decided) {
-		/* The tuple again (a port reused): a new flow. */
+		/* The tuple again (a port reused): a new flow, and nothing of
+		 * the old one may count for it. Its first data's time, kept,
+		 * made the sweep refuse the new flow for holding data past
+		 * its bound before it had sent any. */
 		f->decided = 0;
+		f->data_ms = 0;
+		f->ech_wait = false;
 	} else if (f->nheld > 0) {
 		/* A new SYN on a flow holding data: refused. */
 		decide(g, f, false, POL_REASON_NO_NAME, NULL);

@@ -160,6 +160,21 @@ refused "plain HTTP on port 443 (tls by default)" not_tls ""
 ng "$A" hello 8080 pkg.example.com
 refused "TLS on an http port" not_http ""
 
+# ------------------------------------------------------------ a port reused
+# The gate remembers a decided flow for a while (packets queued before
+# its verdict took hold get the same answer). A new flow on the same
+# tuple starts afresh: nothing of the old flow's state counts for it, so
+# a request sent 3 s after the new SYN is judged by its name, not refused
+# for data the old flow sent more than the 2 s bound ago.
+r=$(world_sandbox "$A" timeout 30 "$PY" "$NG" reuse "$WORLD_PKG" 8080 \
+    pkg.example.com 2>&1)
+check_match "a first flow from one source port passes" \
+    '^flow1 ok HTTP/1.1 200' "$(printf '%s\n' "$r" | grep '^flow1 ')"
+check_eq "the second flow reused its port" 1 \
+    "$(printf '%s\n' "$r" | awk '$1 == "port" { print $2 }' | sort -u | grep -c .)"
+check_match "the second flow, its request 3 s after its SYN, passes" \
+    '^flow2 ok HTTP/1.1 200' "$(printf '%s\n' "$r" | grep '^flow2 ')"
+
 # ----------------------------------------------------------------- expiry
 # short-ttl first (2 s), then pkg (300 s): the kernel's element for the
 # address lives on, the short answer does not.

@@ -4,6 +4,9 @@
 #                                     outcome: "ok ..." (an answer of the
 #                                     server), "bytes" (TLS bytes came back)
 #                                     or "refused ..." (reset, closed, none)
+#   namegate.py reuse ADDR PORT NAME    two flows from one source port, the
+#                                     second's request 3 s after its SYN:
+#                                     "flow1 ..." and "flow2 ..." outcomes
 #   namegate.py bench ADDR PORT NAME N  N TLS connections one after the
 #                                     other: "us X" per connection (connect
 #                                     to the answer's first byte), then
@@ -106,8 +109,33 @@ def outcome(s):
         return "bytes"
     return "ok " + d.decode(errors="replace").split("\r\n")[0]
 
+def reuse(addr, port, name):
+    # Two HTTP flows from one source port, the second opened at once
+    # after the first's reset (while the gate still remembers the first)
+    # and sending its request only 3 s after its SYN: past the gate's
+    # 2 s bound from the first flow's data, within its 30 s from a SYN.
+    head = ("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % name).encode()
+    sport = 0
+    for i in range(2):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("", sport))
+        s.settimeout(5)
+        s.connect((addr, int(port)))
+        sport = s.getsockname()[1]
+        print("port %d" % sport, flush=True)
+        if i == 1:
+            time.sleep(3)       # the workload's pause, not a wait for a result
+        s.sendall(head)
+        print("flow%d %s" % (i + 1, outcome(s)), flush=True)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+
 def client(mode, addr, port, name, go=None):
     port = int(port)
+    if mode == "reuse":
+        reuse(addr, port, name)
+        return
     s = socket.create_connection((addr, port), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     print("port %d" % s.getsockname()[1], flush=True)
