@@ -11,28 +11,16 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "audit/priv.h"
 
 /* The sink caps its own batches at this many records. */
 #define SHIP_BATCH_MAX	65536u
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /*
  * The file sink takes only absolute paths (a daemon's working directory is
@@ -48,7 +36,7 @@ abs_path(const char *path, char *err, size_t errlen)
 	if (path[0] == '/')
 		return strdup(path);
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
-		seterr(err, errlen, "%s: working directory: %s", path,
+		aud_seterr(err, errlen, "%s: working directory: %s", path,
 		    strerror(errno));
 		return NULL;
 	}
@@ -72,14 +60,14 @@ aud_ship_file(const char *db_path, const char *sink, const char *path,
 
 	if (db_path == NULL || sink == NULL || path == NULL ||
 	    path[0] == '\0' || max == 0) {
-		seterr(err, errlen, "bad database, sink name, path or batch "
+		aud_seterr(err, errlen, "bad database, sink name, path or batch "
 		    "size");
 		errno = EINVAL;
 		return -1;
 	}
 	if ((target = abs_path(path, err, errlen)) == NULL) {
 		if (errno == ENOMEM)
-			seterr(err, errlen, "out of memory");
+			aud_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	c.name = sink;
