@@ -20,6 +20,7 @@
  * from a process with CAP_NET_ADMIN. A flow decided is forgotten:
  * the kernel never queues it again.
  */
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
@@ -84,10 +85,15 @@ struct g_flow {
 	uint32_t	 held[G_HELD_MAX];
 	size_t		 nheld;
 	/* Decided: packets queued before the verdict reached conntrack
-	 * still arrive, and get the same answer, for GATE_HOLD_MS. */
+	 * still arrive, and get the same answer, for GATE_HOLD_MS or
+	 * until the flow is the oldest decided one over a bound. */
 	int		 decided;		/* 0, DEC_OK, DEC_DENY */
 	uint64_t	 decided_ms;
+	TAILQ_ENTRY(g_flow) sdq;		/* its sandbox's decided, oldest first */
+	TAILQ_ENTRY(g_flow) gdq;		/* every sandbox's decided */
 };
+
+TAILQ_HEAD(g_flowq, g_flow);
 
 #define DEC_OK		1
 #define DEC_DENY	2
@@ -97,7 +103,10 @@ struct g_sbx {
 	char		 ifname[16];
 	char		 id[33];
 	struct g_ans	*ans;
-	size_t		 nans, nflows;
+	size_t		 nans;
+	size_t		 nflows;	/* between SYN and verdict */
+	size_t		 ndecided;
+	struct g_flowq	 decided;
 	uint64_t	 min_exp;	/* no answer expires before (0: unknown) */
 	uint64_t	 ev_sec;
 	uint32_t	 ev_count, suppressed;
@@ -112,7 +121,9 @@ struct gate {
 	uint16_t		 queue;		/* the configured NFQUEUE number */
 	struct g_flow		*flows[G_FLOW_BUCKETS];
 	struct g_flow		*all;
-	size_t			 nflows, nans;
+	size_t			 nflows, nans;	/* nflows: between SYN and verdict */
+	size_t			 ndecided;
+	struct g_flowq		 decided;
 	struct g_ans		*ans[G_ANS_BUCKETS];	/* by sandbox, address */
 	struct g_ans		*xans[G_ANS_BUCKETS];	/* ... and name */
 	struct g_sbx		*sbx[G_SBX_BUCKETS];
@@ -146,6 +157,7 @@ sbx_get(struct gate *g, const char *ifname, bool make)
 	if (!make || (s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	memcpy(s->ifname, key, sizeof(key));
+	TAILQ_INIT(&s->decided);
 	s->next = g->sbx[b];
 	g->sbx[b] = s;
 	return s;
@@ -353,6 +365,17 @@ flow_find(struct gate *g, const uint8_t s[4], const uint8_t d[4],
 	return NULL;
 }
 
+/* A decided flow leaves the decided queues (freed, or its tuple
+ * reused by a new flow). */
+static void
+undecided(struct gate *g, struct g_flow *f)
+{
+	TAILQ_REMOVE(&f->sbx->decided, f, sdq);
+	TAILQ_REMOVE(&g->decided, f, gdq);
+	f->sbx->ndecided--;
+	g->ndecided--;
+}
+
 static void
 flow_free(struct gate *g, struct g_flow *f)
 {
@@ -370,8 +393,12 @@ flow_free(struct gate *g, struct g_flow *f)
 		g->all = f->lnext;
 	if (f->lnext != NULL)
 		f->lnext->lprev = f->lprev;
-	g->nflows--;
-	f->sbx->nflows--;
+	if (f->decided)
+		undecided(g, f);
+	else {
+		g->nflows--;
+		f->sbx->nflows--;
+	}
 	free(f->buf);
 	free(f);
 }
@@ -419,6 +446,40 @@ report(struct gate *g, struct g_sbx *s, const uint8_t sa[4],
 	g->h.deny(g->h.ctx, &ev);
 }
 
+/*
+ * A decided flow is remembered only for its late packets, which come
+ * within milliseconds of the verdict. It no longer counts among the flows
+ * waiting for a name, whose bound it filled for GATE_HOLD_MS: a sandbox
+ * opening more than GATE_FLOWS_PER_SBX / 2 s flows each second had its
+ * SYNs dropped, each costing its client a second. Decided flows have
+ * bounds of their own, per sandbox and in all, and over one the oldest
+ * are forgotten (trim_decided), though not here: a decision can come
+ * from a walk of every flow, which must not lose its next one.
+ */
+static void
+remember_decided(struct gate *g, struct g_flow *f)
+{
+	struct g_sbx *s = f->sbx;
+
+	g->nflows--;
+	s->nflows--;
+	TAILQ_INSERT_TAIL(&s->decided, f, sdq);
+	TAILQ_INSERT_TAIL(&g->decided, f, gdq);
+	s->ndecided++;
+	g->ndecided++;
+}
+
+/* Back within the decided bounds: sandbox s's (if not NULL), then all.
+ * Over them by at most the flows one walk decided. */
+static void
+trim_decided(struct gate *g, struct g_sbx *s)
+{
+	while (s != NULL && s->ndecided > GATE_DECIDED_PER_SBX)
+		flow_free(g, TAILQ_FIRST(&s->decided));
+	while (g->ndecided > GATE_DECIDED_MAX)
+		flow_free(g, TAILQ_FIRST(&g->decided));
+}
+
 /* The flow's held packets: the first carries the verdict, the others
  * follow it (allowed) or are dropped (refused: the reset answers). */
 static void
@@ -442,11 +503,16 @@ decide(struct gate *g, struct g_flow *f, bool ok, enum pol_reason r,
 	if (!ok)
 		report(g, f->sbx, f->saddr, f->daddr, f->sport, f->dport, r,
 		    f->checks, name);
-	f->decided = ok ? DEC_OK : DEC_DENY;
-	f->decided_ms = ev_now_ms();
 	free(f->buf);
 	f->buf = NULL;
 	f->blen = 0;
+	if (f->decided) {
+		f->decided = ok ? DEC_OK : DEC_DENY;
+		return;
+	}
+	f->decided = ok ? DEC_OK : DEC_DENY;
+	f->decided_ms = ev_now_ms();
+	remember_decided(g, f);
 }
 
 struct checks_ctx {
@@ -655,6 +721,7 @@ on_syn(struct gate *g, const struct pkt *p, const struct gate_sbx *sb,
 		return;
 	}
 	memcpy(s->id, sb->id, sizeof(s->id));
+	trim_decided(g, s);
 	if (dlen > 0) {
 		act(g, p->id, GATE_DROP);
 		return;
@@ -671,11 +738,20 @@ on_syn(struct gate *g, const struct pkt *p, const struct gate_sbx *sb,
 		act(g, p->id, GATE_PASS);
 		return;
 	}
-	if ((f = flow_find(g, sa, da, sp, dp)) == NULL) {
-		if (s->nflows >= GATE_FLOWS_PER_SBX ||
-		    g->nflows >= GATE_FLOWS_MAX ||
-		    (f = calloc(1, sizeof(*f))) == NULL) {
+	f = flow_find(g, sa, da, sp, dp);
+	if ((f == NULL || f->decided) && (s->nflows >= GATE_FLOWS_PER_SBX ||
+	    g->nflows >= GATE_FLOWS_MAX)) {
+		/* Its client sends the SYN again in a second. */
+		act(g, p->id, GATE_DROP);
+		report(g, s, sa, da, sp, dp, POL_REASON_OVERLOAD, c.checks,
+		    NULL);
+		return;
+	}
+	if (f == NULL) {
+		if ((f = calloc(1, sizeof(*f))) == NULL) {
 			act(g, p->id, GATE_DROP);
+			report(g, s, sa, da, sp, dp, POL_REASON_NO_MEMORY,
+			    c.checks, NULL);
 			return;
 		}
 		f->sbx = s;
@@ -697,6 +773,9 @@ on_syn(struct gate *g, const struct pkt *p, const struct gate_sbx *sb,
 		 * the old one may count for it. Its first data's time, kept,
 		 * made the sweep refuse the new flow for holding data past
 		 * its bound before it had sent any. */
+		undecided(g, f);
+		g->nflows++;
+		s->nflows++;
 		f->decided = 0;
 		f->data_ms = 0;
 		f->ech_wait = false;
@@ -904,6 +983,7 @@ gate_ech_done(struct gate *g, const char *name, int status,
 		}
 		judge(g, f, &sb);
 	}
+	trim_decided(g, NULL);
 }
 
 /* Flows past their bounds: data held 2 s without a name is refused, a
@@ -932,6 +1012,7 @@ on_sweep(struct ev_loop *loop, void *arg)
 		else if (f->data_ms == 0 && now - f->syn_ms >= GATE_IDLE_MS)
 			flow_free(g, f);
 	}
+	trim_decided(g, NULL);
 	gech_sweep(g->ech, now);
 	if ((g->sweep = ev_timer_add(loop, G_SWEEP_MS, on_sweep, g)) == NULL)
 		log_warn("gate: sweep timer");
@@ -954,6 +1035,7 @@ gate_new(struct ev_loop *loop, int fd, uint16_t queue,
 		return NULL;
 	}
 	g->loop = loop;
+	TAILQ_INIT(&g->decided);
 	g->fd = fd;
 	g->queue = queue;
 	g->h = *hooks;

@@ -29,6 +29,8 @@
 
 #define GATE_FLOWS_PER_SBX	256	/* flows between SYN and verdict */
 #define GATE_FLOWS_MAX		8192
+#define GATE_DECIDED_PER_SBX	256	/* decided, kept for late packets */
+#define GATE_DECIDED_MAX	8192
 #define GATE_ANSWERS_PER_SBX	16384	/* remembered (name, address) */
 #define GATE_HOLD_MS		2000	/* from a flow's first data */
 #define GATE_IDLE_MS		30000	/* from its SYN, before data */

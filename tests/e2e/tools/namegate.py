@@ -7,6 +7,8 @@
 #   namegate.py reuse ADDR PORT NAME    two flows from one source port, the
 #                                     second's request 3 s after its SYN:
 #                                     "flow1 ..." and "flow2 ..." outcomes
+#   namegate.py many ADDR PORT NAME N   two rounds of N flows, each round
+#                                     opened at once: "ok K" answers
 #   namegate.py bench ADDR PORT NAME N  N TLS connections one after the
 #                                     other: "us X" per connection (connect
 #                                     to the answer's first byte), then
@@ -62,7 +64,7 @@ def serve(logp, cert, key, addr):
         l = socket.socket()
         l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         l.bind((addr, port))
-        l.listen(64)
+        l.listen(1024)
         while True:
             c, _ = l.accept()
             threading.Thread(target=fn, args=(c,), daemon=True).start()
@@ -131,10 +133,36 @@ def reuse(addr, port, name):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
 
+def many(addr, port, name, n):
+    # Two rounds of N HTTP flows: each round opens all N before any sends
+    # its request, so all N wait for the gate's verdict at once, and then
+    # all are decided; the second round opens while the gate still
+    # remembers the first round's decisions. Prints "ok K", K the
+    # answers of the server.
+    head = ("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % name).encode()
+    k = 0
+    held = []
+    for _ in range(2):
+        r = [socket.create_connection((addr, int(port)), timeout=10)
+             for _ in range(int(n))]
+        for s in r:
+            s.sendall(head)
+        for s in r:
+            if outcome(s).startswith("ok HTTP/1.1 200"):
+                k += 1
+        held += r
+    for s in held:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    print("ok %d" % k)
+
 def client(mode, addr, port, name, go=None):
     port = int(port)
     if mode == "reuse":
         reuse(addr, port, name)
+        return
+    if mode == "many":
+        many(addr, port, name, go)
         return
     s = socket.create_connection((addr, port), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
