@@ -193,9 +193,15 @@ br_stream_open(struct br_req *rq, struct br_session *s)
 void
 br_stream_free(struct br_stream *st)
 {
+	struct br_session *s;
+
 	if (st == NULL)
 		return;
+	s = st->s;
 	detach(st);
+	/* A subscriptions/listen session lives as long as its stream. */
+	if (s != NULL && s->listen)
+		br_session_free(st->br, s);
 	TAILQ_REMOVE(&st->br->streams, st, entry);
 	st->br->nstreams--;
 	free(st->buf);
