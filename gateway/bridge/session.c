@@ -38,6 +38,8 @@ br_session_free(struct br *br, struct br_session *s)
 {
 	TAILQ_REMOVE(&br->sessions, s, entry);
 	br->nsessions--;
+	/* Going already: its stream's end must not free it again. */
+	s->listen = false;
 	br_stream_end(s->stream);
 	br_subs_drop(br, s);
 	json_decref(s->notes);
