@@ -225,6 +225,8 @@ struct br_session {
 	 * to no one and ended with its stream; listen_id tags its notes */
 	bool			 listen;
 	json_t			*listen_id;
+	bool			 want_res, want_prompts; /* its filter, as
+						   the policy allows it */
 };
 TAILQ_HEAD(br_sessions, br_session);
 

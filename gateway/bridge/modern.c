@@ -353,9 +353,57 @@ discover(struct br_req *rq, const struct br_rpc *rpc)
 	discover_answer(rq, rpc->id);
 }
 
+/* The acknowledgment of listen session s, first on its stream: what its
+ * filter asked for, the policy shows and upstream u announces (u's offer
+ * known). Those are then the flags notify.c's fan-out reads. */
+static int
+listen_ack(struct br_session *s, const struct br_up *u)
+{
+	json_t *ack, *n;
+
+	s->res_ok = s->want_res && u != NULL && u->res_list_changed;
+	s->prompts_ok = s->want_prompts && u != NULL &&
+	    u->prompts_list_changed;
+	ack = json_pack("{s:s, s:s, s:{s:{}}}", "jsonrpc", "2.0", "method",
+	    "notifications/subscriptions/acknowledged", "params",
+	    "notifications");
+	if (ack == NULL)
+		return -1;
+	n = json_object_get(json_object_get(ack, "params"), "notifications");
+	if (s->res_ok)
+		json_object_set_new(n, "resourcesListChanged", json_true());
+	if (s->prompts_ok)
+		json_object_set_new(n, "promptsListChanged", json_true());
+	if ((s->notes == NULL && (s->notes = json_array()) == NULL) ||
+	    json_array_insert_new(s->notes, 0, ack) == -1) {
+		json_decref(ack);
+		return -1;
+	}
+	br_stream_wake(s);
+	return 0;
+}
+
+static void
+on_listen_caps(void *arg, json_t *msg, const char *err)
+{
+	struct br_req *rq = arg;
+	struct br_session *s;
+
+	(void)msg;
+	(void)err;
+	rq->ureq = NULL;
+	/* By id: the stream (and its session) may have ended meanwhile. */
+	if ((s = br_session_find(rq->br, rq->session)) != NULL && s->listen &&
+	    listen_ack(s, br_up_find(rq->br, rq->server)) == -1)
+		br_stream_end(s->stream);
+}
+
 /* subscriptions/listen: a session of its own, never named to anyone and
  * ended with its stream (stream.c), so that notify.c's fan-out reaches it
- * like any session; its filter is the flags that fan-out reads. */
+ * like any session. A first request of an upstream that has not told its
+ * offer yet gets its stream at once and its acknowledgment once the
+ * upstream answers (a ping queued behind its handshake, cancelled if the
+ * client goes first: rq->ureq). */
 static enum MHD_Result
 listen_open(struct br_req *rq, const struct br_rpc *rpc)
 {
@@ -363,20 +411,12 @@ listen_open(struct br_req *rq, const struct br_rpc *rpc)
 	    "notifications");
 	struct br_up *u = br_up_find(rq->br, rq->server);
 	struct br_session *s;
-	json_t *ack;
-	bool wr, wp;
 
 	if (!json_is_object(f)) {
 		br_reply_rpc_error(rq, 400, rpc->id, -32602, "Invalid params: "
 		    "notifications must be an object");
 		return MHD_YES;
 	}
-	wr = json_is_true(json_object_get(f, "resourcesListChanged")) &&
-	    u != NULL && u->res_list_changed &&
-	    pol_mcp_offers(rq->client.policy, rq->server, false);
-	wp = json_is_true(json_object_get(f, "promptsListChanged")) &&
-	    u != NULL && u->prompts_list_changed &&
-	    pol_mcp_offers(rq->client.policy, rq->server, true);
 	if ((s = br_session_new(rq->br, rq, BR_PROTO_MODERN)) == NULL) {
 		br_reply_rpc_error(rq, 503, rpc->id, -32603,
 		    "Too many subscriptions");
@@ -384,24 +424,17 @@ listen_open(struct br_req *rq, const struct br_rpc *rpc)
 	}
 	s->listen = true;
 	s->listen_id = json_incref(rpc->id);
-	s->res_ok = wr;
-	s->prompts_ok = wp;
-	ack = json_pack("{s:s, s:s, s:{s:{}}}", "jsonrpc", "2.0", "method",
-	    "notifications/subscriptions/acknowledged", "params",
-	    "notifications");
-	if (ack != NULL) {
-		json_t *n = json_object_get(json_object_get(ack, "params"),
-		    "notifications");
-
-		if (wr)
-			json_object_set_new(n, "resourcesListChanged",
-			    json_true());
-		if (wp)
-			json_object_set_new(n, "promptsListChanged",
-			    json_true());
-	}
-	if (ack == NULL || (s->notes = json_array()) == NULL ||
-	    json_array_append_new(s->notes, ack) == -1) {
+	s->want_res = json_is_true(json_object_get(f,
+	    "resourcesListChanged")) && pol_mcp_offers(rq->client.policy,
+	    rq->server, false);
+	s->want_prompts = json_is_true(json_object_get(f,
+	    "promptsListChanged")) && pol_mcp_offers(rq->client.policy,
+	    rq->server, true);
+	snprintf(rq->session, sizeof(rq->session), "%s", s->id);
+	if (u != NULL && !u->caps_known && (rq->ureq = br_up_request(u,
+	    "ping", NULL, on_listen_caps, rq)) != NULL)
+		return br_stream_open(rq, s);
+	if (listen_ack(s, u) == -1) {
 		br_session_free(rq->br, s);
 		br_reply_rpc_error(rq, 500, rpc->id, -32603, "Internal error");
 		return MHD_YES;

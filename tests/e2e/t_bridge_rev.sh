@@ -36,8 +36,13 @@ mcp:
   tools:
     - tool: res/touch
       decision: $d
+    - tool: res2/touch
+      decision: $d
   resources:
     - server: res
+      uri: "note://docs/*"
+      decision: allow
+    - server: res2
       uri: "note://docs/*"
       decision: allow
   prompts:
@@ -55,6 +60,10 @@ servers:
   - name: res
     transport: stdio
     command: [$NODE, $WORLD_SERVERS/res_server.mjs, $FLAGS]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: res2
+    transport: stdio
+    command: [/bin/sh, -c, "until [ -e $FLAGS/go ]; do sleep 0.1; done; exec $NODE $WORLD_SERVERS/res_server.mjs $FLAGS"]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
@@ -77,12 +86,12 @@ req() {
 	      "io.modelcontextprotocol/clientCapabilities": {}}})}'
 }
 # post SBX TOKEN BODY [CURLARGS...]: the answer's body, then its status on
-# a line of its own.
+# a line of its own. To $TO when set, else to $URL.
 post() {
 	local sbx=$1 tok=$2 body=$3; shift 3
 	world_sandbox "$sbx" curl -s -m 20 -X POST -w '\n%{http_code}' \
 	    -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
-	    -H 'Accept: application/json, text/event-stream' "$@" --data-binary "$body" "$URL"
+	    -H 'Accept: application/json, text/event-stream' "$@" --data-binary "$body" "${TO:-$URL}"
 }
 # rev SBX TOKEN METHOD NAME BODY [CURLARGS...]: post with the revision's
 # headers (NAME empty: no Mcp-Name).
@@ -196,6 +205,27 @@ check_eq "nothing else on it: no resources/updated (not asked for)" 0 \
     "$(grep -c 'resources/updated' "$OUT/listen")"
 r=$(rev "$A" "$TA" subscriptions/listen '' "$(req 17 subscriptions/listen '{}')")
 check_eq "listen without a filter: 400 Invalid params" '400 -32602' "$(status "$r") $(code "$r")"
+
+# A listen that reaches an upstream before its handshake is acknowledged
+# once the upstream has said what it offers (res2 starts only once
+# $FLAGS/go exists).
+world_sandbox "$A" curl -s -N -m 30 -X POST -H "Authorization: Bearer $TA" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "MCP-Protocol-Version: $V" -H 'Mcp-Method: subscriptions/listen' \
+    --data-binary "$(req '"first"' subscriptions/listen '{"notifications":{"resourcesListChanged":true}}')" \
+    "$URL"2 >"$OUT/listen2" 2>&1 &
+wait_for 10 test -s "$OUT/listen2" && ok "the listen stream opens before res2 answers" ||
+    not_ok "the listen stream opens before res2 answers"
+check_eq "with no acknowledgment yet" 0 "$(grep -c 'subscriptions/acknowledged' "$OUT/listen2")"
+touch "$FLAGS/go"
+wait_for 20 grep -q 'subscriptions/acknowledged' "$OUT/listen2" &&
+    ok "acknowledged once res2 has answered" || not_ok "acknowledged once res2 has answered"
+check_eq "with what the upstream offers, under a string id" 'first resourcesListChanged' \
+    "$(sed -n 's/^data: //p' "$OUT/listen2" | head -n 1 |
+      jq -r '"\(.params._meta["io.modelcontextprotocol/subscriptionId"]) \(.params.notifications | keys | join(","))"')"
+TO=${URL}2 rev "$C" "$TC" tools/call touch "$(req 21 tools/call '{"name":"touch","arguments":{}}')" >/dev/null
+wait_for 10 grep -q 'resources/list_changed' "$OUT/listen2" &&
+    ok "and then hears that upstream's list_changed" || not_ok "and then hears that upstream's list_changed"
 
 # The GET stream's bound: D's listens take at most half its 8 connections;
 # a fifth and sixth end its oldest, and D still gets answers.
