@@ -43,8 +43,10 @@
  *    change at any moment).
  *  - basic/patterns/subscriptions.mdx: subscriptions/listen answers with a
  *    long-lived event stream (stream.c, under the bounds of the GET
- *    stream: it is one), the acknowledgment first, every notification
- *    tagged with _meta subscriptionId (the request's id); only what the
+ *    stream: it is one), the acknowledgment first (for a listen that
+ *    comes before the upstream's handshake, once the upstream has said
+ *    what it offers), every notification tagged with _meta
+ *    subscriptionId (the request's id); only what the
  *    filter asked for and the sandbox's policy shows: resourcesListChanged
  *    and promptsListChanged. toolsListChanged (the bridge re-lists tools
  *    itself and announces no list change) and resourceSubscriptions are
