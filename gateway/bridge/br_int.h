@@ -26,7 +26,11 @@
 	    (var) = (tvar))
 #endif
 
-#define BR_PROTO_LATEST		"2025-11-25"
+#define BR_PROTO_LATEST		"2025-11-25"	/* by initialize */
+#define BR_PROTO_MODERN		"2026-07-28"	/* stateless (modern.c) */
+#define BR_SERVER_VERSION	"0.1.0"
+#define BR_INSTRUCTIONS		"Tools offered through Sluice; every call " \
+				"is checked against the sandbox's policy."
 #define BR_LINE_MAX		(16u * 1024 * 1024)	/* upstream message cap */
 #define BR_MAX_PAGES		50	/* upstream tools/list pages */
 #define BR_SESSIONS_MAX		4096
@@ -217,6 +221,12 @@ struct br_session {
 	bool			 res_ok, prompts_ok;
 	int			 log_level;	/* logging.c: -1 = never set */
 	struct br_stream	*stream;	/* its GET stream, or NULL */
+	/* modern.c: a subscriptions/listen stream's own session, named
+	 * to no one and ended with its stream; listen_id tags its notes */
+	bool			 listen;
+	json_t			*listen_id;
+	bool			 want_res, want_prompts; /* its filter, as
+						   the policy allows it */
 };
 TAILQ_HEAD(br_sessions, br_session);
 
@@ -251,6 +261,10 @@ struct br_req {
 	struct MHD_Response	*resp;
 	unsigned		 status;
 	struct br_stream	*stream;	/* a GET stream (stream.c) */
+	bool			 modern;	/* 2026-07-28: answers adapted
+						   by br_modern_result */
+	bool			 cacheable;	/* its result is a
+						   CacheableResult */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -633,6 +647,52 @@ bool	br_version_ok(const char *v);
  * one; each answers rq now or later. */
 void	br_rpc_initialize(struct br_req *rq, const struct br_rpc *rpc);
 void	br_rpc_request(struct br_req *rq, const struct br_rpc *rpc);
+
+/* ------------------------------------------------------------ modern.c */
+
+/* The request headers the 2026-07-28 revision mirrors from the body, as
+ * received (NULL: absent). */
+struct br_meta_hdrs {
+	const char	*version;	/* MCP-Protocol-Version */
+	const char	*method;	/* Mcp-Method */
+	const char	*name;		/* Mcp-Name */
+};
+/* Why a request is refused: HTTP status, JSON-RPC code and message, and
+ * the version it asked for (for -32022's data). */
+struct br_meta_verdict {
+	unsigned	 status;
+	int		 code;
+	char		 msg[160];
+	char		 requested[32];
+};
+/* br_modern_wanted: is msg (a parsed JSON-RPC message) one of the
+ * stateless revision's? sid: its Mcp-Session-Id, vhdr: its
+ * MCP-Protocol-Version (either NULL when absent). Never for an initialize
+ * nor a request of a session. */
+bool	br_modern_wanted(const char *sid, const char *vhdr, const json_t *msg);
+/* br_modern_check: 0 when msg's _meta is complete, its version served
+ * statelessly and headers h agree with its body; else -1 with *v saying
+ * how to refuse it (pure: no I/O). */
+int	br_modern_check(const struct br_meta_hdrs *h, const json_t *msg,
+	    struct br_meta_verdict *v);
+/* br_hdr_value_decode: header value hv as text into out (outlen bytes,
+ * NUL-terminated): as is, or decoded from the "=?base64?...?=" form. Its
+ * length, or -1 when hv holds a character a header value may not, the
+ * encoding is bad, the text holds a NUL or does not fit. */
+int	br_hdr_value_decode(const char *hv, char *out, size_t outlen);
+/* br_modern_dispatch: check and answer stateless request rpc of rq (its
+ * headers h), now or later; the access handler's result (a listen stream
+ * is queued here). */
+enum MHD_Result br_modern_dispatch(struct br_req *rq,
+	    const struct br_rpc *rpc, const struct br_meta_hdrs *h);
+/* br_modern_result: body, the answer of modern request rq, as this
+ * revision wants it (resultType, serverInfo, cache fields): a new string,
+ * or NULL to send body as is; *status becomes 404 for a -32601. */
+char	*br_modern_result(const struct br_req *rq, const char *body,
+	    unsigned *status);
+/* br_modern_tag: note, about to go out on listen session s, carries its
+ * subscription id in _meta; nothing for another session. */
+void	br_modern_tag(const struct br_session *s, json_t *note);
 
 /* ------------------------------------------------------------ server.c */
 

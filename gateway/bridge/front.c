@@ -2,7 +2,8 @@
  * front.c: the bridge's HTTP side, Streamable HTTP at /mcp/<server>. It
  * exists to turn untrusted HTTP into a small set of well-formed JSON-RPC
  * requests from an identified sandbox, answering everything else with the
- * status codes of the spec (transports.mdx, 2025-06-18 and 2025-11-25):
+ * status codes of the spec (transports.mdx, 2025-06-18 and 2025-11-25;
+ * the stateless 2026-07-28 revision's own checks are modern.c's):
  * the checks (path, method, Origin, identity, body size, media types,
  * protocol version, session) run in a fixed order so that every request
  * gets exactly one answer, and the bridge keeps serving whatever arrives.
@@ -87,8 +88,16 @@ void
 br_req_reply(struct br_req *rq, unsigned status, const char *body,
     const char *session_hdr)
 {
-	char *sse;
+	char *sse, *mod;
 
+	/* The stateless revision's answers carry fields of their own. */
+	if (rq->modern && body != NULL && (status == 200 || status == 400) &&
+	    (mod = br_modern_result(rq, body, &status)) != NULL) {
+		reply_raw(rq, status, "application/json", mod, strlen(mod),
+		    NULL, NULL);
+		free(mod);
+		return;
+	}
 	/* What the upstream said since the session's last answer goes out
 	 * before this one, on an event stream (transports.mdx). */
 	if (status == 200 && body != NULL && rq->session[0] != '\0' &&
@@ -287,13 +296,17 @@ identify(struct br_req *rq)
 	return 0;
 }
 
-/* Runs the checks in their documented order once the body is complete. */
-static void
+/* Runs the checks in their documented order once the body is complete;
+ * the access handler's result when it queued a stream itself (listen),
+ * else MHD_YES. */
+static enum MHD_Result
 dispatch(struct br_req *rq)
 {
 	struct br *br = rq->br;
 	struct br_rpc rpc;
 	struct br_session *s;
+	struct br_meta_hdrs mh;
+	enum MHD_Result ret;
 	const char *v;
 	bool fresh;
 
@@ -303,29 +316,30 @@ dispatch(struct br_req *rq)
 		if (sid == NULL) {
 			br_reply_rpc_error(rq, 400, NULL, -32600,
 			    "Bad Request: Mcp-Session-Id header is required");
-			return;
+			return MHD_YES;
 		}
 		s = br_session_find(br, sid);
-		if (s == NULL || strcmp(s->sandbox, rq->client.id) != 0 ||
+		if (s == NULL || s->listen ||
+		    strcmp(s->sandbox, rq->client.id) != 0 ||
 		    strcmp(s->server, rq->server) != 0) {
 			br_reply_rpc_error(rq, 404, NULL, -32001,
 			    "Session not found");
-			return;
+			return MHD_YES;
 		}
 		br_session_free(br, s);
 		br_req_reply(rq, 200, NULL, NULL);
-		return;
+		return MHD_YES;
 	}
 	if (rq->too_big) {
 		br_reply_rpc_error(rq, 413, NULL, -32600,
 		    "Request body too large");
-		return;
+		return MHD_YES;
 	}
 	if (!is_json_type(hdr(rq, MHD_HTTP_HEADER_CONTENT_TYPE))) {
 		br_reply_rpc_error(rq, 415, NULL, -32600,
 		    "Unsupported Media Type: Content-Type must be "
 		    "application/json");
-		return;
+		return MHD_YES;
 	}
 	v = hdr(rq, MHD_HTTP_HEADER_ACCEPT);
 	if (v == NULL || !accept_has(v, "application/json") ||
@@ -333,27 +347,35 @@ dispatch(struct br_req *rq)
 		br_reply_rpc_error(rq, 406, NULL, -32600, "Not Acceptable: "
 		    "Accept must list application/json and "
 		    "text/event-stream");
-		return;
+		return MHD_YES;
 	}
 	br_rpc_parse(rq->body, rq->len, &rpc);
 	if (rpc.kind == BR_RPC_INVALID) {
 		br_reply_rpc_error(rq, rpc.http_status, NULL, rpc.code,
 		    rpc.error);
 		br_rpc_clear(&rpc);
-		return;
+		return MHD_YES;
 	}
 	v = hdr(rq, "MCP-Protocol-Version");
+	if (br_modern_wanted(hdr(rq, "Mcp-Session-Id"), v, rpc.msg)) {
+		mh.version = v;
+		mh.method = hdr(rq, "Mcp-Method");
+		mh.name = hdr(rq, "Mcp-Name");
+		ret = br_modern_dispatch(rq, &rpc, &mh);
+		br_rpc_clear(&rpc);
+		return ret;
+	}
 	if (v != NULL && !br_version_ok(v)) {
 		br_reply_rpc_error(rq, 400, NULL, -32600, "Bad Request: "
 		    "unsupported MCP-Protocol-Version");
 		br_rpc_clear(&rpc);
-		return;
+		return MHD_YES;
 	}
 	s = br_session_check(rq, hdr(rq, "Mcp-Session-Id"), &rpc,
 	    &fresh);
 	if (s == NULL && !fresh) {
 		br_rpc_clear(&rpc);
-		return;
+		return MHD_YES;
 	}
 	if (rpc.kind != BR_RPC_REQUEST) {
 		if (rpc.kind == BR_RPC_NOTIFICATION &&
@@ -369,6 +391,7 @@ dispatch(struct br_req *rq)
 	else
 		br_rpc_request(rq, &rpc);
 	br_rpc_clear(&rpc);
+	return MHD_YES;
 }
 
 /* The checks of a GET for the stream of server messages, in the order of
@@ -519,9 +542,12 @@ br_front_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return rq->resp != NULL ? queue_reply(rq) : MHD_NO;
 	if (rq->state != RQ_RECEIVING)
 		return MHD_YES;
-	dispatch(rq);
+	if (dispatch(rq) == MHD_NO)
+		return MHD_NO;
 	if (rq->resp != NULL)
 		return queue_reply(rq);
+	if (rq->stream != NULL)
+		return MHD_YES;	/* a listen stream, queued */
 	if (rq->state == RQ_RECEIVING) {
 		/* An answer comes later (upstream, approval). */
 		mhd_suspend(br->mhd, conn);

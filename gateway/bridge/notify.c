@@ -159,6 +159,7 @@ br_notes_events(struct br *br, struct br_session *s,
 		 * that cannot be is not sent. */
 		if (br_logging_redact(br, p, o) == -1)
 			continue;
+		br_modern_tag(s, o);
 		t = json_dumps(o, JSON_COMPACT);
 		if (t == NULL || asprintf(&n, "%sevent: message\ndata: %s\n\n",
 		    out != NULL ? out : "", t) == -1) {

@@ -16,8 +16,6 @@
 
 #include "gateway/bridge/br_int.h"
 
-#define SLUICE_BR_VERSION	"0.1.0"
-
 static const char *const versions[] = { "2025-11-25", "2025-06-18", NULL };
 
 static void
@@ -148,9 +146,8 @@ init_answer(struct br_req *rq, json_t *id, const char *v)
 	    "jsonrpc", "2.0", "id", id, "result",
 	    "protocolVersion", v,
 	    "capabilities", br_rpc_caps(br_up_find(rq->br, rq->server)),
-	    "serverInfo", "name", "sluice", "version", SLUICE_BR_VERSION,
-	    "instructions", "Tools offered through Sluice; every call is "
-	    "checked against the sandbox's policy.");
+	    "serverInfo", "name", "sluice", "version", BR_SERVER_VERSION,
+	    "instructions", BR_INSTRUCTIONS);
 	txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (txt == NULL) {

@@ -8,11 +8,9 @@
  * expires, a sandbox at BR_SESSIONS_PER_SB loses its own least recently
  * used one, and a full table gives up one of the sandbox holding the most;
  * a session with a request in flight is neither expired nor given up. The
- * 2026-07-28 revision drops sessions and initialize: it plugs in at
- * br_session_check() below, where a request carrying MCP-Protocol-Version
- * 2026-07-28 would take its version and capabilities from params._meta
- * instead of a session (and Mcp-Method/Mcp-Name headers would be checked
- * against the body), leaving the rest of the pipeline as is.
+ * stateless 2026-07-28 revision has no sessions: its requests never come
+ * here (modern.c), except that a subscriptions/listen stream is given a
+ * session of its own, which no Mcp-Session-Id names.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -40,10 +38,13 @@ br_session_free(struct br *br, struct br_session *s)
 {
 	TAILQ_REMOVE(&br->sessions, s, entry);
 	br->nsessions--;
+	/* Going already: its stream's end must not free it again. */
+	s->listen = false;
 	br_stream_end(s->stream);
 	br_subs_drop(br, s);
 	json_decref(s->notes);
 	json_decref(s->subs);
+	json_decref(s->listen_id);
 	free(s);
 }
 
@@ -198,8 +199,7 @@ br_sandbox_gone(struct br *br, const char *sandbox_id)
 
 /* The session rules of transports.mdx for this request (sid: its
  * Mcp-Session-Id header, or NULL); NULL and an answer already given when
- * it may not go on. Where the stateless 2026-07-28 revision plugs in (see
- * the file comment). */
+ * it may not go on. */
 struct br_session *
 br_session_check(struct br_req *rq, const char *sid, const struct br_rpc *rpc,
     bool *fresh)
@@ -235,7 +235,8 @@ br_session_owned(struct br_req *rq, const char *sid)
 	struct br_session *s;
 
 	s = br_session_find(rq->br, sid);
-	if (s == NULL || strcmp(s->sandbox, rq->client.id) != 0 ||
+	/* A listen stream's session is nobody's to name. */
+	if (s == NULL || s->listen || strcmp(s->sandbox, rq->client.id) != 0 ||
 	    strcmp(s->server, rq->server) != 0) {
 		br_reply_rpc_error(rq, 404, NULL, -32001, "Session not found");
 		return NULL;

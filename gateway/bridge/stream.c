@@ -64,16 +64,21 @@ wake(struct br_stream *st)
 	mhd_resume(st->br->mhd, st->rq->conn);
 }
 
-/* The stream no longer belongs to its session. */
+/* The stream no longer belongs to its session; a subscriptions/listen
+ * session (modern.c), which lives as long as its stream, goes. */
 static void
 detach(struct br_stream *st)
 {
-	if (st->s == NULL)
+	struct br_session *s = st->s;
+
+	if (s == NULL)
 		return;
-	st->s->stream = NULL;
-	if (st->s->inflight > 0)
-		st->s->inflight--;
+	s->stream = NULL;
+	if (s->inflight > 0)
+		s->inflight--;
 	st->s = NULL;
+	if (s->listen)
+		br_session_free(st->br, s);
 }
 
 /* The next text for MHD: what is pending, else the session's notes, else

@@ -34,7 +34,7 @@ command -v jq >/dev/null && command -v node >/dev/null && command -v curl >/dev/
 
 # Scenarios that pass directly and do not yet pass through the bridge.
 declare -A NOT_YET=(
-	[server-sse-multiple-streams]="its POSTs say MCP-Protocol-Version 2025-03-26, a revision the bridge does not speak: 400, as the spec says"
+	[server-sse-multiple-streams]="its POSTs say MCP-Protocol-Version 2025-03-26, a revision the bridge does not speak (it requires receiving JSON-RPC batches, which the bridge refuses: one message, one decision a request): 400, as the spec says"
 )
 # Scenarios the default policy (no mcp rules) makes fail on purpose.
 declare -A DENIED=(

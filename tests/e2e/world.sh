@@ -495,6 +495,19 @@ world_stop_sluiced() {
 	case $rc in 0|143) return 0 ;; *) return "$rc" ;; esac
 }
 
+# world_bridge_listening: waits (10 s) for the bridge's port on the
+# service address. 0, or 1.
+world_bridge_listening() {
+	wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'"
+}
+
+# world_sandbox_token POLICY SUBJECT ID: creates sandbox ID under POLICY
+# for SUBJECT and prints its bearer token (nothing when it failed).
+world_sandbox_token() {
+	world_host "$SLUICE" -s "$WORLD_SOCK" sandbox create --policy "$1" \
+	    --subject "$2" --id "$3" | jq -r '.token // empty'
+}
+
 # world_sluiced_log: the daemon's output so far.
 world_sluiced_log() { cat "$WORLD_DIR/log/sluiced.log" 2>/dev/null; }
 
