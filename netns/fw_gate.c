@@ -15,7 +15,8 @@
  *     meta mark & M == OK   ct label set DONE  meta mark set mark & ~M
  *     meta mark & M == DENY ct label set DENY  meta mark set mark & ~M
  *     meta l4proto tcp ct label & DENY != 0    reject with tcp reset
- *     meta l4proto tcp ct label & (REQ|DONE) == REQ   queue num Q
+ *     meta l4proto tcp ct label & (REQ|DONE) == REQ
+ *         (ip word, tcp word) != a bare ACK   queue num Q
  *   sb_X, before each learned accept (and the keep ones once tainted):
  *     meta l4proto tcp ct label & (REQ|DONE) == 0 <learned lookup>
  *         ct label set REQ  queue num Q
@@ -28,6 +29,17 @@
  * forge that mark: a packet crossing from its namespace has it cleared.
  * The SYN is queued too, so that data in a SYN (TCP Fast Open) never
  * passes unread.
+ *
+ * Bare ACKs of a flow not yet decided are not queued: they carry nothing
+ * the gate reads, and each one queued was a round trip through two
+ * processes on the flow's way to its name. Bare means ACK without SYN,
+ * FIN or RST, and no byte after the TCP header. nf_tables has no payload
+ * length and no arithmetic, so the test is one lookup of two masked words,
+ * (IPv4 version and header length, total length) and (TCP data offset,
+ * those four flags), in a constant set of the 121 pairs whose headers fill
+ * the packet exactly (bare_set). Anything else, an IPv6 packet, one with a
+ * byte of data, or a header this kernel could not read, is queued as
+ * before: the rule fails towards the gate.
  */
 #include <sys/socket.h>
 
@@ -50,6 +62,7 @@
 #include <libmnl/libmnl.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/set.h>
 
 #include "netns/fw.h"
 #include "netns/fw_int.h"
@@ -135,6 +148,88 @@ e_queue(struct fw_rb *rb, uint16_t queue)
 	fw_ex_add(rb, e);
 }
 
+/* The words of bare_set's key: IP bytes 0-3 (the TOS masked off) and TCP
+ * bytes 12-15 (the data offset and FIN, SYN, RST, ACK kept). */
+static const uint8_t bare_ipmask[4] = { 0xff, 0x00, 0xff, 0xff };
+static const uint8_t bare_tcpmask[4] = { 0xf0, 0x17, 0x00, 0x00 };
+#define BARE_ACK	0x10
+#define BARE_SET	"__set%d"	/* anonymous: the kernel names it */
+
+/*
+ * Queues into b the anonymous constant set of bare ACK keys, with batch id
+ * id (the rule's lookup refers to it by that id; the kernel frees the set
+ * with the rule). -1 (ENOMEM) on failure.
+ */
+static int
+bare_set(struct fw_batch *b, const char *t, uint32_t id)
+{
+	struct nftnl_set	*s;
+	struct nftnl_set_elem	*e;
+	uint8_t			 key[8];
+	unsigned		 ihl, doff, len;
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return -1;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, t);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, BARE_SET);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_ANONYMOUS |
+	    NFT_SET_CONSTANT);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, sizeof(key));
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, 0);
+	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+	nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, 11 * 11);
+	nftnl_set_nlmsg_build_payload(fw_batch_hdr(b, NFT_MSG_NEWSET,
+	    NLM_F_CREATE), s);
+	fw_batch_next(b);
+	/* Header lengths are counted in words of 4 bytes, 5 to 15 each. */
+	for (ihl = 5; ihl <= 15; ihl++)
+		for (doff = 5; doff <= 15; doff++) {
+			if ((e = nftnl_set_elem_alloc()) == NULL) {
+				nftnl_set_free(s);
+				return -1;
+			}
+			len = 4 * (ihl + doff);
+			memset(key, 0, sizeof(key));
+			key[0] = (uint8_t)(0x40 | ihl);
+			key[2] = (uint8_t)(len >> 8);
+			key[3] = (uint8_t)len;
+			key[4] = (uint8_t)(doff << 4);
+			key[5] = BARE_ACK;
+			nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key,
+			    sizeof(key));
+			nftnl_set_elem_add(s, e);
+		}
+	nftnl_set_elems_nlmsg_build_payload(fw_batch_hdr(b,
+	    NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+	fw_batch_next(b);
+	nftnl_set_free(s);
+	return 0;
+}
+
+/*
+ * Not a bare ACK (see the opening comment). The packet's TCP header was
+ * read whole by conntrack before: a packet it refuses has no conntrack
+ * entry, so the label compare before this has already failed.
+ */
+static void
+e_not_bare(struct fw_rb *rb, uint32_t id)
+{
+	struct nftnl_expr	*e;
+
+	fw_e_payload(rb, NFT_PAYLOAD_NETWORK_HEADER, 0, 4, NFT_REG32_00);
+	e_bitwise(rb, NFT_REG32_00, bare_ipmask, 4);
+	fw_e_payload(rb, NFT_PAYLOAD_TRANSPORT_HEADER, 12, 4, NFT_REG32_01);
+	e_bitwise(rb, NFT_REG32_01, bare_tcpmask, 4);
+	if ((e = fw_ex(rb, "lookup")) == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, BARE_SET);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	fw_ex_add(rb, e);
+}
+
 void
 fw_e_gate_unmarked(struct fw_rb *rb)
 {
@@ -154,6 +249,7 @@ fw_gate_forward(struct fw_batch *b, const char *t, uint16_t queue)
 	};
 	struct fw_rb	rb;
 	size_t		i;
+	uint32_t	id;
 
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		RULE("forward", {
@@ -180,10 +276,16 @@ fw_gate_forward(struct fw_batch *b, const char *t, uint16_t queue)
 		e_label_cmp(&rb, FW_GATE_L_DENY, -1, NFT_CMP_NEQ, -1, -1);
 		fw_e_reject(&rb, NFT_REJECT_TCP_RST, 0);
 	});
+	/* Unique in this batch, as the set table's ids are (message
+	 * number + 1). */
+	id = b->nmsg + 1;
+	if (bare_set(b, t, id) == -1)
+		return -1;
 	RULE("forward", {
 		fw_e_l4proto(&rb, IPPROTO_TCP);
 		e_label_cmp(&rb, FW_GATE_L_REQ, FW_GATE_L_DONE, NFT_CMP_EQ,
 		    FW_GATE_L_REQ, -1);
+		e_not_bare(&rb, id);
 		e_queue(&rb, queue);
 	});
 	return 0;

@@ -108,10 +108,20 @@ qbound() { world_host awk -v q="$1" '$1 == q { f = 1 } END { exit !f }' \
     /proc/net/netfilter/nfnetlink_queue 2>/dev/null; }
 check "the gate reads NFQUEUE $QNUM (network.gate_queue)" qbound "$QNUM"
 check_fails "and not the default 7741" qbound 7741
+# Packets queued so far on the gate's queue (the kernel's id sequence).
+qseq() { world_host awk -v q="$QNUM" '$1 == q { print $8 }' \
+    /proc/net/netfilter/nfnetlink_queue 2>/dev/null; }
 
 # ---------------------------------------------------------------- allowed
+Q0=$(qseq)
 ng "$A" tls 8443 pkg.example.com
+Q1=$(qseq)
 check_match "TLS with the answered name passes" '^ok HTTP/1.1 200' "$OUT"
+# Queued until its verdict: the SYN and the ClientHello, never the bare
+# ACK that ends the handshake (it carries nothing the gate reads). A
+# retransmission could only add to the count, never hide a queued ACK.
+check "its bare ACKs were not queued ($Q0 .. $Q1: at most SYN and ClientHello)" \
+    test -n "$Q0" -a -n "$Q1" -a $((Q1 - Q0)) -le 2 -a $((Q1 - Q0)) -ge 1
 check "and the server was offered that name" \
     grep -q "^sni pkg.example.com $PORT_USED\$" "$SLOG"
 ng "$A" http 8080 pkg.example.com
