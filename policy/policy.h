@@ -565,6 +565,12 @@ enum pol_reason {
 					   client */
 	POL_REASON_CANCELLED,		/* "cancelled": the client cancelled
 					   the call (notifications/cancelled) */
+	POL_REASON_NO_ANSWER,		/* "no_answer": a server request the
+					   client did not answer in time, or
+					   whose call ended first */
+	POL_REASON_NO_STREAM,		/* "no_stream": a server request
+					   with no event stream to carry it
+					   to the client */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

@@ -89,6 +89,9 @@ br_req_reply(struct br_req *rq, unsigned status, const char *body,
 {
 	char *sse;
 
+	/* A call answered on its own stream ends it. */
+	if (br_callstream_finish(rq, body) == 0)
+		return;
 	/* What the upstream said since the session's last answer goes out
 	 * before this one, on an event stream (transports.mdx). */
 	if (status == 200 && body != NULL && rq->session[0] != '\0' &&
@@ -355,7 +358,9 @@ dispatch(struct br_req *rq)
 		br_rpc_clear(&rpc);
 		return;
 	}
-	if (rpc.kind != BR_RPC_REQUEST) {
+	if (rpc.kind == BR_RPC_RESPONSE && s != NULL) {
+		br_srvreq_answer(rq, s->id, &rpc);
+	} else if (rpc.kind != BR_RPC_REQUEST) {
 		if (rpc.kind == BR_RPC_NOTIFICATION &&
 		    strcmp(rpc.method, "notifications/initialized") == 0)
 			s->initialized = true;
