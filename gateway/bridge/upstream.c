@@ -175,9 +175,14 @@ up_handshake(struct br_up *u)
 {
 	struct br_up_req *r;
 
-	r = req_new(u, "initialize", json_pack("{s:s, s:{}, s:{s:s, s:s}}",
-	    "protocolVersion", BR_PROTO_LATEST, "capabilities", "clientInfo",
-	    "name", "sluice", "version", "0.1.0"), on_init_reply, u, true);
+	/* What a sandbox's client may be asked through us: whether it is
+	 * carried is each call's policy's to say (srvreq.c), so the offer is
+	 * made once for every session the upstream serves. */
+	r = req_new(u, "initialize", json_pack("{s:s, s:{s:{}, s:{}, s:{s:b}},"
+	    " s:{s:s, s:s}}", "protocolVersion", BR_PROTO_LATEST,
+	    "capabilities", "sampling", "elicitation", "roots", "listChanged",
+	    0, "clientInfo", "name", "sluice", "version", "0.1.0"),
+	    on_init_reply, u, true);
 	if (r == NULL)
 		return -1;
 	/* The handshake goes out first, whatever is queued. */

@@ -28,6 +28,7 @@ require_root
 command -v jq >/dev/null && command -v nft >/dev/null && command -v curl >/dev/null &&
     command -v node >/dev/null || { not_ok "jq, nft, curl and node are installed"; finish; }
 world_up || { not_ok "world_up"; finish; }
+world_mcp_http_start 3001 || { not_ok "server-everything over HTTP"; finish; }
 
 NODE=$(command -v node)
 CFG=$E2E_TMP/sluice.yaml
@@ -76,11 +77,17 @@ mcp:
       decision: allow
       args:
         kind: {enum: [sampling, elicitation, roots]}
+    - tool: ev/trigger-sampling-request
+      decision: allow
+      args:
+        prompt: {type: string, max_length: 64}
   server_requests:
     - server: sreq
       sampling: allow
       elicitation: ask
       roots: allow
+    - server: ev
+      sampling: allow
 EOF
 cat >"$POL/bare.yaml" <<EOF
 version: 1
@@ -99,6 +106,9 @@ servers:
     transport: stdio
     command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: ev
+    transport: http
+    url: http://$WORLD_MCP:3001/mcp
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
@@ -147,6 +157,12 @@ check_eq "allowed roots: the upstream got the client's roots" "file:///work" \
 ask "$A" "$TA" elicitation >"$OUT/e" 2>"$OUT/e.err" || sed 's/^/#   /' "$OUT/e.err"
 check_eq "allowed elicitation: the upstream got the client's form answer" "accept yes" \
     "$(got "$OUT/e" '"\(.result.action) \(.result.content.answer)"')"
+world_mcp_client "sandbox:$D" --url "$URL/ev" --header "Authorization: Bearer $TD" \
+    --serve-requests --call trigger-sampling-request '{"prompt":"marker-http"}' --served \
+    >"$OUT/hd" 2>"$OUT/hd.err" || sed 's/^/#   /' "$OUT/hd.err"
+check_eq "HTTP upstream: its sampling reaches the client" '["sampling/createMessage"]' "$(served "$OUT/hd")"
+check_match "HTTP upstream: it got the client's sample" 'sampled by the client' \
+    "$(jq -r 'select(.content) | .content[0].text' "$OUT/hd" 2>/dev/null)"
 
 # ---------------------------------------------------------------- ask
 ask "$D" "$TD" elicitation >"$OUT/ed" 2>"$OUT/ed.err" &
