@@ -177,12 +177,13 @@ up_handshake(struct br_up *u)
 
 	/* What a sandbox's client may be asked through us: whether it is
 	 * carried is each call's policy's to say (srvreq.c), so the offer is
-	 * made once for every session the upstream serves. */
-	r = req_new(u, "initialize", json_pack("{s:s, s:{s:{}, s:{}, s:{s:b}},"
+	 * made once for every session the upstream serves. Not roots: a
+	 * server offered them asks at once and whenever they change, outside
+	 * any call, where nobody's policy can let them through. */
+	r = req_new(u, "initialize", json_pack("{s:s, s:{s:{}, s:{}},"
 	    " s:{s:s, s:s}}", "protocolVersion", BR_PROTO_LATEST,
-	    "capabilities", "sampling", "elicitation", "roots", "listChanged",
-	    0, "clientInfo", "name", "sluice", "version", "0.1.0"),
-	    on_init_reply, u, true);
+	    "capabilities", "sampling", "elicitation", "clientInfo", "name",
+	    "sluice", "version", "0.1.0"), on_init_reply, u, true);
 	if (r == NULL)
 		return -1;
 	/* The handshake goes out first, whatever is queued. */
