@@ -158,6 +158,11 @@ void	br_srvreq_take(struct br_up *u, json_t *msg);
  * no request of sid waiting for it, 413 for one too big. Answers rq. */
 void	br_srvreq_answer(struct br_req *rq, const char *sid,
 	    const struct br_rpc *rpc);
+/* br_srvreq_cancelled: upstream u's notifications/cancelled msg: the
+ * request of u it names, carried to a client, is withdrawn (the client
+ * is told under the bridge's id) or, waiting for approval, leaves the
+ * queue; recorded as cancelled. Any other is dropped. */
+void	br_srvreq_cancelled(struct br_up *u, const json_t *msg);
 /* br_srvreq_stream_gone: call stream st ends (answered, or its client
  * left): what waits on it is refused to its upstream and recorded. */
 void	br_srvreq_stream_gone(struct br *br, struct br_stream *st);

@@ -389,9 +389,10 @@ unfit(struct br *br, const struct br_call *c, size_t asked_len,
 	size_t sess = 0, sb = 0;
 	const char *acc;
 
-	*reason = POL_REASON_NO_STREAM;
+	*reason = POL_REASON_NOT_FORWARDED;
 	if (c->req == NULL)
 		return "not forwarded: the client left the call";
+	*reason = POL_REASON_NO_STREAM;
 	acc = MHD_lookup_connection_value(c->req->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_ACCEPT);
 	if (acc == NULL || strstr(acc, "text/event-stream") == NULL)
@@ -597,6 +598,53 @@ br_srvreq_answer(struct br_req *rq, const char *sid, const struct br_rpc *rpc)
 		    verdict_name(sr->verdict), sr->call_id);
 	sr_end(sr, 0, NULL, &o);
 	br_req_reply(rq, 202, NULL, NULL);
+}
+
+void
+br_srvreq_cancelled(struct br_up *u, const json_t *msg)
+{
+	const json_t *params = json_object_get(msg, "params");
+	const json_t *rid = json_object_get(params, "requestId");
+	const char *why = br_str_bounded(json_object_get(params, "reason"),
+	    128);
+	struct br_sreq *sr;
+	struct outcome o;
+	json_t *n;
+	char *m = NULL, *ev = NULL, detail[320];
+
+	if (rid == NULL)
+		return;
+	TAILQ_FOREACH(sr, &u->br->sreqs, entry)
+		if (sr->up == u && json_equal(sr->up_id, (json_t *)rid))
+			break;
+	if (sr == NULL)
+		return;
+	if (sr->state == SR_SENT) {
+		/* The client learns it under the id it knows; the reason,
+		 * the upstream's words, goes only to the record. */
+		n = json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0",
+		    "method", "notifications/cancelled", "params",
+		    "requestId", sr->id);
+		if (n != NULL)
+			m = json_dumps(n, JSON_COMPACT);
+		json_decref(n);
+		if (m == NULL || asprintf(&ev, "event: message\ndata: %s\n\n",
+		    m) == -1 || br_stream_push(sr->st, ev) == -1)
+			log_warnx("bridge: the cancel of %s not carried",
+			    sr->id);
+		free(m);
+		free(ev);
+	} else
+		sr->approval = "cancelled";
+	snprintf(detail, sizeof(detail), "%s; cancelled by the server%s%s; "
+	    "policy %s; in call %s", sr->state == SR_SENT ? "forwarded" :
+	    "refused", why != NULL ? ": " : "", why != NULL ? why : "",
+	    verdict_name(sr->verdict), sr->call_id);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.reason = POL_REASON_CANCELLED;
+	o.detail = detail;
+	sr_end(sr, 0, NULL, &o);
 }
 
 void

@@ -347,6 +347,12 @@ br_up_deliver(struct br_up *u, json_t *msg)
 			return;
 		}
 		if (strcmp(json_string_value(m),
+		    "notifications/cancelled") == 0) {
+			/* Only of its own requests to a client, if any. */
+			br_srvreq_cancelled(u, msg);
+			return;
+		}
+		if (strcmp(json_string_value(m),
 		    "notifications/tools/list_changed") == 0)
 			br_tools_changed(u);
 		else

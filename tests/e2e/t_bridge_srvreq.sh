@@ -76,7 +76,7 @@ mcp:
     - tool: sreq/ask
       decision: allow
       args:
-        kind: {enum: [sampling, elicitation, roots]}
+        kind: {enum: [sampling, elicitation, roots, withdraw]}
     - tool: ev/trigger-sampling-request
       decision: allow
       args:
@@ -280,6 +280,25 @@ wait "$ps"
 check_eq "the call's result, the last event of its stream, has the client's answer" "curl-answer" \
     "$(sed -n 's/^data: //p' "$OUT/stream" | jq -r 'select(.id == 7) | .result.content[0].text' | jq -r .result.content.text)"
 check_eq "a replay of the answer is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.good")"
+# The upstream withdraws what it asked: the client is told, under its id.
+world_sandbox "$D" curl -s -N -m 60 -o "$OUT/wstream" -X POST \
+    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
+    --data '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"withdraw"}}}' \
+    "$URL/sreq" &
+pw=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/wstream" || not_ok "the withdrawn request reached the client"
+WID=$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+touch "$FLAGS/withdraw"
+wait "$pw"
+check_eq "the upstream's cancel reaches the client under the bridge's id" "$WID" \
+    "$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.method == "notifications/cancelled") | .params.requestId')"
+check_match "then the call's result" 'withdrawn' \
+    "$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.id == 8) | .result.content[0].text')"
+reply "$WID" "too late" >"$OUT/a.late"
+check_eq "an answer to the withdrawn request is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.late")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q marker-withdrawn"
+check_eq "the withdrawn request recorded as cancelled, with the server's reason" "deny cancelled 1" \
+    "$(records "$D" | jq -r 'select(.detail | test("marker-withdrawn")) | "\(.decision) \(.reason)"' | head -n 1) $(records "$D" | jq -r 'select(.detail | test("cancelled by the server")) | .method' | wc -l)"
 ask "$D" "$TD" sampling >"$OUT/sd2" 2>&1
 check_eq "the bridge keeps serving server requests" '["sampling/createMessage"]' "$(served "$OUT/sd2")"
 
