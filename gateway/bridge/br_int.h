@@ -163,6 +163,12 @@ void	br_srvreq_answer(struct br_req *rq, const char *sid,
  * is told under the bridge's id) or, waiting for approval, leaves the
  * queue; recorded as cancelled. Any other is dropped. */
 void	br_srvreq_cancelled(struct br_up *u, const json_t *msg);
+/* br_srvreq_client_cancelled: the client of session sid cancelled rid:
+ * when it names a request carried to it, the upstream is told under its
+ * own id, it is recorded as cancelled, and true; false otherwise (a call
+ * of the client's, perhaps). */
+bool	br_srvreq_client_cancelled(struct br *br, const char *sid,
+	    const json_t *rid);
 /* br_srvreq_stream_gone: call stream st ends (answered, or its client
  * left): what waits on it is refused to its upstream and recorded. */
 void	br_srvreq_stream_gone(struct br *br, struct br_stream *st);

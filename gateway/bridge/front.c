@@ -365,9 +365,13 @@ dispatch(struct br_req *rq)
 		    strcmp(rpc.method, "notifications/initialized") == 0)
 			s->initialized = true;
 		else if (rpc.kind == BR_RPC_NOTIFICATION &&
-		    strcmp(rpc.method, "notifications/cancelled") == 0)
-			br_call_cancel(rq->br, s->id, json_object_get(
-			    json_object_get(rpc.msg, "params"), "requestId"));
+		    strcmp(rpc.method, "notifications/cancelled") == 0) {
+			const json_t *rid = json_object_get(json_object_get(
+			    rpc.msg, "params"), "requestId");
+
+			if (!br_srvreq_client_cancelled(rq->br, s->id, rid))
+				br_call_cancel(rq->br, s->id, rid);
+		}
 		br_req_reply(rq, 202, NULL, NULL);
 	} else if (fresh)
 		br_rpc_initialize(rq, &rpc);

@@ -647,6 +647,42 @@ br_srvreq_cancelled(struct br_up *u, const json_t *msg)
 	sr_end(sr, 0, NULL, &o);
 }
 
+bool
+br_srvreq_client_cancelled(struct br *br, const char *sid, const json_t *rid)
+{
+	const char *id = json_string_value(rid);
+	struct br_sreq *sr;
+	struct outcome o;
+	json_t *n;
+	char detail[192];
+
+	if (id == NULL)
+		return false;
+	TAILQ_FOREACH(sr, &br->sreqs, entry)
+		if (sr->state == SR_SENT && strcmp(sr->id, id) == 0 &&
+		    strcmp(sr->rq->session, sid) == 0)
+			break;
+	if (sr == NULL)
+		return false;
+	/* The upstream hears it under its own id, and nothing else the
+	 * client said (its reason is the sandbox's text). */
+	n = json_pack("{s:s, s:s, s:{s:O}}", "jsonrpc", "2.0", "method",
+	    "notifications/cancelled", "params", "requestId", sr->up_id);
+	if (n == NULL || br_up_send(sr->up, n) == -1)
+		log_warnx("bridge: the client's cancel of %s not relayed",
+		    sr->id);
+	json_decref(n);
+	snprintf(detail, sizeof(detail), "forwarded as %s; cancelled by the "
+	    "client; policy %s; in call %s", sr->id, verdict_name(sr->verdict),
+	    sr->call_id);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.reason = POL_REASON_CANCELLED;
+	o.detail = detail;
+	sr_end(sr, 0, NULL, &o);
+	return true;
+}
+
 void
 br_srvreq_stream_gone(struct br *br, struct br_stream *st)
 {

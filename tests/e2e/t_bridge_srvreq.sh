@@ -299,6 +299,24 @@ check_eq "an answer to the withdrawn request is refused" 400 "$(answer "$D" "$TD
 wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q marker-withdrawn"
 check_eq "the withdrawn request recorded as cancelled, with the server's reason" "deny cancelled 1" \
     "$(records "$D" | jq -r 'select(.detail | test("marker-withdrawn")) | "\(.decision) \(.reason)"' | head -n 1) $(records "$D" | jq -r 'select(.detail | test("cancelled by the server")) | .method' | wc -l)"
+# The client gives up what it was asked: the upstream hears it under its id.
+world_sandbox "$D" curl -s -N -m 60 -o "$OUT/cstream" -X POST \
+    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
+    --data '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"sampling"}}}' \
+    "$URL/sreq" &
+pc=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/cstream" || not_ok "the request to cancel reached the client"
+CID=$(sed -n 's/^data: //p' "$OUT/cstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+jq -cn --arg id "$CID" '{jsonrpc:"2.0",method:"notifications/cancelled",params:{requestId:$id,reason:"no"}}' >"$OUT/n.cancel"
+check_eq "the client's cancel of it is taken" 202 "$(answer "$D" "$TD" "$S1" "$OUT/n.cancel")"
+wait "$pc"
+UPID=$(sed -n 's/^data: //p' "$OUT/cstream" | jq -r 'select(.id == 9) | .result.content[0].text' | jq -r .cancelled)
+check_match "the upstream got the cancel under its own id" '^sreq-[0-9]+$' "$UPID"
+check_eq "... and only that one" "\"$UPID\"" "$(sed -n 's/^cancelled //p' "$FLAGS/calls.log")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'cancelled by the client'"
+check_eq "the cancelled request recorded as such" "deny cancelled" \
+    "$(records "$D" | jq -r 'select(.detail | test("cancelled by the client")) | "\(.decision) \(.reason)"' | head -n 1)"
+: >"$FLAGS/calls.log"
 ask "$D" "$TD" sampling >"$OUT/sd2" 2>&1
 check_eq "the bridge keeps serving server requests" '["sampling/createMessage"]' "$(served "$OUT/sd2")"
 
