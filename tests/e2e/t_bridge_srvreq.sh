@@ -247,10 +247,13 @@ session "$OUT/s1"; session "$OUT/s2"
 S1=$(cat "$OUT/s1") S2=$(cat "$OUT/s2")
 [ -n "$S1" ] && [ -n "$S2" ] && [ "$S1" != "$S2" ] && ok "two sessions by hand" ||
     not_ok "two sessions by hand"
-world_sandbox "$D" curl -s -N -m 60 -o "$OUT/stream" -D "$OUT/stream.hdr" -X POST \
-    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
-    --data '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"sampling"}}}' \
-    "$URL/sreq" &
+calling() {	# calling FILE ID KIND: by hand in S1, ask(KIND) as request ID, its stream in FILE
+	world_sandbox "$D" curl -s -N -m 60 -o "$1" -D "$1.hdr" -X POST \
+	    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
+	    --data "{\"jsonrpc\":\"2.0\",\"id\":$2,\"method\":\"tools/call\",\"params\":{\"name\":\"ask\",\"arguments\":{\"kind\":\"$3\"}}}" \
+	    "$URL/sreq"
+}
+calling "$OUT/stream" 7 sampling &
 ps=$!
 wait_for 10 grep -q 'sampling/createMessage' "$OUT/stream" &&
     ok "the call's answer became an event stream carrying the request" ||
@@ -281,10 +284,7 @@ check_eq "the call's result, the last event of its stream, has the client's answ
     "$(sed -n 's/^data: //p' "$OUT/stream" | jq -r 'select(.id == 7) | .result.content[0].text' | jq -r .result.content.text)"
 check_eq "a replay of the answer is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.good")"
 # The upstream withdraws what it asked: the client is told, under its id.
-world_sandbox "$D" curl -s -N -m 60 -o "$OUT/wstream" -X POST \
-    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
-    --data '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"withdraw"}}}' \
-    "$URL/sreq" &
+calling "$OUT/wstream" 8 withdraw &
 pw=$!
 wait_for 10 grep -q 'sampling/createMessage' "$OUT/wstream" || not_ok "the withdrawn request reached the client"
 WID=$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
@@ -300,10 +300,7 @@ wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind m
 check_eq "the withdrawn request recorded as cancelled, with the server's reason" "deny cancelled 1" \
     "$(records "$D" | jq -r 'select(.detail | test("marker-withdrawn")) | "\(.decision) \(.reason)"' | head -n 1) $(records "$D" | jq -r 'select(.detail | test("cancelled by the server")) | .method' | wc -l)"
 # The client gives up what it was asked: the upstream hears it under its id.
-world_sandbox "$D" curl -s -N -m 60 -o "$OUT/cstream" -X POST \
-    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
-    --data '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"sampling"}}}' \
-    "$URL/sreq" &
+calling "$OUT/cstream" 9 sampling &
 pc=$!
 wait_for 10 grep -q 'sampling/createMessage' "$OUT/cstream" || not_ok "the request to cancel reached the client"
 CID=$(sed -n 's/^data: //p' "$OUT/cstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
