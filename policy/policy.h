@@ -560,11 +560,17 @@ enum pol_reason {
 	POL_REASON_NOT_IN_CALL,		/* "not_in_call": a server request no
 					   single call in flight could own */
 	POL_REASON_NOT_FORWARDED,	/* "not_forwarded": a server request
-					   the policy lets through, which
-					   the bridge does not carry to the
+					   the policy lets through that the
+					   bridge could not carry to the
 					   client */
 	POL_REASON_CANCELLED,		/* "cancelled": the client cancelled
 					   the call (notifications/cancelled) */
+	POL_REASON_NO_ANSWER,		/* "no_answer": a server request the
+					   client did not answer in time, or
+					   whose call ended first */
+	POL_REASON_NO_STREAM,		/* "no_stream": a server request
+					   with no event stream to carry it
+					   to the client */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

@@ -74,6 +74,8 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_NOT_IN_CALL] = "not_in_call",
 	[POL_REASON_NOT_FORWARDED] = "not_forwarded",
 	[POL_REASON_CANCELLED] = "cancelled",
+	[POL_REASON_NO_ANSWER] = "no_answer",
+	[POL_REASON_NO_STREAM] = "no_stream",
 };
 
 const char *

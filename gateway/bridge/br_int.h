@@ -51,6 +51,7 @@ struct br;
 struct br_up;
 struct br_call;
 struct br_stream;
+struct br_req;
 struct hx;
 
 /* ------------------------------------------------------------ upstreams */
@@ -151,8 +152,41 @@ int	br_up_send(struct br_up *u, json_t *msg);
  * reservation stays spent); any other, or an unknown id, is left alone. */
 void	br_call_cancel(struct br *br, const char *sid, const json_t *id);
 /* br_srvreq_take: msg, a request of upstream u (a method and an id), is
- * decided, answered and recorded (srvreq.c). */
+ * decided and recorded (srvreq.c): refused at once, or carried to the
+ * client of the call it came in, on that call's stream, and answered
+ * when the client answers. */
 void	br_srvreq_take(struct br_up *u, json_t *msg);
+/* br_srvreq_answer: POST rq of session sid carries rpc, a JSON-RPC
+ * response: the client's answer to a request carried to it, relayed to
+ * its upstream under the upstream's id (202); 400 for an id that names
+ * no request of sid waiting for it, 413 for one too big. Answers rq. */
+void	br_srvreq_answer(struct br_req *rq, const char *sid,
+	    const struct br_rpc *rpc);
+/* br_srvreq_cancelled: upstream u's notifications/cancelled msg: the
+ * request of u it names, carried to a client, is withdrawn (the client
+ * is told under the bridge's id) or, waiting for approval, leaves the
+ * queue; recorded as cancelled. Any other is dropped. */
+void	br_srvreq_cancelled(struct br_up *u, const json_t *msg);
+/* br_srvreq_client_cancelled: the client of session sid cancelled rid:
+ * when it names a request carried to it, the upstream is told under its
+ * own id, it is recorded as cancelled, and true; false otherwise (a call
+ * of the client's, perhaps). */
+bool	br_srvreq_client_cancelled(struct br *br, const char *sid,
+	    const json_t *rid);
+/* br_srvreq_stream_gone: call stream st ends (answered, or its client
+ * left): what waits on it is refused to its upstream and recorded. */
+void	br_srvreq_stream_gone(struct br *br, struct br_stream *st);
+/* br_srvreq_abort_all: the bridge stops: every request waiting is
+ * refused and recorded while the hooks still work. */
+void	br_srvreq_abort_all(struct br *br);
+/* br_srvreq_approvals: append the server requests waiting for a person
+ * to a (the approvals listing); -1 without memory. */
+int	br_srvreq_approvals(struct br *br, json_t *a);
+/* br_srvreq_decide: approval id of a server request decided by name
+ * (uid -1: Sluice); -1 with ENOENT when no server request has it. */
+int	br_srvreq_decide(struct br *br, const char *id, bool approve,
+	    const char *name, int64_t uid, const char *note,
+	    const char *reason);
 /* Called by the transports with one message from the upstream. */
 void	br_up_deliver(struct br_up *u, json_t *msg);
 /* The transport failed: fail every request, schedule a restart. */
@@ -474,6 +508,17 @@ enum MHD_Result br_stream_open(struct br_req *rq, struct br_session *s);
 /* br_stream_free: rq's stream goes with its request (connection closed).
  * br_stream_free(NULL) is a no-op. */
 void	br_stream_free(struct br_stream *st);
+/* br_callstream: parked POST rq (a call in flight) is answered with an
+ * event stream from now on (once: a second call gives the same stream);
+ * NULL when it cannot be (not parked, answered, no memory). */
+struct br_stream *br_callstream(struct br_req *rq);
+/* br_stream_push: text (whole events) goes out on st next; -1 when st is
+ * ending or without memory. */
+int	br_stream_push(struct br_stream *st, const char *text);
+/* br_callstream_finish: rq's final answer body is the last event of its
+ * call stream, which then ends; -1 when rq has no call stream (answer it
+ * as usual). */
+int	br_callstream_finish(struct br_req *rq, const char *body);
 /* br_stream_wake: s got a note: its stream, if any, sends it now. */
 void	br_stream_wake(struct br_session *s);
 /* br_stream_end: st's session ends: st ends after what it has pending.
@@ -562,6 +607,9 @@ struct br {
 	TAILQ_HEAD(br_streams, br_stream) streams;	/* GET streams */
 	size_t			 nstreams;
 	size_t			 streams_max;	/* per sandbox */
+	TAILQ_HEAD(br_sreqs, br_sreq) sreqs;	/* server requests carried
+						   to clients (srvreq.c) */
+	size_t			 nsreqs;
 	struct ev_timer		*keepalive;
 	struct br_up		**ups;
 	size_t			 nups;

@@ -612,6 +612,10 @@ br_approvals_list(struct br *br)
 			return NULL;
 		}
 	}
+	if (br_srvreq_approvals(br, a) == -1) {
+		json_decref(a);
+		return NULL;
+	}
 	return a;
 }
 
@@ -629,10 +633,9 @@ decide_pending(struct br *br, const char *id, bool approve, const char *name,
 	TAILQ_FOREACH(c, &br->approvals, entry)
 		if (strcmp(c->approval_id, id) == 0)
 			break;
-	if (c == NULL) {
-		errno = ENOENT;
-		return -1;
-	}
+	if (c == NULL)
+		return br_srvreq_decide(br, id, approve, name, uid, note,
+		    reason);
 	TAILQ_REMOVE(&br->approvals, c, entry);
 	br->napprovals--;
 	ev_timer_cancel(br->loop, c->atimer);

@@ -90,6 +90,9 @@ br_req_reply(struct br_req *rq, unsigned status, const char *body,
 {
 	char *sse, *mod;
 
+	/* A call answered on its own stream ends it. */
+	if (br_callstream_finish(rq, body) == 0)
+		return;
 	/* The stateless revision's answers carry fields of their own. */
 	if (rq->modern && body != NULL && (status == 200 || status == 400) &&
 	    (mod = br_modern_result(rq, body, &status)) != NULL) {
@@ -377,14 +380,20 @@ dispatch(struct br_req *rq)
 		br_rpc_clear(&rpc);
 		return MHD_YES;
 	}
-	if (rpc.kind != BR_RPC_REQUEST) {
+	if (rpc.kind == BR_RPC_RESPONSE && s != NULL) {
+		br_srvreq_answer(rq, s->id, &rpc);
+	} else if (rpc.kind != BR_RPC_REQUEST) {
 		if (rpc.kind == BR_RPC_NOTIFICATION &&
 		    strcmp(rpc.method, "notifications/initialized") == 0)
 			s->initialized = true;
 		else if (rpc.kind == BR_RPC_NOTIFICATION &&
-		    strcmp(rpc.method, "notifications/cancelled") == 0)
-			br_call_cancel(rq->br, s->id, json_object_get(
-			    json_object_get(rpc.msg, "params"), "requestId"));
+		    strcmp(rpc.method, "notifications/cancelled") == 0) {
+			const json_t *rid = json_object_get(json_object_get(
+			    rpc.msg, "params"), "requestId");
+
+			if (!br_srvreq_client_cancelled(rq->br, s->id, rid))
+				br_call_cancel(rq->br, s->id, rid);
+		}
 		br_req_reply(rq, 202, NULL, NULL);
 	} else if (fresh)
 		br_rpc_initialize(rq, &rpc);

@@ -273,6 +273,7 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 		br->c.upstream_timeout_ms = 30000;
 	TAILQ_INIT(&br->parked);
 	TAILQ_INIT(&br->streams);
+	TAILQ_INIT(&br->sreqs);
 	TAILQ_INIT(&br->sessions);
 	TAILQ_INIT(&br->approvals);
 	TAILQ_INIT(&br->calls);
@@ -381,6 +382,7 @@ br_free(struct br *br)
 		br->ups[i]->waiters = NULL;
 		br->ups[i]->nwaiters = 0;
 	}
+	br_srvreq_abort_all(br);
 	br_call_abort_all(br);
 	while ((rq = TAILQ_FIRST(&br->parked)) != NULL)
 		br_reply_rpc_error(rq, 503, NULL, -32603,

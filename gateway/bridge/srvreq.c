@@ -5,13 +5,30 @@
  * by the one call in flight to that upstream, and it is decided with that
  * call's sandbox policy (pol_server_request, mcp.server_requests): with no
  * call, or several it could belong to, nobody's policy can let it through
- * and it is refused. The upstream gets its answer at once; what it asked
- * (bounded, or only its digest when the policy wants digests) is recorded
- * as mcp.server_request, tied to the call by the detail. The bridge does
- * not carry a request to the client: one the policy allows or would ask
- * about is refused too, recorded as not forwarded, so the record says
- * what the policy would have let through.
+ * and it is refused.
+ *
+ * One the policy allows (or a person approves, under `ask`, through the
+ * approvals every call uses) goes to the client on the call's own answer,
+ * which becomes an event stream for it (stream.c, br_callstream;
+ * transports.mdx lets a server send requests related to a POST on that
+ * POST's stream before its response). The client never sees the
+ * upstream's id: each request carried gets a bridge-owned id, random, and
+ * the client's answer, a POST of a JSON-RPC response, is taken only from
+ * the session the request went to, under that id, within a size bound
+ * and a deadline; it is relayed to the upstream under the upstream's own
+ * id. Everything else is refused to the upstream with a JSON-RPC error.
+ * What was asked (bounded, or only its digest when the policy wants
+ * digests) is recorded as mcp.server_request once its outcome is known,
+ * tied to the call by the detail; an answer naming no request waiting is
+ * refused and logged, never recorded (the sandbox could fill the audit
+ * log with them).
+ *
+ * Bounds: SREQ_PER_CALL recorded per call, SREQ_PER_SESSION and
+ * SREQ_PER_SB carried at once per session and sandbox, SREQ_TOTAL in
+ * all, SREQ_ASK_MAX bytes of a request carried and SREQ_ANSWER_MAX of an
+ * answer, SREQ_DEADLINE_MS for the client to answer.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +39,12 @@
 #define ASKED_MAX	4096	/* bytes of params kept in a record */
 #define SREQ_PER_CALL	16	/* recorded per call; more are refused
 				   unrecorded, counted in the log */
+#define SREQ_PER_SESSION 4	/* carried to a session at once */
+#define SREQ_PER_SB	16	/* ... to a sandbox */
+#define SREQ_TOTAL	1024	/* ... to everyone */
+#define SREQ_ASK_MAX	(256u * 1024)	/* bytes of a request carried */
+#define SREQ_ANSWER_MAX	(256u * 1024)	/* bytes of a client's answer */
+#define SREQ_DEADLINE_MS (120u * 1000)	/* for the client to answer */
 
 static const struct {
 	const char		*method;
@@ -30,6 +53,35 @@ static const struct {
 	{ "sampling/createMessage",	POL_SREQ_SAMPLING },
 	{ "elicitation/create",		POL_SREQ_ELICITATION },
 	{ "roots/list",			POL_SREQ_ROOTS },
+};
+
+enum sreq_state { SR_ASKING = 0, SR_SENT };
+
+/* A request carried (or about to be) to a client. It lives no longer
+ * than its stream, and so than its POST (rq), whose client it uses. */
+struct br_sreq {
+	TAILQ_ENTRY(br_sreq)	 entry;
+	struct br		*br;
+	struct br_up		*up;
+	struct br_stream	*st;
+	struct br_req		*rq;
+	enum sreq_state		 state;
+	const char		*method;
+	enum pol_verdict	 verdict;
+	char			 id[40];	/* the client sees this one */
+	json_t			*up_id;		/* the upstream's */
+	json_t			*params;
+	char			*asked;		/* params, compact JSON */
+	char			 digest[72];
+	char			 call_id[33];
+	struct ev_timer		*timer;		/* approval, then answer */
+	/* approval */
+	char			 approval_id[33];
+	uint64_t		 created_ms, expires_ms;
+	char			*approver;
+	int64_t			 approver_uid;
+	char			*approver_note;
+	const char		*approval;
 };
 
 static void
@@ -52,6 +104,67 @@ on_recorded(void *arg, int ok)
 		log_warnx("mcp.server_request: record not durable");
 }
 
+/* What one record says, besides who asked it of whom. */
+struct outcome {
+	const char	*decision;
+	enum pol_reason	 reason;
+	const char	*message;	/* what the upstream was told */
+	const char	*detail;
+	const char	*result_digest;
+	uint64_t	 result_bytes;
+};
+
+/* Records what server u asked (asked, its digest) in the call of client
+ * cl (NULL: no call) with outcome o; sr, when given, adds its approval. */
+static void
+record(struct br_up *u, const char *method, const struct br_client *cl,
+    const char *src, const char *session, const char *asked,
+    const char *digest, const struct outcome *o, const struct br_sreq *sr)
+{
+	struct br_event ev;
+
+	if (u->br->h.record == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = BR_EV_SERVER_REQUEST;
+	ev.kind_name = br_kind_name(ev.kind);
+	ev.server = u->srv->name;
+	ev.tool = method;
+	ev.decision = o->decision;
+	ev.reason = o->reason;
+	ev.message = o->message;
+	ev.detail = o->detail;
+	ev.upstream_latency_us = -1;
+	ev.approver_uid = -1;
+	ev.args_digest = digest;
+	ev.result_digest = o->result_digest;
+	ev.result_bytes = o->result_bytes;
+	if (cl != NULL) {
+		ev.sandbox = cl->id;
+		ev.subject = cl->subject;
+		ev.policy = pol_policy_name(cl->policy);
+		ev.src = src;
+		ev.session = session;
+		if (!pol_tool_audit_digest(cl->policy) &&
+		    strlen(asked) <= ASKED_MAX)
+			ev.args = asked;
+	}
+	if (sr != NULL && sr->approval != NULL) {
+		ev.approval = sr->approval;
+		ev.approver = sr->approver;
+		ev.approver_uid = sr->approver != NULL ? sr->approver_uid : -1;
+		ev.approver_note = sr->approver_note;
+	}
+	if (u->br->h.record(u->br->h.ctx, &ev, on_recorded, NULL) == -1)
+		log_warnx("mcp.server_request: record not sent");
+}
+
+static const char *
+verdict_name(enum pol_verdict v)
+{
+	return v == POL_ALLOW ? "allow" : v == POL_ASK ? "ask" : "deny";
+}
+
 /* The one call in flight to u, or NULL when there is none or several. */
 static struct br_call *
 owner(struct br_up *u)
@@ -68,6 +181,238 @@ owner(struct br_up *u)
 	return found;
 }
 
+/* ------------------------------------------------------------ pending */
+
+static void
+sr_free(struct br_sreq *sr)
+{
+	struct br *br = sr->br;
+
+	TAILQ_REMOVE(&br->sreqs, sr, entry);
+	br->nsreqs--;
+	if (sr->state == SR_ASKING && sr->approval_id[0] != '\0' &&
+	    br->napprovals > 0)
+		br->napprovals--;
+	ev_timer_cancel(br->loop, sr->timer);
+	json_decref(sr->up_id);
+	json_decref(sr->params);
+	free(sr->asked);
+	free(sr->approver);
+	free(sr->approver_note);
+	free(sr);
+}
+
+/* sr ends with outcome o; when code is non-zero the upstream is refused
+ * with it and text first. */
+static void
+sr_end(struct br_sreq *sr, int code, const char *text,
+    const struct outcome *o)
+{
+	struct br_req *rq = sr->rq;
+
+	if (code != 0)
+		answer_error(sr->up, sr->up_id, code, text);
+	record(sr->up, sr->method, &rq->client, rq->src, rq->session,
+	    sr->asked, sr->digest, o, sr);
+	sr_free(sr);
+}
+
+/* Refuses sr to its upstream: denied with reason, detail said why. */
+static void
+sr_refuse(struct br_sreq *sr, int code, const char *text,
+    enum pol_reason reason, const char *why)
+{
+	struct outcome o;
+	char detail[192];
+
+	snprintf(detail, sizeof(detail), "%s; policy %s; in call %s", why,
+	    verdict_name(sr->verdict), sr->call_id);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.reason = reason;
+	o.message = text;
+	o.detail = detail;
+	sr_end(sr, code, text, &o);
+}
+
+static void
+on_deadline(struct ev_loop *loop, void *arg)
+{
+	struct br_sreq *sr = arg;
+
+	(void)loop;
+	sr->timer = NULL;
+	if (sr->state == SR_ASKING) {
+		sr->approval = "timeout";
+		sr_refuse(sr, -1, "Nobody approved this request in time",
+		    POL_REASON_APPROVAL_TIMEOUT, "refused");
+		return;
+	}
+	sr_refuse(sr, -32001, "The client did not answer in time",
+	    POL_REASON_NO_ANSWER, "forwarded; no answer in time");
+}
+
+/* Carries sr to its client on its stream. */
+static void
+sr_send(struct br_sreq *sr)
+{
+	json_t *o;
+	char *m = NULL, *ev = NULL;
+
+	sr->state = SR_SENT;
+	o = json_pack("{s:s, s:s, s:s, s:O}", "jsonrpc", "2.0", "id", sr->id,
+	    "method", sr->method, "params", sr->params);
+	if (o != NULL)
+		m = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (m == NULL || asprintf(&ev, "event: message\ndata: %s\n\n", m) ==
+	    -1)
+		ev = NULL;
+	free(m);
+	if (ev == NULL || br_stream_push(sr->st, ev) == -1 ||
+	    (sr->timer = ev_timer_add(sr->br->loop, SREQ_DEADLINE_MS,
+	    on_deadline, sr)) == NULL) {
+		free(ev);
+		sr_refuse(sr, -32603, "Internal error", POL_REASON_NO_MEMORY,
+		    "not forwarded");
+		return;
+	}
+	free(ev);
+	log_info("bridge: %s of %s carried to %s as %s", sr->method,
+	    sr->up->srv->name, sr->rq->client.id, sr->id);
+}
+
+/* sr waits for a person, as a call does (call.c, ask). */
+static void
+sr_ask(struct br_sreq *sr)
+{
+	struct br *br = sr->br;
+	struct br_sreq *o;
+	uint64_t ms = pol_tool_approval_timeout_ms(sr->rq->client.policy);
+	size_t mine = 0;
+
+	TAILQ_FOREACH(o, &br->sreqs, entry)
+		if (o->state == SR_ASKING && o->approval_id[0] != '\0' &&
+		    strcmp(o->rq->client.id, sr->rq->client.id) == 0)
+			mine++;
+	if (br->napprovals >= BR_APPROVALS_MAX ||
+	    mine >= BR_APPROVALS_PER_SB ||
+	    br_random_hex(sr->approval_id, 16) == -1 ||
+	    (sr->timer = ev_timer_add(br->loop, ms, on_deadline, sr)) ==
+	    NULL) {
+		sr->approval_id[0] = '\0';
+		sr_refuse(sr, -32603, "Too many requests wait for approval",
+		    POL_REASON_APPROVAL_UNAVAILABLE, "refused");
+		return;
+	}
+	br->napprovals++;
+	sr->created_ms = br_wall_ms();
+	sr->expires_ms = sr->created_ms + ms;
+	log_info("bridge: %s of %s for %s waits for approval (id %s)",
+	    sr->method, sr->up->srv->name, sr->rq->client.id,
+	    sr->approval_id);
+}
+
+int
+br_srvreq_approvals(struct br *br, json_t *a)
+{
+	struct br_sreq *sr;
+	json_t *o;
+
+	TAILQ_FOREACH(sr, &br->sreqs, entry) {
+		if (sr->state != SR_ASKING || sr->approval_id[0] == '\0')
+			continue;
+		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:I, s:I}",
+		    "id", sr->approval_id, "sandbox", sr->rq->client.id,
+		    "subject", sr->rq->client.subject, "server",
+		    sr->up->srv->name, "tool", sr->method, "arguments",
+		    sr->params, "rule", "server_requests",
+		    "created_ms", (json_int_t)sr->created_ms,
+		    "expires_ms", (json_int_t)sr->expires_ms);
+		if (o == NULL || json_array_append_new(a, o) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+int
+br_srvreq_decide(struct br *br, const char *id, bool approve,
+    const char *name, int64_t uid, const char *note, const char *reason)
+{
+	struct br_sreq *sr;
+	char why[224];
+
+	TAILQ_FOREACH(sr, &br->sreqs, entry)
+		if (sr->state == SR_ASKING && sr->approval_id[0] != '\0' &&
+		    strcmp(sr->approval_id, id) == 0)
+			break;
+	if (sr == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	ev_timer_cancel(br->loop, sr->timer);
+	sr->timer = NULL;
+	br->napprovals--;
+	sr->approval_id[0] = '\0';
+	sr->approver = strdup(name);
+	sr->approver_uid = uid;
+	sr->approver_note = note != NULL ? strdup(note) : NULL;
+	if (sr->approver == NULL || (note != NULL &&
+	    sr->approver_note == NULL)) {
+		sr->approval = "denied";
+		sr_refuse(sr, -32603, "Internal error",
+		    POL_REASON_INTERNAL_ERROR, "approval not recorded");
+		return 0;
+	}
+	if (approve) {
+		sr->approval = "approved";
+		sr_send(sr);
+		return 0;
+	}
+	sr->approval = "denied";
+	snprintf(why, sizeof(why), "declined%s%.180s",
+	    reason != NULL && *reason != '\0' ? ": " : "",
+	    reason != NULL ? reason : "");
+	sr_refuse(sr, -1, "The request was declined",
+	    POL_REASON_APPROVAL_DENIED, why);
+	return 0;
+}
+
+/* ------------------------------------------------------------ take */
+
+/* Why sr, of call c, cannot go to its client now, or NULL. */
+static const char *
+unfit(struct br *br, const struct br_call *c, size_t asked_len,
+    enum pol_reason *reason)
+{
+	const struct br_sreq *o;
+	size_t sess = 0, sb = 0;
+	const char *acc;
+
+	*reason = POL_REASON_NOT_FORWARDED;
+	if (c->req == NULL)
+		return "not forwarded: the client left the call";
+	*reason = POL_REASON_NO_STREAM;
+	acc = MHD_lookup_connection_value(c->req->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_ACCEPT);
+	if (acc == NULL || strstr(acc, "text/event-stream") == NULL)
+		return "not forwarded: the client's Accept has no "
+		    "text/event-stream";
+	*reason = POL_REASON_OVERLOAD;
+	if (asked_len > SREQ_ASK_MAX)
+		return "not forwarded: too big";
+	TAILQ_FOREACH(o, &br->sreqs, entry) {
+		if (strcmp(o->rq->client.id, c->client.id) == 0)
+			sb++;
+		if (strcmp(o->rq->session, c->req->session) == 0)
+			sess++;
+	}
+	if (br->nsreqs >= SREQ_TOTAL || sb >= SREQ_PER_SB ||
+	    sess >= SREQ_PER_SESSION)
+		return "not forwarded: too many wait for the client";
+	return NULL;
+}
+
 void
 br_srvreq_take(struct br_up *u, json_t *msg)
 {
@@ -75,10 +420,14 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 	    "method"));
 	json_t *id = json_object_get(msg, "id");
 	json_t *params = json_object_get(msg, "params");
-	struct br_event ev;
+	struct br *br = u->br;
+	struct br_sreq *sr;
 	struct br_call *c;
+	struct outcome o;
 	enum pol_verdict v = POL_DENY;
-	char *asked = NULL, digest[72], detail[128];
+	enum pol_reason reason = POL_REASON_NONE;
+	const char *why;
+	char *asked = NULL, digest[72], detail[192];
 	size_t i;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
@@ -89,10 +438,9 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 		answer_error(u, id, -32601, "Method not found");
 		return;
 	}
-	answer_error(u, id, -32601, "Not supported by the client");
-
 	c = owner(u);
 	if (c != NULL && c->sreqs >= SREQ_PER_CALL) {
+		answer_error(u, id, -32601, "Not supported by the client");
 		log_warnx("%s: %s refused unrecorded: over %u in one call",
 		    u->srv->name, method, SREQ_PER_CALL);
 		return;
@@ -102,43 +450,266 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 		v = pol_server_request(c->client.policy, u->srv->name,
 		    kinds[i].kind);
 	}
-	if (u->br->h.record == NULL)
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = BR_EV_SERVER_REQUEST;
-	ev.kind_name = br_kind_name(ev.kind);
-	ev.server = u->srv->name;
-	ev.tool = method;
-	ev.decision = "deny";
-	ev.upstream_latency_us = -1;
-	ev.approver_uid = -1;
-	ev.message = "Not supported by the client";
 	asked = params != NULL ? json_dumps(params, JSON_COMPACT |
 	    JSON_SORT_KEYS) : strdup("{}");
-	if (asked == NULL)
+	if (asked == NULL) {
+		answer_error(u, id, -32603, "Internal error");
 		return;
-	br_sha256_hex(asked, strlen(asked), digest);
-	ev.args_digest = digest;
-	if (c == NULL) {
-		ev.reason = POL_REASON_NOT_IN_CALL;
-		snprintf(detail, sizeof(detail), "refused");
-	} else {
-		ev.sandbox = c->client.id;
-		ev.subject = c->client.subject;
-		ev.policy = pol_policy_name(c->client.policy);
-		ev.src = c->src;
-		ev.session = c->session;
-		if (!pol_tool_audit_digest(c->client.policy) &&
-		    strlen(asked) <= ASKED_MAX)
-			ev.args = asked;
-		ev.reason = v == POL_DENY ? POL_REASON_RULE_DENY :
-		    POL_REASON_NOT_FORWARDED;
-		snprintf(detail, sizeof(detail), "refused; policy %s; in call %s",
-		    v == POL_ALLOW ? "allow" : v == POL_ASK ? "ask" : "deny",
-		    c->call_id);
 	}
-	ev.detail = detail;
-	if (u->br->h.record(u->br->h.ctx, &ev, on_recorded, NULL) == -1)
-		log_warnx("mcp.server_request: record not sent");
-	free(asked);
+	br_sha256_hex(asked, strlen(asked), digest);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.detail = detail;
+	if (c == NULL) {
+		answer_error(u, id, -32601, "Not supported by the client");
+		o.reason = POL_REASON_NOT_IN_CALL;
+		o.message = "Not supported by the client";
+		snprintf(detail, sizeof(detail), "refused");
+		record(u, method, NULL, NULL, NULL, asked, digest, &o, NULL);
+		free(asked);
+		return;
+	}
+	why = v == POL_DENY ? "refused" : unfit(br, c, strlen(asked),
+	    &reason);
+	if (v == POL_DENY)
+		reason = POL_REASON_RULE_DENY;
+	if (why == NULL) {
+		if ((sr = calloc(1, sizeof(*sr))) == NULL ||
+		    (sr->st = br_callstream(c->req)) == NULL ||
+		    br_random_hex(sr->id + 7, 16) == -1) {
+			free(sr);
+			why = "not forwarded: no memory";
+			reason = POL_REASON_NO_MEMORY;
+		}
+	}
+	if (why != NULL) {
+		o.reason = reason;
+		o.message = v == POL_DENY ? "Not supported by the client" :
+		    "Not forwarded to the client";
+		answer_error(u, id, -32601, o.message);
+		snprintf(detail, sizeof(detail), "%s; policy %s; in call %s",
+		    why, verdict_name(v), c->call_id);
+		record(u, method, &c->client, c->src, c->session, asked,
+		    digest, &o, NULL);
+		free(asked);
+		return;
+	}
+	memcpy(sr->id, "sluice-", 7);
+	sr->br = br;
+	sr->up = u;
+	sr->rq = c->req;
+	sr->method = kinds[i].method;
+	sr->verdict = v;
+	sr->up_id = json_incref(id);
+	sr->params = params != NULL ? json_incref(params) : json_object();
+	sr->asked = asked;
+	memcpy(sr->digest, digest, sizeof(sr->digest));
+	snprintf(sr->call_id, sizeof(sr->call_id), "%s", c->call_id);
+	sr->approver_uid = -1;
+	TAILQ_INSERT_TAIL(&br->sreqs, sr, entry);
+	br->nsreqs++;
+	if (sr->params == NULL)
+		sr_refuse(sr, -32603, "Internal error", POL_REASON_NO_MEMORY,
+		    "not forwarded");
+	else if (v == POL_ASK)
+		sr_ask(sr);
+	else
+		sr_send(sr);
+}
+
+/* ------------------------------------------------------------ answers */
+
+void
+br_srvreq_answer(struct br_req *rq, const char *sid, const struct br_rpc *rpc)
+{
+	struct br *br = rq->br;
+	struct br_sreq *sr;
+	const char *id = json_string_value(json_object_get(rpc->msg, "id"));
+	json_t *result = json_object_get(rpc->msg, "result");
+	json_t *err = json_object_get(rpc->msg, "error");
+	json_t *m;
+	struct outcome o;
+	char detail[192], digest[72], *text;
+	const char *emsg;
+	int code;
+
+	sr = NULL;
+	if (id != NULL)
+		TAILQ_FOREACH(sr, &br->sreqs, entry)
+			if (sr->state == SR_SENT &&
+			    strcmp(sr->id, id) == 0 &&
+			    strcmp(sr->rq->session, sid) == 0)
+				break;
+	if (sr == NULL) {
+		/* A guess, a replay or another session's: the sandbox can
+		 * send any number, so only the log hears of them. */
+		log_warnx("bridge: %s answered no request waiting in its "
+		    "session", rq->client.id);
+		br_reply_rpc_error(rq, 400, NULL, -32600, "Bad Request: no "
+		    "request of this session waits for that answer");
+		return;
+	}
+	if (rq->len > SREQ_ANSWER_MAX) {
+		/* Refused, not taken: the client may answer again. */
+		log_warnx("bridge: %s answered %s with %zu bytes, over %u",
+		    rq->client.id, sr->id, rq->len, SREQ_ANSWER_MAX);
+		br_reply_rpc_error(rq, 413, NULL, -32600,
+		    "Answer too large");
+		return;
+	}
+	if (json_is_object(result))
+		m = json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id",
+		    sr->up_id, "result", result);
+	else {
+		/* Only the parts the spec defines go to the upstream. */
+		code = (int)json_integer_value(json_object_get(err, "code"));
+		emsg = json_string_value(json_object_get(err, "message"));
+		m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
+		    "id", sr->up_id, "error", "code", code != 0 ? code :
+		    -32603, "message", emsg != NULL ? emsg : "Error");
+	}
+	text = m != NULL ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) :
+	    NULL;
+	if (text == NULL || br_up_send(sr->up, m) == -1) {
+		json_decref(m);
+		free(text);
+		br_reply_rpc_error(rq, 500, NULL, -32603, "Internal error");
+		sr_refuse(sr, -32603, "Internal error",
+		    POL_REASON_UPSTREAM_FAILED, "forwarded; answer not "
+		    "relayed");
+		return;
+	}
+	json_decref(m);
+	br_sha256_hex(text, strlen(text), digest);
+	memset(&o, 0, sizeof(o));
+	o.decision = "allow";
+	o.reason = POL_REASON_ALLOWED;
+	o.detail = detail;
+	o.result_digest = digest;
+	o.result_bytes = strlen(text);
+	free(text);
+	if (json_is_object(result))
+		snprintf(detail, sizeof(detail), "forwarded as %s; answered; "
+		    "policy %s; in call %s", sr->id, verdict_name(sr->verdict),
+		    sr->call_id);
+	else
+		snprintf(detail, sizeof(detail), "forwarded as %s; answered "
+		    "with an error; policy %s; in call %s", sr->id,
+		    verdict_name(sr->verdict), sr->call_id);
+	sr_end(sr, 0, NULL, &o);
+	br_req_reply(rq, 202, NULL, NULL);
+}
+
+void
+br_srvreq_cancelled(struct br_up *u, const json_t *msg)
+{
+	const json_t *params = json_object_get(msg, "params");
+	const json_t *rid = json_object_get(params, "requestId");
+	const char *why = br_str_bounded(json_object_get(params, "reason"),
+	    128);
+	struct br_sreq *sr;
+	struct outcome o;
+	json_t *n;
+	char *m = NULL, *ev = NULL, detail[320];
+
+	if (rid == NULL)
+		return;
+	TAILQ_FOREACH(sr, &u->br->sreqs, entry)
+		if (sr->up == u && json_equal(sr->up_id, (json_t *)rid))
+			break;
+	if (sr == NULL)
+		return;
+	if (sr->state == SR_SENT) {
+		/* The client learns it under the id it knows; the reason,
+		 * the upstream's words, goes only to the record. */
+		n = json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0",
+		    "method", "notifications/cancelled", "params",
+		    "requestId", sr->id);
+		if (n != NULL)
+			m = json_dumps(n, JSON_COMPACT);
+		json_decref(n);
+		if (m == NULL || asprintf(&ev, "event: message\ndata: %s\n\n",
+		    m) == -1 || br_stream_push(sr->st, ev) == -1)
+			log_warnx("bridge: the cancel of %s not carried",
+			    sr->id);
+		free(m);
+		free(ev);
+	} else
+		sr->approval = "cancelled";
+	snprintf(detail, sizeof(detail), "%s; cancelled by the server%s%s; "
+	    "policy %s; in call %s", sr->state == SR_SENT ? "forwarded" :
+	    "refused", why != NULL ? ": " : "", why != NULL ? why : "",
+	    verdict_name(sr->verdict), sr->call_id);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.reason = POL_REASON_CANCELLED;
+	o.detail = detail;
+	sr_end(sr, 0, NULL, &o);
+}
+
+bool
+br_srvreq_client_cancelled(struct br *br, const char *sid, const json_t *rid)
+{
+	const char *id = json_string_value(rid);
+	struct br_sreq *sr;
+	struct outcome o;
+	json_t *n;
+	char detail[192];
+
+	if (id == NULL)
+		return false;
+	TAILQ_FOREACH(sr, &br->sreqs, entry)
+		if (sr->state == SR_SENT && strcmp(sr->id, id) == 0 &&
+		    strcmp(sr->rq->session, sid) == 0)
+			break;
+	if (sr == NULL)
+		return false;
+	/* The upstream hears it under its own id, and nothing else the
+	 * client said (its reason is the sandbox's text). */
+	n = json_pack("{s:s, s:s, s:{s:O}}", "jsonrpc", "2.0", "method",
+	    "notifications/cancelled", "params", "requestId", sr->up_id);
+	if (n == NULL || br_up_send(sr->up, n) == -1)
+		log_warnx("bridge: the client's cancel of %s not relayed",
+		    sr->id);
+	json_decref(n);
+	snprintf(detail, sizeof(detail), "forwarded as %s; cancelled by the "
+	    "client; policy %s; in call %s", sr->id, verdict_name(sr->verdict),
+	    sr->call_id);
+	memset(&o, 0, sizeof(o));
+	o.decision = "deny";
+	o.reason = POL_REASON_CANCELLED;
+	o.detail = detail;
+	sr_end(sr, 0, NULL, &o);
+	return true;
+}
+
+void
+br_srvreq_stream_gone(struct br *br, struct br_stream *st)
+{
+	struct br_sreq *sr, *t;
+
+	TAILQ_FOREACH_SAFE(sr, &br->sreqs, entry, t) {
+		if (sr->st != st)
+			continue;
+		if (sr->state == SR_ASKING)
+			sr->approval = "cancelled";
+		sr_refuse(sr, -32603, "The call ended",
+		    sr->state == SR_ASKING ? POL_REASON_CANCELLED :
+		    POL_REASON_NO_ANSWER, sr->state == SR_ASKING ?
+		    "refused: the call ended first" :
+		    "forwarded; the call ended first");
+	}
+}
+
+void
+br_srvreq_abort_all(struct br *br)
+{
+	struct br_sreq *sr;
+
+	while ((sr = TAILQ_FIRST(&br->sreqs)) != NULL) {
+		if (sr->state == SR_ASKING)
+			sr->approval = "denied";
+		sr_refuse(sr, -32603, "Sluice is stopping",
+		    POL_REASON_SHUTDOWN, "refused: stopping");
+	}
 }

@@ -29,6 +29,14 @@
  * The stream opens with a comment, so that a client sees it is open
  * before anything is said. No event carries an id: nothing is replayed, and a Last-Event-ID is
  * answered with a fresh stream (the spec leaves replay to the server).
+ *
+ * The same machinery carries a call's own stream: a POST whose call is
+ * in flight is answered with an event stream once the upstream asks the
+ * client something during it (srvreq.c pushes the request), and the
+ * call's final answer is its last event (transports.mdx, "Sending
+ * Messages to the Server": requests related to the originating one, then
+ * its response). Such a stream has no session of its own (s is NULL): it
+ * holds the session as its parked POST did, until it is freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +57,28 @@ struct br_stream {
 	bool			 suspended;
 	bool			 ping;		/* a keepalive is owed */
 	bool			 ending;	/* end after what is pending */
+	bool			 call;		/* a POST's stream */
 };
 
 static void	keepalive_arm(struct br *br);
+static ssize_t	reader(void *cls, uint64_t pos, char *buf, size_t max);
+
+/* A response of st's text, an event stream; NULL without memory. */
+static struct MHD_Response *
+stream_response(struct br_stream *st)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+	    reader, st, NULL);
+	if (resp == NULL)
+		return NULL;
+	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	    "text/event-stream");
+	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+	    "no-cache");
+	return resp;
+}
 
 /* From the loop, never from inside MHD's own callbacks for this conn:
  * MHD runs it again from a zero-delay timer (gateway/mhd.c). */
@@ -120,7 +147,7 @@ reader(void *cls, uint64_t pos, char *buf, size_t max)
 	if (mhd_gone(st->br->mhd, st->rq->conn))
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	if (!refill(st)) {
-		if (st->ending || st->s == NULL)
+		if (st->ending || (!st->call && st->s == NULL))
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		st->suspended = true;
 		mhd_suspend(st->br->mhd, st->rq->conn);
@@ -155,16 +182,10 @@ br_stream_open(struct br_req *rq, struct br_session *s)
 
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return MHD_NO;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
-	    reader, st, NULL);
-	if (resp == NULL) {
+	if ((resp = stream_response(st)) == NULL) {
 		free(st);
 		return MHD_NO;
 	}
-	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-	    "text/event-stream");
-	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
-	    "no-cache");
 	TAILQ_FOREACH(t, &br->streams, entry) {
 		if (strcmp(t->sandbox, rq->client.id) != 0 || t->s == NULL)
 			continue;
@@ -200,11 +221,99 @@ br_stream_free(struct br_stream *st)
 {
 	if (st == NULL)
 		return;
+	if (st->call) {
+		br_srvreq_stream_gone(st->br, st);
+		br_session_hold(st->br, st->rq, -1);
+	}
 	detach(st);
 	TAILQ_REMOVE(&st->br->streams, st, entry);
 	st->br->nstreams--;
 	free(st->buf);
 	free(st);
+}
+
+struct br_stream *
+br_callstream(struct br_req *rq)
+{
+	struct br *br = rq->br;
+	struct br_stream *st;
+	struct MHD_Response *resp;
+
+	if (rq->stream != NULL)
+		return rq->stream->call ? rq->stream : NULL;
+	if (rq->state != RQ_PARKED || rq->resp != NULL)
+		return NULL;
+	if ((st = calloc(1, sizeof(*st))) == NULL)
+		return NULL;
+	if ((resp = stream_response(st)) == NULL) {
+		free(st);
+		return NULL;
+	}
+	st->br = br;
+	st->rq = rq;
+	st->call = true;
+	snprintf(st->sandbox, sizeof(st->sandbox), "%s", rq->client.id);
+	rq->stream = st;
+	TAILQ_INSERT_TAIL(&br->streams, st, entry);
+	br->nstreams++;
+	keepalive_arm(br);
+	/* Answered now, as front.c answers a parked request, except that
+	 * the session stays held: the call goes on, on this stream. */
+	TAILQ_REMOVE(&br->parked, rq, entry);
+	rq->resp = resp;
+	rq->status = MHD_HTTP_OK;
+	rq->state = RQ_RESUMING;
+	/* Not mhd_streaming: this answer is a call's, never closed to make
+	 * room as an idle listener may be. */
+	mhd_resume(br->mhd, rq->conn);
+	return st;
+}
+
+int
+br_stream_push(struct br_stream *st, const char *text)
+{
+	size_t n = strlen(text);
+	char *p;
+
+	if (st->ending)
+		return -1;
+	if (st->off > 0) {
+		memmove(st->buf, st->buf + st->off, st->len - st->off);
+		st->len -= st->off;
+		st->off = 0;
+	}
+	if ((p = realloc(st->buf, st->len + n + 1)) == NULL)
+		return -1;
+	memcpy(p + st->len, text, n + 1);
+	st->buf = p;
+	st->len += n;
+	wake(st);
+	return 0;
+}
+
+int
+br_callstream_finish(struct br_req *rq, const char *body)
+{
+	struct br_stream *st = rq->stream;
+	char *t = NULL;
+
+	if (st == NULL || !st->call)
+		return -1;
+	if (st->ending)
+		return 0;
+	/* Nothing more is asked in this call: what still waits for the
+	 * client's answer is settled before the answer goes. */
+	br_srvreq_stream_gone(st->br, st);
+	if (body != NULL && (t = br_session_take_notes(st->br, rq->session,
+	    rq->client.policy, body)) == NULL &&
+	    asprintf(&t, "event: message\ndata: %s\n\n", body) == -1)
+		t = NULL;
+	if (t == NULL || br_stream_push(st, t) == -1)
+		log_warnx("bridge: a call's answer lost on its stream");
+	free(t);
+	st->ending = true;
+	wake(st);
+	return 0;
 }
 
 void

@@ -175,9 +175,15 @@ up_handshake(struct br_up *u)
 {
 	struct br_up_req *r;
 
-	r = req_new(u, "initialize", json_pack("{s:s, s:{}, s:{s:s, s:s}}",
-	    "protocolVersion", BR_PROTO_LATEST, "capabilities", "clientInfo",
-	    "name", "sluice", "version", "0.1.0"), on_init_reply, u, true);
+	/* What a sandbox's client may be asked through us: whether it is
+	 * carried is each call's policy's to say (srvreq.c), so the offer is
+	 * made once for every session the upstream serves. Not roots: a
+	 * server offered them asks at once and whenever they change, outside
+	 * any call, where nobody's policy can let them through. */
+	r = req_new(u, "initialize", json_pack("{s:s, s:{s:{}, s:{}},"
+	    " s:{s:s, s:s}}", "protocolVersion", BR_PROTO_LATEST,
+	    "capabilities", "sampling", "elicitation", "clientInfo", "name",
+	    "sluice", "version", "0.1.0"), on_init_reply, u, true);
 	if (r == NULL)
 		return -1;
 	/* The handshake goes out first, whatever is queued. */
@@ -338,6 +344,12 @@ br_up_deliver(struct br_up *u, json_t *msg)
 			/* Sampling, elicitation, roots: decided, answered
 			 * and recorded by srvreq.c. */
 			br_srvreq_take(u, msg);
+			return;
+		}
+		if (strcmp(json_string_value(m),
+		    "notifications/cancelled") == 0) {
+			/* Only of its own requests to a client, if any. */
+			br_srvreq_cancelled(u, msg);
 			return;
 		}
 		if (strcmp(json_string_value(m),

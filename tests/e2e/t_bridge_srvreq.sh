@@ -6,16 +6,21 @@
 # call is in flight, asks the client for a sample, a form answer or its
 # roots, and returns what it got back. Shown here: a kind the policy
 # denies (and one it leaves out) is answered to the upstream with a
-# JSON-RPC error and never reaches the client; one it allows or asks about
-# is refused too (the bridge does not carry them) and recorded as not
-# forwarded; a method no client serves is -32601; each is an
-# mcp.server_request record with what was asked, tied to its call; the
-# OCSF export maps the kind. notifications/cancelled from the SDK client:
-# a call waiting for approval is withdrawn, never forwarded, recorded as
-# cancelled and charges no budget; an approved call in flight is
-# cancelled upstream under the upstream's request id, recorded as
-# cancelled, and its budget stays spent. The bridge keeps serving. Torn
-# down on exit.
+# JSON-RPC error and never reaches the client; one it allows goes to the
+# client on the call's own event stream and the upstream gets the
+# client's answer; one it asks about waits for a person, goes to the
+# client once approved and is refused when declined; a method no client
+# serves is -32601; each is an mcp.server_request record with what was
+# asked, its outcome, tied to its call; the OCSF export maps the kind. By
+# hand (curl), the client's answer is taken only under the bridge's id
+# (never the upstream's), from the session it was sent to, within its
+# size bound: a forged id, another session's answer, an oversized one and
+# a replay are refused and the bridge keeps serving. notifications/
+# cancelled from the SDK client: a call waiting for approval is
+# withdrawn, never forwarded, recorded as cancelled and charges no
+# budget; an approved call in flight is cancelled upstream under the
+# upstream's request id, recorded as cancelled, and its budget stays
+# spent. The bridge keeps serving. Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -23,6 +28,7 @@ require_root
 command -v jq >/dev/null && command -v nft >/dev/null && command -v curl >/dev/null &&
     command -v node >/dev/null || { not_ok "jq, nft, curl and node are installed"; finish; }
 world_up || { not_ok "world_up"; finish; }
+world_mcp_http_start 3001 || { not_ok "server-everything over HTTP"; finish; }
 
 NODE=$(command -v node)
 CFG=$E2E_TMP/sluice.yaml
@@ -61,6 +67,28 @@ mcp:
       args:
         kind: {enum: [sampling, hang]}
 EOF
+cat >"$POL/fw.yaml" <<EOF
+version: 1
+name: fw
+mcp:
+  approval_timeout: 60s
+  tools:
+    - tool: sreq/ask
+      decision: allow
+      args:
+        kind: {enum: [sampling, elicitation, roots, withdraw]}
+    - tool: ev/trigger-sampling-request
+      decision: allow
+      args:
+        prompt: {type: string, max_length: 64}
+  server_requests:
+    - server: sreq
+      sampling: allow
+      elicitation: ask
+      roots: allow
+    - server: ev
+      sampling: allow
+EOF
 cat >"$POL/bare.yaml" <<EOF
 version: 1
 name: bare
@@ -78,17 +106,22 @@ servers:
     transport: stdio
     command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: ev
+    transport: http
+    url: http://$WORLD_MCP:3001/mcp
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
 wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" &&
     ok "the bridge listens" || { not_ok "the bridge listens"; finish; }
 sl() { world_host "$SLUICE" -s "$WORLD_SOCK" "$@"; }
-A=sa$$; B=sb$$; C=sc$$
+A=sa$$; B=sb$$; C=sc$$; D=sd$$
 TA=$(sl sandbox create --policy sr --subject alice --id "$A" | jq -r .token)
 TB=$(sl sandbox create --policy bare --subject bob --id "$B" | jq -r .token)
 TC=$(sl sandbox create --policy cq --subject carol --id "$C" | jq -r .token)
-[[ $TA =~ ^[0-9a-f]{64}$ && $TB =~ ^[0-9a-f]{64}$ && $TC =~ ^[0-9a-f]{64}$ ]] && ok "sandboxes created" ||
+TD=$(sl sandbox create --policy fw --subject dave --id "$D" | jq -r .token)
+[[ $TA =~ ^[0-9a-f]{64}$ && $TB =~ ^[0-9a-f]{64}$ && $TC =~ ^[0-9a-f]{64}$ &&
+    $TD =~ ^[0-9a-f]{64}$ ]] && ok "sandboxes created" ||
     { not_ok "sandboxes created"; finish; }
 # ask SBX TOKEN KIND: the SDK client in SBX calls ask(KIND), then says
 # which server requests it answered. Two lines: the result, the served.
@@ -112,12 +145,43 @@ ask "$B" "$TB" roots >"$OUT/r" 2>"$OUT/r.err" || sed 's/^/#   /' "$OUT/r.err"
 check_eq "no server_requests in the policy: roots/list refused" -32601 "$(got "$OUT/r" .error.code)"
 check_eq "no server_requests in the policy: the client never saw it" '[]' "$(served "$OUT/r")"
 
-# ---------------------------------------------------------------- allow, ask
+# ---------------------------------------------------------------- allow
+npend() { "$SLUICE" -s "$WORLD_SOCK" approvals --json 2>/dev/null | jq -e "length == $1" >/dev/null; }
+ask "$D" "$TD" sampling >"$OUT/sd" 2>"$OUT/sd.err" || sed 's/^/#   /' "$OUT/sd.err"
+check_eq "allowed sampling reaches the client" '["sampling/createMessage"]' "$(served "$OUT/sd")"
+check_eq "the upstream got the client's sample" "sampled by the client e2e-model" \
+    "$(got "$OUT/sd" '"\(.result.content.text) \(.result.model)"')"
+ask "$D" "$TD" roots >"$OUT/rd" 2>"$OUT/rd.err" || sed 's/^/#   /' "$OUT/rd.err"
+check_eq "allowed roots: the upstream got the client's roots" "file:///work" \
+    "$(got "$OUT/rd" '.result.roots[0].uri')"
 ask "$A" "$TA" elicitation >"$OUT/e" 2>"$OUT/e.err" || sed 's/^/#   /' "$OUT/e.err"
-check_eq "allowed elicitation: refused, not carried to the client" "-32601 []" \
-    "$(got "$OUT/e" .error.code) $(served "$OUT/e")"
-ask "$A" "$TA" roots >"$OUT/ra" 2>"$OUT/ra.err" || sed 's/^/#   /' "$OUT/ra.err"
-check_eq "roots the policy asks about: refused, nobody asked" "-32601 []" \
+check_eq "allowed elicitation: the upstream got the client's form answer" "accept yes" \
+    "$(got "$OUT/e" '"\(.result.action) \(.result.content.answer)"')"
+world_mcp_client "sandbox:$D" --url "$URL/ev" --header "Authorization: Bearer $TD" \
+    --serve-requests --call trigger-sampling-request '{"prompt":"marker-http"}' --served \
+    >"$OUT/hd" 2>"$OUT/hd.err" || sed 's/^/#   /' "$OUT/hd.err"
+check_eq "HTTP upstream: its sampling reaches the client" '["sampling/createMessage"]' "$(served "$OUT/hd")"
+check_match "HTTP upstream: it got the client's sample" 'sampled by the client' \
+    "$(jq -r 'select(.content) | .content[0].text' "$OUT/hd" 2>/dev/null)"
+
+# ---------------------------------------------------------------- ask
+ask "$D" "$TD" elicitation >"$OUT/ed" 2>"$OUT/ed.err" &
+pe=$!
+wait_for 10 npend 1 && ok "asked elicitation waits for approval" ||
+    not_ok "asked elicitation waits for approval"
+check_eq "the approval names the server request and what it asks" \
+    "$D sreq elicitation/create marker-elicitation-please" \
+    "$(sl approvals --json | jq -r '.[0] | "\(.sandbox) \(.server) \(.tool) \(.arguments.message)"')"
+check "approve it by the CLI" sl approve "$(sl approvals --json | jq -r '.[0].id')" --reason "fine"
+wait "$pe" || sed 's/^/#   /' "$OUT/ed.err"
+check_eq "approved elicitation reached the client, the upstream got its answer" \
+    '["elicitation/create"] accept' "$(served "$OUT/ed") $(got "$OUT/ed" .result.action)"
+ask "$A" "$TA" roots >"$OUT/ra" 2>"$OUT/ra.err" &
+pr=$!
+wait_for 10 npend 1 || not_ok "asked roots waits for approval"
+check "decline it by the CLI" sl deny "$(sl approvals --json | jq -r '.[0].id')" --reason "no roots"
+wait "$pr" || sed 's/^/#   /' "$OUT/ra.err"
+check_eq "declined roots: the upstream got an error, the client never saw it" "-1 []" \
     "$(got "$OUT/ra" .error.code) $(served "$OUT/ra")"
 check_eq "nothing waits for approval" 0 \
     "$("$SLUICE" -s "$WORLD_SOCK" approvals --json 2>/dev/null | jq length)"
@@ -138,12 +202,18 @@ check_match "the record has the digest of what was asked" '^sha256:[0-9a-f]{64}$
     "$(records "$A" | jq -r 'select(.method == "sampling/createMessage") | .arguments_digest' | head -n 1)"
 check_match "the record names the call it came in" 'in call [0-9a-f]{32}' \
     "$(records "$A" | jq -r 'select(.method == "sampling/createMessage") | .detail' | head -n 1)"
-check_eq "allowed elicitation recorded as not forwarded" "deny not_forwarded" \
+check_eq "allowed elicitation recorded as allowed" "allow allowed" \
     "$(records "$A" | jq -r 'select(.method == "elicitation/create") | "\(.decision) \(.reason)"' | head -n 1)"
-check_match "its record says what the policy would have done" 'policy allow' \
+check_match "its record says it was forwarded under the bridge's id and answered" \
+    '^forwarded as sluice-[0-9a-f]{32}; answered; policy allow; in call [0-9a-f]{32}$' \
     "$(records "$A" | jq -r 'select(.method == "elicitation/create") | .detail' | head -n 1)"
-check_match "asked roots recorded: policy ask" 'policy ask' \
-    "$(records "$A" | jq -r 'select(.method == "roots/list") | .detail' | head -n 1)"
+check_match "its record has the digest of the answer relayed" '^sha256:[0-9a-f]{64}$' \
+    "$(records "$A" | jq -r 'select(.method == "elicitation/create") | .result_digest' | head -n 1)"
+check_eq "declined roots recorded: denied by a person, policy ask" "deny approval_denied denied" \
+    "$(records "$A" | jq -r 'select(.method == "roots/list") | "\(.decision) \(.reason) \(.approval)"' | head -n 1)"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q elicitation/create"
+check_eq "approved elicitation recorded: allowed, approved" "allow allowed approved" \
+    "$(records "$D" | jq -r 'select(.method == "elicitation/create") | "\(.decision) \(.reason) \(.approval)"' | head -n 1)"
 wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$B' 2>/dev/null | grep -q roots/list"
 check_eq "the bare policy's roots/list recorded as denied by it" "bare deny rule_deny" \
     "$(records "$B" | jq -r 'select(.method == "roots/list") | "\(.policy.id) \(.decision) \(.reason)"' | head -n 1)"
@@ -155,8 +225,99 @@ check_match "OCSF export maps mcp.server_request to API Activity of its method" 
 check_eq "the tool calls themselves are recorded as allowed" 4 \
     "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" 2>/dev/null | jq -r 'select(.tool == "ask" and .decision == "allow") | .tool' | wc -l)"
 
+# ---------------------------------------------------------------- by hand
+H_ACC='Accept: application/json, text/event-stream'
+H_JSON='Content-Type: application/json'
+H_VER='MCP-Protocol-Version: 2025-06-18'
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"curl","version":"1"}}}'
+session() {	# session FILE: a new session of D by hand, its id in FILE
+	world_sandbox "$D" curl -s -m 10 -D "$1.hdr" -o /dev/null -X POST \
+	    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$URL/sreq"
+	awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' "$1.hdr" | tr -d '\r' >"$1"
+	world_sandbox "$D" curl -s -m 10 -o /dev/null -X POST -H "Authorization: Bearer $TD" \
+	    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $(cat "$1")" -H "$H_VER" \
+	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/sreq"
+}
+answer() {	# answer SBX TOKEN SID BODYFILE: the HTTP status of a client's answer
+	world_sandbox "$1" curl -s -o "$OUT/ans.body" -w '%{http_code}' -m 10 -X POST \
+	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $3" \
+	    -H "$H_VER" --data-binary "@$4" "$URL/sreq"
+}
+session "$OUT/s1"; session "$OUT/s2"
+S1=$(cat "$OUT/s1") S2=$(cat "$OUT/s2")
+[ -n "$S1" ] && [ -n "$S2" ] && [ "$S1" != "$S2" ] && ok "two sessions by hand" ||
+    not_ok "two sessions by hand"
+calling() {	# calling FILE ID KIND: by hand in S1, ask(KIND) as request ID, its stream in FILE
+	world_sandbox "$D" curl -s -N -m 60 -o "$1" -D "$1.hdr" -X POST \
+	    -H "Authorization: Bearer $TD" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $S1" -H "$H_VER" \
+	    --data "{\"jsonrpc\":\"2.0\",\"id\":$2,\"method\":\"tools/call\",\"params\":{\"name\":\"ask\",\"arguments\":{\"kind\":\"$3\"}}}" \
+	    "$URL/sreq"
+}
+calling "$OUT/stream" 7 sampling &
+ps=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/stream" &&
+    ok "the call's answer became an event stream carrying the request" ||
+    not_ok "the call's answer became an event stream carrying the request"
+check_match "its content type is text/event-stream" '^content-type: text/event-stream' \
+    "$(tr -d '\r' <"$OUT/stream.hdr" | tr 'A-Z' 'a-z' | grep '^content-type')"
+RID=$(sed -n 's/^data: //p' "$OUT/stream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+check_match "the client sees the bridge's id, not the upstream's" '^sluice-[0-9a-f]{32}$' "$RID"
+reply() {	# reply ID TEXT: a sampling answer to ID
+	jq -cn --arg id "$1" --arg t "$2" '{jsonrpc:"2.0",id:$id,result:{role:"assistant",model:"m",content:{type:"text",text:$t}}}'
+}
+reply "sluice-00000000000000000000000000000000" forged >"$OUT/a.forged"
+check_eq "a forged id is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.forged")"
+jq -cn '{jsonrpc:"2.0",id:"sreq-1",result:{}}' >"$OUT/a.upid"
+check_eq "the upstream's own id is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.upid")"
+reply "$RID" "other session" >"$OUT/a.other"
+check_eq "the answer from another session is refused" 400 "$(answer "$D" "$TD" "$S2" "$OUT/a.other")"
+check_eq "the answer from another sandbox is refused" 404 "$(answer "$A" "$TA" "$S1" "$OUT/a.other")"
+printf '{"jsonrpc":"2.0","id":"%s","result":{"role":"assistant","model":"m","content":{"type":"text","text":"%s"}}}' \
+    "$RID" "$(head -c 300000 /dev/zero | tr '\0' 'x')" >"$OUT/a.big"
+check_eq "an oversized answer is refused" 413 "$(answer "$D" "$TD" "$S1" "$OUT/a.big")"
+check_eq "none of them reached the upstream: the call still waits" 0 \
+    "$(sed -n 's/^data: //p' "$OUT/stream" | jq -r 'select(.id == 7) | .id' | wc -l)"
+reply "$RID" "curl-answer" >"$OUT/a.good"
+check_eq "the right answer from the right session is taken" 202 "$(answer "$D" "$TD" "$S1" "$OUT/a.good")"
+wait "$ps"
+check_eq "the call's result, the last event of its stream, has the client's answer" "curl-answer" \
+    "$(sed -n 's/^data: //p' "$OUT/stream" | jq -r 'select(.id == 7) | .result.content[0].text' | jq -r .result.content.text)"
+check_eq "a replay of the answer is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.good")"
+# The upstream withdraws what it asked: the client is told, under its id.
+calling "$OUT/wstream" 8 withdraw &
+pw=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/wstream" || not_ok "the withdrawn request reached the client"
+WID=$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+touch "$FLAGS/withdraw"
+wait "$pw"
+check_eq "the upstream's cancel reaches the client under the bridge's id" "$WID" \
+    "$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.method == "notifications/cancelled") | .params.requestId')"
+check_match "then the call's result" 'withdrawn' \
+    "$(sed -n 's/^data: //p' "$OUT/wstream" | jq -r 'select(.id == 8) | .result.content[0].text')"
+reply "$WID" "too late" >"$OUT/a.late"
+check_eq "an answer to the withdrawn request is refused" 400 "$(answer "$D" "$TD" "$S1" "$OUT/a.late")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q marker-withdrawn"
+check_eq "the withdrawn request recorded as cancelled, with the server's reason" "deny cancelled 1" \
+    "$(records "$D" | jq -r 'select(.detail | test("marker-withdrawn")) | "\(.decision) \(.reason)"' | head -n 1) $(records "$D" | jq -r 'select(.detail | test("cancelled by the server")) | .method' | wc -l)"
+# The client gives up what it was asked: the upstream hears it under its id.
+calling "$OUT/cstream" 9 sampling &
+pc=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/cstream" || not_ok "the request to cancel reached the client"
+CID=$(sed -n 's/^data: //p' "$OUT/cstream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+jq -cn --arg id "$CID" '{jsonrpc:"2.0",method:"notifications/cancelled",params:{requestId:$id,reason:"no"}}' >"$OUT/n.cancel"
+check_eq "the client's cancel of it is taken" 202 "$(answer "$D" "$TD" "$S1" "$OUT/n.cancel")"
+wait "$pc"
+UPID=$(sed -n 's/^data: //p' "$OUT/cstream" | jq -r 'select(.id == 9) | .result.content[0].text' | jq -r .cancelled)
+check_match "the upstream got the cancel under its own id" '^sreq-[0-9]+$' "$UPID"
+check_eq "... and only that one" "\"$UPID\"" "$(sed -n 's/^cancelled //p' "$FLAGS/calls.log")"
+wait_for 5 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'cancelled by the client'"
+check_eq "the cancelled request recorded as such" "deny cancelled" \
+    "$(records "$D" | jq -r 'select(.detail | test("cancelled by the client")) | "\(.decision) \(.reason)"' | head -n 1)"
+: >"$FLAGS/calls.log"
+ask "$D" "$TD" sampling >"$OUT/sd2" 2>&1
+check_eq "the bridge keeps serving server requests" '["sampling/createMessage"]' "$(served "$OUT/sd2")"
+
 # ---------------------------------------------------------------- cancel
-npend() { "$SLUICE" -s "$WORLD_SOCK" approvals --json 2>/dev/null | jq -e "length == $1" >/dev/null; }
 cancel() {	# cancel FILE: SDK client in C calls ask(hang), cancels once FILE exists
 	world_mcp_client "sandbox:$C" --url "$URL/sreq" --timeout 30000 \
 	    --header "Authorization: Bearer $TC" --cancel ask '{"kind":"hang"}' "$1"

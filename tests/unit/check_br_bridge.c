@@ -2393,8 +2393,10 @@ static const struct proto_case proto_cases[] = {
 	{ "notification", NULL, NULL, 1, NULL, NULL, NULL,
 	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 	    "\"params\":{\"requestId\":1}}", 0, 202, 0 },
+	/* A response to nothing the bridge asked: not accepted (400). */
 	{ "client response", NULL, NULL, 1, NULL, NULL, NULL,
-	    "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}", 0, 202, 0 },
+	    "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}", 0, 400,
+	    -32600 },
 	{ "ping", NULL, NULL, 1, NULL, NULL, NULL,
 	    "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}", 0, 200,
 	    0 },

@@ -13,7 +13,11 @@
 // ...}). The sampling request carries a marker text the scenario looks for
 // in the record of what was asked. Kind `hang` never answers: it appends
 // "call ID" (its request id) to FLAGDIR/calls.log, and "cancelled ID" when
-// notifications/cancelled names a request.
+// notifications/cancelled names a request; when it names one of the
+// requests it made of the client, the call it came in is answered
+// {"cancelled":ID}. Kind `withdraw` sends the
+// sampling request, and once FLAGDIR/withdraw exists cancels it
+// (notifications/cancelled) and answers the call {"withdrawn":ID}.
 import fs from 'node:fs';
 import readline from 'node:readline';
 
@@ -63,8 +67,17 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 		return;
 	}
 	if (m.id === undefined) {
-		if (m.method === 'notifications/cancelled')
-			log(`cancelled ${JSON.stringify(m.params.requestId)}`);
+		if (m.method !== 'notifications/cancelled')
+			return;
+		log(`cancelled ${JSON.stringify(m.params.requestId)}`);
+		// One of ours the client gave up: the call says so.
+		const call = pending.get(m.params.requestId);
+		if (call !== undefined) {
+			pending.delete(m.params.requestId);
+			send({ jsonrpc: '2.0', id: call, result: { content: [{
+			    type: 'text', text: JSON.stringify({ cancelled:
+			    m.params.requestId }) }] } });
+		}
 		return;
 	}
 	switch (m.method) {
@@ -80,6 +93,23 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	case 'tools/call': {
 		if ((m.params.arguments || {}).kind === 'hang') {
 			log(`call ${JSON.stringify(m.id)}`);
+			break;
+		}
+		if ((m.params.arguments || {}).kind === 'withdraw') {
+			const id = 'sreq-' + next++;
+			send({ jsonrpc: '2.0', id, method: asks.sampling.method,
+			    params: asks.sampling.params });
+			const t = setInterval(() => {
+				if (!fs.existsSync(dir + '/withdraw'))
+					return;
+				clearInterval(t);
+				send({ jsonrpc: '2.0', method:
+				    'notifications/cancelled', params: {
+				    requestId: id, reason: 'marker-withdrawn' } });
+				send({ jsonrpc: '2.0', id: m.id, result: {
+				    content: [{ type: 'text', text:
+				    JSON.stringify({ withdrawn: id }) }] } });
+			}, 50);
 			break;
 		}
 		const a = asks[(m.params.arguments || {}).kind];
