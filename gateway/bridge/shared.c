@@ -29,6 +29,7 @@
 #define SH_BACKOFF_MIN	100
 #define SH_BACKOFF_MAX	10000
 #define SH_STR_MAX	192
+#define SH_PING_MS	2000	/* an idle connection is checked this often */
 
 enum sh_kind { SH_RESERVE = 1, SH_SETTLE, SH_RELEASE };
 
@@ -196,6 +197,24 @@ failed(struct br_shared *s, struct sh_conn *k, const char *e)
 	}
 }
 
+/* An idle connection still answers (or goes, see failed()). */
+static void
+ping(struct br_shared *s, struct sh_conn *k)
+{
+	char e[400] = "";
+	PGresult *r;
+
+	if ((r = fleet_pg_exec(k->c, "SELECT 1", 0, NULL, s->deadline_ms, e,
+	    sizeof(e))) == NULL) {
+		failed(s, k, e);
+		return;
+	}
+	PQclear(r);
+	pthread_mutex_lock(&s->mu);
+	s->st.up = 1;
+	pthread_mutex_unlock(&s->mu);
+}
+
 static void
 run(struct br_shared *s, struct sh_conn *k, struct br_shared_job *j)
 {
@@ -242,19 +261,19 @@ worker(void *arg)
 	struct sh_conn k = { NULL, 0, 0, 0 };
 	struct br_shared_job *j;
 	struct timespec ts;
-	uint64_t one = 1, at;
+	uint64_t one = 1, at, idle_ms;
 
 	(void)ensure(s, &k);
+	idle_ms = mono_ms();
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->stop && s->head == NULL) {
-			if (k.c != NULL) {
-				pthread_cond_wait(&s->cv, &s->mu);
-				continue;
-			}
-			/* No connection: try again at the backoff's end,
-			 * whether or not a call is waiting for it. */
-			if ((at = k.next_try_ms) <= mono_ms())
+			/* Idle with a connection: checked now and then, so
+			 * that status says the database went away before a
+			 * call finds out. No connection: try again at the
+			 * backoff's end, whether or not a call waits. */
+			at = k.c != NULL ? idle_ms + SH_PING_MS : k.next_try_ms;
+			if (at <= mono_ms())
 				break;
 			ts.tv_sec = (time_t)(at / 1000);
 			ts.tv_nsec = (long)(at % 1000) * 1000000;
@@ -271,10 +290,15 @@ worker(void *arg)
 		}
 		pthread_mutex_unlock(&s->mu);
 		if (j == NULL) {
-			(void)ensure(s, &k);
+			if (k.c != NULL)
+				ping(s, &k);
+			else
+				(void)ensure(s, &k);
+			idle_ms = mono_ms();
 			continue;
 		}
 		run(s, &k, j);
+		idle_ms = mono_ms();
 		if (j->kind != SH_RESERVE) {
 			free(j);
 			continue;
