@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "gateway/bridge/bridge.h"
+#include "gateway/fleet/fleet.h"
 #include "gateway/brwire.h"
 #include "gateway/brwire_int.h"
 #include "gateway/log.h"
@@ -306,8 +307,28 @@ send_config(struct brw *w)
 	m.lim_conns = cfg->lim_bridge_conns;
 	m.lim_conns_sbx = cfg->lim_bridge_conns_sbx;
 	m.lim_request_s = cfg->lim_bridge_request_s;
-	if (send_or_kill(w, MSG_BR_CONFIG, &m, sizeof(m)) == -1)
+	if (cfg->fleet_conninfo != NULL) {
+		char e[320], *pw;
+
+		/* Read again at every start of the bridge: a password
+		 * changed on disk reaches it with its restart. */
+		errno = 0;
+		if ((pw = fleet_password_read(cfg->fleet_password_file, e,
+		    sizeof(e))) == NULL && errno != 0)
+			log_warnx("bridge: fleet password: %s", e);
+		if (pw != NULL && strlen(pw) < sizeof(m.pg_password)) {
+			m.has_pg_password = 1;
+			memcpy(m.pg_password, pw, strlen(pw) + 1);
+		}
+		if (pw != NULL)
+			explicit_bzero(pw, strlen(pw));
+		free(pw);
+	}
+	if (send_or_kill(w, MSG_BR_CONFIG, &m, sizeof(m)) == -1) {
+		explicit_bzero(&m, sizeof(m));
 		return;
+	}
+	explicit_bzero(&m, sizeof(m));
 	for (off = 0; off < len; off += n) {
 		n = len - off < MSG_DATA_MAX ? len - off : MSG_DATA_MAX;
 		if (send_or_kill(w, MSG_BR_CONFIG_DATA, src + off, n) == -1)
@@ -583,6 +604,7 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 	case MSG_BR_STATS:
 		w->pending_approvals = ((struct msg_br_stats *)pl)->
 		    pending_approvals;
+		memcpy(&w->stats, pl, sizeof(w->stats));
 		break;
 	default:	/* the DNS process's messages: not from this one */
 		brw_violation(w, "a message of another process");
@@ -891,12 +913,28 @@ brw_pid(const struct brw *w)
 	return w != NULL ? proc_pid(w->proc) : 0;
 }
 
+/* The budgets the fleet shares, as the bridge last said (null: no fleet). */
+static json_t *
+shared_json(const struct brw *w)
+{
+	const struct msg_br_stats *s = &w->stats;
+
+	if (!s->shared)
+		return json_null();
+	return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I}", "up", s->shared_up != 0,
+	    "reserved", (json_int_t)s->shared_reserved,
+	    "exhausted", (json_int_t)s->shared_exhausted,
+	    "unavailable", (json_int_t)s->shared_unavailable,
+	    "failures", (json_int_t)s->shared_failures,
+	    "reconnects", (json_int_t)s->shared_reconnects);
+}
+
 json_t *
 brw_status_json(const struct brw *w)
 {
 	if (w == NULL)
 		return NULL;
-	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i,s:b}",
+	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i,s:b,s:o}",
 	    "pending_approvals", (json_int_t)w->pending_approvals,
 	    "calls", "allow", (json_int_t)w->calls_allow,
 	    "deny", (json_int_t)w->calls_deny,
@@ -905,7 +943,8 @@ brw_status_json(const struct brw *w)
 	    "record_failures", (json_int_t)w->record_failures,
 	    "taints", (json_int_t)w->taints,
 	    "port", (int)w->port,
-	    "serving", w->serving);
+	    "serving", w->serving,
+	    "shared_budgets", shared_json(w));
 }
 
 void
@@ -916,6 +955,30 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 	if (w == NULL)
 		return;
 	pending = w->pending_approvals;
+	if (w->stats.shared)
+		fprintf(fp,
+		    "# HELP sluice_fleet_budgets_up The bridge reaches the "
+		    "fleet's database for shared budgets.\n"
+		    "# TYPE sluice_fleet_budgets_up gauge\n"
+		    "sluice_fleet_budgets_up %d\n"
+		    "# HELP sluice_fleet_budget_reservations_total Shared "
+		    "budget reservations by outcome.\n"
+		    "# TYPE sluice_fleet_budget_reservations_total counter\n"
+		    "sluice_fleet_budget_reservations_total{outcome="
+		    "\"reserved\"} %llu\n"
+		    "sluice_fleet_budget_reservations_total{outcome="
+		    "\"exhausted\"} %llu\n"
+		    "sluice_fleet_budget_reservations_total{outcome="
+		    "\"unavailable\"} %llu\n"
+		    "# HELP sluice_fleet_budget_reconnects_total Connections "
+		    "the bridge made again to the fleet's database.\n"
+		    "# TYPE sluice_fleet_budget_reconnects_total counter\n"
+		    "sluice_fleet_budget_reconnects_total %llu\n",
+		    w->stats.shared_up != 0,
+		    (unsigned long long)w->stats.shared_reserved,
+		    (unsigned long long)w->stats.shared_exhausted,
+		    (unsigned long long)w->stats.shared_unavailable,
+		    (unsigned long long)w->stats.shared_reconnects);
 	fprintf(fp,
 	    "# HELP sluice_mcp_pending_approvals Tool calls waiting for a "
 	    "person.\n"

@@ -58,6 +58,7 @@ struct brw {
 	uint64_t	 intent_waits, intent_wait_us;
 	uint64_t	 exits, violations;
 	uint32_t	 pending_approvals;	/* as the child last said */
+	struct msg_br_stats	 stats;		/* the same, whole */
 	struct rec_wait	*waits;
 	struct ctl_wait	*ctls;
 	uint64_t	 next_ticket;

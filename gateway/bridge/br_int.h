@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "gateway/bridge/bridge.h"
+#include "gateway/bridge/shared.h"
 
 /* glibc's sys/queue.h lacks the _SAFE forms. */
 #ifndef TAILQ_FOREACH_SAFE
@@ -328,8 +329,8 @@ struct br_call_kind {
 	int	(*process)(struct br_call *c, json_t *result, char **text);
 };
 
-enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_INTENDING,
-	CALL_FORWARDED, CALL_TAINTING, CALL_RECORDING, CALL_DONE };
+enum br_call_state { CALL_NEW = 0, CALL_LISTING, CALL_ASKING, CALL_RESERVING,
+	CALL_INTENDING, CALL_FORWARDED, CALL_TAINTING, CALL_RECORDING, CALL_DONE };
 
 /* A call waiting for its egress to be narrowed; detached (c = NULL) when
  * the call goes first, so that the late completion touches nothing. */
@@ -397,11 +398,40 @@ struct br_call {
 	enum pol_reason		 reason;
 	char			 message[256];
 	unsigned		 sreqs;		/* server requests it owned */
+	/* Budgets shared with the fleet (scope subject or policy), reserved
+	 * in its database before the local ones (CALL_RESERVING): sjob the
+	 * reservation on its way, sres what it reserves, held once it did
+	 * (given back by call_free unless forwarded), exhausted + 1 the
+	 * used-up one's index in sres. */
+	struct br_shared_job	*sjob;
+	struct fleet_resv	 sres[POL_MAX_RESERVATIONS];
+	size_t			 nsres;
+	bool			 sheld;
+	size_t			 sexhausted;
+	bool			 forwarded;	/* the upstream has the request */
 };
 TAILQ_HEAD(br_calls, br_call);
 
 void	br_call_start(struct br_req *rq, json_t *rpc_id, json_t *params,
 	    struct br_up *up);
+/* call.c for callshare.c: deny c (as the state machine does), decide it
+ * again from the start of its reservation, the owner of its budget of
+ * scope s. */
+void	br_call_deny(struct br_call *c, const char *rule, enum pol_reason reason,
+	    const char *message);
+void	br_call_redecide(struct br_call *c);
+const char *br_call_owner(struct br_call *c, enum pol_budget_scope s);
+/* callshare.c: whether a budget of scope s is the fleet's (a fleet is
+ * configured and s is not sandbox); br_call_shared_pending takes c into
+ * CALL_RESERVING when first names such budgets and none is reserved yet
+ * (true: c is in other hands), br_call_shared_use gives the k-th one's use
+ * as reserved, br_call_shared_drop gives back what c holds. */
+bool	br_call_is_shared(const struct br_call *c, enum pol_budget_scope s);
+bool	br_call_shared_pending(struct br_call *c,
+	    const struct pol_tool_decision *first, uint64_t now_s);
+void	br_call_shared_use(const struct br_call *c, size_t k, const char *name,
+	    struct pol_budget_use *use);
+void	br_call_shared_drop(struct br_call *c);
 /* br_call_start_kind: the same for a call of kind k (NULL: tools/call). */
 void	br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
 	    struct br_up *up, const struct br_call_kind *k);
@@ -614,6 +644,7 @@ struct br {
 	struct br_up		**ups;
 	size_t			 nups;
 	sqlite3			*db;
+	struct br_shared	*shared;	/* NULL: no fleet, all local */
 	CURLM			*multi;
 	struct hx		*hx_list;	/* transfers in flight */
 	struct ev_timer		*curl_timer;

@@ -217,6 +217,9 @@ struct br_config {
 	 * creates a file (a process that gave up its rights to the state
 	 * directory keeps using what it opened). */
 	bool			 db_exclusive;
+	/* The password for the fleet's database (cfg's fleet section), as
+	 * the parent read it; NULL: libpq's own sources. Copied by br_new. */
+	const char		*fleet_password;
 };
 
 struct br;

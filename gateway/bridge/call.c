@@ -71,6 +71,11 @@ scope_owner(struct br_call *c, enum pol_budget_scope s)
 static void
 call_free(struct br_call *c)
 {
+	/* A reservation still on its way is given back when it comes; one
+	 * held by a call that never went upstream is given back now. */
+	br_shared_forget(c->sjob);
+	if (c->sheld && !c->forwarded && c->br != NULL)
+		br_shared_settle(c->br->shared, c->sres, c->nsres, 0, 1);
 	json_decref(c->ptoken);
 	if (c->req != NULL)
 		c->req->call = NULL;
@@ -284,6 +289,23 @@ finish(struct br_call *c)
 
 static void
 deny(struct br_call *c, const char *rule, enum pol_reason reason,
+    const char *message);
+
+void
+br_call_deny(struct br_call *c, const char *rule, enum pol_reason reason,
+    const char *message)
+{
+	deny(c, rule, reason, message);
+}
+
+const char *
+br_call_owner(struct br_call *c, enum pol_budget_scope s)
+{
+	return scope_owner(c, s);
+}
+
+static void
+deny(struct br_call *c, const char *rule, enum pol_reason reason,
     const char *message)
 {
 	c->decision = "deny";
@@ -447,11 +469,14 @@ on_result(void *arg, json_t *msg, const char *err)
 		len = 0;
 	}
 	/* Result bytes count against the budgets that were reserved. */
+	if (c->sheld && len > 0)
+		br_shared_settle(br->shared, c->sres, c->nsres, len, 0);
 	if (c->dec.nres > 0 && len > 0) {
 		int bad = br_db_begin(br) == -1;
 
 		for (i = 0; !bad && i < c->dec.nres; i++)
-			bad = br_budget_add(br, c->dec.res[i].scope,
+			bad = !br_call_is_shared(c, c->dec.res[i].scope) &&
+			    br_budget_add(br, c->dec.res[i].scope,
 			    scope_owner(c, c->dec.res[i].scope),
 			    c->dec.res[i].budget, c->dec.res[i].window_s,
 			    now_s, 0, 0, len) == -1;
@@ -486,9 +511,12 @@ forward(struct br_call *c)
 	br_progress_forward(c, params);
 	c->state = CALL_FORWARDED;
 	c->sent_us = now_us();
+	/* Set first: the answer may come inside the request. */
+	c->forwarded = params != NULL;
 	if (params == NULL || (c->ureq = br_up_request(c->up, c->kind !=
 	    NULL ? c->kind->method : "tools/call", params, on_result,
 	    c)) == NULL) {
+		c->forwarded = false;
 		deny(c, NULL, POL_REASON_UPSTREAM_ERROR,
 		    "The tool could not be "
 		    "reached.");
@@ -769,7 +797,7 @@ reserve(struct br_call *c, bool approved)
 	const char *pin;
 	enum pol_reason why;
 	uint64_t now_s = (uint64_t)time(NULL);
-	size_t i;
+	size_t i, k;
 
 	pin = NULL;
 	if (c->kind == NULL && tool_known(c, &pin) == -1)
@@ -816,13 +844,19 @@ reserve(struct br_call *c, bool approved)
 		intend(c);
 		return;
 	}
+	if (br_call_shared_pending(c, &first, now_s))
+		return;
 	if (br_db_begin(br) == -1) {
 		deny(c, "budget", POL_REASON_INTERNAL_ERROR,
 		    "The call could not be "
 		    "evaluated.");
 		return;
 	}
-	for (i = 0; i < first.nres; i++) {
+	for (i = k = 0; i < first.nres; i++) {
+		if (br_call_is_shared(c, first.res[i].scope)) {
+			br_call_shared_use(c, k++, first.res[i].budget, &use[i]);
+			continue;
+		}
 		if (br_budget_get(br, first.res[i].scope, scope_owner(c,
 		    first.res[i].scope), first.res[i].budget,
 		    first.res[i].window_s, now_s, &use[i]) == -1) {
@@ -839,8 +873,14 @@ reserve(struct br_call *c, bool approved)
 	snprintf(c->rule, sizeof(c->rule), "%s", c->dec.d.rule ?
 	    c->dec.d.rule : "default");
 	if (c->dec.d.verdict == POL_DENY || c->dec.d.verdict ==
-	    POL_SYNTHETIC) {
+	    POL_SYNTHETIC || c->sexhausted != 0) {
 		br_db_rollback(br);
+		br_call_shared_drop(c);
+		if (c->dec.d.verdict != POL_DENY) {
+			deny(c, "budget", POL_REASON_BUDGET_EXHAUSTED, "A "
+			    "budget of this call is used up.");
+			return;
+		}
 		deny(c, NULL, c->dec.d.reason != POL_REASON_NONE ?
 		    c->dec.d.reason : POL_REASON_DENIED,
 		    c->dec.message[0] != '\0' ? c->dec.message :
@@ -849,6 +889,7 @@ reserve(struct br_call *c, bool approved)
 	}
 	if (c->dec.d.verdict == POL_ASK && !approved) {
 		br_db_rollback(br);
+		br_call_shared_drop(c);
 		ask(c);
 		return;
 	}
@@ -856,10 +897,10 @@ reserve(struct br_call *c, bool approved)
 	for (i = 0; i < c->dec.nres; i++) {
 		if (i >= first.nres || strcmp(c->dec.res[i].budget,
 		    first.res[i].budget) != 0 ||
-		    br_budget_add(br, c->dec.res[i].scope, scope_owner(c,
+		    (!br_call_is_shared(c, c->dec.res[i].scope) && br_budget_add(br, c->dec.res[i].scope, scope_owner(c,
 		    c->dec.res[i].scope), c->dec.res[i].budget,
 		    c->dec.res[i].window_s, now_s, c->dec.res[i].calls,
-		    c->dec.res[i].cost, 0) == -1) {
+		    c->dec.res[i].cost, 0) == -1)) {
 			br_db_rollback(br);
 			deny(c, NULL, POL_REASON_INTERNAL_ERROR,
 			    "The call could not "
@@ -875,6 +916,12 @@ reserve(struct br_call *c, bool approved)
 	}
 	budget_state(c, use);
 	intend(c);
+}
+
+void
+br_call_redecide(struct br_call *c)
+{
+	reserve(c, c->approved);
 }
 
 static void
@@ -1038,8 +1085,11 @@ br_call_abort_all(struct br *br)
 			    "before the result could be released.");
 			continue;
 		}
-		if (c->state != CALL_FORWARDED && c->state != CALL_LISTING)
+		if (c->state != CALL_FORWARDED && c->state != CALL_LISTING &&
+		    c->state != CALL_RESERVING)
 			continue;
+		br_shared_forget(c->sjob);
+		c->sjob = NULL;
 		if (c->ureq != NULL) {
 			br_up_cancel(c->ureq);
 			c->ureq = NULL;

@@ -427,6 +427,18 @@ send_stats(struct brc *d)
 	/* Counted where they are kept: this runs after every control
 	 * request and once a second. */
 	s.pending_approvals = (uint32_t)d->br->napprovals;
+	if (d->br->shared != NULL) {
+		struct br_shared_stats st;
+
+		br_shared_stats(d->br->shared, &st);
+		s.shared = 1;
+		s.shared_up = st.up ? 1 : 0;
+		s.shared_reserved = st.reserved;
+		s.shared_exhausted = st.exhausted;
+		s.shared_unavailable = st.unavailable;
+		s.shared_failures = st.failures;
+		s.shared_reconnects = st.reconnects;
+	}
 	if (memcmp(&s, &d->last, sizeof(s)) == 0)
 		return;
 	if (chan_send1(d->ch, MSG_BR_STATS, &s, sizeof(s)) == 0)
@@ -558,6 +570,9 @@ start_bridge(struct brc *d)
 	bc.spawn = h_spawn;
 	bc.spawn_ctx = d;
 	bc.db_exclusive = true;
+	if (d->chdr.has_pg_password &&
+	    msg_str_ok(d->chdr.pg_password, sizeof(d->chdr.pg_password)))
+		bc.fleet_password = d->chdr.pg_password;
 	memset(&h, 0, sizeof(h));
 	h.identify = h_identify;
 	h.release = h_release;
@@ -567,7 +582,9 @@ start_bridge(struct brc *d)
 	h.auth_tally = h_auth_tally;
 	h.ctx = d;
 	d->lfd = -1;		/* the bridge's now, whatever happens */
-	if ((d->br = br_new(d->loop, &bc, &h, err, sizeof(err))) == NULL) {
+	d->br = br_new(d->loop, &bc, &h, err, sizeof(err));
+	explicit_bzero(d->chdr.pg_password, sizeof(d->chdr.pg_password));
+	if (d->br == NULL) {
 		fail(d, err);
 		return;
 	}

@@ -281,6 +281,13 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	if (br_db_open(br, c->state_dir != NULL ? c->state_dir :
 	    cfg->state_dir, err, errlen) == -1)
 		goto fail;
+	/* The budgets the fleet shares are reserved in its database, by a
+	 * thread started now: the filter that comes later covers it too. */
+	if (cfg->fleet_conninfo != NULL && (br->shared = br_shared_new(loop,
+	    cfg->fleet_conninfo, c->fleet_password, cfg->fleet_deadline_ms,
+	    err, errlen)) == NULL)
+		goto fail;
+	br->c.fleet_password = NULL;
 	if (br_http_init(br) == -1) {
 		snprintf(err, errlen, "bridge: cannot start libcurl");
 		goto fail;
@@ -404,6 +411,7 @@ br_free(struct br *br)
 	br_http_fini(br);
 	while ((s = TAILQ_FIRST(&br->sessions)) != NULL)
 		br_session_free(br, s);
+	br_shared_free(br->shared);
 	br_db_close(br);
 	free(br);
 }

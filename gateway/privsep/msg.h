@@ -212,6 +212,11 @@ struct msg_br_config {
 	uint32_t	len;		/* bytes that follow, <= MSG_CONFIG_MAX */
 	char		digest[65];	/* msg_digest of them */
 	uint32_t	lim_conns, lim_conns_sbx, lim_request_s;
+	/* The password for the fleet's database, which the parent reads
+	 * (its file is root's; the bridge can read nothing of root's):
+	 * NUL-terminated, has_pg_password 0 when there is none. */
+	uint8_t		has_pg_password;
+	char		pg_password[1025];
 };
 
 /* A sandbox as the bridge needs it: who it is (subject and labels, which
@@ -283,6 +288,12 @@ struct msg_br_active {
 struct msg_br_stats {
 	uint32_t	pending_approvals;
 	uint32_t	calls;		/* tool calls in flight */
+	/* the budgets the fleet shares (gateway/bridge/shared.h) */
+	uint8_t		shared;		/* 1: a fleet is configured */
+	uint8_t		shared_up;	/* its database answers */
+	uint8_t		pad[6];
+	uint64_t	shared_reserved, shared_exhausted, shared_unavailable;
+	uint64_t	shared_failures, shared_reconnects;
 };
 
 /* One bridge event (struct br_event) flat: numbers here, and the

@@ -374,5 +374,174 @@ if [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]; then ok "after the outage verify --witnes
 	not_ok "after the outage verify --witness passes (exit $rc)"; fi
 stop alpha
 stop beta
+
+# ------------------------------------ shared budgets through the bridge
+# Both hosts serve the same stdio MCP server (each its own process; every
+# tools/call it gets is a line of the one calls.log) under a policy whose
+# subject budget of 10 calls the fleet shares. The sandboxes of one
+# subject, one on each host, call at once; the upstream side counts.
+FLAGS=$T/mcp
+mkdir -p "$FLAGS"
+chmod 0777 "$FLAGS"
+: >"$FLAGS/calls.log"
+chmod 0666 "$FLAGS/calls.log"
+NODE=$(command -v node)
+for h in alpha beta; do
+	cat >"$T/$h/pol/fb.yaml" <<-'P'
+	version: 1
+	name: fb
+	mcp:
+	  budgets:
+	    - name: fleetcalls
+	      scope: subject
+	      calls: 10
+	  tools:
+	    - tool: drift/stable
+	      decision: allow
+	      budgets: [fleetcalls]
+	      args:
+	        note: {type: string}
+	    - tool: drift/shifty
+	      decision: allow
+	      args:
+	        note: {type: string}
+	P
+	cat >>"$T/$h/sluice.yaml" <<-EOF
+	servers:
+	  - name: drift
+	    transport: stdio
+	    command: [$NODE, $E2E_DIR/servers/drift_server.mjs, $FLAGS]
+	EOF
+done
+if start alpha && start beta; then ok "both hosts start with the MCP server"; else
+	not_ok "both hosts start with the MCP server"
+	for h in alpha beta; do sed "s/^/#   $h: /" "$T/$h/sluiced.log" | tail -n 20; done
+	finish
+fi
+URL=http://10.231.255.254:8080/mcp/drift
+H_ACC='Accept: application/json, text/event-stream'
+H_JSON='Content-Type: application/json'
+H_VER='MCP-Protocol-Version: 2025-06-18'
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+# in_sb HOST ID CMD...: CMD in sandbox ID of HOST (its namespaces are
+# under the daemon's own /run/netns).
+in_sb() {
+	local p
+	p=$(eval echo "\$PID_$1")
+	nsenter -t "$p" -m -- nsenter --net="/run/netns/sluice-$2" -- "${@:3}"
+}
+# sandbox HOST ID SUBJECT: a sandbox of fb; its token in $T/tok.ID.
+sandbox() {
+	sl "$1" sandbox create --policy fb --subject "$3" --id "$2" |
+	    jq -r .token >"$T/tok.$2"
+	[[ $(cat "$T/tok.$2") =~ ^[0-9a-f]{64}$ ]]
+}
+# session HOST ID: an initialized session; its id in $T/sid.ID.
+session() {
+	in_sb "$1" "$2" curl -s -m 20 -D "$T/hdr.$2" -o /dev/null -X POST \
+	    -H "Authorization: Bearer $(cat "$T/tok.$2")" -H "$H_ACC" -H "$H_JSON" \
+	    --data "$INIT" "$URL" || return 1
+	awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' "$T/hdr.$2" |
+	    tr -d '\r' >"$T/sid.$2"
+	[ -s "$T/sid.$2" ] || return 1
+	in_sb "$1" "$2" curl -s -m 20 -o /dev/null -X POST \
+	    -H "Authorization: Bearer $(cat "$T/tok.$2")" -H "$H_ACC" -H "$H_JSON" \
+	    -H "Mcp-Session-Id: $(cat "$T/sid.$2")" -H "$H_VER" \
+	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL"
+}
+# mcall HOST ID TOOL: one tools/call; the answer on stdout.
+mcall() {
+	in_sb "$1" "$2" curl -s -m 30 -X POST \
+	    -H "Authorization: Bearer $(cat "$T/tok.$2")" -H "$H_ACC" -H "$H_JSON" \
+	    -H "Mcp-Session-Id: $(cat "$T/sid.$2")" -H "$H_VER" \
+	    --data "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"$3\",\"arguments\":{\"note\":\"x\"}}}" \
+	    "$URL"
+}
+# burst HOST ID N: N calls of stable at once, answers in $T/ans.ID.*
+burst() {
+	seq 1 "$3" | in_sb "$1" "$2" xargs -P "$3" -I@ curl -s -m 60 -o "$T/ans.$2.@" \
+	    -X POST -H "Authorization: Bearer $(cat "$T/tok.$2")" -H "$H_ACC" -H "$H_JSON" \
+	    -H "Mcp-Session-Id: $(cat "$T/sid.$2")" -H "$H_VER" \
+	    --data '{"jsonrpc":"2.0","id":@,"method":"tools/call","params":{"name":"stable","arguments":{"note":"x"}}}' \
+	    "$URL"
+}
+upstream_calls() { grep -c '^stable$' "$FLAGS/calls.log"; }
+# audited HOST TOOL REASON: mcp.call records of TOOL with REASON on HOST.
+audited() {
+	"$SLUICE" audit tail --db "$T/$1/state/audit.db" --kind mcp.call 2>/dev/null |
+	    jq -s "[.[] | select(.tool == \"$2\" and .reason == \"$3\")] | length"
+}
+SA=fa$$
+SB=fb$$
+SE=fe$$
+sessions() { session alpha "$SA" && session beta "$SB" && session beta "$SE"; }
+if sandbox alpha "$SA" dora && sandbox beta "$SB" dora && sandbox beta "$SE" erin &&
+    wait_for 30 sessions; then
+	ok "a sandbox of subject dora on each host, with a session"
+else
+	not_ok "a sandbox of subject dora on each host, with a session"
+	for h in alpha beta; do sed "s/^/#   $h: /" "$T/$h/sluiced.log" | tail -n 20; done
+fi
+burst alpha "$SA" 25 &
+b1=$!
+burst beta "$SB" 25 &
+b2=$!
+wait "$b1" "$b2"
+check_eq "25 + 25 calls at once from two hosts, shared budget 10: 10 reach the upstream" \
+    10 "$(upstream_calls)"
+check_eq "... 10 are answered" 10 "$(grep -l 'note from stable' "$T"/ans.* 2>/dev/null | wc -l)"
+check_eq "... 40 are refused as the budget used up" 40 \
+    "$(grep -l 'fleetcalls.*used up' "$T"/ans.* 2>/dev/null | wc -l)"
+check_eq "... and so recorded, on both hosts together" 40 \
+    $(( $(audited alpha stable budget_exhausted) + $(audited beta stable budget_exhausted) ))
+check_eq "the database holds 10 calls for dora" 10 \
+    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'dora' AND name = 'fleetcalls'")"
+# The bridge tells the parent once a second.
+sb_up() { [ "$(sl "$1" status --json | jq -r .mcp.shared_budgets.up)" = "$2" ]; }
+check "status: the bridge's shared budgets are up" wait_for 10 sb_up alpha true
+
+stop alpha
+stop beta
+if start alpha && start beta; then ok "both hosts restart"; else not_ok "both hosts restart"; fi
+# The sandboxes' namespaces went with each daemon's own mount namespace:
+# new sandboxes of the same subjects, which is what the budget counts.
+SA=fa2$$
+SB=fb2$$
+SE=fe2$$
+if sandbox alpha "$SA" dora && sandbox beta "$SB" dora && sandbox beta "$SE" erin &&
+    wait_for 30 sessions; then
+	ok "... with sandboxes of the same subjects and their sessions"
+else
+	not_ok "... with sandboxes of the same subjects and their sessions"
+fi
+check_match "after both restart: dora's budget is still used up (alpha)" 'used up' \
+    "$(mcall alpha "$SA" stable)"
+check_match "... and on beta" 'used up' "$(mcall beta "$SB" stable)"
+check_eq "... nothing more reached the upstream" 10 "$(upstream_calls)"
+
+pg_stop
+out=$(mcall alpha "$SA" stable)
+check_match "database down: a call under the shared budget is refused" \
+    'shared by the fleet and could not be checked' "$out"
+check_eq "... recorded as shared_state_unavailable" 1 \
+    "$(audited alpha stable shared_state_unavailable)"
+check_match "... a call under no budget still works" 'note from shifty' \
+    "$(mcall alpha "$SA" shifty)"
+check_match "... on the other host too" 'note from shifty' "$(mcall beta "$SE" shifty)"
+check_eq "... nothing budgeted reached the upstream" 10 "$(upstream_calls)"
+bdown() { [ "$(metric "$1" sluice_fleet_budgets_up)" = 0 ]; }
+check "/metrics: sluice_fleet_budgets_up is 0" wait_for 10 bdown alpha
+check "status: the bridge's shared budgets are down" wait_for 10 sb_up alpha false
+# A bridge with no call meanwhile finds out by itself.
+check "... also on the host that made no shared call" wait_for 20 bdown beta
+pg_resume || not_ok "the database comes back"
+bup() { [ "$(metric beta sluice_fleet_budgets_up)" = 1 ] && [ "$(metric beta sluice_fleet_budget_reconnects_total)" -ge 1 ]; }
+check "the bridge reconnects on its own (sluice_fleet_budgets_up 1)" wait_for 60 bup
+check_match "after recovery: another subject's call is answered" 'note from stable' \
+    "$(mcall beta "$SE" stable)"
+check_eq "... and reached the upstream" 11 "$(upstream_calls)"
+check_match "... and dora's is refused as used up again" 'used up' "$(mcall alpha "$SA" stable)"
+stop alpha
+stop beta
 check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
 finish
