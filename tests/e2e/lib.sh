@@ -37,6 +37,27 @@ _run_cleanup() {
 trap '_run_cleanup' EXIT
 trap 'exit 130' INT TERM
 
+# sluice_cgroups_sweep: the sandbox cgroups named in the sluiced log on
+# stdin ("sandbox groups in DIR"), left by a daemon that was killed or
+# stopped with sandboxes in place: their members killed, the groups and
+# the base removed. Only a directory named as sluiced names them
+# (.../sluice-<8 hex>) is touched.
+sluice_cgroups_sweep() {
+	local base g p
+	for base in $(sed -n 's/.*cgroups: v[12], sandbox groups in \(\/sys\/fs\/cgroup\/.*\/sluice-[0-9a-f]\{8\}\)$/\1/p' | sort -u); do
+		[ -d "$base" ] || continue
+		for g in "$base"/*/; do
+			[ -f "$g/cgroup.procs" ] || continue
+			for p in $(cat "$g/cgroup.procs" 2>/dev/null); do
+				kill -KILL "$p" 2>/dev/null
+			done
+			wait_for 5 rmdir "$g"
+		done
+		rmdir "$base" 2>/dev/null
+	done
+	return 0
+}
+
 ok()     { echo "ok - $*"; }
 not_ok() { echo "not ok - $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
 

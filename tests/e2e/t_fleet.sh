@@ -31,6 +31,9 @@ for t in jq curl sqlite3; do
 done
 
 T=$E2E_TMP
+# Run last: the hosts' sandboxes outlive a stopped daemon by design, and
+# their cgroups live in the machine's cgroup tree, not in a namespace here.
+cleanup_push 'cat "$T"/*/sluiced.log 2>/dev/null | sluice_cgroups_sweep'
 if ! pg_start 2>"$T/pg.err"; then
 	echo "not ok - the throwaway PostgreSQL cluster starts"
 	sed 's/^/#   /' "$T/pg.err" | head -n 20

@@ -524,23 +524,10 @@ world_sandbox_namespaces() {
 }
 
 # _world_sluice_cgroups: the sandbox cgroups a sluiced of this world left
-# (one it killed, a test that stopped it): the directories its log names
-# ("sandbox groups in DIR"), their members killed, removed. Only a
-# directory named as sluiced names them (.../sluice-<8 hex>) is touched.
+# (one it killed, a test that stopped it): sluice_cgroups_sweep (lib.sh)
+# over its log.
 _world_sluice_cgroups() {
-	local base g p
-	for base in $(world_sluiced_log | sed -n 's/.*cgroups: v[12], sandbox groups in \(\/sys\/fs\/cgroup\/.*\/sluice-[0-9a-f]\{8\}\)$/\1/p' | sort -u); do
-		[ -d "$base" ] || continue
-		for g in "$base"/*/; do
-			[ -f "$g/cgroup.procs" ] || continue
-			for p in $(cat "$g/cgroup.procs" 2>/dev/null); do
-				kill -KILL "$p" 2>/dev/null
-			done
-			wait_for 5 rmdir "$g"
-		done
-		rmdir "$base" 2>/dev/null
-	done
-	return 0
+	world_sluiced_log | sluice_cgroups_sweep
 }
 
 # _world_sluice_sweep: what sluiced may have left: its process, sandbox
