@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gateway/bridge/shared.h"
+#include "gateway/ev.h"
 #include "gateway/log.h"
 
 #define SH_QUEUE_MAX	1024
@@ -63,15 +64,6 @@ struct br_shared {
 	struct br_shared_stats	 st;
 };
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Under mu. */
 static void
 set_error(struct br_shared *s, const char *e)
@@ -89,7 +81,7 @@ push(struct br_shared *s, struct br_shared_job *j)
 		return -1;
 	}
 	j->next = NULL;
-	j->queued_ms = mono_ms();
+	j->queued_ms = ev_now_ms();
 	*s->tail = j;
 	s->tail = &j->next;
 	s->queued++;
@@ -144,14 +136,14 @@ ensure(struct br_shared *s, struct sh_conn *k)
 
 	if (k->c != NULL)
 		return 0;
-	if (mono_ms() < k->next_try_ms)
+	if (ev_now_ms() < k->next_try_ms)
 		return -1;
 	if ((c = fleet_pg_connect(s->conninfo, s->password, s->deadline_ms,
 	    e, sizeof(e))) == NULL) {
 		k->backoff_ms = k->backoff_ms == 0 ? SH_BACKOFF_MIN :
 		    k->backoff_ms * 2 > SH_BACKOFF_MAX ? SH_BACKOFF_MAX :
 		    k->backoff_ms * 2;
-		k->next_try_ms = mono_ms() + k->backoff_ms;
+		k->next_try_ms = ev_now_ms() + k->backoff_ms;
 		pthread_mutex_lock(&s->mu);
 		if (s->st.up || s->st.failures == 0)
 			log_warnx("bridge: shared budgets: no connection to "
@@ -193,7 +185,7 @@ failed(struct br_shared *s, struct sh_conn *k, const char *e)
 		PQfinish(k->c);
 		k->c = NULL;
 		k->backoff_ms = SH_BACKOFF_MIN;
-		k->next_try_ms = mono_ms() + SH_BACKOFF_MIN;
+		k->next_try_ms = ev_now_ms() + SH_BACKOFF_MIN;
 	}
 }
 
@@ -219,7 +211,7 @@ static void
 run(struct br_shared *s, struct sh_conn *k, struct br_shared_job *j)
 {
 	char e[400] = "";
-	int late = mono_ms() - j->queued_ms > s->deadline_ms;
+	int late = ev_now_ms() - j->queued_ms > s->deadline_ms;
 
 	if (j->kind == SH_RESERVE) {
 		j->o = FLEET_RESV_UNAVAILABLE;
@@ -264,7 +256,7 @@ worker(void *arg)
 	uint64_t one = 1, at, idle_ms;
 
 	(void)ensure(s, &k);
-	idle_ms = mono_ms();
+	idle_ms = ev_now_ms();
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->stop && s->head == NULL) {
@@ -273,7 +265,7 @@ worker(void *arg)
 			 * call finds out. No connection: try again at the
 			 * backoff's end, whether or not a call waits. */
 			at = k.c != NULL ? idle_ms + SH_PING_MS : k.next_try_ms;
-			if (at <= mono_ms())
+			if (at <= ev_now_ms())
 				break;
 			ts.tv_sec = (time_t)(at / 1000);
 			ts.tv_nsec = (long)(at % 1000) * 1000000;
@@ -294,11 +286,11 @@ worker(void *arg)
 				ping(s, &k);
 			else
 				(void)ensure(s, &k);
-			idle_ms = mono_ms();
+			idle_ms = ev_now_ms();
 			continue;
 		}
 		run(s, &k, j);
-		idle_ms = mono_ms();
+		idle_ms = ev_now_ms();
 		if (j->kind != SH_RESERVE) {
 			free(j);
 			continue;
