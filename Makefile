@@ -57,7 +57,7 @@ AUDIT_OBJ  := $(call obj,$(wildcard audit/*.c))
 NETNS_OBJ  := $(call obj,$(wildcard netns/*.c))
 # The fleet's store library: the daemon links it with the rest of gateway/,
 # the CLI and check_fleet on their own.
-FLEET_SRC  := gateway/fleet/budget.c gateway/fleet/pg.c gateway/fleet/wload.c
+FLEET_SRC  := gateway/fleet/aq.c gateway/fleet/budget.c gateway/fleet/pg.c gateway/fleet/wload.c
 FLEET_OBJ  := $(call obj,$(FLEET_SRC))
 PRIV_OBJ   := $(call obj,$(wildcard gateway/privsep/*.c))
 GW_OBJ     := $(call obj,$(filter-out $(GW_MAINS) gateway/cli/% gateway/cni/% $(FLEET_SRC),$(wildcard gateway/*.c gateway/*/*.c)))

@@ -207,7 +207,8 @@ int	aud_ckpt_parse(const char *note, size_t len, struct aud_key *const *keys,
  * outcome was never recorded, closed by the daemon when the bridge process
  * or the daemon itself went away first), mcp.resource, mcp.prompt,
  * mcp.server_request (an upstream's request of the client: its method,
- * what it asked, the decision), finding, log.open,
+ * what it asked, the decision), mcp.approval (a person on this host
+ * decided a call another host of the fleet holds), finding, log.open,
  * log.gap, log.key, log.heartbeat, log.close. Conventional fields, which the
  * index columns and OCSF read: sandbox {id, run}, policy {id, version,
  * sha256, rule}, decision ("allow"|"deny"|"ask"|"log"), reason, dst {host,

@@ -84,7 +84,8 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 	} else if (strcmp(kind, "mcp.call") == 0 ||
 	    strcmp(kind, "mcp.prompt") == 0 ||
 	    strcmp(kind, "mcp.intent") == 0 ||
-	    strcmp(kind, "mcp.outcome_unknown") == 0) {
+	    strcmp(kind, "mcp.outcome_unknown") == 0 ||
+	    strcmp(kind, "mcp.approval") == 0) {
 		/* A call's intent, its outcome and an outcome never known:
 		 * the same API Activity, told apart by activity_name and
 		 * status, and tied together by correlation_uid (call_id). */
@@ -175,7 +176,9 @@ aud_ocsf(const char *canon, size_t len, char *err, size_t errlen)
 		    "resources/read" : strcmp(kind, "mcp.prompt") == 0 ?
 		    "prompts/get" : sreq && json_is_string(json_object_get(r,
 		    "method")) ? json_string_value(json_object_get(r,
-		    "method")) : sreq ? "server_request" : "tools/call";
+		    "method")) : sreq ? "server_request" :
+		    strcmp(kind, "mcp.approval") == 0 ? "approval" :
+		    "tools/call";
 		const char *key = strcmp(kind, "mcp.resource") == 0 ? "uri" :
 		    strcmp(kind, "mcp.prompt") == 0 ? "prompt" : sreq ?
 		    "server" : "tool";

@@ -130,7 +130,8 @@ aud_kind_code(const char *kind)
 	/* A call's intent, its outcome, and the daemon's word that the
 	 * outcome is not known: one family, as the log.* kinds are. */
 	if (strcmp(kind, "mcp.call") == 0 || strcmp(kind, "mcp.intent") == 0 ||
-	    strcmp(kind, "mcp.outcome_unknown") == 0)
+	    strcmp(kind, "mcp.outcome_unknown") == 0 ||
+	    strcmp(kind, "mcp.approval") == 0)
 		return 4;
 	if (strcmp(kind, "finding") == 0)
 		return 5;

@@ -130,6 +130,8 @@ ev_fields(const struct br_event *ev)
 		bad |= rec_put(o, "approver_uid",
 		    json_integer(ev->approver_uid));
 	bad |= put_opt(o, "approver_note", ev->approver_note);
+	bad |= put_opt(o, "approver_host", ev->approver_host);
+	bad |= put_opt(o, "held_by", ev->held_by);
 	bad |= put_opt(o, "approval", ev->approval);
 	bad |= put_opt(o, "classification", ev->classification);
 	if (br_kind_is_record(ev->kind)) {
@@ -323,6 +325,14 @@ send_config(struct brw *w)
 		if (pw != NULL)
 			explicit_bzero(pw, strlen(pw));
 		free(pw);
+		/* The name fleetd_open checked before the daemon started. */
+		if (cfg->fleet_host != NULL)
+			snprintf(m.fleet_host, sizeof(m.fleet_host), "%s",
+			    cfg->fleet_host);
+		else if (gethostname(m.fleet_host, sizeof(m.fleet_host)) ==
+		    -1)
+			m.fleet_host[0] = '\0';
+		m.fleet_host[sizeof(m.fleet_host) - 1] = '\0';
 	}
 	if (send_or_kill(w, MSG_BR_CONFIG, &m, sizeof(m)) == -1) {
 		explicit_bzero(&m, sizeof(m));
@@ -382,6 +392,8 @@ event_from(struct br_event *ev, const struct msg_br_event *m, size_t len)
 	ev->redactions = m->redactions;
 	ev->detail = s[MSG_BRS_DETAIL];
 	ev->call_id = s[MSG_BRS_CALL_ID];
+	ev->approver_host = s[MSG_BRS_APPROVER_HOST];
+	ev->held_by = s[MSG_BRS_HELD_BY];
 	/* The kind's name is ours, never the child's text. */
 	ev->kind_name = br_kind_name(ev->kind);
 	return true;
@@ -428,13 +440,14 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	bool intent;
 
 	if (!event_from(&ev, m, len) || (!br_kind_is_record(ev.kind) &&
-	    ev.kind != BR_EV_INTENT)) {
+	    ev.kind != BR_EV_INTENT && ev.kind != BR_EV_APPROVAL)) {
 		brw_violation(w, "a malformed mcp.call event");
 		return;
 	}
 	intent = ev.kind == BR_EV_INTENT;
 	/* A server request is not a call the sandbox made. */
-	if (!intent && ev.kind != BR_EV_SERVER_REQUEST) {
+	if (!intent && ev.kind != BR_EV_SERVER_REQUEST &&
+	    ev.kind != BR_EV_APPROVAL) {
 		if (ev.decision != NULL && strcmp(ev.decision, "allow") == 0)
 			w->calls_allow++;
 		else
@@ -929,12 +942,28 @@ shared_json(const struct brw *w)
 	    "reconnects", (json_int_t)s->shared_reconnects);
 }
 
+/* The approval queue the fleet shares, as the bridge last said. */
+static json_t *
+aq_json(const struct brw *w)
+{
+	const struct msg_br_stats *s = &w->stats;
+
+	if (!s->shared)
+		return json_null();
+	return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I}", "up", s->aq_up != 0,
+	    "posted", (json_int_t)s->aq_posted,
+	    "decided_here", (json_int_t)s->aq_decided,
+	    "delivered", (json_int_t)s->aq_delivered,
+	    "failures", (json_int_t)s->aq_failures,
+	    "reconnects", (json_int_t)s->aq_reconnects);
+}
+
 json_t *
 brw_status_json(const struct brw *w)
 {
 	if (w == NULL)
 		return NULL;
-	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i,s:b,s:o}",
+	return json_pack("{s:I,s:{s:I,s:I},s:I,s:I,s:I,s:I,s:i,s:b,s:o,s:o}",
 	    "pending_approvals", (json_int_t)w->pending_approvals,
 	    "calls", "allow", (json_int_t)w->calls_allow,
 	    "deny", (json_int_t)w->calls_deny,
@@ -944,7 +973,8 @@ brw_status_json(const struct brw *w)
 	    "taints", (json_int_t)w->taints,
 	    "port", (int)w->port,
 	    "serving", w->serving,
-	    "shared_budgets", shared_json(w));
+	    "shared_budgets", shared_json(w),
+	    "approval_queue", aq_json(w));
 }
 
 void
@@ -973,12 +1003,28 @@ brw_metrics_print(const struct brw *w, FILE *fp)
 		    "# HELP sluice_fleet_budget_reconnects_total Connections "
 		    "the bridge made again to the fleet's database.\n"
 		    "# TYPE sluice_fleet_budget_reconnects_total counter\n"
-		    "sluice_fleet_budget_reconnects_total %llu\n",
+		    "sluice_fleet_budget_reconnects_total %llu\n"
+		    "# HELP sluice_fleet_approvals_up The bridge reaches the "
+		    "fleet's approval queue.\n"
+		    "# TYPE sluice_fleet_approvals_up gauge\n"
+		    "sluice_fleet_approvals_up %d\n"
+		    "# HELP sluice_fleet_approvals_total Rows of the fleet's "
+		    "approval queue by what this host did.\n"
+		    "# TYPE sluice_fleet_approvals_total counter\n"
+		    "sluice_fleet_approvals_total{event=\"posted\"} %llu\n"
+		    "sluice_fleet_approvals_total{event=\"decided_here\"} "
+		    "%llu\n"
+		    "sluice_fleet_approvals_total{event=\"delivered\"} "
+		    "%llu\n",
 		    w->stats.shared_up != 0,
 		    (unsigned long long)w->stats.shared_reserved,
 		    (unsigned long long)w->stats.shared_exhausted,
 		    (unsigned long long)w->stats.shared_unavailable,
-		    (unsigned long long)w->stats.shared_reconnects);
+		    (unsigned long long)w->stats.shared_reconnects,
+		    w->stats.aq_up != 0,
+		    (unsigned long long)w->stats.aq_posted,
+		    (unsigned long long)w->stats.aq_decided,
+		    (unsigned long long)w->stats.aq_delivered);
 	fprintf(fp,
 	    "# HELP sluice_mcp_pending_approvals Tool calls waiting for a "
 	    "person.\n"

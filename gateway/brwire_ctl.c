@@ -93,7 +93,11 @@ ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
 	ctl_req_on_cancel(req, NULL, NULL);
 	switch (m->op) {
 	case MSG_BR_OP_APPROVALS:
-		if (e != 0)
+		if (e == ENOTCONN)
+			(void)ctl_reply_error(req, 503, "unavailable", "the "
+			    "fleet's approval queue does not answer (see "
+			    "sluice status)");
+		else if (e != 0)
 			(void)ctl_reply_error(req, 500, "internal", "%s",
 			    strerror(e));
 		else
@@ -105,6 +109,14 @@ ctl_answer(struct ctl_wait *cw, const struct msg_br_ctl_reply *r,
 			(void)ctl_reply_error(req, 404, "not_found", "no "
 			    "pending call %s (unknown, already decided or "
 			    "timed out)", m->id);
+		else if (e == ENOTCONN)
+			(void)ctl_reply_error(req, 503, "unavailable", "call "
+			    "%s is not decided: the fleet's approval queue "
+			    "does not answer (see sluice status)", m->id);
+		else if (e == EIO)
+			(void)ctl_reply_error(req, 500, "internal", "call %s "
+			    "was decided, but this host could not record the "
+			    "decision", m->id);
 		else if (e != 0)
 			(void)ctl_reply_error(req, 400, "bad_request", "cannot "
 			    "decide call %s: %s", m->id, strerror(e));

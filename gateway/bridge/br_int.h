@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "gateway/bridge/bridge.h"
+#include "gateway/bridge/fleetq.h"
 #include "gateway/bridge/shared.h"
 
 /* glibc's sys/queue.h lacks the _SAFE forms. */
@@ -375,8 +376,12 @@ struct br_call {
 	char			*approver;
 	int64_t			 approver_uid;	/* -1: Sluice itself */
 	char			*approver_note;
+	char			*approver_host;	/* fleet: where it was decided */
 	const char		*approval;
-	bool			 approved;	/* a person said yes: decide
+	bool			 approved;
+	struct br_fq_job	*fqjob;		/* its row on its way */
+	bool			 fq_posted;	/* its row is in the fleet's
+						   queue, to be closed */	/* a person said yes: decide
 						   again without asking */
 	/* upstream */
 	struct br_up_req	*ureq;
@@ -439,6 +444,18 @@ void	br_call_start_kind(struct br_req *rq, json_t *rpc_id, json_t *params,
  * dropped. */
 void	br_call_detach(struct br_call *c);
 void	br_call_abort_all(struct br *br);
+/* br_call_decide: decide c from the start (its tool's definition
+ * first), as a new call is. */
+void	br_call_decide(struct br_call *c);
+
+/* approval.c: br_call_ask puts c (decided ask) into the approval queue,
+ * the fleet's too (or denies it); br_approval_unqueue takes a waiting c
+ * out (no-op for any other), closing its shared row for why;
+ * br_approval_delivered carries out a decision the fleet's queue
+ * delivered (br_fq_deliver, arg the bridge). */
+void	br_call_ask(struct br_call *c);
+void	br_approval_unqueue(struct br_call *c, enum fleet_aq_close why);
+void	br_approval_delivered(void *arg, const struct fleet_aq_decision *d);
 /* br_call_sluice_denies: deny pending call id in Sluice's own name
  * (sandbox removed): recorded with approver "sluice", no uid. */
 int	br_call_sluice_denies(struct br *br, const char *id,
@@ -645,6 +662,7 @@ struct br {
 	size_t			 nups;
 	sqlite3			*db;
 	struct br_shared	*shared;	/* NULL: no fleet, all local */
+	struct br_fq		*fq;		/* the fleet's approval queue */
 	CURLM			*multi;
 	struct hx		*hx_list;	/* transfers in flight */
 	struct ev_timer		*curl_timer;

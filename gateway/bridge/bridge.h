@@ -75,8 +75,11 @@ enum br_event_kind {
 	BR_EV_SERVER_REQUEST,	/* "mcp.server_request": one per request an
 				   upstream made of the client (tool is its
 				   method, args what it asked) */
+	BR_EV_APPROVAL,		/* "mcp.approval": this host decided a call
+				   another host of the fleet holds (held_by);
+				   call_id is the approval's id */
 };
-#define BR_EV__LAST	BR_EV_SERVER_REQUEST
+#define BR_EV__LAST	BR_EV_APPROVAL
 
 /* br_kind_is_record: k is a durable record of an action (a call, a
  * read, a prompt), not a finding. */
@@ -113,6 +116,10 @@ struct br_event {
 	const char		*approver_note;	/* ask: text the approving
 						   client supplied (never an
 						   identity), or NULL */
+	const char		*approver_host;	/* ask, in a fleet: the host the
+						   decision was made on */
+	const char		*held_by;	/* mcp.approval: the host that
+						   holds the call */
 	const char		*approval;	/* ask: "approved" | "denied" |
 						   "timeout" | "cancelled",
 						   NULL otherwise */
@@ -220,6 +227,9 @@ struct br_config {
 	/* The password for the fleet's database (cfg's fleet section), as
 	 * the parent read it; NULL: libpq's own sources. Copied by br_new. */
 	const char		*fleet_password;
+	/* This host's name in the fleet's tables (the parent resolved it);
+	 * NULL: no fleet. */
+	const char		*fleet_host;
 };
 
 struct br;
@@ -272,6 +282,28 @@ struct br_approver {
 int		 br_approval_decide(struct br *br, const char *id,
 		    bool approve, const struct br_approver *who,
 		    const char *reason);
+
+/*
+ * br_approval_answer: the answer to an asynchronous listing or decision:
+ * err 0 (list: the listing, borrowed for the call) or an errno: ENOENT
+ * (nothing to decide), ENOTCONN (the fleet's queue does not answer), EIO
+ * (decided, but this host's record of it failed), ENOMEM.
+ */
+typedef void br_approval_answer(void *arg, int err, json_t *list);
+/*
+ * br_approvals_list_async, br_approval_decide_async: br_approvals_list and
+ * br_approval_decide as a fleet needs them: with one, the listing is every
+ * host's pending calls (each with its "host") and a decision is made in
+ * the shared queue, for a call any host holds (recorded here as
+ * mcp.approval when another host holds it). Without one, answered at once.
+ * cb comes exactly once, maybe inside the call, when 0 is returned; -1
+ * with errno (EINVAL, ENOMEM, ENOTCONN) and no cb otherwise.
+ */
+int		 br_approvals_list_async(struct br *br,
+		    br_approval_answer *cb, void *arg);
+int		 br_approval_decide_async(struct br *br, const char *id,
+		    bool approve, const struct br_approver *who,
+		    const char *reason, br_approval_answer *cb, void *arg);
 
 /* br_sandbox_gone: forget the sandbox's sessions, close its GET streams
  * (at once, waiting for no client) and deny its pending approvals (a

@@ -81,11 +81,7 @@ call_free(struct br_call *c)
 		c->req->call = NULL;
 	if (c->br != NULL) {
 		TAILQ_REMOVE(&c->br->calls, c, all);
-		if (c->state == CALL_ASKING) {
-			TAILQ_REMOVE(&c->br->approvals, c, entry);
-			c->br->napprovals--;
-			ev_timer_cancel(c->br->loop, c->atimer);
-		}
+		br_approval_unqueue(c, FLEET_AQ_GONE);
 	}
 	if (c->ureq != NULL)
 		br_up_cancel(c->ureq);
@@ -100,6 +96,7 @@ call_free(struct br_call *c)
 	free(c->args_json);
 	free(c->approver);
 	free(c->approver_note);
+	free(c->approver_host);
 	free(c->result_text);
 	free(c->rtext);
 	free(c);
@@ -220,6 +217,7 @@ call_event(struct br_call *c, enum br_event_kind kind, struct br_event *ev)
 	ev->approver = c->approver;
 	ev->approver_uid = c->approver != NULL ? c->approver_uid : -1;
 	ev->approver_note = c->approver_note;
+	ev->approver_host = c->approver_host;
 	ev->approval = c->approval;
 	ev->classification = c->dec.classification;
 	ev->upstream_latency_us = -1;
@@ -571,153 +569,7 @@ intend(struct br_call *c)
 		on_intent(c, 0);
 }
 
-/* ------------------------------------------------------------ approvals */
-
-static void
-on_approval_timeout(struct ev_loop *loop, void *arg)
-{
-	struct br_call *c = arg;
-
-	(void)loop;
-	c->atimer = NULL;
-	TAILQ_REMOVE(&c->br->approvals, c, entry);
-	c->br->napprovals--;
-	c->state = CALL_NEW;
-	c->approval = "timeout";
-	deny(c, NULL, POL_REASON_APPROVAL_TIMEOUT,
-	    "Nobody approved this call in "
-	    "time.");
-}
-
-static void
-ask(struct br_call *c)
-{
-	struct br *br = c->br;
-	uint64_t ms = pol_tool_approval_timeout_ms(c->client.policy);
-	struct br_call *o;
-	size_t mine = 0;
-
-	/* One sandbox cannot crowd out everyone else's approvals. */
-	TAILQ_FOREACH(o, &br->approvals, entry)
-		if (strcmp(o->client.id, c->client.id) == 0)
-			mine++;
-	if (br->napprovals >= BR_APPROVALS_MAX ||
-	    mine >= BR_APPROVALS_PER_SB ||
-	    br_random_hex(c->approval_id, 16) == -1 ||
-	    (c->atimer = ev_timer_add(br->loop, ms, on_approval_timeout, c)) ==
-	    NULL) {
-		deny(c, NULL, POL_REASON_APPROVAL_UNAVAILABLE,
-		    "Too many calls are "
-		    "waiting for approval; try again later.");
-		return;
-	}
-	c->created_ms = br_wall_ms();
-	c->expires_ms = c->created_ms + ms;
-	c->state = CALL_ASKING;
-	TAILQ_INSERT_TAIL(&br->approvals, c, entry);
-	br->napprovals++;
-	log_info("bridge: call %s/%s from %s waits for approval (id %s)",
-	    c->up->srv->name, c->tool, c->client.id, c->approval_id);
-}
-
-json_t *
-br_approvals_list(struct br *br)
-{
-	struct br_call *c;
-	json_t *a, *o;
-
-	if ((a = json_array()) == NULL)
-		return NULL;
-	TAILQ_FOREACH(c, &br->approvals, entry) {
-		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:I, s:I}",
-		    "id", c->approval_id, "sandbox", c->client.id,
-		    "subject", c->client.subject, "server", c->up->srv->name,
-		    "tool", c->tool, "arguments", c->args, "rule", c->rule,
-		    "created_ms", (json_int_t)c->created_ms,
-		    "expires_ms", (json_int_t)c->expires_ms);
-		if (o == NULL || json_array_append_new(a, o) == -1) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	if (br_srvreq_approvals(br, a) == -1) {
-		json_decref(a);
-		return NULL;
-	}
-	return a;
-}
-
 static void	reserve(struct br_call *c, bool approved);
-
-/* Takes pending call id out of the approval queue and carries out the
- * decision; uid -1 is Sluice deciding in its own name. */
-static int
-decide_pending(struct br *br, const char *id, bool approve, const char *name,
-    int64_t uid, const char *note, const char *reason)
-{
-	struct br_call *c;
-	char msg[256];
-
-	TAILQ_FOREACH(c, &br->approvals, entry)
-		if (strcmp(c->approval_id, id) == 0)
-			break;
-	if (c == NULL)
-		return br_srvreq_decide(br, id, approve, name, uid, note,
-		    reason);
-	TAILQ_REMOVE(&br->approvals, c, entry);
-	br->napprovals--;
-	ev_timer_cancel(br->loop, c->atimer);
-	c->atimer = NULL;
-	c->state = CALL_NEW;
-	c->approver = strdup(name);
-	c->approver_uid = uid;
-	c->approver_note = note != NULL ? strdup(note) : NULL;
-	if (c->approver == NULL || (note != NULL && c->approver_note == NULL)) {
-		/* An approval must name who gave it: without memory for
-		 * that, the call does not go ahead. */
-		c->approval = "denied";
-		deny(c, NULL, POL_REASON_INTERNAL_ERROR,
-		    "The approval could not be "
-		    "recorded.");
-		return 0;
-	}
-	if (approve) {
-		c->approval = "approved";
-		/* The wait may have outlasted the listing it was asked on:
-		 * the call meets a recent definition, as any other does. */
-		c->approved = true;
-		decide(c);
-		return 0;
-	}
-	c->approval = "denied";
-	if (reason != NULL && *reason != '\0')
-		snprintf(msg, sizeof(msg), "%s declined this call: %.180s",
-		    uid >= 0 ? "A person" : "Sluice", reason);
-	else
-		snprintf(msg, sizeof(msg), "%s declined this call.",
-		    uid >= 0 ? "A person" : "Sluice");
-	deny(c, NULL, POL_REASON_APPROVAL_DENIED, msg);
-	return 0;
-}
-
-int
-br_approval_decide(struct br *br, const char *id, bool approve,
-    const struct br_approver *who, const char *reason)
-{
-	if (br == NULL || id == NULL || who == NULL || who->name == NULL ||
-	    who->name[0] == '\0' || who->uid < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	return decide_pending(br, id, approve, who->name, who->uid, who->note,
-	    reason);
-}
-
-int
-br_call_sluice_denies(struct br *br, const char *id, const char *reason)
-{
-	return decide_pending(br, id, false, "sluice", -1, NULL, reason);
-}
 
 /* ------------------------------------------------------------ decision */
 
@@ -831,7 +683,7 @@ reserve(struct br_call *c, bool approved)
 		snprintf(c->rule, sizeof(c->rule), "%s", c->dec.d.rule ?
 		    c->dec.d.rule : "default");
 		if (c->dec.d.verdict == POL_ASK && !approved) {
-			ask(c);
+			br_call_ask(c);
 			return;
 		}
 		if (c->dec.d.verdict != POL_ALLOW &&
@@ -890,7 +742,7 @@ reserve(struct br_call *c, bool approved)
 	if (c->dec.d.verdict == POL_ASK && !approved) {
 		br_db_rollback(br);
 		br_call_shared_drop(c);
-		ask(c);
+		br_call_ask(c);
 		return;
 	}
 	/* The second pass must name the same budgets, in order. */
@@ -916,6 +768,12 @@ reserve(struct br_call *c, bool approved)
 	}
 	budget_state(c, use);
 	intend(c);
+}
+
+void
+br_call_decide(struct br_call *c)
+{
+	decide(c);
 }
 
 void
@@ -1058,11 +916,7 @@ br_call_abort_all(struct br *br)
 	/* Pending approvals are denied (and recorded) while the hooks still
 	 * work. */
 	while ((c = TAILQ_FIRST(&br->approvals)) != NULL) {
-		TAILQ_REMOVE(&br->approvals, c, entry);
-		br->napprovals--;
-		ev_timer_cancel(br->loop, c->atimer);
-		c->atimer = NULL;
-		c->state = CALL_NEW;
+		br_approval_unqueue(c, FLEET_AQ_GONE);
 		c->approval = "denied";
 		c->approver = strdup("sluice");
 		c->approver_uid = -1;
@@ -1144,11 +998,7 @@ br_call_cancel(struct br *br, const char *sid, const json_t *id)
 	if (c->state == CALL_ASKING) {
 		/* Never reserved (reserve() runs again once approved), never
 		 * forwarded: nothing to give back. */
-		TAILQ_REMOVE(&br->approvals, c, entry);
-		br->napprovals--;
-		ev_timer_cancel(br->loop, c->atimer);
-		c->atimer = NULL;
-		c->state = CALL_NEW;
+		br_approval_unqueue(c, FLEET_AQ_CANCELLED);
 		c->approval = "cancelled";
 		deny(c, NULL, POL_REASON_CANCELLED, "The call was cancelled.");
 		return;

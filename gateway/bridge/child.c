@@ -273,6 +273,8 @@ send_event(struct brc *d, uint32_t type, const struct br_event *ev,
 		[MSG_BRS_RESULT_DIGEST] = ev->result_digest,
 		[MSG_BRS_DETAIL] = ev->detail,
 		[MSG_BRS_CALL_ID] = ev->call_id,
+		[MSG_BRS_APPROVER_HOST] = ev->approver_host,
+		[MSG_BRS_HELD_BY] = ev->held_by,
 	};
 	struct iovec v[1 + MSG_BR_NSTR];
 	struct msg_br_event m;
@@ -439,6 +441,17 @@ send_stats(struct brc *d)
 		s.shared_failures = st.failures;
 		s.shared_reconnects = st.reconnects;
 	}
+	if (d->br->fq != NULL) {
+		struct br_fq_stats st;
+
+		br_fq_stats(d->br->fq, &st);
+		s.aq_up = st.up ? 1 : 0;
+		s.aq_posted = st.posted;
+		s.aq_decided = st.decided;
+		s.aq_delivered = st.delivered;
+		s.aq_failures = st.failures;
+		s.aq_reconnects = st.reconnects;
+	}
 	if (memcmp(&s, &d->last, sizeof(s)) == 0)
 		return;
 	if (chan_send1(d->ch, MSG_BR_STATS, &s, sizeof(s)) == 0)
@@ -573,6 +586,9 @@ start_bridge(struct brc *d)
 	if (d->chdr.has_pg_password &&
 	    msg_str_ok(d->chdr.pg_password, sizeof(d->chdr.pg_password)))
 		bc.fleet_password = d->chdr.pg_password;
+	if (msg_str_ok(d->chdr.fleet_host, sizeof(d->chdr.fleet_host)) &&
+	    d->chdr.fleet_host[0] != '\0')
+		bc.fleet_host = d->chdr.fleet_host;
 	memset(&h, 0, sizeof(h));
 	h.identify = h_identify;
 	h.release = h_release;
@@ -601,67 +617,104 @@ start_bridge(struct brc *d)
 	log_info("serving on port %u", br_port(d->br));
 }
 
+/* Sends a control reply (body may be NULL; not taken) and fresh stats. */
 static void
-on_ctl(struct brc *d, const struct msg_br_ctl *m)
+ctl_reply(struct brc *d, uint64_t ticket, int err_no, const char *body)
 {
 	struct msg_br_ctl_reply r;
-	struct br_approver who;
 	struct iovec v[2];
-	char *body = NULL;
-	size_t blen = 0;
-	json_t *list;
-	FILE *fp;
 
 	memset(&r, 0, sizeof(r));
-	r.ticket = m->ticket;
-	switch (m->op) {
-	case MSG_BR_OP_APPROVALS:
-		if ((list = br_approvals_list(d->br)) == NULL ||
-		    (body = json_dumps(list, JSON_COMPACT)) == NULL)
-			r.err_no = ENOMEM;
-		json_decref(list);
-		break;
-	case MSG_BR_OP_DECIDE:
-		who.name = m->name;
-		who.uid = m->uid;
-		who.note = m->has_note ? m->note : NULL;
-		if (br_approval_decide(d->br, m->id, m->approve != 0, &who,
-		    m->has_reason ? m->reason : NULL) == -1)
-			r.err_no = errno != 0 ? errno : EIO;
-		break;
-	case MSG_BR_OP_PINS:
-		if ((fp = open_memstream(&body, &blen)) == NULL) {
-			r.err_no = ENOMEM;
-			break;
-		}
-		if (br_pins_snippet(d->br, m->server, fp) == -1)
-			r.err_no = errno != 0 ? errno : EIO;
-		if (fclose(fp) != 0 && r.err_no == 0)
-			r.err_no = ENOMEM;
-		break;
-	case MSG_BR_OP_ACCEPT:
-		if (br_pins_accept(d->br, m->server, m->tool) == -1)
-			r.err_no = errno != 0 ? errno : EIO;
-		break;
-	default:
-		r.err_no = EINVAL;
-		break;
-	}
+	r.ticket = ticket;
+	r.err_no = err_no;
 	if (r.err_no != 0 || body == NULL || strlen(body) > MSG_BR_BODY_MAX) {
 		if (r.err_no == 0 && body != NULL)
 			r.err_no = EMSGSIZE;
-		free(body);
 		body = NULL;
 	}
 	r.len = body != NULL ? (uint32_t)strlen(body) : 0;
 	v[0].iov_base = &r;
 	v[0].iov_len = sizeof(r);
-	v[1].iov_base = body;
+	v[1].iov_base = (void *)body;
 	v[1].iov_len = r.len;
-	if (chan_send(d->ch, MSG_BR_CTL_REPLY, v, r.len > 0 ? 2 : 1) == -1)
+	if (d->ch != NULL && chan_send(d->ch, MSG_BR_CTL_REPLY, v,
+	    r.len > 0 ? 2 : 1) == -1)
 		log_warn("control reply to the parent");
+	if (d->ch != NULL)
+		send_stats(d);
+}
+
+/* A listing or decision the fleet's database answers later. */
+struct brc_ctl_wait {
+	struct brc	*d;
+	uint64_t	 ticket;
+};
+
+static void
+on_ctl_answer(void *arg, int err, json_t *list)
+{
+	struct brc_ctl_wait *w = arg;
+	char *body = NULL;
+
+	if (err == 0 && list != NULL && (body = json_dumps(list,
+	    JSON_COMPACT)) == NULL)
+		err = ENOMEM;
+	ctl_reply(w->d, w->ticket, err, body);
 	free(body);
-	send_stats(d);
+	free(w);
+}
+
+static void
+on_ctl(struct brc *d, const struct msg_br_ctl *m)
+{
+	struct brc_ctl_wait *w;
+	struct br_approver who;
+	char *body = NULL;
+	size_t blen = 0;
+	int e = 0, rc;
+	FILE *fp;
+
+	switch (m->op) {
+	case MSG_BR_OP_APPROVALS:
+	case MSG_BR_OP_DECIDE:
+		if ((w = calloc(1, sizeof(*w))) == NULL) {
+			e = ENOMEM;
+			break;
+		}
+		w->d = d;
+		w->ticket = m->ticket;
+		who.name = m->name;
+		who.uid = m->uid;
+		who.note = m->has_note ? m->note : NULL;
+		rc = m->op == MSG_BR_OP_APPROVALS ?
+		    br_approvals_list_async(d->br, on_ctl_answer, w) :
+		    br_approval_decide_async(d->br, m->id, m->approve != 0,
+		    &who, m->has_reason ? m->reason : NULL, on_ctl_answer, w);
+		if (rc == 0)
+			return;		/* on_ctl_answer replies */
+		e = errno != 0 ? errno : EIO;
+		free(w);
+		break;
+	case MSG_BR_OP_PINS:
+		if ((fp = open_memstream(&body, &blen)) == NULL) {
+			e = ENOMEM;
+			break;
+		}
+		if (br_pins_snippet(d->br, m->server, fp) == -1)
+			e = errno != 0 ? errno : EIO;
+		if (fclose(fp) != 0 && e == 0)
+			e = ENOMEM;
+		break;
+	case MSG_BR_OP_ACCEPT:
+		if (br_pins_accept(d->br, m->server, m->tool) == -1)
+			e = errno != 0 ? errno : EIO;
+		break;
+	default:
+		e = EINVAL;
+		break;
+	}
+	ctl_reply(d, m->ticket, e, body);
+	free(body);
 }
 
 static void

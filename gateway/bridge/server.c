@@ -105,6 +105,8 @@ br_kind_name(enum br_event_kind k)
 		return "mcp.intent";
 	case BR_EV_SERVER_REQUEST:
 		return "mcp.server_request";
+	case BR_EV_APPROVAL:
+		return "mcp.approval";
 	}
 	return "mcp.unknown";
 }
@@ -287,7 +289,15 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	    cfg->fleet_conninfo, c->fleet_password, cfg->fleet_deadline_ms,
 	    err, errlen)) == NULL)
 		goto fail;
+	/* So is the approval queue they share, on a connection of its own
+	 * (fleetq.h says why). */
+	if (cfg->fleet_conninfo != NULL && (br->fq = br_fq_new(loop,
+	    cfg->fleet_conninfo, c->fleet_password, c->fleet_host,
+	    cfg->fleet_deadline_ms, br_approval_delivered, br, err,
+	    errlen)) == NULL)
+		goto fail;
 	br->c.fleet_password = NULL;
+	br->c.fleet_host = NULL;
 	if (br_http_init(br) == -1) {
 		snprintf(err, errlen, "bridge: cannot start libcurl");
 		goto fail;
@@ -411,6 +421,7 @@ br_free(struct br *br)
 	br_http_fini(br);
 	while ((s = TAILQ_FIRST(&br->sessions)) != NULL)
 		br_session_free(br, s);
+	br_fq_free(br->fq);
 	br_shared_free(br->shared);
 	br_db_close(br);
 	free(br);

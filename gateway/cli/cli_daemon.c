@@ -85,6 +85,36 @@ print_fleet(const json_t *f)
 		printf("  last error: %s\n", e);
 }
 
+/* What the bridge shares with the fleet: its budgets and its approval
+ * queue, each with whether the database answers it now. */
+static void
+print_fleet_mcp(const json_t *mcp)
+{
+	const json_t *b = json_object_get(mcp, "shared_budgets");
+	const json_t *q = json_object_get(mcp, "approval_queue");
+
+	if (json_is_object(b))
+		printf("  shared budgets: database %s, %lld reserved, %lld "
+		    "exhausted, %lld unavailable, %lld failures, %lld "
+		    "reconnects\n",
+		    json_is_true(json_object_get(b, "up")) ? "up" : "DOWN",
+		    json_integer_value(json_object_get(b, "reserved")),
+		    json_integer_value(json_object_get(b, "exhausted")),
+		    json_integer_value(json_object_get(b, "unavailable")),
+		    json_integer_value(json_object_get(b, "failures")),
+		    json_integer_value(json_object_get(b, "reconnects")));
+	if (json_is_object(q))
+		printf("  approval queue: database %s, %lld posted, %lld "
+		    "decided here, %lld delivered here, %lld failures, %lld "
+		    "reconnects\n",
+		    json_is_true(json_object_get(q, "up")) ? "up" : "DOWN",
+		    json_integer_value(json_object_get(q, "posted")),
+		    json_integer_value(json_object_get(q, "decided_here")),
+		    json_integer_value(json_object_get(q, "delivered")),
+		    json_integer_value(json_object_get(q, "failures")),
+		    json_integer_value(json_object_get(q, "reconnects")));
+}
+
 int
 cli_status(int argc, char **argv)
 {
@@ -150,6 +180,8 @@ cli_status(int argc, char **argv)
 	printf("sandboxes: %lld\n",
 	    json_integer_value(json_object_get(r, "sandboxes")));
 	print_fleet(json_object_get(r, "fleet"));
+	if (json_is_object(json_object_get(r, "fleet")))
+		print_fleet_mcp(json_object_get(r, "mcp"));
 	json_decref(r);
 	return 0;
 }

@@ -97,7 +97,7 @@ cli_approvals(int argc, char **argv)
 		{ "json",	no_argument,	NULL, 'j' },
 		{ NULL,		0,		NULL, 0 }
 	};
-	int ch, json = 0, wid = 2, wsb = 7, wsub = 7, wtool = 4;
+	int ch, json = 0, wid = 2, wsb = 7, wsub = 7, wtool = 4, whost = 0;
 	json_t *r = NULL, *e;
 	char err[512], tool[160];
 	long status;
@@ -142,6 +142,10 @@ cli_approvals(int argc, char **argv)
 
 		if ((n = (int)strlen(cell(e, "id"))) > wid)
 			wid = n;
+		/* A fleet names the host that holds each call. */
+		if (json_object_get(e, "host") != NULL &&
+		    (n = (int)strlen(cell(e, "host"))) > whost)
+			whost = n < 4 ? 4 : n;
 		if ((n = (int)strlen(cell(e, "sandbox"))) > wsb)
 			wsb = n;
 		if ((n = (int)strlen(cell(e, "subject"))) > wsub)
@@ -151,6 +155,8 @@ cli_approvals(int argc, char **argv)
 		if (n > wtool)
 			wtool = n < (int)sizeof(tool) ? n : (int)sizeof(tool) - 1;
 	}
+	if (whost > 0)
+		printf("%-*s  ", whost, "HOST");
 	printf("%-*s  %-*s  %-*s  %-*s  %7s  %s\n", wid, "ID", wsb, "SANDBOX",
 	    wsub, "SUBJECT", wtool, "TOOL", "EXPIRES", "ARGUMENTS");
 	json_array_foreach(r, i, e) {
@@ -164,6 +170,8 @@ cli_approvals(int argc, char **argv)
 		snprintf(expires, sizeof(expires), "%llds",
 		    left > 0 ? left : 0);
 		a = args_line(json_object_get(e, "arguments"), CLI_ARGS_SHOWN);
+		if (whost > 0)
+			printf("%-*s  ", whost, cell(e, "host"));
 		printf("%-*s  %-*s  %-*s  %-*s  %7s  %s\n", wid, cell(e, "id"),
 		    wsb, cell(e, "sandbox"), wsub, cell(e, "subject"), wtool,
 		    tool, expires, a != NULL ? a : "?");

@@ -3,7 +3,8 @@
  * fleet:, README "Running a fleet"), as both the daemon and the CLI use it:
  * pg.c speaks to PostgreSQL (a connection and every statement bounded by a
  * deadline, the versioned schema and its migrations, the pure reading of
- * the version row), budget.c reserves the budgets hosts share, wload.c
+ * the version row), budget.c reserves the budgets hosts share, aq.c
+ * holds the approval queue they share, wload.c
  * reads a host's witnessed checkpoints back for `sluice audit verify
  * --witness`. A library like audit/, linked by the CLI too: leaf
  * functions that return errors, no threads, no logging; the daemon's use
@@ -15,10 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 /* The schema version this build creates and understands. */
-#define FLEET_SCHEMA_VERSION	2
+#define FLEET_SCHEMA_VERSION	3
 
 /* ---- PostgreSQL (fleet/pg.c) ---- */
 
@@ -152,6 +154,88 @@ enum fleet_resv_outcome fleet_budget_reserve(PGconn *c, struct fleet_resv *r,
  */
 int		 fleet_budget_settle(PGconn *c, const struct fleet_resv *r,
 		    size_t n, uint64_t bytes, int release, unsigned deadline_ms,
+		    char *err, size_t errlen);
+
+/* ---- the shared approval queue (fleet/aq.c) ----
+ *
+ * One row per call waiting for a person, posted by the host that holds
+ * the call. Any host decides it (one conditional UPDATE: one winner), which
+ * notifies the holder on FLEET_AQ_CHANNEL with its host name as payload;
+ * the holder reads its decided rows, carries each out and closes it. */
+#define FLEET_AQ_CHANNEL	"sluice_approvals"
+
+struct fleet_aq_item {
+	const char	*id;		/* 32 hex */
+	const char	*host;		/* the holder */
+	const char	*sandbox, *subject, *server, *tool;
+	const char	*kind;		/* "tool" | "resource" | "prompt" */
+	const char	*arguments;	/* JSON text, or NULL (too large) */
+	const char	*rule;		/* or NULL */
+	uint64_t	 expires_ms;	/* wall clock */
+};
+
+/* A decision as it is made and as the holder reads it back. */
+struct fleet_aq_decision {
+	char		 id[33];
+	int		 approve;
+	char		 approver[160];	/* a user name */
+	int64_t		 approver_uid;
+	char		 approver_host[128];
+	char		 note[129];	/* "" for none */
+	char		 reason[1025];	/* "" for none */
+};
+
+/* What fleet_aq_decide says of the call it decided. */
+struct fleet_aq_held {
+	char		 host[128];	/* the holder */
+	char		 sandbox[64], subject[128], server[128], tool[256];
+	char		 kind[16];
+};
+
+enum fleet_aq_close {
+	FLEET_AQ_TAKEN = 1,	/* the holder carried the decision out */
+	FLEET_AQ_TIMEOUT,	/* nobody decided in time */
+	FLEET_AQ_CANCELLED,	/* the client cancelled the call */
+	FLEET_AQ_GONE,		/* the call went away (its sandbox, a stop) */
+};
+
+/* fleet_aq_post: the row of a call waiting for a person. 0, or -1 with
+ * errno and err (the call must then not wait: nobody could decide it). */
+int		 fleet_aq_post(PGconn *c, const struct fleet_aq_item *it,
+		    unsigned deadline_ms, char *err, size_t errlen);
+/*
+ * fleet_aq_decide: decide row d->id if it is still open, undecided and
+ * unexpired, and notify its holder. 1 with *held filled, 0 when there was
+ * nothing to decide (unknown, decided already, closed, expired), -1 with
+ * errno and err.
+ */
+int		 fleet_aq_decide(PGconn *c, const struct fleet_aq_decision *d,
+		    unsigned deadline_ms, struct fleet_aq_held *held,
+		    char *err, size_t errlen);
+/*
+ * fleet_aq_decided: the decided rows host holds and has not closed, the
+ * oldest decision first, at most max: a calloc'd array of *n (rows that do
+ * not fit the fields are skipped). NULL with err on failure.
+ */
+struct fleet_aq_decision *fleet_aq_decided(PGconn *c, const char *host,
+		    size_t max, unsigned deadline_ms, size_t *n, char *err,
+		    size_t errlen);
+/* fleet_aq_close: close host's row id for why (a row already closed stays
+ * as it was). 0, or -1 with err. */
+int		 fleet_aq_close(PGconn *c, const char *id, const char *host,
+		    enum fleet_aq_close why, unsigned deadline_ms, char *err,
+		    size_t errlen);
+/* fleet_aq_sweep: close every open row of host as gone (a restarted
+ * process holds none of them). The rows closed, or -1 with err. */
+long		 fleet_aq_sweep(PGconn *c, const char *host,
+		    unsigned deadline_ms, char *err, size_t errlen);
+/*
+ * fleet_aq_list: the open, undecided, unexpired rows of every host, oldest
+ * first, at most max, as a new JSON array of {id, host, sandbox, subject,
+ * server, tool, kind, arguments, rule, created_ms, expires_ms}. NULL with
+ * err on failure.
+ */
+json_t		*fleet_aq_list(PGconn *c, size_t max, unsigned deadline_ms,
 		    char *err, size_t errlen);
 
 /* ---- reading the witness back (fleet/wload.c) ---- */

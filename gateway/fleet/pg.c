@@ -77,6 +77,29 @@ static const char *const steps[FLEET_SCHEMA_VERSION] = {
 	" PRIMARY KEY (scope, owner, name));"
 	"REVOKE ALL ON budgets FROM PUBLIC;"
 	"INSERT INTO schema_version (version) VALUES (2);",
+	/* 3: the approval queue (fleet/aq.c), one row per call that waited
+	 * for a person, kept when closed as the queue's history. */
+	"CREATE TABLE approvals ("
+	" id text PRIMARY KEY CHECK (id ~ '^[0-9a-f]{32}$'),"
+	" host text NOT NULL,"
+	" sandbox text NOT NULL, subject text NOT NULL,"
+	" server text NOT NULL, tool text NOT NULL,"
+	" kind text NOT NULL CHECK (kind IN ('tool', 'resource', 'prompt')),"
+	" arguments text, rule text,"
+	" created_at timestamptz NOT NULL DEFAULT now(),"
+	" expires_at timestamptz NOT NULL,"
+	" decision text CHECK (decision IN ('approved', 'denied')),"
+	" approver text, approver_uid bigint, approver_host text,"
+	" approver_note text, reason text, decided_at timestamptz,"
+	" closed_at timestamptz,"
+	" closed text CHECK (closed IN ('taken', 'timeout', 'cancelled',"
+	"  'gone')),"
+	" CHECK ((decision IS NULL) = (decided_at IS NULL)),"
+	" CHECK ((closed IS NULL) = (closed_at IS NULL)));"
+	"CREATE INDEX approvals_open ON approvals (host)"
+	" WHERE closed_at IS NULL;"
+	"REVOKE ALL ON approvals FROM PUBLIC;"
+	"INSERT INTO schema_version (version) VALUES (3);",
 };
 
 static void

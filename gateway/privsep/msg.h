@@ -91,7 +91,7 @@ enum msg_type {
 #define MSG_ERR_MAX		128u
 #define MSG_CONFIG_MAX		(1024u * 1024u)	/* as pol_config_load */
 #define MSG_BR_LABELS		16u		/* as BR_MAX_LABELS */
-#define MSG_BR_NSTR		20u		/* strings of an event */
+#define MSG_BR_NSTR		22u		/* strings of an event */
 #define MSG_BR_STR_MAX		(2u * 1024u * 1024u)	/* an event's strings */
 #define MSG_BR_BODY_MAX		(4u * 1024u * 1024u)	/* a control reply */
 
@@ -217,6 +217,8 @@ struct msg_br_config {
 	 * NUL-terminated, has_pg_password 0 when there is none. */
 	uint8_t		has_pg_password;
 	char		pg_password[1025];
+	/* This host's name in the fleet's tables ("" without a fleet). */
+	char		fleet_host[128];
 };
 
 /* A sandbox as the bridge needs it: who it is (subject and labels, which
@@ -291,9 +293,13 @@ struct msg_br_stats {
 	/* the budgets the fleet shares (gateway/bridge/shared.h) */
 	uint8_t		shared;		/* 1: a fleet is configured */
 	uint8_t		shared_up;	/* its database answers */
-	uint8_t		pad[6];
+	/* the approval queue the fleet shares (gateway/bridge/fleetq.h) */
+	uint8_t		aq_up;
+	uint8_t		pad[5];
 	uint64_t	shared_reserved, shared_exhausted, shared_unavailable;
 	uint64_t	shared_failures, shared_reconnects;
+	uint64_t	aq_posted, aq_decided, aq_delivered, aq_failures;
+	uint64_t	aq_reconnects;
 };
 
 /* One bridge event (struct br_event) flat: numbers here, and the
@@ -306,7 +312,7 @@ enum msg_br_str {
 	MSG_BRS_ARGS_DIGEST, MSG_BRS_DECISION, MSG_BRS_RULE, MSG_BRS_MESSAGE,
 	MSG_BRS_BUDGET, MSG_BRS_APPROVER, MSG_BRS_APPROVER_NOTE,
 	MSG_BRS_APPROVAL, MSG_BRS_CLASSIFICATION, MSG_BRS_RESULT_DIGEST,
-	MSG_BRS_DETAIL, MSG_BRS_CALL_ID
+	MSG_BRS_DETAIL, MSG_BRS_CALL_ID, MSG_BRS_APPROVER_HOST, MSG_BRS_HELD_BY
 };
 struct msg_br_event {
 	uint64_t	ticket;		/* MSG_BR_RECORD: for the done */

@@ -127,15 +127,16 @@ check_match "... and told to run sluice fleet migrate as the owner" \
 
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
 check_eq "sluice fleet migrate as the owner makes the schema" \
-    "fleet schema at version 2" "$out"
+    "fleet schema at version 3" "$out"
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
-check_eq "a second migrate finds nothing to do" "fleet schema at version 2" "$out"
-check_eq "schema_version holds the history of the migrations" "1 2" \
+check_eq "a second migrate finds nothing to do" "fleet schema at version 3" "$out"
+check_eq "schema_version holds the history of the migrations" "1 2 3" \
     "$(owner_sql "SELECT version FROM schema_version ORDER BY version" | paste -sd' ')"
 # The GRANTs of README "Running a fleet".
 owner_sql "GRANT SELECT ON schema_version TO sluice_host;
 GRANT SELECT, INSERT ON checkpoints TO sluice_host;
-GRANT SELECT, INSERT, UPDATE ON budgets TO sluice_host;" ||
+GRANT SELECT, INSERT, UPDATE ON budgets TO sluice_host;
+GRANT SELECT, INSERT, UPDATE ON approvals TO sluice_host;" ||
 	not_ok "the owner grants the daemons' role"
 
 host_config alpha "host=$T/nowhere port=$PG_PORT user=sluice_host dbname=$PG_DB" \
@@ -178,7 +179,7 @@ else
 	not_ok "a schema from a newer sluiced: refused"
 fi
 check_match "... with both versions named" \
-    'schema is at version 99, newer than this sluiced knows \(2\)' \
+    'schema is at version 99, newer than this sluiced knows \(3\)' \
     "$(cat "$T/alpha/refused.err")"
 out=$(SLUICE_PG_PASSWORD=$PG_OWNER_PASS "$SLUICE" fleet migrate "$OWNER_CI" 2>&1)
 check_match "... and migrate will not touch it either" 'version 99, newer' "$out"
@@ -409,6 +410,18 @@ for h in alpha beta; do
 	      args:
 	        note: {type: string}
 	P
+	# Calls of shifty wait for a person (the fleet's approval queue).
+	cat >"$T/$h/pol/fa.yaml" <<-'P'
+	version: 1
+	name: fa
+	mcp:
+	  approval_timeout: 10m
+	  tools:
+	    - tool: drift/shifty
+	      decision: ask
+	      args:
+	        note: {type: string}
+	P
 	cat >>"$T/$h/sluice.yaml" <<-EOF
 	servers:
 	  - name: drift
@@ -433,9 +446,10 @@ in_sb() {
 	p=$(eval echo "\$PID_$1")
 	nsenter -t "$p" -m -- nsenter --net="/run/netns/sluice-$2" -- "${@:3}"
 }
-# sandbox HOST ID SUBJECT: a sandbox of fb; its token in $T/tok.ID.
+# sandbox HOST ID SUBJECT [POLICY]: a sandbox of POLICY (fb); its token
+# in $T/tok.ID.
 sandbox() {
-	sl "$1" sandbox create --policy fb --subject "$3" --id "$2" |
+	sl "$1" sandbox create --policy "${4:-fb}" --subject "$3" --id "$2" |
 	    jq -r .token >"$T/tok.$2"
 	[[ $(cat "$T/tok.$2") =~ ^[0-9a-f]{64}$ ]]
 }
@@ -544,7 +558,118 @@ check_match "after recovery: another subject's call is answered" 'note from stab
     "$(mcall beta "$SE" stable)"
 check_eq "... and reached the upstream" 11 "$(upstream_calls)"
 check_match "... and dora's is refused as used up again" 'used up' "$(mcall alpha "$SA" stable)"
+
+# ------------------------------------------------ one approval queue
+# A call held on alpha, listed and decided from beta; every decision is
+# one conditional UPDATE of the shared row, so two people deciding at
+# once get one winner.
+SQ=fq$$
+session_q() { session alpha "$SQ"; }
+if sandbox alpha "$SQ" hana fa && wait_for 30 session_q; then
+	ok "a sandbox of the asking policy on alpha, with a session"
+else
+	not_ok "a sandbox of the asking policy on alpha, with a session"
+fi
+# pending HOST: the ids every host's pending calls have, as HOST lists them.
+pending() { sl "$1" approvals --json | jq -r '.[].id' | paste -sd' '; }
+listed() { [ -n "$(pending "$1")" ]; }
+# held N: a call of shifty from SQ in the background, its answer in
+# $T/held.N; 0 once beta lists it (its id in $T/id.N).
+held() {
+	local before
+	before=$(pending beta)
+	mcall alpha "$SQ" shifty >"$T/held.$1" 2>&1 &
+	eval "HELD_$1=$!"
+	newid() { [ -n "$(comm -13 <(tr ' ' '\n' <<<"$before" | sort) \
+	    <(pending beta | tr ' ' '\n' | sort))" ]; }
+	wait_for 30 newid || return 1
+	comm -13 <(tr ' ' '\n' <<<"$before" | sort) \
+	    <(pending beta | tr ' ' '\n' | sort) | head -n 1 >"$T/id.$1"
+}
+answered() { wait "$(eval echo "\$HELD_$1")"; }
+row() { host_sql "SELECT $2 FROM approvals WHERE id = '$(cat "$T/id.$1")'"; }
+if held 1; then ok "a call held on alpha is listed on beta"; else
+	not_ok "a call held on alpha is listed on beta"
+	sed 's/^/#   alpha: /' "$T/alpha/sluiced.log" | tail -n 20
+fi
+ID1=$(cat "$T/id.1")
+check_eq "... as held by alpha" alpha \
+    "$(sl beta approvals --json | jq -r ".[] | select(.id == \"$ID1\") | .host")"
+check_match "... in the table sluice approvals prints, with the host" \
+    "^HOST +ID .*alpha +$ID1 +$SQ +hana +drift/shifty" "$(sl beta approvals | tr '\n' ' ')"
+check_match "... and alpha lists it too" "$ID1" "$(pending alpha)"
+out=$(sl beta approve "$ID1" 2>&1); rc=$?
+check_eq "beta's CLI approves it" 0 "$rc"
+answered 1
+check_match "... and the call on alpha completes" 'note from shifty' "$(cat "$T/held.1")"
+check_eq "... its row says approved, by beta, taken by alpha" "approved|beta|taken" \
+    "$(row 1 "decision || '|' || approver_host || '|' || closed")"
+# calls_of HOST KIND JQ: records of KIND on HOST matching the jq filter.
+recs() {
+	"$SLUICE" audit tail --db "$T/$1/state/audit.db" --kind "$2" 2>/dev/null |
+	    jq -s "[.[] | select($3)] | length"
+}
+check_eq "alpha's mcp.call record names the approver and beta" 1 \
+    "$(recs alpha mcp.call ".tool == \"shifty\" and .approval == \"approved\" and .approver_host == \"beta\" and .approver_uid == 0")"
+check_eq "beta records the decision as mcp.approval, held by alpha" 1 \
+    "$(recs beta mcp.approval ".call_id == \"$ID1\" and .held_by == \"alpha\" and .approver_host == \"beta\" and .approval == \"approved\"")"
+out=$(sl alpha deny "$ID1" 2>&1); rc=$?
+check_eq "deciding it again, from alpha: nothing to decide (exit 1)" 1 "$rc"
+check_match "... not found" 'no pending call' "$out"
+
+if held 2; then ok "a second held call"; else not_ok "a second held call"; fi
+out=$(sl alpha deny "$(cat "$T/id.2")" --reason "not today" 2>&1)
+check_eq "the holding host denies its own call through the queue" 0 "$?"
+answered 2
+check_match "... the call is refused with the reason" 'declined this call: not today' \
+    "$(cat "$T/held.2")"
+check_eq "... its row says denied, by alpha, taken" "denied|alpha|taken" \
+    "$(row 2 "decision || '|' || approver_host || '|' || closed")"
+
+# Two people at once, one on each host.
+if held 3; then ok "a third held call"; else not_ok "a third held call"; fi
+ID3=$(cat "$T/id.3")
+sl alpha approve "$ID3" >"$T/d.a" 2>&1 &
+pa=$!
+sl beta deny "$ID3" >"$T/d.b" 2>&1 &
+pb=$!
+wait "$pa"; ra=$?
+wait "$pb"; rb=$?
+check_eq "approve on alpha and deny on beta at once: exactly one wins" 1 \
+    $(( (ra == 0) + (rb == 0) ))
+answered 3
+if [ "$ra" -eq 0 ]; then want='note from shifty'; else want='declined this call'; fi
+check_match "... and the call goes the winner's way" "$want" "$(cat "$T/held.3")"
+
+# The database down: a call that would wait cannot be posted, and is
+# refused at once rather than wait where nobody could decide it.
+pg_stop
+out=$(mcall alpha "$SQ" shifty)
+check_match "database down: a call that asks is refused" 'Approvals are unavailable' "$out"
+check_eq "... recorded as shared_state_unavailable" 1 \
+    "$(recs alpha mcp.call ".tool == \"shifty\" and .reason == \"shared_state_unavailable\"")"
+out=$(sl beta approvals 2>&1); rc=$?
+check_eq "... sluice approvals says it cannot list (exit 1)" 1 "$rc"
+check_match "... naming the queue" "approval queue does not answer" "$out"
+check_match "... a call under no budget still works on beta" 'note from shifty' \
+    "$(mcall beta "$SE" shifty)"
+pg_resume || not_ok "the database comes back"
+aq_up() { [ "$(sl alpha status --json | jq -r .mcp.approval_queue.up)" = true ]; }
+check "the approval queue reconnects on its own" wait_for 60 aq_up
+check_match "sluice status says so in words" \
+    'approval queue: database up, [0-9]+ posted, [0-9]+ decided here, [0-9]+ delivered here' \
+    "$(sl alpha status | tr '\n' ' ')"
+check_match "... and the shared budgets too" 'shared budgets: database up' \
+    "$(sl alpha status | tr '\n' ' ')"
+
+# A call still waiting when its host stops: its row is closed, so no
+# other host lists it any more.
+if held 4; then ok "a fourth held call"; else not_ok "a fourth held call"; fi
 stop alpha
+answered 4
+check_eq "alpha stopped: the waiting call's row is closed as gone" "gone" "$(row 4 closed)"
+check_eq "... and beta lists nothing" "" "$(pending beta)"
+
 stop beta
 check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
 finish
