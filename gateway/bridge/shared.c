@@ -251,7 +251,7 @@ worker(void *arg)
 {
 	struct br_shared *s = arg;
 	struct sh_conn k = { NULL, 0, 0, 0 };
-	struct br_shared_job *j;
+	struct br_shared_job *j, *list;
 	struct timespec ts;
 	uint64_t one = 1, at, idle_ms;
 
@@ -317,7 +317,21 @@ worker(void *arg)
 		pthread_mutex_lock(&s->mu);
 	}
 	s->tail = &s->head;
+	/* Reservations won but not yet handed to the loop: their calls
+	 * were stopped meanwhile and will never go out, so they go back
+	 * too. */
+	list = s->done;
+	s->done = NULL;
 	pthread_mutex_unlock(&s->mu);
+	while ((j = list) != NULL) {
+		list = j->next;
+		if (j->kind == SH_RESERVE && j->o == FLEET_RESV_RESERVED &&
+		    k.c != NULL) {
+			j->kind = SH_RELEASE;
+			run(s, &k, j);
+		}
+		free(j);
+	}
 	PQfinish(k.c);
 	return NULL;
 }

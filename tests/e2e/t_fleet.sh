@@ -670,6 +670,41 @@ answered 4
 check_eq "alpha stopped: the waiting call's row is closed as gone" "gone" "$(row 4 closed)"
 check_eq "... and beta lists nothing" "" "$(pending beta)"
 
+# ------------------------- a reservation won while the bridge stops
+# The reservation of a call is held back by a row lock (an uncommitted
+# insert of the same budget row); alpha is told to stop while it waits,
+# which ends the call unforwarded; then the lock goes and the
+# reservation is won after all. Its call never went out, so it must be
+# given back: the row ends with no call counted.
+sed -i 's/deadline_ms: 2000/deadline_ms: 30000/' "$T/alpha/sluice.yaml"
+start alpha || not_ok "alpha restarts (a long deadline)"
+SG=fg$$
+session_g() { session alpha "$SG"; }
+if sandbox alpha "$SG" gina && wait_for 30 session_g; then ok "a sandbox of gina"; else
+	not_ok "a sandbox of gina"; fi
+mkfifo "$T/lock.in"
+PGPASSWORD=$PG_HOST_PASS "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -p "$PG_PORT" \
+    -U sluice_host -d "$PG_DB" -f - <"$T/lock.in" >"$T/lock.out" 2>&1 &
+lockpid=$!
+exec 7>"$T/lock.in"
+echo "BEGIN; INSERT INTO budgets (scope, owner, name, window_s, window_start, calls, cost, result_bytes) VALUES ('subject', 'gina', 'fleetcalls', 0, 0, 0, 0, 0); SELECT 'locked';" >&7
+locked() { grep -q '^locked' "$T/lock.out"; }
+wait_for 30 locked || not_ok "the budget row is locked"
+mcall alpha "$SG" stable >"$T/held.g" 2>&1 &
+hg=$!
+waiting() { [ "$(pg_super_db "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = 'sluice_host'")" -ge 1 ]; }
+check "the call's reservation waits on the lock" wait_for 30 waiting
+kill -TERM "$PID_alpha"
+# The client's connection ends once the bridge has stopped the call;
+# the bridge then waits for the reservation, which the lock holds.
+wait "$hg"
+echo "COMMIT;" >&7
+exec 7>&-
+wait "$lockpid"
+check "alpha stops" wait_for 60 sh -c "! kill -0 $PID_alpha 2>/dev/null"
+check_eq "a reservation won as the bridge stopped is given back" 0 \
+    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'gina' AND name = 'fleetcalls'")"
+check_eq "... and nothing of gina's reached the upstream" 11 "$(upstream_calls)"
 stop beta
 check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
 finish
