@@ -114,11 +114,12 @@ async function burst(client, out) {
 }
 
 try {
-	const cs = [];
+	const cs = [], ts = [];
 	for (let k = 0; k < opt.sessions; k++) {
 		const c = newClient();
 		await c.client.connect(c.transport);
 		cs.push(c.client);
+		ts.push(c.transport);
 	}
 	await Promise.all(cs.map(async (c) => {
 		for (let i = 0; i < opt.warm; i++)
@@ -131,9 +132,15 @@ try {
 	process.stdout.write(out.map((v) => v.toFixed(1)).join('\n') + '\n');
 	process.stdout.write(`rate ${(out.length / tot).toFixed(1)}\n`);
 	clearTimeout(timer);
+	// Ended as a client should (DELETE), so the server frees the
+	// session and its event stream now, not when it next writes to it.
+	if (opt.url)
+		await Promise.all(ts.map((t) => t.terminateSession().catch(() => {})));
 	await Promise.all(cs.map((c) => c.close()));
 	process.exit(0);
 } catch (e) {
-	process.stderr.write(`bench_mcp.mjs: ${e && e.message ? e.message : e}\n`);
+	// fetch's own message says nothing: the cause names the socket error.
+	const why = e && e.cause ? `: ${e.cause.code || e.cause.message || e.cause}` : '';
+	process.stderr.write(`bench_mcp.mjs: ${e && e.message ? e.message : e}${why}\n`);
 	process.exit(1);
 }
