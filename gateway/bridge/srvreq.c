@@ -23,10 +23,11 @@
  * refused and logged, never recorded (the sandbox could fill the audit
  * log with them).
  *
- * Bounds: SREQ_PER_CALL recorded per call, SREQ_PER_SESSION and
- * SREQ_PER_SB carried at once per session and sandbox, SREQ_TOTAL in
- * all, SREQ_ASK_MAX bytes of a request carried and SREQ_ANSWER_MAX of an
- * answer, SREQ_DEADLINE_MS for the client to answer.
+ * Bounds: SREQ_PER_CALL recorded per call; carried at once per session
+ * and per sandbox, and the time the client has to answer, from the
+ * daemon config's limits (lim_sreq_*, 4, 16 and 120 s unless set);
+ * POL_LIM_SREQ_TOTAL in all, SREQ_ASK_MAX bytes of a request carried and
+ * SREQ_ANSWER_MAX of an answer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,12 +40,37 @@
 #define ASKED_MAX	4096	/* bytes of params kept in a record */
 #define SREQ_PER_CALL	16	/* recorded per call; more are refused
 				   unrecorded, counted in the log */
-#define SREQ_PER_SESSION 4	/* carried to a session at once */
-#define SREQ_PER_SB	16	/* ... to a sandbox */
-#define SREQ_TOTAL	1024	/* ... to everyone */
 #define SREQ_ASK_MAX	(256u * 1024)	/* bytes of a request carried */
 #define SREQ_ANSWER_MAX	(256u * 1024)	/* bytes of a client's answer */
-#define SREQ_DEADLINE_MS (120u * 1000)	/* for the client to answer */
+
+/* The config's bounds; a config without them (a unit test's) gets the
+ * defaults. */
+static uint32_t
+lim_session(const struct br *br)
+{
+	const struct pol_config *c = br->c.cfg;
+
+	return c != NULL && c->lim_sreq_session != 0 ? c->lim_sreq_session :
+	    POL_LIM_SREQ_SESSION;
+}
+
+static uint32_t
+lim_sandbox(const struct br *br)
+{
+	const struct pol_config *c = br->c.cfg;
+
+	return c != NULL && c->lim_sreq_sandbox != 0 ? c->lim_sreq_sandbox :
+	    POL_LIM_SREQ_SANDBOX;
+}
+
+static uint64_t
+deadline_ms(const struct br *br)
+{
+	const struct pol_config *c = br->c.cfg;
+
+	return (uint64_t)(c != NULL && c->lim_sreq_deadline_s != 0 ?
+	    c->lim_sreq_deadline_s : POL_LIM_SREQ_DEADLINE_S) * 1000u;
+}
 
 static const struct {
 	const char		*method;
@@ -270,7 +296,7 @@ sr_send(struct br_sreq *sr)
 		ev = NULL;
 	free(m);
 	if (ev == NULL || br_stream_push(sr->st, ev) == -1 ||
-	    (sr->timer = ev_timer_add(sr->br->loop, SREQ_DEADLINE_MS,
+	    (sr->timer = ev_timer_add(sr->br->loop, deadline_ms(sr->br),
 	    on_deadline, sr)) == NULL) {
 		free(ev);
 		sr_refuse(sr, -32603, "Internal error", POL_REASON_NO_MEMORY,
@@ -407,9 +433,15 @@ unfit(struct br *br, const struct br_call *c, size_t asked_len,
 		if (strcmp(o->rq->session, c->req->session) == 0)
 			sess++;
 	}
-	if (br->nsreqs >= SREQ_TOTAL || sb >= SREQ_PER_SB ||
-	    sess >= SREQ_PER_SESSION)
-		return "not forwarded: too many wait for the client";
+	/* The narrowest bound full is the one named. */
+	if (sess >= lim_session(br))
+		return "not forwarded: too many wait for the client in its "
+		    "session";
+	if (sb >= lim_sandbox(br))
+		return "not forwarded: too many wait for the client in its "
+		    "sandbox";
+	if (br->nsreqs >= POL_LIM_SREQ_TOTAL)
+		return "not forwarded: too many wait for clients";
 	return NULL;
 }
 

@@ -20,7 +20,11 @@
 # withdrawn, never forwarded, recorded as cancelled and charges no
 # budget; an approved call in flight is cancelled upstream under the
 # upstream's request id, recorded as cancelled, and its budget stays
-# spent. The bridge keeps serving. Torn down on exit.
+# spent. The bridge keeps serving. The daemon config's limits set the
+# deadline (a client that never answers: the call still finishes, the
+# request recorded no_answer) and the bounds per session and per sandbox
+# (one more is refused to the upstream at once, recorded with the bound
+# it hit). Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -99,10 +103,14 @@ mcp:
       args:
         kind: {enum: [sampling, elicitation, roots, other]}
 EOF
-world_sluiced_config "$CFG" "$POL"
-cat >>"$CFG" <<EOF
+servers_cfg() {	# the servers section
+	cat <<EOF
 servers:
   - name: sreq
+    transport: stdio
+    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: sreq2
     transport: stdio
     command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
@@ -110,6 +118,9 @@ servers:
     transport: http
     url: http://$WORLD_MCP:3001/mcp
 EOF
+}
+world_sluiced_config "$CFG" "$POL"
+servers_cfg >>"$CFG"
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
 wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" &&
@@ -238,10 +249,10 @@ session() {	# session FILE: a new session of D by hand, its id in FILE
 	    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $(cat "$1")" -H "$H_VER" \
 	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/sreq"
 }
-answer() {	# answer SBX TOKEN SID BODYFILE: the HTTP status of a client's answer
+answer() {	# answer SBX TOKEN SID BODYFILE [SERVER]: the HTTP status of a client's answer
 	world_sandbox "$1" curl -s -o "$OUT/ans.body" -w '%{http_code}' -m 10 -X POST \
 	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $3" \
-	    -H "$H_VER" --data-binary "@$4" "$URL/sreq"
+	    -H "$H_VER" --data-binary "@$4" "$URL/${5:-sreq}"
 }
 session "$OUT/s1"; session "$OUT/s2"
 S1=$(cat "$OUT/s1") S2=$(cat "$OUT/s2")
@@ -363,6 +374,118 @@ check_eq "the forwarded call spent its budget, the one cancelled while asking di
 # ---------------------------------------------------------------- serving
 ask "$A" "$TA" sampling >"$OUT/after" 2>&1
 check_eq "the bridge keeps serving" -32601 "$(got "$OUT/after" .error.code)"
+
+# ---------------------------------------------------------------- limits
+# The server-request bounds and deadline come from the daemon config's
+# limits: sluiced again with a deadline of 1 s and one request per
+# session, then with one per sandbox. The clients are curl, by hand: they
+# never answer unless told to, so nothing here waits on a clock but the
+# bridge's.
+cat >"$POL/lim.yaml" <<EOF
+version: 1
+name: lim
+mcp:
+  tools:
+    - tool: sreq/ask
+      decision: allow
+      args:
+        kind: {enum: [sampling, twice]}
+    - tool: sreq2/ask
+      decision: allow
+      args:
+        kind: {enum: [sampling]}
+  server_requests:
+    - server: "*"
+      sampling: allow
+EOF
+restart_with() {	# restart_with LIMIT...: sluiced again with these limits
+	world_stop_sluiced || return 1
+	world_sluiced_config "$CFG" "$POL"
+	{ echo "limits:"; printf '  %s\n' "$@"; servers_cfg; } >>"$CFG"
+	world_start_sluiced "$CFG" && world_bridge_listening
+}
+hsession() {	# hsession SBX TOKEN SERVER: a new session by hand, its id on stdout
+	world_sandbox "$1" curl -s -m 10 -D - -o /dev/null -X POST \
+	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$URL/$3" |
+	    awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' | tr -d '\r' >"$OUT/hs.id"
+	world_sandbox "$1" curl -s -m 10 -o /dev/null -X POST -H "Authorization: Bearer $2" \
+	    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $(cat "$OUT/hs.id")" -H "$H_VER" \
+	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/$3"
+	cat "$OUT/hs.id"
+}
+hcall() {	# hcall SBX TOKEN SID SERVER FILE ID KIND: ask(KIND) by hand, its stream in FILE
+	world_sandbox "$1" curl -s -N -m 60 -o "$5" -X POST \
+	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $3" -H "$H_VER" \
+	    --data "{\"jsonrpc\":\"2.0\",\"id\":$6,\"method\":\"tools/call\",\"params\":{\"name\":\"ask\",\"arguments\":{\"kind\":\"$7\"}}}" \
+	    "$URL/$4"
+}
+result_of() {	# result_of FILE ID: the tool's text in the result of call ID
+	# An event stream when something was carried on it, else one body.
+	if grep -q '^data: ' "$1"; then sed -n 's/^data: //p' "$1"; else cat "$1"; fi |
+	    jq -r "select(.id == $2) | .result.content[0].text"
+}
+carried() {	# carried FILE: how many sampling requests the stream carried
+	sed -n 's/^data: //p' "$1" | jq -r 'select(.method == "sampling/createMessage") | .id' | wc -l
+}
+has_record() {	# has_record SBX PATTERN
+	records "$1" | grep -q "$2"
+}
+restart_with "server_request_deadline: 1s" "server_requests_per_session: 1" ||
+    { not_ok "sluiced restarts with a 1 s deadline, one per session"; finish; }
+ok "sluiced restarts with a 1 s deadline, one per session"
+E=se$$ F=sf$$ G=sg$$
+TE=$(sl sandbox create --policy lim --subject erin --id "$E" | jq -r .token)
+SE1=$(hsession "$E" "$TE" sreq)
+[ -n "$SE1" ] && ok "a session by hand" || not_ok "a session by hand"
+hcall "$E" "$TE" "$SE1" sreq "$OUT/dl" 11 sampling
+check_eq "a client that never answers: the request went to it" 1 "$(carried "$OUT/dl")"
+check_eq "... and after the deadline the upstream was told, the call finished" -32001 \
+    "$(result_of "$OUT/dl" 11 | jq -r .error.code)"
+check "... the request recorded no_answer" wait_for 10 has_record "$E" no_answer
+check_eq "its record: denied, no_answer, forwarded without an answer" \
+    "deny no_answer forwarded; no answer in time" \
+    "$(records "$E" | jq -r 'select(.reason == "no_answer") | "\(.decision) \(.reason) \(.detail | sub("; policy.*"; ""))"' | head -n 1)"
+hcall "$E" "$TE" "$SE1" sreq "$OUT/tw" 12 twice
+check_eq "two at once in a session bound to one: one went to the client" 1 "$(carried "$OUT/tw")"
+check_eq "... the other was refused to the upstream at once, the first ran out" "-32001 -32601" \
+    "$(result_of "$OUT/tw" 12 | jq -r '[.[].error.code] | "\(.[0]) \(.[1])"')"
+check "... the refused one recorded" wait_for 10 has_record "$E" overload
+check_match "its record names the session's bound" \
+    '^deny overload not forwarded: too many wait for the client in its session; policy allow; in call [0-9a-f]{32}$' \
+    "$(records "$E" | jq -r 'select(.reason == "overload") | "\(.decision) \(.reason) \(.detail)"' | head -n 1)"
+
+restart_with "server_requests_per_session: 1" "server_requests_per_sandbox: 1" ||
+    { not_ok "sluiced restarts with one per sandbox"; finish; }
+ok "sluiced restarts with one per sandbox"
+TF=$(sl sandbox create --policy lim --subject frank --id "$F" | jq -r .token)
+TG=$(sl sandbox create --policy lim --subject grace --id "$G" | jq -r .token)
+SF1=$(hsession "$F" "$TF" sreq) SF2=$(hsession "$F" "$TF" sreq2) SG1=$(hsession "$G" "$TG" sreq2)
+[ -n "$SF1" ] && [ -n "$SF2" ] && [ -n "$SG1" ] && ok "three sessions by hand" ||
+    not_ok "three sessions by hand"
+hcall "$F" "$TF" "$SF1" sreq "$OUT/sb1" 21 sampling &
+pb1=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/sb1" &&
+    ok "one request waits on the sandbox's client" || not_ok "one request waits on the sandbox's client"
+hcall "$F" "$TF" "$SF2" sreq2 "$OUT/sb2" 22 sampling
+check_eq "a second in another session of the sandbox is refused to the upstream" "0 -32601" \
+    "$(carried "$OUT/sb2") $(result_of "$OUT/sb2" 22 | jq -r .error.code)"
+check "... and recorded" wait_for 10 has_record "$F" overload
+check_match "its record names the sandbox's bound" \
+    '^sreq2 deny overload not forwarded: too many wait for the client in its sandbox; policy allow' \
+    "$(records "$F" | jq -r 'select(.reason == "overload") | "\(.server) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
+hcall "$G" "$TG" "$SG1" sreq2 "$OUT/sg" 23 sampling &
+pg=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/sg" &&
+    ok "another sandbox is not held by it" || not_ok "another sandbox is not held by it"
+for x in "F TF SF1 sb1 sreq" "G TG SG1 sg sreq2"; do
+	set -- $x
+	rid=$(sed -n 's/^data: //p' "$OUT/$4" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+	reply "$rid" "answer-$1" >"$OUT/a.$1"
+	check_eq "the waiting one of $1 is answered" 202 "$(answer "${!1}" "${!2}" "${!3}" "$OUT/a.$1" "$5")"
+done
+wait "$pb1" "$pg"
+check_eq "both calls got their client's answer" "answer-F answer-G" \
+    "$(result_of "$OUT/sb1" 21 | jq -r .result.content.text) $(result_of "$OUT/sg" 23 | jq -r .result.content.text)"
 
 check "sluiced stops cleanly" world_stop_sluiced
 SAN='runtime error|ERROR: (Address|Leak)Sanitizer'

@@ -18,6 +18,9 @@
 // {"cancelled":ID}. Kind `withdraw` sends the
 // sampling request, and once FLAGDIR/withdraw exists cancels it
 // (notifications/cancelled) and answers the call {"withdrawn":ID}.
+// Kind `twice` sends two sampling requests in one write (so that both are
+// in the bridge before any answer can be) and answers the call, once
+// both are answered, with the JSON array of the two answers.
 import fs from 'node:fs';
 import readline from 'node:readline';
 
@@ -41,6 +44,8 @@ const asks = {
 };
 // Our requests in flight: id -> the tools/call id to answer.
 const pending = new Map();
+// The pairs of `twice`: id -> {call, ids, got}, shared by both ids.
+const pairs = new Map();
 let next = 1;
 
 const tools = [{ name: 'ask', description: 'Asks the client something.',
@@ -56,6 +61,17 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	}
 	if (m.method === undefined && m.id !== undefined) {
 		// An answer to one of our requests.
+		const pair = pairs.get(m.id);
+		if (pair !== undefined) {
+			pairs.delete(m.id);
+			pair.got[pair.ids.indexOf(m.id)] = m.error !== undefined ?
+			    { error: m.error } : { result: m.result };
+			if (pair.got.every((g) => g !== null))
+				send({ jsonrpc: '2.0', id: pair.call, result: {
+				    content: [{ type: 'text', text:
+				    JSON.stringify(pair.got) }] } });
+			return;
+		}
 		const call = pending.get(m.id);
 		if (call === undefined)
 			return;
@@ -93,6 +109,19 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	case 'tools/call': {
 		if ((m.params.arguments || {}).kind === 'hang') {
 			log(`call ${JSON.stringify(m.id)}`);
+			break;
+		}
+		if ((m.params.arguments || {}).kind === 'twice') {
+			const pair = { call: m.id, ids: ['sreq-' + next++,
+			    'sreq-' + next++], got: [null, null] };
+			let out = '';
+			for (const id of pair.ids) {
+				pairs.set(id, pair);
+				out += JSON.stringify({ jsonrpc: '2.0', id, method:
+				    asks.sampling.method, params:
+				    asks.sampling.params }) + '\n';
+			}
+			process.stdout.write(out);
 			break;
 		}
 		if ((m.params.arguments || {}).kind === 'withdraw') {
