@@ -3,9 +3,18 @@
  * (client/sampling.mdx, client/elicitation.mdx, client/roots.mdx). One
  * upstream serves every session of its server, so such a request is owned
  * by the one call in flight to that upstream, and it is decided with that
- * call's sandbox policy (pol_server_request, mcp.server_requests): with no
- * call, or several it could belong to, nobody's policy can let it through
- * and it is refused.
+ * call's sandbox policy (pol_server_request, mcp.server_requests): with
+ * several calls it could belong to, nobody's policy can let it through
+ * and it is refused. With none (a server asks for roots after initialize,
+ * and again when told they changed), it is owned by a session of that
+ * server listening on its GET stream (or a subscriptions/listen one):
+ * for roots/list the session whose notifications/roots/list_changed was
+ * relayed last, else the only one listening. It goes there, under that
+ * session's policy and the same bounds; with no session listening it is
+ * refused and recorded no_stream, with several refused as nobody's.
+ * A client's roots/list_changed is relayed (bare, as its method only)
+ * when its policy may let roots/list of that server through, one at a
+ * time per session.
  *
  * One the policy allows (or a person approves, under `ask`, through the
  * approvals every call uses) goes to the client on the call's own answer,
@@ -94,12 +103,13 @@ struct br_sreq {
 	enum sreq_state		 state;
 	const char		*method;
 	enum pol_verdict	 verdict;
+	bool			 listening;	/* on a GET stream, in no call */
 	char			 id[40];	/* the client sees this one */
 	json_t			*up_id;		/* the upstream's */
 	json_t			*params;
 	char			*asked;		/* params, compact JSON */
 	char			 digest[72];
-	char			 call_id[33];
+	char			 in[48];	/* "in call ID", or where */
 	struct ev_timer		*timer;		/* approval, then answer */
 	/* approval */
 	char			 approval_id[33];
@@ -207,6 +217,18 @@ owner(struct br_up *u)
 	return found;
 }
 
+/* Whether any call is in flight to u. */
+static bool
+any_call(const struct br_up *u)
+{
+	const struct br_call *c;
+
+	TAILQ_FOREACH(c, &u->br->calls, all)
+		if (c->up == u && c->state == CALL_FORWARDED)
+			return true;
+	return false;
+}
+
 /* ------------------------------------------------------------ pending */
 
 static void
@@ -251,8 +273,8 @@ sr_refuse(struct br_sreq *sr, int code, const char *text,
 	struct outcome o;
 	char detail[192];
 
-	snprintf(detail, sizeof(detail), "%s; policy %s; in call %s", why,
-	    verdict_name(sr->verdict), sr->call_id);
+	snprintf(detail, sizeof(detail), "%s; policy %s; %s", why,
+	    verdict_name(sr->verdict), sr->in);
 	memset(&o, 0, sizeof(o));
 	o.decision = "deny";
 	o.reason = reason;
@@ -406,31 +428,33 @@ br_srvreq_decide(struct br *br, const char *id, bool approve,
 
 /* ------------------------------------------------------------ take */
 
-/* Why sr, of call c, cannot go to its client now, or NULL. */
+/* Why a request of asked_len bytes cannot go to the client of rq (a
+ * call's POST, or a listening GET) now, or NULL. */
 static const char *
-unfit(struct br *br, const struct br_call *c, size_t asked_len,
-    enum pol_reason *reason)
+unfit(struct br *br, const struct br_req *rq, bool listening,
+    size_t asked_len, enum pol_reason *reason)
 {
 	const struct br_sreq *o;
 	size_t sess = 0, sb = 0;
 	const char *acc;
 
 	*reason = POL_REASON_NOT_FORWARDED;
-	if (c->req == NULL)
+	if (rq == NULL)
 		return "not forwarded: the client left the call";
 	*reason = POL_REASON_NO_STREAM;
-	acc = MHD_lookup_connection_value(c->req->conn, MHD_HEADER_KIND,
+	acc = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_ACCEPT);
-	if (acc == NULL || strstr(acc, "text/event-stream") == NULL)
+	if (!listening && (acc == NULL ||
+	    strstr(acc, "text/event-stream") == NULL))
 		return "not forwarded: the client's Accept has no "
 		    "text/event-stream";
 	*reason = POL_REASON_OVERLOAD;
 	if (asked_len > SREQ_ASK_MAX)
 		return "not forwarded: too big";
 	TAILQ_FOREACH(o, &br->sreqs, entry) {
-		if (strcmp(o->rq->client.id, c->client.id) == 0)
+		if (strcmp(o->rq->client.id, rq->client.id) == 0)
 			sb++;
-		if (strcmp(o->rq->session, c->req->session) == 0)
+		if (strcmp(o->rq->session, rq->session) == 0)
 			sess++;
 	}
 	/* The narrowest bound full is the one named. */
@@ -445,6 +469,36 @@ unfit(struct br *br, const struct br_call *c, size_t asked_len,
 	return NULL;
 }
 
+/* The session of u's server listening on a stream that owns a request
+ * of u made outside any call, method: for roots/list, the one whose
+ * change of roots was relayed last, if it listens; else the only one
+ * listening. NULL with *n the number listening (0, or more than one). */
+static struct br_session *
+listener(struct br_up *u, const char *method, size_t *n)
+{
+	struct br_session *s, *found = NULL;
+
+	*n = 0;
+	if (strcmp(method, "roots/list") == 0 && u->roots_session[0] != '\0') {
+		s = br_session_find(u->br, u->roots_session);
+		u->roots_session[0] = '\0';
+		if (s != NULL && s->stream != NULL &&
+		    br_stream_live(s->stream) &&
+		    strcmp(s->server, u->srv->name) == 0) {
+			*n = 1;
+			return s;
+		}
+	}
+	TAILQ_FOREACH(s, &u->br->sessions, entry) {
+		if (s->stream == NULL || strcmp(s->server, u->srv->name) != 0 ||
+		    !br_stream_live(s->stream))
+			continue;
+		(*n)++;
+		found = s;
+	}
+	return *n == 1 ? found : NULL;
+}
+
 void
 br_srvreq_take(struct br_up *u, json_t *msg)
 {
@@ -455,12 +509,17 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 	struct br *br = u->br;
 	struct br_sreq *sr;
 	struct br_call *c;
+	struct br_session *ls = NULL;
+	struct br_req *rq = NULL;
+	struct br_stream *st = NULL;
+	const struct br_client *cl = NULL;
+	const char *src = NULL, *session = NULL;
 	struct outcome o;
 	enum pol_verdict v = POL_DENY;
 	enum pol_reason reason = POL_REASON_NONE;
 	const char *why;
-	char *asked = NULL, digest[72], detail[192];
-	size_t i;
+	char *asked = NULL, digest[72], detail[192], in[48];
+	size_t i, nl = 0;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (strcmp(method, kinds[i].method) == 0)
@@ -479,9 +538,21 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 	}
 	if (c != NULL) {
 		c->sreqs++;
-		v = pol_server_request(c->client.policy, u->srv->name,
-		    kinds[i].kind);
+		rq = c->req;
+		cl = &c->client;
+		src = c->src;
+		session = c->session;
+		snprintf(in, sizeof(in), "in call %s", c->call_id);
+	} else if (!any_call(u) && (ls = listener(u, kinds[i].method, &nl)) != NULL &&
+	    (rq = br_stream_req(ls->stream)) != NULL) {
+		cl = &rq->client;
+		src = rq->src;
+		session = rq->session;
+		snprintf(in, sizeof(in), "on its session's stream");
 	}
+	if (cl != NULL)
+		v = pol_server_request(cl->policy, u->srv->name,
+		    kinds[i].kind);
 	asked = params != NULL ? json_dumps(params, JSON_COMPACT |
 	    JSON_SORT_KEYS) : strdup("{}");
 	if (asked == NULL) {
@@ -492,51 +563,63 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 	memset(&o, 0, sizeof(o));
 	o.decision = "deny";
 	o.detail = detail;
-	if (c == NULL) {
+	if (cl == NULL) {
 		answer_error(u, id, -32601, "Not supported by the client");
-		o.reason = POL_REASON_NOT_IN_CALL;
 		o.message = "Not supported by the client";
-		snprintf(detail, sizeof(detail), "refused");
+		if (any_call(u)) {
+			o.reason = POL_REASON_NOT_IN_CALL;
+			snprintf(detail, sizeof(detail), "refused: several "
+			    "calls in flight, none owns it");
+		} else if (nl == 0) {
+			o.reason = POL_REASON_NO_STREAM;
+			snprintf(detail, sizeof(detail), "refused: outside "
+			    "any call, no session listens");
+		} else {
+			o.reason = POL_REASON_NOT_IN_CALL;
+			snprintf(detail, sizeof(detail), "refused: outside "
+			    "any call, %zu sessions listen, none owns it", nl);
+		}
 		record(u, method, NULL, NULL, NULL, asked, digest, &o, NULL);
 		free(asked);
 		return;
 	}
-	why = v == POL_DENY ? "refused" : unfit(br, c, strlen(asked),
-	    &reason);
+	why = v == POL_DENY ? "refused" : unfit(br, rq, ls != NULL,
+	    strlen(asked), &reason);
 	if (v == POL_DENY)
 		reason = POL_REASON_RULE_DENY;
 	if (why == NULL) {
 		if ((sr = calloc(1, sizeof(*sr))) == NULL ||
-		    (sr->st = br_callstream(c->req)) == NULL ||
-		    br_random_hex(sr->id + 7, 16) == -1) {
+		    (st = ls != NULL ? ls->stream : br_callstream(rq)) ==
+		    NULL || br_random_hex(sr->id + 7, 16) == -1) {
 			free(sr);
 			why = "not forwarded: no memory";
 			reason = POL_REASON_NO_MEMORY;
-		}
+		} else
+			sr->st = st;
 	}
 	if (why != NULL) {
 		o.reason = reason;
 		o.message = v == POL_DENY ? "Not supported by the client" :
 		    "Not forwarded to the client";
 		answer_error(u, id, -32601, o.message);
-		snprintf(detail, sizeof(detail), "%s; policy %s; in call %s",
-		    why, verdict_name(v), c->call_id);
-		record(u, method, &c->client, c->src, c->session, asked,
-		    digest, &o, NULL);
+		snprintf(detail, sizeof(detail), "%s; policy %s; %s", why,
+		    verdict_name(v), in);
+		record(u, method, cl, src, session, asked, digest, &o, NULL);
 		free(asked);
 		return;
 	}
 	memcpy(sr->id, "sluice-", 7);
 	sr->br = br;
 	sr->up = u;
-	sr->rq = c->req;
+	sr->rq = rq;
+	sr->listening = ls != NULL;
 	sr->method = kinds[i].method;
 	sr->verdict = v;
 	sr->up_id = json_incref(id);
 	sr->params = params != NULL ? json_incref(params) : json_object();
 	sr->asked = asked;
 	memcpy(sr->digest, digest, sizeof(sr->digest));
-	snprintf(sr->call_id, sizeof(sr->call_id), "%s", c->call_id);
+	snprintf(sr->in, sizeof(sr->in), "%s", in);
 	sr->approver_uid = -1;
 	TAILQ_INSERT_TAIL(&br->sreqs, sr, entry);
 	br->nsreqs++;
@@ -547,6 +630,35 @@ br_srvreq_take(struct br_up *u, json_t *msg)
 		sr_ask(sr);
 	else
 		sr_send(sr);
+}
+
+void
+br_srvreq_roots_changed(struct br_req *rq, const struct br_session *s)
+{
+	struct br_up *u = br_up_find(rq->br, s->server);
+	const struct br_sreq *o;
+	json_t *n;
+
+	if (u == NULL || pol_server_request(rq->client.policy, s->server,
+	    POL_SREQ_ROOTS) == POL_DENY)
+		return;
+	/* One relayed at a time per session: the upstream asks again for
+	 * each, and until the client has answered that, another change
+	 * tells the upstream nothing new. */
+	TAILQ_FOREACH(o, &rq->br->sreqs, entry)
+		if (strcmp(o->rq->session, s->id) == 0 &&
+		    strcmp(o->method, "roots/list") == 0)
+			return;
+	/* Only the method: nothing the client said goes upstream. */
+	n = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+	    "notifications/roots/list_changed");
+	if (n == NULL || br_up_send(u, n) == -1)
+		log_warnx("bridge: roots/list_changed of %s not relayed to %s",
+		    rq->client.id, s->server);
+	else
+		snprintf(u->roots_session, sizeof(u->roots_session), "%s",
+		    s->id);
+	json_decref(n);
 }
 
 /* ------------------------------------------------------------ answers */
@@ -622,12 +734,11 @@ br_srvreq_answer(struct br_req *rq, const char *sid, const struct br_rpc *rpc)
 	free(text);
 	if (json_is_object(result))
 		snprintf(detail, sizeof(detail), "forwarded as %s; answered; "
-		    "policy %s; in call %s", sr->id, verdict_name(sr->verdict),
-		    sr->call_id);
+		    "policy %s; %s", sr->id, verdict_name(sr->verdict), sr->in);
 	else
 		snprintf(detail, sizeof(detail), "forwarded as %s; answered "
-		    "with an error; policy %s; in call %s", sr->id,
-		    verdict_name(sr->verdict), sr->call_id);
+		    "with an error; policy %s; %s", sr->id,
+		    verdict_name(sr->verdict), sr->in);
 	sr_end(sr, 0, NULL, &o);
 	br_req_reply(rq, 202, NULL, NULL);
 }
@@ -669,9 +780,9 @@ br_srvreq_cancelled(struct br_up *u, const json_t *msg)
 	} else
 		sr->approval = "cancelled";
 	snprintf(detail, sizeof(detail), "%s; cancelled by the server%s%s; "
-	    "policy %s; in call %s", sr->state == SR_SENT ? "forwarded" :
+	    "policy %s; %s", sr->state == SR_SENT ? "forwarded" :
 	    "refused", why != NULL ? ": " : "", why != NULL ? why : "",
-	    verdict_name(sr->verdict), sr->call_id);
+	    verdict_name(sr->verdict), sr->in);
 	memset(&o, 0, sizeof(o));
 	o.decision = "deny";
 	o.reason = POL_REASON_CANCELLED;
@@ -705,8 +816,8 @@ br_srvreq_client_cancelled(struct br *br, const char *sid, const json_t *rid)
 		    sr->id);
 	json_decref(n);
 	snprintf(detail, sizeof(detail), "forwarded as %s; cancelled by the "
-	    "client; policy %s; in call %s", sr->id, verdict_name(sr->verdict),
-	    sr->call_id);
+	    "client; policy %s; %s", sr->id, verdict_name(sr->verdict),
+	    sr->in);
 	memset(&o, 0, sizeof(o));
 	o.decision = "deny";
 	o.reason = POL_REASON_CANCELLED;
@@ -725,11 +836,18 @@ br_srvreq_stream_gone(struct br *br, struct br_stream *st)
 			continue;
 		if (sr->state == SR_ASKING)
 			sr->approval = "cancelled";
-		sr_refuse(sr, -32603, "The call ended",
-		    sr->state == SR_ASKING ? POL_REASON_CANCELLED :
-		    POL_REASON_NO_ANSWER, sr->state == SR_ASKING ?
-		    "refused: the call ended first" :
-		    "forwarded; the call ended first");
+		if (sr->listening)
+			sr_refuse(sr, -32603, "The stream ended",
+			    sr->state == SR_ASKING ? POL_REASON_CANCELLED :
+			    POL_REASON_NO_ANSWER, sr->state == SR_ASKING ?
+			    "refused: the stream ended first" :
+			    "forwarded; the stream ended first");
+		else
+			sr_refuse(sr, -32603, "The call ended",
+			    sr->state == SR_ASKING ? POL_REASON_CANCELLED :
+			    POL_REASON_NO_ANSWER, sr->state == SR_ASKING ?
+			    "refused: the call ended first" :
+			    "forwarded; the call ended first");
 	}
 }
 

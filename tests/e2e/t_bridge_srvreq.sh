@@ -24,7 +24,11 @@
 # deadline (a client that never answers: the call still finishes, the
 # request recorded no_answer) and the bounds per session and per sandbox
 # (one more is refused to the upstream at once, recorded with the bound
-# it hit). Torn down on exit.
+# it hit). Roots: offered to an upstream only when a policy may let its
+# roots/list through; one it makes outside any call goes to the session
+# listening on its GET stream (the one whose roots/list_changed the
+# bridge relayed), or, with nobody listening, is refused and recorded
+# no_stream. Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -36,10 +40,11 @@ world_mcp_http_start 3001 || { not_ok "server-everything over HTTP"; finish; }
 
 NODE=$(command -v node)
 CFG=$E2E_TMP/sluice.yaml
-POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq
-mkdir -p "$POL" "$OUT" "$FLAGS"
-# The upstream runs as the bridge's user: its log is writable by it.
-: >"$FLAGS/calls.log" && chmod 0777 "$FLAGS" && chmod 0666 "$FLAGS/calls.log"
+POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq FLAGS2=$E2E_TMP/sreq2
+mkdir -p "$POL" "$OUT" "$FLAGS" "$FLAGS2"
+# The upstream runs as the bridge's user: its logs are writable by it.
+: >"$FLAGS/calls.log" && : >"$FLAGS/roots.log" && chmod 0777 "$FLAGS" "$FLAGS2" &&
+    chmod 0666 "$FLAGS/calls.log" "$FLAGS/roots.log"
 
 cat >"$POL/sr.yaml" <<EOF
 version: 1
@@ -112,7 +117,7 @@ servers:
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
   - name: sreq2
     transport: stdio
-    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
+    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS2]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
   - name: ev
     transport: http
@@ -374,6 +379,43 @@ check_eq "the forwarded call spent its budget, the one cancelled while asking di
 # ---------------------------------------------------------------- serving
 ask "$A" "$TA" sampling >"$OUT/after" 2>&1
 check_eq "the bridge keeps serving" -32601 "$(got "$OUT/after" .error.code)"
+
+# ---------------------------------------------------------------- roots
+# A policy here may let sreq's roots/list through, so the bridge offers
+# it roots; sreq2 no policy lets them through, so it is not. The upstream
+# asks once initialized, outside any call, when nobody listens yet:
+# refused, recorded no_stream. The SDK client's roots/list_changed is
+# relayed, and the roots/list that answers it goes to that client's GET
+# stream under its policy; one whose policy denies roots is not relayed.
+rl() { sed -n "s/^$1 //p" "$FLAGS/roots.log" 2>/dev/null; }
+check_match "sreq was offered roots" '"roots":\{"listChanged":true\}' "$(rl offered | head -n 1)"
+check_eq "sreq2 was not" 0 "$(sed -n 's/^offered //p' "$FLAGS2/roots.log" 2>/dev/null | grep -c roots)"
+check_eq "its roots/list at start, with nobody listening, got a JSON-RPC error" -32601 \
+    "$(rl roots | head -n 1 | jq -r .error.code)"
+unowned() {	# the mcp.server_request records of no sandbox
+	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.server_request 2>/dev/null |
+	    jq -c 'select(.sandbox == null or .sandbox == "")'
+}
+check "... and was recorded" wait_for 10 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request 2>/dev/null | grep -q no_stream"
+check_eq "its record: sreq, roots/list, denied no_stream, nobody listened" \
+    "sreq roots/list deny no_stream refused: outside any call, no session listens" \
+    "$(unowned | jq -r 'select(.reason == "no_stream") | "\(.server) \(.method) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
+nchanged=$(grep -c '^changed' "$FLAGS/roots.log")
+world_mcp_client "sandbox:$B" --url "$URL/sreq" --header "Authorization: Bearer $TB" \
+    --serve-requests --roots-changed --call ask '{"kind":"sampling"}' >"$OUT/rb" 2>"$OUT/rb.err" ||
+    sed 's/^/#   /' "$OUT/rb.err"
+check_eq "a roots change under a policy that denies roots is not relayed" "$nchanged" \
+    "$(grep -c '^changed' "$FLAGS/roots.log")"
+world_mcp_client "sandbox:$D" --url "$URL/sreq" --header "Authorization: Bearer $TD" \
+    --serve-requests --roots-changed roots/list >"$OUT/rc" 2>"$OUT/rc.err" ||
+    sed 's/^/#   /' "$OUT/rc.err"
+check_eq "one it allows is relayed; the upstream's roots/list reached the client on its GET stream" \
+    '["roots/list"]' "$(jq -c .served "$OUT/rc" 2>/dev/null)"
+check "the upstream got the client's roots" wait_for 10 sh -c "grep -q '^roots .*file:///work' '$FLAGS/roots.log'"
+check "... recorded" wait_for 10 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'session.s stream'"
+check_match "its record: allowed, answered, on its session's stream" \
+    '^roots/list allow allowed forwarded as sluice-[0-9a-f]{32}; answered; policy allow; on its session.s stream$' \
+    "$(records "$D" | jq -r 'select(.detail | test("stream$")) | select(.decision == "allow") | "\(.method) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
 
 # ---------------------------------------------------------------- limits
 # The server-request bounds and deadline come from the daemon config's
