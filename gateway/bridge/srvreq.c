@@ -7,9 +7,11 @@
  * several calls it could belong to, nobody's policy can let it through
  * and it is refused. With none (a server asks for roots after initialize,
  * and again when told they changed), it is owned by a session of that
- * server listening on its GET stream (or a subscriptions/listen one):
- * for roots/list the session whose notifications/roots/list_changed was
- * relayed last, else the only one listening. It goes there, under that
+ * server listening on its GET stream: for roots/list the session whose
+ * notifications/roots/list_changed was relayed last, else the only one
+ * listening. Not a subscriptions/listen stream (modern.c): a client of
+ * the 2026-07-28 revision takes no request from a server but in a
+ * result (multi round-trip requests), and could never answer one there. It goes there, under that
  * session's policy and the same bounds; with no session listening it is
  * refused and recorded no_stream, with several refused as nobody's.
  * A client's roots/list_changed is relayed (bare, as its method only)
@@ -482,7 +484,7 @@ listener(struct br_up *u, const char *method, size_t *n)
 	if (strcmp(method, "roots/list") == 0 && u->roots_session[0] != '\0') {
 		s = br_session_find(u->br, u->roots_session);
 		u->roots_session[0] = '\0';
-		if (s != NULL && s->stream != NULL &&
+		if (s != NULL && !s->listen && s->stream != NULL &&
 		    br_stream_live(s->stream) &&
 		    strcmp(s->server, u->srv->name) == 0) {
 			*n = 1;
@@ -490,7 +492,8 @@ listener(struct br_up *u, const char *method, size_t *n)
 		}
 	}
 	TAILQ_FOREACH(s, &u->br->sessions, entry) {
-		if (s->stream == NULL || strcmp(s->server, u->srv->name) != 0 ||
+		if (s->listen || s->stream == NULL ||
+		    strcmp(s->server, u->srv->name) != 0 ||
 		    !br_stream_live(s->stream))
 			continue;
 		(*n)++;
