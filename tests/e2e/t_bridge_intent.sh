@@ -95,15 +95,23 @@ iseq=$(mcp mcp.intent | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
 oseq=$(mcp mcp.call | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
 check "the intent comes before the outcome" test "${iseq:-0}" -lt "${oseq:-0}"
 
+# hold_n P: N calls of hold, k P1 to PN, in the background (their output
+# in $E2E_TMP/hold-PI.out, their pids in pids); held P: the upstream holds
+# them all.
+hold_n() {
+	local i
+	pids=()
+	for ((i = 1; i <= N; i++)); do
+		call hold "$1$i" 60000 >"$E2E_TMP/hold-$1$i.out" 2>&1 &
+		pids+=($!)
+	done
+	cleanup_push "kill ${pids[*]} 2>/dev/null"
+}
+held() { [ "$(received hold | grep -c "^$1")" -ge "$N" ]; }
+
 # ------------------------------------------ 2: calls held, sluiced killed
-pids=()
-for ((i = 1; i <= N; i++)); do
-	call hold "h$i" 60000 >"$E2E_TMP/hold$i.out" 2>&1 &
-	pids+=($!)
-done
-cleanup_push "kill ${pids[*]} 2>/dev/null"
-held() { [ "$(received hold | wc -l)" -ge "$N" ]; }
-check "the upstream holds $N calls" wait_for 60 held
+hold_n h
+check "the upstream holds $N calls" wait_for 60 held h
 BP=$(br_pid)
 kill -KILL "$PARENT"
 wait "$PARENT" 2>/dev/null
@@ -115,7 +123,7 @@ for p in "${pids[@]}"; do
 	wait "$p" 2>/dev/null
 done
 check_fails "no held call got a result" grep -q "hold h[0-9]* done" \
-    "$E2E_TMP"/hold*.out
+    "$E2E_TMP"/hold-h*.out
 opens=$(mcp log.open | wc -l)
 check_eq "no outcome_unknown before the restart" 0 \
     "$(mcp mcp.outcome_unknown | wc -l)"
@@ -178,14 +186,8 @@ answered_q() { call quick "$1" 5000 2>/dev/null | grep -q "quick $1 done"; }
 check "the bridge answers before the kill" wait_for 30 answered_q q5
 unknown0=$(n_unknown)
 opens0=$(mcp log.open | wc -l)
-pids=()
-for ((i = 1; i <= N; i++)); do
-	call hold "b$i" 60000 >"$E2E_TMP/bhold$i.out" 2>&1 &
-	pids+=($!)
-done
-cleanup_push "kill ${pids[*]} 2>/dev/null"
-bheld() { [ "$(received hold | grep -c '^b')" -ge "$N" ]; }
-check "the upstream holds $N calls again" wait_for 60 bheld
+hold_n b
+check "the upstream holds $N calls again" wait_for 60 held b
 BP=$(br_pid)
 kill_seq=$(mcp mcp.intent | tail -n 1 | jq -r .seq)
 kill -KILL "$BP"
@@ -199,7 +201,7 @@ for p in "${pids[@]}"; do
 	wait "$p" 2>/dev/null
 done
 check_fails "no held call got a result" grep -q "hold b[0-9]* done" \
-    "$E2E_TMP"/bhold*.out
+    "$E2E_TMP"/hold-b*.out
 missing=0 bad=0
 for k in $(received hold | grep '^b'); do
 	id=$(intent_of "$k")

@@ -516,9 +516,15 @@ static const struct {
  * take what is written, the edges included. */
 START_TEST(server_request_limits)
 {
+	static const struct {
+		unsigned	 session, sandbox;
+		const char	*deadline;
+		uint32_t	 secs;
+	} edges[] = { { 1, 1, "1s", 1 }, { 1023, 1023, "10m", 600 } };
 	struct pol_errors	*e = pol_errors_new(50);
 	struct pol_config	*c;
-	char			 path[256];
+	char			 path[256], text[256];
+	size_t			 i;
 
 	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n", e,
 	    path, sizeof(path));
@@ -528,25 +534,19 @@ START_TEST(server_request_limits)
 	ck_assert_uint_eq(c->lim_sreq_deadline_s, 120);
 	pol_config_free(c);
 
-	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
-	    "limits:\n  server_requests_per_session: 1\n"
-	    "  server_requests_per_sandbox: 1\n"
-	    "  server_request_deadline: 1s\n", e, path, sizeof(path));
-	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
-	ck_assert_uint_eq(c->lim_sreq_session, 1);
-	ck_assert_uint_eq(c->lim_sreq_sandbox, 1);
-	ck_assert_uint_eq(c->lim_sreq_deadline_s, 1);
-	pol_config_free(c);
-
-	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
-	    "limits:\n  server_requests_per_session: 1023\n"
-	    "  server_requests_per_sandbox: 1023\n"
-	    "  server_request_deadline: 10m\n", e, path, sizeof(path));
-	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
-	ck_assert_uint_eq(c->lim_sreq_session, 1023);
-	ck_assert_uint_eq(c->lim_sreq_sandbox, 1023);
-	ck_assert_uint_eq(c->lim_sreq_deadline_s, 600);
-	pol_config_free(c);
+	for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+		snprintf(text, sizeof(text), "version: 1\ndns: {upstreams: "
+		    "[192.0.2.53]}\nlimits:\n  server_requests_per_session: "
+		    "%u\n  server_requests_per_sandbox: %u\n"
+		    "  server_request_deadline: %s\n", edges[i].session,
+		    edges[i].sandbox, edges[i].deadline);
+		c = load_text(text, e, path, sizeof(path));
+		ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+		ck_assert_uint_eq(c->lim_sreq_session, edges[i].session);
+		ck_assert_uint_eq(c->lim_sreq_sandbox, edges[i].sandbox);
+		ck_assert_uint_eq(c->lim_sreq_deadline_s, edges[i].secs);
+		pol_config_free(c);
+	}
 
 	/* A session bound alone may not pass the default sandbox one. */
 	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
