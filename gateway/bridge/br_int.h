@@ -179,8 +179,18 @@ bool	br_srvreq_client_cancelled(struct br *br, const char *sid,
 	    const json_t *rid);
 /* br_srvreq_stream_gone: stream st ends (a call's: answered, or its
  * client left; a GET's: closed): what waits on it is refused to its
- * upstream and recorded. */
+ * upstream and recorded. br_srvreq_call_gone: likewise for call c, which
+ * is being freed. */
 void	br_srvreq_stream_gone(struct br *br, struct br_stream *st);
+void	br_srvreq_call_gone(struct br *br, struct br_call *c);
+/* br_srvreq_retry: stateless request rq (rpc) carries a requestState:
+ * the retry of a call held for its client's input (tools/call,
+ * prompts/get, resources/read). The answers it brings go to the
+ * upstream, and rq waits for the call's result or what is asked next;
+ * a state that is no call's, or not this sandbox's and request's, is
+ * refused (400, -32602). false when rq is no retry (no requestState):
+ * rq is untouched. */
+bool	br_srvreq_retry(struct br_req *rq, const struct br_rpc *rpc);
 /* br_srvreq_roots_changed: the client of session s (of POST rq) said
  * notifications/roots/list_changed: relayed to s's upstream, without
  * anything the client put in it, when rq's policy may let roots/list of
@@ -311,6 +321,9 @@ struct br_req {
 						   by br_modern_result */
 	bool			 cacheable;	/* its result is a
 						   CacheableResult */
+	unsigned		 sreq_caps;	/* modern: the server requests
+						   its client declared, 1 <<
+						   enum pol_sreq_kind */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -409,6 +422,13 @@ struct br_call {
 	enum pol_reason		 reason;
 	char			 message[256];
 	unsigned		 sreqs;		/* server requests it owned */
+	/* srvreq.c, multi round-trip requests of the stateless revision:
+	 * held for its client's input (mrtr), what that client declared
+	 * it serves (1 << enum pol_sreq_kind), and the requestState its
+	 * next retry must bring ("" when none may come) */
+	bool			 mrtr;
+	unsigned		 mrtr_caps;
+	char			 mrtr_state[48];
 	/* Budgets shared with the fleet (scope subject or policy), reserved
 	 * in its database before the local ones (CALL_RESERVING): sjob the
 	 * reservation on its way, sres what it reserves, held once it did

@@ -28,7 +28,11 @@
 # roots/list through; one it makes outside any call goes to the session
 # listening on its GET stream (the one whose roots/list_changed the
 # bridge relayed), or, with nobody listening, is refused and recorded
-# no_stream. Torn down on exit.
+# no_stream. A client of the stateless revision, by hand: asked in an
+# InputRequiredResult, its retry with the answers and the requestState
+# gets the same call's result; a retry with other arguments, from another
+# sandbox, with a forged or replayed state is refused; a kind it did not
+# declare is not asked. Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -333,6 +337,66 @@ check_eq "the cancelled request recorded as such" "deny cancelled" \
 ask "$D" "$TD" sampling >"$OUT/sd2" 2>&1
 check_eq "the bridge keeps serving server requests" '["sampling/createMessage"]' "$(served "$OUT/sd2")"
 
+# ---------------------------------------------------------------- stateless
+# A client of the 2026-07-28 revision takes a server's requests only in a
+# result (multi round-trip requests): by hand, as t_bridge_rev.sh does.
+mreq() {	# mreq ID KIND CAPS [MORE]: a stateless tools/call of ask(KIND)
+	jq -nc --argjson id "$1" --arg k "$2" --argjson caps "$3" --argjson x "${4:-{\}}" \
+	    '{jsonrpc: "2.0", id: $id, method: "tools/call", params: ({name: "ask",
+	      arguments: {kind: $k}, _meta: {
+	      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+	      "io.modelcontextprotocol/clientInfo": {name: "curl", version: "1"},
+	      "io.modelcontextprotocol/clientCapabilities": $caps}} + $x)}'
+}
+mpost() {	# mpost SBX TOKEN BODY: the answer's body, then its status on a line
+	world_sandbox "$1" curl -s -m 30 -X POST -w '\n%{http_code}' \
+	    -H "Authorization: Bearer $2" -H "$H_JSON" -H "$H_ACC" \
+	    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' \
+	    -H 'Mcp-Name: ask' --data-binary "$3" "$URL/sreq"
+}
+mstatus() { tail -n 1 <<<"$1"; }
+mbody() { sed '$d' <<<"$1"; }
+mretry() {	# mretry KEY TEXT STATE: inputResponses with a sample, and the state
+	jq -nc --arg k "$1" --arg t "$2" --arg s "$3" '{inputResponses: {($k): {role: "assistant",
+	    model: "m", content: {type: "text", text: $t}}}, requestState: $s}'
+}
+SAMPLING='{"sampling":{}}'
+r=$(mpost "$D" "$TD" "$(mreq 31 sampling "$SAMPLING")")
+check_eq "stateless: the call is answered with a request for input" "200 input_required" \
+    "$(mstatus "$r") $(mbody "$r" | jq -r .result.resultType)"
+MK=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+MS=$(mbody "$r" | jq -r .result.requestState)
+check_match "... under the bridge's id, not the upstream's" '^sluice-[0-9a-f]{32}$' "$MK"
+check_eq "... carrying what the upstream asked" "sampling/createMessage marker-sampling-please" \
+    "$(mbody "$r" | jq -r --arg k "$MK" '.result.inputRequests[$k] | "\(.method) \(.params.messages[0].content.text)"')"
+check_match "... and a requestState" '^sluice-mrtr-[0-9a-f]{32}$' "$MS"
+r=$(mpost "$D" "$TD" "$(mreq 32 roots "$SAMPLING" "$(mretry "$MK" x "$MS")")")
+check_eq "a retry with other arguments is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$A" "$TA" "$(mreq 33 sampling "$SAMPLING" "$(mretry "$MK" x "$MS")")")
+check_eq "a retry from another sandbox is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 34 sampling "$SAMPLING" "$(mretry "$MK" x sluice-mrtr-00000000000000000000000000000000)")")
+check_eq "a forged requestState is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 35 sampling "$SAMPLING" "$(mretry "$MK" mrtr-answer "$MS")")")
+check_eq "the retry with the answer gets the call's result" "200 complete 35" \
+    "$(mstatus "$r") $(mbody "$r" | jq -r '"\(.result.resultType) \(.id)"')"
+check_eq "... in which the upstream got the client's answer" mrtr-answer \
+    "$(mbody "$r" | jq -r '.result.content[0].text' | jq -r .result.content.text)"
+r=$(mpost "$D" "$TD" "$(mreq 36 sampling "$SAMPLING" "$(mretry "$MK" again "$MS")")")
+check_eq "a replay of the requestState is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 37 sampling '{}')")
+check_eq "a client that declared no sampling is not asked: the upstream got an error" "complete -32601" \
+    "$(mbody "$r" | jq -r .result.resultType) $(mbody "$r" | jq -r '.result.content[0].text' | jq -r .error.code)"
+check "the stateless requests are recorded" wait_for 10 sh -c \
+    "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'did not declare'"
+check_match "the answered one: allowed, answered under its id, in its call" \
+    "^allow allowed forwarded as $MK; answered; policy allow; in call [0-9a-f]{32}\$" \
+    "$(records "$D" | jq -r --arg k "$MK" 'select(.detail | test($k)) | "\(.decision) \(.reason) \(.detail)"' | head -n 1)"
+check_eq "the undeclared one: not forwarded" "deny not_forwarded" \
+    "$(records "$D" | jq -r 'select(.detail | test("did not declare")) | "\(.decision) \(.reason)"' | head -n 1)"
+MC=$(records "$D" | jq -r --arg k "$MK" 'select(.detail | test($k)) | .detail' | head -n 1 | sed 's/.*in call //')
+check_eq "the held call has one outcome, allowed" allow \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$D" 2>/dev/null | jq -r --arg c "$MC" 'select(.call_id == $c) | .decision')"
+
 # ---------------------------------------------------------------- cancel
 cancel() {	# cancel FILE: SDK client in C calls ask(hang), cancels once FILE exists
 	world_mcp_client "sandbox:$C" --url "$URL/sreq" --timeout 30000 \
@@ -495,6 +559,22 @@ check "... the refused one recorded" wait_for 10 has_record "$E" overload
 check_match "its record names the session's bound" \
     '^deny overload not forwarded: too many wait for the client in its session; policy allow; in call [0-9a-f]{32}$' \
     "$(records "$E" | jq -r 'select(.reason == "overload") | "\(.decision) \(.reason) \(.detail)"' | head -n 1)"
+
+nanswer() { records "$E" | jq -r 'select(.reason == "no_answer") | .detail' | grep -c .; }
+nanswered() { [ "$(nanswer)" -gt "$1" ]; }
+n0=$(nanswer)
+r=$(mpost "$E" "$TE" "$(mreq 41 sampling "$SAMPLING")")
+check_eq "stateless, and the client never retries: asked for input" input_required \
+    "$(mbody "$r" | jq -r .result.resultType)"
+check "... after the deadline the request is recorded no_answer" wait_for 10 nanswered "$n0"
+EC=$(records "$E" | jq -r 'select(.reason == "no_answer") | .detail' | tail -n 1 | sed 's/.*in call //')
+ecall() { "$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$E" 2>/dev/null |
+    jq -r --arg c "$EC" 'select(.call_id == $c) | .decision'; }
+ecall_done() { [ -n "$(ecall)" ]; }
+check "... and the call it held ends, recorded" wait_for 10 ecall_done
+check_eq "its record: allowed (the upstream answered it)" allow "$(ecall)"
+r=$(mpost "$E" "$TE" "$(mreq 42 sampling "$SAMPLING" "$(mretry "$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')" late "$(mbody "$r" | jq -r .result.requestState)")")")
+check_eq "a retry after that is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
 
 restart_with "server_requests_per_session: 1" "server_requests_per_sandbox: 1" ||
     { not_ok "sluiced restarts with one per sandbox"; finish; }
