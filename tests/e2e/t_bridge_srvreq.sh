@@ -32,7 +32,8 @@
 # InputRequiredResult, its retry with the answers and the requestState
 # gets the same call's result; a retry with other arguments, from another
 # sandbox, with a forged or replayed state is refused; a kind it did not
-# declare is not asked. Torn down on exit.
+# declare is not asked; two asked at once take two rounds, one retry each.
+# Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -89,7 +90,7 @@ mcp:
     - tool: sreq/ask
       decision: allow
       args:
-        kind: {enum: [sampling, elicitation, roots, withdraw]}
+        kind: {enum: [sampling, elicitation, roots, withdraw, twice]}
     - tool: ev/trigger-sampling-request
       decision: allow
       args:
@@ -396,6 +397,22 @@ check_eq "the undeclared one: not forwarded" "deny not_forwarded" \
 MC=$(records "$D" | jq -r --arg k "$MK" 'select(.detail | test($k)) | .detail' | head -n 1 | sed 's/.*in call //')
 check_eq "the held call has one outcome, allowed" allow \
     "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$D" 2>/dev/null | jq -r --arg c "$MC" 'select(.call_id == $c) | .decision')"
+# Two asked at once: the first answers the call's request, the second
+# waits for the retry, which is answered with it at once; the next retry
+# gets the result, in which the upstream got both answers.
+r=$(mpost "$D" "$TD" "$(mreq 51 twice "$SAMPLING")")
+K1=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+S1=$(mbody "$r" | jq -r .result.requestState)
+check_eq "two at once, stateless: the first is asked" "input_required 1" \
+    "$(mbody "$r" | jq -r '"\(.result.resultType) \(.result.inputRequests | length)"')"
+r=$(mpost "$D" "$TD" "$(mreq 52 twice "$SAMPLING" "$(mretry "$K1" first "$S1")")")
+K2=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+S2=$(mbody "$r" | jq -r .result.requestState)
+check_eq "... its retry is asked the second, under a new id and state" "input_required 52 1 1" \
+    "$(mbody "$r" | jq -r '"\(.result.resultType) \(.id) \(.result.inputRequests | length)"') $([ "$K2" != "$K1" ] && [ "$S2" != "$S1" ] && echo 1)"
+r=$(mpost "$D" "$TD" "$(mreq 53 twice "$SAMPLING" "$(mretry "$K2" second "$S2")")")
+check_eq "... and the next retry gets the result with both answers" "complete first second" \
+    "$(mbody "$r" | jq -r .result.resultType) $(mbody "$r" | jq -r '.result.content[0].text' | jq -r '[.[].result.content.text] | join(" ")')"
 
 # ---------------------------------------------------------------- cancel
 cancel() {	# cancel FILE: SDK client in C calls ask(hang), cancels once FILE exists
