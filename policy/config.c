@@ -574,7 +574,8 @@ ylimits(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	static const char *const keys[] = { "bridge_connections",
 	    "bridge_connections_per_sandbox", "bridge_request_deadline",
 	    "dns_tcp_connections", "dns_tcp_connections_per_sandbox",
-	    "dns_tcp_query_deadline", NULL };
+	    "dns_tcp_query_deadline", "server_requests_per_session",
+	    "server_requests_per_sandbox", "server_request_deadline", NULL };
 
 	if (!ycheck_map(w, n, "limits", keys))
 		return;
@@ -589,6 +590,18 @@ ylimits(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	    &c->lim_dns_tcp_conns_sbx);
 	ylim_deadline(w, n, "dns_tcp_query_deadline",
 	    &c->lim_dns_tcp_query_s);
+	ylim_count(w, n, "server_requests_per_session", 1,
+	    POL_LIM_SREQ_TOTAL - 1, &c->lim_sreq_session);
+	ylim_count(w, n, "server_requests_per_sandbox", 1,
+	    POL_LIM_SREQ_TOTAL - 1, &c->lim_sreq_sandbox);
+	ylim_deadline(w, n, "server_request_deadline",
+	    &c->lim_sreq_deadline_s);
+	/* A session is in one sandbox: a larger session bound would only
+	 * hide the sandbox's. */
+	if (c->lim_sreq_session > c->lim_sreq_sandbox)
+		yerr(w, n, "server_requests_per_session (%" PRIu32 ") must "
+		    "not be above server_requests_per_sandbox (%" PRIu32 ")",
+		    c->lim_sreq_session, c->lim_sreq_sandbox);
 	if (c->lim_bridge_conns_sbx >= c->lim_bridge_conns)
 		yerr(w, n, "bridge_connections_per_sandbox (%" PRIu32 ") must "
 		    "be below bridge_connections (%" PRIu32 ")",
@@ -809,6 +822,9 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->lim_dns_tcp_conns = POL_LIM_DNS_TCP_CONNS;
 	c->lim_dns_tcp_conns_sbx = POL_LIM_DNS_TCP_CONNS_SBX;
 	c->lim_dns_tcp_query_s = POL_LIM_DNS_TCP_QUERY_S;
+	c->lim_sreq_session = POL_LIM_SREQ_SESSION;
+	c->lim_sreq_sandbox = POL_LIM_SREQ_SANDBOX;
+	c->lim_sreq_deadline_s = POL_LIM_SREQ_DEADLINE_S;
 	c->fleet_deadline_ms = POL_FLEET_DEADLINE_DEFAULT;
 	if (ycheck_map(&w, root, "the config", keys)) {
 		if ((v = yget(root, "version")) == NULL)

@@ -302,12 +302,24 @@ struct pol_config {
 	uint32_t		 lim_dns_tcp_conns;	/* default 256 */
 	uint32_t		 lim_dns_tcp_conns_sbx;	/* default 8 */
 	uint32_t		 lim_dns_tcp_query_s;	/* default 10 */
+	/* What upstreams may have waiting on the agents' clients at once
+	 * (mcp.server_requests): per session and per sandbox (session <=
+	 * sandbox < POL_LIM_SREQ_TOTAL, the bridge's own bound for all),
+	 * and how long a client has to answer one before it is refused
+	 * to the upstream and recorded no_answer. */
+	uint32_t		 lim_sreq_session;	/* default 4 */
+	uint32_t		 lim_sreq_sandbox;	/* default 16 */
+	uint32_t		 lim_sreq_deadline_s;	/* default 120 */
 #define POL_LIM_BRIDGE_CONNS		1024
 #define POL_LIM_BRIDGE_CONNS_SBX	64
 #define POL_LIM_BRIDGE_REQUEST_S	10
 #define POL_LIM_DNS_TCP_CONNS		256
 #define POL_LIM_DNS_TCP_CONNS_SBX	8
 #define POL_LIM_DNS_TCP_QUERY_S		10
+#define POL_LIM_SREQ_SESSION		4
+#define POL_LIM_SREQ_SANDBOX		16
+#define POL_LIM_SREQ_DEADLINE_S		120
+#define POL_LIM_SREQ_TOTAL		1024
 	/* privsep: the users the DNS and bridge processes run as (default
 	 * "sluice-dns" and "sluice-bridge"; each must exist and not be
 	 * root). */

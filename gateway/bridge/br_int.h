@@ -93,6 +93,9 @@ struct br_up {
 	char				 version[16];	/* negotiated */
 	unsigned			 failures;	/* for backoff */
 	struct ev_timer			*restart;
+	/* srvreq.c: the session whose roots/list_changed was relayed
+	 * last, which owns the roots/list that answers it */
+	char				 roots_session[65];
 
 	/* stdio */
 	pid_t				 pid;		/* forked here */
@@ -175,9 +178,27 @@ void	br_srvreq_cancelled(struct br_up *u, const json_t *msg);
  * of the client's, perhaps). */
 bool	br_srvreq_client_cancelled(struct br *br, const char *sid,
 	    const json_t *rid);
-/* br_srvreq_stream_gone: call stream st ends (answered, or its client
- * left): what waits on it is refused to its upstream and recorded. */
+/* br_srvreq_stream_gone: stream st ends (a call's: answered, or its
+ * client left; a GET's: closed): what waits on it is refused to its
+ * upstream and recorded. br_srvreq_call_gone: likewise for call c, which
+ * is being freed. */
 void	br_srvreq_stream_gone(struct br *br, struct br_stream *st);
+void	br_srvreq_call_gone(struct br *br, struct br_call *c);
+/* br_srvreq_retry: stateless request rq (rpc) carries a requestState:
+ * the retry of a call held for its client's input (tools/call,
+ * prompts/get, resources/read). The answers it brings go to the
+ * upstream, and rq waits for the call's result or what is asked next;
+ * a state that is no call's, or not this sandbox's and request's, is
+ * refused (400, -32602). false when rq is no retry (no requestState):
+ * rq is untouched. */
+bool	br_srvreq_retry(struct br_req *rq, const struct br_rpc *rpc);
+/* br_srvreq_roots_changed: the client of session s (of POST rq) said
+ * notifications/roots/list_changed: relayed to s's upstream, without
+ * anything the client put in it, when rq's policy may let roots/list of
+ * that server through and no roots/list of s waits for its client. */
+struct br_session;
+void	br_srvreq_roots_changed(struct br_req *rq,
+	    const struct br_session *s);
 /* br_srvreq_abort_all: the bridge stops: every request waiting is
  * refused and recorded while the hooks still work. */
 void	br_srvreq_abort_all(struct br *br);
@@ -301,6 +322,9 @@ struct br_req {
 						   by br_modern_result */
 	bool			 cacheable;	/* its result is a
 						   CacheableResult */
+	unsigned		 sreq_caps;	/* modern: the server requests
+						   its client declared, 1 <<
+						   enum pol_sreq_kind */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -403,6 +427,13 @@ struct br_call {
 	enum pol_reason		 reason;
 	char			 message[256];
 	unsigned		 sreqs;		/* server requests it owned */
+	/* srvreq.c, multi round-trip requests of the stateless revision:
+	 * held for its client's input (mrtr), what that client declared
+	 * it serves (1 << enum pol_sreq_kind), and the requestState its
+	 * next retry must bring ("" when none may come) */
+	bool			 mrtr;
+	unsigned		 mrtr_caps;
+	char			 mrtr_state[48];
 	/* Budgets shared with the fleet (scope subject or policy), reserved
 	 * in its database before the local ones (CALL_RESERVING): sjob the
 	 * reservation on its way, sres what it reserves, held once it did
@@ -559,6 +590,10 @@ void	br_stream_free(struct br_stream *st);
  * event stream from now on (once: a second call gives the same stream);
  * NULL when it cannot be (not parked, answered, no memory). */
 struct br_stream *br_callstream(struct br_req *rq);
+/* br_stream_req: the request st answers (its GET, or its call's POST).
+ * br_stream_live: st is a session's and not ending. */
+struct br_req *br_stream_req(const struct br_stream *st);
+bool	br_stream_live(const struct br_stream *st);
 /* br_stream_push: text (whole events) goes out on st next; -1 when st is
  * ending or without memory. */
 int	br_stream_push(struct br_stream *st, const char *text);

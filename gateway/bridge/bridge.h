@@ -187,6 +187,11 @@ struct br_hooks {
 	 * a summary within the daemon's budget. Optional: without it every
 	 * one is reported. */
 	int	(*auth_tally)(void *ctx, const char *src);
+	/* Whether some policy may let a roots/list of server through
+	 * (mcp.server_requests roots not deny): the upstream's initialize
+	 * offers roots only then. Asked at each handshake. Optional:
+	 * without it, never. */
+	bool	(*roots_offered)(void *ctx, const char *server);
 	void	*ctx;
 };
 

@@ -71,6 +71,10 @@ scope_owner(struct br_call *c, enum pol_budget_scope s)
 static void
 call_free(struct br_call *c)
 {
+	/* What the upstream asked in it and nobody answered is refused,
+	 * recorded while the call's client is still known. */
+	if (c->br != NULL)
+		br_srvreq_call_gone(c->br, c);
 	/* A reservation still on its way is given back when it comes; one
 	 * held by a call that never went upstream is given back now. */
 	br_shared_forget(c->sjob);

@@ -553,6 +553,24 @@ on_policy(struct brc *d, uint32_t type, const void *pl, size_t len)
 	d->pset = ps;
 }
 
+/* Whether a policy of the current set may let server's roots/list
+ * through: the upstream is offered roots then. */
+static bool
+h_roots(void *ctx, const char *server)
+{
+	struct brc *d = ctx;
+	size_t i, n;
+
+	if (d->pset == NULL)
+		return false;
+	n = pol_set_count(d->pset->set);
+	for (i = 0; i < n; i++)
+		if (pol_server_request(pol_set_at(d->pset->set, i), server,
+		    POL_SREQ_ROOTS) != POL_DENY)
+			return true;
+	return false;
+}
+
 /*
  * The first MSG_SYNC: everything is in. Still as root: open the database,
  * read the credentials, start the stdio starter and the upstreams; then
@@ -596,6 +614,7 @@ start_bridge(struct brc *d)
 	h.finding = h_finding;
 	h.restrict_egress = h_restrict;
 	h.auth_tally = h_auth_tally;
+	h.roots_offered = h_roots;
 	h.ctx = d;
 	d->lfd = -1;		/* the bridge's now, whatever happens */
 	d->br = br_new(d->loop, &bc, &h, err, sizeof(err));

@@ -393,7 +393,10 @@ dispatch(struct br_req *rq)
 
 			if (!br_srvreq_client_cancelled(rq->br, s->id, rid))
 				br_call_cancel(rq->br, s->id, rid);
-		}
+		} else if (rpc.kind == BR_RPC_NOTIFICATION && s != NULL &&
+		    strcmp(rpc.method, "notifications/roots/list_changed") ==
+		    0)
+			br_srvreq_roots_changed(rq, s);
 		br_req_reply(rq, 202, NULL, NULL);
 	} else if (fresh)
 		br_rpc_initialize(rq, &rpc);

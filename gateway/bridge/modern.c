@@ -52,9 +52,15 @@
  *    itself and announces no list change) and resourceSubscriptions are
  *    not honored, so the acknowledgment omits them, as the text allows.
  *
+ *  - basic/patterns/mrtr.mdx: what an upstream of an earlier revision
+ *    asks during a call (sampling, elicitation, roots) reaches the
+ *    client as an InputRequiredResult of its request, and its retry,
+ *    with inputResponses and the requestState, resumes the same call
+ *    (srvreq.c, br_srvreq_retry); the client's declared capabilities
+ *    say which kinds may be asked.
+ *
  * Not implemented: the tasks extension (io.modelcontextprotocol/tasks,
- * not advertised), multi round-trip requests (an upstream's own requests
- * during such a call are not relayed), per-request logLevel, progress on
+ * not advertised), per-request logLevel, progress on
  * the response stream, x-mcp-header / Mcp-Param-* validation, and the
  * empty listen result at a server-side end of the stream.
  */
@@ -465,12 +471,20 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 {
 	struct br_meta_verdict v;
 	const char *m = rpc->method;
+	const json_t *caps;
 
 	if (br_modern_check(h, rpc->msg, &v) == -1) {
 		reply_err(rq, rpc->id, &v);
 		return MHD_YES;
 	}
 	rq->modern = true;
+	caps = json_object_get(meta_of(rpc->msg), META_CAPS);
+	if (json_object_get(caps, "sampling") != NULL)
+		rq->sreq_caps |= 1u << POL_SREQ_SAMPLING;
+	if (json_object_get(caps, "elicitation") != NULL)
+		rq->sreq_caps |= 1u << POL_SREQ_ELICITATION;
+	if (json_object_get(caps, "roots") != NULL)
+		rq->sreq_caps |= 1u << POL_SREQ_ROOTS;
 	if (rpc->kind != BR_RPC_REQUEST) {
 		/* None is defined over HTTP in this revision; accepted. */
 		br_req_reply(rq, 202, NULL, NULL);
@@ -485,9 +499,14 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 		discover(rq, rpc);
 	else if (strcmp(m, "subscriptions/listen") == 0)
 		return listen_open(rq, rpc);
-	else if (served(m))
-		br_rpc_request(rq, rpc);
-	else
+	else if (served(m)) {
+		/* A retry of a call held for its client's input resumes
+		 * that call (srvreq.c); anything else is a new request. */
+		if ((strcmp(m, "tools/call") != 0 && strcmp(m, "prompts/get") !=
+		    0 && strcmp(m, "resources/read") != 0) ||
+		    !br_srvreq_retry(rq, rpc))
+			br_rpc_request(rq, rpc);
+	} else
 		br_reply_rpc_error(rq, 404, rpc->id, -32601,
 		    "Method not found");
 	return MHD_YES;

@@ -200,6 +200,9 @@ br_stream_open(struct br_req *rq, struct br_session *s)
 	st->br = br;
 	st->rq = rq;
 	st->s = s;
+	/* Named, so that what is carried on it outside any call (srvreq.c)
+	 * is answered from its session only. */
+	snprintf(rq->session, sizeof(rq->session), "%s", s->id);
 	snprintf(st->sandbox, sizeof(st->sandbox), "%s", rq->client.id);
 	st->ping = true;	/* a first comment: the client sees it open */
 	/* Held like a request in flight: a listened-to session is in use. */
@@ -221,10 +224,10 @@ br_stream_free(struct br_stream *st)
 {
 	if (st == NULL)
 		return;
-	if (st->call) {
-		br_srvreq_stream_gone(st->br, st);
+	/* A GET carries server requests made outside any call too. */
+	br_srvreq_stream_gone(st->br, st);
+	if (st->call)
 		br_session_hold(st->br, st->rq, -1);
-	}
 	detach(st);
 	TAILQ_REMOVE(&st->br->streams, st, entry);
 	st->br->nstreams--;
@@ -267,6 +270,18 @@ br_callstream(struct br_req *rq)
 	 * room as an idle listener may be. */
 	mhd_resume(br->mhd, rq->conn);
 	return st;
+}
+
+struct br_req *
+br_stream_req(const struct br_stream *st)
+{
+	return st != NULL ? st->rq : NULL;
+}
+
+bool
+br_stream_live(const struct br_stream *st)
+{
+	return st != NULL && st->s != NULL && !st->ending;
 }
 
 int

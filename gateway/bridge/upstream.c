@@ -174,16 +174,31 @@ static int
 up_handshake(struct br_up *u)
 {
 	struct br_up_req *r;
+	json_t *p, *caps;
 
 	/* What a sandbox's client may be asked through us: whether it is
 	 * carried is each call's policy's to say (srvreq.c), so the offer is
-	 * made once for every session the upstream serves. Not roots: a
-	 * server offered them asks at once and whenever they change, outside
-	 * any call, where nobody's policy can let them through. */
-	r = req_new(u, "initialize", json_pack("{s:s, s:{s:{}, s:{}},"
-	    " s:{s:s, s:s}}", "protocolVersion", BR_PROTO_LATEST,
-	    "capabilities", "sampling", "elicitation", "clientInfo", "name",
-	    "sluice", "version", "0.1.0"), on_init_reply, u, true);
+	 * made once for every session the upstream serves. Roots only when
+	 * some policy may let them through: a server offered them asks at
+	 * once and whenever they change, outside any call, and that goes
+	 * to the one session listening (srvreq.c) or is refused. And only
+	 * over stdio, where such a request reaches us: the bridge opens no
+	 * GET stream to an HTTP upstream, so there it would go nowhere and
+	 * the server would wait on it (a roots tool of server-everything
+	 * hangs until its own timeout). */
+	p = json_pack("{s:s, s:{s:{}, s:{}}, s:{s:s, s:s}}",
+	    "protocolVersion", BR_PROTO_LATEST, "capabilities", "sampling",
+	    "elicitation", "clientInfo", "name", "sluice", "version", "0.1.0");
+	caps = json_object_get(p, "capabilities");
+	if (p != NULL && u->srv->transport == POL_MCP_STDIO &&
+	    u->br->h.roots_offered != NULL &&
+	    u->br->h.roots_offered(u->br->h.ctx, u->srv->name) &&
+	    json_object_set_new(caps, "roots", json_pack("{s:b}",
+	    "listChanged", 1)) == -1) {
+		json_decref(p);
+		return -1;
+	}
+	r = req_new(u, "initialize", p, on_init_reply, u, true);
 	if (r == NULL)
 		return -1;
 	/* The handshake goes out first, whatever is queued. */

@@ -9,7 +9,11 @@
 # every intent without an outcome was closed by exactly one
 # mcp.outcome_unknown written by the restart, the calls that finished are
 # not among them, a second restart closes nothing again, and the log
-# verifies.
+# verifies. Then the bridge process alone is killed with calls held:
+# sluiced closes the intents it left open at once (no restart of sluiced
+# needed), starts a new one, every call the upstream received has its
+# intent, each one got exactly one mcp.outcome_unknown written after the
+# kill, and a restart of sluiced closes none of them again.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -91,15 +95,23 @@ iseq=$(mcp mcp.intent | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
 oseq=$(mcp mcp.call | jq -r --arg c "$Q1" 'select(.call_id == $c) | .seq')
 check "the intent comes before the outcome" test "${iseq:-0}" -lt "${oseq:-0}"
 
+# hold_n P: N calls of hold, k P1 to PN, in the background (their output
+# in $E2E_TMP/hold-PI.out, their pids in pids); held P: the upstream holds
+# them all.
+hold_n() {
+	local i
+	pids=()
+	for ((i = 1; i <= N; i++)); do
+		call hold "$1$i" 60000 >"$E2E_TMP/hold-$1$i.out" 2>&1 &
+		pids+=($!)
+	done
+	cleanup_push "kill ${pids[*]} 2>/dev/null"
+}
+held() { [ "$(received hold | grep -c "^$1")" -ge "$N" ]; }
+
 # ------------------------------------------ 2: calls held, sluiced killed
-pids=()
-for ((i = 1; i <= N; i++)); do
-	call hold "h$i" 60000 >"$E2E_TMP/hold$i.out" 2>&1 &
-	pids+=($!)
-done
-cleanup_push "kill ${pids[*]} 2>/dev/null"
-held() { [ "$(received hold | wc -l)" -ge "$N" ]; }
-check "the upstream holds $N calls" wait_for 60 held
+hold_n h
+check "the upstream holds $N calls" wait_for 60 held h
 BP=$(br_pid)
 kill -KILL "$PARENT"
 wait "$PARENT" 2>/dev/null
@@ -111,7 +123,7 @@ for p in "${pids[@]}"; do
 	wait "$p" 2>/dev/null
 done
 check_fails "no held call got a result" grep -q "hold h[0-9]* done" \
-    "$E2E_TMP"/hold*.out
+    "$E2E_TMP"/hold-h*.out
 opens=$(mcp log.open | wc -l)
 check_eq "no outcome_unknown before the restart" 0 \
     "$(mcp mcp.outcome_unknown | wc -l)"
@@ -164,5 +176,58 @@ PARENT=$_WORLD_SLUICED_PID
 check_match "and after a clean restart" "quick q4 done" "$(call quick q4)"
 check_eq "a clean restart closes nothing again" "$N" "$(n_unknown)"
 check "audit verify passes at the end" verify_ok
+
+# --------------------------- 4: the bridge process killed, sluiced running
+# The parent outlives its bridge process: the intents the dead process
+# left open are closed by the parent at once, not at the next start of
+# sluiced, and the bridge is started again.
+rm -f "$FLAGS/release"
+answered_q() { call quick "$1" 5000 2>/dev/null | grep -q "quick $1 done"; }
+check "the bridge answers before the kill" wait_for 30 answered_q q5
+unknown0=$(n_unknown)
+opens0=$(mcp log.open | wc -l)
+hold_n b
+check "the upstream holds $N calls again" wait_for 60 held b
+BP=$(br_pid)
+kill_seq=$(mcp mcp.intent | tail -n 1 | jq -r .seq)
+kill -KILL "$BP"
+br_new() { local p; p=$(br_pid); [ -n "$p" ] && [ "$p" != "$BP" ]; }
+check "the parent starts a new bridge process" wait_for 30 br_new
+check "sluiced itself still runs" kill -0 "$PARENT"
+check "the dead process's open intents are closed, sluiced not restarted" \
+    wait_for 20 test "$(n_unknown)" -ge $((unknown0 + N))
+check_eq "no new log.open: it was the same sluiced" "$opens0" "$(mcp log.open | wc -l)"
+for p in "${pids[@]}"; do
+	wait "$p" 2>/dev/null
+done
+check_fails "no held call got a result" grep -q "hold b[0-9]* done" \
+    "$E2E_TMP"/hold-b*.out
+missing=0 bad=0
+for k in $(received hold | grep '^b'); do
+	id=$(intent_of "$k")
+	if [ -z "$id" ]; then
+		echo "# received, no intent: $k"
+		missing=$((missing + 1))
+		continue
+	fi
+	o=$(mcp mcp.call | jq -r --arg c "$id" 'select(.call_id == $c) | .seq' | grep -c .)
+	u=$(mcp mcp.outcome_unknown | jq -r --arg c "$id" 'select(.call_id == $c) | .seq')
+	nu=$(printf '%s' "$u" | grep -c .)
+	[ "$o" -eq 0 ] && [ "$nu" -eq 1 ] && [ "$u" -gt "$kill_seq" ] && continue
+	echo "# call $k ($id): $o outcomes, $nu unknown (at ${u:-none}; kill after $kill_seq)"
+	bad=$((bad + 1))
+done
+check_eq "every call the upstream received ($(received hold | grep -c '^b')) has an intent record" 0 "$missing"
+check_eq "each got one outcome_unknown, written after the kill" 0 "$bad"
+check_eq "the held calls are the ones closed ($N)" $((unknown0 + N)) "$(n_unknown)"
+check_match "outcome_unknown says the bridge process ended" 'bridge process ended' \
+    "$(mcp mcp.outcome_unknown | tail -n 1 | jq -r .detail)"
+check "the new bridge process answers" wait_for 30 answered_q q6
+world_stop_sluiced
+world_start_sluiced "$CFG" || { not_ok "sluiced starts after the bridge's death"; finish; }
+PARENT=$_WORLD_SLUICED_PID
+check "and after a restart of sluiced" wait_for 30 answered_q q7
+check_eq "which closes none of them again" $((unknown0 + N)) "$(n_unknown)"
+check "audit verify passes after the bridge's death" verify_ok
 world_stop_sluiced
 finish

@@ -20,7 +20,20 @@
 # withdrawn, never forwarded, recorded as cancelled and charges no
 # budget; an approved call in flight is cancelled upstream under the
 # upstream's request id, recorded as cancelled, and its budget stays
-# spent. The bridge keeps serving. Torn down on exit.
+# spent. The bridge keeps serving. The daemon config's limits set the
+# deadline (a client that never answers: the call still finishes, the
+# request recorded no_answer) and the bounds per session and per sandbox
+# (one more is refused to the upstream at once, recorded with the bound
+# it hit). Roots: offered to an upstream only when a policy may let its
+# roots/list through; one it makes outside any call goes to the session
+# listening on its GET stream (the one whose roots/list_changed the
+# bridge relayed), or, with nobody listening, is refused and recorded
+# no_stream. A client of the stateless revision, by hand: asked in an
+# InputRequiredResult, its retry with the answers and the requestState
+# gets the same call's result; a retry with other arguments, from another
+# sandbox, with a forged or replayed state is refused; a kind it did not
+# declare is not asked; two asked at once take two rounds, one retry each.
+# Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -32,10 +45,11 @@ world_mcp_http_start 3001 || { not_ok "server-everything over HTTP"; finish; }
 
 NODE=$(command -v node)
 CFG=$E2E_TMP/sluice.yaml
-POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq
-mkdir -p "$POL" "$OUT" "$FLAGS"
-# The upstream runs as the bridge's user: its log is writable by it.
-: >"$FLAGS/calls.log" && chmod 0777 "$FLAGS" && chmod 0666 "$FLAGS/calls.log"
+POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq FLAGS2=$E2E_TMP/sreq2
+mkdir -p "$POL" "$OUT" "$FLAGS" "$FLAGS2"
+# The upstream runs as the bridge's user: its logs are writable by it.
+: >"$FLAGS/calls.log" && : >"$FLAGS/roots.log" && chmod 0777 "$FLAGS" "$FLAGS2" &&
+    chmod 0666 "$FLAGS/calls.log" "$FLAGS/roots.log"
 
 cat >"$POL/sr.yaml" <<EOF
 version: 1
@@ -76,7 +90,7 @@ mcp:
     - tool: sreq/ask
       decision: allow
       args:
-        kind: {enum: [sampling, elicitation, roots, withdraw]}
+        kind: {enum: [sampling, elicitation, roots, withdraw, twice]}
     - tool: ev/trigger-sampling-request
       decision: allow
       args:
@@ -99,17 +113,24 @@ mcp:
       args:
         kind: {enum: [sampling, elicitation, roots, other]}
 EOF
-world_sluiced_config "$CFG" "$POL"
-cat >>"$CFG" <<EOF
+servers_cfg() {	# the servers section
+	cat <<EOF
 servers:
   - name: sreq
     transport: stdio
     command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: sreq2
+    transport: stdio
+    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS2]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
   - name: ev
     transport: http
     url: http://$WORLD_MCP:3001/mcp
 EOF
+}
+world_sluiced_config "$CFG" "$POL"
+servers_cfg >>"$CFG"
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp
 wait_for 10 world_host sh -c "ss -ltn | grep -q '$WORLD_SERVICE:$WORLD_BRIDGE_PORT'" &&
@@ -238,10 +259,10 @@ session() {	# session FILE: a new session of D by hand, its id in FILE
 	    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $(cat "$1")" -H "$H_VER" \
 	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/sreq"
 }
-answer() {	# answer SBX TOKEN SID BODYFILE: the HTTP status of a client's answer
+answer() {	# answer SBX TOKEN SID BODYFILE [SERVER]: the HTTP status of a client's answer
 	world_sandbox "$1" curl -s -o "$OUT/ans.body" -w '%{http_code}' -m 10 -X POST \
 	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $3" \
-	    -H "$H_VER" --data-binary "@$4" "$URL/sreq"
+	    -H "$H_VER" --data-binary "@$4" "$URL/${5:-sreq}"
 }
 session "$OUT/s1"; session "$OUT/s2"
 S1=$(cat "$OUT/s1") S2=$(cat "$OUT/s2")
@@ -317,6 +338,82 @@ check_eq "the cancelled request recorded as such" "deny cancelled" \
 ask "$D" "$TD" sampling >"$OUT/sd2" 2>&1
 check_eq "the bridge keeps serving server requests" '["sampling/createMessage"]' "$(served "$OUT/sd2")"
 
+# ---------------------------------------------------------------- stateless
+# A client of the 2026-07-28 revision takes a server's requests only in a
+# result (multi round-trip requests): by hand, as t_bridge_rev.sh does.
+mreq() {	# mreq ID KIND CAPS [MORE]: a stateless tools/call of ask(KIND)
+	jq -nc --argjson id "$1" --arg k "$2" --argjson caps "$3" --argjson x "${4:-{\}}" \
+	    '{jsonrpc: "2.0", id: $id, method: "tools/call", params: ({name: "ask",
+	      arguments: {kind: $k}, _meta: {
+	      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+	      "io.modelcontextprotocol/clientInfo": {name: "curl", version: "1"},
+	      "io.modelcontextprotocol/clientCapabilities": $caps}} + $x)}'
+}
+mpost() {	# mpost SBX TOKEN BODY: the answer's body, then its status on a line
+	world_sandbox "$1" curl -s -m 30 -X POST -w '\n%{http_code}' \
+	    -H "Authorization: Bearer $2" -H "$H_JSON" -H "$H_ACC" \
+	    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' \
+	    -H 'Mcp-Name: ask' --data-binary "$3" "$URL/sreq"
+}
+mstatus() { tail -n 1 <<<"$1"; }
+mbody() { sed '$d' <<<"$1"; }
+mretry() {	# mretry KEY TEXT STATE: inputResponses with a sample, and the state
+	jq -nc --arg k "$1" --arg t "$2" --arg s "$3" '{inputResponses: {($k): {role: "assistant",
+	    model: "m", content: {type: "text", text: $t}}}, requestState: $s}'
+}
+SAMPLING='{"sampling":{}}'
+r=$(mpost "$D" "$TD" "$(mreq 31 sampling "$SAMPLING")")
+check_eq "stateless: the call is answered with a request for input" "200 input_required" \
+    "$(mstatus "$r") $(mbody "$r" | jq -r .result.resultType)"
+MK=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+MS=$(mbody "$r" | jq -r .result.requestState)
+check_match "... under the bridge's id, not the upstream's" '^sluice-[0-9a-f]{32}$' "$MK"
+check_eq "... carrying what the upstream asked" "sampling/createMessage marker-sampling-please" \
+    "$(mbody "$r" | jq -r --arg k "$MK" '.result.inputRequests[$k] | "\(.method) \(.params.messages[0].content.text)"')"
+check_match "... and a requestState" '^sluice-mrtr-[0-9a-f]{32}$' "$MS"
+r=$(mpost "$D" "$TD" "$(mreq 32 roots "$SAMPLING" "$(mretry "$MK" x "$MS")")")
+check_eq "a retry with other arguments is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$A" "$TA" "$(mreq 33 sampling "$SAMPLING" "$(mretry "$MK" x "$MS")")")
+check_eq "a retry from another sandbox is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 34 sampling "$SAMPLING" "$(mretry "$MK" x sluice-mrtr-00000000000000000000000000000000)")")
+check_eq "a forged requestState is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 35 sampling "$SAMPLING" "$(mretry "$MK" mrtr-answer "$MS")")")
+check_eq "the retry with the answer gets the call's result" "200 complete 35" \
+    "$(mstatus "$r") $(mbody "$r" | jq -r '"\(.result.resultType) \(.id)"')"
+check_eq "... in which the upstream got the client's answer" mrtr-answer \
+    "$(mbody "$r" | jq -r '.result.content[0].text' | jq -r .result.content.text)"
+r=$(mpost "$D" "$TD" "$(mreq 36 sampling "$SAMPLING" "$(mretry "$MK" again "$MS")")")
+check_eq "a replay of the requestState is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+r=$(mpost "$D" "$TD" "$(mreq 37 sampling '{}')")
+check_eq "a client that declared no sampling is not asked: the upstream got an error" "complete -32601" \
+    "$(mbody "$r" | jq -r .result.resultType) $(mbody "$r" | jq -r '.result.content[0].text' | jq -r .error.code)"
+check "the stateless requests are recorded" wait_for 10 sh -c \
+    "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'did not declare'"
+check_match "the answered one: allowed, answered under its id, in its call" \
+    "^allow allowed forwarded as $MK; answered; policy allow; in call [0-9a-f]{32}\$" \
+    "$(records "$D" | jq -r --arg k "$MK" 'select(.detail | test($k)) | "\(.decision) \(.reason) \(.detail)"' | head -n 1)"
+check_eq "the undeclared one: not forwarded" "deny not_forwarded" \
+    "$(records "$D" | jq -r 'select(.detail | test("did not declare")) | "\(.decision) \(.reason)"' | head -n 1)"
+MC=$(records "$D" | jq -r --arg k "$MK" 'select(.detail | test($k)) | .detail' | head -n 1 | sed 's/.*in call //')
+check_eq "the held call has one outcome, allowed" allow \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$D" 2>/dev/null | jq -r --arg c "$MC" 'select(.call_id == $c) | .decision')"
+# Two asked at once: the first answers the call's request, the second
+# waits for the retry, which is answered with it at once; the next retry
+# gets the result, in which the upstream got both answers.
+r=$(mpost "$D" "$TD" "$(mreq 51 twice "$SAMPLING")")
+K1=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+S1=$(mbody "$r" | jq -r .result.requestState)
+check_eq "two at once, stateless: the first is asked" "input_required 1" \
+    "$(mbody "$r" | jq -r '"\(.result.resultType) \(.result.inputRequests | length)"')"
+r=$(mpost "$D" "$TD" "$(mreq 52 twice "$SAMPLING" "$(mretry "$K1" first "$S1")")")
+K2=$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')
+S2=$(mbody "$r" | jq -r .result.requestState)
+check_eq "... its retry is asked the second, under a new id and state" "input_required 52 1 1" \
+    "$(mbody "$r" | jq -r '"\(.result.resultType) \(.id) \(.result.inputRequests | length)"') $([ "$K2" != "$K1" ] && [ "$S2" != "$S1" ] && echo 1)"
+r=$(mpost "$D" "$TD" "$(mreq 53 twice "$SAMPLING" "$(mretry "$K2" second "$S2")")")
+check_eq "... and the next retry gets the result with both answers" "complete first second" \
+    "$(mbody "$r" | jq -r .result.resultType) $(mbody "$r" | jq -r '.result.content[0].text' | jq -r '[.[].result.content.text] | join(" ")')"
+
 # ---------------------------------------------------------------- cancel
 cancel() {	# cancel FILE: SDK client in C calls ask(hang), cancels once FILE exists
 	world_mcp_client "sandbox:$C" --url "$URL/sreq" --timeout 30000 \
@@ -363,6 +460,171 @@ check_eq "the forwarded call spent its budget, the one cancelled while asking di
 # ---------------------------------------------------------------- serving
 ask "$A" "$TA" sampling >"$OUT/after" 2>&1
 check_eq "the bridge keeps serving" -32601 "$(got "$OUT/after" .error.code)"
+
+# ---------------------------------------------------------------- roots
+# A policy here may let sreq's roots/list through, so the bridge offers
+# it roots; sreq2 no policy lets them through, so it is not. The upstream
+# asks once initialized, outside any call, when nobody listens yet:
+# refused, recorded no_stream. The SDK client's roots/list_changed is
+# relayed, and the roots/list that answers it goes to that client's GET
+# stream under its policy; one whose policy denies roots is not relayed.
+rl() { sed -n "s/^$1 //p" "$FLAGS/roots.log" 2>/dev/null; }
+check_match "sreq was offered roots" '"roots":\{"listChanged":true\}' "$(rl offered | head -n 1)"
+check_eq "sreq2 was not" 0 "$(sed -n 's/^offered //p' "$FLAGS2/roots.log" 2>/dev/null | grep -c roots)"
+check_eq "its roots/list at start, with nobody listening, got a JSON-RPC error" -32601 \
+    "$(rl roots | head -n 1 | jq -r .error.code)"
+unowned() {	# the mcp.server_request records of no sandbox
+	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.server_request 2>/dev/null |
+	    jq -c 'select(.sandbox == null or .sandbox == "")'
+}
+check "... and was recorded" wait_for 10 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request 2>/dev/null | grep -q no_stream"
+check_eq "its record: sreq, roots/list, denied no_stream, nobody listened" \
+    "sreq roots/list deny no_stream refused: outside any call, no session listens" \
+    "$(unowned | jq -r 'select(.reason == "no_stream") | "\(.server) \(.method) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
+nchanged=$(grep -c '^changed' "$FLAGS/roots.log")
+world_mcp_client "sandbox:$B" --url "$URL/sreq" --header "Authorization: Bearer $TB" \
+    --serve-requests --roots-changed --call ask '{"kind":"sampling"}' >"$OUT/rb" 2>"$OUT/rb.err" ||
+    sed 's/^/#   /' "$OUT/rb.err"
+check_eq "a roots change under a policy that denies roots is not relayed" "$nchanged" \
+    "$(grep -c '^changed' "$FLAGS/roots.log")"
+world_mcp_client "sandbox:$D" --url "$URL/sreq" --header "Authorization: Bearer $TD" \
+    --serve-requests --roots-changed roots/list >"$OUT/rc" 2>"$OUT/rc.err" ||
+    sed 's/^/#   /' "$OUT/rc.err"
+check_eq "one it allows is relayed; the upstream's roots/list reached the client on its GET stream" \
+    '["roots/list"]' "$(jq -c .served "$OUT/rc" 2>/dev/null)"
+check "the upstream got the client's roots" wait_for 10 sh -c "grep -q '^roots .*file:///work' '$FLAGS/roots.log'"
+check "... recorded" wait_for 10 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$D' 2>/dev/null | grep -q 'session.s stream'"
+check_match "its record: allowed, answered, on its session's stream" \
+    '^roots/list allow allowed forwarded as sluice-[0-9a-f]{32}; answered; policy allow; on its session.s stream$' \
+    "$(records "$D" | jq -r 'select(.detail | test("stream$")) | select(.decision == "allow") | "\(.method) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
+
+# ---------------------------------------------------------------- limits
+# The server-request bounds and deadline come from the daemon config's
+# limits: sluiced again with a deadline of 1 s and one request per
+# session, then with one per sandbox. The clients are curl, by hand: they
+# never answer unless told to, so nothing here waits on a clock but the
+# bridge's.
+cat >"$POL/lim.yaml" <<EOF
+version: 1
+name: lim
+mcp:
+  tools:
+    - tool: sreq/ask
+      decision: allow
+      args:
+        kind: {enum: [sampling, twice]}
+    - tool: sreq2/ask
+      decision: allow
+      args:
+        kind: {enum: [sampling]}
+  server_requests:
+    - server: "*"
+      sampling: allow
+EOF
+restart_with() {	# restart_with LIMIT...: sluiced again with these limits
+	world_stop_sluiced || return 1
+	world_sluiced_config "$CFG" "$POL"
+	{ echo "limits:"; printf '  %s\n' "$@"; servers_cfg; } >>"$CFG"
+	world_start_sluiced "$CFG" && world_bridge_listening
+}
+hsession() {	# hsession SBX TOKEN SERVER: a new session by hand, its id on stdout
+	world_sandbox "$1" curl -s -m 10 -D - -o /dev/null -X POST \
+	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$URL/$3" |
+	    awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' | tr -d '\r' >"$OUT/hs.id"
+	world_sandbox "$1" curl -s -m 10 -o /dev/null -X POST -H "Authorization: Bearer $2" \
+	    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $(cat "$OUT/hs.id")" -H "$H_VER" \
+	    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/$3"
+	cat "$OUT/hs.id"
+}
+hcall() {	# hcall SBX TOKEN SID SERVER FILE ID KIND: ask(KIND) by hand, its stream in FILE
+	world_sandbox "$1" curl -s -N -m 60 -o "$5" -X POST \
+	    -H "Authorization: Bearer $2" -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $3" -H "$H_VER" \
+	    --data "{\"jsonrpc\":\"2.0\",\"id\":$6,\"method\":\"tools/call\",\"params\":{\"name\":\"ask\",\"arguments\":{\"kind\":\"$7\"}}}" \
+	    "$URL/$4"
+}
+result_of() {	# result_of FILE ID: the tool's text in the result of call ID
+	# An event stream when something was carried on it, else one body.
+	if grep -q '^data: ' "$1"; then sed -n 's/^data: //p' "$1"; else cat "$1"; fi |
+	    jq -r "select(.id == $2) | .result.content[0].text"
+}
+carried() {	# carried FILE: how many sampling requests the stream carried
+	sed -n 's/^data: //p' "$1" | jq -r 'select(.method == "sampling/createMessage") | .id' | wc -l
+}
+has_record() {	# has_record SBX PATTERN
+	records "$1" | grep -q "$2"
+}
+restart_with "server_request_deadline: 1s" "server_requests_per_session: 1" ||
+    { not_ok "sluiced restarts with a 1 s deadline, one per session"; finish; }
+ok "sluiced restarts with a 1 s deadline, one per session"
+E=se$$ F=sf$$ G=sg$$
+TE=$(sl sandbox create --policy lim --subject erin --id "$E" | jq -r .token)
+SE1=$(hsession "$E" "$TE" sreq)
+[ -n "$SE1" ] && ok "a session by hand" || not_ok "a session by hand"
+hcall "$E" "$TE" "$SE1" sreq "$OUT/dl" 11 sampling
+check_eq "a client that never answers: the request went to it" 1 "$(carried "$OUT/dl")"
+check_eq "... and after the deadline the upstream was told, the call finished" -32001 \
+    "$(result_of "$OUT/dl" 11 | jq -r .error.code)"
+check "... the request recorded no_answer" wait_for 10 has_record "$E" no_answer
+check_eq "its record: denied, no_answer, forwarded without an answer" \
+    "deny no_answer forwarded; no answer in time" \
+    "$(records "$E" | jq -r 'select(.reason == "no_answer") | "\(.decision) \(.reason) \(.detail | sub("; policy.*"; ""))"' | head -n 1)"
+hcall "$E" "$TE" "$SE1" sreq "$OUT/tw" 12 twice
+check_eq "two at once in a session bound to one: one went to the client" 1 "$(carried "$OUT/tw")"
+check_eq "... the other was refused to the upstream at once, the first ran out" "-32001 -32601" \
+    "$(result_of "$OUT/tw" 12 | jq -r '[.[].error.code] | "\(.[0]) \(.[1])"')"
+check "... the refused one recorded" wait_for 10 has_record "$E" overload
+check_match "its record names the session's bound" \
+    '^deny overload not forwarded: too many wait for the client in its session; policy allow; in call [0-9a-f]{32}$' \
+    "$(records "$E" | jq -r 'select(.reason == "overload") | "\(.decision) \(.reason) \(.detail)"' | head -n 1)"
+
+nanswer() { records "$E" | jq -r 'select(.reason == "no_answer") | .detail' | grep -c .; }
+nanswered() { [ "$(nanswer)" -gt "$1" ]; }
+n0=$(nanswer)
+r=$(mpost "$E" "$TE" "$(mreq 41 sampling "$SAMPLING")")
+check_eq "stateless, and the client never retries: asked for input" input_required \
+    "$(mbody "$r" | jq -r .result.resultType)"
+check "... after the deadline the request is recorded no_answer" wait_for 10 nanswered "$n0"
+EC=$(records "$E" | jq -r 'select(.reason == "no_answer") | .detail' | tail -n 1 | sed 's/.*in call //')
+ecall() { "$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$E" 2>/dev/null |
+    jq -r --arg c "$EC" 'select(.call_id == $c) | .decision'; }
+ecall_done() { [ -n "$(ecall)" ]; }
+check "... and the call it held ends, recorded" wait_for 10 ecall_done
+check_eq "its record: allowed (the upstream answered it)" allow "$(ecall)"
+r=$(mpost "$E" "$TE" "$(mreq 42 sampling "$SAMPLING" "$(mretry "$(mbody "$r" | jq -r '.result.inputRequests | keys[0]')" late "$(mbody "$r" | jq -r .result.requestState)")")")
+check_eq "a retry after that is refused" "400 -32602" "$(mstatus "$r") $(mbody "$r" | jq -r .error.code)"
+
+restart_with "server_requests_per_session: 1" "server_requests_per_sandbox: 1" ||
+    { not_ok "sluiced restarts with one per sandbox"; finish; }
+ok "sluiced restarts with one per sandbox"
+TF=$(sl sandbox create --policy lim --subject frank --id "$F" | jq -r .token)
+TG=$(sl sandbox create --policy lim --subject grace --id "$G" | jq -r .token)
+SF1=$(hsession "$F" "$TF" sreq) SF2=$(hsession "$F" "$TF" sreq2) SG1=$(hsession "$G" "$TG" sreq2)
+[ -n "$SF1" ] && [ -n "$SF2" ] && [ -n "$SG1" ] && ok "three sessions by hand" ||
+    not_ok "three sessions by hand"
+hcall "$F" "$TF" "$SF1" sreq "$OUT/sb1" 21 sampling &
+pb1=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/sb1" &&
+    ok "one request waits on the sandbox's client" || not_ok "one request waits on the sandbox's client"
+hcall "$F" "$TF" "$SF2" sreq2 "$OUT/sb2" 22 sampling
+check_eq "a second in another session of the sandbox is refused to the upstream" "0 -32601" \
+    "$(carried "$OUT/sb2") $(result_of "$OUT/sb2" 22 | jq -r .error.code)"
+check "... and recorded" wait_for 10 has_record "$F" overload
+check_match "its record names the sandbox's bound" \
+    '^sreq2 deny overload not forwarded: too many wait for the client in its sandbox; policy allow' \
+    "$(records "$F" | jq -r 'select(.reason == "overload") | "\(.server) \(.decision) \(.reason) \(.detail)"' | head -n 1)"
+hcall "$G" "$TG" "$SG1" sreq2 "$OUT/sg" 23 sampling &
+pg=$!
+wait_for 10 grep -q 'sampling/createMessage' "$OUT/sg" &&
+    ok "another sandbox is not held by it" || not_ok "another sandbox is not held by it"
+for x in "F TF SF1 sb1 sreq" "G TG SG1 sg sreq2"; do
+	set -- $x
+	rid=$(sed -n 's/^data: //p' "$OUT/$4" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+	reply "$rid" "answer-$1" >"$OUT/a.$1"
+	check_eq "the waiting one of $1 is answered" 202 "$(answer "${!1}" "${!2}" "${!3}" "$OUT/a.$1" "$5")"
+done
+wait "$pb1" "$pg"
+check_eq "both calls got their client's answer" "answer-F answer-G" \
+    "$(result_of "$OUT/sb1" 21 | jq -r .result.content.text) $(result_of "$OUT/sg" 23 | jq -r .result.content.text)"
 
 check "sluiced stops cleanly" world_stop_sluiced
 SAN='runtime error|ERROR: (Address|Leak)Sanitizer'

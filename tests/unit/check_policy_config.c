@@ -98,6 +98,9 @@ START_TEST(example_config)
 	ck_assert_uint_eq(c->dns_cache_entries, 16384);
 	ck_assert_uint_eq(c->max_sandboxes, 4096);
 	ck_assert_uint_eq(c->default_ttl_s, 0);
+	ck_assert_uint_eq(c->lim_sreq_session, 4);
+	ck_assert_uint_eq(c->lim_sreq_sandbox, 16);
+	ck_assert_uint_eq(c->lim_sreq_deadline_s, 120);
 	ck_assert_str_eq(c->audit_db, "/var/lib/sluice/audit.db");
 	ck_assert_str_eq(c->audit_key, "/etc/sluice/audit.key");
 	ck_assert_str_eq(c->audit_origin, "sluice.example.com/prod");
@@ -482,7 +485,77 @@ static const struct {
 	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
 	  "fleet: {postgresql: \"dbname=f\", redis: x}\n",
 	  "3:33: unknown key \"redis\" in fleet\n" },
+	/* limits: the server-request bounds and deadline. */
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_requests_per_session: 5, "
+	  "server_requests_per_sandbox: 4}\n",
+	  "3:9: server_requests_per_session (5) must not be above "
+	  "server_requests_per_sandbox (4)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_requests_per_session: 0}\n",
+	  "3:39: server_requests_per_session must be at least 1\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_requests_per_sandbox: 1024}\n",
+	  "3:39: expected an integer from 0 to 1023\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_request_deadline: 0s}\n",
+	  "3:35: server_request_deadline must be from 1s to 10m\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_request_deadline: 11m}\n",
+	  "3:35: server_request_deadline must be from 1s to 10m\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_request_deadline: soon}\n",
+	  "3:35: invalid duration \"soon\" (use e.g. 30s, 5m, 1h, 2d; at "
+	  "most 100 years)\n" },
+	{ "version: 1\ndns: {upstreams: [192.0.2.1]}\n"
+	  "limits: {server_requests: 4}\n",
+	  "3:10: unknown key \"server_requests\" in limits\n" },
 };
+
+/* limits: the server-request bounds default to 4, 16 and 120 s, and
+ * take what is written, the edges included. */
+START_TEST(server_request_limits)
+{
+	static const struct {
+		unsigned	 session, sandbox;
+		const char	*deadline;
+		uint32_t	 secs;
+	} edges[] = { { 1, 1, "1s", 1 }, { 1023, 1023, "10m", 600 } };
+	struct pol_errors	*e = pol_errors_new(50);
+	struct pol_config	*c;
+	char			 path[256], text[256];
+	size_t			 i;
+
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n", e,
+	    path, sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->lim_sreq_session, 4);
+	ck_assert_uint_eq(c->lim_sreq_sandbox, 16);
+	ck_assert_uint_eq(c->lim_sreq_deadline_s, 120);
+	pol_config_free(c);
+
+	for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+		snprintf(text, sizeof(text), "version: 1\ndns: {upstreams: "
+		    "[192.0.2.53]}\nlimits:\n  server_requests_per_session: "
+		    "%u\n  server_requests_per_sandbox: %u\n"
+		    "  server_request_deadline: %s\n", edges[i].session,
+		    edges[i].sandbox, edges[i].deadline);
+		c = load_text(text, e, path, sizeof(path));
+		ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+		ck_assert_uint_eq(c->lim_sreq_session, edges[i].session);
+		ck_assert_uint_eq(c->lim_sreq_sandbox, edges[i].sandbox);
+		ck_assert_uint_eq(c->lim_sreq_deadline_s, edges[i].secs);
+		pol_config_free(c);
+	}
+
+	/* A session bound alone may not pass the default sandbox one. */
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "limits: {server_requests_per_session: 17}\n", e, path,
+	    sizeof(path));
+	ck_assert_ptr_null(c);
+	pol_errors_free(e);
+}
+END_TEST
 
 /* fleet: absent, nothing changes; present, its fields and defaults. */
 START_TEST(fleet_section)
@@ -584,6 +657,7 @@ main(void)
 	    sizeof(interval_ok) / sizeof(interval_ok[0]));
 	tcase_add_test(core, policy_checks_servers);
 	tcase_add_test(core, fleet_section);
+	tcase_add_test(core, server_request_limits);
 	tcase_add_loop_test(core, gate_queue, 0,
 	    sizeof(queue_ok) / sizeof(queue_ok[0]));
 	tcase_add_unchecked_fixture(lim, setup, teardown);

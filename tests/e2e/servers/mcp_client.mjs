@@ -10,8 +10,8 @@
 //        [--timeout MS] (--list | --call TOOL [ARGS_JSON] | --resources |
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
-//        --listen METHOD | --notes | --served | --cancel TOOL ARGS_JSON FILE)...
-//        [--serve-requests]
+//        --listen METHOD | --notes | --served | --cancel TOOL ARGS_JSON FILE |
+//        --roots-changed [METHOD])... [--serve-requests]
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
@@ -32,6 +32,11 @@
 // cancels the call (the SDK sends notifications/cancelled): prints
 // {"cancelled":true}, or the result if it came first; it closes only once
 // FILE.done exists.
+// --roots-changed sends notifications/roots/list_changed and, with
+// METHOD (the request the server then makes, e.g. roots/list), waits for
+// it to be served, sending the change again (at most 50 times, 200 ms
+// apart) while it is not: the GET stream it needs opens on its own
+// after initialize. Prints {"served":[...],"sent":N}.
 // --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
@@ -72,6 +77,11 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 		case '--resources': case '--templates': case '--prompts':
 		case '--ping': case '--notes': case '--served':
 			opt.ops.push({ op: a[i].slice(2) });
+			break;
+		case '--roots-changed':
+			opt.ops.push({ op: 'roots-changed', arg:
+			    a[i + 1] !== undefined && !a[i + 1].startsWith('--') ?
+			    a[++i] : undefined });
 			break;
 		case '--read': case '--subscribe': case '--unsubscribe':
 		case '--await': case '--listen':
@@ -146,7 +156,7 @@ const transport = opt.url ?
 	args: opt.stdio.slice(1), stderr: 'ignore' });
 const client = new Client({ name: 'sluice-e2e', version: '1.0.0' },
     opt.serve ? { capabilities: { sampling: {}, elicitation: {},
-	roots: { listChanged: false } } } : {});
+	roots: { listChanged: true } } } : {});
 // The method of every server request this client answered, for --served.
 const served = [];
 if (opt.serve) {
@@ -273,6 +283,19 @@ try {
 			// closing would abort that post: stay until FILE.done.
 			while (!fs.existsSync(op.file + '.done'))
 				await new Promise((r) => setTimeout(r, 50));
+		} else if (op.op === 'roots-changed') {
+			let n = 0;
+			for (;;) {
+				await client.sendRootsListChanged();
+				n++;
+				const until = Date.now() + 200;
+				while (op.arg && !served.includes(op.arg) &&
+				    Date.now() < until)
+					await new Promise((r) => setTimeout(r, 20));
+				if (!op.arg || served.includes(op.arg) || n >= 50)
+					break;
+			}
+			out = { served, sent: n };
 		} else if (op.op === 'served') {
 			out = { served };
 		} else {

@@ -18,6 +18,14 @@
 // {"cancelled":ID}. Kind `withdraw` sends the
 // sampling request, and once FLAGDIR/withdraw exists cancels it
 // (notifications/cancelled) and answers the call {"withdrawn":ID}.
+// Kind `twice` sends two sampling requests in one write (so that both are
+// in the bridge before any answer can be) and answers the call, once
+// both are answered, with the JSON array of the two answers.
+// Roots, as servers that use them do: offered roots at initialize, it
+// asks roots/list once initialized and again at each notifications/roots/
+// list_changed, outside any call. FLAGDIR/roots.log gets "offered CAPS"
+// (the client's capabilities), "changed" for each change notification,
+// and "roots ANSWER" for each answer ({"error":...} or {"result":...}).
 import fs from 'node:fs';
 import readline from 'node:readline';
 
@@ -41,6 +49,17 @@ const asks = {
 };
 // Our requests in flight: id -> the tools/call id to answer.
 const pending = new Map();
+let caps = {}, nroots = 0;
+function rlog(line) {
+	if (dir)
+		fs.appendFileSync(dir + '/roots.log', line + '\n');
+}
+function askRoots() {
+	send({ jsonrpc: '2.0', id: 'roots-' + ++nroots, method: 'roots/list',
+	    params: {} });
+}
+// The pairs of `twice`: id -> {call, ids, got}, shared by both ids.
+const pairs = new Map();
 let next = 1;
 
 const tools = [{ name: 'ask', description: 'Asks the client something.',
@@ -56,6 +75,22 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	}
 	if (m.method === undefined && m.id !== undefined) {
 		// An answer to one of our requests.
+		if (typeof m.id === 'string' && m.id.startsWith('roots-')) {
+			rlog('roots ' + JSON.stringify(m.error !== undefined ?
+			    { error: m.error } : { result: m.result }));
+			return;
+		}
+		const pair = pairs.get(m.id);
+		if (pair !== undefined) {
+			pairs.delete(m.id);
+			pair.got[pair.ids.indexOf(m.id)] = m.error !== undefined ?
+			    { error: m.error } : { result: m.result };
+			if (pair.got.every((g) => g !== null))
+				send({ jsonrpc: '2.0', id: pair.call, result: {
+				    content: [{ type: 'text', text:
+				    JSON.stringify(pair.got) }] } });
+			return;
+		}
 		const call = pending.get(m.id);
 		if (call === undefined)
 			return;
@@ -67,6 +102,13 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 		return;
 	}
 	if (m.id === undefined) {
+		if (m.method === 'notifications/initialized' &&
+		    caps.roots !== undefined)
+			askRoots();
+		if (m.method === 'notifications/roots/list_changed') {
+			rlog('changed');
+			askRoots();
+		}
 		if (m.method !== 'notifications/cancelled')
 			return;
 		log(`cancelled ${JSON.stringify(m.params.requestId)}`);
@@ -82,6 +124,8 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	}
 	switch (m.method) {
 	case 'initialize':
+		caps = (m.params || {}).capabilities || {};
+		rlog('offered ' + JSON.stringify(caps));
 		send({ jsonrpc: '2.0', id: m.id, result: {
 		    protocolVersion: m.params.protocolVersion,
 		    capabilities: { tools: {} },
@@ -93,6 +137,19 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
 	case 'tools/call': {
 		if ((m.params.arguments || {}).kind === 'hang') {
 			log(`call ${JSON.stringify(m.id)}`);
+			break;
+		}
+		if ((m.params.arguments || {}).kind === 'twice') {
+			const pair = { call: m.id, ids: ['sreq-' + next++,
+			    'sreq-' + next++], got: [null, null] };
+			let out = '';
+			for (const id of pair.ids) {
+				pairs.set(id, pair);
+				out += JSON.stringify({ jsonrpc: '2.0', id, method:
+				    asks.sampling.method, params:
+				    asks.sampling.params }) + '\n';
+			}
+			process.stdout.write(out);
 			break;
 		}
 		if ((m.params.arguments || {}).kind === 'withdraw') {
