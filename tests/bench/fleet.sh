@@ -55,6 +55,9 @@ GRANT SELECT, INSERT, UPDATE ON approvals TO sluice_host;" >/dev/null ||
 	  - name: fn
 	    transport: http
 	    url: http://$WORLD_MCP:3103/mcp
+	  - name: fa
+	    transport: http
+	    url: http://$WORLD_MCP:3103/mcp
 	EOF
 	cat >"$POL/fleetbench.yaml" <<-'EOF'
 	version: 1
@@ -80,6 +83,10 @@ GRANT SELECT, INSERT, UPDATE ON approvals TO sluice_host;" >/dev/null ||
 	        message: {type: string, max_length: 40}
 	    - tool: fn/echo
 	      decision: allow
+	      args:
+	        message: {type: string, max_length: 40}
+	    - tool: fa/echo
+	      decision: ask
 	      args:
 	        message: {type: string, max_length: 40}
 	EOF
@@ -161,6 +168,43 @@ GRANT SELECT, INSERT, UPDATE ON approvals TO sluice_host;" >/dev/null ||
 		return 1
 	fi
 	say "  the shared budget's row counts $owned calls"
+
+	# An approval made on another host: the row decided in the database
+	# as that host's CLI would (with the NOTIFY), and the time from its
+	# decision to this host's intent record for the call, which is made
+	# when the call is released to go upstream.
+	say "fleet: 5 approvals decided by another host, time to the call's release"
+	local id dec ts
+	: >"$D/rel.ms"
+	for ((r = 0; r < 5; r++)); do
+		fl_run fa "$D/a.$r" --n 1 --warm 0 &
+		local ap=$!
+		id=
+		for ((i = 0; i < 100; i++)); do
+			id=$(pg_as sluice_host "$PG_HOST_PASS" "$PG_DB" \
+			    "SELECT id FROM approvals WHERE decision IS NULL AND closed_at IS NULL LIMIT 1")
+			[ -n "$id" ] && break
+			sleep 0.1
+		done
+		[ -n "$id" ] || { note "fleet: approval $r: no row appeared"; wait "$ap"; continue; }
+		dec=$(pg_as sluice_host "$PG_HOST_PASS" "$PG_DB" "WITH d AS (UPDATE approvals SET
+		    decision = 'approved', approver = 'bench', approver_uid = 0,
+		    approver_host = 'other', decided_at = clock_timestamp()
+		    WHERE id = '$id' RETURNING host, decided_at)
+		    SELECT extract(epoch FROM decided_at), pg_notify('sluice_approvals', host) FROM d" | cut -d'|' -f1)
+		wait "$ap" || { note "fleet: approval $r: the call failed: $(head -c 200 "$D/a.$r.err")"; continue; }
+		ts=$(world_host "$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.intent 2>/dev/null |
+		    jq -r 'select(.server == "fa" and .approver_host == "other") | .ts' | tail -n 1)
+		[ -n "$ts" ] && [ -n "$dec" ] ||
+		    { note "fleet: approval $r: no intent record or decision time"; continue; }
+		awk -v t="$ts" -v d="$dec" 'BEGIN { printf "%.2f\n", t / 1e6 - d * 1000 }' >>"$D/rel.ms"
+		say "  approval $r: released $(tail -n 1 "$D/rel.ms") ms after the decision"
+	done
+	if [ -s "$D/rel.ms" ]; then
+		read -r sm _ smin smax sn < <(stats "$D/rel.ms")
+		row fleet "a call approved on another host: its release (intent record) after the decision, median of $sn" ms \
+		    "$sm" "$smin" "$smax" - - - - "≤ 100 ms" s_le 100
+	fi
 
 	# The reservation statement alone: one host, two hosts at once.
 	local SECS=5 s1 s2
