@@ -297,7 +297,7 @@ struct pol_config {
 	 * sure), so that no one sandbox can take all; sluiced may lower the
 	 * global ones to fit its descriptor limit (and says so). */
 	uint32_t		 lim_bridge_conns;	/* default 1024 */
-	uint32_t		 lim_bridge_conns_sbx;	/* default 64 */
+	uint32_t		 lim_bridge_conns_sbx;	/* default 96 */
 	uint32_t		 lim_bridge_request_s;	/* default 10 */
 	uint32_t		 lim_dns_tcp_conns;	/* default 256 */
 	uint32_t		 lim_dns_tcp_conns_sbx;	/* default 8 */
@@ -311,7 +311,9 @@ struct pol_config {
 	uint32_t		 lim_sreq_sandbox;	/* default 16 */
 	uint32_t		 lim_sreq_deadline_s;	/* default 120 */
 #define POL_LIM_BRIDGE_CONNS		1024
-#define POL_LIM_BRIDGE_CONNS_SBX	64
+/* A sandbox may hold 32 event streams (a session each) and still have
+ * 64 connections for the requests of those sessions. */
+#define POL_LIM_BRIDGE_CONNS_SBX	96
 #define POL_LIM_BRIDGE_REQUEST_S	10
 #define POL_LIM_DNS_TCP_CONNS		256
 #define POL_LIM_DNS_TCP_CONNS_SBX	8

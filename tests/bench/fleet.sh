@@ -109,7 +109,7 @@ GRANT SELECT, INSERT, UPDATE ON approvals TO sluice_host;" >/dev/null ||
 	}
 	local order sm sp smin smax sn am ap amin amax an
 	# 16 sessions at once: each holds a POST and an event stream, well
-	# within the 64 connections a sandbox may hold to the bridge.
+	# within the 96 connections a sandbox may hold to the bridge.
 	local CS=16 CN=100 CW=5
 	say "fleet: 2 rounds of $CS sessions x $CN tools/call at once, shared and local budget"
 	for ((r = 0; r < 2; r++)); do

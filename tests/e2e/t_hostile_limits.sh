@@ -93,12 +93,12 @@ flood_bridge 256 8 hold
 check_eq "a fifth sandbox is answered while four hold 256 half-sent requests each" \
     404 "$(bridge_code "$V")"
 held=$(world_host ss -Htn state established "( sport = :$BP )" | wc -l)
-check "the bridge holds at most 4 x 64 of them (holds $held)" test "$held" -le 264
+check "the bridge holds at most 4 x 96 of them (holds $held)" test "$held" -le 392
 wait "${FLOOD_PIDS[@]}"
 for id in "${H[@]}"; do
 	alive=$(sed -n 's/^alive //p' "$E2E_TMP/hold.$id")
-	check "$id kept at most its 64 connections (kept ${alive:-?})" \
-	    test "${alive:-999}" -le 64
+	check "$id kept at most its 96 connections (kept ${alive:-?})" \
+	    test "${alive:-999}" -le 96
 done
 
 # ------------------------------------------------ bridge: slowloris
