@@ -282,6 +282,83 @@ else
 	ok "nothing of it reached the server"
 fi
 
+# ---------------------------------------------------- answers outlive it
+# The kernel keeps what a sandbox learned when the DNS process dies, and
+# so must the gate: the parent hands the next process the answers the
+# kernel took, each with its own expiry, before it serves. A flow to a
+# name and address answered before the restart passes without a new
+# query; a name never answered at that address, an answer that ended
+# while no process held it, and another sandbox's name are still refused.
+metrics() {
+	world_host curl -s --max-time 30 --unix-socket "$WORLD_SOCK" \
+	    http://localhost/metrics
+}
+dns_up() {
+	[ "$(metrics | awk '$1 == "sluice_process_up{room=\"dns\"}" { print $2 }')" = 1 ]
+}
+deny_count() {
+	au tail --kind net.deny 2>/dev/null |
+	    jq -c "select(.reason == \"$1\" and .name == \"$2\")" \
+	    2>/dev/null | grep -c .
+}
+# refused_again WHAT REASON NAME: as refused, for a name refused before
+# (one more net.deny of it).
+refused_again() {
+	local n0=$4
+	check_match "$1: refused" '^refused' "$OUT"
+	if [ -z "$PORT_USED" ] || seen "$PORT_USED"; then
+		not_ok "$1: the server saw nothing of it"
+	else
+		ok "$1: the server saw nothing of it"
+	fi
+	check "$1: one more net.deny with reason $2" wait_for 10 \
+	    test "$(deny_count "$2" "$3")" -gt "${n0:-0}"
+}
+check "the DNS process serves again" wait_for 15 dns_up
+# short-ttl first (2 s), then pkg (300 s): the kernel's element for the
+# address lives on (a refresh sets its timeout), the short answer does not.
+check_eq "A resolves short-ttl.example.com" "$WORLD_PKG" \
+    "$(q "$A" short-ttl.example.com)"
+check_eq "A resolves pkg.example.com" "$WORLD_PKG" "$(q "$A" pkg.example.com)"
+check_eq "B resolves b.wild.example.com" "$WORLD_PKG" \
+    "$(q "$B" b.wild.example.com)"
+ng "$A" tls 8443 pkg.example.com
+check_match "before the restart: TLS with the answered name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+P=$(dns_pid)
+if [ -z "$P" ]; then
+	not_ok "the DNS process is there"
+	finish
+fi
+# Stopped first: short-ttl's answer (2 s) ends while no process serves.
+kill -STOP "$P"
+sleep 3
+kill -KILL "$P"
+check "killed: the DNS process is started again" wait_for 15 newp
+check "and serves" wait_for 15 dns_up
+ng "$A" tls 8443 pkg.example.com
+check_match "after the restart, not asked again: TLS with the name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+check "and the server was offered that name" \
+    grep -q "^sni pkg.example.com $PORT_USED\$" "$SLOG"
+ng "$A" http 8080 pkg.example.com
+check_match "after the restart: HTTP with the name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+ng "$A" tls 8443 restart.example.net
+refused "after the restart: another name to the address" name_mismatch \
+    restart.example.net
+n0=$(deny_count name_mismatch short-ttl.example.com)
+ng "$A" tls 8443 short-ttl.example.com
+refused_again "after the restart: the answer that ended meanwhile" \
+    name_mismatch short-ttl.example.com "$n0"
+ng "$B" tls 8443 b.wild.example.com
+check_match "after the restart: B passes with its own name" \
+    '^ok HTTP/1.1 200' "$OUT"
+n0=$(deny_count name_mismatch pkg.example.com)
+ng "$B" tls 8443 pkg.example.com
+refused_again "after the restart: B with a name only A was answered" \
+    name_mismatch pkg.example.com "$n0"
+
 # ------------------------------------------------------------ many at once
 # Flows the gate has decided are remembered only for their late packets:
 # they do not take the places of flows waiting for a name (256 per
