@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -768,6 +769,137 @@ mcfg_fill(struct msg_dns_config *m, const struct dns_config *dc, char *err,
 	return 0;
 }
 
+/* ---------------------------------------- the answers across a restart */
+
+#define DNSW_ANSWERS_FILE	"gate-answers"
+
+/* The kernel's boot id: expiries on CLOCK_MONOTONIC hold in this boot
+ * only. 0, or -1 (then nothing is saved or loaded). */
+static int
+boot_id(char out[40])
+{
+	ssize_t n;
+	int fd;
+
+	memset(out, 0, 40);
+	if ((fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY |
+	    O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, out, 39);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	return out[0] != '\0' ? 0 : -1;
+}
+
+static int
+answers_path(struct dnsw *d, char *buf, size_t size)
+{
+	const char *dir = gw_config(d->gw)->state_dir;
+
+	if (dir == NULL || snprintf(buf, size, "%s/%s", dir,
+	    DNSW_ANSWERS_FILE) >= (int)size)
+		return -1;
+	return 0;
+}
+
+/* The links of the sandboxes there are now, sorted, for keep_link. */
+struct links {
+	char	(*v)[FW_IFNAMSIZ];
+	size_t	  n, cap;
+	bool	  oom;
+};
+
+static void
+add_link(void *ctx, const struct sbx_view *v)
+{
+	struct links *l = ctx;
+	char (*nv)[FW_IFNAMSIZ];
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap * 2 + 64;
+
+		if ((nv = reallocarray(l->v, cap, sizeof(*nv))) == NULL) {
+			l->oom = true;
+			return;
+		}
+		l->v = nv;
+		l->cap = cap;
+	}
+	memset(l->v[l->n], 0, FW_IFNAMSIZ);
+	memcpy(l->v[l->n], v->ifname, strnlen(v->ifname, FW_IFNAMSIZ - 1));
+	l->n++;
+}
+
+static int
+link_cmp(const void *a, const void *b)
+{
+	return strncmp(a, b, FW_IFNAMSIZ);
+}
+
+static bool
+keep_link(void *ctx, const char *ifname)
+{
+	struct links *l = ctx;
+
+	return l->n > 0 && bsearch(ifname, l->v, l->n, FW_IFNAMSIZ,
+	    link_cmp) != NULL;
+}
+
+/*
+ * What the DNS process of the daemon before this one answered, for the
+ * sandboxes this one adopted: without it, a sluiced restarted with its
+ * sandboxes kept would refuse every gated flow to what their kernel
+ * elements still reach. Only answers of links that have a sandbox now
+ * are kept: no sandbox made later on a link inherits one.
+ */
+static void
+load_answers(struct dnsw *d)
+{
+	struct links l = { NULL, 0, 0, false };
+	char path[4096], boot[40];
+	long n;
+
+	if (answers_path(d, path, sizeof(path)) == -1)
+		return;
+	if (boot_id(boot) == -1) {
+		(void)unlink(path);
+		return;
+	}
+	sbx_foreach(d->sbx, add_link, &l);
+	if (l.oom) {
+		(void)unlink(path);
+		free(l.v);
+		return;
+	}
+	if (l.n > 0)
+		qsort(l.v, l.n, FW_IFNAMSIZ, link_cmp);
+	if ((n = ansmem_load(d->am, path, boot, ev_now_ms(), keep_link,
+	    &l)) == -1) {
+		if (errno != ENOENT)
+			log_warn("dns: %s: the gate's answers not taken", path);
+	} else
+		log_info("dns: %ld answers of the gate kept from before the "
+		    "restart", n);
+	free(l.v);
+}
+
+/* At a clean stop: the next daemon may adopt the sandboxes. */
+static void
+save_answers(struct dnsw *d)
+{
+	char path[4096], boot[40];
+
+	if (!d->mcfg.gate || ansmem_count(d->am) == 0 ||
+	    answers_path(d, path, sizeof(path)) == -1 ||
+	    boot_id(boot) == -1)
+		return;
+	if (ansmem_save(d->am, path, boot, ev_now_ms()) == -1)
+		log_warn("dns: %s: the gate's answers not saved", path);
+}
+
 struct dnsw *
 dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     struct rec *rec, uint16_t listen_port, char *err, size_t errlen)
@@ -818,6 +950,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	    open_gate(d, cfg, err, errlen) == -1)
 		goto fail;
 	d->mcfg.gate = 1;
+	load_answers(d);
 	(void)dns_fd_port(d->lfd[0], &d->port);
 	snprintf(d->uid, sizeof(d->uid), "%lu", (unsigned long)uid);
 	snprintf(d->gid, sizeof(d->gid), "%lu", (unsigned long)gid);
@@ -889,6 +1022,7 @@ dnsw_stop(struct dnsw *d)
 	ev_timer_cancel(d->loop, d->flush);
 	d->flush = NULL;
 	flush_records(d);
+	save_answers(d);
 	close(d->lfd[0]);
 	close(d->lfd[1]);
 	if (d->lfd[2] != -1)

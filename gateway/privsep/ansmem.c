@@ -11,9 +11,12 @@
 #include <netinet/in.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/privsep/ansmem.h"
 
@@ -163,20 +166,6 @@ grow(struct ansmem *m)
 	m->nbuckets = nb;
 }
 
-static bool
-answer_ok(const struct msg_answer *a)
-{
-	struct {
-		struct msg_answers	h;
-		struct msg_answer	a;
-	} one;
-
-	memset(&one.h, 0, sizeof(one.h));
-	one.h.n = 1;
-	one.a = *a;
-	return msg_answers_ok(&one.h, sizeof(one));
-}
-
 int
 ansmem_put(struct ansmem *m, const struct msg_answer *a, uint64_t now)
 {
@@ -186,7 +175,7 @@ ansmem_put(struct ansmem *m, const struct msg_answer *a, uint64_t now)
 	uint32_t h;
 	size_t len;
 
-	if (m == NULL || a == NULL || !answer_ok(a)) {
+	if (m == NULL || a == NULL || !msg_answer_ok(a)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -382,4 +371,152 @@ ansmem_free(struct ansmem *m)
 	free(m->tab);
 	free(m->batch);
 	free(m);
+}
+
+/* ------------------------------------------------------------ the file */
+
+#define AM_MAGIC	"SLGANS01"
+
+struct am_file_hdr {
+	char		magic[8];
+	char		boot[40];	/* NUL-terminated */
+	uint32_t	recsize;	/* sizeof(struct msg_answer) */
+	uint32_t	pad;
+};
+
+struct am_save {
+	FILE	*fp;
+	int	 err;
+};
+
+static int
+save_batch(void *ctx, const struct msg_answers *h, size_t len)
+{
+	struct am_save *sv = ctx;
+
+	if (fwrite(h + 1, 1, len - sizeof(*h), sv->fp) != len - sizeof(*h)) {
+		sv->err = errno != 0 ? errno : EIO;
+		return -1;
+	}
+	return 0;
+}
+
+int
+ansmem_save(struct ansmem *m, const char *path, const char *boot,
+    uint64_t now)
+{
+	struct am_file_hdr h;
+	struct am_save sv = { NULL, 0 };
+	char tmp[4096];
+	int fd, e;
+
+	if (m == NULL || path == NULL || boot == NULL ||
+	    strlen(boot) >= sizeof(h.boot) ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1)
+		return -1;
+	if ((sv.fp = fdopen(fd, "w")) == NULL) {
+		e = errno;
+		close(fd);
+		goto fail;
+	}
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, AM_MAGIC, sizeof(h.magic));
+	memcpy(h.boot, boot, strlen(boot));
+	h.recsize = sizeof(struct msg_answer);
+	if (fwrite(&h, 1, sizeof(h), sv.fp) != sizeof(h) ||
+	    ansmem_replay(m, now, save_batch, &sv) == -1) {
+		e = sv.err != 0 ? sv.err : (errno != 0 ? errno : EIO);
+		fclose(sv.fp);
+		goto fail;
+	}
+	if (fflush(sv.fp) == EOF || fsync(fileno(sv.fp)) == -1) {
+		e = errno;
+		fclose(sv.fp);
+		goto fail;
+	}
+	if (fclose(sv.fp) == EOF) {
+		e = errno;
+		goto fail;
+	}
+	if (rename(tmp, path) == -1) {
+		e = errno;
+		goto fail;
+	}
+	return 0;
+fail:
+	(void)unlink(tmp);
+	errno = e;
+	return -1;
+}
+
+long
+ansmem_load(struct ansmem *m, const char *path, const char *boot,
+    uint64_t now, bool (*keep)(void *ctx, const char *ifname), void *ctx)
+{
+	struct am_file_hdr h;
+	struct msg_answer a;
+	FILE *fp;
+	size_t r;
+	long n = 0;
+	int fd, e = 0;
+
+	if (m == NULL || path == NULL || boot == NULL || keep == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return -1;
+	/* Read once, whatever it holds. */
+	(void)unlink(path);
+	if ((fp = fdopen(fd, "r")) == NULL) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (fread(&h, 1, sizeof(h), fp) != sizeof(h) ||
+	    memcmp(h.magic, AM_MAGIC, sizeof(h.magic)) != 0 ||
+	    !msg_str_ok(h.boot, sizeof(h.boot)) || strcmp(h.boot, boot) != 0 ||
+	    h.recsize != sizeof(struct msg_answer)) {
+		fclose(fp);
+		errno = EPROTO;
+		return -1;
+	}
+	while ((r = fread(&a, 1, sizeof(a), fp)) == sizeof(a)) {
+		if (!msg_answer_ok(&a)) {
+			e = EPROTO;
+			break;
+		}
+		if (a.expires_ms <= now || !keep(ctx, a.ifname))
+			continue;
+		if (ansmem_put(m, &a, now) == -1) {
+			e = errno;
+			break;
+		}
+		n++;
+	}
+	if (e == 0 && ferror(fp))
+		e = EIO;
+	else if (e == 0 && r != 0)
+		e = EPROTO;	/* cut inside a record */
+	fclose(fp);
+	if (e != 0) {
+		/* A file that does not read whole is not trusted in part. */
+		struct am_sbx *s, *snx;
+		size_t i;
+
+		for (i = 0; i < AM_SBX_BUCKETS; i++)
+			for (s = m->sbx[i]; s != NULL; s = snx) {
+				snx = s->next;
+				ansmem_forget(m, s->ifname);
+			}
+		errno = e;
+		return -1;
+	}
+	return n;
 }

@@ -31,6 +31,7 @@
 #ifndef SLUICE_GATEWAY_PRIVSEP_ANSMEM_H
 #define SLUICE_GATEWAY_PRIVSEP_ANSMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,5 +74,30 @@ size_t		 ansmem_count_sbx(const struct ansmem *m, const char *ifname);
 long		 ansmem_replay(struct ansmem *m, uint64_t now,
 		    int (*fn)(void *ctx, const struct msg_answers *hdr,
 		    size_t len), void *ctx);
+
+/*
+ * ansmem_save / ansmem_load: across a restart of sluiced itself (its
+ * sandboxes and their kernel elements kept, table adopted), the copy goes
+ * through a file in the state directory, which only root reads.
+ *
+ * ansmem_save: writes what has not expired by now to path (mode 0600,
+ * through path.tmp and a rename: a reader finds the whole file or none),
+ * tagged with boot, the kernel's boot id (an expiry on CLOCK_MONOTONIC
+ * means nothing in another boot). 0, or -1 with errno.
+ *
+ * ansmem_load: puts into m the answers of a file ansmem_save wrote in
+ * this boot that have not expired by now, for the links keep(ctx,
+ * ifname) says still have the sandbox they had (the daemon adopted it),
+ * and removes the file, read once: a crash later must not bring back
+ * what was forgotten since. Each record is checked as a replay message
+ * is. The number of answers kept, or -1 with errno (ENOENT: no file;
+ * EPROTO: not such a file, another boot's, or a record that is not
+ * one: m is then left empty, a file not whole is not trusted in part).
+ */
+int		 ansmem_save(struct ansmem *m, const char *path,
+		    const char *boot, uint64_t now);
+long		 ansmem_load(struct ansmem *m, const char *path,
+		    const char *boot, uint64_t now,
+		    bool (*keep)(void *ctx, const char *ifname), void *ctx);
 
 #endif /* SLUICE_GATEWAY_PRIVSEP_ANSMEM_H */

@@ -152,6 +152,17 @@ msg_learn_ok(const struct msg_learn *m, size_t len)
 }
 
 bool
+msg_answer_ok(const struct msg_answer *a)
+{
+	return msg_str_ok(a->ifname, sizeof(a->ifname)) &&
+	    a->ifname[0] != '\0' && msg_str_ok(a->name, sizeof(a->name)) &&
+	    a->name[0] != '\0' &&
+	    (a->family == AF_INET || a->family == AF_INET6) &&
+	    (a->proto == IPPROTO_TCP || a->proto == IPPROTO_UDP) &&
+	    a->port_hi >= a->port_lo;
+}
+
+bool
 msg_answers_ok(const struct msg_answers *m, size_t len)
 {
 	const struct msg_answer *a = (const struct msg_answer *)(m + 1);
@@ -160,16 +171,9 @@ msg_answers_ok(const struct msg_answers *m, size_t len)
 	if (len < sizeof(*m) || m->n == 0 || m->n > MSG_ANSWERS_MAX ||
 	    len != sizeof(*m) + (size_t)m->n * sizeof(*a))
 		return false;
-	for (i = 0; i < m->n; i++, a++) {
-		if (!msg_str_ok(a->ifname, sizeof(a->ifname)) ||
-		    a->ifname[0] == '\0' ||
-		    !msg_str_ok(a->name, sizeof(a->name)) ||
-		    a->name[0] == '\0' ||
-		    (a->family != AF_INET && a->family != AF_INET6) ||
-		    (a->proto != IPPROTO_TCP && a->proto != IPPROTO_UDP) ||
-		    a->port_hi < a->port_lo)
+	for (i = 0; i < m->n; i++, a++)
+		if (!msg_answer_ok(a))
 			return false;
-	}
 	return true;
 }
 

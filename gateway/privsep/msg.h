@@ -398,6 +398,8 @@ bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
  * within bounds and matching len, each answer's strings terminated and
  * not empty, its family, protocol and port range ones gate_learn takes. */
 bool		 msg_answers_ok(const struct msg_answers *m, size_t len);
+/* msg_answer_ok: one answer of such a message is (as above). */
+bool		 msg_answer_ok(const struct msg_answer *a);
 /* msg_dns_ev_size: the bytes of the record ev makes (its used slots). */
 size_t		 msg_dns_ev_size(const struct dns_event *ev);
 /* msg_dns_ev_put: writes ev's record at p, which has room for

@@ -359,6 +359,31 @@ ng "$B" tls 8443 pkg.example.com
 refused_again "after the restart: B with a name only A was answered" \
     name_mismatch pkg.example.com "$n0"
 
+# ------------------------------------------------------ sluiced restarted
+# sluiced itself stopped and started again, its sandboxes kept (adopted
+# with their kernel elements): the answers cross through a file of the
+# state directory, read once, and the gate judges as before the stop.
+world_stop_sluiced
+world_start_sluiced "$E2E_TMP/sluice.yaml" ||
+    { not_ok "sluiced starts again"; finish; }
+PARENT=$_WORLD_SLUICED_PID
+check "sluiced again: its DNS process serves" wait_for 15 dns_up
+check_fails "the answers' file was read once" \
+    test -e "$WORLD_DIR/state/gate-answers"
+ng "$A" tls 8443 pkg.example.com
+check_match "sluiced again, not asked again: TLS with the name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+ng "$A" tls 8443 again.example.net
+refused "sluiced again: another name to the address" name_mismatch \
+    again.example.net
+ng "$B" tls 8443 b.wild.example.com
+check_match "sluiced again: B passes with its own name" \
+    '^ok HTTP/1.1 200' "$OUT"
+n0=$(deny_count name_mismatch pkg.example.com)
+ng "$B" tls 8443 pkg.example.com
+refused_again "sluiced again: B with a name only A was answered" \
+    name_mismatch pkg.example.com "$n0"
+
 # ------------------------------------------------------------ many at once
 # Flows the gate has decided are remembered only for their late packets:
 # they do not take the places of flows waiting for a name (256 per

@@ -11,9 +11,12 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/privsep/ansmem.h"
 #include "gateway/privsep/msg.h"
@@ -380,6 +383,114 @@ START_TEST(test_msg_answers_ok)
 }
 END_TEST
 
+
+static bool
+keep_not_sl2(void *ctx, const char *ifname)
+{
+	(void)ctx;
+	return strcmp(ifname, "sl-2") != 0;
+}
+
+static void
+tmpname(char *buf, size_t size)
+{
+	snprintf(buf, size, "/tmp/check_ansmem.%ld", (long)getpid());
+}
+
+START_TEST(test_save_and_load)
+{
+	struct ansmem *m = ansmem_new(16), *m2 = ansmem_new(16);
+	struct msg_answer a = ans("sl-1", "pkg.example.com", 10, 5000);
+	struct msg_answer b = ans("sl-1", "short.example.com", 10, 1500);
+	struct msg_answer c = ans("sl-2", "pkg.example.com", 10, 5000);
+	const struct msg_answer *r;
+	char path[64];
+	struct seen *s;
+	long rc;
+
+	tmpname(path, sizeof(path));
+	ck_assert_int_eq(ansmem_put(m, &a, 0), 0);
+	ck_assert_int_eq(ansmem_put(m, &b, 0), 0);
+	ck_assert_int_eq(ansmem_put(m, &c, 0), 0);
+	ck_assert_int_eq(ansmem_save(m, path, "boot-1", 1000), 0);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	/* short ends while no daemon runs; sl-2's sandbox was not
+	 * adopted; sl-1's pkg comes back as it was. */
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-1", 2000, keep_not_sl2,
+	    NULL), 1);
+	ck_assert_int_eq(access(path, F_OK), -1);	/* read once */
+	s = replay(m2, 2000, &rc);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_ptr_nonnull(r = find(s, "sl-1", "pkg.example.com", 10));
+	ck_assert(memcmp(r, &a, sizeof(a)) == 0);
+	free(s);
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-1", 2000, keep_not_sl2,
+	    NULL), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ansmem_free(m2);
+	/* Another boot's expiries mean nothing here. */
+	m2 = ansmem_new(16);
+	ck_assert_int_eq(ansmem_save(m, path, "boot-1", 1000), 0);
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-2", 1000, keep_not_sl2,
+	    NULL), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_uint_eq(ansmem_count(m2), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ansmem_free(m2);
+	ansmem_free(m);
+}
+END_TEST
+
+START_TEST(test_load_refuses_a_bad_file)
+{
+	struct ansmem *m = ansmem_new(16), *m2;
+	struct msg_answer a = ans("sl-1", "pkg.example.com", 10, 5000);
+	struct msg_answer b = ans("sl-1", "web.example.org", 11, 5000);
+	char path[64];
+	FILE *fp;
+	long size;
+
+	tmpname(path, sizeof(path));
+	ck_assert_int_eq(ansmem_put(m, &a, 0), 0);
+	ck_assert_int_eq(ansmem_put(m, &b, 0), 0);
+	/* A record that is none (its name not terminated): nothing of
+	 * the file is kept, not even the good record before it. */
+	ck_assert_int_eq(ansmem_save(m, path, "boot-1", 0), 0);
+	ck_assert_ptr_nonnull(fp = fopen(path, "r+"));
+	ck_assert_int_eq(fseek(fp, 0, SEEK_END), 0);
+	size = ftell(fp);
+	ck_assert_int_eq(fseek(fp, size - (long)sizeof(struct msg_answer) +
+	    (long)offsetof(struct msg_answer, name), SEEK_SET), 0);
+	for (unsigned i = 0; i < MSG_NAME_MAX; i++)
+		fputc('x', fp);
+	fclose(fp);
+	m2 = ansmem_new(16);
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-1", 0, keep_not_sl2,
+	    NULL), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_uint_eq(ansmem_count(m2), 0);
+	ansmem_free(m2);
+	/* Cut inside a record. */
+	ck_assert_int_eq(ansmem_save(m, path, "boot-1", 0), 0);
+	ck_assert_int_eq(truncate(path, size - 10), 0);
+	m2 = ansmem_new(16);
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-1", 0, keep_not_sl2,
+	    NULL), -1);
+	ck_assert_uint_eq(ansmem_count(m2), 0);
+	ansmem_free(m2);
+	/* Not such a file at all. */
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	fputs("version: 1\n", fp);
+	fclose(fp);
+	m2 = ansmem_new(16);
+	ck_assert_int_eq(ansmem_load(m2, path, "boot-1", 0, keep_not_sl2,
+	    NULL), -1);
+	ck_assert_int_eq(errno, EPROTO);
+	ansmem_free(m2);
+	ansmem_free(m);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -395,6 +506,8 @@ suite(void)
 	tcase_add_test(t, test_refuses_what_the_gate_would_not_take);
 	tcase_add_test(t, test_batches_and_many_sandboxes);
 	tcase_add_test(t, test_msg_answers_ok);
+	tcase_add_test(t, test_save_and_load);
+	tcase_add_test(t, test_load_refuses_a_bad_file);
 	suite_add_tcase(s, t);
 	return s;
 }
