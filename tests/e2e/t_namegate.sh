@@ -314,6 +314,25 @@ refused_again() {
 	check "$1: one more net.deny with reason $2" wait_for 10 \
 	    test "$(deny_count "$2" "$3")" -gt "${n0:-0}"
 }
+# as_before WHEN OTHER: A's name passes without a new query, OTHER (a name
+# never answered) at the address is refused, B passes with its own name
+# and is refused A's.
+as_before() {
+	local n0
+	ng "$A" tls 8443 pkg.example.com
+	check_match "$1, not asked again: TLS with the name passes" \
+	    '^ok HTTP/1.1 200' "$OUT"
+	check "$1: and the server was offered that name" \
+	    grep -q "^sni pkg.example.com $PORT_USED\$" "$SLOG"
+	ng "$A" tls 8443 "$2"
+	refused "$1: another name to the address" name_mismatch "$2"
+	ng "$B" tls 8443 b.wild.example.com
+	check_match "$1: B passes with its own name" '^ok HTTP/1.1 200' "$OUT"
+	n0=$(deny_count name_mismatch pkg.example.com)
+	ng "$B" tls 8443 pkg.example.com
+	refused_again "$1: B with a name only A was answered" \
+	    name_mismatch pkg.example.com "$n0"
+}
 check "the DNS process serves again" wait_for 15 dns_up
 # short-ttl first (2 s), then pkg (300 s): the kernel's element for the
 # address lives on (a refresh sets its timeout), the short answer does not.
@@ -336,28 +355,14 @@ sleep 3
 kill -KILL "$P"
 check "killed: the DNS process is started again" wait_for 15 newp
 check "and serves" wait_for 15 dns_up
-ng "$A" tls 8443 pkg.example.com
-check_match "after the restart, not asked again: TLS with the name passes" \
-    '^ok HTTP/1.1 200' "$OUT"
-check "and the server was offered that name" \
-    grep -q "^sni pkg.example.com $PORT_USED\$" "$SLOG"
+as_before "after the restart" restart.example.net
 ng "$A" http 8080 pkg.example.com
 check_match "after the restart: HTTP with the name passes" \
     '^ok HTTP/1.1 200' "$OUT"
-ng "$A" tls 8443 restart.example.net
-refused "after the restart: another name to the address" name_mismatch \
-    restart.example.net
 n0=$(deny_count name_mismatch short-ttl.example.com)
 ng "$A" tls 8443 short-ttl.example.com
 refused_again "after the restart: the answer that ended meanwhile" \
     name_mismatch short-ttl.example.com "$n0"
-ng "$B" tls 8443 b.wild.example.com
-check_match "after the restart: B passes with its own name" \
-    '^ok HTTP/1.1 200' "$OUT"
-n0=$(deny_count name_mismatch pkg.example.com)
-ng "$B" tls 8443 pkg.example.com
-refused_again "after the restart: B with a name only A was answered" \
-    name_mismatch pkg.example.com "$n0"
 
 # ------------------------------------------------------ sluiced restarted
 # sluiced itself stopped and started again, its sandboxes kept (adopted
@@ -370,19 +375,7 @@ PARENT=$_WORLD_SLUICED_PID
 check "sluiced again: its DNS process serves" wait_for 15 dns_up
 check_fails "the answers' file was read once" \
     test -e "$WORLD_DIR/state/gate-answers"
-ng "$A" tls 8443 pkg.example.com
-check_match "sluiced again, not asked again: TLS with the name passes" \
-    '^ok HTTP/1.1 200' "$OUT"
-ng "$A" tls 8443 again.example.net
-refused "sluiced again: another name to the address" name_mismatch \
-    again.example.net
-ng "$B" tls 8443 b.wild.example.com
-check_match "sluiced again: B passes with its own name" \
-    '^ok HTTP/1.1 200' "$OUT"
-n0=$(deny_count name_mismatch pkg.example.com)
-ng "$B" tls 8443 pkg.example.com
-refused_again "sluiced again: B with a name only A was answered" \
-    name_mismatch pkg.example.com "$n0"
+as_before "sluiced again" again.example.net
 
 # ------------------------------------------------------------ many at once
 # Flows the gate has decided are remembered only for their late packets:
