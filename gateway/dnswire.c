@@ -9,7 +9,10 @@
  * back is checked as if a sandbox had written it: a learn batch becomes one
  * fw_learn (the answer leaves the child only after our acknowledgement;
  * its names then go to the flow records, flowrec_learned),
- * an event becomes its dns.decision record. A child that sends what the
+ * an event becomes its dns.decision record. The named answers the kernel
+ * took are kept (gateway/privsep/ansmem.h) and handed to the next child
+ * before it serves, so that its name gate knows what the kernel still
+ * lets each sandbox reach. A child that sends what the
  * protocol does not allow, or an element no policy can allow (metadata,
  * loopback, link-local...), is killed, recorded and restarted.
  */
@@ -21,6 +24,7 @@
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +35,7 @@
 #include "gateway/flowrec.h"
 #include "gateway/gatewire.h"
 #include "gateway/log.h"
+#include "gateway/privsep/ansmem.h"
 #include "gateway/privsep/chan.h"
 #include "gateway/privsep/msg.h"
 #include "gateway/privsep/polrx.h"
@@ -76,6 +81,8 @@ struct dnsw {
 	uint64_t		 learn_batches, learn_refused, violations;
 	uint64_t		 exits, lost;
 	struct flowrec		*fr;		/* net.flow records, borrowed */
+	struct ansmem		*am;		/* the gate's answers, for the
+						   next child */
 };
 
 /* The policy named name in the set in force, or NULL. The pointer is valid
@@ -360,8 +367,10 @@ w_added(void *ctx, const struct sbx_view *v)
 static void
 w_removed(void *ctx, const struct sbx_view *v)
 {
+	struct dnsw *d = ctx;
 	struct msg_sbx m;
 
+	ansmem_forget(d->am, v->ifname);
 	sbx_msg(&m, v);
 	send_or_kill(ctx, MSG_SBX_DEL, &m, sizeof(m));
 }
@@ -401,14 +410,62 @@ on_reload(void *ctx)
 	send_policies(ctx);
 }
 
-/* Everything a new child needs before it serves, in order. */
+static int
+send_answers(void *ctx, const struct msg_answers *h, size_t len)
+{
+	struct dnsw *d = ctx;
+
+	send_or_kill(d, MSG_GATE_ANSWERS, h, len);
+	return d->ch != NULL ? 0 : -1;
+}
+
+/* Everything a new child needs before it serves, in order: the answers
+ * after the sandboxes they belong to, and before MSG_SYNC, after which
+ * its gate reads packets. */
 static void
 child_sync(struct dnsw *d)
 {
+	long n;
+
 	send_or_kill(d, MSG_DNS_CONFIG, &d->mcfg, sizeof(d->mcfg));
 	send_policies(d);
 	sbx_foreach(d->sbx, w_added, d);
+	if (d->mcfg.gate && d->ch != NULL &&
+	    (n = ansmem_replay(d->am, ev_now_ms(), send_answers, d)) > 0)
+		log_info("dns process %ld: %ld answers of the gate handed "
+		    "over", (long)proc_pid(d->proc), n);
 	send_or_kill(d, MSG_SYNC, NULL, 0);
+}
+
+/* Keeps the named elements the kernel just took, for the next child's
+ * gate (the child called gate_learn with the same ones). Only the name's
+ * bytes are copied, never read: the parent compares them, nothing more. */
+static void
+keep_answers(struct dnsw *d, const struct msg_elem *me, uint32_t n)
+{
+	struct msg_answer a;
+	uint64_t now = ev_now_ms();
+	uint32_t i;
+
+	if (!d->mcfg.gate)
+		return;
+	for (i = 0; i < n; i++) {
+		if (me[i].name[0] == '\0')
+			continue;
+		memset(&a, 0, sizeof(a));
+		a.expires_ms = now + me[i].timeout_ms;
+		memcpy(a.ifname, me[i].ifname, sizeof(a.ifname));
+		memcpy(a.name, me[i].name, sizeof(a.name));
+		a.family = me[i].family;
+		memcpy(a.addr, me[i].addr, sizeof(a.addr));
+		a.proto = me[i].proto;
+		a.port_lo = me[i].port_lo;
+		a.port_hi = me[i].port_hi;
+		/* Not kept (no memory), a restart costs the sandbox one
+		 * more query: its flows are refused until then. */
+		if (ansmem_put(d->am, &a, now) == -1)
+			log_debug("gate answer not kept: %s", strerror(errno));
+	}
 }
 
 static void
@@ -458,8 +515,10 @@ on_learn(struct dnsw *d, const struct msg_learn *m, size_t len)
 	} else if (fw_learn(fw, d->lbuf, m->n, a.err, sizeof(a.err)) == -1) {
 		a.err_no = errno != 0 ? errno : EIO;
 		d->learn_refused++;
-	} else
+	} else {
 		flowrec_learned(d->fr, d->lbuf, m->n);	/* names of ungated flows */
+		keep_answers(d, me, m->n);
+	}
 	send_or_kill(d, MSG_LEARN_ACK, &a, sizeof(a));
 }
 
@@ -594,8 +653,12 @@ on_child_up(void *ctx, int fd, pid_t pid)
 {
 	struct dnsw *d = ctx;
 
+	/* Room for the answers handed over too: each sandbox's are bounded,
+	 * and all of them go before the child reads any. */
 	if ((d->ch = chan_new(d->loop, fd, MSG_TO_PARENT, DNSW_QUEUE_MIN +
-	    2 * set_bytes(d), on_child_msg, on_child_gone, d)) == NULL) {
+	    2 * set_bytes(d) + ansmem_count(d->am) *
+	    (sizeof(struct msg_answer) + 1), on_child_msg, on_child_gone,
+	    d)) == NULL) {
 		log_warn("dns process %ld: channel", (long)pid);
 		proc_kill(d->proc);
 		return;
@@ -706,6 +769,137 @@ mcfg_fill(struct msg_dns_config *m, const struct dns_config *dc, char *err,
 	return 0;
 }
 
+/* ---------------------------------------- the answers across a restart */
+
+#define DNSW_ANSWERS_FILE	"gate-answers"
+
+/* The kernel's boot id: expiries on CLOCK_MONOTONIC hold in this boot
+ * only. 0, or -1 (then nothing is saved or loaded). */
+static int
+boot_id(char out[40])
+{
+	ssize_t n;
+	int fd;
+
+	memset(out, 0, 40);
+	if ((fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY |
+	    O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, out, 39);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	return out[0] != '\0' ? 0 : -1;
+}
+
+static int
+answers_path(struct dnsw *d, char *buf, size_t size)
+{
+	const char *dir = gw_config(d->gw)->state_dir;
+
+	if (dir == NULL || snprintf(buf, size, "%s/%s", dir,
+	    DNSW_ANSWERS_FILE) >= (int)size)
+		return -1;
+	return 0;
+}
+
+/* The links of the sandboxes there are now, sorted, for keep_link. */
+struct links {
+	char	(*v)[FW_IFNAMSIZ];
+	size_t	  n, cap;
+	bool	  oom;
+};
+
+static void
+add_link(void *ctx, const struct sbx_view *v)
+{
+	struct links *l = ctx;
+	char (*nv)[FW_IFNAMSIZ];
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap * 2 + 64;
+
+		if ((nv = reallocarray(l->v, cap, sizeof(*nv))) == NULL) {
+			l->oom = true;
+			return;
+		}
+		l->v = nv;
+		l->cap = cap;
+	}
+	memset(l->v[l->n], 0, FW_IFNAMSIZ);
+	memcpy(l->v[l->n], v->ifname, strnlen(v->ifname, FW_IFNAMSIZ - 1));
+	l->n++;
+}
+
+static int
+link_cmp(const void *a, const void *b)
+{
+	return strncmp(a, b, FW_IFNAMSIZ);
+}
+
+static bool
+keep_link(void *ctx, const char *ifname)
+{
+	struct links *l = ctx;
+
+	return l->n > 0 && bsearch(ifname, l->v, l->n, FW_IFNAMSIZ,
+	    link_cmp) != NULL;
+}
+
+/*
+ * What the DNS process of the daemon before this one answered, for the
+ * sandboxes this one adopted: without it, a sluiced restarted with its
+ * sandboxes kept would refuse every gated flow to what their kernel
+ * elements still reach. Only answers of links that have a sandbox now
+ * are kept: no sandbox made later on a link inherits one.
+ */
+static void
+load_answers(struct dnsw *d)
+{
+	struct links l = { NULL, 0, 0, false };
+	char path[4096], boot[40];
+	long n;
+
+	if (answers_path(d, path, sizeof(path)) == -1)
+		return;
+	if (boot_id(boot) == -1) {
+		(void)unlink(path);
+		return;
+	}
+	sbx_foreach(d->sbx, add_link, &l);
+	if (l.oom) {
+		(void)unlink(path);
+		free(l.v);
+		return;
+	}
+	if (l.n > 0)
+		qsort(l.v, l.n, FW_IFNAMSIZ, link_cmp);
+	if ((n = ansmem_load(d->am, path, boot, ev_now_ms(), keep_link,
+	    &l)) == -1) {
+		if (errno != ENOENT)
+			log_warn("dns: %s: the gate's answers not taken", path);
+	} else
+		log_info("dns: %ld answers of the gate kept from before the "
+		    "restart", n);
+	free(l.v);
+}
+
+/* At a clean stop: the next daemon may adopt the sandboxes. */
+static void
+save_answers(struct dnsw *d)
+{
+	char path[4096], boot[40];
+
+	if (!d->mcfg.gate || ansmem_count(d->am) == 0 ||
+	    answers_path(d, path, sizeof(path)) == -1 ||
+	    boot_id(boot) == -1)
+		return;
+	if (ansmem_save(d->am, path, boot, ev_now_ms()) == -1)
+		log_warn("dns: %s: the gate's answers not saved", path);
+}
+
 struct dnsw *
 dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
     struct rec *rec, uint16_t listen_port, char *err, size_t errlen)
@@ -731,12 +925,18 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 		    "used", cfg->ndns_upstreams, DNS_MAX_UPSTREAMS);
 	if (priv_user(cfg->privsep_dns_user, &uid, &gid, err, errlen) == -1)
 		return NULL;
+	/* The gate's answers kept per sandbox: as many as the kernel keeps
+	 * learned elements for it. */
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->lbuf = calloc(MSG_LEARN_MAX, sizeof(*d->lbuf))) == NULL ||
-	    (d->evscratch = calloc(1, sizeof(*d->evscratch))) == NULL) {
+	    (d->evscratch = calloc(1, sizeof(*d->evscratch))) == NULL ||
+	    (d->am = ansmem_new(cfg->dns_max_learned != 0 ?
+	    cfg->dns_max_learned : FW_MAX_LEARNED_DEFAULT)) == NULL) {
 		snprintf(err, errlen, "dns: %s", strerror(errno));
-		if (d != NULL)
+		if (d != NULL) {
 			free(d->lbuf);
+			free(d->evscratch);
+		}
 		free(d);
 		return NULL;
 	}
@@ -750,6 +950,7 @@ dnsw_start(struct ev_loop *loop, struct gw *gw, struct sbx *sbx,
 	    open_gate(d, cfg, err, errlen) == -1)
 		goto fail;
 	d->mcfg.gate = 1;
+	load_answers(d);
 	(void)dns_fd_port(d->lfd[0], &d->port);
 	snprintf(d->uid, sizeof(d->uid), "%lu", (unsigned long)uid);
 	snprintf(d->gid, sizeof(d->gid), "%lu", (unsigned long)gid);
@@ -798,6 +999,7 @@ fail:
 		close(d->lfd[2]);
 	free(d->lbuf);
 	free(d->evscratch);
+	ansmem_free(d->am);
 	free(d);
 	return NULL;
 }
@@ -820,12 +1022,14 @@ dnsw_stop(struct dnsw *d)
 	ev_timer_cancel(d->loop, d->flush);
 	d->flush = NULL;
 	flush_records(d);
+	save_answers(d);
 	close(d->lfd[0]);
 	close(d->lfd[1]);
 	if (d->lfd[2] != -1)
 		close(d->lfd[2]);
 	free(d->lbuf);
 	free(d->evscratch);
+	ansmem_free(d->am);
 	free(d);
 }
 

@@ -65,6 +65,10 @@ struct dnsc {
 	struct ev_timer		*probe_t;	/* starts them after the turn */
 	uint64_t		 lost;
 	int			 status;	/* exit status */
+	/* What an earlier process answered (MSG_GATE_ANSWERS), held until
+	 * the gate starts at MSG_SYNC. */
+	struct msg_answer	*replay;
+	size_t			 nreplay, replaycap;
 };
 
 /* ------------------------------------------------------------- hooks */
@@ -313,6 +317,58 @@ g_pass(void *ctx, const uint8_t saddr[4], const uint8_t daddr[4],
 }
 
 static void
+restore_one(struct dnsc *d, const struct msg_answer *a)
+{
+	if (gate_restore(d->gate, a->ifname, a->name, a->family, a->addr,
+	    a->proto, a->port_lo, a->port_hi, a->expires_ms) == -1 &&
+	    errno != ENOSPC)
+		log_warn("gate: an answer not restored");
+}
+
+/*
+ * The answers an earlier DNS process gave, which the kernel still lets
+ * the sandboxes reach: they come before MSG_SYNC, so that the gate knows
+ * them before it reads its first packet, and are held until it exists.
+ * The parent sends them (it is trusted; its copy is bounded per sandbox),
+ * so holding them costs what the gate will hold anyway.
+ */
+static void
+on_answers(struct dnsc *d, const struct msg_answers *m, size_t len)
+{
+	const struct msg_answer *a = (const struct msg_answer *)(m + 1);
+	struct msg_answer *nv;
+	size_t cap;
+	uint32_t i;
+
+	if (!msg_answers_ok(m, len)) {
+		quit(d, 1, "gate answers: a malformed batch");
+		return;
+	}
+	if (!d->have_cfg || !d->cfg.gate)
+		return;
+	if (d->gate != NULL) {
+		for (i = 0; i < m->n; i++)
+			restore_one(d, &a[i]);
+		return;
+	}
+	if (d->nreplay + m->n > d->replaycap) {
+		cap = d->replaycap != 0 ? d->replaycap : MSG_ANSWERS_MAX;
+		while (cap < d->nreplay + m->n)
+			cap *= 2;
+		if ((nv = reallocarray(d->replay, cap, sizeof(*nv))) == NULL) {
+			/* Not kept, their flows are refused until the
+			 * sandbox asks again: never let through. */
+			log_warn("gate: answers not restored");
+			return;
+		}
+		d->replay = nv;
+		d->replaycap = cap;
+	}
+	memcpy(d->replay + d->nreplay, a, m->n * sizeof(*a));
+	d->nreplay += m->n;
+}
+
+static void
 start_gate(struct dnsc *d)
 {
 	struct gate_hooks gh;
@@ -331,6 +387,14 @@ start_gate(struct dnsc *d)
 		return;
 	}
 	d->gfd = -1;	/* the gate's now */
+	for (size_t i = 0; i < d->nreplay; i++)
+		restore_one(d, &d->replay[i]);
+	if (d->nreplay > 0)
+		log_info("gate: %zu answers of an earlier process restored",
+		    d->nreplay);
+	free(d->replay);
+	d->replay = NULL;
+	d->nreplay = d->replaycap = 0;
 	log_info("gate: serving its queue");
 }
 
@@ -496,10 +560,18 @@ on_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		/* Only the sandbox named: the address may be another's by
 		 * now. */
 		if ((e = sbxtab_get(d->tab, m->addr4)) != NULL &&
-		    strcmp(e->id, m->id) == 0)
+		    strcmp(e->id, m->id) == 0) {
 			sbxtab_del(d->tab, m->addr4);
+			/* Its answers go with it, as the parent's copy
+			 * does: the next sandbox on the link starts with
+			 * none. */
+			gate_forget(d->gate, m->ifname);
+		}
 		break;
 	}
+	case MSG_GATE_ANSWERS:
+		on_answers(d, pl, len);
+		break;
 	case MSG_SYNC:
 		if (d->proxy == NULL)
 			start_proxy(d);
@@ -596,6 +668,7 @@ dns_child_main(int argc, char **argv)
 	ev_free(d->loop);
 	free(d->ebuf);
 	free(d->evbuf);
+	free(d->replay);
 	free(d);
 	return c;
 }

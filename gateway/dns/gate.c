@@ -231,13 +231,14 @@ lower(char *d, const char *s, size_t size)
 		d[i - 1] = '\0';
 }
 
-int
-gate_learn(struct gate *g, const char *ifname, const char *name,
+/* gate_learn and gate_restore: an answer that lives until expires (on
+ * ev_now_ms's clock), now being now. */
+static int
+learn_until(struct gate *g, const char *ifname, const char *name,
     uint8_t family, const uint8_t addr[16], uint8_t proto, uint16_t lo,
-    uint16_t hi, uint32_t timeout_ms)
+    uint16_t hi, uint64_t now, uint64_t expires)
 {
 	char n[PEEK_NAME_MAX];
-	uint64_t now = ev_now_ms();
 	struct g_sbx *s;
 	struct g_ans *a;
 	uint32_t b;
@@ -255,7 +256,7 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 		if (a->sbx == s && a->family == family && a->proto == proto &&
 		    a->lo == lo && a->hi == hi &&
 		    memcmp(a->addr, addr, 16) == 0 && strcmp(a->name, n) == 0) {
-			a->expires_ms = now + timeout_ms;
+			a->expires_ms = expires;
 			if (a->expires_ms < s->min_exp)
 				s->min_exp = a->expires_ms;
 			return 0;
@@ -277,7 +278,7 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	a->lo = lo;
 	a->hi = hi;
 	memcpy(a->addr, addr, 16);
-	a->expires_ms = now + timeout_ms;
+	a->expires_ms = expires;
 	if (a->expires_ms < s->min_exp)
 		s->min_exp = a->expires_ms;
 	if ((a->xnext = g->xans[b]) != NULL)
@@ -294,6 +295,31 @@ gate_learn(struct gate *g, const char *ifname, const char *name,
 	s->nans++;
 	g->nans++;
 	return 0;
+}
+
+int
+gate_learn(struct gate *g, const char *ifname, const char *name,
+    uint8_t family, const uint8_t addr[16], uint8_t proto, uint16_t lo,
+    uint16_t hi, uint32_t timeout_ms)
+{
+	uint64_t now = ev_now_ms();
+
+	return learn_until(g, ifname, name, family, addr, proto, lo, hi, now,
+	    now + timeout_ms);
+}
+
+int
+gate_restore(struct gate *g, const char *ifname, const char *name,
+    uint8_t family, const uint8_t addr[16], uint8_t proto, uint16_t lo,
+    uint16_t hi, uint64_t expires_ms)
+{
+	uint64_t now = ev_now_ms();
+
+	/* What ended while no process held it is not brought back. */
+	if (expires_ms <= now)
+		return 0;
+	return learn_until(g, ifname, name, family, addr, proto, lo, hi, now,
+	    expires_ms);
 }
 
 static const uint8_t *

@@ -106,6 +106,14 @@ void		 gate_free(struct gate *g);
 int		 gate_learn(struct gate *g, const char *ifname, const char *name,
 		    uint8_t family, const uint8_t addr[16], uint8_t proto,
 		    uint16_t lo, uint16_t hi, uint32_t timeout_ms);
+/* gate_restore: as gate_learn, for an answer an earlier DNS process gave
+ * (the parent keeps them: gateway/privsep/ansmem.h) that lives until
+ * expires_ms on ev_now_ms's clock, not for a timeout from now. One that
+ * has expired is not kept (0). */
+int		 gate_restore(struct gate *g, const char *ifname,
+		    const char *name, uint8_t family, const uint8_t addr[16],
+		    uint8_t proto, uint16_t lo, uint16_t hi,
+		    uint64_t expires_ms);
 /* gate_forget: everything remembered for link ifname (its sandbox went). */
 void		 gate_forget(struct gate *g, const char *ifname);
 

@@ -37,6 +37,10 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	FIXED(MSG_SBX_CHANGE, MSG_TO_CHILD, struct msg_sbx),
 	EMPTY(MSG_SYNC, MSG_TO_CHILD),
 	FIXED(MSG_LEARN_ACK, MSG_TO_CHILD, struct msg_learn_ack),
+	[MSG_GATE_ANSWERS] = { "MSG_GATE_ANSWERS", MSG_TO_CHILD,
+	    sizeof(struct msg_answers) + sizeof(struct msg_answer),
+	    sizeof(struct msg_answers) +
+	    MSG_ANSWERS_MAX * sizeof(struct msg_answer) },
 	FIXED(MSG_READY, MSG_TO_PARENT, struct msg_ready),
 	[MSG_LEARN] = { "MSG_LEARN", MSG_TO_PARENT, sizeof(struct msg_learn) +
 	    sizeof(struct msg_elem), sizeof(struct msg_learn) +
@@ -144,6 +148,32 @@ msg_learn_ok(const struct msg_learn *m, size_t len)
 		    (e->flags & ~FW_ELEM_KEEP) != 0)
 			return false;
 	}
+	return true;
+}
+
+bool
+msg_answer_ok(const struct msg_answer *a)
+{
+	return msg_str_ok(a->ifname, sizeof(a->ifname)) &&
+	    a->ifname[0] != '\0' && msg_str_ok(a->name, sizeof(a->name)) &&
+	    a->name[0] != '\0' &&
+	    (a->family == AF_INET || a->family == AF_INET6) &&
+	    (a->proto == IPPROTO_TCP || a->proto == IPPROTO_UDP) &&
+	    a->port_hi >= a->port_lo;
+}
+
+bool
+msg_answers_ok(const struct msg_answers *m, size_t len)
+{
+	const struct msg_answer *a = (const struct msg_answer *)(m + 1);
+	uint32_t i;
+
+	if (len < sizeof(*m) || m->n == 0 || m->n > MSG_ANSWERS_MAX ||
+	    len != sizeof(*m) + (size_t)m->n * sizeof(*a))
+		return false;
+	for (i = 0; i < m->n; i++, a++)
+		if (!msg_answer_ok(a))
+			return false;
 	return true;
 }
 

@@ -48,6 +48,9 @@ enum msg_type {
 	MSG_SBX_CHANGE,		/* struct msg_sbx: its taint or policy changed */
 	MSG_SYNC,		/* (empty) the initial state is complete */
 	MSG_LEARN_ACK,		/* struct msg_learn_ack */
+	MSG_GATE_ANSWERS,	/* struct msg_answers + n struct msg_answer:
+				   before MSG_SYNC, what an earlier DNS
+				   process answered (gateway/privsep/ansmem.h) */
 	/* DNS child -> parent */
 	MSG_READY,		/* struct msg_ready: serving */
 	MSG_LEARN,		/* struct msg_learn + n struct msg_elem */
@@ -83,6 +86,7 @@ enum msg_type {
 #define MSG_POLICIES_MAX	4096u		/* as pol_set_load_dir */
 #define MSG_TAP_MAX		256u		/* treat_as_public CIDRs */
 #define MSG_LEARN_MAX		1024u		/* elements per learn batch */
+#define MSG_ANSWERS_MAX		1024u		/* answers per replay message */
 #define MSG_EVENTS_MAX		256u		/* dns events per batch */
 #define MSG_EVENTS_BYTES	(256u * 1024u)	/* a batch's records, at most */
 #define MSG_NAME_MAX		256u		/* a DNS name, with its NUL */
@@ -163,6 +167,32 @@ struct msg_learn_ack {
 	uint64_t	ticket;
 	int32_t		err_no;		/* 0: the kernel has them */
 	char		err[MSG_ERR_MAX];
+};
+
+/*
+ * One answer a DNS process gave and the kernel acknowledged (a named
+ * element of a learn batch), as the parent keeps it to give it back to
+ * the next DNS process (gateway/privsep/ansmem.h): the name gate's memory
+ * is the child's, and a child started again would otherwise refuse every
+ * flow to what the kernel still lets the sandbox reach. The expiry is
+ * absolute on CLOCK_MONOTONIC (ev_now_ms), which both processes read, so
+ * an answer lives exactly as long after the replay as it would have.
+ */
+struct msg_answer {
+	uint64_t	expires_ms;
+	char		ifname[FW_IFNAMSIZ];
+	char		name[MSG_NAME_MAX];	/* never "" */
+	uint8_t		family;
+	uint8_t		addr[16];
+	uint8_t		proto;
+	uint16_t	port_lo, port_hi;
+	uint16_t	pad;		/* 0: no hole in the struct */
+};
+
+struct msg_answers {
+	uint32_t	n;		/* struct msg_answer that follow,
+					   1..MSG_ANSWERS_MAX */
+	uint32_t	pad;
 };
 
 struct msg_ready {
@@ -370,6 +400,12 @@ bool		 msg_sbx_ok(const struct msg_sbx *s);
  * bounds and matching len, each element's strings terminated, its family,
  * protocol and port range ones fw_learn can take. */
 bool		 msg_learn_ok(const struct msg_learn *m, size_t len);
+/* msg_answers_ok: a replay message of len payload bytes is whole: n
+ * within bounds and matching len, each answer's strings terminated and
+ * not empty, its family, protocol and port range ones gate_learn takes. */
+bool		 msg_answers_ok(const struct msg_answers *m, size_t len);
+/* msg_answer_ok: one answer of such a message is (as above). */
+bool		 msg_answer_ok(const struct msg_answer *a);
 /* msg_dns_ev_size: the bytes of the record ev makes (its used slots). */
 size_t		 msg_dns_ev_size(const struct dns_event *ev);
 /* msg_dns_ev_put: writes ev's record at p, which has room for

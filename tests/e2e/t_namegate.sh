@@ -282,6 +282,101 @@ else
 	ok "nothing of it reached the server"
 fi
 
+# ---------------------------------------------------- answers outlive it
+# The kernel keeps what a sandbox learned when the DNS process dies, and
+# so must the gate: the parent hands the next process the answers the
+# kernel took, each with its own expiry, before it serves. A flow to a
+# name and address answered before the restart passes without a new
+# query; a name never answered at that address, an answer that ended
+# while no process held it, and another sandbox's name are still refused.
+metrics() {
+	world_host curl -s --max-time 30 --unix-socket "$WORLD_SOCK" \
+	    http://localhost/metrics
+}
+dns_up() {
+	[ "$(metrics | awk '$1 == "sluice_process_up{room=\"dns\"}" { print $2 }')" = 1 ]
+}
+deny_count() {
+	au tail --kind net.deny 2>/dev/null |
+	    jq -c "select(.reason == \"$1\" and .name == \"$2\")" \
+	    2>/dev/null | grep -c .
+}
+# refused_again WHAT REASON NAME: as refused, for a name refused before
+# (one more net.deny of it).
+refused_again() {
+	local n0=$4
+	check_match "$1: refused" '^refused' "$OUT"
+	if [ -z "$PORT_USED" ] || seen "$PORT_USED"; then
+		not_ok "$1: the server saw nothing of it"
+	else
+		ok "$1: the server saw nothing of it"
+	fi
+	check "$1: one more net.deny with reason $2" wait_for 10 \
+	    test "$(deny_count "$2" "$3")" -gt "${n0:-0}"
+}
+# as_before WHEN OTHER: A's name passes without a new query, OTHER (a name
+# never answered) at the address is refused, B passes with its own name
+# and is refused A's.
+as_before() {
+	local n0
+	ng "$A" tls 8443 pkg.example.com
+	check_match "$1, not asked again: TLS with the name passes" \
+	    '^ok HTTP/1.1 200' "$OUT"
+	check "$1: and the server was offered that name" \
+	    grep -q "^sni pkg.example.com $PORT_USED\$" "$SLOG"
+	ng "$A" tls 8443 "$2"
+	refused "$1: another name to the address" name_mismatch "$2"
+	ng "$B" tls 8443 b.wild.example.com
+	check_match "$1: B passes with its own name" '^ok HTTP/1.1 200' "$OUT"
+	n0=$(deny_count name_mismatch pkg.example.com)
+	ng "$B" tls 8443 pkg.example.com
+	refused_again "$1: B with a name only A was answered" \
+	    name_mismatch pkg.example.com "$n0"
+}
+check "the DNS process serves again" wait_for 15 dns_up
+# short-ttl first (2 s), then pkg (300 s): the kernel's element for the
+# address lives on (a refresh sets its timeout), the short answer does not.
+check_eq "A resolves short-ttl.example.com" "$WORLD_PKG" \
+    "$(q "$A" short-ttl.example.com)"
+check_eq "A resolves pkg.example.com" "$WORLD_PKG" "$(q "$A" pkg.example.com)"
+check_eq "B resolves b.wild.example.com" "$WORLD_PKG" \
+    "$(q "$B" b.wild.example.com)"
+ng "$A" tls 8443 pkg.example.com
+check_match "before the restart: TLS with the answered name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+P=$(dns_pid)
+if [ -z "$P" ]; then
+	not_ok "the DNS process is there"
+	finish
+fi
+# Stopped first: short-ttl's answer (2 s) ends while no process serves.
+kill -STOP "$P"
+sleep 3
+kill -KILL "$P"
+check "killed: the DNS process is started again" wait_for 15 newp
+check "and serves" wait_for 15 dns_up
+as_before "after the restart" restart.example.net
+ng "$A" http 8080 pkg.example.com
+check_match "after the restart: HTTP with the name passes" \
+    '^ok HTTP/1.1 200' "$OUT"
+n0=$(deny_count name_mismatch short-ttl.example.com)
+ng "$A" tls 8443 short-ttl.example.com
+refused_again "after the restart: the answer that ended meanwhile" \
+    name_mismatch short-ttl.example.com "$n0"
+
+# ------------------------------------------------------ sluiced restarted
+# sluiced itself stopped and started again, its sandboxes kept (adopted
+# with their kernel elements): the answers cross through a file of the
+# state directory, read once, and the gate judges as before the stop.
+world_stop_sluiced
+world_start_sluiced "$E2E_TMP/sluice.yaml" ||
+    { not_ok "sluiced starts again"; finish; }
+PARENT=$_WORLD_SLUICED_PID
+check "sluiced again: its DNS process serves" wait_for 15 dns_up
+check_fails "the answers' file was read once" \
+    test -e "$WORLD_DIR/state/gate-answers"
+as_before "sluiced again" again.example.net
+
 # ------------------------------------------------------------ many at once
 # Flows the gate has decided are remembered only for their late packets:
 # they do not take the places of flows waiting for a name (256 per
