@@ -119,67 +119,13 @@ fw_drain(struct fw *fw, int *acks, int *kerr, uint32_t *kseq)
 	}
 }
 
-/*
- * Reads the replies to a batch whose messages carry the sequence numbers
- * seq0..last (last: the one that asked for the ACK). Replies to anything
- * else (left over from an earlier call that failed half way) are not
- * counted, so nothing needs draining before the send. The kernel queues
- * every reply of a batch before sendto returns, the final ACK last: once
- * it is read nothing of this batch is left, and stopping there saves the
- * receive that would only find the socket empty (two system calls per
- * learn batch instead of four, on the DNS path). Without the final ACK
- * (a batch the kernel refused whole) it reads until the socket is empty.
- */
-static int
-read_acks(struct fw *fw, uint32_t seq0, uint32_t last, int *acks, int *kerr,
-    uint32_t *kseq)
-{
-	char			 rbuf[8192];
-	ssize_t			 n;
-	struct nlmsghdr		*nlh;
-	struct nlmsgerr		*e;
-	int			 done = 0;
-
-	while (!done) {
-		n = recv(mnl_socket_get_fd(fw->nl), rbuf, sizeof(rbuf),
-		    MSG_DONTWAIT);
-		if (n == -1) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		for (nlh = (struct nlmsghdr *)rbuf; mnl_nlmsg_ok(nlh, (int)n);
-		    nlh = mnl_nlmsg_next(nlh, (int *)&n)) {
-			if (nlh->nlmsg_type != NLMSG_ERROR ||
-			    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e)))
-				continue;
-			e = mnl_nlmsg_get_payload(nlh);
-			/* Within seq0..last, wrapping as the counter does. */
-			if ((uint32_t)(e->msg.nlmsg_seq - seq0) >
-			    (uint32_t)(last - seq0))
-				continue;
-			if (e->error == 0)
-				(*acks)++;
-			else if (*kerr == 0) {
-				*kerr = -e->error;
-				*kseq = e->msg.nlmsg_seq;
-			}
-			if (e->msg.nlmsg_seq == last)
-				done = 1;
-		}
-	}
-	return 0;
-}
-
 int
 fw_batch_commit(struct fw_batch *b, const char *what, char *err,
     size_t errlen)
 {
 	struct fw	*fw = b->fw;
 	int		 acks = 0, kerr = 0;
-	uint32_t	 kseq = 0, seq0, last;
+	uint32_t	 kseq = 0, seq0;
 	ssize_t		 n;
 
 	if (b->overflow) {
@@ -206,10 +152,10 @@ fw_batch_commit(struct fw_batch *b, const char *what, char *err,
 		fw_seterr(err, errlen, "%s: batch too large", what);
 		return -1;
 	}
-	/* Replies left over from an earlier failed call are not counted:
-	 * read_acks takes only this batch's sequence numbers. */
+	/* Replies left over from an earlier failed call must not be counted. */
+	(void)fw_drain(fw, &acks, &kerr, &kseq);
+	acks = kerr = 0;
 	seq0 = ((struct nlmsghdr *)mnl_nlmsg_batch_head(b->b))->nlmsg_seq;
-	last = b->last->nlmsg_seq;
 	n = mnl_socket_sendto(fw->nl, mnl_nlmsg_batch_head(b->b),
 	    mnl_nlmsg_batch_size(b->b));
 	fw_batch_abort(b);
@@ -217,7 +163,7 @@ fw_batch_commit(struct fw_batch *b, const char *what, char *err,
 		fw_seterr(err, errlen, "%s: send: %s", what, strerror(errno));
 		return -1;
 	}
-	if (read_acks(fw, seq0, last, &acks, &kerr, &kseq) == -1) {
+	if (fw_drain(fw, &acks, &kerr, &kseq) == -1) {
 		fw_seterr(err, errlen, "%s: receive: %s", what,
 		    strerror(errno));
 		return -1;
