@@ -181,20 +181,24 @@ sbx_db_insert(struct sqlite3 *db, const struct sbx_rec *r, char *err,
 	return 0;
 }
 
+/* Runs sql with ?1 = id and, when idx >= 0, ?2 = idx; "what" names the
+ * step in the error text. */
 static int
-exec_id(struct sqlite3 *db, const char *sql, const char *id, char *err,
-    size_t errlen)
+exec_id(struct sqlite3 *db, const char *sql, const char *id, int64_t idx,
+    const char *what, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		db_err(db, err, errlen, "prepare");
+		db_err(db, err, errlen, what);
 		errno = EIO;
 		return -1;
 	}
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (idx >= 0)
+		sqlite3_bind_int64(st, 2, idx);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		db_err(db, err, errlen, "update");
+		db_err(db, err, errlen, what);
 		sqlite3_finalize(st);
 		errno = EIO;
 		return -1;
@@ -206,32 +210,16 @@ exec_id(struct sqlite3 *db, const char *sql, const char *id, char *err,
 int
 sbx_db_delete(struct sqlite3 *db, const char *id, char *err, size_t errlen)
 {
-	return exec_id(db, "DELETE FROM sandboxes WHERE id = ?", id, err,
-	    errlen);
+	return exec_id(db, "DELETE FROM sandboxes WHERE id = ?", id, -1,
+	    "update", err, errlen);
 }
 
 int
 sbx_db_purge(struct sqlite3 *db, const char *id, uint32_t index, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE id = ?1 OR "
-	    "idx = ?2", -1, &st, NULL) != SQLITE_OK) {
-		db_err(db, err, errlen, "purge");
-		errno = EIO;
-		return -1;
-	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, index);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		db_err(db, err, errlen, "purge");
-		sqlite3_finalize(st);
-		errno = EIO;
-		return -1;
-	}
-	sqlite3_finalize(st);
-	return 0;
+	return exec_id(db, "DELETE FROM sandboxes WHERE id = ?1 OR idx = ?2", id,
+	    index, "purge", err, errlen);
 }
 
 int
@@ -239,7 +227,7 @@ sbx_db_set_tainted(struct sqlite3 *db, const char *id, char *err,
     size_t errlen)
 {
 	return exec_id(db, "UPDATE sandboxes SET tainted = 1 WHERE id = ?",
-	    id, err, errlen);
+	    id, -1, "update", err, errlen);
 }
 
 int

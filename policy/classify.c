@@ -653,20 +653,22 @@ pol_addr_class_private(enum pol_addr_class c)
 	}
 }
 
-const struct pol_cidr *
-pol_deny_ranges(int family, size_t *n)
+/* The v4 or v6 table of a family, its length in *n (n may be NULL). */
+static const struct pol_cidr *
+ranges_of(int family, const struct pol_cidr *v4, size_t n4,
+    const struct pol_cidr *v6, size_t n6, size_t *n)
 {
 	size_t	 dummy;
 
 	if (n == NULL)
 		n = &dummy;
 	if (family == AF_INET) {
-		*n = NELEM(v4_deny);
-		return v4_deny;
+		*n = n4;
+		return v4;
 	}
 	if (family == AF_INET6) {
-		*n = NELEM(v6_deny);
-		return v6_deny;
+		*n = n6;
+		return v6;
 	}
 	*n = 0;
 	errno = EAFNOSUPPORT;
@@ -674,21 +676,15 @@ pol_deny_ranges(int family, size_t *n)
 }
 
 const struct pol_cidr *
+pol_deny_ranges(int family, size_t *n)
+{
+	return ranges_of(family, v4_deny, NELEM(v4_deny), v6_deny,
+	    NELEM(v6_deny), n);
+}
+
+const struct pol_cidr *
 pol_private_ranges(int family, size_t *n)
 {
-	size_t	 dummy;
-
-	if (n == NULL)
-		n = &dummy;
-	if (family == AF_INET) {
-		*n = NELEM(v4_private);
-		return v4_private;
-	}
-	if (family == AF_INET6) {
-		*n = NELEM(v6_private);
-		return v6_private;
-	}
-	*n = 0;
-	errno = EAFNOSUPPORT;
-	return NULL;
+	return ranges_of(family, v4_private, NELEM(v4_private), v6_private,
+	    NELEM(v6_private), n);
 }
