@@ -77,6 +77,7 @@
 #define META_CAPS	"io.modelcontextprotocol/clientCapabilities"
 #define META_SERVER	"io.modelcontextprotocol/serverInfo"
 #define META_SUBID	"io.modelcontextprotocol/subscriptionId"
+#define META_TASKS	"io.modelcontextprotocol/tasks"
 #define NAME_MAX_HDR	4096
 
 /* What each version is served as: stateless first, then by initialize. */
@@ -175,6 +176,9 @@ name_key(const char *m)
 		return "name";
 	if (strcmp(m, "resources/read") == 0)
 		return "uri";
+	/* The tasks extension, "Streamable HTTP: Routing Headers". */
+	if (br_task_method(m))
+		return "taskId";
 	return NULL;
 }
 
@@ -329,6 +333,9 @@ discover_answer(struct br_req *rq, json_t *id)
 		    "subscribe");
 	for (i = 0; supported[i] != NULL; i++)
 		json_array_append_new(sup, json_string(supported[i]));
+	/* Served by the bridge itself, whatever the upstream knows. */
+	json_object_set_new(caps, "extensions", json_pack("{s:{}}",
+	    META_TASKS));
 	res = json_pack("{s:o, s:o, s:s}", "supportedVersions", sup,
 	    "capabilities", caps, "instructions", BR_INSTRUCTIONS);
 	br_reply_rpc_result(rq, id, res);
@@ -485,6 +492,7 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 		rq->sreq_caps |= 1u << POL_SREQ_ELICITATION;
 	if (json_object_get(caps, "roots") != NULL)
 		rq->sreq_caps |= 1u << POL_SREQ_ROOTS;
+	rq->tasks = br_task_declared(caps);
 	if (rpc->kind != BR_RPC_REQUEST) {
 		/* None is defined over HTTP in this revision; accepted. */
 		br_req_reply(rq, 202, NULL, NULL);
@@ -499,6 +507,8 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 		discover(rq, rpc);
 	else if (strcmp(m, "subscriptions/listen") == 0)
 		return listen_open(rq, rpc);
+	else if (br_task_method(m))
+		br_task_request(rq, rpc);
 	else if (served(m)) {
 		/* A retry of a call held for its client's input resumes
 		 * that call (srvreq.c); anything else is a new request. */
