@@ -31,11 +31,12 @@
  *    corresponds to nothing in the body: refused the same way.
  *  - same page: a method not served is 404 with -32601; ping,
  *    logging/setLevel, resources/subscribe and /unsubscribe are gone in
- *    this revision and are among them, and so is everything of tasks.
+ *    this revision and are among them.
  *  - server/discover.mdx: supportedVersions, capabilities, instructions,
  *    _meta serverInfo; the capabilities are the upstream's as the bridge
  *    forwards them, without logging and resource subscription, which this
- *    revision serves differently and the bridge does not yet.
+ *    revision serves differently and the bridge does not yet, and with
+ *    extensions io.modelcontextprotocol/tasks, which the bridge serves.
  *  - basic/index.mdx, "ResultType", and server/utilities/caching.mdx:
  *    every result gets resultType "complete" and _meta serverInfo; lists,
  *    resources/read and server/discover get ttlMs 0 and cacheScope
@@ -59,10 +60,25 @@
  *    (srvreq.c, br_srvreq_retry); the client's declared capabilities
  *    say which kinds may be asked.
  *
- * Not implemented: the tasks extension (io.modelcontextprotocol/tasks,
- * not advertised), per-request logLevel, progress on
- * the response stream, x-mcp-header / Mcp-Param-* validation, and the
- * empty listen result at a server-side end of the stream.
+ *  - the tasks extension (io.modelcontextprotocol/tasks, specification
+ *    tasks.md), served by the bridge itself (tasks.c), the upstreams
+ *    unaware: for a client whose request's capabilities declare it, a
+ *    tools/call that would keep it waiting (for a person's approval, or
+ *    for its own input asked by the upstream) is answered with a task
+ *    handle (resultType "task") and goes on detached; tasks/get polls it
+ *    (the result, redacted and recorded as the call's answer would be,
+ *    once its outcome record is durable), tasks/update carries the
+ *    answers to what it asks (as a retry's inputResponses would),
+ *    tasks/cancel cancels its call. Task ids are random and bound to the
+ *    sandbox and server; Mcp-Name mirrors params.taskId. Every other call
+ *    is answered on its request, as for a client without the extension,
+ *    whose tasks/... get -32021.
+ *
+ * Not implemented: per-request logLevel, progress on the response
+ * stream, x-mcp-header / Mcp-Param-* validation, the empty listen result
+ * at a server-side end of the stream, and the tasks extension's
+ * notifications/tasks (taskIds of subscriptions/listen are not
+ * acknowledged: clients poll).
  */
 #include <stdbool.h>
 #include <stdio.h>
