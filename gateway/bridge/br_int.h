@@ -522,6 +522,9 @@ void	br_task_call_gone(struct br_call *c);
 bool	br_task_method(const char *m);
 /* br_task_request: answer modern request rq's tasks/... rpc. */
 void	br_task_request(struct br_req *rq, const struct br_rpc *rpc);
+/* br_task_undeclared: answer rq (its id) with -32021 naming the
+ * extension its client did not declare. */
+void	br_task_undeclared(struct br_req *rq, json_t *id);
 /* br_tasks_sandbox_gone: the sandbox's tasks are dropped now, their
  * calls cancelled (or detached). br_tasks_free_all: every task goes (the
  * bridge stops, after its calls were ended). */

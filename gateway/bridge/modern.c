@@ -78,7 +78,8 @@
  * stream, x-mcp-header / Mcp-Param-* validation, the empty listen result
  * at a server-side end of the stream, and the tasks extension's
  * notifications/tasks (taskIds of subscriptions/listen are not
- * acknowledged: clients poll).
+ * acknowledged: clients poll; asked for by a client that did not declare
+ * the extension, the listen is refused -32021 as the text wants).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -446,6 +447,12 @@ listen_open(struct br_req *rq, const struct br_rpc *rpc)
 	if (!json_is_object(f)) {
 		br_reply_rpc_error(rq, 400, rpc->id, -32602, "Invalid params: "
 		    "notifications must be an object");
+		return MHD_YES;
+	}
+	/* The tasks extension: task notifications only for a client that
+	 * declared it (and none is sent: taskIds are not acknowledged). */
+	if (json_object_get(f, "taskIds") != NULL && !rq->tasks) {
+		br_task_undeclared(rq, rpc->id);
 		return MHD_YES;
 	}
 	if ((s = br_session_new(rq->br, rq, BR_PROTO_MODERN)) == NULL) {

@@ -43,7 +43,8 @@
  * (call.c replaces a larger one by an error before it is recorded).
  * A removed sandbox's tasks go at once, their calls cancelled.
  * Not implemented: notifications/tasks on subscriptions/listen (taskIds
- * are not acknowledged; clients poll).
+ * are not acknowledged, clients poll; a listen asking for them without
+ * the extension declared is refused -32021, modern.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,6 +408,15 @@ reply_json(struct br_req *rq, unsigned status, json_t *o)
 	free(s);
 }
 
+void
+br_task_undeclared(struct br_req *rq, json_t *id)
+{
+	reply_json(rq, 400, json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:{s:{s:"
+	    "{}}}}}}", "jsonrpc", "2.0", "id", id, "error", "code", -32021,
+	    "message", "Missing required client capability", "data",
+	    "requiredCapabilities", "extensions", EXT_NAME));
+}
+
 /* The task id names for rq, if it is rq's sandbox's and server's. */
 static struct br_task *
 find(struct br_req *rq, const char *id)
@@ -461,11 +471,7 @@ br_task_request(struct br_req *rq, const struct br_rpc *rpc)
 	struct br_task *t;
 
 	if (!rq->tasks) {
-		reply_json(rq, 400, json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:"
-		    "{s:{s:{}}}}}}", "jsonrpc", "2.0", "id", rpc->id, "error",
-		    "code", -32021, "message", "Missing required client "
-		    "capability", "data", "requiredCapabilities",
-		    "extensions", EXT_NAME));
+		br_task_undeclared(rq, rpc->id);
 		return;
 	}
 	if ((id = br_task_id_param(params)) == NULL) {

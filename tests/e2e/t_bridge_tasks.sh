@@ -19,7 +19,8 @@
 # next with a clear message while the bridge keeps serving; malformed
 # tasks/... params: -32602; a client that did not declare the extension
 # is served as before (an ask-call waits on its request, the upstream's
-# requests come in an InputRequiredResult) and its tasks/... get -32021;
+# requests come in an InputRequiredResult) and its tasks/... get -32021,
+# as does its subscriptions/listen asking for taskIds;
 # removing a sandbox drops its tasks. Every task's records name it.
 # Torn down on exit.
 . "$(dirname "$0")/lib.sh"
@@ -280,6 +281,11 @@ check_eq "tasks/update with inputResponses not an object: -32602" '400 -32602' \
 r=$(task "$A" "$TA" get "$T6" '{}' '{}')
 check_eq "tasks/get from a client that did not declare the extension: -32021" \
     '400 -32021 {}' "$(status "$r") $(body "$r" | jq -c '.error | "\(.code) \(.data.requiredCapabilities.extensions["io.modelcontextprotocol/tasks"])"' | tr -d '"')"
+
+r=$(rev "$A" "$TA" sreq subscriptions/listen '' \
+    "$(req 192 subscriptions/listen "{\"notifications\":{\"taskIds\":[\"$T6\"]}}" '{}')")
+check_eq "subscriptions/listen for taskIds without the extension: -32021" '400 -32021' \
+    "$(status "$r") $(body "$r" | jq -r .error.code)"
 
 # ---------------------------------------------------------------- unchanged
 call "$B" "$TB" sreq other '{}' >"$OUT/plain" &
