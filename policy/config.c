@@ -575,7 +575,8 @@ ylimits(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	    "bridge_connections_per_sandbox", "bridge_request_deadline",
 	    "dns_tcp_connections", "dns_tcp_connections_per_sandbox",
 	    "dns_tcp_query_deadline", "server_requests_per_session",
-	    "server_requests_per_sandbox", "server_request_deadline", NULL };
+	    "server_requests_per_sandbox", "server_request_deadline",
+	    "tasks_per_sandbox", "task_keep", NULL };
 
 	if (!ycheck_map(w, n, "limits", keys))
 		return;
@@ -596,6 +597,9 @@ ylimits(struct ywalk *w, const struct ynode *n, struct pol_config *c)
 	    POL_LIM_SREQ_TOTAL - 1, &c->lim_sreq_sandbox);
 	ylim_deadline(w, n, "server_request_deadline",
 	    &c->lim_sreq_deadline_s);
+	ylim_count(w, n, "tasks_per_sandbox", 1, POL_LIM_TASKS_TOTAL - 1,
+	    &c->lim_tasks_sandbox);
+	ylim_deadline(w, n, "task_keep", &c->lim_task_keep_s);
 	/* A session is in one sandbox: a larger session bound would only
 	 * hide the sandbox's. */
 	if (c->lim_sreq_session > c->lim_sreq_sandbox)
@@ -825,6 +829,8 @@ pol_config_load_buf(const char *path, const char *buf, size_t len,
 	c->lim_sreq_session = POL_LIM_SREQ_SESSION;
 	c->lim_sreq_sandbox = POL_LIM_SREQ_SANDBOX;
 	c->lim_sreq_deadline_s = POL_LIM_SREQ_DEADLINE_S;
+	c->lim_tasks_sandbox = POL_LIM_TASKS_SANDBOX;
+	c->lim_task_keep_s = POL_LIM_TASK_KEEP_S;
 	c->fleet_deadline_ms = POL_FLEET_DEADLINE_DEFAULT;
 	if (ycheck_map(&w, root, "the config", keys)) {
 		if ((v = yget(root, "version")) == NULL)

@@ -310,6 +310,14 @@ struct pol_config {
 	uint32_t		 lim_sreq_session;	/* default 4 */
 	uint32_t		 lim_sreq_sandbox;	/* default 16 */
 	uint32_t		 lim_sreq_deadline_s;	/* default 120 */
+	/* Tasks of the 2026-07-28 revision's tasks extension (the bridge's
+	 * tasks.c): how many one sandbox holds, open and finished together
+	 * (below POL_LIM_TASKS_TOTAL, the bridge's own bound for all), and
+	 * how long a finished one is kept for its client to read before it
+	 * is forgotten. POL_LIM_TASK_BYTES bounds the result a task keeps:
+	 * a larger one is replaced by an error, before it is recorded. */
+	uint32_t		 lim_tasks_sandbox;	/* default 16 */
+	uint32_t		 lim_task_keep_s;	/* default 300 */
 #define POL_LIM_BRIDGE_CONNS		1024
 /* A sandbox may hold 32 event streams (a session each) and still have
  * 64 connections for the requests of those sessions. */
@@ -322,6 +330,10 @@ struct pol_config {
 #define POL_LIM_SREQ_SANDBOX		16
 #define POL_LIM_SREQ_DEADLINE_S		120
 #define POL_LIM_SREQ_TOTAL		1024
+#define POL_LIM_TASKS_SANDBOX		16
+#define POL_LIM_TASK_KEEP_S		300
+#define POL_LIM_TASKS_TOTAL		256
+#define POL_LIM_TASK_BYTES		(1024u * 1024)
 	/* privsep: the users the DNS and bridge processes run as (default
 	 * "sluice-dns" and "sluice-bridge"; each must exist and not be
 	 * root). */

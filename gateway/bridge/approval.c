@@ -124,6 +124,7 @@ br_call_ask(struct br_call *c)
 	uint64_t ms = pol_tool_approval_timeout_ms(c->client.policy);
 	struct br_call *o;
 	size_t mine = 0;
+	char why[160];
 
 	/* One sandbox cannot crowd out everyone else's approvals. */
 	TAILQ_FOREACH(o, &br->approvals, entry)
@@ -148,6 +149,14 @@ br_call_ask(struct br_call *c)
 		br_approval_unqueue(c, FLEET_AQ_GONE);
 		br_call_deny(c, NULL, POL_REASON_SHARED_STATE_UNAVAILABLE,
 		    "Approvals are unavailable right now; try again later.");
+		return;
+	}
+	/* A client of the tasks extension does not wait on its request:
+	 * the call becomes a task (tasks.c), or is refused when the
+	 * sandbox holds all the tasks it may. */
+	if (br_task_offer(c, false, why, sizeof(why)) == -1) {
+		br_approval_unqueue(c, FLEET_AQ_GONE);
+		br_call_deny(c, NULL, POL_REASON_OVERLOAD, why);
 		return;
 	}
 	log_info("bridge: call %s/%s from %s waits for approval (id %s)",

@@ -325,6 +325,8 @@ struct br_req {
 	unsigned		 sreq_caps;	/* modern: the server requests
 						   its client declared, 1 <<
 						   enum pol_sreq_kind */
+	bool			 tasks;		/* modern: its client declared
+						   the tasks extension */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -445,6 +447,10 @@ struct br_call {
 	bool			 sheld;
 	size_t			 sexhausted;
 	bool			 forwarded;	/* the upstream has the request */
+	/* tasks.c: the task that answers for it (NULL: none, or detached),
+	 * and that task's id for its records ("" when it never was one) */
+	struct br_task		*task;
+	char			 task_detail[64];
 };
 TAILQ_HEAD(br_calls, br_call);
 
@@ -491,6 +497,54 @@ void	br_approval_delivered(void *arg, const struct fleet_aq_decision *d);
  * (sandbox removed): recorded with approver "sluice", no uid. */
 int	br_call_sluice_denies(struct br *br, const char *id,
 	    const char *reason);
+
+/* br_call_cancel_one: cancel c as br_call_cancel does for a call its
+ * client names; false when c is in no state to be cancelled. */
+bool	br_call_cancel_one(struct br_call *c);
+
+/* ------------------------------------------------------------ tasks.c */
+
+/* br_task_offer: call c, whose request waits (c->req), would keep its
+ * client waiting (for a person: input false; for the client's own input:
+ * true): when that client declared the tasks extension, c becomes a task,
+ * its request is answered with the task's handle and c goes on detached
+ * from it; 0. 1: not a task (no request, or no extension); c untouched.
+ * -1: the sandbox's or the bridge's bound on tasks is reached (or no
+ * memory); c untouched, *why says so. */
+int	br_task_offer(struct br_call *c, bool input, char *why, size_t whylen);
+/* br_task_done: call c of a task has its outcome recorded (ok) or not:
+ * the task ends with what the request would have been answered. */
+void	br_task_done(struct br_call *c, int ok);
+/* br_task_call_gone: c, still a task's, is freed otherwise: the task ends
+ * failed. */
+void	br_task_call_gone(struct br_call *c);
+/* br_task_method: is m one of tasks/get, tasks/update, tasks/cancel? */
+bool	br_task_method(const char *m);
+/* br_task_request: answer modern request rq's tasks/... rpc. */
+void	br_task_request(struct br_req *rq, const struct br_rpc *rpc);
+/* br_task_undeclared: answer rq (its id) with -32021 naming the
+ * extension its client did not declare. */
+void	br_task_undeclared(struct br_req *rq, json_t *id);
+/* br_tasks_sandbox_gone: the sandbox's tasks are dropped now, their
+ * calls cancelled (or detached). br_tasks_free_all: every task goes (the
+ * bridge stops, after its calls were ended). */
+void	br_tasks_sandbox_gone(struct br *br, const char *sandbox_id);
+void	br_tasks_free_all(struct br *br);
+/* Pure parts, for the unit suite. br_task_declared: do per-request
+ * capabilities caps declare the extension? br_task_id_param: params'
+ * taskId when it is a string a task id can be, else NULL. br_task_iso:
+ * wall time ms as ISO 8601 UTC into out (at least 32 bytes); -1 if not. */
+bool	br_task_declared(const json_t *caps);
+const char *br_task_id_param(const json_t *params);
+int	br_task_iso(uint64_t ms, char *out, size_t outlen);
+/* srvreq.c for tasks.c: br_srvreq_inputs: what call c asks of its client
+ * now (id -> {method, params}), a new object (maybe empty), NULL without
+ * memory; br_srvreq_task_answers: the answers in resp (id -> result) to
+ * those go to the upstream as a retry's would; -1 when a body of len
+ * bytes is too big to be taken (nothing relayed). */
+json_t	*br_srvreq_inputs(struct br *br, const struct br_call *c);
+int	br_srvreq_task_answers(struct br *br, const struct br_call *c,
+	    const json_t *resp, size_t len);
 
 /* ------------------------------------------------------------ results */
 
@@ -692,6 +746,8 @@ struct br {
 	TAILQ_HEAD(br_sreqs, br_sreq) sreqs;	/* server requests carried
 						   to clients (srvreq.c) */
 	size_t			 nsreqs;
+	TAILQ_HEAD(br_tasks, br_task) tasks;	/* tasks.c */
+	size_t			 ntasks;
 	struct ev_timer		*keepalive;
 	struct br_up		**ups;
 	size_t			 nups;

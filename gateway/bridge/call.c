@@ -75,6 +75,8 @@ call_free(struct br_call *c)
 	 * recorded while the call's client is still known. */
 	if (c->br != NULL)
 		br_srvreq_call_gone(c->br, c);
+	if (c->task != NULL)
+		br_task_call_gone(c);
 	/* A reservation still on its way is given back when it comes; one
 	 * held by a call that never went upstream is given back now. */
 	br_shared_forget(c->sjob);
@@ -124,6 +126,14 @@ on_recorded(void *arg, int ok)
 	json_t *o;
 	char *s;
 
+	if (c->br != NULL && c->task != NULL) {
+		/* A task's: its outcome is durable (or not) before the
+		 * task shows it. */
+		br_task_done(c, ok);
+		c->state = CALL_DONE;
+		call_free(c);
+		return;
+	}
 	if (c->br == NULL || c->req == NULL) {
 		/* Orphaned (bridge gone) or the client left. */
 		call_free(c);
@@ -225,6 +235,7 @@ call_event(struct br_call *c, enum br_event_kind kind, struct br_event *ev)
 	ev->approval = c->approval;
 	ev->classification = c->dec.classification;
 	ev->upstream_latency_us = -1;
+	ev->detail = c->task_detail[0] != '\0' ? c->task_detail : NULL;
 }
 
 /* Serializes the answer, records it, and replies once it is durable. */
@@ -253,6 +264,20 @@ finish(struct br_call *c)
 		c->reason = POL_REASON_REDACTION_FAILED;
 		snprintf(c->message, sizeof(c->message), "The result is "
 		    "withheld because it could not be checked for secrets.");
+		c->result = error_result(c->message);
+		c->rtext = c->result != NULL ? json_dumps(c->result,
+		    JSON_COMPACT) : NULL;
+	}
+	/* A task keeps its result until it is read: bounded, as what the
+	 * sandbox would get, before it is recorded. */
+	if (c->task != NULL && c->rtext != NULL && strlen(c->rtext) >
+	    POL_LIM_TASK_BYTES) {
+		snprintf(c->message, sizeof(c->message), "The result (%zu "
+		    "bytes) is larger than a task can keep (%u bytes).",
+		    strlen(c->rtext), POL_LIM_TASK_BYTES);
+		free(c->rtext);
+		json_decref(c->result);
+		c->reason = POL_REASON_RESULT_TOO_LARGE;
 		c->result = error_result(c->message);
 		c->rtext = c->result != NULL ? json_dumps(c->result,
 		    JSON_COMPACT) : NULL;
@@ -986,7 +1011,6 @@ void
 br_call_cancel(struct br *br, const char *sid, const json_t *id)
 {
 	struct br_call *c;
-	json_t *n;
 
 	if (sid == NULL || id == NULL)
 		return;
@@ -997,18 +1021,25 @@ br_call_cancel(struct br *br, const char *sid, const json_t *id)
 		    strcmp(c->session, sid) == 0 &&
 		    json_equal(c->rpc_id, (json_t *)id))
 			break;
-	if (c == NULL)
-		return;
+	if (c != NULL)
+		(void)br_call_cancel_one(c);
+}
+
+bool
+br_call_cancel_one(struct br_call *c)
+{
+	json_t *n;
+
 	if (c->state == CALL_ASKING) {
 		/* Never reserved (reserve() runs again once approved), never
 		 * forwarded: nothing to give back. */
 		br_approval_unqueue(c, FLEET_AQ_CANCELLED);
 		c->approval = "cancelled";
 		deny(c, NULL, POL_REASON_CANCELLED, "The call was cancelled.");
-		return;
+		return true;
 	}
 	if (c->state != CALL_FORWARDED || c->ureq == NULL)
-		return;	/* deciding, or its answer is already here */
+		return false;	/* deciding, or its answer is already here */
 	/* It reached the upstream: what it reserved stays spent. The
 	 * upstream hears of it under its own request id. */
 	n = json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
@@ -1028,4 +1059,5 @@ br_call_cancel(struct br *br, const char *sid, const json_t *id)
 	c->rtext = NULL;
 	c->result = error_result(c->message);
 	finish(c);
+	return true;
 }

@@ -31,11 +31,12 @@
  *    corresponds to nothing in the body: refused the same way.
  *  - same page: a method not served is 404 with -32601; ping,
  *    logging/setLevel, resources/subscribe and /unsubscribe are gone in
- *    this revision and are among them, and so is everything of tasks.
+ *    this revision and are among them.
  *  - server/discover.mdx: supportedVersions, capabilities, instructions,
  *    _meta serverInfo; the capabilities are the upstream's as the bridge
  *    forwards them, without logging and resource subscription, which this
- *    revision serves differently and the bridge does not yet.
+ *    revision serves differently and the bridge does not yet, and with
+ *    extensions io.modelcontextprotocol/tasks, which the bridge serves.
  *  - basic/index.mdx, "ResultType", and server/utilities/caching.mdx:
  *    every result gets resultType "complete" and _meta serverInfo; lists,
  *    resources/read and server/discover get ttlMs 0 and cacheScope
@@ -59,10 +60,26 @@
  *    (srvreq.c, br_srvreq_retry); the client's declared capabilities
  *    say which kinds may be asked.
  *
- * Not implemented: the tasks extension (io.modelcontextprotocol/tasks,
- * not advertised), per-request logLevel, progress on
- * the response stream, x-mcp-header / Mcp-Param-* validation, and the
- * empty listen result at a server-side end of the stream.
+ *  - the tasks extension (io.modelcontextprotocol/tasks, specification
+ *    tasks.md), served by the bridge itself (tasks.c), the upstreams
+ *    unaware: for a client whose request's capabilities declare it, a
+ *    tools/call that would keep it waiting (for a person's approval, or
+ *    for its own input asked by the upstream) is answered with a task
+ *    handle (resultType "task") and goes on detached; tasks/get polls it
+ *    (the result, redacted and recorded as the call's answer would be,
+ *    once its outcome record is durable), tasks/update carries the
+ *    answers to what it asks (as a retry's inputResponses would),
+ *    tasks/cancel cancels its call. Task ids are random and bound to the
+ *    sandbox and server; Mcp-Name mirrors params.taskId. Every other call
+ *    is answered on its request, as for a client without the extension,
+ *    whose tasks/... get -32021.
+ *
+ * Not implemented: per-request logLevel, progress on the response
+ * stream, x-mcp-header / Mcp-Param-* validation, the empty listen result
+ * at a server-side end of the stream, and the tasks extension's
+ * notifications/tasks (taskIds of subscriptions/listen are not
+ * acknowledged: clients poll; asked for by a client that did not declare
+ * the extension, the listen is refused -32021 as the text wants).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,6 +94,7 @@
 #define META_CAPS	"io.modelcontextprotocol/clientCapabilities"
 #define META_SERVER	"io.modelcontextprotocol/serverInfo"
 #define META_SUBID	"io.modelcontextprotocol/subscriptionId"
+#define META_TASKS	"io.modelcontextprotocol/tasks"
 #define NAME_MAX_HDR	4096
 
 /* What each version is served as: stateless first, then by initialize. */
@@ -175,6 +193,9 @@ name_key(const char *m)
 		return "name";
 	if (strcmp(m, "resources/read") == 0)
 		return "uri";
+	/* The tasks extension, "Streamable HTTP: Routing Headers". */
+	if (br_task_method(m))
+		return "taskId";
 	return NULL;
 }
 
@@ -329,6 +350,9 @@ discover_answer(struct br_req *rq, json_t *id)
 		    "subscribe");
 	for (i = 0; supported[i] != NULL; i++)
 		json_array_append_new(sup, json_string(supported[i]));
+	/* Served by the bridge itself, whatever the upstream knows. */
+	json_object_set_new(caps, "extensions", json_pack("{s:{}}",
+	    META_TASKS));
 	res = json_pack("{s:o, s:o, s:s}", "supportedVersions", sup,
 	    "capabilities", caps, "instructions", BR_INSTRUCTIONS);
 	br_reply_rpc_result(rq, id, res);
@@ -425,6 +449,12 @@ listen_open(struct br_req *rq, const struct br_rpc *rpc)
 		    "notifications must be an object");
 		return MHD_YES;
 	}
+	/* The tasks extension: task notifications only for a client that
+	 * declared it (and none is sent: taskIds are not acknowledged). */
+	if (json_object_get(f, "taskIds") != NULL && !rq->tasks) {
+		br_task_undeclared(rq, rpc->id);
+		return MHD_YES;
+	}
 	if ((s = br_session_new(rq->br, rq, BR_PROTO_MODERN)) == NULL) {
 		br_reply_rpc_error(rq, 503, rpc->id, -32603,
 		    "Too many subscriptions");
@@ -485,6 +515,7 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 		rq->sreq_caps |= 1u << POL_SREQ_ELICITATION;
 	if (json_object_get(caps, "roots") != NULL)
 		rq->sreq_caps |= 1u << POL_SREQ_ROOTS;
+	rq->tasks = br_task_declared(caps);
 	if (rpc->kind != BR_RPC_REQUEST) {
 		/* None is defined over HTTP in this revision; accepted. */
 		br_req_reply(rq, 202, NULL, NULL);
@@ -499,6 +530,8 @@ br_modern_dispatch(struct br_req *rq, const struct br_rpc *rpc,
 		discover(rq, rpc);
 	else if (strcmp(m, "subscriptions/listen") == 0)
 		return listen_open(rq, rpc);
+	else if (br_task_method(m))
+		br_task_request(rq, rpc);
 	else if (served(m)) {
 		/* A retry of a call held for its client's input resumes
 		 * that call (srvreq.c); anything else is a new request. */

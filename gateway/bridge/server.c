@@ -279,6 +279,7 @@ br_new(struct ev_loop *loop, const struct br_config *c,
 	TAILQ_INIT(&br->sessions);
 	TAILQ_INIT(&br->approvals);
 	TAILQ_INIT(&br->calls);
+	TAILQ_INIT(&br->tasks);
 	cfg = c->cfg;
 	if (br_db_open(br, c->state_dir != NULL ? c->state_dir :
 	    cfg->state_dir, err, errlen) == -1)
@@ -401,6 +402,7 @@ br_free(struct br *br)
 	}
 	br_srvreq_abort_all(br);
 	br_call_abort_all(br);
+	br_tasks_free_all(br);
 	while ((rq = TAILQ_FIRST(&br->parked)) != NULL)
 		br_reply_rpc_error(rq, 503, NULL, -32603,
 		    "The bridge is shutting down");

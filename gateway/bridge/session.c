@@ -195,6 +195,7 @@ br_sandbox_gone(struct br *br, const char *sandbox_id)
 		if (strcmp(c->client.id, sandbox_id) == 0)
 			(void)br_call_sluice_denies(br, c->approval_id,
 			    "sandbox removed");
+	br_tasks_sandbox_gone(br, sandbox_id);
 }
 
 /* The session rules of transports.mdx for this request (sid: its

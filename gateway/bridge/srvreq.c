@@ -45,6 +45,9 @@
  * next InputRequiredResult); the call is not decided, charged or
  * recorded again. A state that matches nothing is refused. Only kinds
  * the client declared in its capabilities are asked.
+ * A client that declared the tasks extension gets a task instead
+ * (tasks.c): what is asked shows in its tasks/get, and its tasks/update
+ * answers as a retry would, under the same bounds.
  *
  * Bounds: SREQ_PER_CALL recorded per call; carried at once per session
  * and per sandbox, and the time the client has to answer, from the
@@ -334,13 +337,11 @@ on_deadline(struct ev_loop *loop, void *arg)
  * retry of the same sandbox, method, name and arguments (br_srvreq_retry):
  * nothing in it is read back, so a changed one is an unknown one.
  */
-static void
-mrtr_offer(struct br *br, struct br_call *c)
+json_t *
+br_srvreq_inputs(struct br *br, const struct br_call *c)
 {
-	struct br_req *rq = c->req;
 	struct br_sreq *sr;
-	json_t *reqs, *o = NULL;
-	char *text = NULL;
+	json_t *reqs;
 
 	reqs = json_object();
 	TAILQ_FOREACH(sr, &br->sreqs, entry)
@@ -351,6 +352,17 @@ mrtr_offer(struct br *br, struct br_call *c)
 			json_decref(reqs);
 			reqs = NULL;
 		}
+	return reqs;
+}
+
+static void
+mrtr_offer(struct br *br, struct br_call *c)
+{
+	struct br_req *rq = c->req;
+	json_t *reqs, *o = NULL;
+	char *text = NULL;
+
+	reqs = br_srvreq_inputs(br, c);
 	memcpy(c->mrtr_state, "sluice-mrtr-", 12);
 	if (reqs != NULL && br_random_hex(c->mrtr_state + 12, 16) == 0 &&
 	    (o = json_pack("{s:s, s:O, s:{s:s, s:O, s:s}}", "jsonrpc", "2.0",
@@ -391,8 +403,11 @@ sr_send(struct br_sreq *sr)
 		}
 		log_info("bridge: %s of %s asked of %s as %s", sr->method,
 		    sr->up->srv->name, sr->cl->id, sr->id);
-		/* Until a retry comes, it waits to be asked with the next. */
-		if (sr->call->req != NULL)
+		/* Until a retry comes, it waits to be asked with the next;
+		 * a client of the tasks extension gets a task instead, and
+		 * its tasks/get shows what is asked (tasks.c). */
+		if (sr->call->req != NULL && br_task_offer(sr->call, true,
+		    NULL, 0) != 0)
 			mrtr_offer(sr->br, sr->call);
 		return;
 	}
@@ -999,6 +1014,39 @@ br_srvreq_abort_all(struct br *br)
 	}
 }
 
+/* The answers in resp to what call c asks of its client go upstream;
+ * true when one is left unanswered. One not answered is asked again;
+ * what it does not know is ignored (mrtr.mdx, "Error Handling"). */
+static bool
+answers(struct br *br, const struct br_call *c, const json_t *resp)
+{
+	struct br_sreq *sr, *t;
+	const json_t *a;
+	bool left = false;
+
+	TAILQ_FOREACH_SAFE(sr, &br->sreqs, entry, t) {
+		if (sr->call != c || sr->way != SW_RESULT ||
+		    sr->state != SR_SENT)
+			continue;
+		a = json_object_get(resp, sr->id);
+		if (!json_is_object(a))
+			left = true;
+		else
+			(void)relay(sr, a, NULL);
+	}
+	return left;
+}
+
+int
+br_srvreq_task_answers(struct br *br, const struct br_call *c,
+    const json_t *resp, size_t len)
+{
+	if (len > SREQ_ANSWER_MAX)
+		return -1;
+	(void)answers(br, c, resp);
+	return 0;
+}
+
 /* The member of a call's params that names what it calls. */
 static const char *
 call_name_key(const struct br_call *c)
@@ -1013,9 +1061,8 @@ br_srvreq_retry(struct br_req *rq, const struct br_rpc *rpc)
 	const json_t *params = json_object_get(rpc->msg, "params");
 	const json_t *state = json_object_get(params, "requestState");
 	const json_t *resp = json_object_get(params, "inputResponses");
-	const json_t *args, *name, *a;
+	const json_t *args, *name;
 	struct br_call *c;
-	struct br_sreq *sr, *t;
 	char *aj, digest[72];
 	bool left = false;
 
@@ -1061,18 +1108,7 @@ br_srvreq_retry(struct br_req *rq, const struct br_rpc *rpc)
 	}
 	/* Good for one retry. */
 	c->mrtr_state[0] = '\0';
-	TAILQ_FOREACH_SAFE(sr, &br->sreqs, entry, t) {
-		if (sr->call != c || sr->way != SW_RESULT ||
-		    sr->state != SR_SENT)
-			continue;
-		/* One not answered is asked again; what it does not know
-		 * is ignored (mrtr.mdx, "Error Handling"). */
-		a = json_object_get(resp, sr->id);
-		if (!json_is_object(a))
-			left = true;
-		else
-			(void)relay(sr, a, NULL);
-	}
+	left = answers(br, c, resp);
 	json_decref(c->rpc_id);
 	c->rpc_id = json_incref(rpc->id);
 	c->req = rq;

@@ -532,7 +532,26 @@ START_TEST(server_request_limits)
 	ck_assert_uint_eq(c->lim_sreq_session, 4);
 	ck_assert_uint_eq(c->lim_sreq_sandbox, 16);
 	ck_assert_uint_eq(c->lim_sreq_deadline_s, 120);
+	ck_assert_uint_eq(c->lim_tasks_sandbox, 16);
+	ck_assert_uint_eq(c->lim_task_keep_s, 300);
 	pol_config_free(c);
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "limits: {tasks_per_sandbox: 255, task_keep: 1s}\n", e, path,
+	    sizeof(path));
+	ck_assert_msg(c != NULL, "%s", pol_errors_get(e, 0));
+	ck_assert_uint_eq(c->lim_tasks_sandbox, 255);
+	ck_assert_uint_eq(c->lim_task_keep_s, 1);
+	pol_config_free(c);
+	/* No more than the bridge holds in all, none at all, no forever. */
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "limits: {tasks_per_sandbox: 256}\n", e, path, sizeof(path));
+	ck_assert_ptr_null(c);
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "limits: {tasks_per_sandbox: 0}\n", e, path, sizeof(path));
+	ck_assert_ptr_null(c);
+	c = load_text("version: 1\ndns: {upstreams: [192.0.2.53]}\n"
+	    "limits: {task_keep: 11m}\n", e, path, sizeof(path));
+	ck_assert_ptr_null(c);
 
 	for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
 		snprintf(text, sizeof(text), "version: 1\ndns: {upstreams: "
