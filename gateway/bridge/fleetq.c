@@ -163,7 +163,7 @@ static void
 failed(struct br_fq *q, struct fq_conn *k, const char *e)
 {
 	set_error(q, e);
-	if (k->c != NULL && PQstatus(k->c) != CONNECTION_OK)
+	if (k->c != NULL && !fleet_pg_usable(k->c))
 		drop(q, k, e);
 }
 

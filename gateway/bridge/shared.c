@@ -176,10 +176,10 @@ failed(struct br_shared *s, struct sh_conn *k, const char *e)
 	pthread_mutex_lock(&s->mu);
 	s->st.failures++;
 	set_error(s, e);
-	if (PQstatus(k->c) != CONNECTION_OK)
+	if (!fleet_pg_usable(k->c))
 		s->st.up = 0;
 	pthread_mutex_unlock(&s->mu);
-	if (PQstatus(k->c) != CONNECTION_OK) {
+	if (!fleet_pg_usable(k->c)) {
 		log_warnx("bridge: shared budgets: the fleet's database "
 		    "stopped answering (%s); reconnecting", e);
 		PQfinish(k->c);

@@ -211,7 +211,7 @@ fleet_budget_reserve(PGconn *c, struct fleet_resv *r, size_t n,
 	}
 	if (o != FLEET_RESV_RESERVED) {
 		/* Nothing of it stays; a lost connection rolls back too. */
-		if (PQstatus(c) == CONNECTION_OK)
+		if (fleet_pg_usable(c))
 			(void)simple(c, "ROLLBACK", dl, NULL, 0);
 		return o;
 	}
@@ -266,7 +266,7 @@ fleet_budget_settle(PGconn *c, const struct fleet_resv *r, size_t n,
 	if (n > 1) {
 		if (rc == 0)
 			rc = simple(c, "COMMIT", dl, err, errlen);
-		else if (PQstatus(c) == CONNECTION_OK)
+		else if (fleet_pg_usable(c))
 			(void)simple(c, "ROLLBACK", dl, NULL, 0);
 	}
 	return rc;

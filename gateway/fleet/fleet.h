@@ -31,6 +31,9 @@
  * deadline_ms. NULL with errno (ETIMEDOUT past the deadline, ECONNREFUSED
  * for any other refusal) and a one-line message in err naming what
  * failed (a wrong password reads as libpq and the server say it).
+ * The connection's statement_timeout is three quarters of deadline_ms, so
+ * that the server ends a statement its caller is about to give up on
+ * rather than letting it commit later.
  */
 PGconn		*fleet_pg_connect(const char *conninfo, const char *password,
 		    unsigned deadline_ms, char *err, size_t errlen);
@@ -52,6 +55,13 @@ PGconn		*fleet_pg_connect_env(const char *conninfo,
 PGresult	*fleet_pg_exec(PGconn *c, const char *sql, int n,
 		    const char *const *vals, unsigned deadline_ms, char *err,
 		    size_t errlen);
+/*
+ * fleet_pg_usable: whether c can take the next statement: connected, and
+ * not still busy with one whose deadline passed (fleet_pg_exec's
+ * ETIMEDOUT leaves it so; such a connection must be PQfinish()ed). 0 for
+ * NULL.
+ */
+int		 fleet_pg_usable(PGconn *c);
 
 enum fleet_schema_plan {
 	FLEET_SCHEMA_CURRENT = 0,	/* nothing to do */

@@ -209,7 +209,7 @@ failed(struct wctx *w, const char *what)
 	if (was)
 		log_warnx("fleet witness: %s: %s (retrying with backoff)", what,
 		    w->err);
-	if (w->pg != NULL && PQstatus(w->pg) != CONNECTION_OK) {
+	if (w->pg != NULL && !fleet_pg_usable(w->pg)) {
 		PQfinish(w->pg);
 		w->pg = NULL;
 	}
@@ -431,7 +431,7 @@ witness_main(void *arg)
 			/* A statement cut off mid-way leaves the
 			 * connection in no known state: a new one. */
 			if (w.lost || (w.pg != NULL &&
-			    PQstatus(w.pg) != CONNECTION_OK))
+			    !fleet_pg_usable(w.pg)))
 				drop(&w);
 			w.lost = 0;
 			failed(&w, "insert");

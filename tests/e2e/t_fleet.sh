@@ -670,6 +670,45 @@ answered 4
 check_eq "alpha stopped: the waiting call's row is closed as gone" "gone" "$(row 4 closed)"
 check_eq "... and beta lists nothing" "" "$(pending beta)"
 
+# ------------------------- a reservation past its deadline
+# The reservation of a call waits on a row lock past the deadline (2 s):
+# the call is refused shared_state_unavailable. The statement must not
+# live on in the database: once the lock goes it would count a call that
+# never ran. And the connection it was sent on must not stay busy with
+# it: the next call is reserved and runs.
+start alpha || not_ok "alpha restarts"
+SH=fh$$
+session_h() { session alpha "$SH"; }
+if sandbox alpha "$SH" hana && wait_for 30 session_h; then ok "a sandbox of hana"; else
+	not_ok "a sandbox of hana"; fi
+mkfifo "$T/lockh.in"
+PGPASSWORD=$PG_HOST_PASS "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -p "$PG_PORT" \
+    -U sluice_host -d "$PG_DB" -f - <"$T/lockh.in" >"$T/lockh.out" 2>&1 &
+lockpid=$!
+exec 7>"$T/lockh.in"
+echo "BEGIN; INSERT INTO budgets (scope, owner, name, window_s, window_start, calls, cost, result_bytes) VALUES ('subject', 'hana', 'fleetcalls', 0, 0, 0, 0, 0); SELECT 'locked';" >&7
+lockedh() { grep -q '^locked' "$T/lockh.out"; }
+wait_for 30 lockedh || not_ok "hana's budget row is locked"
+mcall alpha "$SH" stable >"$T/late.h" 2>&1
+check_match "a reservation past the deadline: the call is refused" \
+    'shared by the fleet and could not be checked' "$(cat "$T/late.h")"
+# Each waiting statement of the daemons' role, until none is left; the
+# database stops it within the deadline, whether or not the lock goes.
+nolockwait() { [ "$(pg_super_db "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = 'sluice_host'")" -eq 0 ]; }
+check "... and the database no longer runs its statement, the lock still held" \
+    wait_for 30 nolockwait
+echo "COMMIT;" >&7
+exec 7>&-
+wait "$lockpid"
+check_eq "... so nothing is counted once the lock goes" 0 \
+    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'hana' AND name = 'fleetcalls'")"
+mcall alpha "$SH" stable >"$T/next.h" 2>&1
+check_match "the next call of hana is reserved and runs" 'note from stable' \
+    "$(cat "$T/next.h")"
+check_eq "... and counted once" 1 \
+    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'hana' AND name = 'fleetcalls'")"
+stop alpha
+
 # ------------------------- a reservation won while the bridge stops
 # The reservation of a call is held back by a row lock (an uncommitted
 # insert of the same budget row); alpha is told to stop while it waits,
@@ -704,7 +743,7 @@ wait "$lockpid"
 check "alpha stops" wait_for 60 sh -c "! kill -0 $PID_alpha 2>/dev/null"
 check_eq "a reservation won as the bridge stopped is given back" 0 \
     "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'gina' AND name = 'fleetcalls'")"
-check_eq "... and nothing of gina's reached the upstream" 11 "$(upstream_calls)"
+check_eq "... and nothing of gina's reached the upstream" 12 "$(upstream_calls)"
 stop beta
 check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
 finish
