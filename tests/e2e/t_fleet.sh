@@ -670,6 +670,29 @@ answered 4
 check_eq "alpha stopped: the waiting call's row is closed as gone" "gone" "$(row 4 closed)"
 check_eq "... and beta lists nothing" "" "$(pending beta)"
 
+# lock_row OWNER: an open transaction (psql on fd 7, pid in lockpid) holds
+# OWNER's fleetcalls row locked (an uncommitted insert of it) until
+# `unlock_row`. 0 once the lock is held.
+lock_row() {
+	rm -f "$T/lock.in"
+	mkfifo "$T/lock.in"
+	: >"$T/lock.out"
+	PGPASSWORD=$PG_HOST_PASS "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -p "$PG_PORT" \
+	    -U sluice_host -d "$PG_DB" -f - <"$T/lock.in" >"$T/lock.out" 2>&1 &
+	lockpid=$!
+	exec 7>"$T/lock.in"
+	echo "BEGIN; INSERT INTO budgets (scope, owner, name, window_s, window_start, calls, cost, result_bytes) VALUES ('subject', '$1', 'fleetcalls', 0, 0, 0, 0, 0); SELECT 'locked';" >&7
+	wait_for 30 grep -q '^locked' "$T/lock.out"
+}
+unlock_row() {
+	echo "COMMIT;" >&7
+	exec 7>&-
+	wait "$lockpid"
+}
+# lock_waits: how many statements of the daemons' role wait on a lock.
+lock_waits() { pg_super_db "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = 'sluice_host'"; }
+calls_of() { host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = '$1' AND name = 'fleetcalls'"; }
+
 # ------------------------- a reservation past its deadline
 # The reservation of a call waits on a row lock past the deadline (2 s):
 # the call is refused shared_state_unavailable. The statement must not
@@ -681,32 +704,21 @@ SH=fh$$
 session_h() { session alpha "$SH"; }
 if sandbox alpha "$SH" hana && wait_for 30 session_h; then ok "a sandbox of hana"; else
 	not_ok "a sandbox of hana"; fi
-mkfifo "$T/lockh.in"
-PGPASSWORD=$PG_HOST_PASS "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -p "$PG_PORT" \
-    -U sluice_host -d "$PG_DB" -f - <"$T/lockh.in" >"$T/lockh.out" 2>&1 &
-lockpid=$!
-exec 7>"$T/lockh.in"
-echo "BEGIN; INSERT INTO budgets (scope, owner, name, window_s, window_start, calls, cost, result_bytes) VALUES ('subject', 'hana', 'fleetcalls', 0, 0, 0, 0, 0); SELECT 'locked';" >&7
-lockedh() { grep -q '^locked' "$T/lockh.out"; }
-wait_for 30 lockedh || not_ok "hana's budget row is locked"
+lock_row hana || not_ok "hana's budget row is locked"
 mcall alpha "$SH" stable >"$T/late.h" 2>&1
 check_match "a reservation past the deadline: the call is refused" \
     'shared by the fleet and could not be checked' "$(cat "$T/late.h")"
 # Each waiting statement of the daemons' role, until none is left; the
 # database stops it within the deadline, whether or not the lock goes.
-nolockwait() { [ "$(pg_super_db "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = 'sluice_host'")" -eq 0 ]; }
+nolockwait() { [ "$(lock_waits)" -eq 0 ]; }
 check "... and the database no longer runs its statement, the lock still held" \
     wait_for 30 nolockwait
-echo "COMMIT;" >&7
-exec 7>&-
-wait "$lockpid"
-check_eq "... so nothing is counted once the lock goes" 0 \
-    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'hana' AND name = 'fleetcalls'")"
+unlock_row
+check_eq "... so nothing is counted once the lock goes" 0 "$(calls_of hana)"
 mcall alpha "$SH" stable >"$T/next.h" 2>&1
 check_match "the next call of hana is reserved and runs" 'note from stable' \
     "$(cat "$T/next.h")"
-check_eq "... and counted once" 1 \
-    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'hana' AND name = 'fleetcalls'")"
+check_eq "... and counted once" 1 "$(calls_of hana)"
 stop alpha
 
 # ------------------------- a reservation won while the bridge stops
@@ -721,28 +733,18 @@ SG=fg$$
 session_g() { session alpha "$SG"; }
 if sandbox alpha "$SG" gina && wait_for 30 session_g; then ok "a sandbox of gina"; else
 	not_ok "a sandbox of gina"; fi
-mkfifo "$T/lock.in"
-PGPASSWORD=$PG_HOST_PASS "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -p "$PG_PORT" \
-    -U sluice_host -d "$PG_DB" -f - <"$T/lock.in" >"$T/lock.out" 2>&1 &
-lockpid=$!
-exec 7>"$T/lock.in"
-echo "BEGIN; INSERT INTO budgets (scope, owner, name, window_s, window_start, calls, cost, result_bytes) VALUES ('subject', 'gina', 'fleetcalls', 0, 0, 0, 0, 0); SELECT 'locked';" >&7
-locked() { grep -q '^locked' "$T/lock.out"; }
-wait_for 30 locked || not_ok "the budget row is locked"
+lock_row gina || not_ok "the budget row is locked"
 mcall alpha "$SG" stable >"$T/held.g" 2>&1 &
 hg=$!
-waiting() { [ "$(pg_super_db "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = 'sluice_host'")" -ge 1 ]; }
+waiting() { [ "$(lock_waits)" -ge 1 ]; }
 check "the call's reservation waits on the lock" wait_for 30 waiting
 kill -TERM "$PID_alpha"
 # The client's connection ends once the bridge has stopped the call;
 # the bridge then waits for the reservation, which the lock holds.
 wait "$hg"
-echo "COMMIT;" >&7
-exec 7>&-
-wait "$lockpid"
+unlock_row
 check "alpha stops" wait_for 60 sh -c "! kill -0 $PID_alpha 2>/dev/null"
-check_eq "a reservation won as the bridge stopped is given back" 0 \
-    "$(host_sql "SELECT calls FROM budgets WHERE scope = 'subject' AND owner = 'gina' AND name = 'fleetcalls'")"
+check_eq "a reservation won as the bridge stopped is given back" 0 "$(calls_of gina)"
 check_eq "... and nothing of gina's reached the upstream" 12 "$(upstream_calls)"
 stop beta
 check "both stop cleanly" sh -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$T/alpha/sluiced.log' '$T/beta/sluiced.log'"
