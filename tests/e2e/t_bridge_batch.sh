@@ -1,0 +1,172 @@
+#!/bin/bash
+# t_bridge_batch.sh: the 2025-03-26 revision through the bridge, the one
+# whose clients may send JSON-RPC batches, end to end with requests built
+# by hand and sent with curl from inside a sandbox to the reference server
+# over stdio. Shown here: initialize negotiating 2025-03-26; a batch of a
+# tools/list, an allowed and a denied tools/call answered with three
+# responses, the denied one refused and recorded as a denial beside the
+# allowed one's record (each element its own decision and record); a batch
+# with a malformed element (its own -32600, the others served); one of
+# notifications only (202); an empty one (one -32600); one over the bound
+# of 16 (400); a batch in a 2025-11-25 session, and one without a session,
+# still refused; the version header naming 2025-03-26 accepted in a
+# 2025-11-25 session, an unknown one still 400; and the bridge serving
+# after each. Torn down on exit.
+. "$(dirname "$0")/lib.sh"
+. "$E2E_DIR/world.sh"
+require_root
+
+command -v jq >/dev/null && command -v curl >/dev/null && command -v node >/dev/null ||
+    { not_ok "jq, curl and node are installed"; finish; }
+world_up || { not_ok "world_up"; finish; }
+
+NODE=$(command -v node)
+EVERYTHING=$E2E_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+CFG=$E2E_TMP/sluice.yaml POL=$E2E_TMP/policies OUT=$E2E_TMP/out
+mkdir -p "$POL" "$OUT"
+cat >"$POL/bt.yaml" <<EOF
+version: 1
+name: bt
+mcp:
+  tools:
+    - tool: ev/echo
+      decision: allow
+      args:
+        message: {type: string, max_length: 40, pattern: "^[a-z ]*$"}
+    - tool: ev/get-sum
+      decision: deny
+EOF
+world_sluiced_config "$CFG" "$POL"
+cat >>"$CFG" <<EOF
+servers:
+  - name: ev
+    transport: stdio
+    command: [$NODE, $EVERYTHING, stdio]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+EOF
+world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
+world_bridge_listening && ok "the bridge listens" || { not_ok "the bridge listens"; finish; }
+URL=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp/ev
+A=ba$$
+TA=$(world_sandbox_token bt alice "$A")
+[[ $TA =~ ^[0-9a-f]{64}$ ]] && ok "sandbox created" || { not_ok "sandbox created"; finish; }
+
+# post BODY [CURLARGS...]: the answer's headers and body to $OUT/h and
+# $OUT/b; prints the status.
+post() {
+	local body=$1; shift
+	world_sandbox "$A" curl -s -m 30 -X POST -D "$OUT/h" -o "$OUT/b" -w '%{http_code}' \
+	    -H "Authorization: Bearer $TA" -H 'Content-Type: application/json' \
+	    -H 'Accept: application/json, text/event-stream' "$@" --data-binary "$body" "$URL"
+}
+# msgs: the JSON-RPC messages of the last answer, one a line, whether it
+# came as JSON (an object or an array) or as an event stream.
+msgs() {
+	if grep -qi '^content-type: text/event-stream' "$OUT/h"; then
+		sed -n 's/^data: //p' "$OUT/b" | grep -v '^$' | jq -c 'if type == "array" then .[] else . end'
+	else
+		jq -c 'if type == "array" then .[] else . end' "$OUT/b"
+	fi
+}
+# open VERSION: a session of VERSION (initialize, initialized); prints
+# "<negotiated> <session id>".
+open() {
+	local st sid
+	st=$(post "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"$1\",\"capabilities\":{},\"clientInfo\":{\"name\":\"curl\",\"version\":\"1\"}}}")
+	sid=$(awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }' "$OUT/h" | tr -d '\r')
+	[ "$st" = 200 ] || return 1
+	echo "$(msgs | jq -r .result.protocolVersion) $sid"
+	post '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+	    -H "Mcp-Session-Id: $sid" >/dev/null
+}
+# alive SID: a lone ping in session SID is answered.
+alive() {
+	[ "$(post '{"jsonrpc":"2.0","id":"p","method":"ping"}' -H "Mcp-Session-Id: $1")" = 200 ] &&
+	    [ "$(msgs | jq -r 'select(.id == "p") | .result | type')" = object ]
+}
+decisions() {	# decisions TOOL: its mcp.call records' decisions in order
+	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.call --sandbox "$A" \
+	    2>/dev/null | jq -r --arg t "$1" 'select(.tool == $t) | .decision' | tr '\n' ' ' | sed 's/ $//'
+}
+
+# ---------------------------------------------------------------- initialize
+read -r V S <<<"$(open 2025-03-26)"
+check_eq "initialize asking for 2025-03-26 gets it, with a session" "2025-03-26 1" \
+    "$V $(grep -c '^[0-9a-f]\{64\}$' <<<"$S")"
+H=(-H "Mcp-Session-Id: $S")
+
+# ---------------------------------------------------------------- a batch
+B1='[{"jsonrpc":"2.0","id":10,"method":"tools/list"},
+ {"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"message":"batched"}}},
+ {"jsonrpc":"2.0","id":"twelve","method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}]'
+check_eq "a batch of a list, an allowed and a denied call: 200" 200 "$(post "$B1" "${H[@]}")"
+check_eq "three responses, one for each request" "10 11 twelve" \
+    "$(msgs | jq -r .id | sort | tr '\n' ' ' | sed 's/ $//')"
+check_eq "the list shows what the policy shows" "echo" \
+    "$(msgs | jq -r 'select(.id == 10) | [.result.tools[].name] | join(",")')"
+check_eq "the allowed call is the upstream's answer" "Echo: batched" \
+    "$(msgs | jq -r 'select(.id == 11) | .result.content[0].text')"
+check_eq "the denied call is refused as a tool error" "true" \
+    "$(msgs | jq -r 'select(.id == "twelve") | .result.isError')"
+wait_for 10 sh -c "[ -n \"\$(\"$SLUICE\" audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.call --sandbox $A 2>/dev/null | grep get-sum)\" ]"
+check_eq "each call has its own record: echo allowed, get-sum denied" "allow deny" \
+    "$(decisions echo) $(decisions get-sum)"
+check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- malformed
+B2='[{"jsonrpc":"2.0","id":20,"method":"ping"},
+ {"jsonrpc":"1.0","id":21,"method":"ping"},
+ 42,
+ {"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"echo","arguments":{"message":"still"}}},
+ {"jsonrpc":"2.0","id":24,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}]'
+check_eq "a batch with malformed elements: 200" 200 "$(post "$B2" "${H[@]}")"
+check_eq "each malformed one gets its own -32600, initialize too, the others are served" \
+    "20:ok 21:-32600 23:Echo: still 24:-32600 null:-32600" \
+    "$(msgs | jq -r '"\(.id):\(if .error then .error.code elif .result.content then .result.content[0].text else "ok" end)"' |
+       LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')"
+check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- notifications
+B3='[{"jsonrpc":"2.0","method":"notifications/initialized"},
+ {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":999}}]'
+check_eq "a batch of notifications only: 202, no body" "202 0" \
+    "$(post "$B3" "${H[@]}") $(wc -c <"$OUT/b")"
+check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- empty
+check_eq "an empty batch: 400" 400 "$(post '[]' "${H[@]}")"
+check_eq "one -32600 Invalid Request, not an array" "object -32600 null" \
+    "$(jq -r '"\(type) \(.error.code) \(.id)"' "$OUT/b")"
+check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- too long
+B4=$(jq -nc '[range(17) | {jsonrpc: "2.0", id: ., method: "ping"}]')
+check_eq "a batch of 17: 400 -32600, saying the bound" "400 -32600 16" \
+    "$(post "$B4" "${H[@]}") $(jq -r '.error.code' "$OUT/b") $(jq -r '.error.message' "$OUT/b" | grep -o 16)"
+B5=$(jq -nc '[range(16) | {jsonrpc: "2.0", id: ., method: "ping"}]')
+check_eq "a batch of 16: sixteen answers" "200 16" \
+    "$(post "$B5" "${H[@]}") $(msgs | jq -r 'select(.result) | .id' | sort -u | wc -l)"
+check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- repeated ids
+B6='[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":7,"method":"ping"}]'
+check_eq "a batch repeating an id: each answered, as two POSTs would be" "200 2" \
+    "$(post "$B6" "${H[@]}") $(msgs | jq -r 'select(.id == 7 and .result) | .id' | wc -l)"
+
+# ---------------------------------------------------------------- later revisions
+read -r V2 S2 <<<"$(open 2025-11-25)"
+check_eq "a 2025-11-25 session beside it" "2025-11-25" "$V2"
+check_eq "a batch in the 2025-11-25 session: 400 -32600" "400 -32600" \
+    "$(post '[{"jsonrpc":"2.0","id":1,"method":"ping"}]' -H "Mcp-Session-Id: $S2" \
+       -H 'MCP-Protocol-Version: 2025-11-25') $(jq -r .error.code "$OUT/b")"
+check_eq "a batch without a session: 400 -32600" "400 -32600" \
+    "$(post '[{"jsonrpc":"2.0","id":1,"method":"ping"}]') $(jq -r .error.code "$OUT/b")"
+check_eq "the 2025-11-25 session takes a request naming 2025-03-26 in its header" 200 \
+    "$(post '{"jsonrpc":"2.0","id":3,"method":"tools/list"}' -H "Mcp-Session-Id: $S2" \
+       -H 'MCP-Protocol-Version: 2025-03-26')"
+check_eq "an unknown version in the header: still 400" 400 \
+    "$(post '{"jsonrpc":"2.0","id":4,"method":"tools/list"}' -H "Mcp-Session-Id: $S2" \
+       -H 'MCP-Protocol-Version: 2024-01-01')"
+check "the 2025-11-25 session keeps serving" alive "$S2"
+check "and so does the 2025-03-26 one" alive "$S"
+finish
