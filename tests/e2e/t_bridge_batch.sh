@@ -35,9 +35,15 @@ mcp:
         message: {type: string, max_length: 40, pattern: "^[a-z ]*$"}
     - tool: ev/get-sum
       decision: deny
+    - tool: ev/trigger-long-running-operation
+      decision: allow
+      allow_other_args: true
 EOF
 world_sluiced_config "$CFG" "$POL"
+# Four connections a sandbox: a batch's messages in flight count as many.
 cat >>"$CFG" <<EOF
+limits:
+  bridge_connections_per_sandbox: 4
 servers:
   - name: ev
     transport: stdio
@@ -102,12 +108,14 @@ B1='[{"jsonrpc":"2.0","id":10,"method":"tools/list"},
 check_eq "a batch of a list, an allowed and a denied call: 200" 200 "$(post "$B1" "${H[@]}")"
 check_eq "three responses, one for each request" "10 11 twelve" \
     "$(msgs | jq -r .id | sort | tr '\n' ' ' | sed 's/ $//')"
-check_eq "the list shows what the policy shows" "echo" \
+check_eq "the list shows what the policy shows" "echo,trigger-long-running-operation" \
     "$(msgs | jq -r 'select(.id == 10) | [.result.tools[].name] | join(",")')"
 check_eq "the allowed call is the upstream's answer" "Echo: batched" \
     "$(msgs | jq -r 'select(.id == 11) | .result.content[0].text')"
 check_eq "the denied call is refused as a tool error" "true" \
     "$(msgs | jq -r 'select(.id == "twelve") | .result.isError')"
+check_eq "answered as an event stream, since calls waited for the upstream" 1 \
+    "$(grep -ci '^content-type: text/event-stream' "$OUT/h")"
 wait_for 10 sh -c "[ -n \"\$(\"$SLUICE\" audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.call --sandbox $A 2>/dev/null | grep get-sum)\" ]"
 check_eq "each call has its own record: echo allowed, get-sum denied" "allow deny" \
     "$(decisions echo) $(decisions get-sum)"
@@ -146,12 +154,50 @@ check_eq "a batch of 17: 400 -32600, saying the bound" "400 -32600 16" \
 B5=$(jq -nc '[range(16) | {jsonrpc: "2.0", id: ., method: "ping"}]')
 check_eq "a batch of 16: sixteen answers" "200 16" \
     "$(post "$B5" "${H[@]}") $(msgs | jq -r 'select(.result) | .id' | sort -u | wc -l)"
+check_eq "all answered at once: one JSON array" "1 array" \
+    "$(grep -ci '^content-type: application/json' "$OUT/h") $(jq -r type "$OUT/b")"
 check "the bridge keeps serving after it" alive "$S"
 
 # ---------------------------------------------------------------- repeated ids
 B6='[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":7,"method":"ping"}]'
 check_eq "a batch repeating an id: each answered, as two POSTs would be" "200 2" \
     "$(post "$B6" "${H[@]}") $(msgs | jq -r 'select(.id == 7 and .result) | .id' | wc -l)"
+
+# ---------------------------------------------------------------- bounds
+# Five slow calls in one batch, the sandbox allowed four connections: four
+# run at once (the POST's own and three counted against the sandbox), the
+# fifth waits for one of them, and while they run the sandbox has no
+# connection left, as if it had sent them one by one.
+count() {	# count KIND: KIND records of the slow tool
+	"$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind "$1" --sandbox "$A" \
+	    2>/dev/null | jq -r 'select(.tool == "trigger-long-running-operation") | .call_id' | wc -l
+}
+at_least() { [ "$(count "$1")" -ge "$2" ]; }
+B7=$(jq -nc '[range(5) | {jsonrpc: "2.0", id: "slow\(.)", method: "tools/call",
+    params: {name: "trigger-long-running-operation", arguments: {duration: 12, steps: 2}}}]')
+post "$B7" "${H[@]}" >"$OUT/slow.status" &
+slow=$!
+cleanup_push "kill $slow"
+check "four of the five calls reach the upstream" wait_until 20 at_least mcp.intent 4
+check_eq "no more than four at once" 4 "$(count mcp.intent)"
+check_fails "meanwhile the sandbox has no connection to spare" \
+    world_sandbox "$A" curl -sf -m 5 -o /dev/null -H "Authorization: Bearer $TA" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "Mcp-Session-Id: $S" --data-binary '{"jsonrpc":"2.0","id":"x","method":"ping"}' "$URL"
+wait "$slow"
+check_eq "the batch ends with five answers, each the upstream's" "200 5" \
+    "$(cat "$OUT/slow.status") $(msgs | jq -r 'select(.result.content[0].text // "" | test("completed")) | .id' | sort -u | wc -l)"
+check "the sandbox's connections are its own again" alive "$S"
+
+# A client that leaves in the middle of a batch: its call goes on and is
+# recorded, the bridge keeps serving.
+B8='[{"jsonrpc":"2.0","id":"gone1","method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":3,"steps":1}}},
+ {"jsonrpc":"2.0","id":"gone2","method":"tools/list"}]'
+world_sandbox "$A" curl -s -m 1 -o /dev/null -H "Authorization: Bearer $TA" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "Mcp-Session-Id: $S" --data-binary "$B8" "$URL"
+check "a batch whose client left: its call is still recorded" wait_until 20 at_least mcp.call 6
+check "the bridge keeps serving after it" alive "$S"
 
 # ---------------------------------------------------------------- later revisions
 read -r V2 S2 <<<"$(open 2025-11-25)"
@@ -169,4 +215,7 @@ check_eq "an unknown version in the header: still 400" 400 \
        -H 'MCP-Protocol-Version: 2024-01-01')"
 check "the 2025-11-25 session keeps serving" alive "$S2"
 check "and so does the 2025-03-26 one" alive "$S"
+check "sluiced stops cleanly" world_stop_sluiced
+check_fails "sanitizers: no report in sluiced's log" \
+    grep -qE 'runtime error|ERROR: (Address|Leak)Sanitizer' "$WORLD_DIR/log/sluiced.log"
 finish
