@@ -2,8 +2,10 @@
  * front.c: the bridge's HTTP side, Streamable HTTP at /mcp/<server>. It
  * exists to turn untrusted HTTP into a small set of well-formed JSON-RPC
  * requests from an identified sandbox, answering everything else with the
- * status codes of the spec (transports.mdx, 2025-06-18 and 2025-11-25;
- * the stateless 2026-07-28 revision's own checks are modern.c's):
+ * status codes of the spec (transports.mdx, 2025-03-26, 2025-06-18 and
+ * 2025-11-25; the stateless 2026-07-28 revision's own checks are
+ * modern.c's, a 2025-03-26 session's batches batch.c's, which hands each
+ * of their messages back to br_front_message):
  * the checks (path, method, Origin, identity, body size, media types,
  * protocol version, session) run in a fixed order so that every request
  * gets exactly one answer, and the bridge keeps serving whatever arrives.

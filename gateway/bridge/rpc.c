@@ -1,6 +1,7 @@
 /*
- * rpc.c: JSON-RPC as the bridge reads it (br_rpc_parse: one message, no
- * batches, strict ids and methods) and the MCP methods it answers itself:
+ * rpc.c: JSON-RPC as the bridge reads it (br_rpc_parse: one message,
+ * strict ids and methods; a batch is batch.c's, whose elements are read
+ * by the same br_rpc_from_value) and the MCP methods it answers itself:
  * initialize (a new session, session.c), ping and tools/list (the upstream's
  * tools the sandbox's policy shows, paged with cursors of the bridge's
  * own). tools/call goes to the call pipeline (call.c), resources and prompts

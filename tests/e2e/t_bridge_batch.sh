@@ -10,8 +10,12 @@
 # notifications only (202); an empty one (one -32600); one over the bound
 # of 16 (400); a batch in a 2025-11-25 session, and one without a session,
 # still refused; the version header naming 2025-03-26 accepted in a
-# 2025-11-25 session, an unknown one still 400; and the bridge serving
-# after each. Torn down on exit.
+# 2025-11-25 session, an unknown one still 400; a batch's five slow calls
+# with four connections allowed to the sandbox: four at once and no
+# connection left meanwhile; a client leaving mid-batch, its call still
+# recorded; no elicitation carried to a 2025-03-26 session although the
+# policy allows it (refused to the upstream, recorded); and the bridge
+# serving after each. Torn down on exit.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -22,8 +26,11 @@ world_up || { not_ok "world_up"; finish; }
 
 NODE=$(command -v node)
 EVERYTHING=$E2E_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js
-CFG=$E2E_TMP/sluice.yaml POL=$E2E_TMP/policies OUT=$E2E_TMP/out
-mkdir -p "$POL" "$OUT"
+CFG=$E2E_TMP/sluice.yaml POL=$E2E_TMP/policies OUT=$E2E_TMP/out FLAGS=$E2E_TMP/sreq
+mkdir -p "$POL" "$OUT" "$FLAGS"
+# The upstream runs as the bridge's user: its logs are writable by it.
+: >"$FLAGS/calls.log" && : >"$FLAGS/roots.log" && chmod 0777 "$FLAGS" &&
+    chmod 0666 "$FLAGS/calls.log" "$FLAGS/roots.log"
 cat >"$POL/bt.yaml" <<EOF
 version: 1
 name: bt
@@ -38,6 +45,13 @@ mcp:
     - tool: ev/trigger-long-running-operation
       decision: allow
       allow_other_args: true
+    - tool: sreq/ask
+      decision: allow
+      args:
+        kind: {enum: [elicitation]}
+  server_requests:
+    - server: sreq
+      elicitation: allow
 EOF
 world_sluiced_config "$CFG" "$POL"
 # Four connections a sandbox: a batch's messages in flight count as many.
@@ -48,6 +62,10 @@ servers:
   - name: ev
     transport: stdio
     command: [$NODE, $EVERYTHING, stdio]
+    env: {PATH: /usr/local/bin:/usr/bin:/bin}
+  - name: sreq
+    transport: stdio
+    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $FLAGS]
     env: {PATH: /usr/local/bin:/usr/bin:/bin}
 EOF
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
@@ -63,7 +81,7 @@ post() {
 	local body=$1; shift
 	world_sandbox "$A" curl -s -m 30 -X POST -D "$OUT/h" -o "$OUT/b" -w '%{http_code}' \
 	    -H "Authorization: Bearer $TA" -H 'Content-Type: application/json' \
-	    -H 'Accept: application/json, text/event-stream' "$@" --data-binary "$body" "$URL"
+	    -H 'Accept: application/json, text/event-stream' "$@" --data-binary "$body" "${U:-$URL}"
 }
 # msgs: the JSON-RPC messages of the last answer, one a line, whether it
 # came as JSON (an object or an array) or as an event stream.
@@ -198,6 +216,23 @@ world_sandbox "$A" curl -s -m 1 -o /dev/null -H "Authorization: Bearer $TA" \
     -H "Mcp-Session-Id: $S" --data-binary "$B8" "$URL"
 check "a batch whose client left: its call is still recorded" wait_until 20 at_least mcp.call 6
 check "the bridge keeps serving after it" alive "$S"
+
+# ---------------------------------------------------------------- elicitation
+# 2025-03-26 has no elicitation: what a policy allows a later session is
+# never carried to a session of it, refused to the upstream and recorded.
+export U=http://$WORLD_SERVICE:$WORLD_BRIDGE_PORT/mcp/sreq
+read -r VE SE <<<"$(open 2025-03-26)"
+check_eq "a 2025-03-26 session of the eliciting server" 2025-03-26 "$VE"
+check_eq "a call whose upstream elicits: answered" 200 \
+    "$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"elicitation"}}}' \
+       -H "Mcp-Session-Id: $SE")"
+check_eq "the upstream got an error, no elicitation reached the client" "object 0" \
+    "$(msgs | jq -r 'select(.id == 1) | .result.content[0].text | fromjson | .error | type') $(msgs | grep -c elicitation/create)"
+wait_until 10 sh -c "'$SLUICE' audit tail --db '$WORLD_DIR/state/audit.db' --kind mcp.server_request --sandbox '$A' 2>/dev/null | grep -q elicitation/create"
+check_match "recorded: not forwarded, the revision has none" "revision has none" \
+    "$("$SLUICE" audit tail --db "$WORLD_DIR/state/audit.db" --kind mcp.server_request --sandbox "$A" 2>/dev/null |
+       jq -r 'select(.method == "elicitation/create") | .detail')"
+unset U
 
 # ---------------------------------------------------------------- later revisions
 read -r V2 S2 <<<"$(open 2025-11-25)"
