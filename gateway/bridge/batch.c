@@ -315,6 +315,9 @@ start_more(struct br_batch *b)
 	if (b->starting || b->rq == NULL)
 		return;
 	b->starting = true;
+	/* A bridge that stops starts nothing more: the rest is refused. */
+	while (b->br->closing && b->next < b->parts.n)
+		answer_now(b, b->next++, -32603, "The bridge is shutting down");
 	while (b->next < b->parts.n) {
 		if (b->running >= 1 + (size_t)b->borrowed) {
 			if (mhd_borrow(b->br->mhd, b->rq->conn, 1) == -1)
