@@ -46,6 +46,8 @@ struct mhd_conn {
 	bool			 stream;	/* an endless answer that waits
 						   for nobody's work: may make
 						   room like an idle one */
+	unsigned		 extra;		/* connections its request
+						   counts for (mhd_borrow) */
 	struct MHD_Connection	*conn;
 	struct ev_timer		*deadline;
 };
@@ -65,6 +67,7 @@ struct mhd {
 	bool			 track;		/* limits need struct mhd_conn */
 	struct mhd_conn		*conns;
 	size_t			 nconns;	/* not gone */
+	size_t			 nextra;	/* their extra, in all */
 	unsigned long long	 stat_refused, stat_evicted, stat_expired;
 };
 
@@ -142,6 +145,8 @@ conn_shut(struct mhd_conn *mc)
 		return;
 	mc->gone = true;
 	m->nconns--;
+	m->nextra -= mc->extra;
+	mc->extra = 0;
 	ev_timer_cancel(m->loop, mc->deadline);
 	mc->deadline = NULL;
 	(void)shutdown(mc->fd, SHUT_RDWR);
@@ -241,9 +246,9 @@ on_accept(void *cls, const struct sockaddr *sa, socklen_t len)
 		return MHD_NO;
 	for (mc = m->conns; mc != NULL; mc = mc->next)
 		if (!mc->gone && addr_cmp(&mc->addr, sa) == 0)
-			mine++;
+			mine += 1 + mc->extra;
 	if ((m->per_ip_limit != 0 && mine >= m->per_ip_limit) ||
-	    (m->conn_limit != 0 && m->nconns >= m->conn_limit &&
+	    (m->conn_limit != 0 && m->nconns + m->nextra >= m->conn_limit &&
 	    (victim = conn_victim(m, mine)) == NULL)) {
 		memset(&ss, 0, sizeof(ss));
 		memcpy(&ss, sa, len < sizeof(ss) ? len : sizeof(ss));
@@ -276,8 +281,10 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			return;
 		*socket_context = NULL;
 		ev_timer_cancel(m->loop, mc->deadline);
-		if (!mc->gone)
+		if (!mc->gone) {
 			m->nconns--;
+			m->nextra -= mc->extra;
+		}
 		if (mc->prev != NULL)
 			mc->prev->next = mc->next;
 		else
@@ -628,6 +635,37 @@ mhd_close(struct mhd *m, struct MHD_Connection *conn)
 		conn_shut(mc);
 	else
 		arm(m, 0);
+}
+
+int
+mhd_borrow(struct mhd *m, struct MHD_Connection *conn, int delta)
+{
+	struct mhd_conn *mc = NULL, *o;
+	size_t mine = 0;
+
+	if (!m->track || conn == NULL || (mc = conn_of(conn)) == NULL)
+		return 0;
+	if (mc->gone)
+		return delta > 0 ? -1 : 0;
+	if (delta < 0) {
+		unsigned d = (unsigned)-delta < mc->extra ? (unsigned)-delta :
+		    mc->extra;
+
+		mc->extra -= d;
+		m->nextra -= d;
+		return 0;
+	}
+	for (o = m->conns; o != NULL; o = o->next)
+		if (!o->gone && addr_cmp(&o->addr,
+		    (const struct sockaddr *)&mc->addr) == 0)
+			mine += 1 + o->extra;
+	if ((m->per_ip_limit != 0 && mine + (unsigned)delta >
+	    m->per_ip_limit) || (m->conn_limit != 0 && m->nconns + m->nextra +
+	    (unsigned)delta > m->conn_limit))
+		return -1;
+	mc->extra += (unsigned)delta;
+	m->nextra += (unsigned)delta;
+	return 0;
 }
 
 bool

@@ -98,6 +98,14 @@ void		 mhd_streaming(struct mhd *m, struct MHD_Connection *conn);
  * must then end the answer (mhd_gone says when). Without limits nothing
  * is tracked: the caller resumes conn and its reader ends the answer. */
 void		 mhd_close(struct mhd *m, struct MHD_Connection *conn);
+/* mhd_borrow: conn's request does the work of delta (> 0) more
+ * connections at once (a JSON-RPC batch's messages in flight): they count
+ * against its address's per_ip_limit and the conn_limit as connections
+ * would, until given back (delta < 0) or the connection closes. -1 when
+ * they do not fit (nothing counted); 0 otherwise, and always without
+ * limits. */
+int		 mhd_borrow(struct mhd *m, struct MHD_Connection *conn,
+		    int delta);
 /* mhd_gone: conn was closed from outside (mhd_close, or to make room). */
 bool		 mhd_gone(struct mhd *m, struct MHD_Connection *conn);
 

@@ -30,6 +30,7 @@
 
 #define BR_PROTO_LATEST		"2025-11-25"	/* by initialize */
 #define BR_PROTO_MODERN		"2026-07-28"	/* stateless (modern.c) */
+#define BR_PROTO_BATCHED	"2025-03-26"	/* with batches (batch.c) */
 #define BR_SERVER_VERSION	"0.1.0"
 #define BR_INSTRUCTIONS		"Tools offered through Sluice; every call " \
 				"is checked against the sandbox's policy."
@@ -327,6 +328,10 @@ struct br_req {
 						   enum pol_sreq_kind */
 	bool			 tasks;		/* modern: its client declared
 						   the tasks extension */
+	struct br_batch		*batch;		/* one message of this batch:
+						   answered into it, no
+						   connection of its own */
+	struct br_batch		*batch_own;	/* the batch this POST holds */
 };
 TAILQ_HEAD(br_reqs, br_req);
 
@@ -835,6 +840,37 @@ bool	br_version_ok(const char *v);
  * one; each answers rq now or later. */
 void	br_rpc_initialize(struct br_req *rq, const struct br_rpc *rpc);
 void	br_rpc_request(struct br_req *rq, const struct br_rpc *rpc);
+
+/* ------------------------------------------------------------ batch.c */
+
+/* br_front_identify: the sandbox rq comes from, by its connection's
+ * address and bearer token (rq->client, rq->src); -1 when they do not
+ * agree (reported as front.c says), rq to be answered 401. */
+int	br_front_identify(struct br_req *rq);
+/* br_front_message: one JSON-RPC message rpc of POST rq, its session s
+ * (NULL with fresh for an initialize) checked: handled and answered now
+ * or later, as front.c handles a body of one message. */
+void	br_front_message(struct br_req *rq, struct br_session *s,
+	    const struct br_rpc *rpc, bool fresh);
+/* br_front_sub_free: a batch's message rq (no connection) goes, what it
+ * waits for let go. */
+void	br_front_sub_free(struct br_req *rq);
+/* br_batch_dispatch: POST rq's body is a batch (br_batch_looks): refused
+ * outside a 2025-03-26 session, else each message handled alone and the
+ * answers gathered; answers rq now or later. sid: its Mcp-Session-Id. */
+void	br_batch_dispatch(struct br_req *rq, const char *sid);
+/* br_batch_answer: message rq of a batch is answered (status, body as
+ * br_req_reply takes them). */
+void	br_batch_answer(struct br_req *rq, unsigned status, const char *body);
+/* br_batch_parked: POST rq, holding a batch, waits: what is answered
+ * already goes out on an event stream now. */
+void	br_batch_parked(struct br_req *rq);
+/* br_batch_free: the batch goes with its POST (answered, or the client
+ * left): its messages still waiting are let go. NULL is a no-op. */
+void	br_batch_free(struct br_batch *b);
+/* br_session_batched: does session sid (may be unknown) speak the
+ * revision with batches and without elicitation? */
+bool	br_session_batched(struct br *br, const char *sid);
 
 /* ------------------------------------------------------------ modern.c */
 

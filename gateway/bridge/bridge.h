@@ -362,6 +362,34 @@ struct br_rpc {
  * a wrong "jsonrpc", a bad id (null, boolean, fractional, object) or method
  * -> -32600. Duplicate keys are malformed. Free with br_rpc_clear. */
 void		 br_rpc_parse(const char *buf, size_t len, struct br_rpc *out);
+/* br_rpc_from_value: classify one parsed JSON value v (its reference is
+ * taken: it becomes out->msg, or is released) as br_rpc_parse classifies
+ * a body, except that it never sees a batch: any non-object is -32600.
+ * Free with br_rpc_clear. */
+void		 br_rpc_from_value(json_t *v, struct br_rpc *out);
+/* The most messages one JSON-RPC batch may hold (2025-03-26 sessions). */
+#define BR_BATCH_MAX	16
+/* What a batch body is, before any of its messages is handled. */
+struct br_batch_parts {
+	size_t		 n;		/* messages */
+	struct br_rpc	*msgs;		/* n of them, each classified alone;
+					   NULL when the batch is refused */
+	size_t		 nrequests;	/* those that are requests */
+	int		 code;		/* non-zero: the batch is refused */
+	const char	*error;		/* with this static message */
+};
+/* br_batch_parse: body (len bytes) as a JSON-RPC batch of at most max
+ * messages: malformed JSON -> code -32700; not an array, or an empty one,
+ * or more than max -> -32600; else every element classified by
+ * br_rpc_from_value (an invalid one is BR_RPC_INVALID, its neighbours
+ * unaffected). Pure. 0, or -1 without memory. Free with
+ * br_batch_parts_clear. */
+int		 br_batch_parse(const char *buf, size_t len, size_t max,
+		    struct br_batch_parts *out);
+void		 br_batch_parts_clear(struct br_batch_parts *p);
+/* br_batch_looks: is body (len bytes) a JSON array, judging by its first
+ * character that is not white space? */
+bool		 br_batch_looks(const char *buf, size_t len);
 void		 br_rpc_clear(struct br_rpc *r);
 
 #endif /* SLUICE_GATEWAY_BRIDGE_BRIDGE_H */

@@ -2,8 +2,10 @@
  * front.c: the bridge's HTTP side, Streamable HTTP at /mcp/<server>. It
  * exists to turn untrusted HTTP into a small set of well-formed JSON-RPC
  * requests from an identified sandbox, answering everything else with the
- * status codes of the spec (transports.mdx, 2025-06-18 and 2025-11-25;
- * the stateless 2026-07-28 revision's own checks are modern.c's):
+ * status codes of the spec (transports.mdx, 2025-03-26, 2025-06-18 and
+ * 2025-11-25; the stateless 2026-07-28 revision's own checks are
+ * modern.c's, a 2025-03-26 session's batches batch.c's, which hands each
+ * of their messages back to br_front_message):
  * the checks (path, method, Origin, identity, body size, media types,
  * protocol version, session) run in a fixed order so that every request
  * gets exactly one answer, and the bridge keeps serving whatever arrives.
@@ -90,6 +92,11 @@ br_req_reply(struct br_req *rq, unsigned status, const char *body,
 {
 	char *sse, *mod;
 
+	/* A batch's message is answered into its batch (batch.c). */
+	if (rq->batch != NULL) {
+		br_batch_answer(rq, status, body);
+		return;
+	}
 	/* A call answered on its own stream ends it. */
 	if (br_callstream_finish(rq, body) == 0)
 		return;
@@ -232,8 +239,8 @@ path_server(struct br *br, const char *path, char *out, size_t outlen)
 	return true;
 }
 
-static int
-identify(struct br_req *rq)
+int
+br_front_identify(struct br_req *rq)
 {
 	struct br *br = rq->br;
 	const union MHD_ConnectionInfo *ci;
@@ -299,6 +306,34 @@ identify(struct br_req *rq)
 	return 0;
 }
 
+void
+br_front_message(struct br_req *rq, struct br_session *s,
+    const struct br_rpc *rpc, bool fresh)
+{
+	if (rpc->kind == BR_RPC_RESPONSE && s != NULL) {
+		br_srvreq_answer(rq, s->id, rpc);
+	} else if (rpc->kind != BR_RPC_REQUEST) {
+		if (rpc->kind == BR_RPC_NOTIFICATION &&
+		    strcmp(rpc->method, "notifications/initialized") == 0)
+			s->initialized = true;
+		else if (rpc->kind == BR_RPC_NOTIFICATION &&
+		    strcmp(rpc->method, "notifications/cancelled") == 0) {
+			const json_t *rid = json_object_get(json_object_get(
+			    rpc->msg, "params"), "requestId");
+
+			if (!br_srvreq_client_cancelled(rq->br, s->id, rid))
+				br_call_cancel(rq->br, s->id, rid);
+		} else if (rpc->kind == BR_RPC_NOTIFICATION && s != NULL &&
+		    strcmp(rpc->method, "notifications/roots/list_changed") ==
+		    0)
+			br_srvreq_roots_changed(rq, s);
+		br_req_reply(rq, 202, NULL, NULL);
+	} else if (fresh)
+		br_rpc_initialize(rq, rpc);
+	else
+		br_rpc_request(rq, rpc);
+}
+
 /* Runs the checks in their documented order once the body is complete;
  * the access handler's result when it queued a stream itself (listen),
  * else MHD_YES. */
@@ -352,6 +387,10 @@ dispatch(struct br_req *rq)
 		    "text/event-stream");
 		return MHD_YES;
 	}
+	if (br_batch_looks(rq->body, rq->len)) {
+		br_batch_dispatch(rq, hdr(rq, "Mcp-Session-Id"));
+		return MHD_YES;
+	}
 	br_rpc_parse(rq->body, rq->len, &rpc);
 	if (rpc.kind == BR_RPC_INVALID) {
 		br_reply_rpc_error(rq, rpc.http_status, NULL, rpc.code,
@@ -380,28 +419,7 @@ dispatch(struct br_req *rq)
 		br_rpc_clear(&rpc);
 		return MHD_YES;
 	}
-	if (rpc.kind == BR_RPC_RESPONSE && s != NULL) {
-		br_srvreq_answer(rq, s->id, &rpc);
-	} else if (rpc.kind != BR_RPC_REQUEST) {
-		if (rpc.kind == BR_RPC_NOTIFICATION &&
-		    strcmp(rpc.method, "notifications/initialized") == 0)
-			s->initialized = true;
-		else if (rpc.kind == BR_RPC_NOTIFICATION &&
-		    strcmp(rpc.method, "notifications/cancelled") == 0) {
-			const json_t *rid = json_object_get(json_object_get(
-			    rpc.msg, "params"), "requestId");
-
-			if (!br_srvreq_client_cancelled(rq->br, s->id, rid))
-				br_call_cancel(rq->br, s->id, rid);
-		} else if (rpc.kind == BR_RPC_NOTIFICATION && s != NULL &&
-		    strcmp(rpc.method, "notifications/roots/list_changed") ==
-		    0)
-			br_srvreq_roots_changed(rq, s);
-		br_req_reply(rq, 202, NULL, NULL);
-	} else if (fresh)
-		br_rpc_initialize(rq, &rpc);
-	else
-		br_rpc_request(rq, &rpc);
+	br_front_message(rq, s, &rpc, fresh);
 	br_rpc_clear(&rpc);
 	return MHD_YES;
 }
@@ -439,9 +457,18 @@ get_checks(struct br_req *rq)
 
 /* ------------------------------------------------------------ MHD */
 
+static void	req_free(struct br_req *rq);
+
+void
+br_front_sub_free(struct br_req *rq)
+{
+	req_free(rq);
+}
+
 static void
 req_free(struct br_req *rq)
 {
+	br_batch_free(rq->batch_own);
 	br_stream_free(rq->stream);
 	if (rq->call != NULL)
 		br_call_detach(rq->call);
@@ -493,7 +520,7 @@ br_front_request(void *cls, struct MHD_Connection *conn, const char *url,
 		} else if (!origin_ok(br, hdr(rq, "Origin"))) {
 			br_reply_rpc_error(rq, 403, NULL, -32600,
 			    "Forbidden: Origin not allowed");
-		} else if (identify(rq) == -1) {
+		} else if (br_front_identify(rq) == -1) {
 			br_reply_rpc_error(rq, 401, NULL, -32600,
 			    "Unauthorized");
 		} else if (strcmp(method, "GET") == 0) {
@@ -566,6 +593,8 @@ br_front_request(void *cls, struct MHD_Connection *conn, const char *url,
 		rq->state = RQ_PARKED;
 		TAILQ_INSERT_TAIL(&br->parked, rq, entry);
 		br_session_hold(br, rq, 1);
+		if (rq->batch_own != NULL)
+			br_batch_parked(rq);
 		return MHD_YES;
 	}
 	return MHD_NO;

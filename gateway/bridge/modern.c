@@ -99,7 +99,7 @@
 
 /* What each version is served as: stateless first, then by initialize. */
 static const char *const supported[] = { BR_PROTO_MODERN, "2025-11-25",
-	"2025-06-18", NULL };
+	"2025-06-18", BR_PROTO_BATCHED, NULL };
 
 /* ------------------------------------------------------------ checks */
 

@@ -1,6 +1,7 @@
 /*
- * rpc.c: JSON-RPC as the bridge reads it (br_rpc_parse: one message, no
- * batches, strict ids and methods) and the MCP methods it answers itself:
+ * rpc.c: JSON-RPC as the bridge reads it (br_rpc_parse: one message,
+ * strict ids and methods; a batch is batch.c's, whose elements are read
+ * by the same br_rpc_from_value) and the MCP methods it answers itself:
  * initialize (a new session, session.c), ping and tools/list (the upstream's
  * tools the sandbox's policy shows, paged with cursors of the bridge's
  * own). tools/call goes to the call pipeline (call.c), resources and prompts
@@ -16,7 +17,10 @@
 
 #include "gateway/bridge/br_int.h"
 
-static const char *const versions[] = { "2025-11-25", "2025-06-18", NULL };
+/* 2025-03-26 is served too: a session that negotiated it may send
+ * batches (batch.c says what else it gets). */
+static const char *const versions[] = { "2025-11-25", "2025-06-18",
+	BR_PROTO_BATCHED, NULL };
 
 static void
 rpc_invalid(struct br_rpc *out, int code, const char *msg)
@@ -30,7 +34,7 @@ rpc_invalid(struct br_rpc *out, int code, const char *msg)
 void
 br_rpc_parse(const char *buf, size_t len, struct br_rpc *out)
 {
-	json_t *v, *id, *m;
+	json_t *v;
 	json_error_t jerr;
 
 	memset(out, 0, sizeof(*out));
@@ -49,6 +53,15 @@ br_rpc_parse(const char *buf, size_t len, struct br_rpc *out)
 		rpc_invalid(out, -32600, "Batching is not supported");
 		return;
 	}
+	br_rpc_from_value(v, out);
+}
+
+void
+br_rpc_from_value(json_t *v, struct br_rpc *out)
+{
+	json_t *id, *m;
+
+	memset(out, 0, sizeof(*out));
 	if (!json_is_object(v)) {
 		json_decref(v);
 		rpc_invalid(out, -32600, "Invalid Request: not an object");

@@ -4,9 +4,10 @@
  * socket and its connection limits), br_free takes it down in the order
  * its parts point at each other, and the helpers every file of the bridge
  * shares (digests, random ids, event kinds, findings) live here. The
- * request path is front.c (HTTP and its checks), session.c (MCP sessions),
- * rpc.c (JSON-RPC and the methods the bridge answers itself) and call.c
- * (tools/call).
+ * request path is front.c (HTTP and its checks), batch.c (a 2025-03-26
+ * session's JSON-RPC batches, one message at a time), session.c (MCP
+ * sessions), rpc.c (JSON-RPC and the methods the bridge answers itself)
+ * and call.c (tools/call).
  */
 /* SHA256_Init and friends (see br_sha256_hex): fast, stable, only marked
  * deprecated by OpenSSL 3, as in audit/merkle.c. */

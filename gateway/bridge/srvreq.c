@@ -550,8 +550,10 @@ unfit(struct br *br, enum sreq_way way, const struct br_req *rq,
 	 * did not declare. */
 	if (way == SW_RESULT && (caps & (1u << kind)) == 0)
 		return "not forwarded: the client did not declare it";
+	if (kind == POL_SREQ_ELICITATION && br_session_batched(br, session))
+		return "not forwarded: the client's revision has none";
 	*reason = POL_REASON_NO_STREAM;
-	acc = rq != NULL ? MHD_lookup_connection_value(rq->conn,
+	acc = rq != NULL && rq->conn != NULL ? MHD_lookup_connection_value(rq->conn,
 	    MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT) : NULL;
 	if (way == SW_CALL && (acc == NULL ||
 	    strstr(acc, "text/event-stream") == NULL))

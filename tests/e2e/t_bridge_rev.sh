@@ -108,7 +108,7 @@ code() { body "$1" | jq -r '.error.code'; }
 r=$(rev "$A" "$TA" server/discover '' "$(req 1 server/discover)")
 check_eq "server/discover: 200" 200 "$(status "$r")"
 check_eq "it lists the stateless revision first, then those of initialize" \
-    '["2026-07-28","2025-11-25","2025-06-18"]' "$(body "$r" | jq -c .result.supportedVersions)"
+    '["2026-07-28","2025-11-25","2025-06-18","2025-03-26"]' "$(body "$r" | jq -c .result.supportedVersions)"
 check_eq "complete, the upstream's resources and prompts offered, no logging, sluice named" \
     'complete true true false sluice' \
     "$(body "$r" | jq -r '.result | "\(.resultType) \(.capabilities.resources != null) \(.capabilities.prompts != null) \(.capabilities.logging != null) \(._meta["io.modelcontextprotocol/serverInfo"].name)"')"

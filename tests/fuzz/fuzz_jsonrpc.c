@@ -15,6 +15,11 @@
  *     object params when params are present;
  *   - re-serializing an accepted message and parsing it again gives the
  *     same kind (what the bridge forwards means what it checked).
+ * The same input as a batch (br_batch_parse, 2025-03-26 sessions): refused
+ * whole only with -32700 or -32600 and nothing split; else 1..16 messages,
+ * each classified as it would be alone in a body (re-serialized and
+ * parsed again: the same kind, held to the same invariants), the
+ * requests counted.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -71,6 +76,43 @@ check(const struct br_rpc *r, const char *buf, size_t len)
 	}
 }
 
+static void
+batch_check(const char *buf, size_t len)
+{
+	struct br_batch_parts p;
+	struct br_rpc one;
+	size_t i, nreq = 0;
+	char *ser;
+
+	if (br_batch_parse(buf, len, BR_BATCH_MAX, &p) == -1)
+		return;
+	if (p.code != 0) {
+		REQUIRE(p.code == -32700 || p.code == -32600);
+		REQUIRE(p.msgs == NULL && p.n == 0 && p.error != NULL);
+		return;
+	}
+	REQUIRE(p.n >= 1 && p.n <= BR_BATCH_MAX);
+	REQUIRE(br_batch_looks(buf, len));
+	for (i = 0; i < p.n; i++) {
+		if (p.msgs[i].kind == BR_RPC_REQUEST)
+			nreq++;
+		if (p.msgs[i].kind == BR_RPC_INVALID) {
+			REQUIRE(p.msgs[i].code == -32600);
+			REQUIRE(p.msgs[i].http_status == 400);
+			continue;
+		}
+		ser = json_dumps(p.msgs[i].msg, JSON_COMPACT);
+		REQUIRE(ser != NULL);
+		br_rpc_parse(ser, strlen(ser), &one);
+		REQUIRE(one.kind == p.msgs[i].kind);
+		check(&one, ser, strlen(ser));
+		br_rpc_clear(&one);
+		free(ser);
+	}
+	REQUIRE(nreq == p.nrequests);
+	br_batch_parts_clear(&p);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -95,6 +137,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	br_rpc_clear(&r);
 	REQUIRE(r.msg == NULL);
+	batch_check(copy, size);
 	free(copy);
 	return 0;
 }

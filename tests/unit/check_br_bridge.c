@@ -2895,6 +2895,83 @@ START_TEST(test_rpc_parse)
 }
 END_TEST
 
+/* A batch body split into its messages, each classified alone. */
+static const struct batch_case {
+	const char	*in;
+	int		 code;		/* the batch's refusal, or 0 */
+	const char	*kinds;		/* R N S(response) I, one a message */
+	size_t		 nrequests;
+} batch_cases[] = {
+	{ "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", 0, "R",
+	    1 },
+	{ " \n[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"},"
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", 0, "RNR",
+	    2 },
+	{ "[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}},"
+	    "{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":1}}]", 0, "SS",
+	    0 },
+	/* One bad element spoils nothing of its neighbours. */
+	{ "[1,{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},[],null,"
+	    "{\"jsonrpc\":\"1.0\",\"id\":2,\"method\":\"ping\"},"
+	    "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"},"
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"x\",\"params\":[]}]",
+	    0, "IRIIIII", 1 },
+	{ "[]", -32600, "", 0 },
+	{ "[", -32700, "", 0 },
+	{ "[{\"a\":1,\"a\":2}]", -32700, "", 0 },
+	{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", -32600, "",
+	    0 },
+	{ "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]", 0, "IIIIIIIIIIIIIIII", 0 },
+	{ "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]", -32600, "", 0 },
+};
+
+START_TEST(test_batch_parse)
+{
+	const struct batch_case *c = &batch_cases[_i];
+	struct br_batch_parts p;
+	size_t i;
+	char k[BR_BATCH_MAX + 1];
+
+	ck_assert(br_batch_looks(c->in, strlen(c->in)) ==
+	    (c->in[strspn(c->in, " \n")] == '['));
+	ck_assert_int_eq(br_batch_parse(c->in, strlen(c->in), BR_BATCH_MAX,
+	    &p), 0);
+	ck_assert_msg(p.code == c->code, "%s: code %d", c->in, p.code);
+	if (c->code != 0) {
+		ck_assert(p.msgs == NULL && p.n == 0 && p.error != NULL);
+		br_batch_parts_clear(&p);
+		return;
+	}
+	ck_assert_uint_eq(p.n, strlen(c->kinds));
+	for (i = 0; i < p.n; i++) {
+		k[i] = p.msgs[i].kind == BR_RPC_REQUEST ? 'R' :
+		    p.msgs[i].kind == BR_RPC_NOTIFICATION ? 'N' :
+		    p.msgs[i].kind == BR_RPC_RESPONSE ? 'S' : 'I';
+		if (k[i] == 'I')
+			ck_assert_int_eq(p.msgs[i].code, -32600);
+	}
+	k[p.n] = '\0';
+	ck_assert_str_eq(k, c->kinds);
+	ck_assert_uint_eq(p.nrequests, c->nrequests);
+	br_batch_parts_clear(&p);
+	br_batch_parts_clear(&p);	/* twice: a no-op */
+}
+END_TEST
+
+START_TEST(test_batch_looks)
+{
+	ck_assert(br_batch_looks("[", 1));
+	ck_assert(br_batch_looks(" \t\r\n[x", 5));
+	ck_assert(!br_batch_looks("{}", 2));
+	ck_assert(!br_batch_looks("", 0));
+	ck_assert(!br_batch_looks(NULL, 3));
+	ck_assert(!br_batch_looks("  ", 2));
+	/* The length is the body's: a '[' past it is not looked at. */
+	ck_assert(!br_batch_looks(" [", 1));
+}
+END_TEST
+
 /* ------------------------------------------------------------ latency */
 
 static int
@@ -3713,6 +3790,9 @@ bridge_suite(void)
 	    sizeof(proto_cases) / sizeof(proto_cases[0]));
 	tcase_add_loop_test(parse, test_rpc_parse, 0,
 	    sizeof(rpc_cases) / sizeof(rpc_cases[0]));
+	tcase_add_loop_test(parse, test_batch_parse, 0,
+	    sizeof(batch_cases) / sizeof(batch_cases[0]));
+	tcase_add_test(parse, test_batch_looks);
 	tcase_add_loop_test(parse, test_sse_reader, 0,
 	    sizeof(sse_cases) / sizeof(sse_cases[0]));
 	tcase_add_test(parse, test_sse_bound);
