@@ -136,6 +136,7 @@ struct br_sreq {
 	char			*asked;		/* params, compact JSON */
 	char			 digest[72];
 	char			 in[48];	/* "in call ID", or where */
+	uint64_t		 key;		/* announced as (0: not) */
 	struct ev_timer		*timer;		/* approval, then answer */
 	/* approval */
 	char			 approval_id[33];
@@ -201,6 +202,7 @@ record(struct br_up *u, const char *method, const struct br_client *cl,
 	ev.args_digest = digest;
 	ev.result_digest = o->result_digest;
 	ev.result_bytes = o->result_bytes;
+	ev.sreq_key = sr != NULL ? sr->key : 0;
 	if (cl != NULL) {
 		ev.sandbox = cl->id;
 		ev.subject = cl->subject;
@@ -374,6 +376,34 @@ mrtr_offer(struct br *br, struct br_call *c)
 	    c->call_id, c->client.id);
 }
 
+/* sr is with its client now: announced, so that a bridge that dies
+ * before its record still leaves one (of unknown outcome). */
+static void
+announce(struct br_sreq *sr)
+{
+	struct br *br = sr->br;
+	struct br_event ev;
+	char detail[192];
+
+	if (br->h.sreq_carried == NULL)
+		return;
+	snprintf(detail, sizeof(detail), "forwarded as %s; policy %s; %s",
+	    sr->id, verdict_name(sr->verdict), sr->in);
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = BR_EV_SERVER_REQUEST;
+	ev.sandbox = sr->cl->id;
+	ev.subject = sr->cl->subject;
+	ev.policy = pol_policy_name(sr->cl->policy);
+	ev.src = sr->src;
+	ev.session = sr->session;
+	ev.server = sr->up->srv->name;
+	ev.tool = sr->method;
+	ev.args_digest = sr->digest;
+	ev.detail = detail;
+	sr->key = ++br->sreq_seq;
+	br->h.sreq_carried(br->h.ctx, sr->key, &ev);
+}
+
 /* Carries sr to its client: on its stream, or in its call's result. */
 static void
 sr_send(struct br_sreq *sr)
@@ -391,6 +421,7 @@ sr_send(struct br_sreq *sr)
 		}
 		log_info("bridge: %s of %s asked of %s as %s", sr->method,
 		    sr->up->srv->name, sr->cl->id, sr->id);
+		announce(sr);
 		/* Until a retry comes, it waits to be asked with the next. */
 		if (sr->call->req != NULL)
 			mrtr_offer(sr->br, sr->call);
@@ -416,6 +447,7 @@ sr_send(struct br_sreq *sr)
 	free(ev);
 	log_info("bridge: %s of %s carried to %s as %s", sr->method,
 	    sr->up->srv->name, sr->cl->id, sr->id);
+	announce(sr);
 }
 
 /* sr waits for a person, as a call does (call.c, ask). */

@@ -11,7 +11,8 @@
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
 //        --listen METHOD | --notes | --served | --cancel TOOL ARGS_JSON FILE |
-//        --roots-changed [METHOD])... [--serve-requests]
+//        --roots-changed [METHOD] | --await-served METHOD)...
+//        [--serve-requests] [--ready FILE]
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
@@ -37,6 +38,10 @@
 // it to be served, sending the change again (at most 50 times, 200 ms
 // apart) while it is not: the GET stream it needs opens on its own
 // after initialize. Prints {"served":[...],"sent":N}.
+// --await-served METHOD sends nothing and waits (bounded by --timeout)
+// until a server request of METHOD was served, which can then only have
+// come on the GET stream: prints {"served":[...]}. --ready FILE creates
+// FILE once a GET stream of the server answered 200 (the stream is open).
 // --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
@@ -73,6 +78,7 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 		}
 		case '--timeout': opt.timeout = Number(a[++i]); break;
 		case '--serve-requests': opt.serve = true; break;
+		case '--ready': opt.ready = a[++i]; break;
 		case '--list': opt.ops.push({ op: 'list' }); break;
 		case '--resources': case '--templates': case '--prompts':
 		case '--ping': case '--notes': case '--served':
@@ -84,7 +90,7 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 			    a[++i] : undefined });
 			break;
 		case '--read': case '--subscribe': case '--unsubscribe':
-		case '--await': case '--listen':
+		case '--await': case '--listen': case '--await-served':
 			if (a[i + 1] === undefined)
 				usage(`${a[i]} needs an argument`);
 			opt.ops.push({ op: a[i].slice(2), arg: a[++i] });
@@ -147,7 +153,11 @@ const sent = { GET: 0, POST: 0, DELETE: 0 };
 const countingFetch = (url, init) => {
 	const m = (init && init.method) || 'GET';
 	sent[m] = (sent[m] || 0) + 1;
-	return fetch(url, init);
+	return fetch(url, init).then((r) => {
+		if (m === 'GET' && r.ok && opt.ready)
+			fs.writeFileSync(opt.ready, 'open\n');
+		return r;
+	});
 };
 const transport = opt.url ?
     new StreamableHTTPClientTransport(new URL(opt.url),
@@ -296,6 +306,10 @@ try {
 					break;
 			}
 			out = { served, sent: n };
+		} else if (op.op === 'await-served') {
+			while (!served.includes(op.arg))
+				await new Promise((r) => setTimeout(r, 20));
+			out = { served };
 		} else if (op.op === 'served') {
 			out = { served };
 		} else {
