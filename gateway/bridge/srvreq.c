@@ -9,11 +9,14 @@
  * and again when told they changed), it is owned by a session of that
  * server listening on its GET stream: for roots/list the session whose
  * notifications/roots/list_changed was relayed last, else the only one
- * listening. Not a subscriptions/listen stream (modern.c): a client of
- * the 2026-07-28 revision takes no request from a server but in a
- * result (multi round-trip requests), and could never answer one there. It goes there, under that
- * session's policy and the same bounds; with no session listening it is
- * refused and recorded no_stream, with several refused as nobody's.
+ * listening. Such a request comes on a stdio upstream's output, or on the
+ * GET stream the bridge holds open to an HTTP upstream (upstream_get.c),
+ * and is taken the same way from both. Not a subscriptions/listen stream
+ * (modern.c): a client of the 2026-07-28 revision takes no request from a
+ * server but in a result (multi round-trip requests), and could never
+ * answer one there. It goes there, under that session's policy and the
+ * same bounds; with no session listening it is refused and recorded
+ * no_stream, with several refused as nobody's.
  * A client's roots/list_changed is relayed (bare, as its method only)
  * when its policy may let roots/list of that server through, one at a
  * time per session.
@@ -30,9 +33,12 @@
  * id. Everything else is refused to the upstream with a JSON-RPC error.
  * What was asked (bounded, or only its digest when the policy wants
  * digests) is recorded as mcp.server_request once its outcome is known,
- * tied to the call by the detail; an answer naming no request waiting is
- * refused and logged, never recorded (the sandbox could fill the audit
- * log with them).
+ * tied to the call by the detail. One carried is announced first
+ * (h.sreq_carried), and its record names the announcement: a bridge
+ * process killed while the client holds it still leaves its record,
+ * written by the parent with an unknown outcome (brwire_sreq.c). An
+ * answer naming no request waiting is refused and logged, never recorded
+ * (the sandbox could fill the audit log with them).
  *
  * A client of the stateless revision (modern.c) takes no request from a
  * server but in a result (basic/patterns/mrtr.mdx): its call's request

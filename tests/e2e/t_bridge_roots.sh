@@ -93,10 +93,14 @@ srq() {	# srq: every mcp.server_request record of server ev, one a line
 }
 n_srq() { srq | jq -r "select($1) | .seq" | grep -c .; }
 has_srq() { [ "$(n_srq "$1")" -gt "${2:-0}" ]; }
-# client SBX TOKEN ARGS...: the SDK client in SBX on server ev.
+# client SBX TOKEN ARGS...: the SDK client in SBX on server ev. It ends
+# its session when done: a session left behind keeps listening until its
+# stream is found dead, and a request outside any call with several
+# sessions listening is nobody's.
 client() {
 	local s=$1 t=$2; shift 2
-	world_mcp_client "sandbox:$s" --url "$URL/ev" --header "Authorization: Bearer $t" "$@"
+	world_mcp_client "sandbox:$s" --url "$URL/ev" --header "Authorization: Bearer $t" \
+	    --end-session "$@"
 }
 # restart_ev: server-everything killed and started again (a new process,
 # which knows no session of the old one).
@@ -136,7 +140,7 @@ check_eq "resources/updated the upstream sent between calls reached the listenin
 # ---------------------------------------------------------------- denied, after a restart
 nd0=$(n_srq '.reason == "rule_deny"')
 client "$B" "$TB" --timeout 90000 --serve-requests --ready "$OUT/b.ready" \
-    --await-served roots/list >"$OUT/b" 2>"$OUT/b.err" &
+    --await-file "$OUT/b.stop" --served >"$OUT/b" 2>"$OUT/b.err" &
 pb=$!
 cleanup_push "kill $pb 2>/dev/null"
 check "a client whose policy denies roots listens" wait_for 20 test -e "$OUT/b.ready"
@@ -146,9 +150,9 @@ check "the bridge's new session's roots/list, with that client listening: refuse
 check_eq "its record: that sandbox's, denied by its policy, on its session's stream" \
     "$B roots/list deny rule_deny refused; policy deny; on its session's stream" \
     "$(srq | jq -r 'select(.reason == "rule_deny") | "\(.sandbox.id // .sandbox) \(.method) \(.decision) \(.reason) \(.detail)"' | tail -n 1)"
-kill "$pb" 2>/dev/null
-wait "$pb" 2>/dev/null
-check_eq "the client never saw it" "" "$(jq -c .served "$OUT/b" 2>/dev/null)"
+touch "$OUT/b.stop"
+wait "$pb" || sed 's/^/#   /' "$OUT/b.err"
+check_eq "the client never saw it" '[]' "$(jq -c 'select(.served) | .served' "$OUT/b" 2>/dev/null)"
 
 # ---------------------------------------------------------------- allowed, after a restart
 client "$D" "$TD" --timeout 90000 --serve-requests --ready "$OUT/d.ready" \
@@ -167,16 +171,23 @@ world_mcp_client "sandbox:$D" --url "$URL/g405" --header "Authorization: Bearer 
     --call hello >"$OUT/h" 2>"$OUT/h.err" || sed 's/^/#   /' "$OUT/h.err"
 check_eq "an upstream that answers 405 to GET is served as before" "hello from 405" \
     "$(jq -r '.content[0].text' "$OUT/h" 2>/dev/null)"
-check_eq "... it was asked for its GET stream once, with its session" "1 1" \
-    "$(jq -r 'select(.method == "GET") | .session' "$OUT/get-3002.log" | grep -c .) $(jq -r 'select(.method == "GET") | .session' "$OUT/get-3002.log" | grep -c '^get-session-')"
+# (A GET without a session is get_start's probe.)
+check_eq "... it was asked for its GET stream once, with its session" 1 \
+    "$(jq -r 'select(.method == "GET") | .session' "$OUT/get-3002.log" | grep -c '^get-session-')"
 check_fails "... and that is no failure of the upstream" grep -q 'upstream g405 failed' "$WORLD_DIR/log/sluiced.log"
-resumed() { jq -r 'select(.method == "GET") | .last_event_id' "$OUT/get-3003.log" | grep -qx 'ev-[0-9]*'; }
-check "a stream that ends is asked again with the Last-Event-ID of its last event" wait_for 30 resumed
-check_eq "... the first GET had none" null \
-    "$(jq -r 'select(.method == "GET") | .last_event_id' "$OUT/get-3003.log" | head -n 1)"
-check_match "... the next ones name the event before" '^ev-1$' \
-    "$(jq -r 'select(.method == "GET") | .last_event_id' "$OUT/get-3003.log" | sed -n 2p)"
+gets() { jq -r 'select(.method == "GET" and .session != null) | "\(.last_event_id) \(.sent)"' "$OUT/get-3003.log"; }
+resumed() { [ "$(gets | wc -l)" -ge 2 ]; }
+check "a stream that ends is asked again" wait_for 30 resumed
+g1=$(gets | sed -n 1p) g2=$(gets | sed -n 2p)
+check_eq "... the first GET had no Last-Event-ID, the next the id of the event before" \
+    "null ${g1#* }" "${g1% *} ${g2% *}"
 
+if [ "$E2E_FAILS" -gt 0 ]; then
+	echo "# server requests of ev:"; srq | tail -n 8 | sed 's/^/#   /'
+	echo "# the bridge on its upstreams:"
+	grep -E 'GET stream|upstream (ev|g405|gdrop)|roots/list' "$WORLD_DIR/log/sluiced.log" |
+	    tail -n 40 | sed 's/^/#   /'
+fi
 check "sluiced stops cleanly" world_stop_sluiced
 SAN='runtime error|ERROR: (Address|Leak)Sanitizer'
 if grep -qE "$SAN" "$WORLD_DIR/log/sluiced.log"; then

@@ -12,7 +12,8 @@
 // one event, id "ev-N" (N counts the GETs), data a notifications/message,
 // and then ends it, as a server that drops its streams does. Each request
 // appends one JSON line to --log: {"method","session","last_event_id",
-// "rpc"} (the JSON-RPC method of a POST).
+// "sent" (the id of the event a GET got), "rpc" (a POST's JSON-RPC
+// method)}.
 import fs from 'node:fs';
 import http from 'node:http';
 
@@ -40,14 +41,16 @@ function answer(res, id, result) {
 const server = http.createServer((req, res) => {
 	const sid = req.headers['mcp-session-id'] || null;
 	if (req.method === 'GET') {
-		log({ method: 'GET', session: sid,
-		    last_event_id: req.headers['last-event-id'] || null });
 		if (opt.mode === '405') {
+			log({ method: 'GET', session: sid, last_event_id:
+			    req.headers['last-event-id'] || null });
 			res.writeHead(405, { Allow: 'POST' });
 			res.end();
 			return;
 		}
 		gets++;
+		log({ method: 'GET', session: sid, last_event_id:
+		    req.headers['last-event-id'] || null, sent: `ev-${gets}` });
 		res.writeHead(200, { 'Content-Type': 'text/event-stream',
 		    'Cache-Control': 'no-cache' });
 		res.write(`id: ev-${gets}\ndata: ` + JSON.stringify({
