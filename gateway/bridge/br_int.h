@@ -266,6 +266,12 @@ void	br_get_deliver(struct br *br);
  * its session id and protocol version once known, its credential. NULL
  * without memory. */
 struct curl_slist *br_http_hdrs(const struct br_up *u, const char *accept);
+/* br_http_easy_base: what every transfer to u is: its URL, HTTP(S) only,
+ * no redirect followed (one could take the credential elsewhere), no
+ * signal, a bounded connect, headers hdrs (borrowed: kept until the
+ * transfer ends). */
+void	br_http_easy_base(const struct br_up *u, CURL *e,
+	    struct curl_slist *hdrs);
 
 /* ------------------------------------------------------------ tools */
 

@@ -231,16 +231,11 @@ get_open(struct br_get *g)
 			goto fail;
 		g->hdrs = h;
 	}
-	curl_easy_setopt(g->easy, CURLOPT_URL, u->srv->url);
-	curl_easy_setopt(g->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(g->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(g->easy, CURLOPT_NOSIGNAL, 1L);
+	br_http_easy_base(u, g->easy, g->hdrs);
 	curl_easy_setopt(g->easy, CURLOPT_HTTPGET, 1L);
-	curl_easy_setopt(g->easy, CURLOPT_HTTPHEADER, g->hdrs);
 	curl_easy_setopt(g->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(g->easy, CURLOPT_WRITEDATA, g);
 	curl_easy_setopt(g->easy, CURLOPT_PRIVATE, g);
-	curl_easy_setopt(g->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	/* It stays open as long as the server likes: no timeout, but a
 	 * peer that vanished is found by TCP. */
 	curl_easy_setopt(g->easy, CURLOPT_TCP_KEEPALIVE, 1L);

@@ -474,6 +474,17 @@ fail:
 	return NULL;
 }
 
+void
+br_http_easy_base(const struct br_up *u, CURL *e, struct curl_slist *hdrs)
+{
+	curl_easy_setopt(e, CURLOPT_URL, u->srv->url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+}
+
 int
 br_http_send(struct br_up *u, json_t *msg, bool is_init)
 {
@@ -499,11 +510,7 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 	    == NULL)
 		goto fail;
 	x->hdrs = h;
-	curl_easy_setopt(x->easy, CURLOPT_URL, u->srv->url);
-	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
+	br_http_easy_base(u, x->easy, x->hdrs);
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(x->body));
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write);
@@ -513,7 +520,6 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS,
 	    (long)br->c.upstream_timeout_ms);
-	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	if (curl_multi_add_handle(br->multi, x->easy) != CURLM_OK)
 		goto fail;
 	x->next = br->hx_list;
