@@ -92,8 +92,8 @@ put_opt(json_t *o, const char *key, const char *s)
  * sandbox and from policy names, and the canonical record format only takes
  * keys in [a-z0-9_] (an object would get the whole record refused).
  */
-static json_t *
-ev_fields(const struct br_event *ev)
+json_t *
+brw_ev_fields(const struct br_event *ev)
 {
 	json_t *o;
 	int bad = 0;
@@ -194,6 +194,8 @@ lose_child(struct brw *w)
 	/* The calls it had forwarded: their outcomes will not come. */
 	brw_intents_orphaned(w, "the bridge process ended before the call's "
 	    "outcome was recorded");
+	brw_sreqs_orphaned(w, "the bridge process ended before it was "
+	    "recorded");
 }
 
 /* Sends one message, or ends the child when it cannot take it. */
@@ -445,6 +447,8 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 		return;
 	}
 	intent = ev.kind == BR_EV_INTENT;
+	if (ev.kind == BR_EV_SERVER_REQUEST && m->sreq_key != 0)
+		brw_sreq_ended(w, m->sreq_key);
 	/* A server request is not a call the sandbox made. */
 	if (!intent && ev.kind != BR_EV_SERVER_REQUEST &&
 	    ev.kind != BR_EV_APPROVAL) {
@@ -487,7 +491,7 @@ on_record(struct brw *w, const struct msg_br_event *m, size_t len)
 	 * releases its result, only when we say it is durable. Intents
 	 * are submitted without waiting for each other, so concurrent
 	 * calls share the writer's group commit. */
-	if (rec_durable(w->rec, ev.kind_name, ev_fields(&ev), on_durable,
+	if (rec_durable(w->rec, ev.kind_name, brw_ev_fields(&ev), on_durable,
 	    rw) == -1) {
 		log_warn("%s record for %s/%s", ev.kind_name, ev.server !=
 		    NULL ? ev.server : "-", ev.tool != NULL ? ev.tool : "-");
@@ -523,7 +527,7 @@ on_finding(struct brw *w, const struct msg_br_event *m, size_t len)
 			return;
 	}
 	w->findings++;
-	if ((o = ev_fields(&ev)) != NULL &&
+	if ((o = brw_ev_fields(&ev)) != NULL &&
 	    (rec_put(o, "type", rec_string(ev.kind_name)) == -1 ||
 	    rec_put(o, "severity", json_string(finding_severity(ev.kind))) ==
 	    -1 || rec_put(o, "decision", json_string("log")) == -1)) {
@@ -614,6 +618,13 @@ on_child_msg(void *ctx, uint32_t type, void *pl, size_t len)
 		sbx_touch_id(w->sbx, a->id);
 		break;
 	}
+	case MSG_BR_SREQ:
+		if (!msg_br_sreq_ok(pl)) {
+			brw_violation(w, "a malformed server request");
+			return;
+		}
+		brw_sreq_carried(w, pl);
+		break;
 	case MSG_BR_STATS:
 		w->pending_approvals = ((struct msg_br_stats *)pl)->
 		    pending_approvals;
@@ -906,6 +917,7 @@ brw_stop(struct brw *w)
 	proc_free(w->proc);
 	lose_child(w);
 	brw_intents_stop(w);
+	brw_sreqs_free(w);
 	/* Their completions still run (the log's close runs them), with
 	 * nothing left here to count into. */
 	for (rw = w->waits; rw != NULL; rw = rw->next)

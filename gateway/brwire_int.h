@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "gateway/ctl/ctl.h"
 #include "gateway/privsep/msg.h"
 
@@ -69,6 +71,9 @@ struct brw {
 	uint64_t	 mark_saved;
 	struct ev_timer	*mark_timer;
 	uint64_t	 intents_refused;
+	/* server requests carried, not yet recorded (brwire_sreq.c) */
+	struct msg_br_sreq *sreqs;
+	size_t		 nsreqs, capsreqs;
 };
 
 /* A control request forwarded to the child. */
@@ -126,5 +131,22 @@ int	brw_intents_recover(struct brw *w, char *err, size_t errlen);
 /* brw_intents_stop: at stop: open intents closed as above, the table
  * freed. */
 void	brw_intents_stop(struct brw *w);
+
+/* brw_ev_fields: the fields of a record or finding of the child's event
+ * ev (brwire.c); NULL without memory. */
+json_t	*brw_ev_fields(const struct br_event *ev);
+
+/* ---- brwire_sreq.c ---- */
+/* brw_sreq_carried: the child carried the server request m (checked by
+ * msg_br_sreq_ok) to a client: kept open until its record comes, within
+ * the bounds (past them it is logged, not kept). */
+void	brw_sreq_carried(struct brw *w, const struct msg_br_sreq *m);
+/* brw_sreq_ended: the record of the announcement key came. */
+void	brw_sreq_ended(struct brw *w, uint64_t key);
+/* brw_sreqs_orphaned: the child is gone: each open one is recorded as
+ * mcp.server_request of unknown outcome, why in its detail. */
+void	brw_sreqs_orphaned(struct brw *w, const char *why);
+/* brw_sreqs_free: at stop, after the last orphaning. */
+void	brw_sreqs_free(struct brw *w);
 
 #endif /* SLUICE_GATEWAY_BRWIRE_INT_H */

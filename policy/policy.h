@@ -597,6 +597,9 @@ enum pol_reason {
 	POL_REASON_NO_STREAM,		/* "no_stream": a server request
 					   with no event stream to carry it
 					   to the client */
+	POL_REASON_OUTCOME_UNKNOWN,	/* "outcome_unknown": a server request
+					   carried to a client when the bridge
+					   process ended */
 	POL_REASON__COUNT		/* not a reason: the table's size */
 };
 

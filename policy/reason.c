@@ -76,6 +76,7 @@ static const char *const names[POL_REASON__COUNT] = {
 	[POL_REASON_CANCELLED] = "cancelled",
 	[POL_REASON_NO_ANSWER] = "no_answer",
 	[POL_REASON_NO_STREAM] = "no_stream",
+	[POL_REASON_OUTCOME_UNKNOWN] = "outcome_unknown",
 };
 
 const char *

@@ -112,6 +112,8 @@ struct br_up {
 	/* HTTP */
 	char				*session;	/* upstream Mcp-Session-Id */
 	struct curl_slist		*cred_hdr;	/* kept apart: never logged */
+	struct br_get			*get;		/* its GET stream, or NULL */
+	bool				 no_get;	/* it answered 405: none */
 
 	/* tools (tools.c) */
 	json_t				*tools;		/* current definitions */
@@ -241,6 +243,36 @@ int		 br_sse_feed(struct br_sse *s, const char *data, size_t len,
 		    json_t *out);
 /* br_sse_end: the stream ended; an event it left unterminated counts. */
 void		 br_sse_end(struct br_sse *s, json_t *out);
+/* br_sse_new_stream: a reader for a stream that stays open, of any length,
+ * whose unfinished event may not exceed event_max bytes (br_sse_feed is
+ * -1 past it, and the stream is to be dropped). br_sse_last_id: the last
+ * id: field the stream carried ("" for none), at most BR_SSE_ID_MAX - 1
+ * bytes with no NUL. */
+#define BR_SSE_ID_MAX	256
+struct br_sse	*br_sse_new_stream(size_t event_max);
+const char	*br_sse_last_id(const struct br_sse *s);
+
+/* The GET stream of an HTTP upstream (upstream_get.c). br_get_start:
+ * open it for u, which just became ready (a no-op when it has one, or
+ * said it offers none). br_get_stop: close it, and forget it (u's session
+ * ends). br_get_done: easy, a finished transfer, was a GET stream's:
+ * handled (true), or not one (false). br_get_deliver: hand on what the
+ * GET streams read, outside libcurl. */
+struct br_get;
+void	br_get_start(struct br_up *u);
+void	br_get_stop(struct br_up *u);
+bool	br_get_done(struct br *br, CURL *easy, CURLcode rc);
+void	br_get_deliver(struct br *br);
+/* br_http_hdrs: the headers every request to u carries: Accept (accept),
+ * its session id and protocol version once known, its credential. NULL
+ * without memory. */
+struct curl_slist *br_http_hdrs(const struct br_up *u, const char *accept);
+/* br_http_easy_base: what every transfer to u is: its URL, HTTP(S) only,
+ * no redirect followed (one could take the credential elsewhere), no
+ * signal, a bounded connect, headers hdrs (borrowed: kept until the
+ * transfer ends). */
+void	br_http_easy_base(const struct br_up *u, CURL *e,
+	    struct curl_slist *hdrs);
 
 /* ------------------------------------------------------------ tools */
 
@@ -753,6 +785,7 @@ struct br {
 	size_t			 nsreqs;
 	TAILQ_HEAD(br_tasks, br_task) tasks;	/* tasks.c */
 	size_t			 ntasks;
+	uint64_t		 sreq_seq;	/* the last key announced */
 	struct ev_timer		*keepalive;
 	struct br_up		**ups;
 	size_t			 nups;

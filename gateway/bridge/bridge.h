@@ -134,6 +134,9 @@ struct br_event {
 						   call's id (32 hex), which
 						   pairs an intent with its
 						   outcome */
+	uint64_t		 sreq_key;	/* mcp.server_request: the
+						   announcement (sreq_carried)
+						   this record ends, or 0 */
 };
 
 /* Completion of a durable record: ok != 0 once it is committed, 0 if it
@@ -192,6 +195,14 @@ struct br_hooks {
 	 * offers roots only then. Asked at each handshake. Optional:
 	 * without it, never. */
 	bool	(*roots_offered)(void *ctx, const char *server);
+	/* A server request is carried to a client, and key (never 0)
+	 * names it until its mcp.server_request record, whose sreq_key is
+	 * key, ends it: ev is what that record says of it so far (sandbox,
+	 * session, server, method, digest, detail). Whoever keeps the
+	 * records records it as of unknown outcome if the bridge goes
+	 * before that record. Fire and forget. Optional. */
+	void	(*sreq_carried)(void *ctx, uint64_t key,
+		    const struct br_event *ev);
 	void	*ctx;
 };
 

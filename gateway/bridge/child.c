@@ -283,6 +283,7 @@ send_event(struct brc *d, uint32_t type, const struct br_event *ev,
 
 	memset(&m, 0, sizeof(m));
 	m.ticket = ticket;
+	m.sreq_key = ev->sreq_key;
 	m.kind = (uint32_t)ev->kind;
 	m.reason = (int32_t)ev->reason;
 	m.approver_uid = ev->approver_uid;
@@ -326,6 +327,38 @@ h_record(void *ctx, const struct br_event *ev, br_record_done *done,
 		return -1;
 	}
 	return 0;
+}
+
+/* A field of an announcement: too long, and it is cut (the record that
+ * ends it, or says it is unknown, is what matters). */
+static void
+sreq_cp(char *dst, size_t size, const char *s)
+{
+	snprintf(dst, size, "%s", s != NULL ? s : "");
+}
+
+static void
+h_sreq_carried(void *ctx, uint64_t key, const struct br_event *ev)
+{
+	struct brc *d = ctx;
+	struct msg_br_sreq m;
+
+	if (d->ch == NULL)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.key = key;
+	sreq_cp(m.sandbox, sizeof(m.sandbox), ev->sandbox);
+	sreq_cp(m.subject, sizeof(m.subject), ev->subject);
+	sreq_cp(m.policy, sizeof(m.policy), ev->policy);
+	sreq_cp(m.src, sizeof(m.src), ev->src);
+	sreq_cp(m.session, sizeof(m.session), ev->session);
+	sreq_cp(m.server, sizeof(m.server), ev->server);
+	sreq_cp(m.method, sizeof(m.method), ev->tool);
+	sreq_cp(m.args_digest, sizeof(m.args_digest), ev->args_digest);
+	sreq_cp(m.detail, sizeof(m.detail), ev->detail);
+	if (chan_send1(d->ch, MSG_BR_SREQ, &m, sizeof(m)) == -1)
+		log_warn("%s of %s: announcement to the parent", m.method,
+		    m.server);
 }
 
 static void
@@ -615,6 +648,7 @@ start_bridge(struct brc *d)
 	h.restrict_egress = h_restrict;
 	h.auth_tally = h_auth_tally;
 	h.roots_offered = h_roots;
+	h.sreq_carried = h_sreq_carried;
 	h.ctx = d;
 	d->lfd = -1;		/* the bridge's now, whatever happens */
 	d->br = br_new(d->loop, &bc, &h, err, sizeof(err));

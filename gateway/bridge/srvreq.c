@@ -9,11 +9,14 @@
  * and again when told they changed), it is owned by a session of that
  * server listening on its GET stream: for roots/list the session whose
  * notifications/roots/list_changed was relayed last, else the only one
- * listening. Not a subscriptions/listen stream (modern.c): a client of
- * the 2026-07-28 revision takes no request from a server but in a
- * result (multi round-trip requests), and could never answer one there. It goes there, under that
- * session's policy and the same bounds; with no session listening it is
- * refused and recorded no_stream, with several refused as nobody's.
+ * listening. Such a request comes on a stdio upstream's output, or on the
+ * GET stream the bridge holds open to an HTTP upstream (upstream_get.c),
+ * and is taken the same way from both. Not a subscriptions/listen stream
+ * (modern.c): a client of the 2026-07-28 revision takes no request from a
+ * server but in a result (multi round-trip requests), and could never
+ * answer one there. It goes there, under that session's policy and the
+ * same bounds; with no session listening it is refused and recorded
+ * no_stream, with several refused as nobody's.
  * A client's roots/list_changed is relayed (bare, as its method only)
  * when its policy may let roots/list of that server through, one at a
  * time per session.
@@ -30,9 +33,12 @@
  * id. Everything else is refused to the upstream with a JSON-RPC error.
  * What was asked (bounded, or only its digest when the policy wants
  * digests) is recorded as mcp.server_request once its outcome is known,
- * tied to the call by the detail; an answer naming no request waiting is
- * refused and logged, never recorded (the sandbox could fill the audit
- * log with them).
+ * tied to the call by the detail. One carried is announced first
+ * (h.sreq_carried), and its record names the announcement: a bridge
+ * process killed while the client holds it still leaves its record,
+ * written by the parent with an unknown outcome (brwire_sreq.c). An
+ * answer naming no request waiting is refused and logged, never recorded
+ * (the sandbox could fill the audit log with them).
  *
  * A client of the stateless revision (modern.c) takes no request from a
  * server but in a result (basic/patterns/mrtr.mdx): its call's request
@@ -139,6 +145,7 @@ struct br_sreq {
 	char			*asked;		/* params, compact JSON */
 	char			 digest[72];
 	char			 in[48];	/* "in call ID", or where */
+	uint64_t		 key;		/* announced as (0: not) */
 	struct ev_timer		*timer;		/* approval, then answer */
 	/* approval */
 	char			 approval_id[33];
@@ -204,6 +211,7 @@ record(struct br_up *u, const char *method, const struct br_client *cl,
 	ev.args_digest = digest;
 	ev.result_digest = o->result_digest;
 	ev.result_bytes = o->result_bytes;
+	ev.sreq_key = sr != NULL ? sr->key : 0;
 	if (cl != NULL) {
 		ev.sandbox = cl->id;
 		ev.subject = cl->subject;
@@ -386,6 +394,34 @@ mrtr_offer(struct br *br, struct br_call *c)
 	    c->call_id, c->client.id);
 }
 
+/* sr is with its client now: announced, so that a bridge that dies
+ * before its record still leaves one (of unknown outcome). */
+static void
+announce(struct br_sreq *sr)
+{
+	struct br *br = sr->br;
+	struct br_event ev;
+	char detail[192];
+
+	if (br->h.sreq_carried == NULL)
+		return;
+	snprintf(detail, sizeof(detail), "forwarded as %s; policy %s; %s",
+	    sr->id, verdict_name(sr->verdict), sr->in);
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = BR_EV_SERVER_REQUEST;
+	ev.sandbox = sr->cl->id;
+	ev.subject = sr->cl->subject;
+	ev.policy = pol_policy_name(sr->cl->policy);
+	ev.src = sr->src;
+	ev.session = sr->session;
+	ev.server = sr->up->srv->name;
+	ev.tool = sr->method;
+	ev.args_digest = sr->digest;
+	ev.detail = detail;
+	sr->key = ++br->sreq_seq;
+	br->h.sreq_carried(br->h.ctx, sr->key, &ev);
+}
+
 /* Carries sr to its client: on its stream, or in its call's result. */
 static void
 sr_send(struct br_sreq *sr)
@@ -403,6 +439,7 @@ sr_send(struct br_sreq *sr)
 		}
 		log_info("bridge: %s of %s asked of %s as %s", sr->method,
 		    sr->up->srv->name, sr->cl->id, sr->id);
+		announce(sr);
 		/* Until a retry comes, it waits to be asked with the next;
 		 * a client of the tasks extension gets a task instead, and
 		 * its tasks/get shows what is asked (tasks.c). */
@@ -431,6 +468,7 @@ sr_send(struct br_sreq *sr)
 	free(ev);
 	log_info("bridge: %s of %s carried to %s as %s", sr->method,
 	    sr->up->srv->name, sr->cl->id, sr->id);
+	announce(sr);
 }
 
 /* sr waits for a person, as a call does (call.c, ask). */

@@ -10,12 +10,15 @@
  * that follows it, perhaps in the next read, is part of the same end, so
  * an event is never held back waiting for a byte). An event ends
  * at a blank line; its data: lines, joined by LF, are one JSON-RPC message.
- * id:, event:, retry: and comments need nothing from us (we never resume a
- * stream). Data that is not one JSON value is skipped: the request it
- * should have answered then times out, which is the caller's failure path.
- * Consumed bytes are dropped, so memory holds at most one unfinished event;
- * the whole stream is bounded by the max given at creation.
+ * event:, retry: and comments need nothing from us; the last id: seen is
+ * kept, for the Last-Event-ID of a stream resumed (upstream_get.c). Data
+ * that is not one JSON value is skipped: the request it should have
+ * answered then times out, which is the caller's failure path. Consumed
+ * bytes are dropped, so memory holds at most one unfinished event; a POST
+ * answer's whole stream is bounded by the max given at creation, a stream
+ * that stays open (br_sse_new_stream) by the size of one event.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +30,8 @@ struct br_sse {
 	size_t	 folded;	/* buf[..folded] has its line ends as LF */
 	bool	 cr;		/* the last byte folded was a CR */
 	size_t	 total, max;	/* bytes fed so far, and the bound */
+	size_t	 event_max;	/* 0, or the bound of one event */
+	char	 id[BR_SSE_ID_MAX];	/* the last id: field, or "" */
 };
 
 struct br_sse *
@@ -40,6 +45,22 @@ br_sse_new(size_t max)
 	return s;
 }
 
+struct br_sse *
+br_sse_new_stream(size_t event_max)
+{
+	struct br_sse *s;
+
+	if ((s = br_sse_new(SIZE_MAX)) != NULL)
+		s->event_max = event_max;
+	return s;
+}
+
+const char *
+br_sse_last_id(const struct br_sse *s)
+{
+	return s->id;
+}
+
 void
 br_sse_free(struct br_sse *s)
 {
@@ -49,10 +70,25 @@ br_sse_free(struct br_sse *s)
 	free(s);
 }
 
+/* The value of an id: field (from v to e): kept as the stream's last id
+ * unless it holds a NUL (which the format says to ignore) or is too long
+ * to send back. */
+static void
+take_id(struct br_sse *s, const char *v, const char *e)
+{
+	if (v < e && *v == ' ')
+		v++;
+	if ((size_t)(e - v) >= sizeof(s->id) || memchr(v, '\0',
+	    (size_t)(e - v)) != NULL)
+		return;
+	memcpy(s->id, v, (size_t)(e - v));
+	s->id[e - v] = '\0';
+}
+
 /* One event (its lines, LF-separated, without the blank line): the JSON
  * value of its data, appended to out. */
 static void
-event(const char *ev, size_t len, json_t *out)
+event(struct br_sse *s, const char *ev, size_t len, json_t *out)
 {
 	const char *p = ev, *e, *v, *end = ev + len;
 	char *data;
@@ -73,6 +109,8 @@ event(const char *ev, size_t len, json_t *out)
 				v++;
 		} else if (e - p == 4 && memcmp(p, "data", 4) == 0)
 			v = e;		/* a field name alone: empty value */
+		else if ((size_t)(e - p) >= 3 && memcmp(p, "id:", 3) == 0)
+			take_id(s, p + 3, e);
 		if (v != NULL) {
 			if (any)
 				data[dl++] = '\n';
@@ -120,11 +158,11 @@ drain(struct br_sse *s, json_t *out, bool end)
 		return;
 	while ((sep = memmem(s->buf + from, s->len - from, "\n\n", 2)) !=
 	    NULL) {
-		event(s->buf + p, (size_t)(sep - (s->buf + p)), out);
+		event(s, s->buf + p, (size_t)(sep - (s->buf + p)), out);
 		from = p = (size_t)(sep - s->buf) + 2;
 	}
 	if (end && p < s->len) {
-		event(s->buf + p, s->len - p, out);
+		event(s, s->buf + p, s->len - p, out);
 		p = s->len;
 	}
 	if (p > 0)
@@ -154,6 +192,10 @@ br_sse_feed(struct br_sse *s, const char *data, size_t len, json_t *out)
 	s->len += len;
 	s->total += len;
 	drain(s, out, false);
+	/* A stream that stays open: only what is left unconsumed, one
+	 * unfinished event, is bounded. */
+	if (s->event_max != 0 && s->len > s->event_max)
+		return -1;
 	return 0;
 }
 

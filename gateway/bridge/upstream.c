@@ -167,6 +167,9 @@ on_init_reply(void *arg, json_t *msg, const char *err)
 	u->stale = true;
 	log_info("bridge: upstream %s ready (protocol %s)", u->srv->name,
 	    u->version);
+	/* What it says outside any POST comes on its GET stream. */
+	if (u->srv->transport != POL_MCP_STDIO)
+		br_get_start(u);
 	flush_queue(u);
 }
 
@@ -181,17 +184,15 @@ up_handshake(struct br_up *u)
 	 * made once for every session the upstream serves. Roots only when
 	 * some policy may let them through: a server offered them asks at
 	 * once and whenever they change, outside any call, and that goes
-	 * to the one session listening (srvreq.c) or is refused. And only
-	 * over stdio, where such a request reaches us: the bridge opens no
-	 * GET stream to an HTTP upstream, so there it would go nowhere and
-	 * the server would wait on it (a roots tool of server-everything
-	 * hangs until its own timeout). */
+	 * to the one session listening (srvreq.c) or is refused. Over HTTP
+	 * such a request comes on the GET stream the bridge opens once the
+	 * session is ready (upstream_get.c); a server that offers none (405)
+	 * can only ask within a call. */
 	p = json_pack("{s:s, s:{s:{}, s:{}}, s:{s:s, s:s}}",
 	    "protocolVersion", BR_PROTO_LATEST, "capabilities", "sampling",
 	    "elicitation", "clientInfo", "name", "sluice", "version", "0.1.0");
 	caps = json_object_get(p, "capabilities");
-	if (p != NULL && u->srv->transport == POL_MCP_STDIO &&
-	    u->br->h.roots_offered != NULL &&
+	if (p != NULL && u->br->h.roots_offered != NULL &&
 	    u->br->h.roots_offered(u->br->h.ctx, u->srv->name) &&
 	    json_object_set_new(caps, "roots", json_pack("{s:b}",
 	    "listChanged", 1)) == -1) {

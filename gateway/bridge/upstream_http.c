@@ -9,7 +9,8 @@
  * once libcurl has returned, so that an answer in a stream the server keeps
  * open is not held back until the stream ends, and the transfer is dropped
  * as soon as its request is answered), and the credential header added here
- * and nowhere else. Redirects are never followed (a redirect could carry the
+ * and nowhere else (br_http_hdrs, which the GET stream of upstream_get.c
+ * shares). Redirects are never followed (a redirect could carry the
  * credential elsewhere) and response sizes are capped.
  */
 #include <errno.h>
@@ -59,6 +60,7 @@ on_sock(struct ev_loop *loop, int fd, unsigned events, void *arg)
 	(void)curl_multi_socket_action(br->multi, fd, flags, &running);
 	check_done(br);
 	deliver_pending(br);
+	br_get_deliver(br);
 }
 
 static int
@@ -100,6 +102,7 @@ on_curl_timer(struct ev_loop *loop, void *arg)
 	    &running);
 	check_done(br);
 	deliver_pending(br);
+	br_get_deliver(br);
 }
 
 static int
@@ -198,6 +201,7 @@ br_http_close(struct br_up *u)
 	struct br *br = u->br;
 	struct hx *x, *next;
 
+	br_get_stop(u);
 	free(u->session);
 	u->session = NULL;
 	for (x = br->hx_list; x != NULL; x = next) {
@@ -416,7 +420,8 @@ check_done(struct br *br)
 
 	while (br->multi != NULL &&
 	    (m = curl_multi_info_read(br->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
+		if (m->msg != CURLMSG_DONE ||
+		    br_get_done(br, m->easy_handle, m->data.result))
 			continue;
 		x = NULL;
 		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
@@ -426,12 +431,66 @@ check_done(struct br *br)
 	}
 }
 
+struct curl_slist *
+br_http_hdrs(const struct br_up *u, const char *accept)
+{
+	struct curl_slist *l, *n;
+	char hbuf[256], *h;
+	size_t len;
+
+	if ((l = curl_slist_append(NULL, accept)) == NULL)
+		return NULL;
+	if (u->session != NULL) {
+		snprintf(hbuf, sizeof(hbuf), "Mcp-Session-Id: %s", u->session);
+		if ((n = curl_slist_append(l, hbuf)) == NULL)
+			goto fail;
+		l = n;
+	}
+	if (u->version[0] != '\0') {
+		snprintf(hbuf, sizeof(hbuf), "MCP-Protocol-Version: %s",
+		    u->version);
+		if ((n = curl_slist_append(l, hbuf)) == NULL)
+			goto fail;
+		l = n;
+	}
+	if (u->secret != NULL && u->srv->cred_header != NULL) {
+		len = strlen(u->srv->cred_header) + strlen(u->secret) +
+		    (u->srv->cred_prefix ? strlen(u->srv->cred_prefix) : 0) +
+		    3;
+		if ((h = malloc(len)) == NULL)
+			goto fail;
+		snprintf(h, len, "%s: %s%s", u->srv->cred_header,
+		    u->srv->cred_prefix ? u->srv->cred_prefix : "", u->secret);
+		n = curl_slist_append(l, h);
+		explicit_bzero(h, len);
+		free(h);
+		if (n == NULL)
+			goto fail;
+		l = n;
+	}
+	return l;
+fail:
+	curl_slist_free_all(l);
+	return NULL;
+}
+
+void
+br_http_easy_base(const struct br_up *u, CURL *e, struct curl_slist *hdrs)
+{
+	curl_easy_setopt(e, CURLOPT_URL, u->srv->url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+}
+
 int
 br_http_send(struct br_up *u, json_t *msg, bool is_init)
 {
 	struct br *br = u->br;
+	struct curl_slist *h;
 	struct hx *x;
-	char hbuf[256];
 
 	if (u->srv->url == NULL || (x = calloc(1, sizeof(*x))) == NULL)
 		return -1;
@@ -445,39 +504,13 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 	if ((x->body = json_dumps(msg, JSON_COMPACT)) == NULL ||
 	    (x->easy = easy_get(br)) == NULL)
 		goto fail;
-	x->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	x->hdrs = curl_slist_append(x->hdrs,
-	    "Accept: application/json, text/event-stream");
-	if (u->session != NULL) {
-		snprintf(hbuf, sizeof(hbuf), "Mcp-Session-Id: %s", u->session);
-		x->hdrs = curl_slist_append(x->hdrs, hbuf);
-	}
-	if (u->version[0] != '\0') {
-		snprintf(hbuf, sizeof(hbuf), "MCP-Protocol-Version: %s",
-		    u->version);
-		x->hdrs = curl_slist_append(x->hdrs, hbuf);
-	}
-	if (u->secret != NULL && u->srv->cred_header != NULL) {
-		size_t len = strlen(u->srv->cred_header) + strlen(u->secret) +
-		    (u->srv->cred_prefix ? strlen(u->srv->cred_prefix) : 0) +
-		    3;
-		char *h = malloc(len);
-
-		if (h == NULL)
-			goto fail;
-		snprintf(h, len, "%s: %s%s", u->srv->cred_header,
-		    u->srv->cred_prefix ? u->srv->cred_prefix : "", u->secret);
-		x->hdrs = curl_slist_append(x->hdrs, h);
-		explicit_bzero(h, len);
-		free(h);
-	}
-	if (x->hdrs == NULL)
+	if ((x->hdrs = br_http_hdrs(u, "Accept: application/json, "
+	    "text/event-stream")) == NULL ||
+	    (h = curl_slist_append(x->hdrs, "Content-Type: application/json"))
+	    == NULL)
 		goto fail;
-	curl_easy_setopt(x->easy, CURLOPT_URL, u->srv->url);
-	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
+	x->hdrs = h;
+	br_http_easy_base(u, x->easy, x->hdrs);
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(x->body));
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write);
@@ -487,7 +520,6 @@ br_http_send(struct br_up *u, json_t *msg, bool is_init)
 	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS,
 	    (long)br->c.upstream_timeout_ms);
-	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	if (curl_multi_add_handle(br->multi, x->easy) != CURLM_OK)
 		goto fail;
 	x->next = br->hx_list;

@@ -73,6 +73,7 @@ static const struct msg_spec specs[MSG_TYPE_MAX] = {
 	    MSG_BR_BODY_MAX },
 	FIXED(MSG_BR_STATS, MSG_TO_PARENT, struct msg_br_stats),
 	FIXED(MSG_BR_ACTIVE, MSG_TO_PARENT, struct msg_br_active),
+	FIXED(MSG_BR_SREQ, MSG_TO_PARENT, struct msg_br_sreq),
 	/* name gate */
 	FIXED(MSG_GATE_EVENT, MSG_TO_PARENT, struct msg_gate_event),
 	FIXED(MSG_GATE_VERDICT, MSG_TO_PARENT, struct msg_gate_verdict),
@@ -389,6 +390,22 @@ msg_br_event_ok(const struct msg_br_event *m, size_t len,
 		left -= m->lens[i] + 1;
 	}
 	return left == 0;
+}
+
+bool
+msg_br_sreq_ok(const struct msg_br_sreq *m)
+{
+	return m->key != 0 && msg_str_ok(m->sandbox, sizeof(m->sandbox)) &&
+	    m->sandbox[0] != '\0' && msg_str_ok(m->subject,
+	    sizeof(m->subject)) && msg_str_ok(m->policy, sizeof(m->policy)) &&
+	    msg_str_ok(m->src, sizeof(m->src)) &&
+	    msg_str_ok(m->session, sizeof(m->session)) &&
+	    msg_str_ok(m->server, sizeof(m->server)) && m->server[0] != '\0' &&
+	    msg_str_ok(m->args_digest, sizeof(m->args_digest)) &&
+	    msg_str_ok(m->detail, sizeof(m->detail)) &&
+	    (strcmp(m->method, "sampling/createMessage") == 0 ||
+	    strcmp(m->method, "elicitation/create") == 0 ||
+	    strcmp(m->method, "roots/list") == 0);
 }
 
 void

@@ -74,6 +74,7 @@ enum msg_type {
 	MSG_BR_CTL_REPLY,	/* struct msg_br_ctl_reply + body */
 	MSG_BR_STATS,		/* struct msg_br_stats */
 	MSG_BR_ACTIVE,		/* struct msg_br_active: a sandbox used the bridge */
+	MSG_BR_SREQ,		/* struct msg_br_sreq: a server request carried */
 	/* name gate (gateway/dns/gate.c), DNS child -> parent */
 	MSG_GATE_EVENT,		/* struct msg_gate_event: a flow refused */
 	MSG_GATE_VERDICT,	/* struct msg_gate_verdict: for the parent to send */
@@ -317,6 +318,24 @@ struct msg_br_active {
 	char		id[MSG_ID_MAX];
 };
 
+/* A server request (sampling, elicitation, roots) carried to a client,
+ * announced before the client can answer it: the parent records it as
+ * of unknown outcome if the bridge process dies before its
+ * mcp.server_request record, which names the same key (msg_br_event's
+ * sreq_key), arrives. What the record would say of it. */
+struct msg_br_sreq {
+	uint64_t	key;		/* never 0, unique in the process */
+	char		sandbox[MSG_ID_MAX];
+	char		subject[128];
+	char		policy[MSG_POLNAME_MAX];
+	char		src[64];
+	char		session[65];
+	char		server[128];
+	char		method[32];	/* one of the three */
+	char		args_digest[72];
+	char		detail[192];	/* how it was carried */
+};
+
 struct msg_br_stats {
 	uint32_t	pending_approvals;
 	uint32_t	calls;		/* tool calls in flight */
@@ -346,6 +365,8 @@ enum msg_br_str {
 };
 struct msg_br_event {
 	uint64_t	ticket;		/* MSG_BR_RECORD: for the done */
+	uint64_t	sreq_key;	/* mcp.server_request: the msg_br_sreq
+					   it ends, or 0 */
 	uint32_t	kind;		/* enum br_event_kind */
 	int32_t		reason;		/* enum pol_reason */
 	int64_t		approver_uid;
@@ -439,6 +460,9 @@ bool		 msg_br_ctl_ok(const struct msg_br_ctl *m);
  * On success strs[i] points at string i inside m (NULL when absent). */
 bool		 msg_br_event_ok(const struct msg_br_event *m, size_t len,
 		    const char *strs[MSG_BR_NSTR]);
+/* msg_br_sreq_ok: key not 0, strings terminated, sandbox and server
+ * named, method one a server may ask of a client. */
+bool		 msg_br_sreq_ok(const struct msg_br_sreq *m);
 /* msg_digest: lower-case hex SHA-256 of len bytes of buf into out. */
 void		 msg_digest(const void *buf, size_t len, char out[65]);
 

@@ -13,7 +13,10 @@
 # sluiced closes the intents it left open at once (no restart of sluiced
 # needed), starts a new one, every call the upstream received has its
 # intent, each one got exactly one mcp.outcome_unknown written after the
-# kill, and a restart of sluiced closes none of them again.
+# kill, and a restart of sluiced closes none of them again. Last, a
+# server request (sampling, of servers/sreq_server.mjs) carried to a client
+# that has not answered it when the bridge process is killed: the log
+# holds its mcp.server_request record, of unknown outcome.
 . "$(dirname "$0")/lib.sh"
 . "$E2E_DIR/world.sh"
 require_root
@@ -30,9 +33,10 @@ FLAGS=$E2E_TMP/flags
 CFG=$E2E_TMP/sluice.yaml
 NODE=$(command -v node)
 N=6
-mkdir -p "$POL" "$FLAGS"
-# The server runs as the bridge's user and writes its calls here.
-chmod 0777 "$FLAGS"
+SRF=$E2E_TMP/sreq
+mkdir -p "$POL" "$FLAGS" "$SRF"
+# The servers run as the bridge's user and write their calls here.
+chmod 0777 "$FLAGS" "$SRF"
 : >"$FLAGS/calls.log"
 chmod 0666 "$FLAGS/calls.log"
 cat >"$POL/hi.yaml" <<-'P'
@@ -48,6 +52,13 @@ cat >"$POL/hi.yaml" <<-'P'
 	      decision: allow
 	      args:
 	        k: {type: string}
+	    - tool: sreq/ask
+	      decision: allow
+	      args:
+	        kind: {enum: [sampling]}
+	  server_requests:
+	    - server: sreq
+	      sampling: allow
 P
 world_sluiced_config "$CFG" "$POL"
 cat >>"$CFG" <<-C
@@ -55,6 +66,9 @@ cat >>"$CFG" <<-C
 	  - name: hold
 	    transport: stdio
 	    command: [$NODE, $WORLD_SERVERS/hold_server.mjs, $FLAGS]
+	  - name: sreq
+	    transport: stdio
+	    command: [$NODE, $WORLD_SERVERS/sreq_server.mjs, $SRF]
 C
 world_start_sluiced "$CFG" || { not_ok "sluiced starts"; finish; }
 PARENT=$_WORLD_SLUICED_PID
@@ -229,5 +243,50 @@ PARENT=$_WORLD_SLUICED_PID
 check "and after a restart of sluiced" wait_for 30 answered_q q7
 check_eq "which closes none of them again" $((unknown0 + N)) "$(n_unknown)"
 check "audit verify passes after the bridge's death" verify_ok
+
+# ------------------ 5: a server request at the client, the bridge killed
+# By hand (curl), a client that never answers: the call's answer becomes
+# an event stream carrying the upstream's sampling request, and the
+# bridge process is killed while the request waits there.
+H_ACC='Accept: application/json, text/event-stream'
+H_JSON='Content-Type: application/json'
+H_VER='MCP-Protocol-Version: 2025-06-18'
+H_AUTH="Authorization: Bearer $TOK"
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"curl","version":"1"}}}'
+check "the bridge answers before the kill" wait_for 30 answered_q q8
+world_sandbox "$S" curl -s -m 10 -D "$E2E_TMP/sr.hdr" -o /dev/null -X POST \
+    -H "$H_AUTH" -H "$H_ACC" -H "$H_JSON" --data "$INIT" "$URL/sreq"
+SID=$(awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' "$E2E_TMP/sr.hdr" | tr -d '\r')
+world_sandbox "$S" curl -s -m 10 -o /dev/null -X POST -H "$H_AUTH" -H "$H_ACC" \
+    -H "$H_JSON" -H "Mcp-Session-Id: $SID" -H "$H_VER" \
+    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/sreq"
+world_sandbox "$S" curl -s -N -m 60 -o "$E2E_TMP/sr.stream" -X POST -H "$H_AUTH" \
+    -H "$H_ACC" -H "$H_JSON" -H "Mcp-Session-Id: $SID" -H "$H_VER" \
+    --data '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"kind":"sampling"}}}' \
+    "$URL/sreq" &
+pc=$!
+cleanup_push "kill $pc 2>/dev/null"
+check "the sampling request waits at the client" wait_for 20 \
+    grep -q 'sampling/createMessage' "$E2E_TMP/sr.stream"
+RID=$(sed -n 's/^data: //p' "$E2E_TMP/sr.stream" | jq -r 'select(.method == "sampling/createMessage") | .id' | head -n 1)
+unk_sr() { mcp mcp.server_request | jq -c 'select(.reason == "outcome_unknown")'; }
+check_eq "no server request of unknown outcome before the kill" 0 "$(unk_sr | wc -l)"
+BP=$(br_pid)
+kill -KILL "$BP"
+check "the parent starts a new bridge process" wait_for 30 br_new
+check "the request has its record" wait_for 20 sh -c "[ \"\$(SLUICE_AUDIT_DB='$DB' '$SLUICE' audit tail --kind mcp.server_request -n 100000 2>/dev/null | grep -c outcome_unknown)\" -ge 1 ]"
+check_eq "one, of unknown outcome, for that sandbox, server and method" \
+    "1 $S sreq sampling/createMessage unknown outcome_unknown" \
+    "$(unk_sr | wc -l) $(unk_sr | jq -r '"\(.sandbox.id // .sandbox) \(.server) \(.method) \(.decision) \(.reason)"' | head -n 1)"
+check_match "its detail: carried under the bridge's id, in its call, then the bridge ended" \
+    "^forwarded as $RID; policy allow; in call [0-9a-f]{32}; outcome unknown: the bridge process ended" \
+    "$(unk_sr | jq -r .detail | head -n 1)"
+check_match "it keeps the digest of what was asked" '^sha256:[0-9a-f]{64}$' \
+    "$(unk_sr | jq -r .arguments_digest | head -n 1)"
+kill "$pc" 2>/dev/null
+wait "$pc" 2>/dev/null
+check "the new bridge process answers" wait_for 30 answered_q q9
 world_stop_sluiced
+check_eq "a clean stop records no more of them" 1 "$(unk_sr | wc -l)"
+check "audit verify passes at the very end" verify_ok
 finish

@@ -511,6 +511,22 @@ world_sandbox_token() {
 # world_sluiced_log: the daemon's output so far.
 world_sluiced_log() { cat "$WORLD_DIR/log/sluiced.log" 2>/dev/null; }
 
+# world_sluiced_clean: once sluiced stopped, one ok / not ok line for
+# "no sanitizer report in its log" (the report printed when there is one)
+# and one for "its audit log's chain verifies".
+world_sluiced_clean() {
+	local san='runtime error|ERROR: (Address|Leak)Sanitizer'
+	if grep -qE "$san" "$WORLD_DIR/log/sluiced.log"; then
+		not_ok "sanitizers: no report in sluiced's log"
+		grep -E -A30 "$san" "$WORLD_DIR/log/sluiced.log" | head -n 60 |
+		    sed 's/^/#   /'
+	else
+		ok "sanitizers: no report in sluiced's log"
+	fi
+	check_match "the audit log's chain verifies" '^result: +verified' \
+	    "$("$SLUICE" audit verify --db "$WORLD_DIR/state/audit.db" 2>&1)"
+}
+
 # world_sandbox_namespaces: the sluice-* namespaces whose veth peer is in
 # this world's host namespace (so another run's sandboxes are never
 # touched).

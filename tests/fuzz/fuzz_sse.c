@@ -11,6 +11,10 @@
  *   - what one feed yields is only what the bytes so far complete: feeding
  *     a prefix never yields more messages than the whole stream does;
  *   - every message is one JSON value;
+ *   - the last id: kept (for a Last-Event-ID) is the same however the
+ *     stream is split, shorter than BR_SSE_ID_MAX;
+ *   - a reader of a stream that stays open (br_sse_new_stream, fed a byte
+ *     at a time here) yields what the bounded one does;
  *   - a stream over the reader's bound is refused, not taken in part.
  */
 #include <stdbool.h>
@@ -26,9 +30,11 @@
 /* Feeds s[0..n) in chunks from the PRNG state *seed (0: one chunk; 1: one
  * byte at a time), then ends the stream. */
 static json_t *
-read_stream(const uint8_t *s, size_t n, uint32_t seed, size_t *after_feeds)
+read_stream(const uint8_t *s, size_t n, uint32_t seed, size_t *after_feeds,
+    char id[BR_SSE_ID_MAX])
 {
-	struct br_sse *rd = br_sse_new(n + 1);
+	struct br_sse *rd = seed == 1 ? br_sse_new_stream(n + 1) :
+	    br_sse_new(n + 1);
 	json_t *out = json_array();
 	size_t at = 0, len;
 
@@ -49,6 +55,8 @@ read_stream(const uint8_t *s, size_t n, uint32_t seed, size_t *after_feeds)
 	}
 	*after_feeds = json_array_size(out);
 	br_sse_end(rd, out);
+	REQUIRE(strlen(br_sse_last_id(rd)) < BR_SSE_ID_MAX);
+	strcpy(id, br_sse_last_id(rd));
 	br_sse_free(rd);
 	return out;
 }
@@ -57,6 +65,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_t *whole, *chunked, *bytes, *msg;
+	char idw[BR_SSE_ID_MAX], idc[BR_SSE_ID_MAX], idb[BR_SSE_ID_MAX];
 	struct br_sse *rd;
 	size_t i, nw, nc, nb;
 	uint32_t seed;
@@ -67,9 +76,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 
-	whole = read_stream(data, size, 0, &nw);
-	chunked = read_stream(data, size, seed | 2, &nc);
-	bytes = read_stream(data, size, 1, &nb);
+	whole = read_stream(data, size, 0, &nw, idw);
+	chunked = read_stream(data, size, seed | 2, &nc, idc);
+	bytes = read_stream(data, size, 1, &nb, idb);
+	REQUIRE(strcmp(idw, idc) == 0 && strcmp(idw, idb) == 0);
 	REQUIRE(json_equal(whole, chunked));
 	REQUIRE(json_equal(whole, bytes));
 	/* Before the end too, every split has seen the same complete events:

@@ -3395,6 +3395,45 @@ START_TEST(test_sse_bound)
 }
 END_TEST
 
+/* A stream that stays open (an upstream's GET stream) has no bound on its
+ * length, only on one unfinished event; the last id: it carried is kept
+ * for the Last-Event-ID of the next request, even from an event with no
+ * data (a priming event), and one holding a NUL or too long is ignored. */
+START_TEST(test_sse_stream)
+{
+	static const char ev[] = "id: e1\ndata: {\"a\":1}\n\n";
+	struct br_sse *rd = br_sse_new_stream(64);
+	json_t *out = json_array();
+	char big[BR_SSE_ID_MAX + 8];
+	int i;
+
+	ck_assert_str_eq(br_sse_last_id(rd), "");
+	for (i = 0; i < 1000; i++)
+		ck_assert_int_eq(br_sse_feed(rd, ev, sizeof(ev) - 1, out), 0);
+	ck_assert_int_eq(json_array_size(out), 1000);
+	ck_assert_str_eq(br_sse_last_id(rd), "e1");
+	ck_assert_int_eq(br_sse_feed(rd, "id:e2\ndata:\n\n", 13, out), 0);
+	ck_assert_int_eq(json_array_size(out), 1000);
+	ck_assert_str_eq(br_sse_last_id(rd), "e2");
+	ck_assert_int_eq(br_sse_feed(rd, "id: x\0y\n\n", 9, out), 0);
+	ck_assert_str_eq(br_sse_last_id(rd), "e2");
+	memcpy(big, "id: ", 4);
+	memset(big + 4, 'i', BR_SSE_ID_MAX);
+	memcpy(big + 4 + BR_SSE_ID_MAX, "\n\n", 2);
+	br_sse_free(rd);
+	rd = br_sse_new_stream(BR_SSE_ID_MAX * 2);
+	ck_assert_int_eq(br_sse_feed(rd, big, sizeof(big) - 2, out), 0);
+	ck_assert_str_eq(br_sse_last_id(rd), "");
+	/* One event left unfinished past the bound: refused. */
+	ck_assert_int_eq(br_sse_feed(rd, "data: ", 6, out), 0);
+	memset(big, 'x', sizeof(big));
+	ck_assert_int_eq(br_sse_feed(rd, big, sizeof(big), out), 0);
+	ck_assert_int_eq(br_sse_feed(rd, big, sizeof(big), out), -1);
+	br_sse_free(rd);
+	json_decref(out);
+}
+END_TEST
+
 /* One event of a megabyte arriving in libcurl's 16 KiB pieces is read
  * whole. (Each piece now costs its own size, not the event's so far; a
  * 16 MiB event took 6 s of the daemon's only loop before. Asserted by the
@@ -3796,6 +3835,7 @@ bridge_suite(void)
 	tcase_add_loop_test(parse, test_sse_reader, 0,
 	    sizeof(sse_cases) / sizeof(sse_cases[0]));
 	tcase_add_test(parse, test_sse_bound);
+	tcase_add_test(parse, test_sse_stream);
 	tcase_add_test(parse, test_sse_linear);
 	tcase_add_test(parse, test_redact_linear);
 	tcase_add_test(parse, test_result_held_any_policy);

@@ -497,6 +497,7 @@ START_TEST(test_br_sbx_ctl_ok)
 {
 	struct msg_br_sbx b;
 	struct msg_br_ctl c;
+	struct msg_br_sreq q;
 
 	memset(&b, 0, sizeof(b));
 	strcpy(b.id, "s1");
@@ -515,6 +516,28 @@ START_TEST(test_br_sbx_ctl_ok)
 	b.usable = 1;
 	b.id[0] = '\0';
 	ck_assert(!msg_br_sbx_ok(&b));
+
+	/* A server request's announcement: a key, a sandbox, a server and
+	 * one of the three methods, every string inside its array. */
+	memset(&q, 0, sizeof(q));
+	q.key = 1;
+	strcpy(q.sandbox, "sb");
+	strcpy(q.server, "srv");
+	strcpy(q.method, "roots/list");
+	ck_assert(msg_br_sreq_ok(&q));
+	ck_assert_int_eq(msg_check(MSG_BR_SREQ, sizeof(q), MSG_TO_PARENT), 0);
+	ck_assert_int_eq(msg_check(MSG_BR_SREQ, sizeof(q), MSG_TO_CHILD), -1);
+	q.key = 0;
+	ck_assert(!msg_br_sreq_ok(&q));
+	q.key = 1;
+	strcpy(q.method, "tools/call");
+	ck_assert(!msg_br_sreq_ok(&q));
+	strcpy(q.method, "sampling/createMessage");
+	memset(q.detail, 'd', sizeof(q.detail));
+	ck_assert(!msg_br_sreq_ok(&q));
+	memset(q.detail, 0, sizeof(q.detail));
+	q.sandbox[0] = '\0';
+	ck_assert(!msg_br_sreq_ok(&q));
 
 	memset(&c, 0, sizeof(c));
 	c.op = MSG_BR_OP_DECIDE;

@@ -11,7 +11,9 @@
 //        --templates | --read URI | --prompts | --prompt NAME [ARGS_JSON] |
 //        --subscribe URI | --unsubscribe URI | --ping | --await METHOD |
 //        --listen METHOD | --notes | --served | --cancel TOOL ARGS_JSON FILE |
-//        --roots-changed [METHOD])... [--serve-requests]
+//        --roots-changed [METHOD] | --await-served METHOD |
+//        --await-file FILE)... [--serve-requests] [--ready FILE]
+//        [--end-session]
 //
 // Operations run in order over one session (so several cost one Node start
 // and one initialize). Each prints one JSON line on stdout: --list gives
@@ -37,6 +39,14 @@
 // it to be served, sending the change again (at most 50 times, 200 ms
 // apart) while it is not: the GET stream it needs opens on its own
 // after initialize. Prints {"served":[...],"sent":N}.
+// --await-served METHOD sends nothing and waits (bounded by --timeout)
+// until a server request of METHOD was served, which can then only have
+// come on the GET stream: prints {"served":[...]}. --ready FILE creates
+// FILE once a GET stream of the server answered 200 (the stream is open).
+// --await-file FILE sends nothing and waits (bounded by --timeout) until
+// FILE exists: prints {"file":FILE}. --end-session ends the session
+// (DELETE) before the client closes, so that the server forgets it and
+// its GET stream at once.
 // --stdio takes
 // the rest of the command line, so it comes last. Exit status: 0 when every
 // operation completed (a result with isError:true still exits 0: the
@@ -73,6 +83,8 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 		}
 		case '--timeout': opt.timeout = Number(a[++i]); break;
 		case '--serve-requests': opt.serve = true; break;
+		case '--ready': opt.ready = a[++i]; break;
+		case '--end-session': opt.endSession = true; break;
 		case '--list': opt.ops.push({ op: 'list' }); break;
 		case '--resources': case '--templates': case '--prompts':
 		case '--ping': case '--notes': case '--served':
@@ -84,7 +96,8 @@ const opt = { headers: {}, timeout: 20000, ops: [] };
 			    a[++i] : undefined });
 			break;
 		case '--read': case '--subscribe': case '--unsubscribe':
-		case '--await': case '--listen':
+		case '--await': case '--listen': case '--await-served':
+		case '--await-file':
 			if (a[i + 1] === undefined)
 				usage(`${a[i]} needs an argument`);
 			opt.ops.push({ op: a[i].slice(2), arg: a[++i] });
@@ -147,7 +160,11 @@ const sent = { GET: 0, POST: 0, DELETE: 0 };
 const countingFetch = (url, init) => {
 	const m = (init && init.method) || 'GET';
 	sent[m] = (sent[m] || 0) + 1;
-	return fetch(url, init);
+	return fetch(url, init).then((r) => {
+		if (m === 'GET' && r.ok && opt.ready)
+			fs.writeFileSync(opt.ready, 'open\n');
+		return r;
+	});
 };
 const transport = opt.url ?
     new StreamableHTTPClientTransport(new URL(opt.url),
@@ -296,6 +313,14 @@ try {
 					break;
 			}
 			out = { served, sent: n };
+		} else if (op.op === 'await-file') {
+			while (!fs.existsSync(op.arg))
+				await new Promise((r) => setTimeout(r, 20));
+			out = { file: op.arg };
+		} else if (op.op === 'await-served') {
+			while (!served.includes(op.arg))
+				await new Promise((r) => setTimeout(r, 20));
+			out = { served };
 		} else if (op.op === 'served') {
 			out = { served };
 		} else {
@@ -305,6 +330,8 @@ try {
 		process.stdout.write(JSON.stringify(out) + '\n');
 	}
 	clearTimeout(timer);
+	if (opt.endSession && opt.url)
+		await transport.terminateSession();
 	await client.close();
 	process.exit(0);
 } catch (e) {
