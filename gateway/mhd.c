@@ -46,6 +46,7 @@ struct mhd_conn {
 	bool			 stream;	/* an endless answer that waits
 						   for nobody's work: may make
 						   room like an idle one */
+	bool			 watched;	/* fd in the loop: peer_watch */
 	unsigned		 extra;		/* connections its request
 						   counts for (mhd_borrow) */
 	struct MHD_Connection	*conn;
@@ -133,6 +134,60 @@ conn_of(struct MHD_Connection *conn)
 	return ci != NULL ? ci->socket_context : NULL;
 }
 
+/*
+ * A suspended stream's socket is watched by nobody: MHD leaves suspended
+ * connections out of its epoll set. A client that went away would then
+ * hold its connection, a slot of its sandbox's, until the stream next
+ * wrote (its keepalive). So while a stream is suspended its socket is in
+ * the loop, for reading: its client's end (EOF, or an error) shuts the
+ * connection at once. A client that sends bytes on a stream (nothing
+ * should) is no longer watched, so that a level-triggered readable
+ * socket cannot keep the loop busy; its keepalive still finds its end.
+ */
+static void	conn_shut(struct mhd_conn *mc);
+
+static void
+peer_unwatch(struct mhd_conn *mc)
+{
+	if (!mc->watched)
+		return;
+	mc->watched = false;
+	ev_del(mc->m->loop, mc->fd);
+}
+
+static void
+on_peer(struct ev_loop *loop, int fd, unsigned events, void *arg)
+{
+	struct mhd_conn *mc = arg;
+	ssize_t n;
+	char c;
+
+	(void)loop;
+	(void)events;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR))
+		return;
+	peer_unwatch(mc);
+	if (n <= 0) {
+		char a[INET6_ADDRSTRLEN];
+
+		addr_text(&mc->addr, a, sizeof(a));
+		log_info("%s: the client of an event stream from %s went "
+		    "away: closed", mc->m->name, a);
+		conn_shut(mc);
+	}
+}
+
+static void
+peer_watch(struct mhd_conn *mc)
+{
+	if (mc->watched || !mc->stream || mc->gone)
+		return;
+	if (ev_add(mc->m->loop, mc->fd, EV_READ, on_peer, mc) == 0)
+		mc->watched = true;
+}
+
 /* Closes mc's connection from outside MHD: the socket is shut down, MHD
  * reads the end of the stream at its next run and closes the connection
  * (and tells us, on_connection). From now on mc does not count. */
@@ -143,6 +198,7 @@ conn_shut(struct mhd_conn *mc)
 
 	if (mc->gone)
 		return;
+	peer_unwatch(mc);
 	mc->gone = true;
 	m->nconns--;
 	m->nextra -= mc->extra;
@@ -280,6 +336,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 		if ((mc = *socket_context) == NULL)
 			return;
 		*socket_context = NULL;
+		peer_unwatch(mc);
 		ev_timer_cancel(m->loop, mc->deadline);
 		if (!mc->gone) {
 			m->nconns--;
@@ -360,6 +417,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		mc->calls = 0;
 		mc->received = false;
 		mc->suspended = false;
+		peer_unwatch(mc);
 		deadline_arm(mc);
 	}
 }
@@ -589,8 +647,10 @@ mhd_suspend(struct mhd *m, struct MHD_Connection *conn)
 
 	/* Never closed to make room while suspended: it is waiting for us,
 	 * not for its client. */
-	if (m->track && (mc = conn_of(conn)) != NULL)
+	if (m->track && (mc = conn_of(conn)) != NULL) {
 		mc->suspended = true;
+		peer_watch(mc);
+	}
 	MHD_suspend_connection(conn);
 }
 
@@ -599,8 +659,10 @@ mhd_resume(struct mhd *m, struct MHD_Connection *conn)
 {
 	struct mhd_conn *mc;
 
-	if (m->track && (mc = conn_of(conn)) != NULL)
+	if (m->track && (mc = conn_of(conn)) != NULL) {
 		mc->suspended = false;
+		peer_unwatch(mc);
+	}
 	MHD_resume_connection(conn);
 	/*
 	 * MHD's inter-thread channel makes its epoll fd readable, but only

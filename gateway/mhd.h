@@ -77,7 +77,8 @@ void		 mhd_free(struct mhd *m);
 struct MHD_Daemon *mhd_daemon(const struct mhd *m);
 
 /* mhd_suspend: MHD_suspend_connection; call it from the access handler
- * only, as MHD requires. */
+ * only, as MHD requires. A streaming connection (mhd_streaming) is then
+ * watched in the loop, and shut at once when its client goes away. */
 void		 mhd_suspend(struct mhd *m, struct MHD_Connection *conn);
 /* mhd_resume: wake a suspended connection; MHD calls its access handler
  * again (where the caller queues its response) within the current loop

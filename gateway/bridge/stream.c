@@ -24,8 +24,10 @@
  * libmicrohttpd's pattern for it: a response whose content reader, with
  * nothing to send, suspends the connection and returns 0; a note, a
  * keepalive or an end resumes it. A suspended connection is not watched by
- * MHD, so a client that went away is found by the next keepalive comment
- * (BR_KEEPALIVE_MS), which also keeps intermediaries from timing it out.
+ * MHD: gateway/mhd.c watches a suspended stream's socket itself, so a
+ * client that went away is closed at once; the keepalive comment
+ * (BR_KEEPALIVE_MS) finds the rest and keeps intermediaries from timing
+ * the stream out.
  * The stream opens with a comment, so that a client sees it is open
  * before anything is said. No event carries an id: nothing is replayed, and a Last-Event-ID is
  * answered with a fresh stream (the spec leaves replay to the server).

@@ -330,6 +330,21 @@ world_sandbox "$A" curl -s -o /dev/null -m 5 -X DELETE -H "Authorization: Bearer
     -H "Mcp-Session-Id: $SA" "$URL/res"
 wait_for 10 dead "$g2" && ok "the session's end ends its stream" || not_ok "the session's end ends its stream"
 
+# A stream whose client goes away is closed as soon as the socket says
+# so, not at its next keepalive write: its connection stops counting for
+# the sandbox and it no longer counts as a session listening.
+S3=$(sess "$A" "$TA")
+listen "$A" "$TA" "$S3" "$OUT/g3"
+wait_for 10 test -s "$OUT/g3" || not_ok "a third stream opens"
+went='the client of an event stream from [0-9.]+ went away'
+n0=$(grep -cE "$went" "$WORLD_DIR/log/sluiced.log")
+pkill -f "Mcp-Session-Id: $S3"
+gone3() { [ "$(grep -cE "$went" "$WORLD_DIR/log/sluiced.log")" -gt "$n0" ]; }
+check "a stream whose client went away is closed at once" wait_for 10 gone3
+check_eq "... and its session still answers" 200 \
+    "$(world_sandbox "$A" curl -s -o /dev/null -w '%{http_code}' -m 5 -X DELETE \
+      -H "Authorization: Bearer $TA" -H "Mcp-Session-Id: $S3" "$URL/res")"
+
 # A removed sandbox's streams close at once, whether or not it reads.
 D=rd$$
 TD=$(sl sandbox create --policy rp --subject dave --id "$D" | jq -r .token)
